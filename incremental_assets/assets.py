@@ -1,0 +1,180 @@
+"""Dagster assets from a project: one asset per model, a spec per source, a Spark resource.
+
+>>> # doctest: +SKIP
+>>> defs = build_definitions("path/to/project")
+"""
+
+import os
+import time
+import warnings
+from datetime import timezone
+from pathlib import Path
+from typing import Any, Optional
+
+import dagster as dg
+from dagster_pyspark import LazyPySparkResource
+from pydantic import PrivateAttr
+
+from incremental_assets.errors import WindowError
+from incremental_assets.execution import Executor, RunResult, build_spark_session
+from incremental_assets.model import IncrementalByTimeRange, SqlModel
+from incremental_assets.plan import plan_run, plan_window
+from incremental_assets.project import Project, Source, load_project
+from incremental_assets.settings import Settings
+from incremental_assets.time_window import TimeWindow, merge, subtract, to_utc
+from incremental_assets.translator import ModelTranslator
+
+
+class SparkResource(LazyPySparkResource):
+    """dagster-pyspark's lazy session resource, extended with Spark Connect (``remote``).
+
+    The session is created on first use and shared by every asset of the process, so a run over many
+    intervals or models pays Spark's start-up once.
+    """
+
+    remote: Optional[str] = None
+    _session: Any = PrivateAttr(default=None)
+
+    def _init_session(self) -> None:
+        if self._spark_session is None:
+            self._spark_session = build_spark_session(self.spark_config, remote=self.remote)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "SparkResource":
+        return cls(spark_config=settings.spark_config(), remote=settings.spark_remote)
+
+
+def window_of(context: dg.AssetExecutionContext) -> TimeWindow:
+    tw = context.partition_time_window
+    return TimeWindow(to_utc(tw.start).astimezone(timezone.utc), to_utc(tw.end).astimezone(timezone.utc))
+
+
+def materialized_windows(instance: dg.DagsterInstance, key: dg.AssetKey, partitions: dg.TimeWindowPartitionsDefinition) -> list[TimeWindow]:
+    """The intervals Dagster has recorded as materialized, merged into ranges."""
+    keys = instance.get_materialized_partitions(key)
+    windows = []
+    for pk in keys:
+        try:
+            tw = partitions.time_window_for_partition_key(pk)
+        except Exception:  # a key of an older partitions definition
+            continue
+        windows.append(TimeWindow(to_utc(tw.start), to_utc(tw.end)))
+    return merge(windows)
+
+
+def missing_upstream(
+    instance: dg.DagsterInstance, project: Project, model: SqlModel, window: TimeWindow, translator: ModelTranslator
+) -> list[str]:
+    """Describe upstream intervals the window needs that Dagster has not recorded (backfills don't check)."""
+    problems = []
+    for upstream in project.upstream_models(model):
+        if not isinstance(upstream.kind, IncrementalByTimeRange):
+            continue
+        partitions = translator.get_partitions_def(upstream)
+        assert isinstance(partitions, dg.TimeWindowPartitionsDefinition) and upstream.start is not None
+        need_start = max(window.start, upstream.start)
+        need_end = min(window.end, upstream.end) if upstream.end else window.end
+        if need_end <= need_start:
+            continue
+        gaps = subtract(TimeWindow(need_start, need_end), materialized_windows(instance, translator.get_asset_key(upstream), partitions))
+        if gaps:
+            problems.append(f"{upstream.name} is missing {', '.join(str(g) for g in gaps[:5])}" + (" ..." if len(gaps) > 5 else ""))
+    return problems
+
+
+def materialization_metadata(results: list[RunResult], seconds: float) -> dict[str, Any]:
+    last = results[-1]
+    rows = sum(r.rows or 0 for r in results)
+    meta: dict[str, Any] = {
+        "write": last.write,
+        "duration_seconds": round(seconds, 3),
+        "spark_seconds": round(sum(r.seconds for r in results), 3),
+        "batches": len(results),
+        "sql": dg.MetadataValue.md(f"```sql\n{last.sql}\n```"),
+    }
+    if last.window is not None:
+        meta["window_start"] = results[0].window.start.isoformat()  # type: ignore[union-attr]
+        meta["window_end"] = last.window.end.isoformat()  # type: ignore[union-attr]
+    if last.write != "view":
+        meta["rows_written"] = rows
+        meta["delta_version"] = last.version
+        meta["files_written"] = sum(r.files for r in results)
+        meta["table_uri"] = dg.MetadataValue.path(last.table or "")
+        if last.write == "replace_table":
+            meta["dagster/row_count"] = rows
+    return meta
+
+
+def build_model_asset(project: Project, model: SqlModel, translator: ModelTranslator) -> dg.AssetsDefinition:
+    deps = []
+    for name in model.depends_on:
+        if name == model.name:
+            continue
+        if name in project.models:
+            upstream = project.models[name]
+            deps.append(dg.AssetDep(translator.get_asset_key(upstream), partition_mapping=translator.get_partition_mapping(model, upstream)))
+        else:
+            deps.append(dg.AssetDep(translator.get_source_key(project.sources[name])))
+    key = translator.get_asset_key(model)
+
+    @dg.asset(
+        key=key,
+        deps=deps,
+        group_name=translator.get_group_name(model),
+        description=translator.get_description(model),
+        owners=translator.get_owners(model),
+        tags=translator.get_tags(model),
+        kinds=translator.get_kinds(model),
+        code_version=translator.get_code_version(model),
+        partitions_def=translator.get_partitions_def(model),
+        backfill_policy=translator.get_backfill_policy(model),
+        metadata=translator.get_metadata(model),
+    )
+    def _materialize(context: dg.AssetExecutionContext, spark: SparkResource) -> dg.MaterializeResult:
+        began = time.perf_counter()
+        window = window_of(context) if context.has_partition_key_range or context.has_partition_key else None
+        if window is not None:
+            missing = missing_upstream(context.instance, project, model, window, translator)
+            if missing:
+                raise WindowError(
+                    f"{model.name} {window}: upstream intervals are not materialized: " + "; ".join(missing)
+                    + ". Run them first (select +" + model.name + ")."
+                )
+        executor = Executor(spark.spark_session, project)
+        results = []
+        for plan in plan_window(project, model, window) if window else [plan_run(project, model, None)]:
+            context.log.info(f"{model.name}: running {plan.window or 'full'}")
+            results.append(executor.execute(plan, run_id=context.run_id))
+        return dg.MaterializeResult(metadata=materialization_metadata(results, time.perf_counter() - began))
+
+    return _materialize
+
+
+def build_source_spec(source: Source, translator: ModelTranslator) -> dg.AssetSpec:
+    meta: dict[str, Any] = {"format": source.format, "location": dg.MetadataValue.path(source.location)}
+    if source.time_column:
+        meta["time_column"] = source.time_column
+        meta["interval_unit"] = source.interval_unit
+    if source.columns:
+        meta["dagster/column_schema"] = dg.TableSchema(columns=[dg.TableColumn(n, t) for n, t in source.columns.items()])
+    return dg.AssetSpec(key=translator.get_source_key(source), group_name="sources", metadata=meta, kinds={source.format})
+
+
+def build_definitions(
+    project: Project | str | Path | None = None, *, translator: ModelTranslator | None = None, **extra: Any
+) -> dg.Definitions:
+    """Definitions for a project: model assets, source specs and the ``spark`` resource."""
+    if not isinstance(project, Project):
+        project = load_project(project or os.environ.get("INCREMENTAL_ASSETS_PROJECT") or os.getcwd())
+    translator = translator or ModelTranslator()
+    assets: list[Any] = [build_source_spec(s, translator) for s in project.sources.values()]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dg.BetaWarning)  # backfill_policy is beta; we rely on it knowingly
+        assets += [build_model_asset(project, m, translator) for m in project.ordered()]
+    return dg.Definitions(
+        assets=assets,
+        resources={"spark": SparkResource.from_settings(project.settings)},
+        executor=dg.in_process_executor,
+        **extra,
+    )
+

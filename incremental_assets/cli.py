@@ -1,0 +1,174 @@
+"""``incremental-assets``: a thin command line over the same functions the Dagster assets call."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import date
+from pathlib import Path
+from typing import Sequence
+
+from incremental_assets.errors import IncrementalAssetsError, ProjectError
+from incremental_assets.time_window import TimeWindow, format_instant
+
+
+def _project(args: argparse.Namespace):
+    from incremental_assets.project import load_project
+
+    return load_project(args.project)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    project = _project(args)
+    for model in project.ordered():
+        unit = f", {model.interval_unit}" if model.is_incremental else ""
+        print(f"ok  {model.name} ({model.kind.name}{unit})  {model.path.relative_to(project.directory)}")
+    print(f"{len(project.models)} models, {len(project.sources)} sources: valid")
+    return 0
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    from incremental_assets.plan import plan_run
+    from incremental_assets.runs import parse_instant
+
+    project = _project(args)
+    model = project.model(args.model)
+    window = None
+    if model.is_incremental:
+        if not (args.start and args.end):
+            raise IncrementalAssetsError(f"model {model.name} is incremental: give --start and --end")
+        window = TimeWindow(parse_instant(args.start, "start"), parse_instant(args.end, "end"))  # type: ignore[arg-type]
+    print(plan_run(project, model, window).render())
+    return 0
+
+
+def _runner(project):
+    from incremental_assets.assets import build_definitions
+    from incremental_assets.runs import Runner, open_instance
+
+    instance = open_instance(project.settings.dagster_home)
+    return Runner(project, instance, build_definitions(project))
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from incremental_assets.runs import parse_instant
+
+    if not args.auto and bool(args.start) != bool(args.end):
+        raise IncrementalAssetsError("give both --start and --end, or --auto")
+    project = _project(args)
+    models = project.select(" ".join(args.selection) if args.selection else None)
+    runner = _runner(project)
+    start = parse_instant(args.start, "start")
+    end = parse_instant(args.end, "end")
+    if not args.auto and start is None and any(m.is_incremental for m in models):
+        raise IncrementalAssetsError("incremental models need --start S --end E, or --auto to fill the missing intervals")
+    print(f"running {len(models)} model(s): {', '.join(m.name for m in models)}", flush=True)
+    report = runner.run(models, start=start, end=end, auto=args.auto, progress=lambda line: print(line, flush=True))
+    failed = [r for r in report.records if not r.success]
+    ok = len(report.records) - len(failed)
+    print(f"{ok} run(s) succeeded, {len(failed)} failed")
+    return 0 if not failed else 1
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from incremental_assets.runs import describe_windows, model_status, open_instance, parse_instant
+
+    project = _project(args)
+    instance = open_instance(project.settings.dagster_home)
+    models = [project.model(args.model)] if args.model else project.ordered()
+    since, until = parse_instant(args.since, "since"), parse_instant(args.until, "until")
+    rows = []
+    for model in models:
+        st = model_status(instance, model, since=since, until=until)
+        rows.append(st)
+        if args.json:
+            continue
+        if not st.partitioned:
+            when = format_instant(st.last_materialized) if st.last_materialized else "never"
+            print(f"{model.name} ({model.kind.name}): last materialized {when}")
+            continue
+        print(f"{model.name} ({model.interval_unit}): {st.intervals_done}/{st.intervals_expected} intervals up to {format_instant(st.expected.end) if st.expected else '-'}")
+        print(f"  covered: {describe_windows(st.covered)}")
+        print(f"  gaps:    {describe_windows(st.gaps)}")
+        if st.failed:
+            print(f"  failed:  {describe_windows(st.failed)}")
+        if st.in_progress:
+            print(f"  running: {describe_windows(st.in_progress)}")
+    if args.json:
+        def win(ws):
+            return [{"start": w.start.isoformat(), "end": w.end.isoformat()} for w in ws]
+
+        print(json.dumps([
+            {"model": s.model, "partitioned": s.partitioned, "covered": win(s.covered), "gaps": win(s.gaps), "failed": win(s.failed),
+             "intervals_done": s.intervals_done, "intervals_expected": s.intervals_expected,
+             "last_materialized": s.last_materialized.isoformat() if s.last_materialized else None}
+            for s in rows
+        ], indent=2))
+    return 0
+
+
+def cmd_demo_data(args: argparse.Namespace) -> int:
+    from incremental_assets.demo import generate_demo_data
+
+    counts = generate_demo_data(args.project, start=date.fromisoformat(args.start), days=args.days, orders_per_day=args.orders_per_day)
+    for name, n in counts.items():
+        print(f"{name}: {n:,} rows")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="incremental-assets", description="SQL models as incremental Dagster assets on Spark and Delta Lake")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def add(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("--project", default=".", type=Path, help="project folder (holds models/); default: the current directory")
+        return p
+
+    add("validate", "load and check every model; exit non-zero with file:line diagnostics").set_defaults(func=cmd_validate)
+
+    p = add("render", "print the exact SQL a model would run for a window")
+    p.add_argument("model")
+    p.add_argument("--start")
+    p.add_argument("--end")
+    p.set_defaults(func=cmd_render)
+
+    p = add("run", "materialize models (recorded in the project's Dagster instance)")
+    p.add_argument("selection", nargs="*", help="models: name, +name (with upstreams), name+ (with downstreams), tag:x")
+    p.add_argument("--start", help="window start (inclusive), e.g. 2024-01-01")
+    p.add_argument("--end", help="window end (exclusive)")
+    p.add_argument("--auto", action="store_true", help="run only the missing intervals, up to the last complete one (or --end)")
+    p.set_defaults(func=cmd_run)
+
+    p = add("status", "covered ranges, gaps and failed intervals, from Dagster's partition status")
+    p.add_argument("model", nargs="?")
+    p.add_argument("--since")
+    p.add_argument("--until")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_status)
+
+    p = add("demo-data", "generate the example project's source data (deterministic)")
+    p.add_argument("--start", default="2024-01-01")
+    p.add_argument("--days", type=int, default=365)
+    p.add_argument("--orders-per-day", type=int, default=200)
+    p.set_defaults(func=cmd_demo_data)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ProjectError as exc:
+        for error in exc.errors:
+            print(f"error: {error.render()}", file=sys.stderr)
+        print(f"{len(exc.errors)} error(s)", file=sys.stderr)
+        return 2
+    except IncrementalAssetsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

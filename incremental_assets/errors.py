@@ -1,0 +1,61 @@
+"""One exception tree for everything a user can get wrong or the engine can refuse.
+
+Every error that comes from a file says which file and line, and what to do about it, so the CLI
+can print ``path:line: message`` and the user can jump straight to the problem.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class IncrementalAssetsError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class ModelFileError(IncrementalAssetsError):
+    """A project file (model, sources.yaml, settings) is invalid.
+
+    >>> str(ModelFileError("models/a.sql", 3, "unknown kind FOO", hint="use FULL"))
+    'models/a.sql:3: unknown kind FOO (fix: use FULL)'
+    """
+
+    def __init__(self, path: str | Path | None, line: int | None, message: str, *, hint: str | None = None):
+        self.path = str(path) if path is not None else None
+        self.line = line
+        self.message = message
+        self.hint = hint
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        where = self.path or "<input>"
+        if self.line is not None:
+            where = f"{where}:{self.line}"
+        text = f"{where}: {self.message}"
+        if self.hint:
+            text += f" (fix: {self.hint})"
+        return text
+
+
+class ProjectError(IncrementalAssetsError):
+    """Several file errors found while loading a project, reported together."""
+
+    def __init__(self, errors: list[ModelFileError]):
+        self.errors = errors
+        super().__init__("\n".join(e.render() for e in errors))
+
+
+class WindowError(IncrementalAssetsError):
+    """A requested run window is not valid for a model (misaligned, before start, empty)."""
+
+
+class UnsafeIncrementalError(IncrementalAssetsError):
+    """The safety analysis refused to run a model incrementally."""
+
+
+class StorageError(IncrementalAssetsError):
+    """A Delta table could not be written or read as required."""
+
+
+class SelectionError(IncrementalAssetsError):
+    """A model selection names no known model."""

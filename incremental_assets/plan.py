@@ -1,0 +1,197 @@
+"""Pure planning: (model, window) -> the exact SQL to run, the inputs to read, and how to write.
+
+Nothing here touches Spark or Delta; :mod:`incremental_assets.execution` carries a plan out.
+
+>>> import tempfile, pathlib
+>>> from incremental_assets.project import load_project
+>>> d = pathlib.Path(tempfile.mkdtemp()); (d / "models").mkdir()
+>>> _ = (d / "models" / "a.sql").write_text(
+...     "MODEL (name s.a, kind INCREMENTAL_BY_TIME_RANGE(time_column ds), start '2024-01-01');"
+...     "SELECT ds FROM s.b WHERE ds BETWEEN @start_ds AND @end_ds")
+>>> _ = (d / "models" / "b.sql").write_text("MODEL (name s.b, kind FULL); SELECT CAST('2024-01-01' AS DATE) AS ds")
+>>> p = load_project(d)
+>>> plan = plan_run(p, p.model("s.a"), TimeWindow.parse("2024-01-01", "2024-01-02"))
+>>> plan.write, [i.view for i in plan.inputs]
+('replace_window', ['s__b'])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Literal, Mapping
+
+from sqlglot import exp
+
+from incremental_assets.errors import WindowError
+from incremental_assets.macros import clamp_to_window, render_macros
+from incremental_assets.model import Full, IncrementalByTimeRange, SqlModel, View, table_name
+from incremental_assets.project import Project
+from incremental_assets.time_window import NOMINAL_LENGTH, TimeWindow, batches, check_aligned, to_utc
+
+WriteStrategy = Literal["replace_window", "replace_table", "view"]
+InputKind = Literal["source", "table", "view"]
+EPOCH = to_utc("1970-01-01")
+
+
+@dataclass(frozen=True)
+class Bound:
+    """How far beyond the run window an input is read: ``[start - before, end + after)``."""
+
+    before: object  # datetime.timedelta
+    after: object
+
+
+@dataclass(frozen=True, eq=False)
+class InputRead:
+    """One table a plan reads, the temporary view it is registered as, and which rows to read."""
+
+    name: str
+    view: str
+    kind: InputKind
+    window: TimeWindow | None  # None: read in full
+    plan: "RunPlan | None" = None  # for VIEW models: the view's own plan, registered first
+
+
+@dataclass(frozen=True, eq=False)
+class RunPlan:
+    """One unit of work: run ``query`` over ``window`` and write it with ``write``."""
+
+    model: str
+    window: TimeWindow | None
+    query: exp.Expression
+    inputs: tuple[InputRead, ...]
+    write: WriteStrategy
+    fingerprint: str
+
+    @property
+    def sql(self) -> str:
+        return self.query.sql(dialect="spark", pretty=True)
+
+    def explain_inputs(self) -> list[str]:
+        lines = []
+        for read in self.inputs:
+            rows = f"rows in {read.window}" if read.window else "in full"
+            lines.append(f"-- {read.view}: {read.kind} {read.name}, {rows}")
+        return lines
+
+    def render(self) -> str:
+        """The SQL with a header saying which table each view stands for and what is read."""
+        header = [f"-- model {self.model}" + (f", window {self.window}" if self.window else "") + f", write: {self.write}"]
+        return "\n".join(header + self.explain_inputs() + [self.sql])
+
+
+def view_name(name: str) -> str:
+    """The temporary view a table is registered as for a run.
+
+    >>> view_name("raw.orders")
+    'raw__orders'
+    """
+    return name.replace(".", "__")
+
+
+def _substitute_tables(query: exp.Expression, names: Mapping[str, str]) -> exp.Expression:
+    ctes = {cte.alias_or_name.lower() for cte in query.find_all(exp.CTE)}
+
+    def replace(node: exp.Expression) -> exp.Expression:
+        if not isinstance(node, exp.Table) or not node.name:
+            return node
+        name = table_name(node)
+        if (not node.db and name in ctes) or name not in names:
+            return node
+        alias = node.alias or node.name
+        new = exp.Table(this=exp.to_identifier(names[name]))
+        new.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
+        return new
+
+    return query.transform(replace)
+
+
+def macro_window(model: SqlModel, window: TimeWindow | None, execution_time: datetime) -> TimeWindow:
+    """The window macros see: the run window, or for unpartitioned models [start, execution time)."""
+    if window is not None:
+        return window
+    start = model.start or EPOCH
+    end = max(execution_time, start + NOMINAL_LENGTH["hour"])
+    return TimeWindow(start, end)
+
+
+def plan_run(
+    project: Project,
+    model: SqlModel,
+    window: TimeWindow | None,
+    *,
+    execution_time: datetime | None = None,
+    bounds: Mapping[str, Bound | None] | None = None,
+) -> RunPlan:
+    """Plan one run of ``model``. Incremental models need an aligned window inside [start, end)."""
+    execution_time = execution_time or datetime.now(timezone.utc)
+    kind = model.kind
+    if isinstance(kind, IncrementalByTimeRange):
+        if window is None:
+            raise WindowError(f"model {model.name} is incremental: give a window (--start/--end) or use --auto")
+        unit = model.interval_unit or "day"
+        check_aligned(window, unit, model=model.name)
+        if model.start and window.start < model.start:
+            raise WindowError(f"model {model.name}: window {window} starts before the model's start {model.start.date()}")
+        if model.end and window.end > model.end:
+            raise WindowError(f"model {model.name}: window {window} ends after the model's end {model.end.date()}")
+    else:
+        window = None
+
+    rendered = render_macros(model.query, macro_window(model, window, execution_time), execution_time=execution_time, this_model=model.name)
+    inputs = []
+    for name in model.depends_on:
+        inputs.append(_plan_input(project, model, name, window, execution_time, bounds))
+    rendered = _substitute_tables(rendered, {read.name: read.view for read in inputs})
+    if isinstance(kind, IncrementalByTimeRange):
+        assert window is not None
+        query: exp.Expression = clamp_to_window(rendered, kind.time_column, window, time_format=kind.time_format)
+        write: WriteStrategy = "replace_window"
+    elif isinstance(kind, View) and not kind.materialized:
+        query, write = rendered, "view"
+    else:
+        assert isinstance(kind, (Full, View))
+        query, write = rendered, "replace_table"
+    return RunPlan(model.name, window, query, tuple(inputs), write, model.fingerprint)
+
+
+def _plan_input(
+    project: Project,
+    consumer: SqlModel,
+    name: str,
+    window: TimeWindow | None,
+    execution_time: datetime,
+    bounds: Mapping[str, Bound | None] | None,
+) -> InputRead:
+    read_window: TimeWindow | None = None
+    if window is not None and bounds is not None and bounds.get(name) is not None and project.time_column_of(name):
+        bound = bounds[name]
+        read_window = window.widen(bound.before, bound.after)  # type: ignore[arg-type, union-attr]
+    if name in project.sources:
+        return InputRead(name, view_name(name), "source", read_window)
+    upstream = project.models[name] if name in project.models else consumer
+    if isinstance(upstream.kind, View) and not upstream.kind.materialized:
+        nested = plan_run(project, upstream, None, execution_time=execution_time)
+        return InputRead(name, view_name(name), "view", None, nested)
+    return InputRead(name, view_name(name), "table", read_window)
+
+
+def plan_window(
+    project: Project,
+    model: SqlModel,
+    window: TimeWindow,
+    *,
+    batch_size: int | None = None,
+    execution_time: datetime | None = None,
+    bounds: Mapping[str, Bound | None] | None = None,
+) -> list[RunPlan]:
+    """Plans covering ``window`` in consecutive batches (the model's batch_size unless overridden)."""
+    kind = model.kind
+    if not isinstance(kind, IncrementalByTimeRange):
+        return [plan_run(project, model, None, execution_time=execution_time)]
+    size = batch_size if batch_size is not None else kind.batch_size
+    return [
+        plan_run(project, model, part, execution_time=execution_time, bounds=bounds)
+        for part in batches(window, model.interval_unit or "day", size)
+    ]

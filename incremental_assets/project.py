@@ -1,0 +1,262 @@
+"""A project folder: its models, its sources, the dependencies between them, in topological order.
+
+>>> import tempfile, pathlib
+>>> d = pathlib.Path(tempfile.mkdtemp()); (d / "models").mkdir()
+>>> _ = (d / "models" / "a.sql").write_text("MODEL (name s.a, kind FULL); SELECT 1 AS x")
+>>> _ = (d / "models" / "b.sql").write_text("MODEL (name s.b, kind FULL); SELECT x FROM s.a")
+>>> [m.name for m in load_project(d).ordered()]
+['s.a', 's.b']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Mapping
+
+import yaml
+
+from incremental_assets.errors import ModelFileError, ProjectError, SelectionError
+from incremental_assets.model import SqlModel, parse_model_file
+from incremental_assets.settings import Settings, load_settings
+from incremental_assets.time_window import INTERVAL_UNITS
+
+SOURCE_FORMATS = ("delta", "parquet", "csv", "json", "table")
+
+
+@dataclass(frozen=True, eq=False)
+class Source:
+    """A table no model produces (SQLMesh's EXTERNAL model), declared in sources.yaml."""
+
+    name: str
+    location: str
+    format: str
+    columns: Mapping[str, str] = field(default_factory=dict)
+    time_column: str | None = None
+    interval_unit: str | None = None
+    line: int | None = None
+
+    @property
+    def is_time_series(self) -> bool:
+        return self.time_column is not None
+
+
+@dataclass(frozen=True, eq=False)
+class Project:
+    directory: Path
+    settings: Settings
+    models: Mapping[str, SqlModel]
+    sources: Mapping[str, Source]
+    order: tuple[str, ...]
+
+    def ordered(self) -> list[SqlModel]:
+        """Models in dependency order (upstreams first)."""
+        return [self.models[name] for name in self.order]
+
+    def model(self, name: str) -> SqlModel:
+        try:
+            return self.models[name.lower()]
+        except KeyError:
+            raise SelectionError(f"no model named '{name}'; models are: {', '.join(sorted(self.models))}") from None
+
+    def upstream_models(self, model: SqlModel) -> list[SqlModel]:
+        return [self.models[n] for n in model.depends_on if n in self.models and n != model.name]
+
+    def downstream(self, name: str) -> list[str]:
+        return [m.name for m in self.models.values() if name in m.depends_on and m.name != name]
+
+    def time_column_of(self, name: str) -> str | None:
+        if name in self.models:
+            return self.models[name].time_column
+        if name in self.sources:
+            return self.sources[name].time_column
+        return None
+
+    def select(self, selection: str | Iterable[str] | None) -> list[SqlModel]:
+        """Resolve a selection like ``shop.orders``, ``+shop.orders`` (with upstreams), ``shop.orders+``
+        (with downstreams) or ``tag:sales``, comma- or space-separated; None selects everything."""
+        if selection is None:
+            return self.ordered()
+        terms = selection.replace(",", " ").split() if isinstance(selection, str) else list(selection)
+        chosen: set[str] = set()
+        for term in terms:
+            up, down = term.startswith("+"), term.endswith("+")
+            core = term.strip("+").lower()
+            if core.startswith("tag:"):
+                hits = {m.name for m in self.models.values() if core[4:] in (t.lower() for t in m.tags)}
+                if not hits:
+                    raise SelectionError(f"no model has tag '{core[4:]}'")
+            else:
+                hits = {self.model(core).name}
+            for name in list(hits):
+                if up:
+                    hits |= self._closure(name, lambda n: [u.name for u in self.upstream_models(self.models[n])])
+                if down:
+                    hits |= self._closure(name, self.downstream)
+            chosen |= hits
+        return [m for m in self.ordered() if m.name in chosen]
+
+    @staticmethod
+    def _closure(start: str, step) -> set[str]:
+        seen: set[str] = set()
+        stack = [start]
+        while stack:
+            for nxt in step(stack.pop()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append(nxt)
+        return seen
+
+
+def _node_line(node: yaml.Node) -> int:
+    return node.start_mark.line + 1
+
+
+def load_sources(path: Path, project_dir: Path) -> dict[str, Source]:
+    """Read sources.yaml: a list of {name, location, format, columns?, time_column?, interval_unit?}."""
+    if not path.exists():
+        return {}
+    try:
+        root = yaml.compose(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise ModelFileError(path, mark.line + 1 if mark else None, f"invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
+    if root is None:
+        return {}
+    if isinstance(root, yaml.MappingNode) and any(k.value == "sources" for k, _ in root.value):
+        root = next(v for k, v in root.value if k.value == "sources")
+    if not isinstance(root, yaml.SequenceNode):
+        raise ModelFileError(path, _node_line(root), "sources.yaml must be a list of sources", hint="start each entry with `- name: raw.orders`")
+    sources: dict[str, Source] = {}
+    for node in root.value:
+        line = _node_line(node)
+        if not isinstance(node, yaml.MappingNode):
+            raise ModelFileError(path, line, "each source must be a mapping with name, location and format")
+        entry = yaml.safe_load(yaml.serialize(node)) or {}
+        unknown = set(entry) - {"name", "location", "format", "columns", "time_column", "interval_unit", "description"}
+        if unknown:
+            raise ModelFileError(path, line, f"unknown key(s) {', '.join(sorted(unknown))} in a source", hint="use name, location, format, columns, time_column, interval_unit")
+        for key in ("name", "location", "format"):
+            if not entry.get(key) or not isinstance(entry.get(key), str):
+                raise ModelFileError(path, line, f"source is missing '{key}'", hint=f"add `{key}: ...` to the entry")
+        name = entry["name"].lower()
+        fmt = entry["format"].lower()
+        if fmt not in SOURCE_FORMATS:
+            raise ModelFileError(path, line, f"source {name}: unknown format '{fmt}'", hint="use one of " + ", ".join(SOURCE_FORMATS))
+        if name in sources:
+            raise ModelFileError(path, line, f"source {name} is declared twice (first on line {sources[name].line})")
+        columns = entry.get("columns") or {}
+        if isinstance(columns, list):
+            try:
+                columns = {str(k): str(v) for item in columns for k, v in dict(item).items()}
+            except (TypeError, ValueError):
+                raise ModelFileError(path, line, f"source {name}: columns must map names to types") from None
+        if not isinstance(columns, dict):
+            raise ModelFileError(path, line, f"source {name}: columns must map names to types", hint="write `columns: {id: bigint}`")
+        unit = entry.get("interval_unit")
+        if unit is not None and str(unit).lower() not in INTERVAL_UNITS:
+            raise ModelFileError(path, line, f"source {name}: unknown interval_unit '{unit}'", hint="use one of " + ", ".join(INTERVAL_UNITS))
+        time_column = entry.get("time_column")
+        location = entry["location"]
+        if fmt != "table" and "://" not in location and not Path(location).is_absolute():
+            location = str((project_dir / location).resolve())
+        sources[name] = Source(
+            name=name,
+            location=location,
+            format=fmt,
+            columns={str(k).lower(): str(v) for k, v in columns.items()},
+            time_column=str(time_column).lower() if time_column else None,
+            interval_unit=str(unit).lower() if unit else ("day" if time_column else None),
+            line=line,
+        )
+    return sources
+
+
+def load_project(directory: str | Path = ".", *, settings: Settings | None = None) -> Project:
+    """Load every model under ``models/`` and the sources; raise ProjectError listing every problem."""
+    directory = Path(directory).resolve()
+    settings = settings or load_settings(directory)
+    models_dir = directory / "models"
+    if not models_dir.is_dir():
+        raise ProjectError([ModelFileError(directory, None, "no models/ folder here", hint="pass --project DIR pointing at the project folder")])
+    errors: list[ModelFileError] = []
+    try:
+        sources = load_sources(directory / "sources.yaml", directory)
+    except ModelFileError as exc:
+        errors.append(exc)
+        sources = {}
+
+    models: dict[str, SqlModel] = {}
+    for path in sorted(models_dir.rglob("*.sql")):
+        try:
+            model = parse_model_file(path, default_dialect=settings.dialect)
+        except ModelFileError as exc:
+            errors.append(exc)
+            continue
+        if not model.enabled:
+            continue
+        if model.name in models:
+            first = models[model.name]
+            errors.append(
+                ModelFileError(
+                    path,
+                    model.line_of("name"),
+                    f"model {model.name} is also defined in {first.path}:{first.line_of('name')}",
+                    hint="give each model a unique name",
+                )
+            )
+            continue
+        if model.name in sources:
+            errors.append(ModelFileError(path, model.line_of("name"), f"model {model.name} has the name of a source in sources.yaml", hint="rename the model or the source"))
+            continue
+        models[model.name] = model
+
+    for model in models.values():
+        for ref in model.references:
+            if ref.name not in models and ref.name not in sources and ref.name != model.name:
+                errors.append(
+                    ModelFileError(
+                        model.path,
+                        ref.line,
+                        f"unknown table '{ref.name}' in model {model.name}",
+                        hint="declare it in sources.yaml or create a model with that name",
+                    )
+                )
+            if ref.name == model.name and not model.is_incremental:
+                errors.append(ModelFileError(model.path, ref.line, f"model {model.name} reads itself; only incremental models may"))
+    if errors:
+        raise ProjectError(errors)
+    order = _topological_order(models)
+    return Project(directory=directory, settings=settings, models=models, sources=sources, order=tuple(order))
+
+
+def _topological_order(models: Mapping[str, SqlModel]) -> list[str]:
+    deps = {n: [d for d in m.depends_on if d in models and d != n] for n, m in models.items()}
+    order: list[str] = []
+    state: dict[str, int] = {}
+
+    def visit(name: str, path: list[str]) -> None:
+        if state.get(name) == 2:
+            return
+        if state.get(name) == 1:
+            cycle = path[path.index(name) :] + [name]
+            model = models[name]
+            raise ProjectError(
+                [
+                    ModelFileError(
+                        model.path,
+                        next((r.line for r in model.references if r.name == cycle[-2] or r.name in cycle), model.query_line),
+                        "dependency cycle: " + " -> ".join(cycle),
+                        hint="break the cycle: a model cannot depend on its own downstream models",
+                    )
+                ]
+            )
+        state[name] = 1
+        for dep in sorted(deps[name]):
+            visit(dep, path + [name])
+        state[name] = 2
+        order.append(name)
+
+    for name in sorted(models):
+        visit(name, [])
+    return order

@@ -1,0 +1,291 @@
+"""Runs and status through Dagster: what the CLI does, recorded in the same instance as the UI's runs.
+
+Interval status is Dagster's partition status (no second state store). A CLI ``run`` executes each
+model's windows as in-process Dagster runs of the implicit asset job, upstreams first, so the Spark
+session starts once per command and every run shows in the UI.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+import dagster as dg
+
+from incremental_assets.errors import IncrementalAssetsError, WindowError
+from incremental_assets.model import IncrementalByTimeRange, SqlModel
+from incremental_assets.project import Project
+from incremental_assets.time_window import (
+    TimeWindow,
+    batches,
+    check_aligned,
+    floor,
+    format_instant,
+    last_complete_end,
+    merge,
+    subtract,
+    to_utc,
+)
+from incremental_assets.translator import ModelTranslator
+
+DAGSTER_YAML = """\
+# Dagster instance of this project: runs from the CLI and from `dagster dev` are recorded here.
+telemetry:
+  enabled: false
+run_coordinator:
+  module: dagster.core.run_coordinator
+  class: DefaultRunCoordinator
+"""
+
+QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
+def open_instance(home: Path | str) -> dg.DagsterInstance:
+    """The project's Dagster instance (SQLite under ``home`` unless its dagster.yaml says otherwise)."""
+    home = Path(home)
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    if not config.exists():
+        config.write_text(DAGSTER_YAML)
+    os.environ["DAGSTER_HOME"] = str(home)
+    return dg.DagsterInstance.from_config(str(home))
+
+
+# -- status -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelStatus:
+    model: str
+    partitioned: bool
+    covered: tuple[TimeWindow, ...] = ()
+    failed: tuple[TimeWindow, ...] = ()
+    in_progress: tuple[TimeWindow, ...] = ()
+    gaps: tuple[TimeWindow, ...] = ()
+    expected: TimeWindow | None = None
+    last_materialized: datetime | None = None
+    intervals_done: int = 0
+    intervals_expected: int = 0
+
+
+def _window_of_key(partitions: dg.TimeWindowPartitionsDefinition, key: str) -> TimeWindow:
+    tw = partitions.time_window_for_partition_key(key)
+    return TimeWindow(to_utc(tw.start), to_utc(tw.end))
+
+
+def model_status(
+    instance: dg.DagsterInstance,
+    model: SqlModel,
+    *,
+    translator: ModelTranslator | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    now: datetime | None = None,
+) -> ModelStatus:
+    """Covered ranges, gaps and failed intervals of a model, from Dagster's partition status."""
+    translator = translator or ModelTranslator()
+    key = translator.get_asset_key(model)
+    partitions = translator.get_partitions_def(model)
+    if not isinstance(partitions, dg.TimeWindowPartitionsDefinition):
+        event = instance.get_latest_materialization_event(key)
+        when = datetime.fromtimestamp(event.timestamp, timezone.utc) if event else None
+        return ModelStatus(model.name, False, last_materialized=when)
+    unit = model.interval_unit or "day"
+    assert model.start is not None
+    start = max(model.start, floor(since, unit)) if since else model.start
+    end = last_complete_end(now or datetime.now(timezone.utc), unit)
+    if model.end:
+        end = min(end, model.end)
+    if until:
+        end = min(end, until)
+    keys = partitions.get_partition_keys_in_range(
+        dg.PartitionKeyRange(partitions.get_first_partition_key() or "", partitions.get_last_partition_key() or "")
+    ) if partitions.get_first_partition_key() else []
+    statuses = instance.get_status_by_partition(key, keys, partitions) or {}
+    by_state: dict[str, list[TimeWindow]] = {"MATERIALIZED": [], "FAILED": [], "IN_PROGRESS": []}
+    for pk, state in statuses.items():
+        if state is None:
+            continue
+        by_state[state.value].append(_window_of_key(partitions, pk))
+    expected = TimeWindow(start, end) if end > start else None
+
+    def clip(ws: list[TimeWindow]) -> tuple[TimeWindow, ...]:
+        out = []
+        for w in merge(ws):
+            if since and w.end <= start or until and w.start >= until:
+                continue
+            out.append(w)
+        return tuple(out)
+
+    covered = clip(by_state["MATERIALIZED"])
+    gaps = tuple(subtract(expected, covered)) if expected else ()
+    done = sum(1 for w in by_state["MATERIALIZED"] if expected is None or expected.contains(w))
+    total = len(batches(expected, unit, 1)) if expected else 0
+    return ModelStatus(
+        model.name,
+        True,
+        covered=covered,
+        failed=clip(by_state["FAILED"]),
+        in_progress=clip(by_state["IN_PROGRESS"]),
+        gaps=gaps,
+        expected=expected,
+        intervals_done=done,
+        intervals_expected=total,
+    )
+
+
+# -- runs -------------------------------------------------------------------------------------
+
+
+@dataclass
+class RunRecord:
+    model: str
+    window: TimeWindow | None
+    success: bool
+    run_id: str
+    seconds: float
+    rows: int | None = None
+    error: str | None = None
+
+
+@dataclass
+class RunReport:
+    records: list[RunRecord] = field(default_factory=list)
+
+    @property
+    def success(self) -> bool:
+        return all(r.success for r in self.records)
+
+
+def _partition_key(partitions: dg.TimeWindowPartitionsDefinition, instant: datetime) -> str:
+    return instant.astimezone(timezone.utc).strftime(partitions.fmt)
+
+
+def windows_to_run(
+    instance: dg.DagsterInstance,
+    model: SqlModel,
+    *,
+    start: datetime | None,
+    end: datetime | None,
+    auto: bool,
+    translator: ModelTranslator,
+    now: datetime | None = None,
+) -> list[TimeWindow]:
+    """The windows one model should run: the requested one (aligned), or with ``auto`` its gaps."""
+    assert isinstance(model.kind, IncrementalByTimeRange) and model.start is not None
+    unit = model.interval_unit or "day"
+    if auto:
+        status = model_status(instance, model, translator=translator, since=start, until=end, now=now)
+        return list(status.gaps)
+    if start is None or end is None:
+        raise WindowError(f"model {model.name} is incremental: give --start and --end, or --auto")
+    window = TimeWindow(start, end)
+    check_aligned(window, unit, model=model.name)
+    lo = max(window.start, model.start)
+    hi = min(window.end, model.end) if model.end else window.end
+    return [TimeWindow(lo, hi)] if hi > lo else []
+
+
+class Runner:
+    """Launches in-process Dagster runs for models of one project against one instance."""
+
+    def __init__(self, project: Project, instance: dg.DagsterInstance, defs: dg.Definitions, translator: ModelTranslator | None = None):
+        self.project = project
+        self.instance = instance
+        self.defs = defs
+        self.translator = translator or ModelTranslator()
+        self.job = defs.resolve_implicit_global_asset_job_def()
+
+    def run_window(self, model: SqlModel, window: TimeWindow | None) -> RunRecord:
+        key = self.translator.get_asset_key(model)
+        tags: dict[str, str] = {"incremental_assets/launched_by": "cli"}
+        partitions = self.translator.get_partitions_def(model)
+        if window is not None:
+            assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
+            last = batches(window, model.interval_unit or "day", 1)[-1]
+            tags["dagster/asset_partition_range_start"] = _partition_key(partitions, window.start)
+            tags["dagster/asset_partition_range_end"] = _partition_key(partitions, last.start)
+        began = time.perf_counter()
+        result = self.job.execute_in_process(
+            instance=self.instance, asset_selection=[key], tags=tags, raise_on_error=False, run_config=QUIET_RUN_CONFIG
+        )
+        seconds = time.perf_counter() - began
+        rows = None
+        error = None
+        for event in result.all_events:
+            if event.event_type_value == "ASSET_MATERIALIZATION":
+                meta = event.event_specific_data.materialization.metadata  # type: ignore[union-attr]
+                if "rows_written" in meta:
+                    rows = meta["rows_written"].value
+            if event.is_step_failure:
+                data = event.step_failure_data
+                error = data.error.cause.message.strip() if data.error and data.error.cause else (data.error.message if data.error else "failed")
+        return RunRecord(model.name, window, result.success, result.run_id, seconds, rows, error)
+
+    def run(
+        self,
+        models: Sequence[SqlModel],
+        *,
+        start: datetime | None = None,
+        end: datetime | None = None,
+        auto: bool = False,
+        now: datetime | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> RunReport:
+        """Run each model (in the given, dependency order) over its windows; report every run."""
+        report = RunReport()
+        plan: list[tuple[SqlModel, TimeWindow | None]] = []
+        for model in models:
+            if isinstance(model.kind, IncrementalByTimeRange):
+                for window in windows_to_run(self.instance, model, start=start, end=end, auto=auto, translator=self.translator, now=now):
+                    size = self.translator.get_backfill_policy(model).max_partitions_per_run  # type: ignore[union-attr]
+                    plan.extend((model, part) for part in batches(window, model.interval_unit or "day", size))
+            else:
+                plan.append((model, None))
+        total_intervals = sum(len(batches(w, m.interval_unit or "day", 1)) if w else 1 for m, w in plan)
+        done = 0
+        rows = 0
+        began = time.perf_counter()
+        failed_models: set[str] = set()
+        for model, window in plan:
+            if model.name in failed_models or failed_models & set(model.depends_on):
+                report.records.append(RunRecord(model.name, window, False, "", 0.0, error="skipped: an upstream model failed"))
+                failed_models.add(model.name)
+                continue
+            record = self.run_window(model, window)
+            report.records.append(record)
+            done += len(batches(window, model.interval_unit or "day", 1)) if window else 1
+            rows += record.rows or 0
+            if progress:
+                state = "ok" if record.success else "FAILED"
+                where = str(window) if window else "full"
+                progress(
+                    f"[{done}/{total_intervals} intervals, {rows:,} rows, {time.perf_counter() - began:.1f}s] "
+                    f"{model.name} {where}: {state}" + (f", {record.rows:,} rows" if record.rows is not None else "")
+                    + (f"\n    {record.error}" if record.error else "")
+                )
+            if not record.success:
+                # Later windows of this model and everything downstream would build on a hole: skip them.
+                failed_models.add(model.name)
+        return report
+
+
+def describe_windows(windows: Iterable[TimeWindow]) -> str:
+    items = [str(w) for w in windows]
+    return ", ".join(items) if items else "none"
+
+
+def parse_instant(text: str | None, what: str) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        return to_utc(text)
+    except WindowError as exc:
+        raise IncrementalAssetsError(f"--{what}: {exc}") from None
+
+
+__all__ = ["ModelStatus", "Runner", "RunReport", "model_status", "open_instance", "windows_to_run", "format_instant"]

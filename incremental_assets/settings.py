@@ -1,0 +1,115 @@
+"""Project settings: ``incremental_assets.yaml`` at the project root, each value overridable by environment.
+
+| setting           | default                      | environment variable                   |
+| ----------------- | ---------------------------- | -------------------------------------- |
+| warehouse         | ``<project>/warehouse``      | ``INCREMENTAL_ASSETS_WAREHOUSE``       |
+| dialect           | ``spark``                    | ``INCREMENTAL_ASSETS_DIALECT``         |
+| timezone          | ``UTC``                      | ``INCREMENTAL_ASSETS_TIMEZONE``        |
+| spark.master      | ``local[2]``                 | ``INCREMENTAL_ASSETS_SPARK_MASTER``    |
+| spark.remote      | none (Spark Connect URL)     | ``INCREMENTAL_ASSETS_SPARK_REMOTE``    |
+| spark.conf        | a few small-machine defaults | ``INCREMENTAL_ASSETS_SPARK_CONF`` (JSON object, merged) |
+| dagster_home      | ``<project>/.dagster``       | ``DAGSTER_HOME``                       |
+
+>>> import tempfile
+>>> s = load_settings(tempfile.mkdtemp(), environ={"INCREMENTAL_ASSETS_SPARK_MASTER": "local[1]"})
+>>> s.spark_master, s.timezone
+('local[1]', 'UTC')
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+import yaml
+
+from incremental_assets.errors import ModelFileError
+
+SETTINGS_FILE = "incremental_assets.yaml"
+
+DEFAULT_SPARK_CONF: dict[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.session.timeZone": "UTC",
+    # Delta readers expect INT64 microsecond timestamps, not Spark's legacy INT96.
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    "spark.sql.sources.partitionOverwriteMode": "static",
+    "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+    "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    project_dir: Path
+    warehouse: str
+    dialect: str = "spark"
+    timezone: str = "UTC"
+    spark_master: str = "local[2]"
+    spark_remote: str | None = None
+    spark_conf: Mapping[str, str] = field(default_factory=dict)
+    dagster_home: Path | None = None
+
+    def spark_config(self) -> dict[str, str]:
+        conf = dict(DEFAULT_SPARK_CONF)
+        conf["spark.sql.session.timeZone"] = self.timezone
+        conf.update(self.spark_conf)
+        if not self.spark_remote:
+            conf.setdefault("spark.master", self.spark_master)
+        return conf
+
+
+def _resolve(project_dir: Path, location: str) -> str:
+    if "://" in location:
+        return location
+    path = Path(location).expanduser()
+    return str(path if path.is_absolute() else (project_dir / path).resolve())
+
+
+def load_settings(project_dir: str | Path, *, environ: Mapping[str, str] | None = None) -> Settings:
+    """Read the settings file (optional) and apply environment overrides."""
+    env = os.environ if environ is None else environ
+    project_dir = Path(project_dir).resolve()
+    path = project_dir / SETTINGS_FILE
+    raw: dict = {}
+    if path.exists():
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            raise ModelFileError(path, mark.line + 1 if mark else None, f"invalid YAML: {getattr(exc, 'problem', exc)}") from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ModelFileError(path, 1, "settings must be a mapping of keys to values")
+        raw = loaded or {}
+    known = {"warehouse", "dialect", "timezone", "spark", "dagster_home"}
+    unknown = set(raw) - known
+    if unknown:
+        raise ModelFileError(path, None, f"unknown setting(s): {', '.join(sorted(unknown))}", hint="use " + ", ".join(sorted(known)))
+    spark = raw.get("spark") or {}
+    if not isinstance(spark, dict):
+        raise ModelFileError(path, None, "spark must be a mapping with master, remote and conf")
+    conf = {str(k): str(v) for k, v in (spark.get("conf") or {}).items()}
+    if env.get("INCREMENTAL_ASSETS_SPARK_CONF"):
+        try:
+            extra = json.loads(env["INCREMENTAL_ASSETS_SPARK_CONF"])
+            if not isinstance(extra, dict):
+                raise ValueError
+        except ValueError:
+            raise ModelFileError(None, None, "INCREMENTAL_ASSETS_SPARK_CONF must be a JSON object of Spark settings") from None
+        conf.update({str(k): str(v) for k, v in extra.items()})
+    warehouse = env.get("INCREMENTAL_ASSETS_WAREHOUSE") or raw.get("warehouse") or "warehouse"
+    home = env.get("DAGSTER_HOME") or raw.get("dagster_home") or ".dagster"
+    return Settings(
+        project_dir=project_dir,
+        warehouse=_resolve(project_dir, str(warehouse)),
+        dialect=str(env.get("INCREMENTAL_ASSETS_DIALECT") or raw.get("dialect") or "spark").lower(),
+        timezone=str(env.get("INCREMENTAL_ASSETS_TIMEZONE") or raw.get("timezone") or "UTC"),
+        spark_master=str(env.get("INCREMENTAL_ASSETS_SPARK_MASTER") or spark.get("master") or "local[2]"),
+        spark_remote=env.get("INCREMENTAL_ASSETS_SPARK_REMOTE") or spark.get("remote") or None,
+        spark_conf=conf,
+        dagster_home=Path(_resolve(project_dir, str(home))),
+    )

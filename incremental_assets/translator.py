@@ -1,0 +1,129 @@
+"""How a model looks in Dagster: key, group, owners, tags, partitions, policies, metadata.
+
+Subclass :class:`ModelTranslator` and override any ``get_*`` method to change one aspect, as with
+dagster-dbt's translator:
+
+>>> class Prefixed(ModelTranslator):
+...     def get_asset_key(self, model):
+...         return super().get_asset_key(model).with_prefix("lake")
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+import dagster as dg
+
+from incremental_assets.model import IncrementalByTimeRange, SqlModel, View
+from incremental_assets.project import Source
+from incremental_assets.time_window import UNIT_CRON
+
+PARTITION_FORMATS = {"hour": "%Y-%m-%d-%H:%M"}
+DEFAULT_PARTITION_FORMAT = "%Y-%m-%d"
+_TAG_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def partitions_for(unit: str, start: datetime, end: datetime | None = None) -> dg.TimeWindowPartitionsDefinition:
+    """Dagster partitions whose keys are the model's intervals, in UTC.
+
+    >>> from incremental_assets.time_window import utc
+    >>> partitions_for("week", utc(2023, 12, 31)).get_first_partition_key()
+    '2023-12-31'
+    """
+    return dg.TimeWindowPartitionsDefinition(
+        start=start.replace(tzinfo=None),
+        end=end.replace(tzinfo=None) if end else None,
+        cron_schedule=UNIT_CRON[unit],
+        fmt=PARTITION_FORMATS.get(unit, DEFAULT_PARTITION_FORMAT),
+        timezone="UTC",
+    )
+
+
+class ModelTranslator:
+    """Maps models and sources to Dagster concepts; every method can be overridden."""
+
+    def get_asset_key(self, model: SqlModel) -> dg.AssetKey:
+        return dg.AssetKey(model.name.split("."))
+
+    def get_source_key(self, source: Source) -> dg.AssetKey:
+        return dg.AssetKey(source.name.split("."))
+
+    def get_group_name(self, model: SqlModel) -> str:
+        return re.sub(r"[^A-Za-z0-9_]", "_", model.schema)
+
+    def get_description(self, model: SqlModel) -> str | None:
+        return model.description
+
+    def get_owners(self, model: SqlModel) -> list[str]:
+        if not model.owner:
+            return []
+        owners = []
+        for owner in re.split(r"[,\s]+", model.owner.strip()):
+            if not owner:
+                continue
+            owners.append(owner if "@" in owner or owner.startswith("team:") else f"team:{_TAG_CHARS.sub('_', owner)}")
+        return owners
+
+    def get_tags(self, model: SqlModel) -> dict[str, str]:
+        return {_TAG_CHARS.sub("_", tag)[:63]: "" for tag in model.tags}
+
+    def get_kinds(self, model: SqlModel) -> set[str]:
+        return {"spark", "sql"} if isinstance(model.kind, View) and not model.kind.materialized else {"spark", "delta"}
+
+    def get_code_version(self, model: SqlModel) -> str:
+        return model.fingerprint
+
+    def get_partitions_def(self, model: SqlModel) -> dg.PartitionsDefinition | None:
+        if not isinstance(model.kind, IncrementalByTimeRange):
+            return None
+        assert model.start is not None
+        return partitions_for(model.interval_unit or "day", model.start, model.end)
+
+    def get_backfill_policy(self, model: SqlModel) -> dg.BackfillPolicy | None:
+        """One Spark job per backfill (single run) unless the model's batch_size cuts it."""
+        if not isinstance(model.kind, IncrementalByTimeRange):
+            return None
+        if model.kind.batch_size:
+            return dg.BackfillPolicy.multi_run(model.kind.batch_size)
+        return dg.BackfillPolicy.single_run()
+
+    def get_partition_mapping(self, model: SqlModel, upstream: SqlModel) -> dg.PartitionMapping | None:
+        if isinstance(model.kind, IncrementalByTimeRange) and isinstance(upstream.kind, IncrementalByTimeRange):
+            return dg.TimeWindowPartitionMapping()
+        return None
+
+    def get_column_schema(self, model: SqlModel) -> dg.TableSchema | None:
+        from incremental_assets.model import output_columns
+
+        names = list(model.columns) or output_columns(model.query) or []
+        if not names:
+            return None
+        return dg.TableSchema(
+            columns=[
+                dg.TableColumn(name=n, type=model.columns.get(n, "unknown"), description=model.column_descriptions.get(n))
+                for n in names
+            ]
+        )
+
+    def get_metadata(self, model: SqlModel) -> dict[str, object]:
+        meta: dict[str, object] = {
+            "kind": model.kind.name,
+            "model_file": dg.MetadataValue.path(str(model.path)),
+            "dialect": model.dialect,
+        }
+        if isinstance(model.kind, IncrementalByTimeRange):
+            meta["time_column"] = model.kind.time_column
+            meta["interval_unit"] = model.interval_unit or "day"
+            if model.kind.batch_size:
+                meta["batch_size"] = model.kind.batch_size
+        if model.grains:
+            meta["grain"] = ", ".join(model.grains)
+        if model.cron:
+            meta["cron"] = model.cron
+        schema = self.get_column_schema(model)
+        if schema is not None:
+            meta["dagster/column_schema"] = schema
+        for key, value in sorted(model.metadata.items()):
+            meta[f"property/{key}"] = value
+        return meta
