@@ -51,7 +51,7 @@ def spark_partition_expression(model: SqlModel) -> str:
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "m.sql"
     >>> _ = p.write_text("MODEL (name a.b, kind INCREMENTAL_BY_TIME_RANGE(time_column ts), start '2024-01-01', interval_unit hour); SELECT ts FROM c")
     >>> spark_partition_expression(parse_model_file(p))
-    "date_format(CAST(`ts` AS TIMESTAMP), 'yyyy-MM-dd\\\\'T\\\\'HH')"
+    "concat(date_format(CAST(`ts` AS TIMESTAMP), 'yyyy-MM-dd'), 'T', date_format(CAST(`ts` AS TIMESTAMP), 'HH'))"
     """
     kind = model.kind
     assert isinstance(kind, IncrementalByTimeRange)
@@ -59,7 +59,7 @@ def spark_partition_expression(model: SqlModel) -> str:
     instant = f"to_timestamp({column}, '{strftime_to_spark(kind.time_format)}')" if kind.time_format else f"CAST({column} AS TIMESTAMP)"
     unit = model.interval_unit or "day"
     if unit == "hour":
-        return f"date_format({instant}, 'yyyy-MM-dd\\\\'T\\\\'HH')"
+        return f"concat(date_format({instant}, 'yyyy-MM-dd'), 'T', date_format({instant}, 'HH'))"
     day = f"to_date({instant})"
     start = {
         "day": day,

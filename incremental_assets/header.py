@@ -312,6 +312,16 @@ class _Parser:
             if nxt is None or nxt.token_type in (TokenType.COMMA, TokenType.R_PAREN):
                 raise self.error(f"property '{key_tok.text}' has no value", key_tok, hint=f"write `{key_tok.text} <value>`")
             value = self.item(TokenType.R_PAREN)
+            if isinstance(value, Seq):
+                # `name a.b <newline> kind FULL`: a forgotten comma glues two properties together.
+                stray = next((v for v in value.values[1:] if v.line > value.values[0].line), None)
+                if stray is not None:
+                    raise ModelFileError(
+                        self.path,
+                        stray.line,
+                        f"expected ',' or ')' after property '{key_tok.text}', found '{stray.text.split()[0]}'",
+                        hint="separate properties with commas",
+                    )
             out.append(Property(key_tok.text.lower(), value, self.line(key_tok)))
             nxt = self.peek()
             if nxt is not None and nxt.token_type == TokenType.COMMA:
@@ -322,13 +332,6 @@ class _Parser:
                     nxt,
                     hint="separate properties with commas",
                 )
-
-
-def parse_properties(text: str, path: str | Path, line_offset: int = 0) -> tuple[Property, ...]:
-    """Parse ``key value, key value`` text (the inside of a kind's parentheses, say)."""
-    tokens = _tokenize(text, path, line_offset)
-    parser = _Parser(tokens + [Token(TokenType.R_PAREN, ")", len(text.splitlines()) or 1, 0, len(text), len(text))], text, path, line_offset)
-    return parser.properties()
 
 
 def _tokenize(text: str, path: str | Path, line_offset: int) -> list[Token]:

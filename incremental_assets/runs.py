@@ -22,6 +22,7 @@ from incremental_assets.project import Project
 from incremental_assets.time_window import (
     TimeWindow,
     batches,
+    ceil,
     check_aligned,
     floor,
     format_instant,
@@ -41,7 +42,7 @@ run_coordinator:
   class: DefaultRunCoordinator
 """
 
-QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
 def open_instance(home: Path | str) -> dg.DagsterInstance:
@@ -96,21 +97,22 @@ def model_status(
         return ModelStatus(model.name, False, last_materialized=when)
     unit = model.interval_unit or "day"
     assert model.start is not None
-    start = max(model.start, floor(since, unit)) if since else model.start
+    # Only whole intervals count: since is rounded up and until down to interval boundaries.
+    start = max(model.start, ceil(since, unit)) if since else model.start
     end = last_complete_end(now or datetime.now(timezone.utc), unit)
     if model.end:
         end = min(end, model.end)
     if until:
-        end = min(end, until)
-    keys = partitions.get_partition_keys_in_range(
-        dg.PartitionKeyRange(partitions.get_first_partition_key() or "", partitions.get_last_partition_key() or "")
-    ) if partitions.get_first_partition_key() else []
-    statuses = instance.get_status_by_partition(key, keys, partitions) or {}
+        end = min(end, floor(until, unit))
+    # Covered: intervals with a successful materialization, whose data is in the table. A later failed
+    # attempt does not remove them (the failed run committed nothing); it is listed under failed.
     by_state: dict[str, list[TimeWindow]] = {"MATERIALIZED": [], "FAILED": [], "IN_PROGRESS": []}
+    by_state["MATERIALIZED"] = [_window_of_key(partitions, pk) for pk in instance.get_materialized_partitions(key) if partitions.has_partition_key(pk)]
+    keys = partitions.get_partition_keys()
+    statuses = instance.get_status_by_partition(key, keys, partitions) or {}
     for pk, state in statuses.items():
-        if state is None:
-            continue
-        by_state[state.value].append(_window_of_key(partitions, pk))
+        if state is not None and state.value in ("FAILED", "IN_PROGRESS"):
+            by_state[state.value].append(_window_of_key(partitions, pk))
     expected = TimeWindow(start, end) if end > start else None
 
     def clip(ws: list[TimeWindow]) -> tuple[TimeWindow, ...]:

@@ -148,6 +148,12 @@ def floor(instant: datetime, unit: str) -> datetime:
     raise WindowError(f"unknown interval unit '{unit}'; use one of {', '.join(INTERVAL_UNITS)}")
 
 
+def ceil(instant: datetime, unit: str) -> datetime:
+    """The first interval boundary at or after ``instant``."""
+    start = floor(instant, unit)
+    return start if start == instant.astimezone(timezone.utc) else next_boundary(start, unit)
+
+
 def next_boundary(instant: datetime, unit: str) -> datetime:
     """The start of the interval after the one that begins at ``instant`` (which must be a boundary)."""
     if unit == "hour":

@@ -3,7 +3,7 @@ MODEL (
   kind INCREMENTAL_BY_TIME_RANGE (
     time_column order_date
   ),
-  start '2024-01-01',
+  start '2024-12-01',
   cron '@daily',
   grain [order_date, channel],
   owner 'ops-team@example.com',

@@ -3,7 +3,7 @@ MODEL (
   kind INCREMENTAL_BY_TIME_RANGE (
     time_column order_hour
   ),
-  start '2024-01-01',
+  start '2024-12-01',
   cron '@hourly',
   interval_unit 'hour',
   grain [order_hour, channel],

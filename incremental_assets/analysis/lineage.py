@@ -1,0 +1,464 @@
+"""The query as the passes see it: its scopes, its table references, and where a value comes from.
+
+Every CTE reference is first inlined as a derived table, so each table reference has exactly one
+path to the output; a CTE read twice (a self-join) becomes two references, each with its own filters.
+
+Resolving an expression rewrites it over the columns of the tables it reads, following projections
+through derived tables, CTEs and unions. ``time_keys`` then says whether the value is a table's time
+column, possibly truncated to a grain:
+
+>>> import sqlglot
+>>> from datetime import timedelta
+>>> q = sqlglot.parse_one("WITH e AS (SELECT CAST(ts AS DATE) AS d FROM raw.events) SELECT d FROM e", read="spark")
+>>> lin = Lineage(q, model_name="m", time_column="d", time_columns={"raw.events": "ts"}, interval=timedelta(days=1))
+>>> [(k.ref.name, k.grain) for k in lin.output_time_keys()]
+[('raw.events', 'day')]
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlglot import exp
+from sqlglot.errors import OptimizeError
+from sqlglot.optimizer.scope import Scope, ScopeType, build_scope, find_all_in_scope
+
+from incremental_assets.analysis.timeexpr import Grain, IntervalUnit, coarser, divides, grain_function, interval_unit, macro_name
+
+_MAX_DEPTH = 64
+_MAX_ALTERNATIVES = 16
+
+
+def line_of(node: exp.Expression) -> int | None:
+    """The first line the parser recorded for a node or anything under it (else its nearest ancestor)."""
+    lines = [n.meta["line"] for n in node.walk() if "line" in n.meta]
+    if lines:
+        return min(lines)
+    parent = node.parent
+    while parent is not None:
+        if "line" in parent.meta:
+            return parent.meta["line"]
+        parent = parent.parent
+    return None
+
+
+def snippet(node: exp.Expression, dialect: str, limit: int = 80) -> str:
+    """Short SQL text of a node for messages, with macros written the way the user wrote them."""
+
+    def as_written(n: exp.Expression) -> exp.Expression:
+        return exp.var("@" + n.name) if isinstance(n, exp.Parameter) else n
+
+    text = node.transform(as_written).sql(dialect)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@dataclass(eq=False)
+class Ref:
+    """One table reference in the query (a self-join has two)."""
+
+    table: exp.Table
+    key: str  # unique per reference; the table qualifier of resolved columns
+    name: str  # the caller's spelling of the table name
+    time_column: str | None
+    known: bool
+    is_self: bool
+    scope: Scope
+
+
+@dataclass(frozen=True)
+class Origin:
+    """An expression rewritten over table columns, and the scopes its rows flowed through."""
+
+    expr: exp.Expression
+    path: tuple[Scope, ...]
+
+
+@dataclass(frozen=True)
+class TimeKey:
+    """A value that is ``ref``'s time column truncated to ``grain``."""
+
+    ref: Ref
+    grain: Grain
+    path: tuple[Scope, ...]
+
+
+def inline_ctes(query: exp.Expression) -> tuple[exp.Expression, bool]:
+    """A copy of the query with every CTE reference replaced by a derived table holding its body.
+
+    Returns the copy and whether it has a recursive CTE (which is left alone).
+
+    >>> import sqlglot
+    >>> q, _ = inline_ctes(sqlglot.parse_one("WITH a AS (SELECT 1 AS x) SELECT * FROM a, a AS b", read="spark"))
+    >>> q.sql()
+    'SELECT * FROM (SELECT 1 AS x) AS a CROSS JOIN (SELECT 1 AS x) AS b'
+    """
+    query = query.copy()
+    if any(with_.args.get("recursive") for with_ in query.find_all(exp.With)):
+        return query, True
+    for _ in range(_MAX_DEPTH):
+        root = build_scope(query)
+        changed = False
+        for scope in root.traverse() if root else ():
+            if scope.expression.find_ancestor(exp.CTE) is not None:
+                continue  # definitions are dropped below; only their uses matter
+            ctes = {name.lower(): source for name, source in scope.cte_sources.items()}
+            for table in scope.tables:
+                cte = ctes.get(table.name.lower()) if not table.db and table.name else None
+                if cte is None:
+                    continue
+                definition = cte.expression.parent
+                columns = definition.alias_column_names if isinstance(definition, exp.CTE) else []
+                alias = exp.TableAlias(
+                    this=exp.to_identifier(table.alias_or_name),
+                    columns=[exp.to_identifier(c) for c in columns] or None,
+                )
+                table.replace(exp.Subquery(this=cte.expression.copy(), alias=alias))
+                changed = True
+        if not changed:
+            break
+    for with_ in list(query.find_all(exp.With)):
+        with_.pop()
+    return query, False
+
+
+def _table_name(table: exp.Table, model_name: str) -> str | None:
+    if isinstance(table.this, exp.Parameter) and table.this.name.lower() == "this_model":
+        return model_name
+    if not isinstance(table.this, exp.Identifier):
+        return None  # table functions, VALUES
+    return ".".join(part.name for part in table.parts)
+
+
+class Lineage:
+    """Scopes, references and lineage of one model query. Built once, shared by the passes."""
+
+    def __init__(
+        self,
+        query: exp.Expression,
+        *,
+        model_name: str,
+        time_column: str,
+        time_columns: Mapping[str, str | None],
+        interval: timedelta,
+        dialect: str = "spark",
+    ):
+        self.model_name = model_name
+        self.time_column = time_column
+        self.interval = interval
+        self.dialect = dialect
+        self.query, self.recursive = inline_ctes(query)
+        root = build_scope(self.query)
+        if root is None:
+            raise ValueError(f"not a query: {query.sql(dialect)[:80]}")
+        self.root = root
+        self.scopes: list[Scope] = list(root.traverse())
+        self.refs: list[Ref] = []
+        self._ref_by_key: dict[str, Ref] = {}
+        self._ref_by_table: dict[int, Ref] = {}
+        self._refs_under: dict[int, list[Ref]] = {}
+        self.memo: dict[str, dict] = {}  # per-pass caches keyed by scope id
+        self._collect_refs(time_columns)
+        self.unit: IntervalUnit = interval_unit(interval)
+        if self.unit == "week":
+            # A weekly model's intervals start on the weekday its own time column is truncated to.
+            weeks = {key.grain for key in self.output_time_keys() if key.grain.startswith("week:")}
+            if len(weeks) == 1:
+                self.unit = weeks.pop()
+
+    # --- references ------------------------------------------------------------------------
+
+    def _collect_refs(self, time_columns: Mapping[str, str | None]) -> None:
+        by_lower = {name.lower(): name for name in time_columns}
+        for scope in self.scopes:
+            source_ids = {id(s) for s in scope.sources.values() if isinstance(s, exp.Table)}
+            for table in scope.tables:
+                written = _table_name(table, self.model_name)
+                if written is None or id(table) not in source_ids:
+                    continue
+                is_self = written.lower() == self.model_name.lower()
+                name = by_lower.get(written.lower(), self.model_name if is_self else written)
+                known = name in time_columns or is_self
+                column = time_columns.get(name) if name in time_columns else self.time_column if is_self else None
+                ref = Ref(table, f"__ref{len(self.refs)}", name, column, known, is_self, scope)
+                self.refs.append(ref)
+                self._ref_by_key[ref.key] = ref
+                self._ref_by_table[id(table)] = ref
+
+    def ref_of_column(self, column: exp.Column) -> Ref | None:
+        return self._ref_by_key.get(column.table)
+
+    def refs_under(self, scope: Scope) -> list[Ref]:
+        """Every reference whose rows flow into ``scope`` (its sources, subqueries, unions, recursively)."""
+        if id(scope) not in self._refs_under:
+            inside = {id(s) for s in scope.traverse()}
+            self._refs_under[id(scope)] = [ref for ref in self.refs if id(ref.scope) in inside]
+        return self._refs_under[id(scope)]
+
+    def reads_time_series(self, scope: Scope) -> bool:
+        return any(ref.time_column for ref in self.refs_under(scope))
+
+    # --- resolving values to table columns --------------------------------------------------
+
+    def resolve(self, expr: exp.Expression, scope: Scope, *, aliases: bool = False, depth: int = 0) -> list[Origin] | None:
+        """``expr`` (evaluated in ``scope``) rewritten over table columns; one origin per union branch.
+
+        None when some column cannot be traced (unknown schema, aggregate, window, ambiguity).
+        """
+        if depth > _MAX_DEPTH or expr.find(exp.AggFunc, exp.Window, exp.Query) is not None:
+            return None
+        if isinstance(expr, exp.Column):
+            return self._resolve_column(expr, scope, aliases, depth)
+        columns = [c for c in expr.find_all(exp.Column) if not isinstance(c.this, exp.Star)]
+        choices = []
+        for column in columns:
+            origins = self._resolve_column(column, scope, aliases, depth)
+            if origins is None:
+                return None
+            choices.append(origins)
+        results = []
+        for combo in itertools.islice(itertools.product(*choices), _MAX_ALTERNATIVES + 1):
+            copy = expr.copy()
+            copied = [c for c in copy.find_all(exp.Column) if not isinstance(c.this, exp.Star)]
+            path: tuple[Scope, ...] = ()
+            for old, origin in zip(copied, combo):
+                old.replace(origin.expr.copy())
+                path = path + tuple(s for s in origin.path if s not in path)
+            results.append(Origin(copy, path))
+        return results if len(results) <= _MAX_ALTERNATIVES else None
+
+    def _resolve_column(self, column: exp.Column, scope: Scope, aliases: bool, depth: int) -> list[Origin] | None:
+        if isinstance(column.this, exp.Star):
+            return None
+        source = self._source_of(column, scope)
+        if source is None:
+            if aliases and not column.table and isinstance(scope.expression, exp.Select):
+                for projection in scope.expression.expressions:
+                    if isinstance(projection, exp.Alias) and projection.alias.lower() == column.name.lower():
+                        return self.resolve(projection.this, scope, depth=depth + 1)
+            return None
+        if isinstance(source, exp.Table):
+            ref = self._ref_by_table.get(id(source))
+            if ref is None:
+                return None
+            return [Origin(exp.column(column.name, table=ref.key), ())]
+        return self.output_column(source, column.name, depth=depth + 1)
+
+    def _source_of(self, column: exp.Column, scope: Scope) -> exp.Table | Scope | None:
+        current: Scope | None = scope
+        while current is not None:
+            source = self._local_source(column, current)
+            if source is not None:
+                return source
+            # Correlated subqueries may read columns of the enclosing query.
+            current = current.parent if current.scope_type == ScopeType.SUBQUERY else None
+        return None
+
+    def _local_source(self, column: exp.Column, scope: Scope) -> exp.Table | Scope | None:
+        try:
+            selected = {name: source for name, (_, source) in scope.selected_sources.items()}
+        except OptimizeError:
+            selected = dict(scope.sources)
+        if column.table:
+            wanted = column.table.lower()
+            # The right side of a SEMI/ANTI join is not selected but its columns are used in ON.
+            for candidates in (selected, scope.sources):
+                found = next((s for name, s in candidates.items() if name.lower() == wanted), None)
+                if found is not None:
+                    return found
+            return None
+        if len(selected) == 1:
+            return next(iter(selected.values()))
+        name = column.name.lower()
+        claims = [s for s in selected.values() if name in self._known_outputs(s)]
+        return claims[0] if len(claims) == 1 else None
+
+    def _known_outputs(self, source: exp.Table | Scope) -> set[str]:
+        if isinstance(source, exp.Table):
+            ref = self._ref_by_table.get(id(source))
+            return {ref.time_column.lower()} if ref is not None and ref.time_column else set()
+        if source.outer_columns:
+            return {c.lower() for c in source.outer_columns}
+        query = source.expression
+        while isinstance(query, exp.SetOperation):
+            query = query.this
+        return {p.alias_or_name.lower() for p in getattr(query, "expressions", [])}
+
+    def output_column(self, scope: Scope, name: str, *, depth: int = 0) -> list[Origin] | None:
+        """The origins of output column ``name`` of ``scope``; the path includes ``scope``."""
+        if depth > _MAX_DEPTH:
+            return None
+        query = scope.expression
+        if isinstance(query, exp.SetOperation):
+            index = self._output_index(scope, name)
+            if index is None:
+                return None
+            results = []
+            for branch in scope.set_operation_scopes:
+                origins = self._output_at(branch, index, depth + 1)
+                if origins is None:
+                    return None
+                results.extend(Origin(o.expr, (scope, *o.path)) for o in origins)
+            return results
+        if not isinstance(query, exp.Select):
+            return None
+        index = self._output_index(scope, name)
+        if index is not None:
+            origins = self._output_at(scope, index, depth)
+        else:
+            origins = None
+            for projection in query.expressions:
+                star = projection if isinstance(projection, exp.Star) else projection.this if isinstance(projection, exp.Column) else None
+                if isinstance(star, exp.Star):
+                    table = projection.table if isinstance(projection, exp.Column) else None
+                    origins = self._resolve_column(exp.column(name, table=table), scope, False, depth + 1)
+                    if origins is not None:
+                        break
+        return origins
+
+    def _output_index(self, scope: Scope, name: str) -> int | None:
+        names = [c.lower() for c in scope.outer_columns]
+        if not names:
+            query = scope.expression
+            while isinstance(query, exp.SetOperation):
+                query = query.this
+            names = [p.alias_or_name.lower() for p in getattr(query, "expressions", [])]
+        return names.index(name.lower()) if name.lower() in names else None
+
+    def _output_at(self, scope: Scope, index: int, depth: int) -> list[Origin] | None:
+        query = scope.expression
+        if isinstance(query, exp.SetOperation):
+            results = []
+            for branch in scope.set_operation_scopes:
+                origins = self._output_at(branch, index, depth + 1)
+                if origins is None:
+                    return None
+                results.extend(Origin(o.expr, (scope, *o.path)) for o in origins)
+            return results
+        projections = getattr(query, "expressions", [])
+        if index >= len(projections) or isinstance(projections[index], exp.Star):
+            return None
+        projection = projections[index]
+        origins = self.resolve(projection.unalias(), scope, depth=depth + 1)
+        if origins is None:
+            return None
+        return [Origin(o.expr, (scope, *o.path)) for o in origins]
+
+    # --- time keys ---------------------------------------------------------------------------
+
+    def time_key_of(self, expr: exp.Expression) -> tuple[Ref, Grain] | None:
+        """If a resolved expression is a table's time column (possibly truncated), that table and grain."""
+        grain: Grain = "exact"
+        node = expr
+        while not isinstance(node, exp.Column):
+            step = grain_function(node)
+            if step is None:
+                return None
+            combined = coarser(grain, step[0])
+            if combined is None:
+                return None
+            grain, node = combined, step[1]
+        ref = self.ref_of_column(node)
+        if ref is None or not ref.time_column or node.name.lower() != ref.time_column.lower():
+            return None
+        return ref, grain
+
+    def time_keys(self, expr: exp.Expression, scope: Scope, *, aliases: bool = False) -> list[TimeKey] | None:
+        """The time keys ``expr`` stands for (one per union branch), or None if it is not one."""
+        origins = self.resolve(expr, scope, aliases=aliases)
+        if not origins:
+            return None
+        keys = []
+        for origin in origins:
+            found = self.time_key_of(origin.expr)
+            if found is None:
+                return None
+            keys.append(TimeKey(found[0], found[1], origin.path))
+        return keys
+
+    def output_time(self) -> list[Origin] | None:
+        """Origins of the model's output time column (the column the framework clamps on)."""
+        return self.output_column(self.root, self.time_column)
+
+    def output_time_keys(self) -> list[TimeKey]:
+        keys = []
+        for origin in self.output_time() or []:
+            found = self.time_key_of(origin.expr)
+            if found is not None:
+                keys.append(TimeKey(found[0], found[1], origin.path))
+        return keys
+
+    def time_column_from_macro(self) -> exp.Parameter | None:
+        """The window macro the output time column is computed from (``@start_ds AS ds``), if any."""
+        for origin in self.output_time() or []:
+            for param in origin.expr.find_all(exp.Parameter):
+                if (macro_name(param) or ("",))[0] in ("start", "end"):
+                    return param
+        return None
+
+    def selects_time_column(self) -> bool:
+        query = self.root.expression
+        while isinstance(query, exp.SetOperation):
+            query = query.this
+        projections = getattr(query, "expressions", [])
+        names = {p.alias_or_name.lower() for p in projections}
+        has_star = any(isinstance(p, exp.Star) or isinstance(p.this, exp.Star) for p in projections)
+        return has_star or self.time_column.lower() in names
+
+    def aligned(self, expr: exp.Expression, scope: Scope) -> bool:
+        """Whether equal values of ``expr`` always fall in one interval of the model.
+
+        True for a time column truncated to a grain that divides the interval, for the model's own
+        output time column (the interval is defined on it), and for a column named like the model's
+        time column in a time-series table.
+        """
+        origins = self.resolve(expr, scope, aliases=True)
+        if not origins:
+            return False
+        outputs = [o.expr for o in self.output_time() or []]
+        for origin in origins:
+            found = self.time_key_of(origin.expr)
+            if found is not None and divides(found[1], self.unit):
+                continue
+            if any(origin.expr == out for out in outputs):
+                continue
+            column = origin.expr
+            ref = self.ref_of_column(column) if isinstance(column, exp.Column) else None
+            if ref is not None and ref.time_column and column.name.lower() == self.time_column.lower():
+                continue
+            return False
+        return True
+
+    def select_scopes(self) -> Iterator[Scope]:
+        return (s for s in self.scopes if isinstance(s.expression, exp.Select))
+
+    def aggregates(self, scope: Scope) -> list[exp.AggFunc]:
+        """Aggregate calls of a scope that are not window functions."""
+
+        def in_window(node: exp.Expression) -> bool:
+            while node is not scope.expression and node is not None:
+                if isinstance(node, exp.Window):
+                    return True
+                node = node.parent
+            return False
+
+        return [a for a in find_all_in_scope(scope.expression, exp.AggFunc) if not in_window(a)]
+
+    def group_keys(self, select: exp.Select) -> list[exp.Expression]:
+        """The plain GROUP BY keys (ordinals and GROUP BY ALL expanded; ROLLUP/CUBE sets left out)."""
+        group = select.args.get("group")
+        if group is None:
+            return []
+        projections = [p.unalias() for p in select.expressions]
+        if group.args.get("all"):
+            return [p for p in projections if p.find(exp.AggFunc) is None]
+        keys = []
+        for key in group.expressions:
+            if isinstance(key, (exp.Rollup, exp.Cube, exp.GroupingSets)):
+                continue
+            if isinstance(key, exp.Literal) and key.is_int and 0 < int(key.this) <= len(projections):
+                key = projections[int(key.this) - 1]
+            keys.append(key)
+        return keys

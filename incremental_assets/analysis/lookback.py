@@ -1,0 +1,489 @@
+"""Per-source lookback: how far outside the run window each table reference must be read.
+
+A time-series reference gets its bound from, in order of trust:
+
+1. *Filters* on its time column against the window macros (Form B), in WHERE or JOIN ON, in its
+   own scope or in an enclosing one: ``o.ts BETWEEN @start_dt - INTERVAL 1 DAY AND @end_dt`` reads
+   one day before the window. A filter in an enclosing scope is widened by the windows between.
+2. *Demand*: what the output needs. The output is clamped to the window on the model's time
+   column, so a reference that column derives from is needed for the window only, widened by the
+   reach of window frames on the way (Form A, ``RANGE BETWEEN INTERVAL 30 MINUTES PRECEDING``); a
+   reference related to another one by its time column (``b.ts BETWEEN a.ts - INTERVAL 30 MINUTES
+   AND a.ts``) is needed for the other's range, shifted.
+3. A declared lookback, for the before-bound of references nothing else bounds.
+
+Anything else is refused (``lookback_underivable``), naming the source. Filters are checked against
+the demand: a filter narrower than what frames or joins need (``lookback_truncated``) is refused, and
+a filter anchored on the other end of the window (``ds = @start_ds``, ``ts >= @end_dt - INTERVAL 7 DAY``)
+limits how many intervals one run may cover (``window_relative``).
+
+>>> import sqlglot
+>>> from datetime import timedelta
+>>> from incremental_assets.analysis.lineage import Lineage
+>>> q = sqlglot.parse_one("SELECT ts FROM raw.e WHERE ts BETWEEN @start_dt - INTERVAL 2 HOUR AND @end_dt", read="spark")
+>>> lin = Lineage(q, model_name="m", time_column="ts", time_columns={"raw.e": "ts"}, interval=timedelta(hours=1))
+>>> bounds, findings = derive_bounds(lin)
+>>> bounds["raw.e"].before, findings.refusals
+(datetime.timedelta(seconds=7200), ())
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from sqlglot import exp
+from sqlglot.optimizer.scope import Scope
+
+from incremental_assets.analysis.lineage import Lineage, Ref, TimeKey, line_of, snippet
+from incremental_assets.analysis.result import Findings, Reason, SourceBound, iso_duration
+from incremental_assets.analysis.timeexpr import (
+    ZERO,
+    Grain,
+    MacroRef,
+    Span,
+    coarser,
+    divides,
+    nominal,
+    read_macro,
+    split_shift,
+)
+from incremental_assets.analysis.windows import path_reach, window_uses
+
+BEFORE, AFTER = 0, 1
+_SIDE_NAMES = ("before", "after")
+_CALENDAR_LENGTHS = {
+    "hour": (timedelta(hours=1), timedelta(hours=1)),
+    "day": (timedelta(days=1), timedelta(days=1)),
+    "week": (timedelta(days=7), timedelta(days=7)),
+    "month": (timedelta(days=28), timedelta(days=31)),
+    "quarter": (timedelta(days=89), timedelta(days=92)),
+    "year": (timedelta(days=365), timedelta(days=366)),
+}
+
+
+@dataclass(frozen=True)
+class _Edge:
+    """A filter of one reference's time column against a window macro.
+
+    It reads from (``side`` BEFORE) or up to (AFTER) ``base - per_interval * k * interval`` around a
+    run of k intervals; ``per_interval`` is 1 when the filter is anchored on the opposite end of the
+    window (a start-anchored upper bound or an end-anchored lower bound).
+    """
+
+    ref: Ref
+    side: int
+    base: timedelta
+    per_interval: int
+    node: exp.Expression
+
+
+@dataclass(frozen=True)
+class _Relation:
+    """``target op source + offset`` between the time columns of two references."""
+
+    target: TimeKey
+    source: TimeKey
+    side: int  # BEFORE: target >= source + offset; AFTER: target <= source + offset
+    offset: Span
+
+
+@dataclass
+class _State:
+    edges: list[_Edge] = field(default_factory=list)
+    relations: list[_Relation] = field(default_factory=list)
+    demand: dict[int, list[timedelta | None]] = field(default_factory=dict)
+    # The references a demand was derived through: a reference's demand never feeds back into itself.
+    via: dict[int, list[frozenset[int]]] = field(default_factory=dict)
+
+
+def derive_bounds(lineage: Lineage, *, declared_lookback: int | None = None) -> tuple[dict[str, SourceBound | None], Findings]:
+    """The read bound of every referenced table (by name), with refusals, notes and a batch limit."""
+    lengths = _interval_lengths(lineage)
+    state = _State()
+    for ref in lineage.refs:
+        state.demand[id(ref)] = [None, None]
+        state.via[id(ref)] = [frozenset(), frozenset()]
+    _demand_from_output(lineage, state)
+    for scope in lineage.select_scopes():
+        for predicate, allowed in _predicates(lineage, scope):
+            for left, op, right, inclusive in _comparisons(predicate):
+                _read_comparison(lineage, state, scope, predicate, left, op, right, inclusive, allowed)
+    _propagate_relations(lineage, state, lengths)
+
+    refusals: list[Reason] = []
+    notes: list[Reason] = []
+    limits: list[int] = []
+    per_ref: dict[int, list[timedelta | None]] = {}
+    for ref in lineage.refs:
+        if not ref.known:
+            refusals.append(Reason("unknown_source", f"{ref.name} is neither a source nor a model", line_of(ref.table)))
+            continue
+        if not ref.time_column:
+            continue
+        per_ref[id(ref)] = [
+            _side_bound(lineage, state, ref, side, lengths, declared_lookback, refusals, notes, limits)
+            for side in (BEFORE, AFTER)
+        ]
+
+    if not lineage.selects_time_column():
+        refusals.append(Reason(
+            "time_column", f"the query does not select the model's time column {lineage.time_column}", line_of(lineage.root.expression)
+        ))
+    macro = lineage.time_column_from_macro()
+    if macro is not None:
+        notes.append(Reason(
+            "window_relative",
+            f"the time column {lineage.time_column} is computed from @{macro.name}, so every row of a run gets "
+            "the same window edge: runs cover one interval each",
+            line_of(macro),
+        ))
+        limits.append(1)
+
+    bounds: dict[str, SourceBound | None] = {}
+    refused_names = set()
+    for ref in lineage.refs:
+        if not ref.known:
+            continue
+        if not ref.time_column:
+            bounds.setdefault(ref.name, None)
+            continue
+        before, after = per_ref[id(ref)]
+        if before is None or after is None:
+            refused_names.add(ref.name)
+            continue
+        current = bounds.get(ref.name)
+        if current is not None:
+            before, after = max(before, current.before), max(after, current.after)
+        bounds[ref.name] = SourceBound(before, after)
+    for name in refused_names:
+        bounds.pop(name, None)
+    return bounds, Findings(_unique(refusals), _unique(notes), min(limits) if limits else None)
+
+
+def _unique(reasons: list[Reason]) -> tuple[Reason, ...]:
+    return tuple(dict.fromkeys(reasons))
+
+
+def _interval_lengths(lineage: Lineage) -> tuple[timedelta, timedelta]:
+    unit = lineage.unit
+    if isinstance(unit, timedelta):
+        return unit, unit
+    return _CALENDAR_LENGTHS[unit.split(":")[0]]
+
+
+def _slack(grain: Grain, offset: timedelta, lineage: Lineage) -> timedelta:
+    """How far a value truncated to ``grain`` may stick out of an interval-aligned edge moved by ``offset``."""
+    if grain == "exact":
+        return ZERO
+    aligned = divides(grain, lineage.unit) and (
+        offset == ZERO or (grain in ("second", "minute", "hour", "day") and offset % nominal(grain) == ZERO)
+    )
+    return ZERO if aligned else nominal(grain)
+
+
+# --- demand from the output clamp ------------------------------------------------------------
+
+
+def _demand_from_output(lineage: Lineage, state: _State) -> None:
+    for origin in lineage.output_time() or []:
+        shift = split_shift(origin.expr)
+        found = lineage.time_key_of(shift.base) if not shift.amount else None
+        if found is None or not divides(found[1], lineage.unit):
+            continue
+        ref, grain = found
+        reach = path_reach(lineage, origin.path)
+        # output = floor(tc) + offset lies in the window, so tc lies in the window moved back by offset.
+        slack = _slack(grain, shift.offset.high, lineage)
+        candidate = [
+            None if reach[BEFORE] is None else max(ZERO, shift.offset.high) + reach[BEFORE],
+            None if reach[AFTER] is None else max(ZERO, -shift.offset.low) + slack + reach[AFTER],
+        ]
+        _lower_demand(state, ref, candidate)
+
+
+def _lower_demand(state: _State, ref: Ref, candidate: list[timedelta | None], via: frozenset[int] = frozenset()) -> bool:
+    current = state.demand[id(ref)]
+    changed = False
+    for side in (BEFORE, AFTER):
+        value = candidate[side]
+        if value is not None and (current[side] is None or max(ZERO, value) < current[side]):
+            current[side] = max(ZERO, value)
+            state.via[id(ref)][side] = via
+            changed = True
+    return changed
+
+
+# --- filters and relations in WHERE / JOIN ON ------------------------------------------------
+
+
+def _predicates(lineage: Lineage, scope: Scope) -> Iterator[tuple[exp.Expression, set[int] | None]]:
+    """Conjuncts that restrict rows, with the references they may restrict (None: all of them)."""
+    select = scope.expression
+    where = select.args.get("where")
+    if where is not None:
+        for conjunct in _conjuncts(where.this):
+            yield conjunct, None
+    for join in select.args.get("joins") or []:
+        on = join.args.get("on")
+        if on is None:
+            continue
+        side, kind = join.side.upper(), join.kind.upper()
+        joined = _refs_of_source(lineage, scope, join.this)
+        if side == "FULL":
+            continue
+        if side == "LEFT" or kind in ("SEMI", "ANTI"):
+            allowed = joined  # ON only decides which rows of the joined side are used
+        elif side == "RIGHT":
+            allowed = {id(r) for r in lineage.refs_under(scope)} - joined
+        else:
+            allowed = None
+        for conjunct in _conjuncts(on):
+            yield conjunct, allowed
+
+
+def _refs_of_source(lineage: Lineage, scope: Scope, node: exp.Expression) -> set[int]:
+    for ref in lineage.refs:
+        if ref.table is node:
+            return {id(ref)}
+    source = scope.sources.get(node.alias_or_name)
+    if isinstance(source, Scope):
+        return {id(r) for r in lineage.refs_under(source)}
+    return set()
+
+
+def _conjuncts(node: exp.Expression) -> Iterator[exp.Expression]:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.And):
+        yield from _conjuncts(node.this)
+        yield from _conjuncts(node.expression)
+    else:
+        yield node
+
+
+def _comparisons(node: exp.Expression) -> Iterator[tuple[exp.Expression, str, exp.Expression, bool]]:
+    """``(left, '>=' or '<=', right, inclusive)`` for each one-sided comparison in a predicate."""
+    if isinstance(node, exp.Between):
+        yield node.this, ">=", node.args["low"], True
+        yield node.this, "<=", node.args["high"], True
+    elif isinstance(node, (exp.GTE, exp.GT)):
+        yield node.this, ">=", node.expression, isinstance(node, exp.GTE)
+    elif isinstance(node, (exp.LTE, exp.LT)):
+        yield node.this, "<=", node.expression, isinstance(node, exp.LTE)
+    elif isinstance(node, exp.EQ):
+        yield node.this, ">=", node.expression, True
+        yield node.this, "<=", node.expression, True
+
+
+@dataclass(frozen=True)
+class _KeySide:
+    keys: list[TimeKey]
+    offset: Span
+
+
+def _side(lineage: Lineage, scope: Scope, node: exp.Expression) -> MacroRef | _KeySide | None:
+    macro = read_macro(node)
+    if macro is not None:
+        return macro
+    shift = split_shift(node)
+    if shift.amount or shift.base.find(exp.Parameter) is not None:
+        return None
+    keys = lineage.time_keys(shift.base, scope)
+    return _KeySide(keys, shift.offset) if keys else None
+
+
+def _read_comparison(lineage, state, scope, predicate, left, op, right, inclusive, allowed) -> None:
+    a, b = _side(lineage, scope, left), _side(lineage, scope, right)
+    if isinstance(b, _KeySide) and isinstance(a, MacroRef):
+        a, b, op = b, a, ("<=" if op == ">=" else ">=")
+    if not isinstance(a, _KeySide) or b is None:
+        return
+    side = BEFORE if op == ">=" else AFTER
+    if isinstance(b, MacroRef):
+        for key in a.keys:
+            if allowed is None or id(key.ref) in allowed:
+                edge = _macro_edge(lineage, key, side, b.offset + -a.offset, b, inclusive, predicate)
+                if edge is not None:
+                    state.edges.append(edge)
+        return
+    # key op key + offset: each side bounds the other.
+    offset = b.offset + -a.offset
+    for target in a.keys:
+        for source in b.keys:
+            if target.ref is source.ref:
+                continue
+            if allowed is None or id(target.ref) in allowed:
+                state.relations.append(_Relation(target, source, side, offset))
+            if allowed is None or id(source.ref) in allowed:
+                state.relations.append(_Relation(source, target, 1 - side, -offset))
+
+
+def _macro_edge(lineage: Lineage, key: TimeKey, side: int, offset: Span, macro: MacroRef, inclusive: bool, node) -> _Edge | None:
+    """``key >= macro + offset`` (BEFORE) or ``key <= macro + offset`` (AFTER) as an edge of ``key.ref``."""
+    reach = path_reach(lineage, key.path)[side]
+    if reach is None:
+        return None
+    granule = coarser(key.grain, macro.grain) or max(key.grain, macro.grain, key=nominal)
+    macro_slack = _slack(macro.grain, ZERO, lineage)
+    if side == BEFORE:
+        # The row's time is at least the (truncated) key, so only the macro's own truncation matters.
+        if macro.edge == "start":
+            return _Edge(key.ref, BEFORE, macro_slack - offset.low + reach, 0, node)
+        end_value = nominal(macro.grain) if macro.grain != "exact" else ZERO  # @end_ds is the last day
+        return _Edge(key.ref, BEFORE, end_value - offset.low + reach, 1, node)
+    slack = _slack(granule, offset.high, lineage)
+    if macro.edge == "end":
+        # SQLMesh's @end_* is the window's last instant (or day): <= and < both cover the window.
+        return _Edge(key.ref, AFTER, offset.high + slack + reach, 0, node)
+    whole_granule = nominal(granule) if inclusive and granule != "exact" else slack
+    return _Edge(key.ref, AFTER, offset.high + whole_granule + reach, 1, node)
+
+
+def _propagate_relations(lineage: Lineage, state: _State, lengths) -> None:
+    """Give each related reference the range of the one it is related to, until nothing changes."""
+    for _ in range(len(lineage.refs) + 1):
+        changed = False
+        for relation in state.relations:
+            target, source = relation.target.ref, relation.source.ref
+            source_range, via = _current_range(state, source, lengths)[relation.side]
+            if source_range is None or id(target) in via:
+                continue
+            reach = path_reach(lineage, relation.target.path)[relation.side]
+            if reach is None:
+                continue
+            if relation.side == BEFORE:
+                value = source_range + _slack(relation.source.grain, source_range, lineage) - relation.offset.low
+            else:
+                value = source_range + relation.offset.high + _slack(relation.target.grain, source_range + relation.offset.high, lineage)
+            candidate: list[timedelta | None] = [None, None]
+            candidate[relation.side] = value + reach
+            changed |= _lower_demand(state, target, candidate, via | {id(source)})
+        if not changed:
+            break
+
+
+def _current_range(state: _State, ref: Ref, lengths) -> list[tuple[timedelta | None, frozenset[int]]]:
+    """Per side, how far the rows of ``ref`` that a run uses can reach, and what that was derived through."""
+    values = []
+    for side in (BEFORE, AFTER):
+        filters = [max(ZERO, e.base - e.per_interval * lengths[0]) for e in state.edges if e.ref is ref and e.side == side]
+        options = [(min(filters), frozenset())] if filters else []
+        if state.demand[id(ref)][side] is not None:
+            options.append((state.demand[id(ref)][side], state.via[id(ref)][side]))
+        values.append(min(options, key=lambda o: o[0]) if options else (None, frozenset()))
+    return values
+
+
+# --- one side of one reference ---------------------------------------------------------------
+
+
+def _chain(ref: Ref) -> tuple[Scope, ...]:
+    scopes, scope = [], ref.scope
+    while scope is not None:
+        scopes.append(scope)
+        scope = scope.parent
+    return tuple(scopes)
+
+
+def _side_bound(lineage, state, ref, side, lengths, declared, refusals, notes, limits) -> timedelta | None:
+    shortest, longest = lengths
+    word = _SIDE_NAMES[side]
+    chain = _chain(ref)
+    needed = path_reach(lineage, chain)[side]
+    edges = [e for e in state.edges if e.ref is ref and e.side == side]
+    filtered = max(ZERO, min(e.base - e.per_interval * shortest for e in edges)) if edges else None
+
+    if needed is None:
+        window = _unknown_window(lineage, chain, side)
+        if side == BEFORE and declared is not None:
+            value = declared * lineage.interval
+            notes.append(Reason("declared_lookback", f"{ref.name}: read {iso_duration(value)} before the window, "
+                                f"from the declared lookback of {declared} intervals", line_of(ref.table)))
+            return max(value, filtered or ZERO)
+        hint = ("a declared lookback only covers data before the window" if side == AFTER
+                else "give it a RANGE BETWEEN INTERVAL '...' PRECEDING AND CURRENT ROW frame or declare a lookback")
+        refusals.append(Reason(
+            "lookback_underivable",
+            f"{ref.name} feeds {snippet(window, lineage.dialect) if window is not None else 'a window'}, which needs rows an "
+            f"unknown distance {word} each row; {hint}",
+            line_of(window) if window is not None else line_of(ref.table),
+        ))
+        return None
+
+    demand = state.demand[id(ref)][side]
+    required = demand if demand is not None else needed
+    if edges:
+        for edge in edges:
+            _check_edge(lineage, ref, edge, required, longest, refusals, notes, limits)
+        return filtered
+    if demand is not None:
+        return demand
+    if declared is not None:
+        value = declared * lineage.interval if side == BEFORE else ZERO
+        if side == BEFORE:
+            notes.append(Reason("declared_lookback", f"{ref.name}: read {iso_duration(value)} before the window, "
+                                f"from the declared lookback of {declared} intervals", line_of(ref.table)))
+        return value
+    column = ref.time_column
+    if not any(e.ref is ref for e in state.edges) and state.demand[id(ref)] == [None, None]:
+        if side == BEFORE:  # one refusal for the reference, not one per side
+            refusals.append(Reason(
+                "lookback_underivable",
+                f"{ref.name} is a time series but nothing bounds which of its rows a run needs: filter {column} on "
+                f"the window (e.g. {column} BETWEEN @start_dt AND @end_dt), derive {lineage.time_column} from it, "
+                "relate it to another source's time column, or declare a lookback",
+                line_of(ref.table),
+            ))
+        return None
+    bound = f"{column} >= @start_dt" if side == BEFORE else f"{column} <= @end_dt"
+    refusals.append(Reason(
+        "lookback_underivable",
+        f"nothing bounds how far {word} the window {ref.name} is read; add a filter such as {bound}",
+        line_of(ref.table),
+    ))
+    return None
+
+
+def _check_edge(lineage, ref, edge: _Edge, required: timedelta, longest, refusals, notes, limits) -> None:
+    word = _SIDE_NAMES[edge.side]
+    if edge.per_interval == 0:
+        if edge.base >= required:
+            return
+        if edge.base >= ZERO:
+            refusals.append(Reason(
+                "lookback_truncated",
+                f"{snippet(edge.node, lineage.dialect)} reads {ref.name} only {iso_duration(edge.base)} {word} the window, "
+                f"but the query needs {iso_duration(required)} (window frames, joins or the output time column); "
+                f"widen the filter to match",
+                line_of(edge.node),
+            ))
+            return
+        limits.append(1)
+        notes.append(Reason(
+            "window_relative",
+            f"{snippet(edge.node, lineage.dialect)} reads only part of each run's window from {ref.name}: "
+            "runs cover one interval each",
+            line_of(edge.node),
+        ))
+        return
+    most = math.floor((edge.base - required) / longest)
+    limits.append(max(1, most))
+    anchor = "start" if edge.side == AFTER else "end"
+    extent = "one interval" if most <= 1 else f"at most {most} intervals"
+    notes.append(Reason(
+        "window_relative",
+        f"{snippet(edge.node, lineage.dialect)} reads {ref.name} relative to the {anchor} of the run window, "
+        f"so a run may cover {extent}",
+        line_of(edge.node),
+    ))
+
+
+def _unknown_window(lineage: Lineage, chain: tuple[Scope, ...], side: int) -> exp.Window | None:
+    for scope in chain:
+        for use in window_uses(lineage, scope):
+            if use.reach[side] is None:
+                return use.node
+    return None

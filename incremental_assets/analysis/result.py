@@ -1,0 +1,95 @@
+"""What the analysis passes return: reasons, per-source bounds and the final classification.
+
+>>> from datetime import timedelta
+>>> describe_bound(SourceBound(before=timedelta(hours=36), after=timedelta(0)))
+{'before': 'PT36H', 'after': 'PT0S'}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from types import MappingProxyType
+from typing import Literal
+
+SafetyClass = Literal["FullyBatchSafe", "BoundedSafe", "PerPartitionOnly", "Refused"]
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a model was refused or limited, or a note about something admitted.
+
+    ``rule`` is a stable name (``window_function``, ``lookback_underivable``, ...); ``line`` is the
+    line of the construct in the query text, when the parser recorded one.
+    """
+
+    rule: str
+    message: str
+    line: int | None
+
+
+@dataclass(frozen=True)
+class SourceBound:
+    """How far outside a run window a source is read: ``[run_start - before, run_end + after)``."""
+
+    before: timedelta
+    after: timedelta
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """The safety class of a model, why, and the read bound of every table it references.
+
+    ``bounds`` maps each referenced table name to its bound, or to None for a table without a time
+    dimension (read in full on every run).
+    """
+
+    safety_class: SafetyClass
+    batch_limit: int | None
+    reasons: tuple[Reason, ...]
+    bounds: Mapping[str, SourceBound | None] = field(hash=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "bounds", MappingProxyType(dict(self.bounds)))
+
+    @property
+    def refused(self) -> bool:
+        return self.safety_class == "Refused"
+
+
+@dataclass(frozen=True)
+class Findings:
+    """What one pass found: refusals, notes, and the most intervals a single run may cover."""
+
+    refusals: tuple[Reason, ...] = ()
+    notes: tuple[Reason, ...] = ()
+    batch_limit: int | None = None
+
+
+def iso_duration(value: timedelta) -> str:
+    """ISO-8601 duration: whole days as ``P7D``, anything else in hours, minutes and seconds.
+
+    >>> iso_duration(timedelta(0)), iso_duration(timedelta(minutes=90)), iso_duration(timedelta(days=1))
+    ('PT0S', 'PT1H30M', 'P1D')
+    """
+    if value < timedelta(0):
+        return "-" + iso_duration(-value)
+    if value and value % timedelta(days=1) == timedelta(0):
+        return f"P{value.days}D"
+    seconds = value.total_seconds()
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    text = "".join(f"{int(n)}{unit}" for n, unit in ((hours, "H"), (minutes, "M")) if n)
+    if secs or not text:
+        text += f"{secs:g}S"
+    return "PT" + text
+
+
+def describe_bound(bound: SourceBound) -> dict[str, str]:
+    """A bound as ISO-8601 durations, the form ``explain --json`` shows.
+
+    >>> describe_bound(SourceBound(timedelta(minutes=30), timedelta(days=1)))
+    {'before': 'PT30M', 'after': 'P1D'}
+    """
+    return {"before": iso_duration(bound.before), "after": iso_duration(bound.after)}

@@ -1,0 +1,253 @@
+"""Safety rules: constructs that give a different answer on a slice of the data than on all of it.
+
+Refused by default, each admitted by its override (the construct then stays in the notes, and when a
+multi-interval run could still differ from one interval at a time, runs cover one interval each):
+
+========================  =========================  ============================================
+rule                      override                   refused
+========================  =========================  ============================================
+window_function           allow_window_functions     windows not partitioned by the time column
+                                                     and not a lookback frame (ROW_NUMBER, running
+                                                     totals, whole-partition aggregates)
+aggregate                 allow_aggregates           GROUP BY (or a global aggregate) over time
+                                                     series with no key aligned to the interval
+having                    allow_having               HAVING with an aggregate
+distinct                  allow_distinct             SELECT DISTINCT, aggregate DISTINCT, UNION
+limit                     allow_limit                LIMIT / FETCH anywhere
+nondeterministic          allow_nondeterministic     rand, uuid, now, current_*, TABLESAMPLE, ...
+subquery                  allow_subqueries           an expression subquery (scalar, IN, EXISTS)
+                                                     that reads time-series data
+========================  =========================  ============================================
+
+Window, aggregate, HAVING and DISTINCT rules only look at parts of the query that read time-series
+data: computed from tables read in full, they give the same answer on every run. Derived tables and
+CTEs are not subqueries here: they are analysed like the rest of the query.
+
+>>> import sqlglot
+>>> from datetime import timedelta
+>>> from incremental_assets.analysis.lineage import Lineage
+>>> q = sqlglot.parse_one("SELECT ds, RAND() AS r FROM raw.e", read="spark")
+>>> lin = Lineage(q, model_name="m", time_column="ds", time_columns={"raw.e": "ds"}, interval=timedelta(days=1))
+>>> [r.rule for r in check_safety(lin).refusals]
+['nondeterministic']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+from sqlglot.optimizer.scope import Scope, ScopeType, find_all_in_scope
+
+from incremental_assets.analysis.lineage import Lineage, line_of, snippet
+from incremental_assets.analysis.result import Findings, Reason
+from incremental_assets.analysis.timeexpr import macro_name
+from incremental_assets.analysis.windows import window_uses
+
+OVERRIDES = {
+    "window_function": "allow_window_functions",
+    "aggregate": "allow_aggregates",
+    "having": "allow_having",
+    "distinct": "allow_distinct",
+    "limit": "allow_limit",
+    "nondeterministic": "allow_nondeterministic",
+    "subquery": "allow_subqueries",
+}
+
+_NONDETERMINISTIC = (
+    exp.Rand, exp.Randn, exp.Uuid, exp.Shuffle, exp.CurrentTimestamp, exp.CurrentDate, exp.CurrentTime,
+    exp.CurrentDatetime, exp.Localtimestamp, exp.Localtime, exp.CurrentTimestampLTZ, exp.TableSample,
+)
+_NONDETERMINISTIC_NAMES = {
+    "now", "rand", "random", "randn", "randstr", "uniform", "uuid", "shuffle", "monotonically_increasing_id",
+    "spark_partition_id", "input_file_name", "input_file_block_start", "input_file_block_length",
+    "current_timestamp", "current_date", "sysdate", "getdate", "systimestamp", "gen_random_uuid",
+}
+
+
+@dataclass(frozen=True)
+class _Hit:
+    rule: str
+    node: exp.Expression
+    message: str
+    # Whether, once admitted, a run over several intervals still equals one interval at a time.
+    batch_safe: bool = False
+
+
+def check_safety(lineage: Lineage, *, overrides: frozenset[str] = frozenset()) -> Findings:
+    """Apply every safety rule to every scope; refusals for the rules not overridden."""
+    hits: list[_Hit] = []
+    per_interval = lineage.time_column_from_macro()
+    for scope in lineage.scopes:
+        hits += _nondeterministic(lineage, scope)
+        hits += _limit(lineage, scope)
+        if not lineage.reads_time_series(scope):
+            continue
+        if scope.scope_type == ScopeType.SUBQUERY and not _inside_time_series_subquery(lineage, scope.parent):
+            hits.append(_subquery(lineage, scope))
+        if _inside_time_series_subquery(lineage, scope):
+            continue  # refused (or admitted) as a whole above
+        if isinstance(scope.expression, exp.Select):
+            hits += _windows(lineage, scope)
+            hits += _aggregates(lineage, scope, per_interval=per_interval)
+        elif isinstance(scope.expression, exp.SetOperation) and scope.expression.args.get("distinct"):
+            hits.append(_set_distinct(lineage, scope))
+
+    refusals, notes, batch_limit = [], [], None
+    for hit in hits:
+        reason = Reason(hit.rule, hit.message, line_of(hit.node))
+        override = OVERRIDES[hit.rule]
+        if override not in overrides:
+            refusals.append(reason)
+            continue
+        limited = "" if hit.batch_safe else "; runs cover one interval each"
+        notes.append(Reason(hit.rule, f"admitted by {override}: {hit.message.split(';')[0]}{limited}", reason.line))
+        if not hit.batch_safe:
+            batch_limit = 1
+    if lineage.recursive:
+        refusals.append(Reason("recursive_cte", "WITH RECURSIVE cannot be analysed for partial runs", line_of(lineage.query)))
+    for ref in lineage.refs:
+        if ref.is_self:
+            notes.append(Reason(
+                "self_reference",
+                f"reads its own earlier output ({ref.name}): runs go one interval at a time, in order",
+                line_of(ref.table),
+            ))
+            batch_limit = 1
+    return Findings(tuple(refusals), tuple(notes), batch_limit)
+
+
+def _inside_time_series_subquery(lineage: Lineage, scope: Scope | None) -> bool:
+    while scope is not None:
+        if scope.scope_type == ScopeType.SUBQUERY and lineage.reads_time_series(scope):
+            return True
+        scope = scope.parent
+    return False
+
+
+def _nondeterministic(lineage: Lineage, scope: Scope) -> list[_Hit]:
+    hits = []
+    for node in find_all_in_scope(scope.expression, exp.Func, exp.TableSample, exp.Parameter):
+        if isinstance(node, exp.Parameter):
+            named = macro_name(node)
+            if named is None or named[0] != "execution":
+                continue
+            what = f"@{node.name}"
+        elif isinstance(node, _NONDETERMINISTIC):
+            what = "TABLESAMPLE" if isinstance(node, exp.TableSample) else snippet(node, lineage.dialect, 40)
+        elif isinstance(node, exp.Anonymous) and node.name.lower() in _NONDETERMINISTIC_NAMES:
+            what = snippet(node, lineage.dialect, 40)
+        else:
+            continue
+        hits.append(_Hit(
+            "nondeterministic", node,
+            f"{what} gives a different value on every run, so re-running a window would not reproduce its rows; "
+            "compute it elsewhere or set allow_nondeterministic",
+            batch_safe=True,
+        ))
+    return hits
+
+
+def _limit(lineage: Lineage, scope: Scope) -> list[_Hit]:
+    node = scope.expression.args.get("limit") or scope.expression.args.get("fetch")
+    if node is None:
+        return []
+    return [_Hit(
+        "limit", node,
+        f"{snippet(node, lineage.dialect, 40)} keeps a subset of each run's rows, which depends on how the "
+        "window is cut into runs; remove it or set allow_limit",
+    )]
+
+
+def _subquery(lineage: Lineage, scope: Scope) -> _Hit:
+    names = sorted({ref.name for ref in lineage.refs_under(scope) if ref.time_column})
+    return _Hit(
+        "subquery", scope.expression,
+        f"subquery ({snippet(scope.expression, lineage.dialect, 60)}) reads time-series data "
+        f"({', '.join(names)}) that a run only has for its window; join it as a table or CTE, or set allow_subqueries",
+    )
+
+
+def _windows(lineage: Lineage, scope: Scope) -> list[_Hit]:
+    return [
+        _Hit(
+            "window_function", use.node,
+            f"window function {snippet(use.node, lineage.dialect)} is not partitioned by the time column "
+            f"{lineage.time_column}, so a run sees only part of each partition; partition it by "
+            f"{lineage.time_column} (or an expression of it at the model's grain), bound it with "
+            "RANGE BETWEEN INTERVAL ... PRECEDING AND CURRENT ROW, or set allow_window_functions",
+        )
+        for use in window_uses(lineage, scope)
+        if use.kind == "history"
+    ]
+
+
+def _aggregates(lineage: Lineage, scope: Scope, *, per_interval: bool) -> list[_Hit]:
+    select = scope.expression
+    aggregates = lineage.aggregates(scope)
+    keys = lineage.group_keys(select)
+    grouped = select.args.get("group") is not None or bool(aggregates)
+    # When the time column is a window macro every run is one interval, so its rows are one group.
+    aligned = grouped and (per_interval or any(lineage.aligned(key, scope) for key in keys))
+    hits = []
+    if grouped and not aligned:
+        group = select.args.get("group")
+        what = snippet(group, lineage.dialect, 60) if group is not None else f"aggregate {snippet(aggregates[0], lineage.dialect, 40)} without GROUP BY"
+        hits.append(_Hit(
+            "aggregate", group if group is not None else aggregates[0],
+            f"{what} over time-series data has no key aligned with the time column {lineage.time_column}: "
+            f"a group can span several intervals and a run sees only part of it; group by "
+            f"{lineage.time_column} (or an expression of it at the model's grain) or set allow_aggregates",
+        ))
+    having = select.args.get("having")
+    if having is not None and having.find(exp.AggFunc) is not None:
+        safe = " (the groups are aligned with the time column, so this is safe to allow)" if aligned else ""
+        hits.append(_Hit(
+            "having", having,
+            f"{snippet(having, lineage.dialect, 60)} filters groups on aggregates, which differ when a group is "
+            f"only partly in a run{safe}; set allow_having if every group is complete within an interval",
+            batch_safe=aligned,
+        ))
+    if select.args.get("distinct") is not None:
+        projections = [p.unalias() for p in select.expressions]
+        if any(isinstance(p, exp.Star) for p in projections):
+            projections = [exp.column(lineage.time_column)]
+        keeps_time = any(lineage.aligned(p, scope) for p in projections)
+        safe = " (it keeps the time column, so this is safe to allow)" if keeps_time else ""
+        hits.append(_Hit(
+            "distinct", select.expressions[0],
+            f"SELECT DISTINCT removes duplicates only among the rows of one run{safe}; set allow_distinct if "
+            "duplicates never span intervals",
+            batch_safe=keeps_time,
+        ))
+    for aggregate in aggregates:
+        if isinstance(aggregate.this, exp.Distinct):
+            safe = " (the groups are aligned with the time column, so this is safe to allow)" if aligned else ""
+            hits.append(_Hit(
+                "distinct", aggregate,
+                f"{snippet(aggregate, lineage.dialect, 40)} counts distinct values only among the rows of one "
+                f"run{safe}; set allow_distinct if duplicates never span intervals",
+                batch_safe=aligned,
+            ))
+    return hits
+
+
+def _set_distinct(lineage: Lineage, scope: Scope) -> _Hit:
+    operation = scope.expression
+    keeps_time = bool(lineage.output_column(scope, lineage.time_column)) and lineage.aligned(
+        exp.column(lineage.time_column), _first_branch(scope)
+    )
+    keyword = operation.key.upper()
+    safe = " (it keeps the time column, so this is safe to allow)" if keeps_time else ""
+    return _Hit(
+        "distinct", operation,
+        f"{keyword} without ALL removes duplicates only among the rows of one run{safe}; "
+        f"write {keyword} ALL or set allow_distinct",
+        batch_safe=keeps_time,
+    )
+
+
+def _first_branch(scope: Scope) -> Scope:
+    while scope.set_operation_scopes:
+        scope = scope.set_operation_scopes[0]
+    return scope

@@ -1,0 +1,43 @@
+"""Shared fixtures: ONE local SparkSession for the whole test session, and small project builders."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from incremental_assets.execution import build_spark_session
+    from incremental_assets.settings import DEFAULT_SPARK_CONF
+
+    conf = dict(DEFAULT_SPARK_CONF)
+    conf.update({"spark.master": "local[2]", "spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"})
+    session = build_spark_session(conf, app_name="incremental_assets_tests")
+    yield session
+    session.stop()
+
+
+def write_project(root: Path, files: dict[str, str]) -> Path:
+    """Write ``{relative path: text}`` under root (dedented) and return root."""
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip())
+    (root / "models").mkdir(exist_ok=True)
+    return root
+
+
+@pytest.fixture
+def make_project(tmp_path):
+    def make(files: dict[str, str], name: str = "project") -> Path:
+        return write_project(tmp_path / name, files)
+
+    return make
