@@ -21,8 +21,11 @@ from incremental_assets.model import IncrementalByTimeRange, SqlModel
 from incremental_assets.plan import plan_run, plan_window
 from incremental_assets.project import Project, Source, load_project
 from incremental_assets.settings import Settings
-from incremental_assets.time_window import TimeWindow, merge, subtract, to_utc
+from incremental_assets.time_window import TimeWindow, ceil, floor, merge, subtract, to_utc
 from incremental_assets.translator import ModelTranslator
+
+
+ALLOW_DOWNGRADE_TAG = "incremental_assets/allow_downgrade"
 
 
 class SparkResource(LazyPySparkResource):
@@ -65,15 +68,22 @@ def materialized_windows(instance: dg.DagsterInstance, key: dg.AssetKey, partiti
 def missing_upstream(
     instance: dg.DagsterInstance, project: Project, model: SqlModel, window: TimeWindow, translator: ModelTranslator
 ) -> list[str]:
-    """Describe upstream intervals the window needs that Dagster has not recorded (backfills don't check)."""
+    """Describe upstream intervals the window needs, lookback included, that Dagster has not recorded
+    (backfills do not check intervals outside the range they run)."""
     problems = []
+    analysis = project.analysis(model.name)
     for upstream in project.upstream_models(model):
         if not isinstance(upstream.kind, IncrementalByTimeRange):
             continue
         partitions = translator.get_partitions_def(upstream)
         assert isinstance(partitions, dg.TimeWindowPartitionsDefinition) and upstream.start is not None
-        need_start = max(window.start, upstream.start)
-        need_end = min(window.end, upstream.end) if upstream.end else window.end
+        bound = analysis.bounds.get(upstream.name) if analysis is not None and not analysis.refused else None
+        needed = window.widen(bound.before, bound.after) if bound is not None else window
+        unit = upstream.interval_unit or "day"
+        need_start = max(floor(needed.start, unit), upstream.start)
+        need_end = ceil(needed.end, unit)
+        if upstream.end:
+            need_end = min(need_end, upstream.end)
         if need_end <= need_start:
             continue
         gaps = subtract(TimeWindow(need_start, need_end), materialized_windows(instance, translator.get_asset_key(upstream), partitions))
@@ -112,7 +122,11 @@ def build_model_asset(project: Project, model: SqlModel, translator: ModelTransl
             continue
         if name in project.models:
             upstream = project.models[name]
-            deps.append(dg.AssetDep(translator.get_asset_key(upstream), partition_mapping=translator.get_partition_mapping(model, upstream)))
+            analysis = project.analysis(model.name)
+            bound = analysis.bounds.get(name) if analysis is not None and not analysis.refused else None
+            deps.append(
+                dg.AssetDep(translator.get_asset_key(upstream), partition_mapping=translator.get_partition_mapping(model, upstream, bound))
+            )
         else:
             deps.append(dg.AssetDep(translator.get_source_key(project.sources[name])))
     key = translator.get_asset_key(model)
@@ -127,7 +141,7 @@ def build_model_asset(project: Project, model: SqlModel, translator: ModelTransl
         kinds=translator.get_kinds(model),
         code_version=translator.get_code_version(model),
         partitions_def=translator.get_partitions_def(model),
-        backfill_policy=translator.get_backfill_policy(model),
+        backfill_policy=translator.get_backfill_policy(model, project.analysis(model.name)),
         metadata=translator.get_metadata(model),
     )
     def _materialize(context: dg.AssetExecutionContext, spark: SparkResource) -> dg.MaterializeResult:
@@ -140,12 +154,19 @@ def build_model_asset(project: Project, model: SqlModel, translator: ModelTransl
                     f"{model.name} {window}: upstream intervals are not materialized: " + "; ".join(missing)
                     + ". Run them first (select +" + model.name + ")."
                 )
+        allow_downgrade = context.run.tags.get(ALLOW_DOWNGRADE_TAG, "").lower() == "true"
+        plans = plan_window(project, model, window, allow_downgrade=allow_downgrade) if window else [plan_run(project, model, None)]
         executor = Executor(spark.spark_session, project)
         results = []
-        for plan in plan_window(project, model, window) if window else [plan_run(project, model, None)]:
+        for plan in plans:
+            if plan.downgraded:
+                context.log.warning(f"{model.name} is refused by the safety analysis: rebuilding {plan.window} in full (allow downgrade)")
             context.log.info(f"{model.name}: running {plan.window or 'full'}")
             results.append(executor.execute(plan, run_id=context.run_id))
-        return dg.MaterializeResult(metadata=materialization_metadata(results, time.perf_counter() - began))
+        meta = materialization_metadata(results, time.perf_counter() - began)
+        if plans[-1].safety_class:
+            meta["safety_class"] = plans[-1].safety_class + (" (downgraded to a full refresh)" if plans[-1].downgraded else "")
+        return dg.MaterializeResult(metadata=meta)
 
     return _materialize
 

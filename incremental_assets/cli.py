@@ -21,10 +21,90 @@ def _project(args: argparse.Namespace):
 
 def cmd_validate(args: argparse.Namespace) -> int:
     project = _project(args)
+    refused = 0
     for model in project.ordered():
+        analysis = project.analysis(model.name)
         unit = f", {model.interval_unit}" if model.is_incremental else ""
-        print(f"ok  {model.name} ({model.kind.name}{unit})  {model.path.relative_to(project.directory)}")
+        rel = model.path.relative_to(project.directory)
+        if analysis is not None and analysis.refused:
+            refused += 1
+            for reason in analysis.reasons:
+                print(f"{rel}:{reason.line or model.header_line}: error: {model.name}: [{reason.rule}] {reason.message}", file=sys.stderr)
+            continue
+        cls = f", {_class_text(analysis)}" if analysis is not None else ""
+        print(f"ok  {model.name} ({model.kind.name}{unit}{cls})  {rel}")
+    if refused:
+        print(
+            f"{refused} model(s) refused by the safety analysis: fix the SQL, allow the construct in the MODEL kind "
+            "(allow_window_functions, allow_having, ...), or run with --allow-downgrade",
+            file=sys.stderr,
+        )
+        return 1
     print(f"{len(project.models)} models, {len(project.sources)} sources: valid")
+    return 0
+
+
+def _class_text(analysis) -> str:
+    if analysis is None:
+        return "runs in full"
+    if analysis.safety_class == "BoundedSafe":
+        return f"BoundedSafe({analysis.batch_limit})"
+    return analysis.safety_class
+
+
+def explain_model(project, model) -> dict:
+    """What `explain --json` prints for one model."""
+    from incremental_assets.analysis import describe_bound
+    from incremental_assets.translator import ModelTranslator
+
+    translator = ModelTranslator()
+    analysis = project.analysis(model.name)
+    info: dict = {"model": model.name, "kind": model.kind.name, "file": str(model.path.relative_to(project.directory))}
+    info["safety_class"] = _class_text(analysis)
+    if analysis is None:
+        info.update(reasons=[], sources={}, partitions=None, backfill_policy="single run (unpartitioned)")
+        return info
+    info["reasons"] = [{"rule": r.rule, "message": r.message, "line": r.line} for r in analysis.reasons]
+    info["sources"] = {
+        name: (describe_bound(bound) if bound is not None else "read in full (no time dimension)")
+        for name, bound in sorted(analysis.bounds.items())
+        if name != model.name or bound is not None
+    }
+    partitions = translator.get_partitions_def(model)
+    info["partitions"] = {
+        "interval_unit": model.interval_unit,
+        "start": model.start.isoformat() if model.start else None,
+        "end": model.end.isoformat() if model.end else None,
+        "first_key": partitions.get_first_partition_key() if partitions else None,
+        "time_column": model.time_column,
+    }
+    policy = translator.get_backfill_policy(model, analysis)
+    info["backfill_policy"] = (
+        "single run (one Spark job for any range)" if policy.max_partitions_per_run is None
+        else f"multi run, {policy.max_partitions_per_run} interval(s) per run"
+    )
+    return info
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    project = _project(args)
+    models = [project.model(args.model)] if args.model else project.ordered()
+    infos = [explain_model(project, m) for m in models]
+    if args.json:
+        print(json.dumps(infos if not args.model else infos[0], indent=2))
+        return 0
+    for info in infos:
+        print(f"{info['model']}  ({info['kind']}, {info['file']})")
+        print(f"  safety class:    {info['safety_class']}")
+        for r in info["reasons"]:
+            print(f"  reason:          [{r['rule']}] line {r['line']}: {r['message']}")
+        for name, bound in info["sources"].items():
+            text = f"before {bound['before']}, after {bound['after']}" if isinstance(bound, dict) else bound
+            print(f"  reads {name}: {text}")
+        if info["partitions"]:
+            p = info["partitions"]
+            print(f"  partitions:      {p['interval_unit']} from {p['first_key']} on {p['time_column']}")
+        print(f"  backfill policy: {info['backfill_policy']}")
     return 0
 
 
@@ -39,7 +119,7 @@ def cmd_render(args: argparse.Namespace) -> int:
         if not (args.start and args.end):
             raise IncrementalAssetsError(f"model {model.name} is incremental: give --start and --end")
         window = TimeWindow(parse_instant(args.start, "start"), parse_instant(args.end, "end"))  # type: ignore[arg-type]
-    print(plan_run(project, model, window).render())
+    print(plan_run(project, model, window, allow_downgrade=args.allow_downgrade).render())
     return 0
 
 
@@ -64,7 +144,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.auto and start is None and any(m.is_incremental for m in models):
         raise IncrementalAssetsError("incremental models need --start S --end E, or --auto to fill the missing intervals")
     print(f"running {len(models)} model(s): {', '.join(m.name for m in models)}", flush=True)
-    report = runner.run(models, start=start, end=end, auto=args.auto, progress=lambda line: print(line, flush=True))
+    report = runner.run(
+        models, start=start, end=end, auto=args.auto, allow_downgrade=args.allow_downgrade, progress=lambda line: print(line, flush=True)
+    )
     failed = [r for r in report.records if not r.success]
     ok = len(report.records) - len(failed)
     print(f"{ok} run(s) succeeded, {len(failed)} failed")
@@ -132,6 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model")
     p.add_argument("--start")
     p.add_argument("--end")
+    p.add_argument("--allow-downgrade", action="store_true")
     p.set_defaults(func=cmd_render)
 
     p = add("run", "materialize models (recorded in the project's Dagster instance)")
@@ -139,7 +222,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--start", help="window start (inclusive), e.g. 2024-01-01")
     p.add_argument("--end", help="window end (exclusive)")
     p.add_argument("--auto", action="store_true", help="run only the missing intervals, up to the last complete one (or --end)")
+    p.add_argument("--allow-downgrade", action="store_true", help="run models the safety analysis refuses as a full refresh (with a warning); not persisted")
     p.set_defaults(func=cmd_run)
+
+    p = add("explain", "kind, safety class and reasons, per-source bounds (ISO-8601), partitions and backfill policy")
+    p.add_argument("model", nargs="?")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_explain)
 
     p = add("status", "covered ranges, gaps and failed intervals, from Dagster's partition status")
     p.add_argument("model", nargs="?")

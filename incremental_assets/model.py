@@ -39,6 +39,7 @@ SAFETY_OVERRIDES = frozenset(
         "allow_subqueries",
         "allow_nondeterministic",
         "allow_distinct",
+        "allow_aggregates",
     }
 )
 
@@ -212,7 +213,9 @@ def _restore_macros(node: exp.Expression) -> exp.Expression:
     return node
 
 
-def parse_query(sql: str, *, dialect: str = "spark", path: str | Path = "<query>", line_offset: int = 0) -> exp.Query:
+def parse_query(
+    sql: str, *, dialect: str = "spark", path: str | Path = "<query>", line_offset: int = 0, this_model: str | None = None
+) -> exp.Query:
     """Parse exactly one query; macros become ``exp.Parameter`` nodes.
 
     >>> q = parse_query("SELECT a FROM t WHERE ds BETWEEN @start_ds AND @end_ds")
@@ -243,6 +246,14 @@ def parse_query(sql: str, *, dialect: str = "spark", path: str | Path = "<query>
             path, line_offset + 1, f"a model's body must be a query (SELECT / WITH / UNION), found {query.key.upper()}"
         )
     query = query.transform(_restore_macros)
+    if this_model is not None:
+        # `FROM @this_model` reads the model's own table: name it, so analysis sees the self-reference.
+        for table in list(query.find_all(exp.Table)):
+            if table.name == _PLACEHOLDER + "this_model" and not table.db:
+                own = exp.to_table(this_model)
+                own.set("alias", table.args.get("alias") or exp.TableAlias(this=exp.to_identifier(own.name)))
+                own.this.meta.update(table.this.meta)
+                table.replace(own)
     # Carry line numbers relative to the file.
     for node in query.walk():
         if "line" in node.meta:
@@ -554,7 +565,7 @@ def parse_model_file(path: str | Path, *, default_dialect: str = "spark", text: 
                 hint=f"use {floor(start, values['interval_unit']).date().isoformat()} (weeks start on Sunday)",
             )
 
-    query = parse_query(split.query_text, dialect=dialect, path=path, line_offset=split.query_line - 1)
+    query = parse_query(split.query_text, dialect=dialect, path=path, line_offset=split.query_line - 1, this_model=name)
     references = table_references(query)
     if isinstance(kind, IncrementalByTimeRange):
         _check_time_column(reader, query, kind.time_column, seen["kind"].line, values.get("columns", {}))

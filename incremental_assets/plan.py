@@ -18,28 +18,23 @@ Nothing here touches Spark or Delta; :mod:`incremental_assets.execution` carries
 from __future__ import annotations
 
 from dataclasses import dataclass
+import logging
 from datetime import datetime, timezone
 from typing import Literal, Mapping
 
 from sqlglot import exp
 
-from incremental_assets.errors import WindowError
-from incremental_assets.macros import clamp_to_window, render_macros
+from incremental_assets.analysis import Analysis, SourceBound, pushdown
+from incremental_assets.errors import UnsafeIncrementalError, WindowError
+from incremental_assets.macros import clamp_to_window, render_macros, window_literal
 from incremental_assets.model import Full, IncrementalByTimeRange, SqlModel, View, table_name
 from incremental_assets.project import Project
 from incremental_assets.time_window import NOMINAL_LENGTH, TimeWindow, batches, check_aligned, to_utc
 
+log = logging.getLogger("incremental_assets")
 WriteStrategy = Literal["replace_window", "replace_table", "view"]
 InputKind = Literal["source", "table", "view"]
 EPOCH = to_utc("1970-01-01")
-
-
-@dataclass(frozen=True)
-class Bound:
-    """How far beyond the run window an input is read: ``[start - before, end + after)``."""
-
-    before: object  # datetime.timedelta
-    after: object
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,6 +58,8 @@ class RunPlan:
     inputs: tuple[InputRead, ...]
     write: WriteStrategy
     fingerprint: str
+    safety_class: str | None = None
+    downgraded: bool = False
 
     @property
     def sql(self) -> str:
@@ -78,6 +75,8 @@ class RunPlan:
     def render(self) -> str:
         """The SQL with a header saying which table each view stands for and what is read."""
         header = [f"-- model {self.model}" + (f", window {self.window}" if self.window else "") + f", write: {self.write}"]
+        if self.safety_class:
+            header.append(f"-- safety class: {self.safety_class}" + (" (refused: downgraded to a full refresh)" if self.downgraded else ""))
         return "\n".join(header + self.explain_inputs() + [self.sql])
 
 
@@ -116,17 +115,38 @@ def macro_window(model: SqlModel, window: TimeWindow | None, execution_time: dat
     return TimeWindow(start, end)
 
 
+def refusal_message(model: SqlModel, analysis: Analysis) -> str:
+    """A refusal as the user reads it: each reason with its file and line, and the ways out."""
+    lines = [f"model {model.name} is not safe to run incrementally:"]
+    for reason in analysis.reasons:
+        where = f"{model.path}:{reason.line}" if reason.line else str(model.path)
+        lines.append(f"  {where}: [{reason.rule}] {reason.message}")
+    lines.append(
+        "fix the SQL, allow the construct in the kind (e.g. allow_window_functions true), "
+        "or run with --allow-downgrade to rebuild the model in full this time"
+    )
+    return "\n".join(lines)
+
+
 def plan_run(
     project: Project,
     model: SqlModel,
     window: TimeWindow | None,
     *,
     execution_time: datetime | None = None,
-    bounds: Mapping[str, Bound | None] | None = None,
+    allow_downgrade: bool = False,
 ) -> RunPlan:
-    """Plan one run of ``model``. Incremental models need an aligned window inside [start, end)."""
+    """Plan one run of ``model``. Incremental models need an aligned window inside [start, end).
+
+    The model's analysis decides how much of each time-series input is read (its derived lookback);
+    a refused model raises UnsafeIncrementalError unless ``allow_downgrade``, which rebuilds it from
+    its start instead (a full refresh up to the window's end).
+    """
     execution_time = execution_time or datetime.now(timezone.utc)
     kind = model.kind
+    bounds: Mapping[str, SourceBound | None] | None = None
+    analysis = project.analysis(model.name)
+    downgraded = False
     if isinstance(kind, IncrementalByTimeRange):
         if window is None:
             raise WindowError(f"model {model.name} is incremental: give a window (--start/--end) or use --auto")
@@ -136,13 +156,29 @@ def plan_run(
             raise WindowError(f"model {model.name}: window {window} starts before the model's start {model.start.date()}")
         if model.end and window.end > model.end:
             raise WindowError(f"model {model.name}: window {window} ends after the model's end {model.end.date()}")
+        assert analysis is not None
+        if analysis.refused:
+            if not allow_downgrade:
+                raise UnsafeIncrementalError(refusal_message(model, analysis))
+            log.warning("%s", refusal_message(model, analysis).splitlines()[0] + " running a full refresh instead (--allow-downgrade)")
+            window = TimeWindow(model.start or window.start, window.end)
+            downgraded = True
+        else:
+            bounds = analysis.bounds
     else:
         window = None
 
     rendered = render_macros(model.query, macro_window(model, window, execution_time), execution_time=execution_time, this_model=model.name)
-    inputs = []
-    for name in model.depends_on:
-        inputs.append(_plan_input(project, model, name, window, execution_time, bounds))
+    if window is not None and bounds:
+        rendered = pushdown(
+            rendered,
+            bounds=bounds,
+            time_columns={name: project.time_column_of(name) for name in bounds},
+            run_start=window.start,
+            run_end=window.end,
+            literal=lambda name, instant: window_literal(instant, time_format=_time_format(project, name)),
+        )
+    inputs = [_plan_input(project, model, name, window, execution_time, bounds) for name in model.depends_on]
     rendered = _substitute_tables(rendered, {read.name: read.view for read in inputs})
     if isinstance(kind, IncrementalByTimeRange):
         assert window is not None
@@ -153,7 +189,17 @@ def plan_run(
     else:
         assert isinstance(kind, (Full, View))
         query, write = rendered, "replace_table"
-    return RunPlan(model.name, window, query, tuple(inputs), write, model.fingerprint)
+    safety = analysis.safety_class if analysis is not None else None
+    if analysis is not None and analysis.safety_class == "BoundedSafe":
+        safety = f"BoundedSafe({analysis.batch_limit})"
+    return RunPlan(model.name, window, query, tuple(inputs), write, model.fingerprint, safety, downgraded)
+
+
+def _time_format(project: Project, name: str) -> str | None:
+    upstream = project.models.get(name)
+    if upstream is not None and isinstance(upstream.kind, IncrementalByTimeRange):
+        return upstream.kind.time_format
+    return None
 
 
 def _plan_input(
@@ -162,12 +208,12 @@ def _plan_input(
     name: str,
     window: TimeWindow | None,
     execution_time: datetime,
-    bounds: Mapping[str, Bound | None] | None,
+    bounds: Mapping[str, SourceBound | None] | None,
 ) -> InputRead:
     read_window: TimeWindow | None = None
-    if window is not None and bounds is not None and bounds.get(name) is not None and project.time_column_of(name):
-        bound = bounds[name]
-        read_window = window.widen(bound.before, bound.after)  # type: ignore[arg-type, union-attr]
+    bound = bounds.get(name) if bounds else None
+    if window is not None and bound is not None and project.time_column_of(name):
+        read_window = window.widen(bound.before, bound.after)
     if name in project.sources:
         return InputRead(name, view_name(name), "source", read_window)
     upstream = project.models[name] if name in project.models else consumer
@@ -177,6 +223,16 @@ def _plan_input(
     return InputRead(name, view_name(name), "table", read_window)
 
 
+def run_size(project: Project, model: SqlModel, batch_size: int | None = None) -> int | None:
+    """Most intervals one run may cover: the smaller of the batch size and the analysis' limit."""
+    kind = model.kind
+    if not isinstance(kind, IncrementalByTimeRange):
+        return None
+    analysis = project.analysis(model.name)
+    limits = [n for n in (batch_size if batch_size is not None else kind.batch_size, analysis.batch_limit if analysis else None) if n]
+    return min(limits) if limits else None
+
+
 def plan_window(
     project: Project,
     model: SqlModel,
@@ -184,14 +240,15 @@ def plan_window(
     *,
     batch_size: int | None = None,
     execution_time: datetime | None = None,
-    bounds: Mapping[str, Bound | None] | None = None,
+    allow_downgrade: bool = False,
 ) -> list[RunPlan]:
-    """Plans covering ``window`` in consecutive batches (the model's batch_size unless overridden)."""
-    kind = model.kind
-    if not isinstance(kind, IncrementalByTimeRange):
+    """Plans covering ``window`` in consecutive runs, in order (batch size and execution class apply)."""
+    if not isinstance(model.kind, IncrementalByTimeRange):
         return [plan_run(project, model, None, execution_time=execution_time)]
-    size = batch_size if batch_size is not None else kind.batch_size
+    analysis = project.analysis(model.name)
+    if analysis is not None and analysis.refused and allow_downgrade:
+        return [plan_run(project, model, window, execution_time=execution_time, allow_downgrade=True)]
     return [
-        plan_run(project, model, part, execution_time=execution_time, bounds=bounds)
-        for part in batches(window, model.interval_unit or "day", size)
+        plan_run(project, model, part, execution_time=execution_time, allow_downgrade=allow_downgrade)
+        for part in batches(window, model.interval_unit or "day", run_size(project, model, batch_size))
     ]

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -48,6 +49,17 @@ class Project:
     models: Mapping[str, SqlModel]
     sources: Mapping[str, Source]
     order: tuple[str, ...]
+
+    @cached_property
+    def analyses(self) -> dict:
+        """The safety analysis of every incremental model (computed once, on first use)."""
+        from incremental_assets.analysis.model import analyze_model
+
+        return {m.name: analyze_model(self, m) for m in self.models.values() if m.is_incremental}
+
+    def analysis(self, name: str):
+        """The Analysis of an incremental model, None for other kinds."""
+        return self.analyses.get(name)
 
     def ordered(self) -> list[SqlModel]:
         """Models in dependency order (upstreams first)."""

@@ -31,6 +31,8 @@ from incremental_assets.time_window import (
     subtract,
     to_utc,
 )
+from incremental_assets.assets import ALLOW_DOWNGRADE_TAG
+from incremental_assets.plan import run_size
 from incremental_assets.translator import ModelTranslator
 
 DAGSTER_YAML = """\
@@ -202,9 +204,11 @@ class Runner:
         self.translator = translator or ModelTranslator()
         self.job = defs.resolve_implicit_global_asset_job_def()
 
-    def run_window(self, model: SqlModel, window: TimeWindow | None) -> RunRecord:
+    def run_window(self, model: SqlModel, window: TimeWindow | None, *, allow_downgrade: bool = False) -> RunRecord:
         key = self.translator.get_asset_key(model)
         tags: dict[str, str] = {"incremental_assets/launched_by": "cli"}
+        if allow_downgrade:
+            tags[ALLOW_DOWNGRADE_TAG] = "true"
         partitions = self.translator.get_partitions_def(model)
         if window is not None:
             assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
@@ -237,6 +241,7 @@ class Runner:
         auto: bool = False,
         now: datetime | None = None,
         progress: Callable[[str], None] | None = None,
+        allow_downgrade: bool = False,
     ) -> RunReport:
         """Run each model (in the given, dependency order) over its windows; report every run."""
         report = RunReport()
@@ -244,7 +249,9 @@ class Runner:
         for model in models:
             if isinstance(model.kind, IncrementalByTimeRange):
                 for window in windows_to_run(self.instance, model, start=start, end=end, auto=auto, translator=self.translator, now=now):
-                    size = self.translator.get_backfill_policy(model).max_partitions_per_run  # type: ignore[union-attr]
+                    analysis = self.project.analysis(model.name)
+                    # A refused model run with allow_downgrade is one full rebuild, not a series of windows.
+                    size = None if analysis is not None and analysis.refused else run_size(self.project, model)
                     plan.extend((model, part) for part in batches(window, model.interval_unit or "day", size))
             else:
                 plan.append((model, None))
@@ -258,7 +265,7 @@ class Runner:
                 report.records.append(RunRecord(model.name, window, False, "", 0.0, error="skipped: an upstream model failed"))
                 failed_models.add(model.name)
                 continue
-            record = self.run_window(model, window)
+            record = self.run_window(model, window, allow_downgrade=allow_downgrade)
             report.records.append(record)
             done += len(batches(window, model.interval_unit or "day", 1)) if window else 1
             rows += record.rows or 0

@@ -26,7 +26,7 @@ from deltalake.transaction import AddAction, create_table_with_add_actions
 from pyarrow import fs as pafs
 
 from incremental_assets.errors import StorageError
-from incremental_assets.time_window import TimeWindow
+from incremental_assets.time_window import TimeWindow, ceil, floor
 
 PARTITION_COLUMN = "ia_interval"
 METADATA_PREFIX = "incremental_assets."
@@ -113,9 +113,10 @@ def _add_actions(uri: str, staging: str) -> tuple[list[AddAction], int]:
 
 
 def _window_filters(window: TimeWindow, unit: str) -> list[tuple[str, str, str]]:
+    """Partition filters selecting every interval that overlaps ``window`` (widened to boundaries)."""
     return [
-        (PARTITION_COLUMN, ">=", interval_key(window.start, unit)),
-        (PARTITION_COLUMN, "<", interval_key(window.end, unit)),
+        (PARTITION_COLUMN, ">=", interval_key(floor(window.start, unit), unit)),
+        (PARTITION_COLUMN, "<", interval_key(ceil(window.end, unit), unit)),
     ]
 
 

@@ -15,9 +15,10 @@ from datetime import datetime
 
 import dagster as dg
 
+from incremental_assets.analysis import Analysis, SourceBound
 from incremental_assets.model import IncrementalByTimeRange, SqlModel, View
 from incremental_assets.project import Source
-from incremental_assets.time_window import UNIT_CRON
+from incremental_assets.time_window import NOMINAL_LENGTH, UNIT_CRON
 
 PARTITION_FORMATS = {"hour": "%Y-%m-%d-%H:%M"}
 DEFAULT_PARTITION_FORMAT = "%Y-%m-%d"
@@ -80,18 +81,30 @@ class ModelTranslator:
         assert model.start is not None
         return partitions_for(model.interval_unit or "day", model.start, model.end)
 
-    def get_backfill_policy(self, model: SqlModel) -> dg.BackfillPolicy | None:
-        """One Spark job per backfill (single run) unless the model's batch_size cuts it."""
+    def get_backfill_policy(self, model: SqlModel, analysis: Analysis | None = None) -> dg.BackfillPolicy | None:
+        """The execution class as a backfill policy: FullyBatchSafe runs any range as one Spark job
+        (single run), BoundedSafe(n) and batch_size cut it in runs of n intervals, PerPartitionOnly
+        runs one interval at a time."""
         if not isinstance(model.kind, IncrementalByTimeRange):
             return None
-        if model.kind.batch_size:
-            return dg.BackfillPolicy.multi_run(model.kind.batch_size)
+        limits = [n for n in (model.kind.batch_size, analysis.batch_limit if analysis else None) if n]
+        if limits:
+            return dg.BackfillPolicy.multi_run(min(limits))
         return dg.BackfillPolicy.single_run()
 
-    def get_partition_mapping(self, model: SqlModel, upstream: SqlModel) -> dg.PartitionMapping | None:
-        if isinstance(model.kind, IncrementalByTimeRange) and isinstance(upstream.kind, IncrementalByTimeRange):
+    def get_partition_mapping(
+        self, model: SqlModel, upstream: SqlModel, bound: SourceBound | None = None
+    ) -> dg.PartitionMapping | None:
+        """Time-to-time dependencies widened by the derived lookback, in the downstream's intervals:
+        a daily model that reads yesterday's upstream rows depends on yesterday's upstream partition."""
+        if not (isinstance(model.kind, IncrementalByTimeRange) and isinstance(upstream.kind, IncrementalByTimeRange)):
+            return None
+        if bound is None:
             return dg.TimeWindowPartitionMapping()
-        return None
+        length = NOMINAL_LENGTH[model.interval_unit or "day"]
+        before = -(-bound.before // length)  # ceil division of timedeltas
+        after = -(-bound.after // length)
+        return dg.TimeWindowPartitionMapping(start_offset=-int(before), end_offset=int(after))
 
     def get_column_schema(self, model: SqlModel) -> dg.TableSchema | None:
         from incremental_assets.model import output_columns

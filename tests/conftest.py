@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 import textwrap
 from pathlib import Path
 
@@ -11,6 +12,9 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)
+# Spark's collect() returns naive datetimes in the Python process's zone: make that UTC.
+os.environ["TZ"] = "UTC"
+time.tzset()
 
 
 @pytest.fixture(scope="session")

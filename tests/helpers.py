@@ -25,7 +25,12 @@ def table_rows(uri: str, *, drop=("ia_interval",)) -> list[tuple]:
     """Every row of the current Delta version, as sorted tuples (what any Delta reader sees)."""
     t = DeltaTable(uri).to_pyarrow_table()
     t = t.select([c for c in t.column_names if c not in drop])
-    return sorted(tuple(r.values()) for r in t.to_pylist())
+    return sorted(normalize(tuple(r.values())) for r in t.to_pylist())
+
+
+def normalize(row: tuple) -> tuple:
+    """Aware datetimes as naive UTC, so rows from Delta readers and from Spark's collect() compare equal."""
+    return tuple(v.astimezone(timezone.utc).replace(tzinfo=None) if isinstance(v, datetime) and v.tzinfo else v for v in row)
 
 
 def utc(*args) -> datetime:

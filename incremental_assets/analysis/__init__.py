@@ -8,6 +8,12 @@ Passes, each one module with one public function:
 - ``classify.analyze_query``: both of the above, and the execution class;
 - ``pushdown.pushdown``: the query rewritten so each time-series source reads only its bound.
 
+Reason rules a user may see: refusals ``window_function``, ``aggregate``, ``having``, ``distinct``,
+``limit``, ``nondeterministic``, ``subquery`` (each with an ``allow_*`` override, see ``safety``),
+``lookback_underivable``, ``lookback_truncated``, ``unknown_source``, ``time_column``,
+``recursive_cte``; notes ``self_reference``, ``window_relative`` (runs limited to what a filter
+covers), ``declared_lookback``, and any admitted rule.
+
 >>> import sqlglot
 >>> from datetime import timedelta
 >>> q = sqlglot.parse_one("SELECT ts, id FROM raw.e WHERE ts BETWEEN @start_dt AND @end_dt LIMIT 5", read="spark")

@@ -32,16 +32,14 @@ _MAX_DEPTH = 64
 _MAX_ALTERNATIVES = 16
 
 
-def line_of(node: exp.Expression) -> int | None:
-    """The first line the parser recorded for a node or anything under it (else its nearest ancestor)."""
-    lines = [n.meta["line"] for n in node.walk() if "line" in n.meta]
-    if lines:
-        return min(lines)
-    parent = node.parent
-    while parent is not None:
-        if "line" in parent.meta:
-            return parent.meta["line"]
-        parent = parent.parent
+def line_of(node: exp.Expression | None) -> int | None:
+    """The first line the parser recorded for a node or anything under it, else for its closest
+    ancestor that has one (keywords such as CURRENT_TIMESTAMP carry no position themselves)."""
+    while node is not None:
+        lines = [n.meta["line"] for n in node.walk() if "line" in n.meta]
+        if lines:
+            return min(lines)
+        node = node.parent
     return None
 
 
@@ -98,27 +96,23 @@ def inline_ctes(query: exp.Expression) -> tuple[exp.Expression, bool]:
     query = query.copy()
     if any(with_.args.get("recursive") for with_ in query.find_all(exp.With)):
         return query, True
-    for _ in range(_MAX_DEPTH):
-        root = build_scope(query)
-        changed = False
-        for scope in root.traverse() if root else ():
-            if scope.expression.find_ancestor(exp.CTE) is not None:
-                continue  # definitions are dropped below; only their uses matter
-            ctes = {name.lower(): source for name, source in scope.cte_sources.items()}
-            for table in scope.tables:
-                cte = ctes.get(table.name.lower()) if not table.db and table.name else None
-                if cte is None:
-                    continue
+    root = build_scope(query)
+    # Post-order: a CTE's body is expanded before any scope that reads it, and every reference is
+    # bound where it was written, so a copied body never picks up a different CTE of the same name.
+    for scope in root.traverse() if root else ():
+        ctes = {name.lower(): source for name, source in scope.cte_sources.items()}
+        for table in scope.tables:
+            cte = ctes.get(table.name.lower()) if not table.db and table.name else None
+            if cte is None:
+                continue
+            alias = table.args.get("alias")
+            if alias is None or not alias.columns:
                 definition = cte.expression.parent
                 columns = definition.alias_column_names if isinstance(definition, exp.CTE) else []
                 alias = exp.TableAlias(
-                    this=exp.to_identifier(table.alias_or_name),
-                    columns=[exp.to_identifier(c) for c in columns] or None,
+                    this=exp.to_identifier(table.alias_or_name), columns=[exp.to_identifier(c) for c in columns] or None
                 )
-                table.replace(exp.Subquery(this=cte.expression.copy(), alias=alias))
-                changed = True
-        if not changed:
-            break
+            table.replace(exp.Subquery(this=cte.expression.copy(), alias=alias.copy()))
     for with_ in list(query.find_all(exp.With)):
         with_.pop()
     return query, False
@@ -232,12 +226,15 @@ class Lineage:
     def _resolve_column(self, column: exp.Column, scope: Scope, aliases: bool, depth: int) -> list[Origin] | None:
         if isinstance(column.this, exp.Star):
             return None
+        if aliases and not column.table and isinstance(scope.expression, exp.Select):
+            # GROUP BY / ORDER BY may name a projection by its alias (Spark's group-by-alias).
+            for projection in scope.expression.expressions:
+                if isinstance(projection, exp.Alias) and projection.alias.lower() == column.name.lower():
+                    inner = projection.this
+                    if not (isinstance(inner, exp.Column) and inner.name.lower() == column.name.lower()):
+                        return self.resolve(inner, scope, depth=depth + 1)
         source = self._source_of(column, scope)
         if source is None:
-            if aliases and not column.table and isinstance(scope.expression, exp.Select):
-                for projection in scope.expression.expressions:
-                    if isinstance(projection, exp.Alias) and projection.alias.lower() == column.name.lower():
-                        return self.resolve(projection.this, scope, depth=depth + 1)
             return None
         if isinstance(source, exp.Table):
             ref = self._ref_by_table.get(id(source))
@@ -380,7 +377,9 @@ class Lineage:
 
     def output_time(self) -> list[Origin] | None:
         """Origins of the model's output time column (the column the framework clamps on)."""
-        return self.output_column(self.root, self.time_column)
+        if "output_time" not in self.memo:
+            self.memo["output_time"] = {"origins": self.output_column(self.root, self.time_column)}
+        return self.memo["output_time"]["origins"]
 
     def output_time_keys(self) -> list[TimeKey]:
         keys = []

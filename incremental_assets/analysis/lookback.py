@@ -91,6 +91,19 @@ class _Relation:
 
 
 @dataclass
+class _Report:
+    """What the pass tells the user: refusals, notes, and limits on how many intervals a run covers."""
+
+    refusals: list[Reason] = field(default_factory=list)
+    notes: list[Reason] = field(default_factory=list)
+    limits: list[int] = field(default_factory=list)
+
+    def findings(self) -> Findings:
+        limit = min(self.limits) if self.limits else None
+        return Findings(tuple(dict.fromkeys(self.refusals)), tuple(dict.fromkeys(self.notes)), limit)
+
+
+@dataclass
 class _State:
     edges: list[_Edge] = field(default_factory=list)
     relations: list[_Relation] = field(default_factory=list)
@@ -109,41 +122,44 @@ def derive_bounds(lineage: Lineage, *, declared_lookback: int | None = None) -> 
     _demand_from_output(lineage, state)
     for scope in lineage.select_scopes():
         for predicate, allowed in _predicates(lineage, scope):
-            for left, op, right, inclusive in _comparisons(predicate):
-                _read_comparison(lineage, state, scope, predicate, left, op, right, inclusive, allowed)
+            for comparison in _comparisons(predicate):
+                _read_comparison(lineage, state, scope, predicate, comparison, allowed)
     _propagate_relations(lineage, state, lengths)
 
-    refusals: list[Reason] = []
-    notes: list[Reason] = []
-    limits: list[int] = []
+    report = _Report()
     per_ref: dict[int, list[timedelta | None]] = {}
     for ref in lineage.refs:
         if not ref.known:
-            refusals.append(Reason("unknown_source", f"{ref.name} is neither a source nor a model", line_of(ref.table)))
-            continue
-        if not ref.time_column:
-            continue
-        per_ref[id(ref)] = [
-            _side_bound(lineage, state, ref, side, lengths, declared_lookback, refusals, notes, limits)
-            for side in (BEFORE, AFTER)
-        ]
+            report.refusals.append(Reason("unknown_source", f"{ref.name} is neither a source nor a model", line_of(ref.table)))
+        elif ref.time_column:
+            per_ref[id(ref)] = [_side_bound(lineage, state, ref, side, lengths, declared_lookback, report) for side in (BEFORE, AFTER)]
+    _check_output(lineage, report)
+    return _bounds_by_name(lineage, per_ref), report.findings()
 
+
+def _check_output(lineage: Lineage, report: _Report) -> None:
+    """The output must carry the time column; one computed from a macro makes every run one interval."""
     if not lineage.selects_time_column():
-        refusals.append(Reason(
-            "time_column", f"the query does not select the model's time column {lineage.time_column}", line_of(lineage.root.expression)
+        report.refusals.append(Reason(
+            "time_column",
+            f"the query does not select the model's time column {lineage.time_column}",
+            line_of(lineage.root.expression),
         ))
     macro = lineage.time_column_from_macro()
     if macro is not None:
-        notes.append(Reason(
+        report.notes.append(Reason(
             "window_relative",
             f"the time column {lineage.time_column} is computed from @{macro.name}, so every row of a run gets "
             "the same window edge: runs cover one interval each",
             line_of(macro),
         ))
-        limits.append(1)
+        report.limits.append(1)
 
+
+def _bounds_by_name(lineage: Lineage, per_ref: dict[int, list[timedelta | None]]) -> dict[str, SourceBound | None]:
+    """One bound per table name: the widest over its references; names with an underivable side are left out."""
     bounds: dict[str, SourceBound | None] = {}
-    refused_names = set()
+    underivable = set()
     for ref in lineage.refs:
         if not ref.known:
             continue
@@ -152,19 +168,13 @@ def derive_bounds(lineage: Lineage, *, declared_lookback: int | None = None) -> 
             continue
         before, after = per_ref[id(ref)]
         if before is None or after is None:
-            refused_names.add(ref.name)
+            underivable.add(ref.name)
             continue
         current = bounds.get(ref.name)
         if current is not None:
             before, after = max(before, current.before), max(after, current.after)
         bounds[ref.name] = SourceBound(before, after)
-    for name in refused_names:
-        bounds.pop(name, None)
-    return bounds, Findings(_unique(refusals), _unique(notes), min(limits) if limits else None)
-
-
-def _unique(reasons: list[Reason]) -> tuple[Reason, ...]:
-    return tuple(dict.fromkeys(reasons))
+    return {name: bound for name, bound in bounds.items() if name not in underivable}
 
 
 def _interval_lengths(lineage: Lineage) -> tuple[timedelta, timedelta]:
@@ -295,7 +305,16 @@ def _side(lineage: Lineage, scope: Scope, node: exp.Expression) -> MacroRef | _K
     return _KeySide(keys, shift.offset) if keys else None
 
 
-def _read_comparison(lineage, state, scope, predicate, left, op, right, inclusive, allowed) -> None:
+def _read_comparison(
+    lineage: Lineage,
+    state: _State,
+    scope: Scope,
+    predicate: exp.Expression,
+    comparison: tuple[exp.Expression, str, exp.Expression, bool],
+    allowed: set[int] | None,
+) -> None:
+    """Record ``left op right`` as an edge (a time column against a macro) or a relation (two time columns)."""
+    left, op, right, inclusive = comparison
     a, b = _side(lineage, scope, left), _side(lineage, scope, right)
     if isinstance(b, _KeySide) and isinstance(a, MacroRef):
         a, b, op = b, a, ("<=" if op == ">=" else ">=")
@@ -321,7 +340,9 @@ def _read_comparison(lineage, state, scope, predicate, left, op, right, inclusiv
                 state.relations.append(_Relation(source, target, 1 - side, -offset))
 
 
-def _macro_edge(lineage: Lineage, key: TimeKey, side: int, offset: Span, macro: MacroRef, inclusive: bool, node) -> _Edge | None:
+def _macro_edge(
+    lineage: Lineage, key: TimeKey, side: int, offset: Span, macro: MacroRef, inclusive: bool, node: exp.Expression
+) -> _Edge | None:
     """``key >= macro + offset`` (BEFORE) or ``key <= macro + offset`` (AFTER) as an edge of ``key.ref``."""
     reach = path_reach(lineage, key.path)[side]
     if reach is None:
@@ -342,7 +363,7 @@ def _macro_edge(lineage: Lineage, key: TimeKey, side: int, offset: Span, macro: 
     return _Edge(key.ref, AFTER, offset.high + whole_granule + reach, 1, node)
 
 
-def _propagate_relations(lineage: Lineage, state: _State, lengths) -> None:
+def _propagate_relations(lineage: Lineage, state: _State, lengths: tuple[timedelta, timedelta]) -> None:
     """Give each related reference the range of the one it is related to, until nothing changes."""
     for _ in range(len(lineage.refs) + 1):
         changed = False
@@ -365,7 +386,7 @@ def _propagate_relations(lineage: Lineage, state: _State, lengths) -> None:
             break
 
 
-def _current_range(state: _State, ref: Ref, lengths) -> list[tuple[timedelta | None, frozenset[int]]]:
+def _current_range(state: _State, ref: Ref, lengths: tuple[timedelta, timedelta]) -> list[tuple[timedelta | None, frozenset[int]]]:
     """Per side, how far the rows of ``ref`` that a run uses can reach, and what that was derived through."""
     values = []
     for side in (BEFORE, AFTER):
@@ -388,7 +409,17 @@ def _chain(ref: Ref) -> tuple[Scope, ...]:
     return tuple(scopes)
 
 
-def _side_bound(lineage, state, ref, side, lengths, declared, refusals, notes, limits) -> timedelta | None:
+def _side_bound(
+    lineage: Lineage,
+    state: _State,
+    ref: Ref,
+    side: int,
+    lengths: tuple[timedelta, timedelta],
+    declared: int | None,
+    report: _Report,
+) -> timedelta | None:
+    """The bound of one side of one reference: its filters if any (checked against what the query
+    needs), else the demand, else the declared lookback; None (with a refusal) if there is none."""
     shortest, longest = lengths
     word = _SIDE_NAMES[side]
     chain = _chain(ref)
@@ -399,13 +430,10 @@ def _side_bound(lineage, state, ref, side, lengths, declared, refusals, notes, l
     if needed is None:
         window = _unknown_window(lineage, chain, side)
         if side == BEFORE and declared is not None:
-            value = declared * lineage.interval
-            notes.append(Reason("declared_lookback", f"{ref.name}: read {iso_duration(value)} before the window, "
-                                f"from the declared lookback of {declared} intervals", line_of(ref.table)))
-            return max(value, filtered or ZERO)
+            return max(_declared(lineage, ref, declared, report), filtered or ZERO)
         hint = ("a declared lookback only covers data before the window" if side == AFTER
                 else "give it a RANGE BETWEEN INTERVAL '...' PRECEDING AND CURRENT ROW frame or declare a lookback")
-        refusals.append(Reason(
+        report.refusals.append(Reason(
             "lookback_underivable",
             f"{ref.name} feeds {snippet(window, lineage.dialect) if window is not None else 'a window'}, which needs rows an "
             f"unknown distance {word} each row; {hint}",
@@ -417,20 +445,16 @@ def _side_bound(lineage, state, ref, side, lengths, declared, refusals, notes, l
     required = demand if demand is not None else needed
     if edges:
         for edge in edges:
-            _check_edge(lineage, ref, edge, required, longest, refusals, notes, limits)
+            _check_edge(lineage, ref, edge, required, longest, report)
         return filtered
     if demand is not None:
         return demand
     if declared is not None:
-        value = declared * lineage.interval if side == BEFORE else ZERO
-        if side == BEFORE:
-            notes.append(Reason("declared_lookback", f"{ref.name}: read {iso_duration(value)} before the window, "
-                                f"from the declared lookback of {declared} intervals", line_of(ref.table)))
-        return value
+        return _declared(lineage, ref, declared, report) if side == BEFORE else ZERO
     column = ref.time_column
     if not any(e.ref is ref for e in state.edges) and state.demand[id(ref)] == [None, None]:
         if side == BEFORE:  # one refusal for the reference, not one per side
-            refusals.append(Reason(
+            report.refusals.append(Reason(
                 "lookback_underivable",
                 f"{ref.name} is a time series but nothing bounds which of its rows a run needs: filter {column} on "
                 f"the window (e.g. {column} BETWEEN @start_dt AND @end_dt), derive {lineage.time_column} from it, "
@@ -439,7 +463,7 @@ def _side_bound(lineage, state, ref, side, lengths, declared, refusals, notes, l
             ))
         return None
     bound = f"{column} >= @start_dt" if side == BEFORE else f"{column} <= @end_dt"
-    refusals.append(Reason(
+    report.refusals.append(Reason(
         "lookback_underivable",
         f"nothing bounds how far {word} the window {ref.name} is read; add a filter such as {bound}",
         line_of(ref.table),
@@ -447,13 +471,24 @@ def _side_bound(lineage, state, ref, side, lengths, declared, refusals, notes, l
     return None
 
 
-def _check_edge(lineage, ref, edge: _Edge, required: timedelta, longest, refusals, notes, limits) -> None:
+def _declared(lineage: Lineage, ref: Ref, declared: int, report: _Report) -> timedelta:
+    value = declared * lineage.interval
+    report.notes.append(Reason(
+        "declared_lookback",
+        f"{ref.name}: read {iso_duration(value)} before the window, from the declared lookback of {declared} intervals",
+        line_of(ref.table),
+    ))
+    return value
+
+
+def _check_edge(lineage: Lineage, ref: Ref, edge: _Edge, required: timedelta, longest: timedelta, report: _Report) -> None:
+    """A filter narrower than what the query needs: refused if it cuts a lookback, else it limits runs."""
     word = _SIDE_NAMES[edge.side]
     if edge.per_interval == 0:
         if edge.base >= required:
             return
         if edge.base >= ZERO:
-            refusals.append(Reason(
+            report.refusals.append(Reason(
                 "lookback_truncated",
                 f"{snippet(edge.node, lineage.dialect)} reads {ref.name} only {iso_duration(edge.base)} {word} the window, "
                 f"but the query needs {iso_duration(required)} (window frames, joins or the output time column); "
@@ -461,8 +496,8 @@ def _check_edge(lineage, ref, edge: _Edge, required: timedelta, longest, refusal
                 line_of(edge.node),
             ))
             return
-        limits.append(1)
-        notes.append(Reason(
+        report.limits.append(1)
+        report.notes.append(Reason(
             "window_relative",
             f"{snippet(edge.node, lineage.dialect)} reads only part of each run's window from {ref.name}: "
             "runs cover one interval each",
@@ -470,10 +505,10 @@ def _check_edge(lineage, ref, edge: _Edge, required: timedelta, longest, refusal
         ))
         return
     most = math.floor((edge.base - required) / longest)
-    limits.append(max(1, most))
+    report.limits.append(max(1, most))
     anchor = "start" if edge.side == AFTER else "end"
     extent = "one interval" if most <= 1 else f"at most {most} intervals"
-    notes.append(Reason(
+    report.notes.append(Reason(
         "window_relative",
         f"{snippet(edge.node, lineage.dialect)} reads {ref.name} relative to the {anchor} of the run window, "
         f"so a run may cover {extent}",

@@ -53,6 +53,10 @@ class Analysis:
     def __post_init__(self) -> None:
         object.__setattr__(self, "bounds", MappingProxyType(dict(self.bounds)))
 
+    def __reduce__(self):
+        # A read-only mapping cannot be pickled as is; rebuild it from a plain dict.
+        return (Analysis, (self.safety_class, self.batch_limit, self.reasons, dict(self.bounds)))
+
     @property
     def refused(self) -> bool:
         return self.safety_class == "Refused"

@@ -21,7 +21,9 @@ subquery                  allow_subqueries           an expression subquery (sca
 
 Window, aggregate, HAVING and DISTINCT rules only look at parts of the query that read time-series
 data: computed from tables read in full, they give the same answer on every run. Derived tables and
-CTEs are not subqueries here: they are analysed like the rest of the query.
+CTEs are not subqueries here: they are analysed like the rest of the query. A model that reads its
+own table gets the note ``self_reference`` (one interval per run, in order); ``WITH RECURSIVE`` is
+refused (``recursive_cte``).
 
 >>> import sqlglot
 >>> from datetime import timedelta
@@ -69,7 +71,8 @@ _NONDETERMINISTIC_NAMES = {
 class _Hit:
     rule: str
     node: exp.Expression
-    message: str
+    problem: str  # what the construct does wrong on a slice of the data
+    fix: str  # what the user can do about it
     # Whether, once admitted, a run over several intervals still equals one interval at a time.
     batch_safe: bool = False
 
@@ -95,13 +98,12 @@ def check_safety(lineage: Lineage, *, overrides: frozenset[str] = frozenset()) -
 
     refusals, notes, batch_limit = [], [], None
     for hit in hits:
-        reason = Reason(hit.rule, hit.message, line_of(hit.node))
         override = OVERRIDES[hit.rule]
         if override not in overrides:
-            refusals.append(reason)
+            refusals.append(Reason(hit.rule, f"{hit.problem}; {hit.fix}", line_of(hit.node)))
             continue
         limited = "" if hit.batch_safe else "; runs cover one interval each"
-        notes.append(Reason(hit.rule, f"admitted by {override}: {hit.message.split(';')[0]}{limited}", reason.line))
+        notes.append(Reason(hit.rule, f"admitted by {override}: {hit.problem}{limited}", line_of(hit.node)))
         if not hit.batch_safe:
             batch_limit = 1
     if lineage.recursive:
@@ -135,13 +137,16 @@ def _nondeterministic(lineage: Lineage, scope: Scope) -> list[_Hit]:
             what = f"@{node.name}"
         elif isinstance(node, _NONDETERMINISTIC):
             what = "TABLESAMPLE" if isinstance(node, exp.TableSample) else snippet(node, lineage.dialect, 40)
+            if isinstance(node.parent, exp.StrToUnix):
+                node, what = node.parent, "unix_timestamp()"  # without an argument it reads the clock
         elif isinstance(node, exp.Anonymous) and node.name.lower() in _NONDETERMINISTIC_NAMES:
             what = snippet(node, lineage.dialect, 40)
         else:
             continue
+        changes = "picks different rows" if isinstance(node, exp.TableSample) else "gives a different value"
         hits.append(_Hit(
             "nondeterministic", node,
-            f"{what} gives a different value on every run, so re-running a window would not reproduce its rows; "
+            f"{what} {changes} on every run, so re-running a window would not reproduce its rows",
             "compute it elsewhere or set allow_nondeterministic",
             batch_safe=True,
         ))
@@ -155,7 +160,8 @@ def _limit(lineage: Lineage, scope: Scope) -> list[_Hit]:
     return [_Hit(
         "limit", node,
         f"{snippet(node, lineage.dialect, 40)} keeps a subset of each run's rows, which depends on how the "
-        "window is cut into runs; remove it or set allow_limit",
+        "window is cut into runs",
+        "remove it or set allow_limit",
     )]
 
 
@@ -164,7 +170,8 @@ def _subquery(lineage: Lineage, scope: Scope) -> _Hit:
     return _Hit(
         "subquery", scope.expression,
         f"subquery ({snippet(scope.expression, lineage.dialect, 60)}) reads time-series data "
-        f"({', '.join(names)}) that a run only has for its window; join it as a table or CTE, or set allow_subqueries",
+        f"({', '.join(names)}) that a run only has for its window",
+        "join it as a table or CTE, or set allow_subqueries",
     )
 
 
@@ -173,8 +180,8 @@ def _windows(lineage: Lineage, scope: Scope) -> list[_Hit]:
         _Hit(
             "window_function", use.node,
             f"window function {snippet(use.node, lineage.dialect)} is not partitioned by the time column "
-            f"{lineage.time_column}, so a run sees only part of each partition; partition it by "
-            f"{lineage.time_column} (or an expression of it at the model's grain), bound it with "
+            f"{lineage.time_column}, so a run sees only part of each partition",
+            f"partition it by {lineage.time_column} (or an expression of it at the model's grain), bound it with "
             "RANGE BETWEEN INTERVAL ... PRECEDING AND CURRENT ROW, or set allow_window_functions",
         )
         for use in window_uses(lineage, scope)
@@ -196,8 +203,8 @@ def _aggregates(lineage: Lineage, scope: Scope, *, per_interval: bool) -> list[_
         hits.append(_Hit(
             "aggregate", group if group is not None else aggregates[0],
             f"{what} over time-series data has no key aligned with the time column {lineage.time_column}: "
-            f"a group can span several intervals and a run sees only part of it; group by "
-            f"{lineage.time_column} (or an expression of it at the model's grain) or set allow_aggregates",
+            "a group can span several intervals and a run sees only part of it",
+            f"group by {lineage.time_column} (or an expression of it at the model's grain) or set allow_aggregates",
         ))
     having = select.args.get("having")
     if having is not None and having.find(exp.AggFunc) is not None:
@@ -205,7 +212,8 @@ def _aggregates(lineage: Lineage, scope: Scope, *, per_interval: bool) -> list[_
         hits.append(_Hit(
             "having", having,
             f"{snippet(having, lineage.dialect, 60)} filters groups on aggregates, which differ when a group is "
-            f"only partly in a run{safe}; set allow_having if every group is complete within an interval",
+            f"only partly in a run{safe}",
+            "set allow_having if every group is complete within an interval",
             batch_safe=aligned,
         ))
     if select.args.get("distinct") is not None:
@@ -216,8 +224,8 @@ def _aggregates(lineage: Lineage, scope: Scope, *, per_interval: bool) -> list[_
         safe = " (it keeps the time column, so this is safe to allow)" if keeps_time else ""
         hits.append(_Hit(
             "distinct", select.expressions[0],
-            f"SELECT DISTINCT removes duplicates only among the rows of one run{safe}; set allow_distinct if "
-            "duplicates never span intervals",
+            f"SELECT DISTINCT removes duplicates only among the rows of one run{safe}",
+            "set allow_distinct if duplicates never span intervals",
             batch_safe=keeps_time,
         ))
     for aggregate in aggregates:
@@ -226,7 +234,8 @@ def _aggregates(lineage: Lineage, scope: Scope, *, per_interval: bool) -> list[_
             hits.append(_Hit(
                 "distinct", aggregate,
                 f"{snippet(aggregate, lineage.dialect, 40)} counts distinct values only among the rows of one "
-                f"run{safe}; set allow_distinct if duplicates never span intervals",
+                f"run{safe}",
+                "set allow_distinct if duplicates never span intervals",
                 batch_safe=aligned,
             ))
     return hits
@@ -234,20 +243,23 @@ def _aggregates(lineage: Lineage, scope: Scope, *, per_interval: bool) -> list[_
 
 def _set_distinct(lineage: Lineage, scope: Scope) -> _Hit:
     operation = scope.expression
-    keeps_time = bool(lineage.output_column(scope, lineage.time_column)) and lineage.aligned(
-        exp.column(lineage.time_column), _first_branch(scope)
+    branches = _leaf_queries(scope)
+    width = min((len(branch.expression.expressions) for branch in branches), default=0)
+    keeps_time = any(
+        all(lineage.aligned(branch.expression.expressions[i].unalias(), branch) for branch in branches)
+        for i in range(width)
     )
     keyword = operation.key.upper()
     safe = " (it keeps the time column, so this is safe to allow)" if keeps_time else ""
     return _Hit(
-        "distinct", operation,
-        f"{keyword} without ALL removes duplicates only among the rows of one run{safe}; "
+        "distinct", operation.expression,  # the right-hand query, just after the keyword
+        f"{keyword} without ALL removes duplicates only among the rows of one run{safe}",
         f"write {keyword} ALL or set allow_distinct",
         batch_safe=keeps_time,
     )
 
 
-def _first_branch(scope: Scope) -> Scope:
-    while scope.set_operation_scopes:
-        scope = scope.set_operation_scopes[0]
-    return scope
+def _leaf_queries(scope: Scope) -> list[Scope]:
+    if not scope.set_operation_scopes:
+        return [scope] if isinstance(scope.expression, exp.Select) else []
+    return [leaf for branch in scope.set_operation_scopes for leaf in _leaf_queries(branch)]

@@ -214,8 +214,7 @@ def interval_span(node: exp.Expression) -> Span | None:
         return None
     if unit is not None:
         span = _unit_span(unit)
-        amount = number(exp.Literal.number(text)) if _is_number(text) else None
-        return None if span is None or amount is None else span.scale(amount)
+        return span.scale(float(text)) if span is not None and _is_number(text) else None
     total = NO_OFFSET
     parts = _INTERVAL_PART.findall(text)
     if not parts:
@@ -307,7 +306,7 @@ _KEEP_TYPES = {
     exp.DataType.Type.TEXT, exp.DataType.Type.VARCHAR, exp.DataType.Type.CHAR, exp.DataType.Type.NVARCHAR,
 }
 _TO_DATE = (exp.TsOrDsToDate, exp.Date, exp.StrToDate, exp.DateStrToDate)
-_TO_TIME = (exp.TsOrDsToTimestamp, exp.TimeStrToTime, exp.StrToTime, exp.UnixToTime, exp.TimestampFromParts)
+_TO_TIME = (exp.TsOrDsToTimestamp, exp.TimeStrToTime, exp.StrToTime, exp.UnixToTime)
 _TRUNCATIONS = (exp.DateTrunc, exp.TimestampTrunc, exp.DatetimeTrunc, exp.TimeTrunc)
 
 
@@ -331,11 +330,11 @@ def grain_function(node: exp.Expression) -> tuple[Grain, exp.Expression] | None:
     if isinstance(node, _TO_DATE):
         return "day", node.this
     if isinstance(node, _TO_TIME):
-        if isinstance(node, exp.TimestampFromParts):
-            return None
         return "exact", node.this
-    if isinstance(node, exp.TimeToStr) and node.args.get("format") is not None:
-        return _format_grain(node.args["format"].name), node.this
+    if isinstance(node, (exp.TimeToStr, exp.UnixToStr)):
+        fmt = node.args.get("format")
+        grain = _format_grain(fmt.name) if fmt is not None else "second"
+        return (grain, node.this) if grain else None
     if isinstance(node, _TRUNCATIONS):
         unit = node.args.get("unit")
         grain = unit_grain(unit) if unit is not None else None
@@ -362,7 +361,7 @@ def _week_floor(node: exp.Expression) -> tuple[Grain, exp.Expression] | None:
         back = _negated(back)
     while isinstance(back, exp.Paren):
         back = back.this
-    start = None
+    start, arg = None, None
     if isinstance(back, exp.Sub) and number(back.expression) == 1:
         weekday = back.this
         if isinstance(weekday, exp.DayOfWeek):

@@ -112,12 +112,28 @@ def _classify(lineage: Lineage, scope: Scope, node: exp.Window, named: dict[str,
     keys = lineage.time_keys(order[0].this, scope, aliases=True) if order else None
     if not keys or isinstance(function, _RANKING):
         return "history", NO_REACH
-    if isinstance(function, exp.Lag):
-        return "lookback", (None, ZERO)
-    if isinstance(function, exp.Lead):
-        return "lookback", (ZERO, None)
+    if isinstance(function, (exp.Lag, exp.Lead)):
+        return _navigation(lineage, function, order, keys, spec)
     if spec is None:
         return "history", NO_REACH  # the default frame runs from the first row of the partition
+    return _frame(lineage, order, keys, spec)
+
+
+def _navigation(
+    lineage: Lineage, function: exp.Expression, order: list, keys: list, spec: exp.WindowSpec | None
+) -> tuple[WindowKind, Reach]:
+    """LAG reaches back and LEAD forward an unknown distance, unless a RANGE frame states how far
+    (smelt's Form A reads ``LAG(x) OVER (... RANGE BETWEEN INTERVAL '30 minutes' PRECEDING ...)``
+    as a 30-minute lookback)."""
+    backward = isinstance(function, exp.Lag)
+    kind, reach = _frame(lineage, order, keys, spec) if spec is not None else ("lookback", (None, None))
+    if backward:
+        return ("frame", (reach[0], ZERO)) if kind == "frame" and reach[0] else ("lookback", (None, ZERO))
+    return ("frame", (ZERO, reach[1])) if kind == "frame" and reach[1] else ("lookback", (ZERO, None))
+
+
+def _frame(lineage: Lineage, order: list, keys: list, spec: exp.WindowSpec) -> tuple[WindowKind, Reach]:
+    """The reach of an explicit frame: intervals on a RANGE over time, unknown for row counts."""
     bounds = [(spec.args.get("start"), spec.args.get("start_side")), (spec.args.get("end") or "CURRENT ROW", spec.args.get("end_side"))]
     if any(str(value).upper() == "UNBOUNDED" for value, _ in bounds):
         return "history", NO_REACH

@@ -25,7 +25,9 @@ def parse_model_sql(sql: str, dialect: str = "spark") -> exp.Expression:
             param.meta.update(node.this.meta)
             return param
         if isinstance(node, exp.Table) and not node.db and node.name.startswith(_PLACEHOLDER):
-            node.set("this", exp.Parameter(this=exp.var(node.name[len(_PLACEHOLDER) :].lower())))
+            param = exp.Parameter(this=exp.var(node.name[len(_PLACEHOLDER) :].lower()))
+            param.meta.update(node.this.meta)
+            node.set("this", param)
         return node
 
     return query.transform(restore)

@@ -1,0 +1,14 @@
+-- why: allow_having on groups keyed by the day keeps full batching (groups never span intervals)
+-- sources: {raw.orders: order_ts}
+-- time_column: order_date
+-- interval: 1d
+-- overrides: [allow_having]
+-- expect:
+--   class: FullyBatchSafe
+--   reasons: [having@14]
+--   bounds: {raw.orders: [PT0S, PT0S]}
+SELECT CAST(order_ts AS DATE) AS order_date, customer_id, COUNT(*) AS orders
+FROM raw.orders
+WHERE order_ts BETWEEN @start_dt AND @end_dt
+GROUP BY 1, 2
+HAVING COUNT(*) > 10
