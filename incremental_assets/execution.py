@@ -22,6 +22,7 @@ from incremental_assets.errors import StorageError
 from incremental_assets.model import IncrementalByTimeRange, SqlModel
 from incremental_assets.plan import InputRead, RunPlan
 from incremental_assets.project import Project, Source
+from incremental_assets.time_window import next_boundary
 
 log = logging.getLogger("incremental_assets")
 
@@ -127,10 +128,19 @@ class Executor:
                 reader = reader.option("inferSchema", "true")
         return reader.format(source.format).load(source.location), source.location
 
-    def read_model_table(self, name: str, read: InputRead) -> tuple[DataFrame, str]:
+    def read_model_table(self, name: str, read: InputRead, consumer: str | None = None) -> tuple[DataFrame, str]:
         upstream = self.project.models.get(name)
         uri = storage.table_uri(self.project.settings.warehouse, name)
         if not storage.exists(uri):
+            if name == consumer and upstream is not None:
+                # A model reading its own previous output: on its first run that output is empty.
+                if not upstream.columns:
+                    raise StorageError(
+                        f"model {name} reads its own table, which does not exist yet: declare its `columns` "
+                        "in the MODEL header so the first run can start from an empty table"
+                    )
+                schema = ", ".join(f"`{c}` {t}" for c, t in upstream.columns.items())
+                return self.spark.createDataFrame([], schema), "empty (first run)"
             raise StorageError(f"model {name} has no table yet at {uri}; run it first (select +model to include upstreams)")
         unit = upstream.interval_unit if upstream is not None else None
         files = storage.committed_files(uri, window=read.window, unit=unit)
@@ -151,7 +161,7 @@ class Executor:
             elif read.kind == "source":
                 df, what = self.read_source(self.project.sources[read.name], read)
             else:
-                df, what = self.read_model_table(read.name, read)
+                df, what = self.read_model_table(read.name, read, consumer=plan.model)
             df.createOrReplaceTempView(read.view)
             described[read.view] = f"{read.name}: {what}" + (f", window {read.window}" if read.window else "")
         return described
@@ -182,7 +192,10 @@ class Executor:
         schema = to_arrow_schema(df.schema, timezone="UTC")
         if plan.write == "replace_window":
             keyed = df.withColumn(storage.PARTITION_COLUMN, F.expr(spark_partition_expression(model)))
-            keyed.repartition(storage.PARTITION_COLUMN).write.partitionBy(storage.PARTITION_COLUMN).parquet(staging)
+            # One file per interval: a one-interval window needs no shuffle, a longer one is grouped by interval.
+            one_interval = plan.window is not None and next_boundary(plan.window.start, model.interval_unit or "day") >= plan.window.end
+            keyed = keyed.coalesce(1) if one_interval else keyed.repartition(storage.PARTITION_COLUMN)
+            keyed.write.partitionBy(storage.PARTITION_COLUMN).parquet(staging)
         else:
             df.write.parquet(staging)
         if before_commit is not None:

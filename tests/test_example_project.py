@@ -86,6 +86,7 @@ def recompute(spark, project) -> dict[str, list[tuple]]:
     return {name: sorted(normalize(tuple(r)) for r in df.collect()) for name, df in results.items() if project.models[name].kind.name != "VIEW"}
 
 
+@pytest.mark.slow
 def test_every_split_gives_the_full_recompute(spark, example, tmp_path):
     expected = recompute(spark, example)
     incremental = [m.name for m in example.ordered() if m.is_incremental]
