@@ -18,6 +18,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar, Literal as TypingLiteral, Mapping, Union
@@ -141,7 +142,7 @@ class SqlModel:
     def line_of(self, key: str) -> int:
         return self.lines.get(key, self.header_line)
 
-    @property
+    @cached_property
     def fingerprint(self) -> str:
         """sha256 of what decides the data: the normalized query, the kind and the time layout.
 
@@ -245,7 +246,7 @@ def parse_query(
         raise ModelFileError(
             path, line_offset + 1, f"a model's body must be a query (SELECT / WITH / UNION), found {query.key.upper()}"
         )
-    query = query.transform(_restore_macros)
+    query = query.transform(_restore_macros, copy=False)
     if this_model is not None:
         # `FROM @this_model` reads the model's own table: name it, so analysis sees the self-reference.
         for table in list(query.find_all(exp.Table)):
