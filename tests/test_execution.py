@@ -193,3 +193,19 @@ def test_render_names_every_input_and_the_clamp(spark, project):
     assert "FROM raw__events AS events" in text
     assert "CAST('2024-01-07 23:59:59.999999' AS TIMESTAMP)" in text
     assert "__window.ds < CAST('2024-01-08 00:00:00' AS TIMESTAMP)" in text
+
+
+def test_delta_source_files_are_pruned_to_the_window(spark, make_project):
+    import pyarrow.compute as pc
+    from deltalake import write_deltalake
+
+    root = make_project({"sources.yaml": SOURCES, "models/daily.sql": DAILY})
+    path = root / "data" / "events"
+    write_events(path, utc(2024, 1, 1), 24 * 10)
+    table = DeltaTable(str(path)).to_pyarrow_table()
+    table = table.append_column("day", pc.cast(table.column("ts"), pa.date32()))
+    write_deltalake(str(path), table, mode="overwrite", partition_by=["day"], schema_mode="overwrite")
+    p = load_project(root)
+    (result,) = run(spark, p, "s.daily", (2024, 1, 4), (2024, 1, 6))
+    assert result.inputs["raw__events"].startswith("raw.events: 2 files"), result.inputs
+    assert result.rows == 6
