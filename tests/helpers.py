@@ -8,6 +8,15 @@ import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
 
+EVENTS_SOURCE = """\
+- name: raw.events
+  location: data/events
+  format: delta
+  time_column: ts
+  interval_unit: hour
+"""
+
+
 def write_events(path, start: datetime, hours: int, *, per_hour: int = 1, mode: str = "overwrite") -> None:
     """A time-series Delta source: ``per_hour`` events each hour from ``start``, keys k0..k2."""
     ts = [start + timedelta(hours=h, minutes=m * (60 // per_hour)) for h in range(hours) for m in range(per_hour)]

@@ -18,15 +18,9 @@ from incremental_assets.runs import Runner, model_status, open_instance
 from incremental_assets.time_window import TimeWindow
 
 from conftest import REPO
-from helpers import table_rows, utc, write_events
+from helpers import EVENTS_SOURCE, table_rows, utc, write_events
 
-SOURCES = """\
-- name: raw.events
-  location: data/events
-  format: delta
-  time_column: ts
-  interval_unit: hour
-"""
+SOURCES = EVENTS_SOURCE
 
 MODELS = {
     "models/hourly.sql": """

@@ -20,15 +20,9 @@ from incremental_assets.plan import plan_run, plan_window
 from incremental_assets.project import load_project
 from incremental_assets.time_window import TimeWindow, batches
 
-from helpers import normalize, table_rows, utc, write_events
+from helpers import EVENTS_SOURCE, normalize, table_rows, utc, write_events
 
-SOURCES = """\
-- name: raw.events
-  location: data/events
-  format: delta
-  time_column: ts
-  interval_unit: hour
-"""
+SOURCES = EVENTS_SOURCE
 
 MODELS = {
     # Form A: a 2-hour RANGE frame; the outer WHERE keeps the window's rows, the frame needs 2h before.

@@ -290,15 +290,7 @@ class Lineage:
         query = scope.expression
         if isinstance(query, exp.SetOperation):
             index = self._output_index(scope, name)
-            if index is None:
-                return None
-            results = []
-            for branch in scope.set_operation_scopes:
-                origins = self._output_at(branch, index, depth + 1)
-                if origins is None:
-                    return None
-                results.extend(Origin(o.expr, (scope, *o.path)) for o in origins)
-            return results
+            return None if index is None else self._output_at(scope, index, depth)
         if not isinstance(query, exp.Select):
             return None
         index = self._output_index(scope, name)

@@ -1,0 +1,96 @@
+"""Scale of the project: load, analyse and build Dagster Definitions for N generated models.
+
+Each measurement runs in a fresh subprocess (so imports and memory are counted honestly):
+  python benchmarks/project_scale.py 100 1000 5000
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+SOURCES = """\
+- name: raw.events
+  location: data/events
+  format: delta
+  time_column: ts
+  interval_unit: hour
+- name: raw.users
+  location: data/users.parquet
+  format: parquet
+"""
+
+SHAPES = [
+    # (kind header, query) ; {up} is an upstream model or source
+    ("INCREMENTAL_BY_TIME_RANGE (time_column ds)",
+     "SELECT CAST(ts AS DATE) AS ds, k, COUNT(*) AS n FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY CAST(ts AS DATE), k"),
+    ("INCREMENTAL_BY_TIME_RANGE (time_column ds)",
+     "SELECT u.ds, u.k, SUM(u.n) AS n FROM {up} AS u JOIN raw.users AS r ON r.k = u.k WHERE u.ds BETWEEN @start_ds AND @end_ds GROUP BY u.ds, u.k"),
+    ("INCREMENTAL_BY_TIME_RANGE (time_column ds)",
+     "SELECT a.ds, a.k, COUNT(*) AS n FROM {up} AS a JOIN {up} AS b ON b.k = a.k AND b.ds BETWEEN a.ds - INTERVAL 7 DAYS AND a.ds "
+     "WHERE a.ds BETWEEN @start_ds AND @end_ds GROUP BY a.ds, a.k"),
+    ("FULL", "SELECT k, SUM(n) AS n FROM {up} GROUP BY k"),
+]
+
+
+def generate(root: Path, n: int, seed: int = 1) -> None:
+    rng = random.Random(seed)
+    (root / "models").mkdir(parents=True)
+    (root / "sources.yaml").write_text(SOURCES)
+    incremental: list[str] = []
+    for i in range(n):
+        kind, query = SHAPES[0] if not incremental else rng.choice(SHAPES)
+        up = rng.choice(incremental[-50:]) if incremental else "raw.events"
+        name = f"m{i // 100:03d}.model_{i:05d}"
+        text = f"MODEL (name {name}, kind {kind}, start '2024-01-01', cron '@daily', owner 'team', tags [bench]);\n{query.format(up=up)}\n"
+        (root / "models" / f"{i:05d}.sql").write_text(text)
+        if kind.startswith("INCREMENTAL"):
+            incremental.append(name)
+
+
+MEASURE = textwrap.dedent(
+    """
+    import json, resource, sys, time
+    t0 = time.perf_counter()
+    from incremental_assets.project import load_project
+    from incremental_assets.assets import build_definitions
+    t1 = time.perf_counter()
+    project = load_project(sys.argv[1])
+    t2 = time.perf_counter()
+    refused = sum(1 for a in project.analyses.values() if a.refused)
+    t3 = time.perf_counter()
+    defs = build_definitions(project)
+    keys = defs.resolve_asset_graph().get_all_asset_keys()
+    t4 = time.perf_counter()
+    print(json.dumps({"models": len(project.models), "import_s": t1 - t0, "parse_s": t2 - t1, "analyse_s": t3 - t2,
+                      "definitions_s": t4 - t3, "load_s": t4 - t1, "assets": len(keys), "refused": refused,
+                      "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    """
+)
+
+
+def measure(n: int) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        generate(Path(tmp), n)
+        out = subprocess.run([sys.executable, "-c", MEASURE, tmp], capture_output=True, text=True, check=True).stdout
+        return json.loads(out.strip().splitlines()[-1])
+
+
+def main(argv: list[str]) -> list[dict]:
+    sizes = [int(a) for a in argv] or [100, 1000, 5000]
+    results = []
+    for n in sizes:
+        r = measure(n)
+        results.append(r)
+        print(f"{n:>6} models: parse {r['parse_s']:.2f}s, analyse {r['analyse_s']:.2f}s, Definitions {r['definitions_s']:.2f}s, "
+              f"load total {r['load_s']:.2f}s, peak RSS {r['max_rss_mb']:.0f} MB, refused {r['refused']}", flush=True)
+    return results
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
