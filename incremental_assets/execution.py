@@ -230,7 +230,9 @@ def build_spark_session(conf: Mapping[str, str], *, remote: str | None = None, a
     if remote:
         builder = builder.remote(remote)
     for key, value in conf.items():
-        if remote and key == "spark.master":
+        if remote and not key.startswith("spark.sql."):
+            # A Spark Connect session may only change SQL settings; the rest (master, UI, driver and
+            # executor options) belong to the server, which warns on every attempt to set them.
             continue
         builder = builder.config(key, value)
     session = builder.getOrCreate()

@@ -3,4 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
+# Java, PostgreSQL server binaries (the cluster tests start their own servers on 127.0.0.1).
+bash scripts/ci-services.sh
 exec .venv/bin/python -m pytest "$@"

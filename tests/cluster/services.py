@@ -181,11 +181,12 @@ def standalone_cluster(base: Path, *, workers: int = 2, cores: int = 1, memory: 
     spark_class = str(SPARK_HOME / "bin" / "spark-class")
     port, ui = free_port(), free_port()
     cluster = StandaloneCluster(f"spark://{LOOPBACK}:{port}", f"http://{LOOPBACK}:{ui}", [])
+    master_env = dict(env, SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false")  # no fixed-port REST server
     try:
         master = Service(
             "spark-master",
             [spark_class, "org.apache.spark.deploy.master.Master", "--host", LOOPBACK, "--port", str(port), "--webui-port", str(ui)],
-            env,
+            master_env,
             base / "logs" / "master.log",
         )
         cluster.services.append(master)
@@ -243,6 +244,7 @@ def connect_server(
         "spark.ui.enabled": "false",
         "spark.eventLog.enabled": "true",  # the server's own record of what it ran, for the test to read
         "spark.eventLog.dir": events.as_uri(),
+        "spark.eventLog.compress": "false",
         **(conf or {}),
     }
     argv = [str(SPARK_HOME / "bin" / "spark-submit"), "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
