@@ -196,11 +196,12 @@ def build_definitions(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dg.BetaWarning)  # backfill_policy is beta; we rely on it knowingly
         assets += [build_model_asset(project, m, translator) for m in project.ordered()]
-    from incremental_assets.schedules import build_schedules
+    from incremental_assets.schedules import build_schedules, model_jobs
     from incremental_assets.sensors import build_sensors
 
-    extra.setdefault("schedules", build_schedules(project, translator))
-    extra.setdefault("sensors", build_sensors(project, translator))
+    jobs = model_jobs(project, translator)
+    extra.setdefault("schedules", build_schedules(project, translator, jobs))
+    extra.setdefault("sensors", build_sensors(project, translator, jobs))
     return dg.Definitions(
         assets=assets,
         resources={"spark": SparkResource.from_settings(project.settings)},

@@ -54,13 +54,26 @@ def missing_windows(instance: dg.DagsterInstance, model: SqlModel, translator: M
     return windows
 
 
-def build_model_schedule(project: Project, model: SqlModel, translator: ModelTranslator) -> dg.ScheduleDefinition | None:
+def job_name(model: SqlModel) -> str:
+    return model.name.replace(".", "__") + "_job"
+
+
+def model_jobs(project: Project, translator: ModelTranslator) -> dict[str, dg.UnresolvedAssetJobDefinition]:
+    """One asset job per model (a job's assets share one partitions definition); schedules and sensors
+    launch runs of these."""
+    return {
+        m.name: dg.define_asset_job(job_name(m), selection=[translator.get_asset_key(m)], partitions_def=translator.get_partitions_def(m))
+        for m in project.ordered()
+    }
+
+
+def build_model_schedule(
+    project: Project, model: SqlModel, translator: ModelTranslator, job: dg.UnresolvedAssetJobDefinition
+) -> dg.ScheduleDefinition | None:
     cron = cron_of(model)
     if cron is None:
         return None
-    key = translator.get_asset_key(model)
     partitions = translator.get_partitions_def(model)
-    job = dg.define_asset_job(schedule_name(model).removesuffix("_schedule") + "_job", selection=[key], partitions_def=partitions)
 
     @dg.schedule(name=schedule_name(model), cron_schedule=cron, job=job, execution_timezone="UTC",
                  description=f"Runs the missing complete intervals of {model.name} ({cron})")
@@ -83,8 +96,11 @@ def build_model_schedule(project: Project, model: SqlModel, translator: ModelTra
     return _tick
 
 
-def build_schedules(project: Project, translator: ModelTranslator | None = None) -> list[dg.ScheduleDefinition]:
+def build_schedules(
+    project: Project, translator: ModelTranslator | None = None, jobs: dict[str, dg.UnresolvedAssetJobDefinition] | None = None
+) -> list[dg.ScheduleDefinition]:
     """One schedule per enabled model with a cron or an interval unit."""
     translator = translator or ModelTranslator()
-    out = [build_model_schedule(project, m, translator) for m in project.ordered()]
+    jobs = jobs or model_jobs(project, translator)
+    out = [build_model_schedule(project, m, translator, jobs[m.name]) for m in project.ordered()]
     return [s for s in out if s is not None]

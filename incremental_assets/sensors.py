@@ -20,7 +20,7 @@ import dagster as dg
 from incremental_assets import storage
 from incremental_assets.model import SqlModel
 from incremental_assets.project import Project, Source
-from incremental_assets.schedules import range_tags
+from incremental_assets.schedules import job_name, model_jobs, range_tags
 from incremental_assets.time_window import TimeWindow, ceil, floor, last_complete_end, merge, to_utc
 from incremental_assets.translator import ModelTranslator
 
@@ -86,6 +86,7 @@ def run_requests(
             requests.append(
                 dg.RunRequest(
                     run_key=f"{name}:{window.start.isoformat()}..{window.end.isoformat()}@{version_tag}",
+                    job_name=job_name(model),
                     asset_selection=[translator.get_asset_key(model)],
                     tags={**range_tags(partitions, window, model.interval_unit or "day"), "incremental_assets/launched_by": "sensor"},
                 )
@@ -112,12 +113,12 @@ def _file_ranges(source: Source, since: float) -> tuple[float, list[tuple[dateti
     return max(p.stat().st_mtime for p in new), ranges
 
 
-def build_source_sensor(project: Project, source: Source, translator: ModelTranslator) -> dg.SensorDefinition:
-    downstream = [translator.get_asset_key(m) for m in project.ordered() if m.is_incremental]
-
+def build_source_sensor(
+    project: Project, source: Source, translator: ModelTranslator, jobs: dict[str, dg.UnresolvedAssetJobDefinition]
+) -> dg.SensorDefinition:
     @dg.sensor(
         name=sensor_name(source),
-        target=dg.AssetSelection.keys(*downstream),
+        jobs=[jobs[m.name] for m in project.ordered() if m.is_incremental],
         minimum_interval_seconds=60,
         description=f"Re-runs the intervals of the models downstream of {source.name} that new data touches",
     )
@@ -154,12 +155,15 @@ def build_source_sensor(project: Project, source: Source, translator: ModelTrans
     return _sense
 
 
-def build_sensors(project: Project, translator: ModelTranslator | None = None) -> list[dg.SensorDefinition]:
+def build_sensors(
+    project: Project, translator: ModelTranslator | None = None, jobs: dict[str, dg.UnresolvedAssetJobDefinition] | None = None
+) -> list[dg.SensorDefinition]:
     """One sensor per time-series source that some model reads."""
     translator = translator or ModelTranslator()
+    jobs = jobs or model_jobs(project, translator)
     read = {n for m in project.models.values() for n in m.depends_on}
     return [
-        build_source_sensor(project, s, translator)
+        build_source_sensor(project, s, translator, jobs)
         for s in project.sources.values()
         if s.time_column and s.name in read and s.format in ("delta", "parquet", "csv", "json")
     ]
