@@ -143,9 +143,16 @@ def test_ui_shows_assets_and_launches_a_partition_range_backfill(dagster_dev):
         try:
             page.get_by_role("button", name="Materialize").first.click(timeout=20_000)
             dialog = page.get_by_role("dialog")
-            box = dialog.locator("input[placeholder*='artition'], input").first
-            box.fill("[2024-01-01...2024-01-03]", timeout=10_000)
-            box.press("Enter")
+            try:  # the dialog starts on the last 90 days; the range we want is older
+                dialog.get_by_text("Show all partitions").click(timeout=5_000)
+            except Exception:
+                pass
+            box = dialog.locator("input[type='text'], input:not([type]), textarea, [contenteditable='true']").first
+            box.click(timeout=10_000)
+            page.keyboard.press("Control+A")
+            page.keyboard.type("[2024-01-01...2024-01-03]")
+            page.keyboard.press("Enter")
+            _wait_for_text(page, "3 partitions", timeout=15_000)
             page.screenshot(path=str(ARTIFACTS / "ui-launch-dialog.png"))
             dialog.get_by_role("button", name="Launch backfill").click(timeout=20_000)
             launched_from_ui = True
