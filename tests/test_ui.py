@@ -136,7 +136,7 @@ def test_ui_shows_assets_and_launches_a_partition_range_backfill(dagster_dev):
 
         # The asset's partitions page: nothing materialized yet.
         page.goto(f"{base}/assets/shop/order_lines?view=partitions", wait_until="domcontentloaded")
-        _wait_for_text(page, "Materialized")
+        _wait_for_text(page, "Materialized (0)")
 
         # Launch a range backfill from the Materialize dialog.
         launched_from_ui = False
@@ -179,8 +179,7 @@ def test_ui_shows_assets_and_launches_a_partition_range_backfill(dagster_dev):
         assert status in ("COMPLETED", "COMPLETED_SUCCESS"), status
 
         page.goto(f"{base}/assets/shop/order_lines?view=partitions", wait_until="domcontentloaded")
-        _wait_for_text(page, "Materialized")
-        page.wait_for_timeout(3000)
+        _wait_for_text(page, "Materialized (3)", "Failed (0)")
         page.screenshot(path=str(ARTIFACTS / "ui-after-backfill.png"), full_page=True)
         browser.close()
 
