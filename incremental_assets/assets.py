@@ -15,6 +15,7 @@ import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 from pydantic import PrivateAttr
 
+from incremental_assets import checks
 from incremental_assets.errors import WindowError
 from incremental_assets.execution import Executor, RunResult, build_spark_session
 from incremental_assets.model import IncrementalByTimeRange, SqlModel
@@ -143,6 +144,7 @@ def build_model_asset(project: Project, model: SqlModel, translator: ModelTransl
         partitions_def=translator.get_partitions_def(model),
         backfill_policy=translator.get_backfill_policy(model, project.analysis(model.name)),
         metadata=translator.get_metadata(model),
+        check_specs=checks.check_specs(project, model, key),
     )
     def _materialize(context: dg.AssetExecutionContext, spark: SparkResource) -> dg.MaterializeResult:
         began = time.perf_counter()
@@ -157,16 +159,18 @@ def build_model_asset(project: Project, model: SqlModel, translator: ModelTransl
         allow_downgrade = context.run.tags.get(ALLOW_DOWNGRADE_TAG, "").lower() == "true"
         plans = plan_window(project, model, window, allow_downgrade=allow_downgrade) if window else [plan_run(project, model, None)]
         executor = Executor(spark.spark_session, project)
+        auditor = checks.WindowAuditor(spark.spark_session, project, model, key, context)
         results = []
         for plan in plans:
             if plan.downgraded:
                 context.log.warning(f"{model.name} is refused by the safety analysis: rebuilding {plan.window} in full (allow downgrade)")
             context.log.info(f"{model.name}: running {plan.window or 'full'}")
-            results.append(executor.execute(plan, run_id=context.run_id))
+            results.append(executor.execute(plan, run_id=context.run_id, before_commit=auditor.before_commit(plan.window)))
         meta = materialization_metadata(results, time.perf_counter() - began)
         if plans[-1].safety_class:
             meta["safety_class"] = plans[-1].safety_class + (" (downgraded to a full refresh)" if plans[-1].downgraded else "")
-        return dg.MaterializeResult(metadata=meta)
+        check_results = auditor.results(window, view_sql=plans[-1].sql if plans[-1].write == "view" else None)
+        return dg.MaterializeResult(metadata=meta, check_results=check_results)
 
     return _materialize
 
@@ -192,6 +196,12 @@ def build_definitions(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dg.BetaWarning)  # backfill_policy is beta; we rely on it knowingly
         assets += [build_model_asset(project, m, translator) for m in project.ordered()]
+    from incremental_assets.schedules import build_schedules, model_jobs
+    from incremental_assets.sensors import build_sensors
+
+    jobs = model_jobs(project, translator)
+    extra.setdefault("schedules", build_schedules(project, translator, jobs))
+    extra.setdefault("sensors", build_sensors(project, translator, jobs))
     return dg.Definitions(
         assets=assets,
         resources={"spark": SparkResource.from_settings(project.settings)},

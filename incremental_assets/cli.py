@@ -190,6 +190,42 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_history(args: argparse.Namespace) -> int:
+    from incremental_assets.history import run_history
+    from incremental_assets.runs import open_instance
+
+    project = _project(args)
+    entries = run_history(open_instance(project.settings.dagster_home), project, args.model, limit=args.limit)
+    for entry in entries:
+        print(entry.line())
+    if not entries:
+        print("no runs recorded yet")
+    return 0
+
+
+def cmd_test(args: argparse.Namespace) -> int:
+    from incremental_assets.execution import build_spark_session
+    from incremental_assets.model_tests import load_model_tests, run_model_test
+
+    project = _project(args)
+    tests = load_model_tests(project)
+    if args.name:
+        tests = [t for t in tests if t.name in args.name]
+    if not tests:
+        print("no model tests found under tests/")
+        return 0
+    spark = build_spark_session(project.settings.spark_config(), remote=project.settings.spark_remote)
+    failed = 0
+    for test in tests:
+        outcome = run_model_test(spark, project, test)
+        print(f"{'ok  ' if outcome.passed else 'FAIL'} {test.name} ({test.model}, {test.path.name})")
+        for failure in outcome.failures:
+            print("    " + failure.replace("\n", "\n    "))
+        failed += not outcome.passed
+    print(f"{len(tests) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
 def cmd_demo_data(args: argparse.Namespace) -> int:
     from incremental_assets.demo import generate_demo_data
 
@@ -236,6 +272,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--until")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_status)
+
+    p = add("history", "past runs, newest first: windows, rows, durations and status, from the Dagster instance")
+    p.add_argument("model", nargs="?")
+    p.add_argument("--limit", type=int, default=20)
+    p.set_defaults(func=cmd_history)
+
+    p = add("test", "run the model unit tests (tests/**/*.yaml, SQLMesh's format) on Spark")
+    p.add_argument("name", nargs="*", help="only these tests")
+    p.set_defaults(func=cmd_test)
 
     p = add("demo-data", "generate the example project's source data (deterministic)")
     p.add_argument("--start", default="2024-01-01")

@@ -27,6 +27,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
+from incremental_assets.audits import Audit, parse_audits
 from incremental_assets.errors import ModelFileError, WindowError
 from incremental_assets.header import Call, Items, Literal, Name, Pair, Property, Seq, Value, parse_header, split_model_file
 from incremental_assets.time_window import INTERVAL_UNITS, IntervalUnit, floor, to_utc, unit_from_cron
@@ -118,6 +119,7 @@ class SqlModel:
     header_line: int = 1
     query_line: int = 1
     lines: Mapping[str, int] = field(default_factory=dict)
+    audits: tuple[Audit, ...] = ()
 
     @property
     def schema(self) -> str:
@@ -538,6 +540,8 @@ def parse_model_file(path: str | Path, *, default_dialect: str = "spark", text: 
             values["columns"] = _read_columns(reader, v, dialect)
         elif key == "enabled":
             values["enabled"] = reader.flag(v, "enabled")
+        elif key in ("audits", "assertions"):
+            values["audits"] = values.get("audits", ()) + parse_audits(v, path, origin=key)
         else:
             metadata[key] = v.text
 

@@ -17,6 +17,7 @@ from typing import Iterable, Mapping
 
 import yaml
 
+from incremental_assets.audits import BUILTINS, UserAudit, parse_audit_file
 from incremental_assets.errors import ModelFileError, ProjectError, SelectionError
 from incremental_assets.model import SqlModel, parse_model_file
 from incremental_assets.settings import Settings, load_settings
@@ -49,6 +50,7 @@ class Project:
     models: Mapping[str, SqlModel]
     sources: Mapping[str, Source]
     order: tuple[str, ...]
+    audits: Mapping[str, UserAudit] = field(default_factory=dict)
 
     @cached_property
     def analyses(self) -> dict:
@@ -236,10 +238,27 @@ def load_project(directory: str | Path = ".", *, settings: Settings | None = Non
                 )
             if ref.name == model.name and not model.is_incremental:
                 errors.append(ModelFileError(model.path, ref.line, f"model {model.name} reads itself; only incremental models may"))
+    user_audits: dict[str, UserAudit] = {}
+    for path in sorted((directory / "audits").glob("*.sql")):
+        try:
+            user_audits.update((a.name, a) for a in parse_audit_file(path))
+        except ModelFileError as exc:
+            errors.append(exc)
+    for model in models.values():
+        for audit in model.audits:
+            if audit.name not in BUILTINS and audit.name not in user_audits:
+                errors.append(
+                    ModelFileError(
+                        model.path,
+                        audit.line,
+                        f"unknown audit '{audit.name}' in model {model.name}",
+                        hint="use a built-in (" + ", ".join(BUILTINS) + ") or define it in audits/*.sql",
+                    )
+                )
     if errors:
         raise ProjectError(errors)
     order = _topological_order(models)
-    return Project(directory=directory, settings=settings, models=models, sources=sources, order=tuple(order))
+    return Project(directory=directory, settings=settings, models=models, sources=sources, order=tuple(order), audits=user_audits)
 
 
 def _topological_order(models: Mapping[str, SqlModel]) -> list[str]:

@@ -224,3 +224,26 @@ def last_commit_metadata(uri: str) -> dict[str, str]:
         return {}
     entry = history[0]
     return {k[len(METADATA_PREFIX) :]: v for k, v in entry.items() if isinstance(k, str) and k.startswith(METADATA_PREFIX)}
+
+
+def added_time_ranges(uri: str, since_version: int, time_column: str) -> tuple[int, list[tuple[datetime | None, datetime | None]]]:
+    """The current version of a Delta table and the (min, max) of ``time_column`` in each data file
+    added after ``since_version`` (from the add actions' statistics; (None, None) when a file has none)."""
+    current = DeltaTable(uri)
+    version = current.version()
+    if version <= since_version:
+        return version, []
+    before = set(DeltaTable(uri, version=since_version).file_uris()) if since_version >= 0 else set()
+    actions = pa.table(current.get_add_actions(flatten=True))
+    base = current.table_uri.rstrip("/")
+    ranges = []
+    names = actions.column_names
+    for row in actions.to_pylist():
+        path = row["path"]
+        full = path if "://" in path or path.startswith("/") else f"{base}/{path}"
+        if full in before or full.replace("file://", "") in before or path in before:
+            continue
+        lo = row.get(f"min.{time_column}") if f"min.{time_column}" in names else None
+        hi = row.get(f"max.{time_column}") if f"max.{time_column}" in names else None
+        ranges.append((lo, hi))
+    return version, ranges

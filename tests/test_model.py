@@ -51,8 +51,8 @@ def test_full_sqlmesh_header_loads(tmp_path):
     assert m.owner == "jen" and m.tags == ("sales", "core") and m.grains == ("id", "ds")
     assert m.column_descriptions == {"id": "The order id", "ds": "Order day"}
     assert m.columns == {"id": "INT", "ds": "STRING", "amount": "DECIMAL(18, 2)"}
-    # Unknown properties are kept, not dropped:
-    assert m.metadata["audits"] == "(not_null(columns := [id]))"
+    # Audits are typed; unknown properties are kept, not dropped:
+    assert [(a.name, a.line, a.blocking) for a in m.audits] == [("not_null", 16, None)]
     assert m.metadata["physical_properties"] == "(retention = 30)"
     assert m.depends_on == ("raw.orders",)
     assert m.references[0].line == 22
