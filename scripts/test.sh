@@ -5,4 +5,6 @@ cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 # Java, PostgreSQL server binaries (the cluster tests start their own servers on 127.0.0.1).
 bash scripts/ci-services.sh
+# Debian's chromium for the end-to-end UI test.
+PYTHON=.venv/bin/python sh scripts/ci-browser.sh
 exec .venv/bin/python -m pytest "$@"

@@ -38,6 +38,8 @@ def _ensure_browser() -> None:
     if not Path(CHROMIUM).exists() or shutil.which("chromium") is None:
         subprocess.run(["sh", str(REPO / "scripts" / "ci-browser.sh")], check=False, env={**os.environ, "PYTHON": sys.executable}, timeout=600)
     if not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            pytest.fail("chromium is missing in CI: scripts/ci-browser.sh could not install it")
         pytest.skip("chromium is not installed and scripts/ci-browser.sh could not install it")
 
 
