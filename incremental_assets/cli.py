@@ -192,10 +192,13 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_history(args: argparse.Namespace) -> int:
     from incremental_assets.history import run_history
-    from incremental_assets.runs import open_instance
+    from incremental_assets.runs import open_instance, parse_instant
 
     project = _project(args)
-    entries = run_history(open_instance(project.settings.dagster_home), project, args.model, limit=args.limit)
+    entries = run_history(
+        open_instance(project.settings.dagster_home), project, args.model, limit=args.limit,
+        since=parse_instant(args.since, "since"), until=parse_instant(args.until, "until"),
+    )
     for entry in entries:
         print(entry.line())
     if not entries:
@@ -276,6 +279,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("history", "past runs, newest first: windows, rows, durations and status, from the Dagster instance")
     p.add_argument("model", nargs="?")
     p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--since", help="only runs created at or after this time")
+    p.add_argument("--until", help="only runs created before this time")
     p.set_defaults(func=cmd_history)
 
     p = add("test", "run the model unit tests (tests/**/*.yaml, SQLMesh's format) on Spark")

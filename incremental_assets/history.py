@@ -47,16 +47,25 @@ def _window(run: dg.DagsterRun) -> str:
 
 
 def run_history(
-    instance: dg.DagsterInstance, project: Project, model: str | None = None, *, limit: int = 20, translator: ModelTranslator | None = None
+    instance: dg.DagsterInstance,
+    project: Project,
+    model: str | None = None,
+    *,
+    limit: int = 20,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    translator: ModelTranslator | None = None,
 ) -> list[HistoryEntry]:
-    """The latest ``limit`` runs touching the project's models (or one model), newest first."""
+    """The latest ``limit`` runs touching the project's models (or one model), newest first,
+    optionally only runs created in ``[since, until)``."""
+    filters = dg.RunsFilter(created_after=since, created_before=until) if since or until else None
     translator = translator or ModelTranslator()
     names = {translator.get_asset_key(m): m.name for m in project.ordered()}
     wanted = {translator.get_asset_key(project.model(model))} if model else set(names)
     out: list[HistoryEntry] = []
     cursor = None
     while len(out) < limit:
-        records = instance.get_run_records(limit=100, cursor=cursor)
+        records = instance.get_run_records(filters=filters, limit=100, cursor=cursor)
         if not records:
             break
         cursor = records[-1].dagster_run.run_id

@@ -59,3 +59,8 @@ def test_failed_backfill_keeps_completed_intervals_and_retry_runs_only_the_rest(
     assert "2024-01-05...2024-01-06" in failure and "(cli)" in failure
     assert cli.main(["history", "--limit", "1", "--project", root]) == 0
     assert "executor lost" not in capsys.readouterr().out
+    # --since / --until select runs by creation time.
+    assert cli.main(["history", "s.daily", "--since", "2999-01-01", "--project", root]) == 0
+    assert capsys.readouterr().out.strip() == "no runs recorded yet"
+    assert cli.main(["history", "s.daily", "--since", "2000-01-01", "--until", "2999-01-01", "--limit", "3", "--project", root]) == 0
+    assert len([line for line in capsys.readouterr().out.splitlines() if not line.startswith("    ")]) == 3
