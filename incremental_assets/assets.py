@@ -7,7 +7,7 @@
 import os
 import time
 import warnings
-from datetime import timezone
+from datetime import timedelta, timezone
 from pathlib import Path
 from typing import Any, Optional
 
@@ -27,6 +27,14 @@ from incremental_assets.translator import ModelTranslator
 
 
 ALLOW_DOWNGRADE_TAG = "incremental_assets/allow_downgrade"
+
+
+def upstream_wait() -> tuple[int, float]:
+    """How long a run waits for upstream runs that rebuild what it reads: retries x seconds (default an hour)."""
+    return (
+        int(os.environ.get("INCREMENTAL_ASSETS_UPSTREAM_WAIT_RETRIES", "240")),
+        float(os.environ.get("INCREMENTAL_ASSETS_UPSTREAM_WAIT_SECONDS", "15")),
+    )
 
 
 class SparkResource(LazyPySparkResource):
@@ -93,6 +101,49 @@ def missing_upstream(
     return problems
 
 
+ACTIVE_RUN_STATUSES = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+]
+
+
+def pending_upstream_runs(
+    instance: dg.DagsterInstance, project: Project, model: SqlModel, window: TimeWindow | None, translator: ModelTranslator, own_run_id: str
+) -> list[str]:
+    """Other runs, queued or running, that are rebuilding upstream data this run would read.
+
+    A sensor or a user may launch an upstream re-run and its downstream runs together; the downstream
+    must not read the upstream's old rows while the new ones are being written, so it waits for them.
+    """
+    keys = {translator.get_asset_key(u): u for u in project.upstream_models(model)}
+    if not keys:
+        return []
+    pending = []
+    for record in instance.get_run_records(filters=dg.RunsFilter(statuses=ACTIVE_RUN_STATUSES)):
+        run = record.dagster_run
+        if run.run_id == own_run_id:
+            continue
+        for key in set(run.asset_selection or ()) & set(keys):
+            upstream = keys[key]
+            start, end = run.tags.get("dagster/asset_partition_range_start"), run.tags.get("dagster/asset_partition_range_end")
+            partitions = translator.get_partitions_def(upstream)
+            if window is not None and start and end and isinstance(partitions, dg.TimeWindowPartitionsDefinition):
+                first = partitions.time_window_for_partition_key(start)
+                last = partitions.time_window_for_partition_key(end)
+                if not TimeWindow(to_utc(first.start), to_utc(last.end)).overlaps(window.widen(*_widest_bound(project, model, upstream.name))):
+                    continue
+            pending.append(f"{upstream.name} in run {run.run_id[:8]} ({run.status.value.lower()})")
+    return pending
+
+
+def _widest_bound(project: Project, model: SqlModel, upstream: str) -> tuple:
+    analysis = project.analysis(model.name)
+    bound = analysis.bounds.get(upstream) if analysis is not None and not analysis.refused else None
+    return (bound.before, bound.after) if bound is not None else (timedelta(0), timedelta(0))
+
+
 def materialization_metadata(results: list[RunResult], seconds: float) -> dict[str, Any]:
     last = results[-1]
     rows = sum(r.rows or 0 for r in results)
@@ -149,6 +200,11 @@ def build_model_asset(project: Project, model: SqlModel, translator: ModelTransl
     def _materialize(context: dg.AssetExecutionContext, spark: SparkResource) -> dg.MaterializeResult:
         began = time.perf_counter()
         window = window_of(context) if context.has_partition_key_range or context.has_partition_key else None
+        pending = pending_upstream_runs(context.instance, project, model, window, translator, context.run_id)
+        if pending:
+            context.log.info(f"{model.name}: waiting for upstream runs to finish: {'; '.join(pending)}")
+            retries, seconds = upstream_wait()
+            raise dg.RetryRequested(max_retries=retries, seconds_to_wait=seconds)
         if window is not None:
             missing = missing_upstream(context.instance, project, model, window, translator)
             if missing:

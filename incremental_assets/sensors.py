@@ -103,13 +103,15 @@ def _file_ranges(source: Source, since: float) -> tuple[float, list[tuple[dateti
     new = [p for p in files if p.stat().st_mtime > since]
     if not new:
         return since, []
+    import pyarrow.compute as pc
+
     ranges = []
+    grain = "hour" if source.interval_unit == "hour" else "day"
     for path in new:
         column = ds.dataset(str(path), format=source.format).to_table(columns=[source.time_column]).column(0)
-        import pyarrow.compute as pc
-
-        bounds = pc.min_max(column)
-        ranges.append((bounds["min"].as_py(), bounds["max"].as_py()))
+        # Each distinct interval the file's rows fall in, not the file's whole min..max span.
+        for start in pc.unique(pc.floor_temporal(column.drop_null(), unit=grain)).to_pylist():
+            ranges.append((start, start))
     return max(p.stat().st_mtime for p in new), ranges
 
 

@@ -84,3 +84,39 @@ def test_sensor_requests_exactly_the_intervals_new_delta_versions_touch(env):
         ("s/daily", "2024-01-01", "2024-01-01"), ("s/daily", "2024-01-09", "2024-01-09"),
         ("s/weekly", "2023-12-31", "2024-01-07"),
     }
+
+
+def test_sensor_on_a_file_source_requests_the_intervals_of_new_files(make_project, tmp_path, monkeypatch):
+    import os
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = make_project({
+        "sources.yaml": "- name: raw.drops\n  location: data/drops\n  format: parquet\n  time_column: ts\n  interval_unit: hour\n",
+        "models/daily.sql": """
+            MODEL (name s.drops_daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');
+            SELECT CAST(ts AS DATE) AS ds, COUNT(*) AS n FROM raw.drops WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1
+        """,
+    })
+    folder = root / "data" / "drops"
+    folder.mkdir(parents=True)
+
+    def drop(name, *stamps, mtime):
+        path = folder / name
+        pq.write_table(pa.table({"ts": pa.array(list(stamps), pa.timestamp("us", tz="UTC"))}), path)
+        os.utime(path, (mtime, mtime))
+
+    drop("a.parquet", utc(2024, 1, 1, 3), utc(2024, 1, 2, 4), mtime=1_000_000)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    project = load_project(root)
+    instance = open_instance(project.settings.dagster_home)
+    defs = build_definitions(project)
+    requests, cursor = _sense(defs, instance, "raw__drops_new_data", None)
+    assert requests == {} and float(cursor) == 1_000_000
+    # A new file with late rows for 2024-01-05 and 2024-01-07: exactly those days.
+    drop("b.parquet", utc(2024, 1, 5, 1), utc(2024, 1, 7, 23), mtime=1_000_100)
+    requests, cursor = _sense(defs, instance, "raw__drops_new_data", cursor)
+    assert set(requests) == {("s/drops_daily", "2024-01-05", "2024-01-05"), ("s/drops_daily", "2024-01-07", "2024-01-07")}
+    assert float(cursor) == 1_000_100
+    assert _sense(defs, instance, "raw__drops_new_data", cursor)[0] == {}

@@ -184,3 +184,34 @@ def test_workspace_yaml_loads_the_example_project():
     assert listed["shop/customers"] == "-" and listed["shop/category_summary"] == "-"
     assert listed["raw/orders"] == "-"
     assert len([k for k in listed if k.startswith("shop/")]) == 9
+
+
+def test_downstream_waits_while_an_upstream_rerun_is_pending(env, monkeypatch):
+    """A sensor launches an upstream re-run and its downstream together: the downstream must not read
+    the upstream's old rows meanwhile. It waits (retries) while the upstream run is queued or running."""
+    project, instance, defs = env
+    runner = Runner(project, instance, defs)
+    assert runner.run(project.select("+s.daily"), start=utc(2024, 1, 1), end=utc(2024, 1, 3)).success
+    daily_uri = storage.table_uri(project.settings.warehouse, "s.daily")
+    version = DeltaTable(daily_uri).version()
+    queued = dg.DagsterRun(
+        job_name="__ASSET_JOB",
+        run_id="f" * 8 + "-0000-0000-0000-000000000000",
+        status=dg.DagsterRunStatus.STARTED,
+        asset_selection=frozenset({dg.AssetKey(["s", "hourly"])}),
+        tags={"dagster/asset_partition_range_start": "2024-01-02-00:00", "dagster/asset_partition_range_end": "2024-01-02-23:00"},
+    )
+    instance.add_run(queued)
+    monkeypatch.setenv("INCREMENTAL_ASSETS_UPSTREAM_WAIT_RETRIES", "1")
+    monkeypatch.setenv("INCREMENTAL_ASSETS_UPSTREAM_WAIT_SECONDS", "0")
+    report = runner.run([project.model("s.daily")], start=utc(2024, 1, 2), end=utc(2024, 1, 3))
+    assert not report.success, "the downstream ran while its upstream was being rebuilt"
+    assert DeltaTable(daily_uri).version() == version
+    logs = [e.message for e in instance.all_logs(report.records[0].run_id) if e.message]
+    assert any("waiting for upstream runs to finish: s.hourly in run ffffffff (started)" in m for m in logs)
+    # A pending upstream run for other intervals does not hold this window back.
+    report = runner.run([project.model("s.daily")], start=utc(2024, 1, 1), end=utc(2024, 1, 2))
+    assert report.success
+    # Once the upstream run is over, the window runs.
+    instance.report_run_failed(queued)
+    assert runner.run([project.model("s.daily")], start=utc(2024, 1, 2), end=utc(2024, 1, 3)).success
