@@ -7,7 +7,7 @@
 import os
 import time
 import warnings
-from datetime import timedelta, timezone
+from datetime import timezone
 from pathlib import Path
 from typing import Any, Optional
 
@@ -80,13 +80,12 @@ def missing_upstream(
     """Describe upstream intervals the window needs, lookback included, that Dagster has not recorded
     (backfills do not check intervals outside the range they run)."""
     problems = []
-    analysis = project.analysis(model.name)
     for upstream in project.upstream_models(model):
         if not isinstance(upstream.kind, IncrementalByTimeRange):
             continue
         partitions = translator.get_partitions_def(upstream)
         assert isinstance(partitions, dg.TimeWindowPartitionsDefinition) and upstream.start is not None
-        bound = analysis.bounds.get(upstream.name) if analysis is not None and not analysis.refused else None
+        bound = project.input_bound(model.name, upstream.name)
         needed = window.widen(bound.before, bound.after) if bound is not None else window
         unit = upstream.interval_unit or "day"
         need_start = max(floor(needed.start, unit), upstream.start)
@@ -132,16 +131,12 @@ def pending_upstream_runs(
             if window is not None and start and end and isinstance(partitions, dg.TimeWindowPartitionsDefinition):
                 first = partitions.time_window_for_partition_key(start)
                 last = partitions.time_window_for_partition_key(end)
-                if not TimeWindow(to_utc(first.start), to_utc(last.end)).overlaps(window.widen(*_widest_bound(project, model, upstream.name))):
+                bound = project.input_bound(model.name, upstream.name)
+                needed = window.widen(bound.before, bound.after) if bound is not None else window
+                if not TimeWindow(to_utc(first.start), to_utc(last.end)).overlaps(needed):
                     continue
             pending.append(f"{upstream.name} in run {run.run_id[:8]} ({run.status.value.lower()})")
     return pending
-
-
-def _widest_bound(project: Project, model: SqlModel, upstream: str) -> tuple:
-    analysis = project.analysis(model.name)
-    bound = analysis.bounds.get(upstream) if analysis is not None and not analysis.refused else None
-    return (bound.before, bound.after) if bound is not None else (timedelta(0), timedelta(0))
 
 
 def materialization_metadata(results: list[RunResult], seconds: float) -> dict[str, Any]:
@@ -174,8 +169,7 @@ def build_model_asset(project: Project, model: SqlModel, translator: ModelTransl
             continue
         if name in project.models:
             upstream = project.models[name]
-            analysis = project.analysis(model.name)
-            bound = analysis.bounds.get(name) if analysis is not None and not analysis.refused else None
+            bound = project.input_bound(model.name, name)
             deps.append(
                 dg.AssetDep(translator.get_asset_key(upstream), partition_mapping=translator.get_partition_mapping(model, upstream, bound))
             )

@@ -24,7 +24,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError
 
 from incremental_assets.errors import ModelFileError
-from incremental_assets.header import Call, Items, Literal, Name, Pair, Seq, Value, parse_header, split_model_file
+from incremental_assets.header import Call, Items, Literal, Name, Pair, Value, parse_header, split_model_file
 
 Origin = TypingLiteral["audits", "assertions"]
 

@@ -167,10 +167,6 @@ class Executor:
         return described
 
     # -- run ----------------------------------------------------------------------------------
-    def dataframe(self, plan: RunPlan) -> DataFrame:
-        self.register(plan)
-        return self.spark.sql(plan.sql)
-
     def execute(
         self,
         plan: RunPlan,

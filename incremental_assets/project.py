@@ -63,6 +63,14 @@ class Project:
         """The Analysis of an incremental model, None for other kinds."""
         return self.analyses.get(name)
 
+    def input_bound(self, model_name: str, input_name: str):
+        """How far beyond a run window a model reads one input (a SourceBound), or None when there is
+        no derived bound: the input has no time dimension, or the model is not analysed or refused."""
+        analysis = self.analysis(model_name)
+        if analysis is None or analysis.refused:
+            return None
+        return analysis.bounds.get(input_name)
+
     def ordered(self) -> list[SqlModel]:
         """Models in dependency order (upstreams first)."""
         return [self.models[name] for name in self.order]

@@ -53,13 +53,12 @@ def affected_windows(project: Project, source_name: str, changed: list[TimeWindo
     for model in project.ordered():
         if not model.is_incremental or model.start is None:
             continue
-        analysis = project.analysis(model.name)
         unit = model.interval_unit or "day"
         windows: list[TimeWindow] = []
         for upstream in model.depends_on:
             if upstream == model.name or upstream not in touched:
                 continue
-            bound = analysis.bounds.get(upstream) if analysis is not None and not analysis.refused else None
+            bound = project.input_bound(model.name, upstream)
             for c in touched[upstream]:
                 w = c.widen(bound.after, bound.before) if bound is not None else c
                 start = max(floor(w.start, unit), model.start)

@@ -83,7 +83,7 @@ def _add_actions(uri: str, staging: str) -> tuple[list[AddAction], int]:
         infos = fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
     except OSError as exc:
         raise StorageError(f"cannot list the staged files in {staging}: {exc}") from exc
-    table_fs, table_base = _filesystem(uri)
+    _, table_base = _filesystem(uri)
     prefix = table_base.rstrip("/") + "/"
     actions: list[AddAction] = []
     rows = 0
@@ -215,15 +215,6 @@ def version(uri: str) -> int | None:
         return DeltaTable(uri).version()
     except TableNotFoundError:
         return None
-
-
-def last_commit_metadata(uri: str) -> dict[str, str]:
-    """The incremental_assets metadata of the latest commit (model, window, fingerprint, run)."""
-    history = DeltaTable(uri).history(1)
-    if not history:
-        return {}
-    entry = history[0]
-    return {k[len(METADATA_PREFIX) :]: v for k, v in entry.items() if isinstance(k, str) and k.startswith(METADATA_PREFIX)}
 
 
 def added_time_ranges(uri: str, since_version: int, time_column: str) -> tuple[int, list[tuple[datetime | None, datetime | None]]]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
-from typing import Iterator, Literal, Sequence
+from typing import Literal, Sequence
 
 from incremental_assets.errors import WindowError
 
@@ -237,15 +237,6 @@ def subtract(window: TimeWindow, covered: Sequence[TimeWindow]) -> list[TimeWind
     if cursor < window.end:
         gaps.append(TimeWindow(cursor, window.end))
     return gaps
-
-
-def iter_boundaries(start: datetime, end: datetime, unit: str) -> Iterator[datetime]:
-    cursor = floor(start, unit)
-    if cursor < start:
-        cursor = next_boundary(cursor, unit)
-    while cursor <= end:
-        yield cursor
-        cursor = next_boundary(cursor, unit)
 
 
 def last_complete_end(now: datetime, unit: str) -> datetime:

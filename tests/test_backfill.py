@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 
 from incremental_assets import cli, storage
 from incremental_assets.execution import Executor

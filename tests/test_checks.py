@@ -13,15 +13,9 @@ from incremental_assets.project import load_project
 from incremental_assets.runs import Runner, model_status, open_instance
 from incremental_assets.time_window import TimeWindow
 
-from helpers import table_rows, utc, write_events
+from helpers import EVENTS_SOURCE, table_rows, utc, write_events
 
-SOURCES = """\
-- name: raw.events
-  location: data/events
-  format: delta
-  time_column: ts
-  interval_unit: hour
-"""
+SOURCES = EVENTS_SOURCE
 
 DAILY = """
     MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01',

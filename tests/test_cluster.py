@@ -22,7 +22,6 @@ from deltalake import DeltaTable
 
 from cluster.services import (
     LOOPBACK,
-    SPARK_HOME,
     connect_server,
     java_available,
     postgres_server,

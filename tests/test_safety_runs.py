@@ -20,7 +20,7 @@ from incremental_assets.plan import plan_run, plan_window
 from incremental_assets.project import load_project
 from incremental_assets.time_window import TimeWindow, batches
 
-from helpers import EVENTS_SOURCE, normalize, table_rows, utc, write_events
+from helpers import EVENTS_SOURCE, table_rows, utc, write_events
 
 SOURCES = EVENTS_SOURCE
 
