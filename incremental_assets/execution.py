@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
-from incremental_assets import storage
+from incremental_assets import faults, storage
 from incremental_assets.errors import StorageError
 from incremental_assets.model import IncrementalByTimeRange, SqlModel
 from incremental_assets.plan import InputRead, RunPlan
@@ -191,9 +191,12 @@ class Executor:
             # One file per interval: a one-interval window needs no shuffle, a longer one is grouped by interval.
             one_interval = plan.window is not None and next_boundary(plan.window.start, model.interval_unit or "day") >= plan.window.end
             keyed = keyed.coalesce(1) if one_interval else keyed.repartition(storage.PARTITION_COLUMN)
+            faults.checkpoint("staging")
             keyed.write.partitionBy(storage.PARTITION_COLUMN).parquet(staging)
         else:
+            faults.checkpoint("staging")
             df.write.parquet(staging)
+        faults.checkpoint("staged")
         if before_commit is not None:
             before_commit(staging)
         metadata = {
@@ -213,6 +216,7 @@ class Executor:
             metadata=metadata,
             name=plan.model,
         )
+        faults.checkpoint("committed")
         seconds = time.perf_counter() - began
         log.info("%s %s: %s rows, version %s, %.2fs", plan.model, plan.window or "full", result.rows, result.version, seconds)
         return RunResult(
