@@ -1,0 +1,132 @@
+"""The merge-style kinds: INCREMENTAL_BY_UNIQUE_KEY, SCD_TYPE_2 (by time / by column), INCREMENTAL_BY_CURSOR.
+
+Pure configuration types and their header reader; :mod:`incremental_assets.model` dispatches to
+:func:`read_keyed_kind` for these kind names. Property names are SQLMesh's (unique_key, updated_at_name,
+valid_from_name, valid_to_name, columns, invalidate_hard_deletes, execution_time_as_valid_from,
+updated_at_as_valid_from) and OndatraSQL's for the cursor (cursor, initial_value).
+
+Keyed tables (unique key and SCD type 2) are partitioned by a hash bucket of the key, so a run rewrites
+only the buckets its rows touch, and the whole history of one key lives in one bucket.
+
+>>> UniqueKey(("id",)).name, ScdType2(("id",)).by, IncrementalByCursor("ts").name
+('INCREMENTAL_BY_UNIQUE_KEY', 'time', 'INCREMENTAL_BY_CURSOR')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+KEYED_KINDS = frozenset({"INCREMENTAL_BY_UNIQUE_KEY", "SCD_TYPE_2", "SCD_TYPE_2_BY_TIME", "SCD_TYPE_2_BY_COLUMN", "INCREMENTAL_BY_CURSOR"})
+# Macros of cursor models: the high-water mark read back from the committed table.
+CURSOR_MACROS = frozenset({"last_value", "initial_value", "is_backfill"})
+DEFAULT_BUCKETS = 16
+MAX_BUCKETS = 1024
+
+
+@dataclass(frozen=True)
+class UniqueKey:
+    """Upsert by key: rows whose key is in the run's output replace the stored row, others are inserted."""
+
+    unique_key: tuple[str, ...]
+    buckets: int = DEFAULT_BUCKETS
+    name: ClassVar[str] = "INCREMENTAL_BY_UNIQUE_KEY"
+
+
+@dataclass(frozen=True)
+class ScdType2:
+    """History of each key with valid_from (inclusive) / valid_to (exclusive, NULL for the current row).
+
+    ``by="time"`` detects a change by a newer ``updated_at_name``; ``by="column"`` by any difference in
+    ``columns`` (empty: every column but the key).
+    """
+
+    unique_key: tuple[str, ...]
+    by: Literal["time", "column"] = "time"
+    updated_at_name: str = "updated_at"
+    valid_from_name: str = "valid_from"
+    valid_to_name: str = "valid_to"
+    columns: tuple[str, ...] = ()
+    invalidate_hard_deletes: bool = True
+    execution_time_as_valid_from: bool = False
+    updated_at_as_valid_from: bool = False
+    buckets: int = DEFAULT_BUCKETS
+    name: ClassVar[str] = "SCD_TYPE_2"
+
+
+@dataclass(frozen=True)
+class IncrementalByCursor:
+    """Append what is new since the high-water mark MAX(cursor) of the committed table."""
+
+    cursor: str
+    initial_value: str | int | float | None = None
+    name: ClassVar[str] = "INCREMENTAL_BY_CURSOR"
+
+
+def read_keyed_kind(reader: Any, kind: str, props: dict, line: int, metadata: dict[str, str]) -> UniqueKey | ScdType2 | IncrementalByCursor:
+    """Build the kind from its properties (``{key: (Value, line)}``); ``reader`` is model.py's _Reader."""
+    if kind == "INCREMENTAL_BY_CURSOR":
+        return _read_cursor(reader, props, line, metadata)
+    if "unique_key" not in props:
+        raise reader.fail(line, f"kind {kind} needs a unique_key", hint="add `unique_key id` or `unique_key (a, b)` inside the kind's parentheses")
+    value, _ = props.pop("unique_key")
+    config: dict[str, Any] = {"unique_key": tuple(n.lower() for n in reader.names(value, "unique_key"))}
+    if "buckets" in props:
+        bvalue, bline = props.pop("buckets")
+        config["buckets"] = reader.integer(bvalue, "buckets", minimum=1)
+        if config["buckets"] > MAX_BUCKETS:
+            raise reader.fail(bline, f"buckets must be at most {MAX_BUCKETS}, found {config['buckets']}")
+    if kind == "INCREMENTAL_BY_UNIQUE_KEY":
+        _rest_to_metadata(props, metadata)
+        return UniqueKey(**config)
+    config["by"] = "column" if kind == "SCD_TYPE_2_BY_COLUMN" else "time"
+    for key in ("updated_at_name", "valid_from_name", "valid_to_name"):
+        if key in props:
+            config[key] = reader.text(props.pop(key)[0], key).lower()
+    for key in ("invalidate_hard_deletes", "execution_time_as_valid_from", "updated_at_as_valid_from"):
+        if key in props:
+            config[key] = reader.flag(props.pop(key)[0], key)
+    if "columns" in props:
+        cvalue, cline = props.pop("columns")
+        if config["by"] != "column":
+            raise reader.fail(cline, "`columns` belongs to SCD_TYPE_2_BY_COLUMN", hint="use kind SCD_TYPE_2_BY_COLUMN to compare columns")
+        names = tuple(n.lower() for n in reader.names(cvalue, "columns"))
+        config["columns"] = () if names == ("*",) else names
+    elif config["by"] == "column":
+        raise reader.fail(line, "kind SCD_TYPE_2_BY_COLUMN needs `columns`", hint="add `columns [name, price]` or `columns *`")
+    _rest_to_metadata(props, metadata)
+    return ScdType2(**config)
+
+
+def _read_cursor(reader: Any, props: dict, line: int, metadata: dict[str, str]) -> IncrementalByCursor:
+    key = "cursor" if "cursor" in props else "cursor_column" if "cursor_column" in props else None
+    if key is None:
+        raise reader.fail(line, "kind INCREMENTAL_BY_CURSOR needs a cursor column", hint="add `cursor updated_at` inside the kind's parentheses")
+    cursor = reader.text(props.pop(key)[0], key).lower()
+    initial: str | int | float | None = None
+    if "initial_value" in props:
+        ivalue, _ = props.pop("initial_value")
+        raw = getattr(ivalue, "value", None)
+        initial = raw if isinstance(raw, (int, float)) and not isinstance(raw, bool) else reader.text(ivalue, "initial_value")
+    _rest_to_metadata(props, metadata)
+    return IncrementalByCursor(cursor, initial)
+
+
+def _rest_to_metadata(props: dict, metadata: dict[str, str]) -> None:
+    for key, (value, _) in props.items():
+        metadata[f"kind.{key}"] = value.text
+
+
+def key_columns_missing(kind: UniqueKey | ScdType2 | IncrementalByCursor, outputs: list[str]) -> list[str]:
+    """Columns the kind needs that the query does not output.
+
+    >>> key_columns_missing(ScdType2(("id",)), ["id", "name"])
+    ['updated_at']
+    """
+    if isinstance(kind, IncrementalByCursor):
+        needed: tuple[str, ...] = (kind.cursor,)
+    elif isinstance(kind, ScdType2):
+        needed = kind.unique_key + ((kind.updated_at_name,) if kind.by == "time" else ()) + kind.columns
+    else:
+        needed = kind.unique_key
+    return [c for c in needed if c not in outputs]
