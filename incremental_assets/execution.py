@@ -186,6 +186,8 @@ class Executor:
         began = time.perf_counter()
         model = self.project.models[plan.model]
         inputs = self.register(plan)
+        if getattr(model, "fetch", None) is not None:
+            inputs["fetched"] = f"{merge_writes.register_fetched(self, model, plan.target)} rows from {model.path.name}"
         df = self.spark.sql(plan.sql)
         if plan.write == "view":
             df.schema  # analysis only: proves the view resolves, reads nothing

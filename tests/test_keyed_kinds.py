@@ -6,6 +6,7 @@ exact expected rows (as any Delta reader sees them).
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 import pyarrow as pa
@@ -126,3 +127,230 @@ def test_scd_type_2_matches_the_worked_example_row_for_row(spark, make_project):
     version = DeltaTable(uri(project, "db.menu_items")).version()
     assert run_model(spark, project, "db.menu_items", utc(2020, 1, 4)).version == version
     assert DeltaTable(uri(project, "db.menu_items")).version() == version
+
+
+UPDATES_SOURCE = """\
+- name: raw.updates
+  location: data/updates
+  format: delta
+  time_column: ts
+  interval_unit: day
+"""
+
+LATEST = """\
+MODEL (
+  name s.latest,
+  kind INCREMENTAL_BY_UNIQUE_KEY (unique_key (region, k), buckets 4),
+  start '2024-01-01'
+);
+SELECT region, k, v, ts FROM raw.updates WHERE ts BETWEEN @start_dt AND @end_dt
+"""
+
+
+def append_updates(root, rows: list[tuple]) -> None:
+    table = pa.table(
+        {
+            "region": [r[0] for r in rows],
+            "k": pa.array([r[1] for r in rows], pa.int64()),
+            "v": [r[2] for r in rows],
+            "ts": pa.array([r[3] for r in rows], pa.timestamp("us", tz="UTC")),
+        }
+    )
+    write_deltalake(str(root / "data" / "updates"), table, mode="append")
+
+
+def test_unique_key_upserts_composite_keys_reading_only_new_source_rows(spark, make_project):
+    root = make_project({"sources.yaml": UPDATES_SOURCE, "models/latest.sql": LATEST})
+    project = load_project(root)
+    name, day = "s.latest", lambda d, h=0: T(f"2024-01-{d:02d} {h:02d}:00:00")
+    append_updates(root, [("eu", 1, "a", utc(2024, 1, 1, 5)), ("eu", 2, "b", utc(2024, 1, 1, 6)), ("us", 1, "c", utc(2024, 1, 1, 7))])
+    first = run_model(spark, project, name, utc(2024, 1, 2))
+    assert first.details == {"rows_inserted": 3, "rows_updated": 0} and first.window.end == utc(2024, 1, 2)
+    assert DeltaTable(uri(project, name)).metadata().partition_columns == ["ia_bucket"]
+
+    # Day 2: (eu, 1) changes, (us, 2) is new; the day-1 rows are not read again (the window starts where run 1 ended).
+    append_updates(root, [("eu", 1, "a2", utc(2024, 1, 2, 1)), ("us", 2, "d", utc(2024, 1, 2, 2))])
+    second = run_model(spark, project, name, utc(2024, 1, 3))
+    assert second.details == {"rows_inserted": 1, "rows_updated": 1}
+    assert table_rows(uri(project, name), drop=DROP) == [
+        ("eu", 1, "a2", day(2, 1)), ("eu", 2, "b", day(1, 6)), ("us", 1, "c", day(1, 7)), ("us", 2, "d", day(2, 2)),
+    ]
+
+    # Day 3: every key but one changes; an old row re-appearing in the source outside the window is ignored.
+    append_updates(root, [("eu", 2, "b3", utc(2024, 1, 3, 1)), ("us", 1, "c3", utc(2024, 1, 3, 2)), ("us", 2, "d3", utc(2024, 1, 3, 3))])
+    third = run_model(spark, project, name, utc(2024, 1, 4))
+    assert third.details == {"rows_inserted": 0, "rows_updated": 3}
+    assert table_rows(uri(project, name), drop=DROP) == [
+        ("eu", 1, "a2", day(2, 1)), ("eu", 2, "b3", day(3, 1)), ("us", 1, "c3", day(3, 2)), ("us", 2, "d3", day(3, 3)),
+    ]
+    assert DeltaTable(uri(project, name)).version() == 2
+
+    # Two rows for one key: an error naming the key, nothing committed.
+    append_updates(root, [("eu", 1, "x", utc(2024, 1, 4, 1)), ("eu", 1, "y", utc(2024, 1, 4, 2))])
+    with pytest.raises(DuplicateKeyError, match=r"region='eu', k=1 \(2 rows\)") as info:
+        run_model(spark, project, name, utc(2024, 1, 5))
+    assert "latest.sql" in str(info.value)
+    assert DeltaTable(uri(project, name)).version() == 2
+
+
+SCD_BY_COLUMN = """\
+MODEL (
+  name s.prices,
+  kind SCD_TYPE_2_BY_COLUMN (unique_key id, columns [price], valid_from_name since, valid_to_name until, buckets 2)
+);
+SELECT id, name, price FROM raw.prices
+"""
+
+PRICES_SOURCE = """\
+- name: raw.prices
+  location: data/prices
+  format: delta
+"""
+
+
+def test_scd_type_2_by_column_tracks_changes_of_the_listed_columns_only(spark, make_project):
+    root = make_project({"sources.yaml": PRICES_SOURCE, "models/prices.sql": SCD_BY_COLUMN})
+    project = load_project(root)
+
+    def write(rows):
+        write_deltalake(str(root / "data" / "prices"), pa.table({"id": [r[0] for r in rows], "name": [r[1] for r in rows], "price": [r[2] for r in rows]}), mode="overwrite")
+
+    epoch = T("1970-01-01 00:00:00")
+    write([(1, "tea", 2.0), (2, "coffee", 3.0)])
+    run_model(spark, project, "s.prices", utc(2024, 1, 1))
+    # A renamed item is not a change (name is not compared); a new price closes the old row at execution time.
+    write([(1, "green tea", 2.0), (2, "coffee", 3.5), (3, "juice", 4.0)])
+    run_model(spark, project, "s.prices", utc(2024, 1, 2))
+    # 3 is deleted, then 2 changes again.
+    write([(1, "green tea", 2.0), (2, "coffee", 4.0)])
+    run_model(spark, project, "s.prices", utc(2024, 1, 3))
+    assert table_rows(uri(project, "s.prices"), drop=DROP) == [
+        (1, "tea", 2.0, epoch, None),
+        (2, "coffee", 3.0, epoch, T("2024-01-02 00:00:00")),
+        (2, "coffee", 3.5, T("2024-01-02 00:00:00"), T("2024-01-03 00:00:00")),
+        (2, "coffee", 4.0, T("2024-01-03 00:00:00"), None),
+        (3, "juice", 4.0, T("2024-01-02 00:00:00"), T("2024-01-03 00:00:00")),
+    ]
+
+
+FEED_SOURCE = """\
+- name: raw.feed
+  location: data/feed
+  format: delta
+"""
+
+COPY = """\
+MODEL (name s.feed_copy, kind INCREMENTAL_BY_CURSOR (cursor id, initial_value 0));
+SELECT id, payload, @is_backfill AS backfill, @last_value AS seen FROM raw.feed WHERE id > @last_value
+"""
+
+
+def write_feed(root, ids: list[int]) -> None:
+    write_deltalake(str(root / "data" / "feed"), pa.table({"id": pa.array(ids, pa.int64()), "payload": [f"p{i}" for i in ids]}), mode="overwrite")
+
+
+def test_cursor_appends_what_is_new_and_derives_the_cursor_from_the_table(spark, make_project):
+    root = make_project({"sources.yaml": FEED_SOURCE, "models/copy.sql": COPY})
+    project = load_project(root)
+    name = "s.feed_copy"
+    write_feed(root, [1, 2, 3])
+    first = run_model(spark, project, name, utc(2024, 1, 1))
+    assert first.write == "replace_table" and first.details == {"cursor_before": None, "cursor_after": "3"}
+    write_feed(root, [1, 2, 3, 4, 5])
+    second = run_model(spark, project, name, utc(2024, 1, 2))
+    assert second.write == "append" and second.details == {"cursor_before": "3", "cursor_after": "5"}
+    write_feed(root, [1, 2, 3, 4, 5, 6])
+    # A commit that fails leaves table and cursor as they were: the next run fetches the same rows again.
+    executor = Executor(spark, project)
+
+    def fail(_staging):
+        raise RuntimeError("commit refused")
+
+    with pytest.raises(RuntimeError):
+        executor.execute(plan_run(project, project.model(name), None, target=executor.target_state(name)), before_commit=fail)
+    assert executor.target_state(name).last_value == "5"
+    third = run_model(spark, project, name, utc(2024, 1, 3))
+    assert third.details == {"cursor_before": "5", "cursor_after": "6"}
+    assert table_rows(uri(project, name)) == [(1, "p1", True, 0), (2, "p2", True, 0), (3, "p3", True, 0), (4, "p4", False, 3), (5, "p5", False, 3), (6, "p6", False, 5)]
+
+    # A changed definition starts over from the initial value and replaces the table.
+    (root / "models" / "copy.sql").write_text(COPY.replace("payload,", "upper(payload) AS payload,"))
+    project = load_project(root)
+    fourth = run_model(spark, project, name, utc(2024, 1, 4))
+    assert fourth.write == "replace_table"
+    assert [r[:3] for r in table_rows(uri(project, name))] == [(i, f"P{i}", True) for i in range(1, 7)]
+
+
+class FakeApi:
+    """A small external system: orders with increasing ids, served page by page after a given id."""
+
+    def __init__(self):
+        self.orders: list[dict] = []
+        self.calls: list[tuple] = []
+
+    def add(self, *ids: int) -> None:
+        self.orders += [{"order_id": i, "amount": float(i * 10)} for i in ids]
+
+    def since(self, last_id: int) -> list[dict]:
+        return [o for o in self.orders if o["order_id"] > last_id]
+
+
+API = FakeApi()
+
+PYTHON_MODEL = """\
+from test_keyed_kinds import API
+
+MODEL = {"name": "raw_api.orders", "kind": "INCREMENTAL_BY_CURSOR", "cursor": "order_id", "initial_value": 0,
+         "columns": {"order_id": "BIGINT", "amount": "DOUBLE"}}
+
+
+def fetch(last_value, is_backfill):
+    API.calls.append((last_value, is_backfill))
+    return API.since(last_value)
+"""
+
+
+def test_python_source_function_is_called_with_the_committed_cursor(spark, make_project):
+    root = make_project({"models/orders.py": PYTHON_MODEL, "models/big.sql": "MODEL (name s.big, kind FULL);\nSELECT order_id FROM raw_api.orders WHERE amount > 15\n"})
+    project = load_project(root)
+    assert project.model("raw_api.orders").kind.cursor == "order_id"
+    API.orders.clear(), API.calls.clear()
+    API.add(1, 2)
+    run_model(spark, project, "raw_api.orders", utc(2024, 1, 1))
+    API.add(3)
+    run_model(spark, project, "raw_api.orders", utc(2024, 1, 2))
+    run_model(spark, project, "raw_api.orders", utc(2024, 1, 3))  # nothing new: an empty append
+    API.add(4, 5)
+    run_model(spark, project, "raw_api.orders", utc(2024, 1, 4))
+    assert API.calls == [(0, True), (2, False), (3, False), (3, False)]
+    assert table_rows(uri(project, "raw_api.orders")) == [(i, float(i * 10)) for i in range(1, 6)]
+    run_model(spark, project, "s.big", utc(2024, 1, 4))
+    assert table_rows(uri(project, "s.big")) == [(i,) for i in range(2, 6)]
+
+
+@pytest.mark.parametrize(
+    "kind, message",
+    [
+        ("INCREMENTAL_BY_UNIQUE_KEY (unique_key id)", "needs column(s) id"),
+        ("SCD_TYPE_2 (unique_key k)", "needs column(s) updated_at"),
+        ("SCD_TYPE_2_BY_COLUMN (unique_key k)", "needs `columns`"),
+        ("INCREMENTAL_BY_CURSOR (initial_value 1)", "needs a cursor column"),
+        ("INCREMENTAL_BY_UNIQUE_KEY (buckets 4)", "needs a unique_key"),
+    ],
+)
+def test_bad_merge_kinds_name_file_and_line(make_project, kind, message):
+    root = make_project({"models/m.sql": f"MODEL (\n  name s.m,\n  kind {kind}\n);\nSELECT k, v FROM t\n"})
+    with pytest.raises(ModelFileError, match=re.escape(message)) as info:
+        from incremental_assets.model import parse_model_file
+
+        parse_model_file(root / "models" / "m.sql")
+    assert info.value.line == 3
+
+
+def test_cursor_macros_belong_to_cursor_models(make_project):
+    from incremental_assets.model import parse_model_file
+
+    root = make_project({"models/m.sql": "MODEL (name s.m, kind FULL);\nSELECT k FROM t\nWHERE k > @last_value\n"})
+    with pytest.raises(ModelFileError, match="@last_value is a macro of INCREMENTAL_BY_CURSOR") as info:
+        parse_model_file(root / "models" / "m.sql")
+    assert info.value.line == 3
