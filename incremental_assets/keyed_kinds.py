@@ -130,3 +130,24 @@ def key_columns_missing(kind: UniqueKey | ScdType2 | IncrementalByCursor, output
     else:
         needed = kind.unique_key
     return [c for c in needed if c not in outputs]
+
+
+def describe_write(kind: Any) -> str | None:
+    """How a merge-style kind writes, in one line for ``explain`` (None for other kinds).
+
+    >>> describe_write(UniqueKey(("a", "b"), buckets=8))
+    'upsert by unique key (a, b); table partitioned into 8 key buckets, a run rewrites only the buckets it touches'
+    """
+    if isinstance(kind, UniqueKey):
+        return f"upsert by unique key ({', '.join(kind.unique_key)}); table partitioned into {kind.buckets} key buckets, a run rewrites only the buckets it touches"
+    if isinstance(kind, ScdType2):
+        change = f"a newer {kind.updated_at_name}" if kind.by == "time" else "a change in " + (", ".join(kind.columns) or "any column")
+        deletes = "deleted keys closed at execution time" if kind.invalidate_hard_deletes else "deleted keys stay current"
+        return (
+            f"SCD type 2 history by ({', '.join(kind.unique_key)}): {change} closes the current row; "
+            f"{kind.valid_from_name} / {kind.valid_to_name} columns; {deletes}; {kind.buckets} key buckets"
+        )
+    if isinstance(kind, IncrementalByCursor):
+        start = f", initial value {kind.initial_value!r}" if kind.initial_value is not None else ""
+        return f"append rows past the cursor MAX({kind.cursor}) of the committed table{start}; starts over when the definition changes"
+    return None

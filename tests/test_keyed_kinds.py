@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -354,3 +355,92 @@ def test_cursor_macros_belong_to_cursor_models(make_project):
     with pytest.raises(ModelFileError, match="@last_value is a macro of INCREMENTAL_BY_CURSOR") as info:
         parse_model_file(root / "models" / "m.sql")
     assert info.value.line == 3
+
+
+CRASH_RUN = """\
+import sys
+from incremental_assets.execution import Executor, build_spark_session
+from incremental_assets.plan import plan_run
+from incremental_assets.project import load_project
+from incremental_assets.settings import DEFAULT_SPARK_CONF
+from incremental_assets.time_window import to_utc
+
+root, name, when = sys.argv[1:4]
+spark = build_spark_session({**DEFAULT_SPARK_CONF, "spark.master": "local[1]", "spark.sql.shuffle.partitions": "1"})
+project = load_project(root)
+executor = Executor(spark, project)
+executor.execute(plan_run(project, project.model(name), None, execution_time=to_utc(when), target=executor.target_state(name)))
+print("finished")
+"""
+
+
+@pytest.mark.parametrize(
+    "write, stage",
+    # One JVM start each: the bucket-replacing commit (upsert and SCD type 2 share it) killed before and
+    # after it, and the cursor append killed before it (the cursor must not move).
+    [("upsert", "staged"), ("scd2", "committed"), ("append", "staged")],
+)
+def test_a_killed_run_leaves_the_previous_table_or_the_new_one_whole(spark, make_project, write, stage):
+    """The process is SIGKILLed after staging (previous version intact) or right after the commit (new version whole)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    models = {"upsert": ("s.latest", LATEST, UPDATES_SOURCE), "scd2": ("db.menu_items", MENU_SCD, MENU_SOURCE), "append": ("s.feed_copy", COPY, FEED_SOURCE)}
+    name, sql, source = models[write]
+    root = make_project({"sources.yaml": source, "models/m.sql": sql})
+    project = load_project(root)
+    change = {
+        "upsert": (lambda: append_updates(root, [("eu", 1, "a", utc(2024, 1, 1, 5))]), lambda: append_updates(root, [("eu", 1, "b", utc(2024, 1, 2, 5)), ("eu", 2, "c", utc(2024, 1, 2, 6))])),
+        "scd2": (lambda: write_menu(root, [(1, "Tea", 1.0, "2020-01-01 00:00:00"), (2, "Pie", 2.0, "2020-01-01 00:00:00")]), lambda: write_menu(root, [(1, "Tea", 1.5, "2020-01-02 00:00:00")])),
+        "append": (lambda: write_feed(root, [1, 2]), lambda: write_feed(root, [1, 2, 3])),
+    }[write]
+    change[0]()
+    run_model(spark, project, name, utc(2024, 1, 2))
+    before = table_rows(uri(project, name), drop=DROP)
+    change[1]()
+    env = {**os.environ, "INCREMENTAL_ASSETS_KILL_AT": stage, "PYTHONPATH": str(Path(storage.__file__).parent.parent)}
+    done = subprocess.run([sys.executable, "-c", CRASH_RUN, str(root), name, "2024-01-03T00:00:00+00:00"], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
+    assert any(p.name.startswith("run-") for p in Path(uri(project, name)).iterdir())  # the killed run had staged files
+    after = table_rows(uri(project, name), drop=DROP)
+    if stage == "staged":
+        assert after == before and DeltaTable(uri(project, name)).version() == 0
+    else:
+        assert DeltaTable(uri(project, name)).version() == 1 and after != before
+        # The committed state is the complete new one: the same run in-process on a copy gives the same rows.
+        expected = {
+            "scd2": [(1, "Tea", 1.0, T("2020-01-01 00:00:00"), T("1970-01-01 00:00:00"), T("2020-01-02 00:00:00")),
+                     (1, "Tea", 1.5, T("2020-01-02 00:00:00"), T("2020-01-02 00:00:00"), None),
+                     (2, "Pie", 2.0, T("2020-01-01 00:00:00"), T("1970-01-01 00:00:00"), T("2024-01-03 00:00:00"))],
+            "append": [(1, "p1", True, 0), (2, "p2", True, 0), (3, "p3", False, 2)],
+        }[write]
+        assert after == expected
+        assert Executor(spark, project).target_state(name).exists
+
+
+def test_cli_runs_merge_kinds_as_dagster_materializations(spark, make_project, capsys):
+    from incremental_assets import cli
+
+    root = make_project({"sources.yaml": MENU_SOURCE + FEED_SOURCE, "models/menu.sql": MENU_SCD, "models/copy.sql": COPY})
+    write_menu(root, [(1, "Tea", 1.0, "2020-01-01 00:00:00"), (2, "Pie", 2.0, "2020-01-01 00:00:00")])
+    write_feed(root, [1, 2, 3])
+    assert cli.main(["validate", "--project", str(root)]) == 0
+    assert cli.main(["explain", "db.menu_items", "--project", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "write:           SCD type 2 history by (id): a newer updated_at closes the current row" in out
+    assert "not applicable" in out
+    assert cli.main(["run", "--project", str(root)]) == 0
+    write_menu(root, [(1, "Tea", 1.5, "2020-01-02 00:00:00")])
+    write_feed(root, [1, 2, 3, 4, 5])
+    assert cli.main(["run", "--project", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "2 run(s) succeeded, 0 failed" in out
+    assert cli.main(["status", "--project", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "db.menu_items (SCD_TYPE_2): last materialized" in out and "rows_inserted 1, rows_closed 2, delta_version 1" in out
+    assert "s.feed_copy (INCREMENTAL_BY_CURSOR): last materialized" in out and "rows_written 2, cursor_after 5, delta_version 1" in out
+    project = load_project(root)
+    rows = table_rows(uri(project, "db.menu_items"), drop=DROP)
+    assert [(r[0], r[2], r[5] is None) for r in rows] == [(1, 1.0, False), (1, 1.5, True), (2, 2.0, False)]
