@@ -238,6 +238,8 @@ class Executor:
             "window_end": plan.window.end.isoformat() if plan.window else "",
             "committed_at": datetime.now(timezone.utc).isoformat(),
         }
+        if isinstance(model.kind, (UniqueKey, ScdType2)):
+            metadata["buckets"] = str(model.kind.buckets)
         result = storage.commit_staged(
             uri,
             staging,

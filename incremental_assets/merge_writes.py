@@ -73,6 +73,17 @@ def target_state(executor: "Executor", model_name: str) -> TargetState:
     return TargetState(True, last_value, value_type, meta.get("fingerprint") or None, window_end)
 
 
+def check_buckets(uri: str, model: Any) -> None:
+    """A keyed table's rows are placed by ``pmod(hash(key), buckets)``: another bucket count would put a
+    key's new rows beside its old ones, so a changed count is refused until the table is rebuilt."""
+    recorded = storage.last_commit_metadata(uri).get("buckets")
+    if recorded and int(recorded) != model.kind.buckets:
+        raise StorageError(
+            f"model {model.name} ({model.path}): its table was written with {recorded} key buckets, the model now says "
+            f"{model.kind.buckets}; put back `buckets {recorded}` or delete {uri} to rebuild the table"
+        )
+
+
 def _committed(executor: "Executor", uri: str, buckets: list[str] | None = None) -> DataFrame:
     files = storage.committed_files(uri, buckets=buckets)
     schema = from_arrow_schema(storage.arrow_schema(uri), prefer_timestamp_ntz=False)
@@ -89,6 +100,12 @@ def _max_cursor(executor: "Executor", uri: str, cursor: str) -> tuple[str | None
     return (value["v"] if value else None), rows.schema[cursor].dataType.simpleString()
 
 
+def _buckets_and_rows(rows: DataFrame) -> tuple[list[str], int]:
+    """The buckets ``rows`` fall in and how many rows there are, in one Spark job."""
+    counts = rows.groupBy(storage.BUCKET_COLUMN).count().collect()
+    return sorted(r[0] for r in counts), sum(r["count"] for r in counts)
+
+
 # -- the writes ----------------------------------------------------------------------------------
 
 
@@ -98,11 +115,12 @@ def upsert(executor: "Executor", plan: RunPlan, df: DataFrame, uri: str, stage: 
     kind = model.kind
     assert isinstance(kind, UniqueKey)
     check_unique(df, kind.unique_key, model.name, model.path)
+    check_buckets(uri, model)
     new = df.withColumn(storage.BUCKET_COLUMN, bucket_of(kind.unique_key, kind.buckets))
-    touched = sorted(r[0] for r in new.select(storage.BUCKET_COLUMN).distinct().collect())
+    touched, total = _buckets_and_rows(new)
     if not storage.exists(uri):
         stage(new, storage.BUCKET_COLUMN)
-        return touched, {"rows_inserted": new.count(), "rows_updated": 0}
+        return touched, {"rows_inserted": total, "rows_updated": 0}
     if not touched:
         return [], {"rows_inserted": 0, "rows_updated": 0}
     old = _committed(executor, uri, touched).alias("o")
@@ -111,7 +129,6 @@ def upsert(executor: "Executor", plan: RunPlan, df: DataFrame, uri: str, stage: 
     updated = old.join(keys, _same_key("o", "n", kind.unique_key), "left_semi").count()
     result = kept.withColumn(storage.BUCKET_COLUMN, bucket_of(kind.unique_key, kind.buckets)).unionByName(new, allowMissingColumns=True)
     stage(result, storage.BUCKET_COLUMN)
-    total = new.count()
     return touched, {"rows_inserted": total - updated, "rows_updated": updated}
 
 
@@ -124,6 +141,7 @@ def scd_type_2(
     assert isinstance(kind, ScdType2)
     keys, vf, vt = kind.unique_key, kind.valid_from_name, kind.valid_to_name
     check_unique(df, keys, model.name, model.path)
+    check_buckets(uri, model)
     now = F.lit(execution_time.astimezone(timezone.utc)).cast("timestamp")
     null_ts = F.lit(None).cast("timestamp")
     updated_at = F.col(f"s.`{kind.updated_at_name}`").cast("timestamp") if kind.by == "time" else None
@@ -136,9 +154,9 @@ def scd_type_2(
         else:
             first_from = F.lit(EPOCH).cast("timestamp")
         out = df.withColumn(vf, first_from).withColumn(vt, null_ts).withColumn(storage.BUCKET_COLUMN, bucket_of(keys, kind.buckets))
-        touched = sorted(r[0] for r in out.select(storage.BUCKET_COLUMN).distinct().collect())
+        touched, total = _buckets_and_rows(out)
         stage(out, storage.BUCKET_COLUMN)
-        return touched, {"rows_inserted": out.count(), "rows_closed": 0}
+        return touched, {"rows_inserted": total, "rows_closed": 0}
 
     history = _committed(executor, uri)
     columns = list(df.columns)
@@ -172,10 +190,10 @@ def scd_type_2(
     inserts = inserts.withColumn(storage.BUCKET_COLUMN, bucket_of(keys, kind.buckets)).localCheckpoint()
     closes = closes.withColumn(storage.BUCKET_COLUMN, bucket_of(keys, kind.buckets)).localCheckpoint()
 
-    touched = sorted(
-        r[0] for r in inserts.select(storage.BUCKET_COLUMN).union(closes.select(storage.BUCKET_COLUMN)).distinct().collect()
-    )
-    counts = {"rows_inserted": inserts.count(), "rows_closed": closes.count()}
+    touched_inserts, inserted = _buckets_and_rows(inserts)
+    touched_closes, closed = _buckets_and_rows(closes)
+    touched = sorted(set(touched_inserts) | set(touched_closes))
+    counts = {"rows_inserted": inserted, "rows_closed": closed}
     if not touched:
         return [], counts
     old = _committed(executor, uri, touched).alias("h")

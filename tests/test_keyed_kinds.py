@@ -15,7 +15,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from incremental_assets import storage
-from incremental_assets.errors import DuplicateKeyError, ModelFileError
+from incremental_assets.errors import DuplicateKeyError, ModelFileError, StorageError
 from incremental_assets.execution import Executor
 from incremental_assets.plan import plan_run
 from incremental_assets.project import load_project
@@ -232,6 +232,10 @@ def test_scd_type_2_by_column_tracks_changes_of_the_listed_columns_only(spark, m
         (2, "coffee", 4.0, T("2024-01-03 00:00:00"), None),
         (3, "juice", 4.0, T("2024-01-02 00:00:00"), T("2024-01-03 00:00:00")),
     ]
+    # Another bucket count would separate a key's new rows from its old ones: refused until rebuilt.
+    (root / "models" / "prices.sql").write_text(SCD_BY_COLUMN.replace("buckets 2", "buckets 3"))
+    with pytest.raises(StorageError, match="written with 2 key buckets, the model now says 3"):
+        run_model(spark, load_project(root), "s.prices", utc(2024, 1, 4))
 
 
 FEED_SOURCE = """\
@@ -423,7 +427,9 @@ def test_a_killed_run_leaves_the_previous_table_or_the_new_one_whole(spark, make
 def test_cli_runs_merge_kinds_as_dagster_materializations(spark, make_project, capsys):
     from incremental_assets import cli
 
-    root = make_project({"sources.yaml": MENU_SOURCE + FEED_SOURCE, "models/menu.sql": MENU_SCD, "models/copy.sql": COPY})
+    root = make_project({"sources.yaml": MENU_SOURCE + FEED_SOURCE, "models/menu.sql": MENU_SCD, "models/copy.sql": COPY, "models/orders.py": PYTHON_MODEL})
+    API.orders.clear(), API.calls.clear()
+    API.add(1)
     write_menu(root, [(1, "Tea", 1.0, "2020-01-01 00:00:00"), (2, "Pie", 2.0, "2020-01-01 00:00:00")])
     write_feed(root, [1, 2, 3])
     assert cli.main(["validate", "--project", str(root)]) == 0
@@ -434,13 +440,16 @@ def test_cli_runs_merge_kinds_as_dagster_materializations(spark, make_project, c
     assert cli.main(["run", "--project", str(root)]) == 0
     write_menu(root, [(1, "Tea", 1.5, "2020-01-02 00:00:00")])
     write_feed(root, [1, 2, 3, 4, 5])
+    API.add(2, 3)
     assert cli.main(["run", "--project", str(root)]) == 0
     out = capsys.readouterr().out
-    assert "2 run(s) succeeded, 0 failed" in out
+    assert "3 run(s) succeeded, 0 failed" in out
     assert cli.main(["status", "--project", str(root)]) == 0
     out = capsys.readouterr().out
     assert "db.menu_items (SCD_TYPE_2): last materialized" in out and "rows_inserted 1, rows_closed 2, delta_version 1" in out
     assert "s.feed_copy (INCREMENTAL_BY_CURSOR): last materialized" in out and "rows_written 2, cursor_after 5, delta_version 1" in out
+    assert "raw_api.orders (INCREMENTAL_BY_CURSOR): last materialized" in out and "cursor_after 3" in out
+    assert API.calls == [(0, True), (1, False)]
     project = load_project(root)
     rows = table_rows(uri(project, "db.menu_items"), drop=DROP)
     assert [(r[0], r[2], r[5] is None) for r in rows] == [(1, 1.0, False), (1, 1.5, True), (2, 2.0, False)]
