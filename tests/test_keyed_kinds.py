@@ -453,3 +453,37 @@ def test_cli_runs_merge_kinds_as_dagster_materializations(spark, make_project, c
     project = load_project(root)
     rows = table_rows(uri(project, "db.menu_items"), drop=DROP)
     assert [(r[0], r[2], r[5] is None) for r in rows] == [(1, 1.0, False), (1, 1.5, True), (2, 2.0, False)]
+
+
+def test_scd_type_2_options_keep_deleted_keys_and_start_history_at_updated_at(spark, make_project):
+    sql = MENU_SCD.replace("buckets 4", "buckets 2, invalidate_hard_deletes false, updated_at_as_valid_from true")
+    root = make_project({"sources.yaml": MENU_SOURCE, "models/menu.sql": sql})
+    project = load_project(root)
+    write_menu(root, [(1, "Tea", 1.0, "2020-01-01 00:00:00"), (2, "Pie", 2.0, "2020-01-01 06:00:00")])
+    run_model(spark, project, "db.menu_items", utc(2020, 1, 1, 12))
+    write_menu(root, [(1, "Tea", 1.5, "2020-01-02 00:00:00")])  # Pie disappears from the source
+    run_model(spark, project, "db.menu_items", utc(2020, 1, 2, 12))
+    write_menu(root, [(1, "Tea", 1.5, "2020-01-02 00:00:00"), (2, "Pie", 2.5, "2020-01-03 00:00:00")])
+    run_model(spark, project, "db.menu_items", utc(2020, 1, 3, 12))
+    assert table_rows(uri(project, "db.menu_items"), drop=DROP) == [
+        (1, "Tea", 1.0, T("2020-01-01 00:00:00"), T("2020-01-01 00:00:00"), T("2020-01-02 00:00:00")),
+        (1, "Tea", 1.5, T("2020-01-02 00:00:00"), T("2020-01-02 00:00:00"), None),
+        (2, "Pie", 2.0, T("2020-01-01 06:00:00"), T("2020-01-01 06:00:00"), T("2020-01-03 00:00:00")),
+        (2, "Pie", 2.5, T("2020-01-03 00:00:00"), T("2020-01-03 00:00:00"), None),
+    ]
+
+
+def test_timestamp_cursor_is_rendered_as_a_typed_literal(spark, make_project):
+    sql = """\
+    MODEL (name s.recent, kind INCREMENTAL_BY_CURSOR (cursor ts, initial_value '2024-01-01 06:00:00'));
+    SELECT region, k, v, ts FROM raw.updates WHERE ts > @last_value
+    """
+    root = make_project({"sources.yaml": UPDATES_SOURCE, "models/recent.sql": sql})
+    project = load_project(root)
+    append_updates(root, [("eu", 1, "a", utc(2024, 1, 1, 5)), ("eu", 2, "b", utc(2024, 1, 1, 7))])
+    first = run_model(spark, project, "s.recent", utc(2024, 1, 2))
+    assert "ts > '2024-01-01 06:00:00'" in first.sql and first.details["cursor_after"] == "2024-01-01 07:00:00"
+    append_updates(root, [("eu", 3, "c", utc(2024, 1, 1, 7, 30)), ("us", 4, "d", utc(2024, 1, 2))])
+    second = run_model(spark, project, "s.recent", utc(2024, 1, 3))
+    assert "ts > CAST('2024-01-01 07:00:00' AS TIMESTAMP)" in second.sql
+    assert [r[1] for r in table_rows(uri(project, "s.recent"))] == [2, 3, 4]
