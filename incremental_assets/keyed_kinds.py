@@ -25,11 +25,25 @@ MAX_BUCKETS = 1024
 
 
 @dataclass(frozen=True)
+class MatchedUpdate:
+    """One ``WHEN MATCHED [AND condition] THEN UPDATE SET col = expr, ...`` clause (Spark SQL over
+    ``source.`` and ``target.`` columns)."""
+
+    condition: str | None
+    assignments: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
 class UniqueKey:
-    """Upsert by key: rows whose key is in the run's output replace the stored row, others are inserted."""
+    """Upsert by key: rows whose key is in the run's output replace the stored row, others are inserted.
+
+    ``when_matched`` (SQLMesh's property) says how a matched row is updated instead: the first clause
+    whose condition holds sets its columns, the others keep the stored values; no clause holds: unchanged.
+    """
 
     unique_key: tuple[str, ...]
     buckets: int = DEFAULT_BUCKETS
+    when_matched: tuple[MatchedUpdate, ...] = ()
     name: ClassVar[str] = "INCREMENTAL_BY_UNIQUE_KEY"
 
 
@@ -77,6 +91,8 @@ def read_keyed_kind(reader: Any, kind: str, props: dict, line: int, metadata: di
         if config["buckets"] > MAX_BUCKETS:
             raise reader.fail(bline, f"buckets must be at most {MAX_BUCKETS}, found {config['buckets']}")
     if kind == "INCREMENTAL_BY_UNIQUE_KEY":
+        if "when_matched" in props:
+            config["when_matched"] = read_when_matched(reader, *props.pop("when_matched"))
         _rest_to_metadata(props, metadata)
         return UniqueKey(**config)
     config["by"] = "column" if kind == "SCD_TYPE_2_BY_COLUMN" else "time"
@@ -96,6 +112,45 @@ def read_keyed_kind(reader: Any, kind: str, props: dict, line: int, metadata: di
         raise reader.fail(line, "kind SCD_TYPE_2_BY_COLUMN needs `columns`", hint="add `columns [name, price]` or `columns *`")
     _rest_to_metadata(props, metadata)
     return ScdType2(**config)
+
+
+def read_when_matched(reader: Any, value: Any, line: int) -> tuple[MatchedUpdate, ...]:
+    """Parse ``(WHEN MATCHED [AND cond] THEN UPDATE SET target.col = expr, ...) ...`` with sqlglot.
+
+    >>> class R:
+    ...     def fail(self, line, message, hint=None): return ValueError(message)
+    >>> class V: text = "(WHEN MATCHED THEN UPDATE SET target.n = COALESCE(source.n, target.n))"
+    >>> read_when_matched(R(), V(), 1)
+    (MatchedUpdate(condition=None, assignments=(('n', 'COALESCE(source.n, target.n)'),)),)
+    """
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import ParseError, TokenError
+
+    text = value.text.strip()
+    if text.startswith("(") and text.endswith(")"):
+        text = text[1:-1]
+    hint = "write `when_matched (WHEN MATCHED [AND <condition>] THEN UPDATE SET target.<col> = <expr>, ...)`"
+    try:
+        merge = sqlglot.parse_one(f"MERGE INTO target USING source ON TRUE {text}", read="spark")
+    except (ParseError, TokenError) as exc:
+        raise reader.fail(line, f"cannot read when_matched: {exc}", hint=hint) from None
+    whens = merge.args.get("whens")
+    clauses = []
+    for when in whens.expressions if whens is not None else []:
+        then = when.args.get("then")
+        if not when.args.get("matched") or not isinstance(then, exp.Update):
+            raise reader.fail(line, f"when_matched supports WHEN MATCHED ... THEN UPDATE SET, found `{when.sql('spark')}`", hint=hint)
+        assignments = []
+        for eq in then.expressions:
+            if not isinstance(eq, exp.EQ) or not isinstance(eq.this, exp.Column):
+                raise reader.fail(line, f"cannot read the assignment `{eq.sql('spark')}` in when_matched", hint=hint)
+            assignments.append((eq.this.name.lower(), eq.expression.sql("spark")))
+        condition = when.args.get("condition")
+        clauses.append(MatchedUpdate(condition.sql("spark") if condition is not None else None, tuple(assignments)))
+    if not clauses:
+        raise reader.fail(line, "when_matched has no WHEN MATCHED clause", hint=hint)
+    return tuple(clauses)
 
 
 def _read_cursor(reader: Any, props: dict, line: int, metadata: dict[str, str]) -> IncrementalByCursor:
@@ -128,8 +183,8 @@ def key_columns_missing(kind: UniqueKey | ScdType2 | IncrementalByCursor, output
     elif isinstance(kind, ScdType2):
         needed = kind.unique_key + ((kind.updated_at_name,) if kind.by == "time" else ()) + kind.columns
     else:
-        needed = kind.unique_key
-    return [c for c in needed if c not in outputs]
+        needed = kind.unique_key + tuple(c for clause in kind.when_matched for c, _ in clause.assignments)
+    return [c for c in dict.fromkeys(needed) if c not in outputs]
 
 
 def describe_write(kind: Any) -> str | None:

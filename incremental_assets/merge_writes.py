@@ -22,7 +22,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from incremental_assets import faults, storage
 from incremental_assets.errors import DuplicateKeyError, StorageError
-from incremental_assets.keyed_kinds import IncrementalByCursor, ScdType2, UniqueKey
+from incremental_assets.keyed_kinds import IncrementalByCursor, MatchedUpdate, ScdType2, UniqueKey
 from incremental_assets.plan import RunPlan, TargetState
 from incremental_assets.time_window import to_utc
 
@@ -123,11 +123,27 @@ def upsert(executor: "Executor", plan: RunPlan, df: DataFrame, uri: str, stage: 
         return touched, {"rows_inserted": total, "rows_updated": 0}
     if not touched:
         return [], {"rows_inserted": 0, "rows_updated": 0}
-    old = _committed(executor, uri, touched).alias("o")
-    keys = new.select(*[F.col(f"`{k}`") for k in kind.unique_key]).alias("n")
-    kept = old.join(keys, _same_key("o", "n", kind.unique_key), "left_anti")
-    updated = old.join(keys, _same_key("o", "n", kind.unique_key), "left_semi").count()
-    result = kept.withColumn(storage.BUCKET_COLUMN, bucket_of(kind.unique_key, kind.buckets)).unionByName(new, allowMissingColumns=True)
+    old = _committed(executor, uri, touched).withColumn("__t", F.lit(True)).alias("target")
+    source = new.withColumn("__s", F.lit(True)).alias("source")
+    joined = old.join(source, _same_key("target", "source", kind.unique_key), "full_outer")
+    matched = F.col("target.__t").isNotNull() & F.col("source.__s").isNotNull()
+    only_source = F.col("target.__t").isNull()
+    columns = list(df.columns)
+    # Without when_matched a matched row becomes the source row; with it, the first clause that holds
+    # sets its columns and keeps the stored value of the others.
+    clauses = kind.when_matched or (MatchedUpdate(None, tuple((c, f"source.`{c}`") for c in columns)),)
+
+    def merged(column: str) -> Column:
+        stored = F.col(f"target.`{column}`") if column in old.columns else F.lit(None)
+        value = F.when(only_source, F.col(f"source.`{column}`"))
+        for clause in clauses:
+            holds = matched & F.expr(clause.condition) if clause.condition else matched
+            assigned = dict(clause.assignments)
+            value = value.when(holds, F.expr(assigned[column]) if column in assigned else stored)
+        return value.otherwise(stored).alias(column)
+
+    result = joined.select(*[merged(c) for c in columns]).withColumn(storage.BUCKET_COLUMN, bucket_of(kind.unique_key, kind.buckets))
+    updated = joined.where(matched).count()
     stage(result, storage.BUCKET_COLUMN)
     return touched, {"rows_inserted": total - updated, "rows_updated": updated}
 

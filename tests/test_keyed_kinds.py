@@ -341,6 +341,9 @@ def test_python_source_function_is_called_with_the_committed_cursor(spark, make_
         ("SCD_TYPE_2_BY_COLUMN (unique_key k)", "needs `columns`"),
         ("INCREMENTAL_BY_CURSOR (initial_value 1)", "needs a cursor column"),
         ("INCREMENTAL_BY_UNIQUE_KEY (buckets 4)", "needs a unique_key"),
+        ("INCREMENTAL_BY_UNIQUE_KEY (unique_key k, when_matched (WHEN NOT MATCHED THEN INSERT *))", "when_matched supports WHEN MATCHED"),
+        ("INCREMENTAL_BY_UNIQUE_KEY (unique_key k, when_matched (WHEN MATCHED THEN UPDATE SET target.w = 1))", "needs column(s) w"),
+        ("SCD_TYPE_2 (unique_key k, columns [v])", "`columns` belongs to SCD_TYPE_2_BY_COLUMN"),
     ],
 )
 def test_bad_merge_kinds_name_file_and_line(make_project, kind, message):
@@ -487,3 +490,22 @@ def test_timestamp_cursor_is_rendered_as_a_typed_literal(spark, make_project):
     second = run_model(spark, project, "s.recent", utc(2024, 1, 3))
     assert "ts > CAST('2024-01-01 07:00:00' AS TIMESTAMP)" in second.sql
     assert [r[1] for r in table_rows(uri(project, "s.recent"))] == [2, 3, 4]
+
+
+def test_unique_key_when_matched_updates_only_what_its_clauses_say(spark, make_project):
+    sql = LATEST.replace(
+        "buckets 4)",
+        "buckets 4, when_matched (WHEN MATCHED AND source.v = 'skip' THEN UPDATE SET target.ts = source.ts\n"
+        "  WHEN MATCHED THEN UPDATE SET target.v = concat(target.v, '+', source.v)))",
+    )
+    root = make_project({"sources.yaml": UPDATES_SOURCE, "models/latest.sql": sql})
+    project = load_project(root)
+    assert len(project.model("s.latest").kind.when_matched) == 2
+    append_updates(root, [("eu", 1, "a", utc(2024, 1, 1, 5)), ("eu", 2, "b", utc(2024, 1, 1, 6))])
+    run_model(spark, project, "s.latest", utc(2024, 1, 2))
+    append_updates(root, [("eu", 1, "a2", utc(2024, 1, 2, 1)), ("eu", 2, "skip", utc(2024, 1, 2, 2)), ("us", 3, "c", utc(2024, 1, 2, 3))])
+    second = run_model(spark, project, "s.latest", utc(2024, 1, 3))
+    assert second.details == {"rows_inserted": 1, "rows_updated": 2}
+    assert table_rows(uri(project, "s.latest"), drop=DROP) == [
+        ("eu", 1, "a+a2", T("2024-01-01 05:00:00")), ("eu", 2, "b", T("2024-01-02 02:00:00")), ("us", 3, "c", T("2024-01-02 03:00:00")),
+    ]
