@@ -457,6 +457,22 @@ def test_cli_runs_merge_kinds_as_dagster_materializations(spark, make_project, c
     rows = table_rows(uri(project, "db.menu_items"), drop=DROP)
     assert [(r[0], r[2], r[5] is None) for r in rows] == [(1, 1.0, False), (1, 1.5, True), (2, 2.0, False)]
 
+    # A Dagster run tagged with an execution time closes deleted keys at that time (replays, tests).
+    import dagster as dg
+
+    from incremental_assets.assets import EXECUTION_TIME_TAG, build_definitions
+    from incremental_assets.runs import open_instance
+
+    write_menu(root, [(2, "Pie", 2.0, "2020-01-05 00:00:00")])
+    job = build_definitions(project).resolve_implicit_global_asset_job_def()
+    result = job.execute_in_process(
+        instance=open_instance(project.settings.dagster_home), asset_selection=[dg.AssetKey(["db", "menu_items"])],
+        tags={EXECUTION_TIME_TAG: "2020-01-04T12:00:00+00:00"},
+    )
+    assert result.success
+    closed = [r for r in table_rows(uri(project, "db.menu_items"), drop=DROP) if r[0] == 1 and r[2] == 1.5]
+    assert closed[0][5] == T("2020-01-04 12:00:00")
+
 
 def test_scd_type_2_options_keep_deleted_keys_and_start_history_at_updated_at(spark, make_project):
     sql = MENU_SCD.replace("buckets 4", "buckets 2, invalidate_hard_deletes false, updated_at_as_valid_from true")
