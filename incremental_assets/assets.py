@@ -27,6 +27,8 @@ from incremental_assets.translator import ModelTranslator
 
 
 ALLOW_DOWNGRADE_TAG = "incremental_assets/allow_downgrade"
+# ISO-8601 instant a run treats as its execution time (SCD type 2 closes deleted rows at it; macros see it).
+EXECUTION_TIME_TAG = "incremental_assets/execution_time"
 
 
 def upstream_wait() -> tuple[int, float]:
@@ -159,6 +161,8 @@ def materialization_metadata(results: list[RunResult], seconds: float) -> dict[s
         meta["table_uri"] = dg.MetadataValue.path(last.table or "")
         if last.write == "replace_table":
             meta["dagster/row_count"] = rows
+    for name, value in last.details.items():
+        meta[name] = value if value is not None else "none"
     return meta
 
 
@@ -207,8 +211,12 @@ def build_model_asset(project: Project, model: SqlModel, translator: ModelTransl
                     + ". Run them first (select +" + model.name + ")."
                 )
         allow_downgrade = context.run.tags.get(ALLOW_DOWNGRADE_TAG, "").lower() == "true"
-        plans = plan_window(project, model, window, allow_downgrade=allow_downgrade) if window else [plan_run(project, model, None)]
+        execution_time = to_utc(context.run.tags[EXECUTION_TIME_TAG]) if context.run.tags.get(EXECUTION_TIME_TAG) else None
         executor = Executor(spark.spark_session, project)
+        if window:
+            plans = plan_window(project, model, window, allow_downgrade=allow_downgrade, execution_time=execution_time)
+        else:
+            plans = [plan_run(project, model, None, execution_time=execution_time, target=executor.target_state(model.name))]
         auditor = checks.WindowAuditor(spark.spark_session, project, model, key, context)
         results = []
         for plan in plans:

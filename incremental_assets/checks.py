@@ -65,7 +65,7 @@ def check_specs(project: Project, model: SqlModel, key: dg.AssetKey) -> list[dg.
 def evaluate(spark: SparkSession, project: Project, model: SqlModel, rows: DataFrame, audits: list[Audit]) -> list[AuditOutcome]:
     """Run each audit's failing-rows query over ``rows``; count the failures and keep a sample."""
     view = "ia_audited_" + model.name.replace(".", "_")
-    rows.drop(storage.PARTITION_COLUMN).createOrReplaceTempView(view) if storage.PARTITION_COLUMN in rows.columns else rows.createOrReplaceTempView(view)
+    rows.drop(storage.PARTITION_COLUMN, storage.BUCKET_COLUMN).createOrReplaceTempView(view)
     outcomes = []
     for audit in audits:
         sql = failing_rows_sql(audit, view, project.audits.get(audit.name))

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Sequence
 
 from incremental_assets.errors import IncrementalAssetsError, ProjectError
+from incremental_assets.keyed_kinds import describe_write
 from incremental_assets.time_window import TimeWindow, format_instant
 
 
@@ -61,6 +62,10 @@ def explain_model(project, model) -> dict:
     analysis = project.analysis(model.name)
     info: dict = {"model": model.name, "kind": model.kind.name, "file": str(model.path.relative_to(project.directory))}
     info["safety_class"] = _class_text(analysis)
+    write = describe_write(model.kind)
+    if write:
+        info["write"] = write
+        info["safety_class"] = "not applicable (no time windows: merges by key or cursor)"
     if analysis is None:
         info.update(reasons=[], sources={}, partitions=None, backfill_policy="single run (unpartitioned)")
         return info
@@ -96,6 +101,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     for info in infos:
         print(f"{info['model']}  ({info['kind']}, {info['file']})")
         print(f"  safety class:    {info['safety_class']}")
+        if "write" in info:
+            print(f"  write:           {info['write']}")
         for r in info["reasons"]:
             print(f"  reason:          [{r['rule']}] line {r['line']}: {r['message']}")
         for name, bound in info["sources"].items():
@@ -168,7 +175,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             continue
         if not st.partitioned:
             when = format_instant(st.last_materialized) if st.last_materialized else "never"
-            print(f"{model.name} ({model.kind.name}): last materialized {when}")
+            detail = ", ".join(f"{k} {v}" for k, v in st.last_details.items())
+            print(f"{model.name} ({model.kind.name}): last materialized {when}" + (f" ({detail})" if detail else ""))
             continue
         print(f"{model.name} ({model.interval_unit}): {st.intervals_done}/{st.intervals_expected} intervals up to {format_instant(st.expected.end) if st.expected else '-'}")
         print(f"  covered: {describe_windows(st.covered)}")
@@ -184,7 +192,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(json.dumps([
             {"model": s.model, "partitioned": s.partitioned, "covered": win(s.covered), "gaps": win(s.gaps), "failed": win(s.failed),
              "intervals_done": s.intervals_done, "intervals_expected": s.intervals_expected,
-             "last_materialized": s.last_materialized.isoformat() if s.last_materialized else None}
+             "last_materialized": s.last_materialized.isoformat() if s.last_materialized else None, "last_run": dict(s.last_details)}
             for s in rows
         ], indent=2))
     return 0

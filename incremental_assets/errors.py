@@ -59,3 +59,7 @@ class StorageError(IncrementalAssetsError):
 
 class SelectionError(IncrementalAssetsError):
     """A model selection names no known model."""
+
+
+class DuplicateKeyError(IncrementalAssetsError):
+    """A keyed model's query returned more than one row for some unique key; nothing was committed."""

@@ -10,17 +10,18 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
-from incremental_assets import faults, storage
+from incremental_assets import faults, merge_writes, storage
 from incremental_assets.errors import StorageError
+from incremental_assets.keyed_kinds import IncrementalByCursor, ScdType2, UniqueKey
 from incremental_assets.model import IncrementalByTimeRange, SqlModel
-from incremental_assets.plan import InputRead, RunPlan
+from incremental_assets.plan import InputRead, RunPlan, TargetState
 from incremental_assets.project import Project, Source
 from incremental_assets.time_window import next_boundary
 
@@ -42,6 +43,7 @@ class RunResult:
     seconds: float
     table: str | None = None
     inputs: Mapping[str, str] = field(default_factory=dict)
+    details: Mapping[str, Any] = field(default_factory=dict)  # merge-style kinds: rows inserted/updated/closed, cursor
 
 
 def spark_partition_expression(model: SqlModel) -> str:
@@ -166,6 +168,12 @@ class Executor:
             described[read.view] = f"{read.name}: {what}" + (f", window {read.window}" if read.window else "")
         return described
 
+    def target_state(self, model_name: str) -> TargetState | None:
+        """The committed state a merge-style model's next run starts from (None for other kinds)."""
+        if not isinstance(self.project.models[model_name].kind, (UniqueKey, ScdType2, IncrementalByCursor)):
+            return None
+        return merge_writes.target_state(self, model_name)
+
     # -- run ----------------------------------------------------------------------------------
     def execute(
         self,
@@ -178,6 +186,8 @@ class Executor:
         began = time.perf_counter()
         model = self.project.models[plan.model]
         inputs = self.register(plan)
+        if getattr(model, "fetch", None) is not None:
+            inputs["fetched"] = f"{merge_writes.register_fetched(self, model, plan.target)} rows from {model.path.name}"
         df = self.spark.sql(plan.sql)
         if plan.write == "view":
             df.schema  # analysis only: proves the view resolves, reads nothing
@@ -186,7 +196,28 @@ class Executor:
         uri = storage.table_uri(self.project.settings.warehouse, plan.model)
         staging = storage.new_staging_dir(uri)
         schema = to_arrow_schema(df.schema, timezone="UTC")
-        if plan.write == "replace_window":
+        buckets: list[str] | None = None
+        details: dict[str, Any] = {}
+        if plan.write in ("upsert", "scd2"):
+            # The query runs once: duplicate check, change detection and the write all see the same rows.
+            df = df.localCheckpoint()
+            staged: list[Any] = []
+
+            def stage(rows: DataFrame, column: str) -> None:
+                staged.append(to_arrow_schema(rows.drop(column).schema, timezone="UTC"))
+                merge_writes.write_staged(rows, staging, column)
+
+            if plan.write == "upsert":
+                buckets, details = merge_writes.upsert(self, plan, df, uri, stage)
+            else:
+                buckets, details = merge_writes.scd_type_2(self, plan, df, uri, stage, plan.execution_time or datetime.now(timezone.utc))
+            if not staged:
+                log.info("%s: no key changed, nothing to commit", plan.model)
+                return RunResult(
+                    plan.model, plan.window, plan.write, 0, storage.version(uri), 0, 0, plan.sql, time.perf_counter() - began, uri, inputs, details
+                )
+            schema = staged[0]
+        elif plan.write == "replace_window":
             keyed = df.withColumn(storage.PARTITION_COLUMN, F.expr(spark_partition_expression(model)))
             # One file per interval: a one-interval window needs no shuffle, a longer one is grouped by interval.
             one_interval = plan.window is not None and next_boundary(plan.window.start, model.interval_unit or "day") >= plan.window.end
@@ -207,6 +238,8 @@ class Executor:
             "window_end": plan.window.end.isoformat() if plan.window else "",
             "committed_at": datetime.now(timezone.utc).isoformat(),
         }
+        if isinstance(model.kind, (UniqueKey, ScdType2)):
+            metadata["buckets"] = str(model.kind.buckets)
         result = storage.commit_staged(
             uri,
             staging,
@@ -215,12 +248,17 @@ class Executor:
             unit=model.interval_unit,
             metadata=metadata,
             name=plan.model,
+            buckets=buckets,
+            append=plan.write == "append",
         )
         faults.checkpoint("committed")
+        if isinstance(model.kind, IncrementalByCursor):
+            details["cursor_before"] = plan.target.last_value if plan.target and plan.write == "append" else None
+            details["cursor_after"] = merge_writes.new_cursor_value(self, uri, plan.model)
         seconds = time.perf_counter() - began
         log.info("%s %s: %s rows, version %s, %.2fs", plan.model, plan.window or "full", result.rows, result.version, seconds)
         return RunResult(
-            plan.model, plan.window, plan.write, result.rows, result.version, result.files, result.partitions, plan.sql, seconds, uri, inputs
+            plan.model, plan.window, plan.write, result.rows, result.version, result.files, result.partitions, plan.sql, seconds, uri, inputs, details
         )
 
 

@@ -14,6 +14,7 @@ Ends are exclusive inside the framework; the ``@end_*`` macros keep SQLMesh's in
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from typing import Mapping
 
 from sqlglot import exp
 
@@ -67,10 +68,17 @@ def macro_values(window: TimeWindow, *, execution_time: datetime | None = None) 
 
 
 def render_macros(
-    query: exp.Expression, window: TimeWindow, *, execution_time: datetime | None = None, this_model: str | None = None
+    query: exp.Expression,
+    window: TimeWindow,
+    *,
+    execution_time: datetime | None = None,
+    this_model: str | None = None,
+    extra: Mapping[str, exp.Expression] | None = None,
 ) -> exp.Expression:
-    """A copy of ``query`` with every date macro replaced by its typed literal for ``window``."""
+    """A copy of ``query`` with every date macro replaced by its typed literal for ``window``
+    (and the ``extra`` macros, e.g. a cursor model's ``@last_value``, by theirs)."""
     values = macro_values(window, execution_time=execution_time)
+    values.update(extra or {})
     if this_model is not None:
         values["this_model"] = exp.to_table(this_model)
 
@@ -93,6 +101,20 @@ def window_literal(instant: datetime, *, time_format: str | None = None) -> exp.
     if time_format:
         return exp.Literal.string(instant.strftime(time_format))
     return typed_timestamp(instant)
+
+
+def cursor_literal(value: str | int | float | None, spark_type: str | None = None) -> exp.Expression:
+    """A cursor value as SQL: typed when the column's type is known, else a plain literal; NULL if none.
+
+    >>> cursor_literal("2024-01-01 00:00:00", "TIMESTAMP").sql("spark"), cursor_literal(5).sql("spark")
+    ("CAST('2024-01-01 00:00:00' AS TIMESTAMP)", '5')
+    """
+    if value is None:
+        return exp.Null()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return exp.Literal.number(value)
+    literal = exp.Literal.string(str(value))
+    return exp.cast(literal, exp.DataType.build(spark_type, dialect="spark")) if spark_type else literal
 
 
 WINDOW_ALIAS = "__window"

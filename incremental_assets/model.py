@@ -29,6 +29,7 @@ from sqlglot.errors import ParseError, TokenError
 
 from incremental_assets.audits import Audit, parse_audits
 from incremental_assets.errors import ModelFileError, WindowError
+from incremental_assets.keyed_kinds import CURSOR_MACROS, KEYED_KINDS, IncrementalByCursor, ScdType2, UniqueKey, key_columns_missing, read_keyed_kind
 from incremental_assets.header import Call, Items, Literal, Name, Pair, Property, Seq, Value, parse_header, split_model_file
 from incremental_assets.time_window import INTERVAL_UNITS, IntervalUnit, floor, to_utc, unit_from_cron
 
@@ -83,7 +84,7 @@ class View:
     name: ClassVar[str] = "VIEW"
 
 
-Kind = Union[IncrementalByTimeRange, Full, View]
+Kind = Union[IncrementalByTimeRange, Full, View, UniqueKey, ScdType2, IncrementalByCursor]
 
 
 @dataclass(frozen=True)
@@ -262,7 +263,7 @@ def parse_query(
         if "line" in node.meta:
             node.meta["line"] += line_offset
     for param in query.find_all(exp.Parameter):
-        if param.name not in DATE_MACROS:
+        if param.name not in DATE_MACROS | CURSOR_MACROS:
             raise ModelFileError(
                 path,
                 _node_line(param, 0),
@@ -320,9 +321,8 @@ KNOWN_PROPERTIES = {
     "enabled",
 }
 
-KNOWN_KINDS = {"INCREMENTAL_BY_TIME_RANGE", "FULL", "VIEW"}
-LATER_KINDS = {"INCREMENTAL_BY_UNIQUE_KEY", "INCREMENTAL_BY_CURSOR", "SCD_TYPE_2", "SCD_TYPE_2_BY_TIME",
-               "SCD_TYPE_2_BY_COLUMN", "SEED", "EMBEDDED", "EXTERNAL", "INCREMENTAL_UNMANAGED", "MANAGED"}
+KNOWN_KINDS = {"INCREMENTAL_BY_TIME_RANGE", "FULL", "VIEW"} | KEYED_KINDS
+LATER_KINDS = {"SEED", "EMBEDDED", "EXTERNAL", "INCREMENTAL_UNMANAGED", "MANAGED"}
 
 
 class _Reader:
@@ -403,6 +403,8 @@ def _read_kind(reader: _Reader, prop: Property, metadata: dict[str, str]) -> Kin
             hint="use one of " + ", ".join(sorted(KNOWN_KINDS)),
         )
     props = _kind_properties(reader, args, kind)
+    if kind in KEYED_KINDS:
+        return read_keyed_kind(reader, kind, props, line, metadata)
     if kind == "FULL":
         for key, (v, _) in props.items():
             metadata[f"kind.{key}"] = v.text
@@ -574,6 +576,7 @@ def parse_model_file(path: str | Path, *, default_dialect: str = "spark", text: 
     references = table_references(query)
     if isinstance(kind, IncrementalByTimeRange):
         _check_time_column(reader, query, kind.time_column, seen["kind"].line, values.get("columns", {}))
+    _check_keyed_kind(reader, query, kind, seen["kind"].line)
 
     lines = {key: prop.line for key, prop in seen.items()}
     return SqlModel(
@@ -618,3 +621,29 @@ def _check_time_column(reader: _Reader, query: exp.Query, column: str, line: int
             f"time_column '{column}' is not an output column of the query (outputs: {', '.join(names)})",
             hint=f"select the time column, e.g. `... AS {column}`, or name the right column in the kind",
         )
+
+
+def _check_keyed_kind(reader: _Reader, query: exp.Query, kind: Kind, line: int) -> None:
+    """Key, cursor and SCD columns must be outputs; cursor macros belong to cursor models only."""
+    if not isinstance(kind, IncrementalByCursor):
+        for param in query.find_all(exp.Parameter):
+            if param.name in CURSOR_MACROS:
+                raise reader.fail(
+                    _node_line(param, 0) or line,
+                    f"@{param.name} is a macro of INCREMENTAL_BY_CURSOR models",
+                    hint="use kind INCREMENTAL_BY_CURSOR (cursor <column>) or a date macro",
+                )
+    if not isinstance(kind, (UniqueKey, ScdType2, IncrementalByCursor)):
+        return
+    names = output_columns(query)
+    missing = key_columns_missing(kind, names) if names is not None else []
+    if missing:
+        raise reader.fail(
+            line,
+            f"kind {kind.name} needs column(s) {', '.join(missing)}, which the query does not output (outputs: {', '.join(names or [])})",
+            hint="select them, or name the right columns in the kind",
+        )
+    if isinstance(kind, ScdType2) and names is not None:
+        clash = [c for c in (kind.valid_from_name, kind.valid_to_name) if c in names]
+        if clash:
+            raise reader.fail(line, f"the query outputs {', '.join(clash)}, which SCD_TYPE_2 adds itself", hint="rename the column or set valid_from_name / valid_to_name")

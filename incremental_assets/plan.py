@@ -26,15 +26,35 @@ from sqlglot import exp
 
 from incremental_assets.analysis import Analysis, SourceBound, pushdown
 from incremental_assets.errors import UnsafeIncrementalError, WindowError
-from incremental_assets.macros import clamp_to_window, render_macros, window_literal
+from incremental_assets.keyed_kinds import IncrementalByCursor, ScdType2, UniqueKey
+from incremental_assets.macros import clamp_to_window, cursor_literal, render_macros, window_literal
 from incremental_assets.model import Full, IncrementalByTimeRange, SqlModel, View, table_name
 from incremental_assets.project import Project
 from incremental_assets.time_window import NOMINAL_LENGTH, TimeWindow, batches, check_aligned, to_utc
 
 log = logging.getLogger("incremental_assets")
-WriteStrategy = Literal["replace_window", "replace_table", "view"]
+WriteStrategy = Literal["replace_window", "replace_table", "view", "upsert", "scd2", "append"]
 InputKind = Literal["source", "table", "view"]
 EPOCH = to_utc("1970-01-01")
+
+
+@dataclass(frozen=True)
+class TargetState:
+    """What a merge-style model's committed table says before a run (read by the executor).
+
+    ``last_value`` is MAX(cursor) of the committed rows as text (``value_type`` its Spark type);
+    ``fingerprint`` and ``window_end`` come from the latest commit's metadata. Nothing is kept elsewhere.
+    """
+
+    exists: bool = False
+    last_value: str | None = None
+    value_type: str | None = None
+    fingerprint: str | None = None
+    window_end: datetime | None = None
+
+    def is_backfill(self, model: SqlModel) -> bool:
+        """A cursor model starts over when its table is missing or was written by another definition."""
+        return not self.exists or (self.fingerprint is not None and self.fingerprint != model.fingerprint)
 
 
 @dataclass(frozen=True, eq=False)
@@ -60,6 +80,8 @@ class RunPlan:
     fingerprint: str
     safety_class: str | None = None
     downgraded: bool = False
+    execution_time: datetime | None = None
+    target: "TargetState | None" = None  # merge-style kinds: the committed state this plan starts from
 
     @property
     def sql(self) -> str:
@@ -135,8 +157,12 @@ def plan_run(
     *,
     execution_time: datetime | None = None,
     allow_downgrade: bool = False,
+    target: TargetState | None = None,
 ) -> RunPlan:
     """Plan one run of ``model``. Incremental models need an aligned window inside [start, end).
+
+    Merge-style kinds read ``target`` (default: no table yet): a unique-key model's macro window runs
+    from the previous run's end to the execution time; a cursor model's ``@last_value`` is its MAX(cursor).
 
     The model's analysis decides how much of each time-series input is read (its derived lookback);
     a refused model raises UnsafeIncrementalError unless ``allow_downgrade``, which rebuilds it from
@@ -165,10 +191,15 @@ def plan_run(
             downgraded = True
         else:
             bounds = analysis.bounds
+    elif isinstance(kind, UniqueKey):
+        window = unique_key_window(model, target or TargetState(), execution_time)
     else:
         window = None
 
-    rendered = render_macros(model.query, macro_window(model, window, execution_time), execution_time=execution_time, this_model=model.name)
+    extra = cursor_macros(model, target or TargetState())
+    rendered = render_macros(
+        model.query, macro_window(model, window, execution_time), execution_time=execution_time, this_model=model.name, extra=extra
+    )
     if window is not None and bounds:
         rendered = pushdown(
             rendered,
@@ -186,13 +217,41 @@ def plan_run(
         write: WriteStrategy = "replace_window"
     elif isinstance(kind, View) and not kind.materialized:
         query, write = rendered, "view"
+    elif isinstance(kind, UniqueKey):
+        query, write = rendered, "upsert"
+    elif isinstance(kind, ScdType2):
+        query, write = rendered, "scd2"
+    elif isinstance(kind, IncrementalByCursor):
+        query, write = rendered, "replace_table" if (target or TargetState()).is_backfill(model) else "append"
     else:
         assert isinstance(kind, (Full, View))
         query, write = rendered, "replace_table"
     safety = analysis.safety_class if analysis is not None else None
     if analysis is not None and analysis.safety_class == "BoundedSafe":
         safety = f"BoundedSafe({analysis.batch_limit})"
-    return RunPlan(model.name, window, query, tuple(inputs), write, model.fingerprint, safety, downgraded)
+    return RunPlan(model.name, window, query, tuple(inputs), write, model.fingerprint, safety, downgraded, execution_time, target)
+
+
+def unique_key_window(model: SqlModel, target: TargetState, execution_time: datetime) -> TimeWindow:
+    """What a unique-key run covers: from where the last committed run ended (or the model's start)
+    to the execution time, so ``@start_ds``/``@end_ds`` filters read each source row once."""
+    start = target.window_end or model.start or EPOCH
+    end = max(execution_time, start + NOMINAL_LENGTH["hour"])
+    return TimeWindow(start, end)
+
+
+def cursor_macros(model: SqlModel, target: TargetState) -> dict[str, exp.Expression]:
+    """``@last_value`` / ``@initial_value`` / ``@is_backfill`` for a cursor model (empty for other kinds).
+
+    On a backfill (no table, or a changed definition) ``@last_value`` falls back to the initial value.
+    """
+    kind = model.kind
+    if not isinstance(kind, IncrementalByCursor):
+        return {}
+    initial = cursor_literal(kind.initial_value)
+    backfill = target.is_backfill(model)
+    last = initial if backfill or target.last_value is None else cursor_literal(target.last_value, target.value_type)
+    return {"last_value": last, "initial_value": initial, "is_backfill": exp.Boolean(this=backfill)}
 
 
 def _time_format(project: Project, name: str) -> str | None:

@@ -20,6 +20,7 @@ import yaml
 from incremental_assets.audits import BUILTINS, UserAudit, parse_audit_file
 from incremental_assets.errors import ModelFileError, ProjectError, SelectionError
 from incremental_assets.model import SqlModel, parse_model_file
+from incremental_assets.python_models import load_python_model
 from incremental_assets.settings import Settings, load_settings
 from incremental_assets.time_window import INTERVAL_UNITS
 
@@ -209,9 +210,10 @@ def load_project(directory: str | Path = ".", *, settings: Settings | None = Non
         sources = {}
 
     models: dict[str, SqlModel] = {}
-    for path in sorted(models_dir.rglob("*.sql")):
+    python_files = [p for p in models_dir.rglob("*.py") if not p.name.startswith("_")]
+    for path in sorted([*models_dir.rglob("*.sql"), *python_files]):
         try:
-            model = parse_model_file(path, default_dialect=settings.dialect)
+            model = parse_model_file(path, default_dialect=settings.dialect) if path.suffix == ".sql" else load_python_model(path)
         except ModelFileError as exc:
             errors.append(exc)
             continue

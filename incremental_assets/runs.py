@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import dagster as dg
 
@@ -44,6 +44,8 @@ run_coordinator:
   class: DefaultRunCoordinator
 """
 
+# What `status` shows of an unpartitioned model's last materialization.
+STATUS_DETAILS = ("rows_written", "rows_inserted", "rows_updated", "rows_closed", "cursor_after", "delta_version")
 QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
@@ -73,6 +75,7 @@ class ModelStatus:
     last_materialized: datetime | None = None
     intervals_done: int = 0
     intervals_expected: int = 0
+    last_details: Mapping[str, str] = field(default_factory=dict)  # unpartitioned: rows, cursor, version of the last run
 
 
 def _window_of_key(partitions: dg.TimeWindowPartitionsDefinition, key: str) -> TimeWindow:
@@ -96,7 +99,11 @@ def model_status(
     if not isinstance(partitions, dg.TimeWindowPartitionsDefinition):
         event = instance.get_latest_materialization_event(key)
         when = datetime.fromtimestamp(event.timestamp, timezone.utc) if event else None
-        return ModelStatus(model.name, False, last_materialized=when)
+        details: dict[str, str] = {}
+        if event is not None and event.asset_materialization is not None:
+            meta = event.asset_materialization.metadata
+            details = {k: str(meta[k].value) for k in STATUS_DETAILS if k in meta}
+        return ModelStatus(model.name, False, last_materialized=when, last_details=details)
     unit = model.interval_unit or "day"
     assert model.start is not None
     # Only whole intervals count: since is rounded up and until down to interval boundaries.

@@ -29,6 +29,8 @@ from incremental_assets.errors import StorageError
 from incremental_assets.time_window import TimeWindow, ceil, floor
 
 PARTITION_COLUMN = "ia_interval"
+# Keyed tables (unique key, SCD type 2) are partitioned by a hash bucket of the key instead.
+BUCKET_COLUMN = "ia_bucket"
 METADATA_PREFIX = "incremental_assets."
 
 
@@ -129,17 +131,26 @@ def commit_staged(
     unit: str | None,
     metadata: Mapping[str, str] | None = None,
     name: str | None = None,
+    buckets: Sequence[str] | None = None,
+    append: bool = False,
 ) -> CommitResult:
     """Commit the files Spark wrote under ``staging`` as one Delta transaction.
 
     With ``replace_window`` the transaction removes every file of the window's partitions and adds the
-    new ones (rows of other intervals are untouched); without it the whole table is replaced.
+    new ones (rows of other intervals are untouched); with ``buckets`` (a table partitioned by
+    ``ia_bucket``) it replaces exactly those buckets; with ``append`` it only adds files; with none of
+    them the whole table is replaced.
     """
     actions, rows = _add_actions(uri, staging)
-    partitioned = replace_window is not None
-    partition_by = [PARTITION_COLUMN] if partitioned else []
-    if partitioned and PARTITION_COLUMN not in schema.names:
-        schema = schema.append(pa.field(PARTITION_COLUMN, pa.string()))
+    if replace_window is not None:
+        partition_by = [PARTITION_COLUMN]
+    elif buckets is not None:
+        partition_by = [BUCKET_COLUMN]
+    else:
+        partition_by = []
+    for column in partition_by:
+        if column not in schema.names:
+            schema = schema.append(pa.field(column, pa.string()))
     delta_schema = Schema.from_arrow(schema)
     properties = CommitProperties(custom_metadata={METADATA_PREFIX + k: str(v) for k, v in (metadata or {}).items()})
     try:
@@ -161,13 +172,18 @@ def commit_staged(
                     f"table {uri} is partitioned by {list(current) or 'nothing'}, this write needs {partition_by or 'no partitions'}; "
                     "rebuild it with --full-refresh"
                 )
-            filters = _window_filters(replace_window, unit or "day") if replace_window is not None else None
+            if replace_window is not None:
+                filters = _window_filters(replace_window, unit or "day")
+            elif buckets is not None:
+                filters = [(BUCKET_COLUMN, "in", sorted(buckets))]
+            else:
+                filters = None
             table.create_write_transaction(
                 actions,
-                mode="overwrite",
+                mode="append" if append else "overwrite",
                 schema=delta_schema,
                 partition_by=partition_by or None,
-                partition_filters=filters,
+                partition_filters=None if append else filters,
                 commit_properties=properties,
             )
     except StorageError:
@@ -180,13 +196,29 @@ def commit_staged(
         rows=rows,
         files=len(actions),
         bytes=sum(a.size for a in actions),
-        partitions=len({a.partition_values.get(PARTITION_COLUMN) for a in actions}),
+        partitions=len({tuple(a.partition_values.items()) for a in actions}),
     )
 
 
-def committed_files(uri: str, *, window: TimeWindow | None = None, unit: str | None = None) -> list[str]:
-    """The files of the current version, pruned to the partitions of ``window`` when given."""
+def last_commit_metadata(uri: str) -> dict[str, str]:
+    """What this framework recorded with the table's latest commit (model, fingerprint, window, ...).
+
+    The metadata travels in the same Delta transaction as the data, so it can never disagree with it.
+    """
+    if not exists(uri):
+        return {}
+    history = DeltaTable(uri).history(1)
+    entry = history[0] if history else {}
+    return {k[len(METADATA_PREFIX) :]: str(v) for k, v in entry.items() if k.startswith(METADATA_PREFIX)}
+
+
+def committed_files(
+    uri: str, *, window: TimeWindow | None = None, unit: str | None = None, buckets: Sequence[str] | None = None
+) -> list[str]:
+    """The files of the current version, pruned to the partitions of ``window`` or to ``buckets`` when given."""
     table = DeltaTable(uri)
+    if buckets is not None and BUCKET_COLUMN in table.metadata().partition_columns:
+        return table.file_uris(file_pruning_predicate=[(BUCKET_COLUMN, "in", sorted(buckets))]) if buckets else []
     if window is None or PARTITION_COLUMN not in table.metadata().partition_columns:
         return table.file_uris()
     return table.file_uris(file_pruning_predicate=_window_filters(window, unit or "day"))
@@ -200,7 +232,7 @@ def source_files(uri: str, *, time_column: str | None = None, window: TimeWindow
     return table.file_uris(file_pruning_predicate=[(time_column, ">=", window.start), (time_column, "<", window.end)])
 
 
-def arrow_schema(uri: str, *, drop: Sequence[str] = (PARTITION_COLUMN,)) -> pa.Schema:
+def arrow_schema(uri: str, *, drop: Sequence[str] = (PARTITION_COLUMN, BUCKET_COLUMN)) -> pa.Schema:
     """The table's schema as Arrow, without the interval partition column readers don't need."""
     schema = pa.schema(DeltaTable(uri).schema().to_arrow())
     for name in drop:

@@ -12,6 +12,8 @@ PURE = [
     "incremental_assets.project",
     "incremental_assets.macros",
     "incremental_assets.plan",
+    "incremental_assets.keyed_kinds",
+    "incremental_assets.python_models",
 ]
 
 
