@@ -17,12 +17,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
-from incremental_assets import faults, storage
+from incremental_assets import faults, schema_changes, storage
 from incremental_assets.errors import StorageError
-from incremental_assets.model import IncrementalByTimeRange, SqlModel
+from incremental_assets.model import IncrementalByTimeRange, Seed, SqlModel
 from incremental_assets.plan import InputRead, RunPlan
 from incremental_assets.project import Project, Source
-from incremental_assets.time_window import next_boundary
+from incremental_assets.seeds import CSV_SETTINGS
+from incremental_assets.time_window import TimeWindow, next_boundary
 
 log = logging.getLogger("incremental_assets")
 
@@ -128,6 +129,16 @@ class Executor:
                 reader = reader.option("inferSchema", "true")
         return reader.format(source.format).load(source.location), source.location
 
+    def read_seed(self, model: SqlModel) -> tuple[DataFrame, str]:
+        """A SEED model's CSV with its checked column types (a value Spark cannot parse fails the run)."""
+        kind = model.kind
+        assert isinstance(kind, Seed)
+        reader = self.spark.read.option("header", "true").option("mode", "FAILFAST")
+        for key, value in kind.csv_settings:
+            reader = reader.option(CSV_SETTINGS[key], value)
+        schema = ", ".join(f"`{c}` {t}" for c, t in model.columns.items())
+        return reader.schema(schema).csv(kind.location), f"seed {kind.path}"
+
     def read_model_table(self, name: str, read: InputRead, consumer: str | None = None) -> tuple[DataFrame, str]:
         upstream = self.project.models.get(name)
         uri = storage.table_uri(self.project.settings.warehouse, name)
@@ -160,6 +171,8 @@ class Executor:
                 what = "view"
             elif read.kind == "source":
                 df, what = self.read_source(self.project.sources[read.name], read)
+            elif read.kind == "seed":
+                df, what = self.read_seed(self.project.models[read.name])
             else:
                 df, what = self.read_model_table(read.name, read, consumer=plan.model)
             df.createOrReplaceTempView(read.view)
@@ -167,6 +180,33 @@ class Executor:
         return described
 
     # -- run ----------------------------------------------------------------------------------
+    def conform(self, model: SqlModel, uri: str, df: DataFrame) -> DataFrame:
+        """Apply the kind's schema-change policies when the query's schema differs from the table's:
+        raise, warn, or select the columns to write (the commit then evolves the Delta schema)."""
+        table = {f.name: f.dataType.simpleString() for f in from_arrow_schema(storage.arrow_schema(uri), prefer_timestamp_ntz=False).fields}
+        query = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+        if {k.lower(): v for k, v in table.items()} == {k.lower(): v for k, v in query.items()}:
+            return df
+        decision = schema_changes.decide(model, table, query)
+        for warning in decision.warnings:
+            log.warning("%s", warning)
+        columns = []
+        for col in decision.columns:
+            value = F.lit(None) if col.null else F.col(f"`{col.name}`")
+            columns.append(value.cast(col.cast).alias(col.name) if col.cast else value)
+        return df.select(*columns)
+
+    def _write_staged(self, plan: RunPlan, model: SqlModel, df: DataFrame, staging: str, *, append: bool) -> None:
+        writer_mode = "append" if append else "errorifexists"
+        if plan.write in ("replace_window", "rebuild"):
+            keyed = df.withColumn(storage.PARTITION_COLUMN, F.expr(spark_partition_expression(model)))
+            # One file per interval: a one-interval window needs no shuffle, a longer one is grouped by interval.
+            one_interval = plan.window is not None and next_boundary(plan.window.start, model.interval_unit or "day") >= plan.window.end
+            keyed = keyed.coalesce(1) if one_interval else keyed.repartition(storage.PARTITION_COLUMN)
+            keyed.write.mode(writer_mode).partitionBy(storage.PARTITION_COLUMN).parquet(staging)
+        else:
+            df.write.mode(writer_mode).parquet(staging)
+
     def execute(
         self,
         plan: RunPlan,
@@ -175,52 +215,71 @@ class Executor:
         before_commit: Callable[[str], None] | None = None,
     ) -> RunResult:
         """Run a plan and commit its output atomically; returns rows written and the new table version."""
-        began = time.perf_counter()
-        model = self.project.models[plan.model]
-        inputs = self.register(plan)
-        df = self.spark.sql(plan.sql)
         if plan.write == "view":
-            df.schema  # analysis only: proves the view resolves, reads nothing
+            began = time.perf_counter()
+            inputs = self.register(plan)
+            self.spark.sql(plan.sql).schema  # analysis only: proves the view resolves, reads nothing
             return RunResult(plan.model, None, plan.write, None, None, 0, 0, plan.sql, time.perf_counter() - began, None, inputs)
+        return self.execute_together([plan], run_id=run_id, before_commit=before_commit)
 
-        uri = storage.table_uri(self.project.settings.warehouse, plan.model)
+    def execute_together(
+        self,
+        plans: list[RunPlan],
+        *,
+        run_id: str | None = None,
+        before_commit: Callable[[str], None] | None = None,
+    ) -> RunResult:
+        """Run plans of one model into one staging folder and commit them as ONE Delta transaction.
+
+        A ``rebuild`` replaces the whole table (its schema too); ``replace_window`` replaces the
+        window's intervals after checking the schema against the table's; ``replace_table`` replaces
+        an unpartitioned table.
+        """
+        began = time.perf_counter()
+        first, last = plans[0], plans[-1]
+        model = self.project.models[first.model]
+        uri = storage.table_uri(self.project.settings.warehouse, first.model)
         staging = storage.new_staging_dir(uri)
-        schema = to_arrow_schema(df.schema, timezone="UTC")
-        if plan.write == "replace_window":
-            keyed = df.withColumn(storage.PARTITION_COLUMN, F.expr(spark_partition_expression(model)))
-            # One file per interval: a one-interval window needs no shuffle, a longer one is grouped by interval.
-            one_interval = plan.window is not None and next_boundary(plan.window.start, model.interval_unit or "day") >= plan.window.end
-            keyed = keyed.coalesce(1) if one_interval else keyed.repartition(storage.PARTITION_COLUMN)
-            faults.checkpoint("staging")
-            keyed.write.partitionBy(storage.PARTITION_COLUMN).parquet(staging)
-        else:
-            faults.checkpoint("staging")
-            df.write.parquet(staging)
+        inputs: dict[str, str] = {}
+        schema = None
+        for i, plan in enumerate(plans):
+            inputs.update(self.register(plan))
+            df = self.spark.sql(plan.sql)
+            if plan.write == "replace_window" and storage.exists(uri):
+                df = self.conform(model, uri, df)
+            schema = schema or to_arrow_schema(df.schema, timezone="UTC")
+            if i == 0:
+                faults.checkpoint("staging")
+            self._write_staged(plan, model, df, staging, append=i > 0)
+        assert schema is not None
         faults.checkpoint("staged")
+        window = TimeWindow(first.window.start, last.window.end) if first.window and last.window else None
         if before_commit is not None:
             before_commit(staging)
         metadata = {
-            "model": plan.model,
-            "fingerprint": plan.fingerprint,
+            "model": first.model,
+            "fingerprint": first.fingerprint,
             "run_id": run_id or "",
-            "window_start": plan.window.start.isoformat() if plan.window else "",
-            "window_end": plan.window.end.isoformat() if plan.window else "",
+            "write": first.write,
+            "window_start": window.start.isoformat() if window else "",
+            "window_end": window.end.isoformat() if window else "",
             "committed_at": datetime.now(timezone.utc).isoformat(),
         }
         result = storage.commit_staged(
             uri,
             staging,
             schema,
-            replace_window=plan.window if plan.write == "replace_window" else None,
+            replace_window=window if first.write == "replace_window" else None,
+            partitioned=first.write in ("replace_window", "rebuild"),
             unit=model.interval_unit,
             metadata=metadata,
-            name=plan.model,
+            name=first.model,
         )
         faults.checkpoint("committed")
         seconds = time.perf_counter() - began
-        log.info("%s %s: %s rows, version %s, %.2fs", plan.model, plan.window or "full", result.rows, result.version, seconds)
+        log.info("%s %s (%s): %s rows, version %s, %.2fs", first.model, window or "full", first.write, result.rows, result.version, seconds)
         return RunResult(
-            plan.model, plan.window, plan.write, result.rows, result.version, result.files, result.partitions, plan.sql, seconds, uri, inputs
+            first.model, window, first.write, result.rows, result.version, result.files, result.partitions, last.sql, seconds, uri, inputs
         )
 
 

@@ -127,16 +127,19 @@ def commit_staged(
     *,
     replace_window: TimeWindow | None,
     unit: str | None,
+    partitioned: bool | None = None,
     metadata: Mapping[str, str] | None = None,
     name: str | None = None,
 ) -> CommitResult:
     """Commit the files Spark wrote under ``staging`` as one Delta transaction.
 
     With ``replace_window`` the transaction removes every file of the window's partitions and adds the
-    new ones (rows of other intervals are untouched); without it the whole table is replaced.
+    new ones (rows of other intervals are untouched); without it the whole table is replaced (by an
+    interval-partitioned table when ``partitioned``). The schema given becomes the table's: columns
+    added to it read as NULL in older files.
     """
     actions, rows = _add_actions(uri, staging)
-    partitioned = replace_window is not None
+    partitioned = replace_window is not None if partitioned is None else partitioned
     partition_by = [PARTITION_COLUMN] if partitioned else []
     if partitioned and PARTITION_COLUMN not in schema.names:
         schema = schema.append(pa.field(PARTITION_COLUMN, pa.string()))
@@ -208,6 +211,15 @@ def arrow_schema(uri: str, *, drop: Sequence[str] = (PARTITION_COLUMN,)) -> pa.S
         if index >= 0:
             schema = schema.remove(index)
     return schema
+
+
+def built_with(uri: str) -> str | None:
+    """The model fingerprint recorded with the table's latest commit (None: no table, or not ours)."""
+    try:
+        history = DeltaTable(uri).history(1)
+    except TableNotFoundError:
+        return None
+    return history[0].get(METADATA_PREFIX + "fingerprint") if history else None
 
 
 def version(uri: str) -> int | None:
