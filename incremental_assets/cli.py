@@ -141,11 +141,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     runner = _runner(project)
     start = parse_instant(args.start, "start")
     end = parse_instant(args.end, "end")
-    if not args.auto and start is None and any(m.is_incremental for m in models):
+    if not args.auto and not args.full_refresh and start is None and any(m.is_incremental for m in models):
         raise IncrementalAssetsError("incremental models need --start S --end E, or --auto to fill the missing intervals")
     print(f"running {len(models)} model(s): {', '.join(m.name for m in models)}", flush=True)
     report = runner.run(
-        models, start=start, end=end, auto=args.auto, allow_downgrade=args.allow_downgrade, progress=lambda line: print(line, flush=True)
+        models, start=start, end=end, auto=args.auto, allow_downgrade=args.allow_downgrade, full_refresh=args.full_refresh,
+        progress=lambda line: print(line, flush=True),
     )
     failed = [r for r in report.records if not r.success]
     ok = len(report.records) - len(failed)
@@ -154,6 +155,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from incremental_assets import storage
     from incremental_assets.runs import describe_windows, model_status, open_instance, parse_instant
 
     project = _project(args)
@@ -162,14 +164,17 @@ def cmd_status(args: argparse.Namespace) -> int:
     since, until = parse_instant(args.since, "since"), parse_instant(args.until, "until")
     rows = []
     for model in models:
-        st = model_status(instance, model, since=since, until=until)
+        built = storage.built_with(storage.table_uri(project.settings.warehouse, model.name))
+        st = model_status(instance, model, since=since, until=until, built_with=built)
         rows.append(st)
         if args.json:
             continue
         if not st.partitioned:
             when = format_instant(st.last_materialized) if st.last_materialized else "never"
-            print(f"{model.name} ({model.kind.name}): last materialized {when}")
+            print(f"{model.name} ({model.kind.name}): last materialized {when}" + (", changed since: the next run rebuilds it" if st.changed else ""))
             continue
+        if st.changed:
+            print(f"{model.name}: CHANGED since its table was built; the next run rebuilds {st.rebuild or 'it from its start'}")
         print(f"{model.name} ({model.interval_unit}): {st.intervals_done}/{st.intervals_expected} intervals up to {format_instant(st.expected.end) if st.expected else '-'}")
         print(f"  covered: {describe_windows(st.covered)}")
         print(f"  gaps:    {describe_windows(st.gaps)}")
@@ -183,7 +188,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
         print(json.dumps([
             {"model": s.model, "partitioned": s.partitioned, "covered": win(s.covered), "gaps": win(s.gaps), "failed": win(s.failed),
-             "intervals_done": s.intervals_done, "intervals_expected": s.intervals_expected,
+             "intervals_done": s.intervals_done, "intervals_expected": s.intervals_expected, "changed": s.changed,
+             "rebuild": win([s.rebuild]) if s.rebuild else [],
              "last_materialized": s.last_materialized.isoformat() if s.last_materialized else None}
             for s in rows
         ], indent=2))
@@ -262,6 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--end", help="window end (exclusive)")
     p.add_argument("--auto", action="store_true", help="run only the missing intervals, up to the last complete one (or --end)")
     p.add_argument("--allow-downgrade", action="store_true", help="run models the safety analysis refuses as a full refresh (with a warning); not persisted")
+    p.add_argument("--full-refresh", action="store_true", help="rebuild the selected models from their start (one atomic commit per model)")
     p.set_defaults(func=cmd_run)
 
     p = add("explain", "kind, safety class and reasons, per-source bounds (ISO-8601), partitions and backfill policy")
