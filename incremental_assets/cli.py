@@ -134,7 +134,7 @@ def _runner(project):
 def cmd_run(args: argparse.Namespace) -> int:
     from incremental_assets.runs import parse_instant
 
-    if not args.auto and bool(args.start) != bool(args.end):
+    if not args.auto and bool(args.start) != bool(args.end) and not (args.full_refresh and not args.start):
         raise IncrementalAssetsError("give both --start and --end, or --auto")
     project = _project(args)
     models = project.select(" ".join(args.selection) if args.selection else None)
