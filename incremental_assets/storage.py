@@ -160,10 +160,13 @@ def commit_staged(
             table = DeltaTable(uri)
             current = table.metadata().partition_columns
             if list(current) != partition_by:
-                raise StorageError(
-                    f"table {uri} is partitioned by {list(current) or 'nothing'}, this write needs {partition_by or 'no partitions'}; "
-                    "rebuild it with --full-refresh"
+                fix = (
+                    "a Delta table's partitioning cannot be changed by a commit: the model's kind changed, so remove the "
+                    "table folder and run the model again"
+                    if replace_window is None
+                    else "rebuild it with --full-refresh"
                 )
+                raise StorageError(f"table {uri} is partitioned by {list(current) or 'nothing'}, this write needs {partition_by or 'no partitions'}; {fix}")
             filters = _window_filters(replace_window, unit or "day") if replace_window is not None else None
             table.create_write_transaction(
                 actions,

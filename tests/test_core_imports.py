@@ -12,6 +12,8 @@ PURE = [
     "incremental_assets.project",
     "incremental_assets.macros",
     "incremental_assets.plan",
+    "incremental_assets.seeds",
+    "incremental_assets.schema_changes",
 ]
 
 

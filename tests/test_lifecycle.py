@@ -59,7 +59,8 @@ def expected_daily(days, factor: int = 1, hours_per_day: int = 24):
 
 
 @pytest.fixture
-def env(make_project, tmp_path, monkeypatch):
+def env(spark, make_project, tmp_path, monkeypatch):
+    # `spark`: the runs' Spark resource gets the session's one SparkSession instead of starting a JVM.
     root = make_project({"sources.yaml": EVENTS_SOURCE, "models/daily.sql": daily(), "models/copy.sql": COPY, "models/total.sql": TOTAL})
     write_events(root / "data" / "events", utc(2024, 1, 1), 24 * 7)
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
@@ -83,7 +84,7 @@ def stale(instance, defs, name: str, partition: str | None):
     return resolver.get_status(key, partition), {c.category for c in resolver.get_stale_causes(key, partition)}
 
 
-def test_a_changed_model_is_rebuilt_from_its_start_in_one_commit_and_flagged_stale(env):
+def test_a_changed_model_is_rebuilt_from_its_start_in_one_commit_and_flagged_stale(env, capsys):
     root, load = env
     project, instance, defs, runner = load()
     assert runner.run(project.select("s.daily+"), start=utc(2024, 1, 1), end=utc(2024, 1, 4)).success
@@ -102,6 +103,8 @@ def test_a_changed_model_is_rebuilt_from_its_start_in_one_commit_and_flagged_sta
     assert status == StaleStatus.STALE and StaleCauseCategory.CODE in causes
     st = model_status(instance, project.model("s.daily"), built_with=storage.built_with(uri(project, "s.daily")), now=utc(2024, 1, 4))
     assert st.changed and st.rebuild == TimeWindow(utc(2024, 1, 1), utc(2024, 1, 4))
+    assert cli.main(["status", "s.daily", "--until", "2024-01-04", "--project", str(root)]) == 0
+    assert "s.daily: CHANGED since its table was built; the next run rebuilds [2024-01-01, 2024-01-04)" in capsys.readouterr().out
 
     # A run of one new day rebuilds every recorded day too, in ONE commit.
     version = DeltaTable(uri(project, "s.daily")).version()
@@ -113,6 +116,8 @@ def test_a_changed_model_is_rebuilt_from_its_start_in_one_commit_and_flagged_sta
     last = DeltaTable(uri(project, "s.daily")).history(1)[0]
     assert last["incremental_assets.write"] == "rebuild" and last["incremental_assets.fingerprint"] == project.model("s.daily").fingerprint
     assert stale(instance, defs, "s.daily", "2024-01-02")[0] == StaleStatus.FRESH
+    event = instance.get_latest_materialization_event(dg.AssetKey(["s", "daily"]))
+    assert event.asset_materialization.metadata["fingerprint"].value == project.model("s.daily").fingerprint
     # The downstream read the old rows: its input changed, so it is flagged stale until it runs again.
     status, causes = stale(instance, defs, "s.copy", "2024-01-02")
     assert status == StaleStatus.STALE and StaleCauseCategory.DATA in causes
@@ -264,7 +269,12 @@ def test_a_killed_rebuild_leaves_the_previous_table_whole(env):
     assert cli_in_subprocess(root, ["run", "s.daily", "--auto", "--end", "2024-01-04"], "staged") == -9
     assert DeltaTable(uri(project, "s.daily")).version() == version
     assert table_rows(uri(project, "s.daily")) == before
+    from pathlib import Path
+
+    staged = [f for d in Path(uri(project, "s.daily")).glob("run-*") for f in d.rglob("*.parquet")]
+    assert len(staged) >= 4, "the kill came before the rebuild's files were staged"
 
     # The next run rebuilds the changed model for good.
+    project, instance, defs, runner = load()
     assert runner.run([project.model("s.daily")], auto=True, end=utc(2024, 1, 4)).success
     assert table_rows(uri(project, "s.daily")) == expected_daily([1, 2, 3], factor=10)
