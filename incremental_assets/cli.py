@@ -33,6 +33,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
             continue
         cls = f", {_class_text(analysis)}" if analysis is not None else ""
         print(f"ok  {model.name} ({model.kind.name}{unit}{cls})  {rel}")
+    for model in project.models.values():
+        if model.name not in project.order:
+            print(f"ok  {model.name} ({model.kind.name}, {explain_model(project, model)['safety_class']})  {model.path.relative_to(project.directory)}")
     if refused:
         print(
             f"{refused} model(s) refused by the safety analysis: fix the SQL, allow the construct in the MODEL kind "
@@ -61,6 +64,11 @@ def explain_model(project, model) -> dict:
     analysis = project.analysis(model.name)
     info: dict = {"model": model.name, "kind": model.kind.name, "file": str(model.path.relative_to(project.directory))}
     info["safety_class"] = _class_text(analysis)
+    if model.kind.name == "EMBEDDED":
+        consumers = sorted(m.name for m in project.models.values() if model.name in m.embeds)
+        info["safety_class"] = "inlined into " + (", ".join(consumers) if consumers else "no model") + " (analysed there)"
+        info.update(reasons=[], sources={}, partitions=None, backfill_policy="none: no table, no asset")
+        return info
     if analysis is None:
         info.update(reasons=[], sources={}, partitions=None, backfill_policy="single run (unpartitioned)")
         return info

@@ -11,6 +11,7 @@ from deltalake import DeltaTable
 
 from incremental_assets import storage
 from incremental_assets.assets import build_definitions
+from incremental_assets.cli import explain_model
 from incremental_assets.errors import ProjectError
 from incremental_assets.execution import Executor
 from incremental_assets.plan import plan_run, plan_window
@@ -131,6 +132,7 @@ def test_embedded_model_is_inlined_and_its_lookback_derived_on_the_source(spark,
     bound = p.input_bound("s.rolling", "raw.events")
     assert (bound.before, bound.after) == (timedelta(days=1), timedelta(0))
     assert "s.positive" not in [m.name for m in p.ordered()]
+    assert explain_model(p, p.model("s.positive"))["safety_class"] == "inlined into s.rolling (analysed there)"
     # No asset of its own; the consumer's asset depends on the source.
     graph = build_definitions(p).resolve_asset_graph()
     assert dg.AssetKey(["s", "positive"]) not in graph.get_all_asset_keys()
