@@ -278,3 +278,18 @@ def test_a_killed_rebuild_leaves_the_previous_table_whole(env):
     project, instance, defs, runner = load()
     assert runner.run([project.model("s.daily")], auto=True, end=utc(2024, 1, 4)).success
     assert table_rows(uri(project, "s.daily")) == expected_daily([1, 2, 3], factor=10)
+
+
+def test_schema_changes_are_classified_like_delta_type_widening(tmp_path):
+    from incremental_assets.model import parse_model_file
+    from incremental_assets.schema_changes import compare, decide, is_widening
+
+    assert [is_widening(a, b) for a, b in [("int", "bigint"), ("float", "double"), ("date", "timestamp"), ("decimal(10,2)", "decimal(12,2)")]] == [True] * 4
+    assert [is_widening(a, b) for a, b in [("bigint", "int"), ("int", "string"), ("decimal(10,2)", "decimal(10,3)"), ("double", "float")]] == [False] * 4
+    diff = compare({"ds": "date", "n": "bigint", "old": "string"}, {"ds": "date", "n": "int", "new": "string"})
+    assert diff.added == ("new",) and diff.dropped == ("old",) and diff.retyped == (("n", "bigint", "int"),) and diff.additive and diff.destructive
+    path = tmp_path / "m.sql"
+    path.write_text(schema_model(", on_additive_change ignore, on_destructive_change ignore"))
+    decision = decide(parse_model_file(path), {"ds": "date", "k": "string", "n": "bigint"}, {"ds": "date", "k": "string", "n": "int", "extra": "double"})
+    # ignore + ignore: exactly the table's columns, in its order, the narrowed one cast back.
+    assert [(c.name, c.cast, c.null) for c in decision.columns] == [("ds", None, False), ("k", None, False), ("n", "bigint", False)]
