@@ -164,19 +164,23 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from incremental_assets import storage
-    from incremental_assets.runs import describe_windows, model_status, open_instance, parse_instant
+    from incremental_assets.runs import describe_windows, model_status, open_instance, parse_instant, rebuilt_upstreams
 
     project = _project(args)
     instance = open_instance(project.settings.dagster_home)
     models = [project.model(args.model)] if args.model else project.ordered()
     since, until = parse_instant(args.since, "since"), parse_instant(args.until, "until")
     rows = []
+    rebuilt_by: dict[str, list[str]] = {}
     for model in models:
         built = storage.built_with(storage.table_uri(project.settings.warehouse, model.name))
         st = model_status(instance, model, since=since, until=until, built_with=built)
         rows.append(st)
+        rebuilt = rebuilt_by[model.name] = rebuilt_upstreams(project, model)
         if args.json:
             continue
+        if rebuilt:
+            print(f"{model.name}: STALE: {', '.join(rebuilt)} rebuilt since this table was written; run it again (--full-refresh for all intervals)")
         if not st.partitioned:
             when = format_instant(st.last_materialized) if st.last_materialized else "never"
             print(f"{model.name} ({model.kind.name}): last materialized {when}" + (", changed since: the next run rebuilds it" if st.changed else ""))
@@ -196,7 +200,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
         print(json.dumps([
             {"model": s.model, "partitioned": s.partitioned, "covered": win(s.covered), "gaps": win(s.gaps), "failed": win(s.failed),
-             "intervals_done": s.intervals_done, "intervals_expected": s.intervals_expected, "changed": s.changed,
+             "intervals_done": s.intervals_done, "intervals_expected": s.intervals_expected, "changed": s.changed, "upstream_rebuilt": rebuilt_by[s.model],
              "rebuild": win([s.rebuild]) if s.rebuild else [],
              "last_materialized": s.last_materialized.isoformat() if s.last_materialized else None}
             for s in rows

@@ -326,6 +326,16 @@ class Runner:
         return report
 
 
+def rebuilt_upstreams(project: Project, model: SqlModel) -> list[str]:
+    """Upstream models rebuilt from their start after this model's table was last written: its rows
+    were computed from their old definition (Dagster flags this too, except for an unpartitioned model
+    reading a partitioned one, which it does not track)."""
+    built = storage.last_commit_ms(storage.table_uri(project.settings.warehouse, model.name))
+    if built is None:
+        return []
+    return [u.name for u in project.upstream_models(model) if storage.rebuilt_since(storage.table_uri(project.settings.warehouse, u.name), built)]
+
+
 def describe_windows(windows: Iterable[TimeWindow]) -> str:
     items = [str(w) for w in windows]
     return ", ".join(items) if items else "none"

@@ -121,8 +121,14 @@ def test_a_changed_model_is_rebuilt_from_its_start_in_one_commit_and_flagged_sta
     # The downstream read the old rows: its input changed, so it is flagged stale until it runs again.
     status, causes = stale(instance, defs, "s.copy", "2024-01-02")
     assert status == StaleStatus.STALE and StaleCauseCategory.DATA in causes
+    # Dagster does not track an unpartitioned model reading a partitioned one: status tells both.
+    assert cli.main(["status", "--until", "2024-01-05", "--project", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "s.copy: STALE: s.daily rebuilt since" in out and "s.total: STALE: s.daily rebuilt since" in out
     assert runner.run([project.model("s.copy")], start=utc(2024, 1, 1), end=utc(2024, 1, 4)).success
     assert stale(instance, defs, "s.copy", "2024-01-02")[0] == StaleStatus.FRESH
+    assert cli.main(["status", "s.copy", "--until", "2024-01-05", "--project", str(root)]) == 0
+    assert "STALE" not in capsys.readouterr().out
     assert not model_status(instance, project.model("s.daily"), built_with=storage.built_with(uri(project, "s.daily")), now=utc(2024, 1, 5)).changed
 
     # A partial backfill of a changed model from Dagster itself is refused: it would mix definitions.
