@@ -197,7 +197,7 @@ class Executor:
         return df.select(*columns)
 
     def _write_staged(self, plan: RunPlan, model: SqlModel, df: DataFrame, staging: str, *, append: bool) -> None:
-        writer_mode = "append" if append else "errorifexists"
+        writer_mode = "append" if append else "error"  # Spark Connect knows "error", not "errorifexists"
         if plan.write in ("replace_window", "rebuild"):
             keyed = df.withColumn(storage.PARTITION_COLUMN, F.expr(spark_partition_expression(model)))
             # One file per interval: a one-interval window needs no shuffle, a longer one is grouped by interval.
