@@ -183,7 +183,8 @@ class Executor:
     def conform(self, model: SqlModel, uri: str, df: DataFrame) -> DataFrame:
         """Apply the kind's schema-change policies when the query's schema differs from the table's:
         raise, warn, or select the columns to write (the commit then evolves the Delta schema)."""
-        table = {f.name: f.dataType.simpleString() for f in from_arrow_schema(storage.arrow_schema(uri), prefer_timestamp_ntz=False).fields}
+        # prefer_timestamp_ntz: the Delta schema round-trips to exactly the Spark types that wrote it.
+        table = {f.name: f.dataType.simpleString() for f in from_arrow_schema(storage.arrow_schema(uri), prefer_timestamp_ntz=True).fields}
         query = {f.name: f.dataType.simpleString() for f in df.schema.fields}
         if {k.lower(): v for k, v in table.items()} == {k.lower(): v for k, v in query.items()}:
             return df
