@@ -15,11 +15,11 @@ import dagster as dg
 from dagster_pyspark import LazyPySparkResource
 from pydantic import PrivateAttr
 
-from incremental_assets import checks
+from incremental_assets import checks, storage
 from incremental_assets.errors import WindowError
 from incremental_assets.execution import Executor, RunResult, build_spark_session
 from incremental_assets.model import IncrementalByTimeRange, SqlModel
-from incremental_assets.plan import plan_run, plan_window
+from incremental_assets.plan import RunPlan, needs_rebuild, plan_rebuild, plan_run, plan_window
 from incremental_assets.project import Project, Source, load_project
 from incremental_assets.settings import Settings
 from incremental_assets.time_window import TimeWindow, ceil, floor, merge, subtract, to_utc
@@ -29,6 +29,8 @@ from incremental_assets.translator import ModelTranslator
 ALLOW_DOWNGRADE_TAG = "incremental_assets/allow_downgrade"
 # ISO-8601 instant a run treats as its execution time (SCD type 2 closes deleted rows at it; macros see it).
 EXECUTION_TIME_TAG = "incremental_assets/execution_time"
+# A run tagged so rebuilds the model from its start: one commit replacing the whole table.
+REBUILD_TAG = "incremental_assets/rebuild"
 
 
 def upstream_wait() -> tuple[int, float]:
@@ -141,6 +143,36 @@ def pending_upstream_runs(
     return pending
 
 
+def rebuild_plans(
+    context: dg.AssetExecutionContext, project: Project, model: SqlModel, window: TimeWindow | None, translator: ModelTranslator, allow_downgrade: bool
+) -> list[RunPlan] | None:
+    """Plans rebuilding an incremental model from its start, when the run asks for it (``REBUILD_TAG``)
+    or the model's definition changed since its table was built; None for a plain window run.
+
+    A rebuild must cover every interval Dagster has recorded, from the model's start: it replaces the
+    whole table, and a shorter one would drop intervals that stay recorded as done."""
+    if window is None or not model.is_incremental:
+        return None
+    built = storage.built_with(storage.table_uri(project.settings.warehouse, model.name))
+    asked = context.run.tags.get(REBUILD_TAG, "").lower() == "true"
+    if not asked and not needs_rebuild(model, built):
+        return None
+    partitions = translator.get_partitions_def(model)
+    assert isinstance(partitions, dg.TimeWindowPartitionsDefinition) and model.start is not None
+    recorded = materialized_windows(context.instance, translator.get_asset_key(model), partitions)
+    covered_end = max((w.end for w in recorded), default=window.end)
+    if window.start != model.start or window.end < covered_end:
+        reason = "a full refresh was asked" if asked else f"model {model.name} changed since its table was built"
+        raise WindowError(
+            f"{reason}: it is rebuilt from its start, so the run must cover [{model.start.date()}, {covered_end.date()}) at least, "
+            f"not {window}. Run `incremental-assets run {model.name} --full-refresh` (or --auto), or backfill all its partitions; "
+            "set forward_only true in the kind to keep the existing intervals instead."
+        )
+    if not asked:
+        context.log.info(f"{model.name}: definition changed (table built with {str(built)[:12]}, now {model.fingerprint[:12]}): rebuilding from its start")
+    return plan_rebuild(project, model, window.end, allow_downgrade=allow_downgrade)
+
+
 def materialization_metadata(results: list[RunResult], seconds: float) -> dict[str, Any]:
     last = results[-1]
     rows = sum(r.rows or 0 for r in results)
@@ -213,18 +245,24 @@ def build_model_asset(project: Project, model: SqlModel, translator: ModelTransl
         allow_downgrade = context.run.tags.get(ALLOW_DOWNGRADE_TAG, "").lower() == "true"
         execution_time = to_utc(context.run.tags[EXECUTION_TIME_TAG]) if context.run.tags.get(EXECUTION_TIME_TAG) else None
         executor = Executor(spark.spark_session, project)
-        if window:
+        plans = rebuild_plans(context, project, model, window, translator, allow_downgrade)
+        if not plans and window:
             plans = plan_window(project, model, window, allow_downgrade=allow_downgrade, execution_time=execution_time)
-        else:
+        elif not plans:
             plans = [plan_run(project, model, None, execution_time=execution_time, target=executor.target_state(model.name))]
         auditor = checks.WindowAuditor(spark.spark_session, project, model, key, context)
         results = []
-        for plan in plans:
-            if plan.downgraded:
-                context.log.warning(f"{model.name} is refused by the safety analysis: rebuilding {plan.window} in full (allow downgrade)")
-            context.log.info(f"{model.name}: running {plan.window or 'full'}")
-            results.append(executor.execute(plan, run_id=context.run_id, before_commit=auditor.before_commit(plan.window)))
+        if plans[0].write == "rebuild":
+            context.log.info(f"{model.name}: rebuilding {window} in {len(plans)} run(s), committed as one transaction")
+            results.append(executor.execute_together(plans, run_id=context.run_id, before_commit=auditor.before_commit(window)))
+        else:
+            for plan in plans:
+                if plan.downgraded:
+                    context.log.warning(f"{model.name} is refused by the safety analysis: rebuilding {plan.window} in full (allow downgrade)")
+                context.log.info(f"{model.name}: running {plan.window or 'full'}")
+                results.append(executor.execute(plan, run_id=context.run_id, before_commit=auditor.before_commit(plan.window)))
         meta = materialization_metadata(results, time.perf_counter() - began)
+        meta["fingerprint"] = model.fingerprint
         if plans[-1].safety_class:
             meta["safety_class"] = plans[-1].safety_class + (" (downgraded to a full refresh)" if plans[-1].downgraded else "")
         check_results = auditor.results(window, view_sql=plans[-1].sql if plans[-1].write == "view" else None)

@@ -34,6 +34,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
             continue
         cls = f", {_class_text(analysis)}" if analysis is not None else ""
         print(f"ok  {model.name} ({model.kind.name}{unit}{cls})  {rel}")
+    for model in project.models.values():
+        if model.name not in project.order:
+            print(f"ok  {model.name} ({model.kind.name}, {explain_model(project, model)['safety_class']})  {model.path.relative_to(project.directory)}")
     if refused:
         print(
             f"{refused} model(s) refused by the safety analysis: fix the SQL, allow the construct in the MODEL kind "
@@ -66,6 +69,11 @@ def explain_model(project, model) -> dict:
     if write:
         info["write"] = write
         info["safety_class"] = "not applicable (no time windows: merges by key or cursor)"
+    if model.kind.name == "EMBEDDED":
+        consumers = sorted(m.name for m in project.models.values() if model.name in m.embeds)
+        info["safety_class"] = "inlined into " + (", ".join(consumers) if consumers else "no model") + " (analysed there)"
+        info.update(reasons=[], sources={}, partitions=None, backfill_policy="none: no table, no asset")
+        return info
     if analysis is None:
         info.update(reasons=[], sources={}, partitions=None, backfill_policy="single run (unpartitioned)")
         return info
@@ -141,18 +149,19 @@ def _runner(project):
 def cmd_run(args: argparse.Namespace) -> int:
     from incremental_assets.runs import parse_instant
 
-    if not args.auto and bool(args.start) != bool(args.end):
+    if not args.auto and bool(args.start) != bool(args.end) and not (args.full_refresh and not args.start):
         raise IncrementalAssetsError("give both --start and --end, or --auto")
     project = _project(args)
     models = project.select(" ".join(args.selection) if args.selection else None)
     runner = _runner(project)
     start = parse_instant(args.start, "start")
     end = parse_instant(args.end, "end")
-    if not args.auto and start is None and any(m.is_incremental for m in models):
+    if not args.auto and not args.full_refresh and start is None and any(m.is_incremental for m in models):
         raise IncrementalAssetsError("incremental models need --start S --end E, or --auto to fill the missing intervals")
     print(f"running {len(models)} model(s): {', '.join(m.name for m in models)}", flush=True)
     report = runner.run(
-        models, start=start, end=end, auto=args.auto, allow_downgrade=args.allow_downgrade, progress=lambda line: print(line, flush=True)
+        models, start=start, end=end, auto=args.auto, allow_downgrade=args.allow_downgrade, full_refresh=args.full_refresh,
+        progress=lambda line: print(line, flush=True),
     )
     failed = [r for r in report.records if not r.success]
     ok = len(report.records) - len(failed)
@@ -161,23 +170,34 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from incremental_assets.runs import describe_windows, model_status, open_instance, parse_instant
+    from incremental_assets import storage
+    from incremental_assets.runs import describe_windows, model_status, open_instance, parse_instant, rebuilt_upstreams
 
     project = _project(args)
     instance = open_instance(project.settings.dagster_home)
     models = [project.model(args.model)] if args.model else project.ordered()
     since, until = parse_instant(args.since, "since"), parse_instant(args.until, "until")
     rows = []
+    rebuilt_by: dict[str, list[str]] = {}
     for model in models:
-        st = model_status(instance, model, since=since, until=until)
+        built = storage.built_with(storage.table_uri(project.settings.warehouse, model.name))
+        st = model_status(instance, model, since=since, until=until, built_with=built)
         rows.append(st)
+        rebuilt = rebuilt_by[model.name] = rebuilt_upstreams(project, model)
         if args.json:
             continue
+        if rebuilt:
+            print(f"{model.name}: STALE: {', '.join(rebuilt)} rebuilt since this table was written; run it again (--full-refresh for all intervals)")
         if not st.partitioned:
             when = format_instant(st.last_materialized) if st.last_materialized else "never"
             detail = ", ".join(f"{k} {v}" for k, v in st.last_details.items())
-            print(f"{model.name} ({model.kind.name}): last materialized {when}" + (f" ({detail})" if detail else ""))
+            print(
+                f"{model.name} ({model.kind.name}): last materialized {when}" + (f" ({detail})" if detail else "")
+                + (", changed since: the next run rebuilds it" if st.changed else "")
+            )
             continue
+        if st.changed:
+            print(f"{model.name}: CHANGED since its table was built; the next run rebuilds {st.rebuild or 'it from its start'}")
         print(f"{model.name} ({model.interval_unit}): {st.intervals_done}/{st.intervals_expected} intervals up to {format_instant(st.expected.end) if st.expected else '-'}")
         print(f"  covered: {describe_windows(st.covered)}")
         print(f"  gaps:    {describe_windows(st.gaps)}")
@@ -191,7 +211,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
         print(json.dumps([
             {"model": s.model, "partitioned": s.partitioned, "covered": win(s.covered), "gaps": win(s.gaps), "failed": win(s.failed),
-             "intervals_done": s.intervals_done, "intervals_expected": s.intervals_expected,
+             "intervals_done": s.intervals_done, "intervals_expected": s.intervals_expected, "changed": s.changed, "upstream_rebuilt": rebuilt_by[s.model],
+             "rebuild": win([s.rebuild]) if s.rebuild else [],
              "last_materialized": s.last_materialized.isoformat() if s.last_materialized else None, "last_run": dict(s.last_details)}
             for s in rows
         ], indent=2))
@@ -270,6 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--end", help="window end (exclusive)")
     p.add_argument("--auto", action="store_true", help="run only the missing intervals, up to the last complete one (or --end)")
     p.add_argument("--allow-downgrade", action="store_true", help="run models the safety analysis refuses as a full refresh (with a warning); not persisted")
+    p.add_argument("--full-refresh", action="store_true", help="rebuild the selected models from their start (one atomic commit per model)")
     p.set_defaults(func=cmd_run)
 
     p = add("explain", "kind, safety class and reasons, per-source bounds (ISO-8601), partitions and backfill policy")

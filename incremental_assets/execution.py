@@ -17,13 +17,14 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
-from incremental_assets import faults, merge_writes, storage
+from incremental_assets import faults, merge_writes, schema_changes, storage
 from incremental_assets.errors import StorageError
 from incremental_assets.keyed_kinds import IncrementalByCursor, ScdType2, UniqueKey
-from incremental_assets.model import IncrementalByTimeRange, SqlModel
+from incremental_assets.model import IncrementalByTimeRange, Seed, SqlModel
 from incremental_assets.plan import InputRead, RunPlan, TargetState
 from incremental_assets.project import Project, Source
-from incremental_assets.time_window import next_boundary
+from incremental_assets.seeds import CSV_SETTINGS
+from incremental_assets.time_window import TimeWindow, next_boundary
 
 log = logging.getLogger("incremental_assets")
 
@@ -130,6 +131,16 @@ class Executor:
                 reader = reader.option("inferSchema", "true")
         return reader.format(source.format).load(source.location), source.location
 
+    def read_seed(self, model: SqlModel) -> tuple[DataFrame, str]:
+        """A SEED model's CSV with its checked column types (a value Spark cannot parse fails the run)."""
+        kind = model.kind
+        assert isinstance(kind, Seed)
+        reader = self.spark.read.option("header", "true").option("mode", "FAILFAST")
+        for key, value in kind.csv_settings:
+            reader = reader.option(CSV_SETTINGS[key], value)
+        schema = ", ".join(f"`{c}` {t}" for c, t in model.columns.items())
+        return reader.schema(schema).csv(kind.location), f"seed {kind.path}"
+
     def read_model_table(self, name: str, read: InputRead, consumer: str | None = None) -> tuple[DataFrame, str]:
         upstream = self.project.models.get(name)
         uri = storage.table_uri(self.project.settings.warehouse, name)
@@ -162,6 +173,8 @@ class Executor:
                 what = "view"
             elif read.kind == "source":
                 df, what = self.read_source(self.project.sources[read.name], read)
+            elif read.kind == "seed":
+                df, what = self.read_seed(self.project.models[read.name])
             else:
                 df, what = self.read_model_table(read.name, read, consumer=plan.model)
             df.createOrReplaceTempView(read.view)
@@ -175,6 +188,50 @@ class Executor:
         return merge_writes.target_state(self, model_name)
 
     # -- run ----------------------------------------------------------------------------------
+    def conform(self, model: SqlModel, uri: str, df: DataFrame) -> DataFrame:
+        """Apply the kind's schema-change policies when the query's schema differs from the table's:
+        raise, warn, or select the columns to write (the commit then evolves the Delta schema)."""
+        # prefer_timestamp_ntz: the Delta schema round-trips to exactly the Spark types that wrote it.
+        table = {f.name: f.dataType.simpleString() for f in from_arrow_schema(storage.arrow_schema(uri), prefer_timestamp_ntz=True).fields}
+        query = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+        if {k.lower(): v for k, v in table.items()} == {k.lower(): v for k, v in query.items()}:
+            return df
+        decision = schema_changes.decide(model, table, query)
+        for warning in decision.warnings:
+            log.warning("%s", warning)
+        columns = []
+        for col in decision.columns:
+            value = F.lit(None) if col.null else F.col(f"`{col.name}`")
+            columns.append(value.cast(col.cast).alias(col.name) if col.cast else value)
+        return df.select(*columns)
+
+    def _write_staged(self, plan: RunPlan, model: SqlModel, df: DataFrame, staging: str, *, append: bool) -> None:
+        writer_mode = "append" if append else "error"  # Spark Connect knows "error", not "errorifexists"
+        if plan.write in ("replace_window", "rebuild"):
+            keyed = df.withColumn(storage.PARTITION_COLUMN, F.expr(spark_partition_expression(model)))
+            # One file per interval: a one-interval window needs no shuffle, a longer one is grouped by interval.
+            one_interval = plan.window is not None and next_boundary(plan.window.start, model.interval_unit or "day") >= plan.window.end
+            keyed = keyed.coalesce(1) if one_interval else keyed.repartition(storage.PARTITION_COLUMN)
+            keyed.write.mode(writer_mode).partitionBy(storage.PARTITION_COLUMN).parquet(staging)
+        else:
+            df.write.mode(writer_mode).parquet(staging)
+
+    def _stage_keyed(self, plan: RunPlan, df: DataFrame, uri: str, staging: str) -> tuple[Any, list[str] | None, dict[str, Any]]:
+        """Stage an upsert or SCD type 2 run's changed buckets; the schema is None when no key changed."""
+        # The query runs once: duplicate check, change detection and the write all see the same rows.
+        df = df.localCheckpoint()
+        staged: list[Any] = []
+
+        def stage(rows: DataFrame, column: str) -> None:
+            staged.append(to_arrow_schema(rows.drop(column).schema, timezone="UTC"))
+            merge_writes.write_staged(rows, staging, column)
+
+        if plan.write == "upsert":
+            buckets, details = merge_writes.upsert(self, plan, df, uri, stage)
+        else:
+            buckets, details = merge_writes.scd_type_2(self, plan, df, uri, stage, plan.execution_time or datetime.now(timezone.utc))
+        return (staged[0] if staged else None), buckets, details
+
     def execute(
         self,
         plan: RunPlan,
@@ -183,59 +240,67 @@ class Executor:
         before_commit: Callable[[str], None] | None = None,
     ) -> RunResult:
         """Run a plan and commit its output atomically; returns rows written and the new table version."""
-        began = time.perf_counter()
-        model = self.project.models[plan.model]
-        inputs = self.register(plan)
-        if getattr(model, "fetch", None) is not None:
-            inputs["fetched"] = f"{merge_writes.register_fetched(self, model, plan.target)} rows from {model.path.name}"
-        df = self.spark.sql(plan.sql)
         if plan.write == "view":
-            df.schema  # analysis only: proves the view resolves, reads nothing
+            began = time.perf_counter()
+            inputs = self.register(plan)
+            self.spark.sql(plan.sql).schema  # analysis only: proves the view resolves, reads nothing
             return RunResult(plan.model, None, plan.write, None, None, 0, 0, plan.sql, time.perf_counter() - began, None, inputs)
+        return self.execute_together([plan], run_id=run_id, before_commit=before_commit)
 
-        uri = storage.table_uri(self.project.settings.warehouse, plan.model)
+    def execute_together(
+        self,
+        plans: list[RunPlan],
+        *,
+        run_id: str | None = None,
+        before_commit: Callable[[str], None] | None = None,
+    ) -> RunResult:
+        """Run plans of one model into one staging folder and commit them as ONE Delta transaction.
+
+        A ``rebuild`` replaces the whole table (its schema too); ``replace_window`` replaces the
+        window's intervals after checking the schema against the table's; ``replace_table`` replaces
+        an unpartitioned table.
+        """
+        began = time.perf_counter()
+        first, last = plans[0], plans[-1]
+        model = self.project.models[first.model]
+        uri = storage.table_uri(self.project.settings.warehouse, first.model)
         staging = storage.new_staging_dir(uri)
-        schema = to_arrow_schema(df.schema, timezone="UTC")
+        inputs: dict[str, str] = {}
+        schema = None
         buckets: list[str] | None = None
         details: dict[str, Any] = {}
-        if plan.write in ("upsert", "scd2"):
-            # The query runs once: duplicate check, change detection and the write all see the same rows.
-            df = df.localCheckpoint()
-            staged: list[Any] = []
-
-            def stage(rows: DataFrame, column: str) -> None:
-                staged.append(to_arrow_schema(rows.drop(column).schema, timezone="UTC"))
-                merge_writes.write_staged(rows, staging, column)
-
-            if plan.write == "upsert":
-                buckets, details = merge_writes.upsert(self, plan, df, uri, stage)
-            else:
-                buckets, details = merge_writes.scd_type_2(self, plan, df, uri, stage, plan.execution_time or datetime.now(timezone.utc))
-            if not staged:
-                log.info("%s: no key changed, nothing to commit", plan.model)
-                return RunResult(
-                    plan.model, plan.window, plan.write, 0, storage.version(uri), 0, 0, plan.sql, time.perf_counter() - began, uri, inputs, details
-                )
-            schema = staged[0]
-        elif plan.write == "replace_window":
-            keyed = df.withColumn(storage.PARTITION_COLUMN, F.expr(spark_partition_expression(model)))
-            # One file per interval: a one-interval window needs no shuffle, a longer one is grouped by interval.
-            one_interval = plan.window is not None and next_boundary(plan.window.start, model.interval_unit or "day") >= plan.window.end
-            keyed = keyed.coalesce(1) if one_interval else keyed.repartition(storage.PARTITION_COLUMN)
-            faults.checkpoint("staging")
-            keyed.write.partitionBy(storage.PARTITION_COLUMN).parquet(staging)
-        else:
-            faults.checkpoint("staging")
-            df.write.parquet(staging)
+        for i, plan in enumerate(plans):
+            inputs.update(self.register(plan))
+            if getattr(model, "fetch", None) is not None:
+                inputs["fetched"] = f"{merge_writes.register_fetched(self, model, plan.target)} rows from {model.path.name}"
+            df = self.spark.sql(plan.sql)
+            if plan.write in ("upsert", "scd2"):
+                assert len(plans) == 1, "a merge-style run is one plan"
+                schema, buckets, details = self._stage_keyed(plan, df, uri, staging)
+                if schema is None:
+                    log.info("%s: no key changed, nothing to commit", plan.model)
+                    return RunResult(
+                        plan.model, plan.window, plan.write, 0, storage.version(uri), 0, 0, plan.sql, time.perf_counter() - began, uri, inputs, details
+                    )
+                continue
+            if plan.write == "replace_window" and storage.exists(uri):
+                df = self.conform(model, uri, df)
+            schema = schema or to_arrow_schema(df.schema, timezone="UTC")
+            if i == 0:
+                faults.checkpoint("staging")
+            self._write_staged(plan, model, df, staging, append=i > 0)
+        assert schema is not None
         faults.checkpoint("staged")
+        window = TimeWindow(first.window.start, last.window.end) if first.window and last.window else None
         if before_commit is not None:
             before_commit(staging)
         metadata = {
-            "model": plan.model,
-            "fingerprint": plan.fingerprint,
+            "model": first.model,
+            "fingerprint": first.fingerprint,
             "run_id": run_id or "",
-            "window_start": plan.window.start.isoformat() if plan.window else "",
-            "window_end": plan.window.end.isoformat() if plan.window else "",
+            "write": first.write,
+            "window_start": window.start.isoformat() if window else "",
+            "window_end": window.end.isoformat() if window else "",
             "committed_at": datetime.now(timezone.utc).isoformat(),
         }
         if isinstance(model.kind, (UniqueKey, ScdType2)):
@@ -244,21 +309,22 @@ class Executor:
             uri,
             staging,
             schema,
-            replace_window=plan.window if plan.write == "replace_window" else None,
+            replace_window=window if first.write == "replace_window" else None,
+            partitioned=first.write in ("replace_window", "rebuild"),
             unit=model.interval_unit,
             metadata=metadata,
-            name=plan.model,
+            name=first.model,
             buckets=buckets,
-            append=plan.write == "append",
+            append=first.write == "append",
         )
         faults.checkpoint("committed")
         if isinstance(model.kind, IncrementalByCursor):
-            details["cursor_before"] = plan.target.last_value if plan.target and plan.write == "append" else None
-            details["cursor_after"] = merge_writes.new_cursor_value(self, uri, plan.model)
+            details["cursor_before"] = first.target.last_value if first.target and first.write == "append" else None
+            details["cursor_after"] = merge_writes.new_cursor_value(self, uri, first.model)
         seconds = time.perf_counter() - began
-        log.info("%s %s: %s rows, version %s, %.2fs", plan.model, plan.window or "full", result.rows, result.version, seconds)
+        log.info("%s %s (%s): %s rows, version %s, %.2fs", first.model, window or "full", first.write, result.rows, result.version, seconds)
         return RunResult(
-            plan.model, plan.window, plan.write, result.rows, result.version, result.files, result.partitions, plan.sql, seconds, uri, inputs, details
+            first.model, window, first.write, result.rows, result.version, result.files, result.partitions, last.sql, seconds, uri, inputs, details
         )
 
 

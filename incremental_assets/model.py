@@ -67,6 +67,7 @@ class IncrementalByTimeRange:
     on_additive_change: ChangePolicy = "allow"
     safety_overrides: frozenset[str] = frozenset()
     name: ClassVar[str] = "INCREMENTAL_BY_TIME_RANGE"
+    not_in_fingerprint: ClassVar[frozenset[str]] = frozenset({"forward_only", "on_destructive_change", "on_additive_change"})
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,26 @@ class View:
     name: ClassVar[str] = "VIEW"
 
 
-Kind = Union[IncrementalByTimeRange, Full, View, UniqueKey, ScdType2, IncrementalByCursor]
+@dataclass(frozen=True)
+class Seed:
+    """A CSV file loaded as a table, replaced whole (atomically) whenever its content changes."""
+
+    path: str  # as written in the kind
+    location: str = ""  # the resolved file (left out of the fingerprint: moving the project rebuilds nothing)
+    csv_settings: tuple[tuple[str, str], ...] = ()
+    content_hash: str = ""
+    name: ClassVar[str] = "SEED"
+    not_in_fingerprint: ClassVar[frozenset[str]] = frozenset({"location"})
+
+
+@dataclass(frozen=True)
+class Embedded:
+    """No table of its own: its query is inlined into every model that reads it."""
+
+    name: ClassVar[str] = "EMBEDDED"
+
+
+Kind = Union[IncrementalByTimeRange, Full, View, Seed, Embedded, UniqueKey, ScdType2, IncrementalByCursor]
 
 
 @dataclass(frozen=True)
@@ -121,6 +141,7 @@ class SqlModel:
     query_line: int = 1
     lines: Mapping[str, int] = field(default_factory=dict)
     audits: tuple[Audit, ...] = ()
+    embeds: tuple[str, ...] = ()  # EMBEDDED models inlined into the query
 
     @property
     def schema(self) -> str:
@@ -133,6 +154,16 @@ class SqlModel:
     @property
     def is_incremental(self) -> bool:
         return isinstance(self.kind, IncrementalByTimeRange)
+
+    @property
+    def forward_only(self) -> bool:
+        """A changed definition applies to new intervals only; the existing ones are kept."""
+        return bool(getattr(self.kind, "forward_only", False))
+
+    @property
+    def has_table(self) -> bool:
+        """Whether a run writes data (EMBEDDED models and plain views write none)."""
+        return not isinstance(self.kind, Embedded) and not (isinstance(self.kind, View) and not self.kind.materialized)
 
     @property
     def time_column(self) -> str | None:
@@ -149,9 +180,11 @@ class SqlModel:
     def fingerprint(self) -> str:
         """sha256 of what decides the data: the normalized query, the kind and the time layout.
 
-        Owner, tags and descriptions are left out: changing them does not change a single row.
+        Owner, tags and descriptions are left out: changing them does not change a single row; so are a
+        kind's lifecycle settings (forward_only, on_*_change), which say how a change is applied.
         """
-        kind = {k: sorted(v) if isinstance(v, frozenset) else v for k, v in vars(self.kind).items()}
+        skip = getattr(self.kind, "not_in_fingerprint", frozenset())
+        kind = {k: sorted(v) if isinstance(v, frozenset) else v for k, v in vars(self.kind).items() if k not in skip}
         payload = {
             "query": normalized_sql(self.query),
             "kind": self.kind.name,
@@ -321,8 +354,8 @@ KNOWN_PROPERTIES = {
     "enabled",
 }
 
-KNOWN_KINDS = {"INCREMENTAL_BY_TIME_RANGE", "FULL", "VIEW"} | KEYED_KINDS
-LATER_KINDS = {"SEED", "EMBEDDED", "EXTERNAL", "INCREMENTAL_UNMANAGED", "MANAGED"}
+KNOWN_KINDS = {"INCREMENTAL_BY_TIME_RANGE", "FULL", "VIEW", "SEED", "EMBEDDED"} | KEYED_KINDS
+LATER_KINDS = {"EXTERNAL", "INCREMENTAL_UNMANAGED", "MANAGED"}
 
 
 class _Reader:
@@ -405,6 +438,12 @@ def _read_kind(reader: _Reader, prop: Property, metadata: dict[str, str]) -> Kin
     props = _kind_properties(reader, args, kind)
     if kind in KEYED_KINDS:
         return read_keyed_kind(reader, kind, props, line, metadata)
+    if kind == "SEED":
+        return _read_seed_kind(reader, props, line)
+    if kind == "EMBEDDED":
+        for key, (v, _) in props.items():
+            metadata[f"kind.{key}"] = v.text
+        return Embedded()
     if kind == "FULL":
         for key, (v, _) in props.items():
             metadata[f"kind.{key}"] = v.text
@@ -457,6 +496,31 @@ def _read_kind(reader: _Reader, prop: Property, metadata: dict[str, str]) -> Kin
         else:
             metadata[f"kind.{key}"] = v.text
     return IncrementalByTimeRange(**config, safety_overrides=frozenset(overrides))
+
+
+def _read_seed_kind(reader: _Reader, props: dict[str, tuple[Value, int]], line: int) -> Seed:
+    from incremental_assets.seeds import CSV_SETTINGS
+
+    if "path" not in props:
+        raise reader.fail(line, "kind SEED needs a path", hint="write kind SEED (path 'seeds/name.csv')")
+    path = reader.text(props.pop("path")[0], "path")
+    settings: list[tuple[str, str]] = []
+    if "csv_settings" in props:
+        value, sline = props.pop("csv_settings")
+        pairs = value.items if isinstance(value, Items) else (value,)
+        for pair in pairs:
+            if not isinstance(pair, Pair) or pair.key.lower() not in CSV_SETTINGS:
+                raise reader.fail(
+                    getattr(pair, "line", sline), f"cannot read csv setting '{pair.text}'", hint="use " + ", ".join(f"{k} = ','" for k in CSV_SETTINGS)
+                )
+            settings.append((pair.key.lower(), reader.text(pair.value, pair.key)))
+    for key, (_, kline) in props.items():
+        raise reader.fail(kline, f"unknown property '{key}' in kind SEED", hint="use path and csv_settings")
+    # Relative to the model file, or to a folder above it (the project folder for `seeds/x.csv`).
+    for folder in (reader.path.parent, *reader.path.parent.parents):
+        if (folder / path).is_file():
+            return Seed(path, str((folder / path).resolve()), tuple(settings))
+    raise reader.fail(line, f"seed file '{path}' does not exist", hint="give the CSV's path relative to the project folder or the model file")
 
 
 def _read_columns(reader: _Reader, v: Value, dialect: str) -> dict[str, str]:
@@ -572,8 +636,12 @@ def parse_model_file(path: str | Path, *, default_dialect: str = "spark", text: 
                 hint=f"use {floor(start, values['interval_unit']).date().isoformat()} (weeks start on Sunday)",
             )
 
-    query = parse_query(split.query_text, dialect=dialect, path=path, line_offset=split.query_line - 1, this_model=name)
-    references = table_references(query)
+    if isinstance(kind, Seed):
+        kind, query = _seed_query(reader, kind, values, split.query_text, seen["kind"].line)
+        references: tuple[TableReference, ...] = ()
+    else:
+        query = parse_query(split.query_text, dialect=dialect, path=path, line_offset=split.query_line - 1, this_model=name)
+        references = table_references(query)
     if isinstance(kind, IncrementalByTimeRange):
         _check_time_column(reader, query, kind.time_column, seen["kind"].line, values.get("columns", {}))
     _check_keyed_kind(reader, query, kind, seen["kind"].line)
@@ -592,6 +660,21 @@ def parse_model_file(path: str | Path, *, default_dialect: str = "spark", text: 
         lines=lines,
         **values,
     )
+
+
+SEED_VIEW = "__ia_seed"
+
+
+def _seed_query(reader: _Reader, kind: Seed, values: dict[str, Any], query_text: str, line: int) -> tuple[Seed, exp.Query]:
+    """Check the CSV (types, row shapes), fix the model's columns, and select them from the seed's view."""
+    from incremental_assets.seeds import read_seed
+
+    if query_text.strip().strip(";").strip():
+        raise reader.fail(line, "a SEED model has no query: its rows come from the CSV file", hint="remove the query after the MODEL header")
+    seed = read_seed(Path(kind.location), dict(kind.csv_settings), values.get("columns"))
+    values["columns"] = seed.columns
+    query = exp.select(*(exp.column(c, quoted=True) for c in seed.columns)).from_(SEED_VIEW)
+    return Seed(kind.path, kind.location, kind.csv_settings, seed.content_hash), query
 
 
 def output_columns(query: exp.Query) -> list[str] | None:

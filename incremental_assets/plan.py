@@ -17,7 +17,7 @@ Nothing here touches Spark or Delta; :mod:`incremental_assets.execution` carries
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 import logging
 from datetime import datetime, timezone
 from typing import Literal, Mapping
@@ -28,13 +28,16 @@ from incremental_assets.analysis import Analysis, SourceBound, pushdown
 from incremental_assets.errors import UnsafeIncrementalError, WindowError
 from incremental_assets.keyed_kinds import IncrementalByCursor, ScdType2, UniqueKey
 from incremental_assets.macros import clamp_to_window, cursor_literal, render_macros, window_literal
-from incremental_assets.model import Full, IncrementalByTimeRange, SqlModel, View, table_name
+from incremental_assets.model import SEED_VIEW, Embedded, Full, IncrementalByTimeRange, Seed, SqlModel, View, table_name
 from incremental_assets.project import Project
 from incremental_assets.time_window import NOMINAL_LENGTH, TimeWindow, batches, check_aligned, to_utc
 
 log = logging.getLogger("incremental_assets")
-WriteStrategy = Literal["replace_window", "replace_table", "view", "upsert", "scd2", "append"]
-InputKind = Literal["source", "table", "view"]
+# replace_window: replace the window's intervals; rebuild: the window is [start, end) of an incremental
+# model and its plans are committed together, replacing the whole table; replace_table: unpartitioned;
+# upsert / scd2: replace the key buckets a run changes; append: add files (cursor models).
+WriteStrategy = Literal["replace_window", "rebuild", "replace_table", "view", "upsert", "scd2", "append"]
+InputKind = Literal["source", "table", "view", "seed"]
 EPOCH = to_utc("1970-01-01")
 
 
@@ -170,6 +173,8 @@ def plan_run(
     """
     execution_time = execution_time or datetime.now(timezone.utc)
     kind = model.kind
+    if isinstance(kind, Embedded):
+        raise WindowError(f"model {model.name} is EMBEDDED: it has no table and runs only inside the models that read it")
     bounds: Mapping[str, SourceBound | None] | None = None
     analysis = project.analysis(model.name)
     downgraded = False
@@ -210,6 +215,8 @@ def plan_run(
             literal=lambda name, instant: window_literal(instant, time_format=_time_format(project, name)),
         )
     inputs = [_plan_input(project, model, name, window, execution_time, bounds) for name in model.depends_on]
+    if isinstance(kind, Seed):
+        inputs = [InputRead(model.name, SEED_VIEW, "seed", None)]
     rendered = _substitute_tables(rendered, {read.name: read.view for read in inputs})
     if isinstance(kind, IncrementalByTimeRange):
         assert window is not None
@@ -224,7 +231,7 @@ def plan_run(
     elif isinstance(kind, IncrementalByCursor):
         query, write = rendered, "replace_table" if (target or TargetState()).is_backfill(model) else "append"
     else:
-        assert isinstance(kind, (Full, View))
+        assert isinstance(kind, (Full, View, Seed))
         query, write = rendered, "replace_table"
     safety = analysis.safety_class if analysis is not None else None
     if analysis is not None and analysis.safety_class == "BoundedSafe":
@@ -311,3 +318,39 @@ def plan_window(
         plan_run(project, model, part, execution_time=execution_time, allow_downgrade=allow_downgrade)
         for part in batches(window, model.interval_unit or "day", run_size(project, model, batch_size))
     ]
+
+
+def needs_rebuild(model: SqlModel, built_with: str | None) -> bool:
+    """Whether a model's table must be rebuilt from its start: it was built with another definition
+    (fingerprint) and the model is not forward_only. Unpartitioned models are rebuilt by every run anyway.
+
+    >>> import tempfile, pathlib
+    >>> from incremental_assets.model import parse_model_file
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "m.sql"
+    >>> _ = p.write_text("MODEL (name a.b, kind INCREMENTAL_BY_TIME_RANGE(time_column d), start '2024-01-01'); SELECT d FROM c")
+    >>> m = parse_model_file(p)
+    >>> needs_rebuild(m, None), needs_rebuild(m, m.fingerprint), needs_rebuild(m, "0" * 64)
+    (False, False, True)
+    """
+    return model.is_incremental and built_with is not None and built_with != model.fingerprint and not model.forward_only
+
+
+def plan_rebuild(
+    project: Project,
+    model: SqlModel,
+    end: datetime,
+    *,
+    execution_time: datetime | None = None,
+    allow_downgrade: bool = False,
+) -> list[RunPlan]:
+    """Plans rebuilding an incremental model over [start, end), committed together as ONE transaction
+    that replaces the whole table (readers see the old table until then).
+
+    A model that reads its own previous intervals cannot stage them all before one commit: its plans
+    keep ``replace_window`` and are committed one after the other, in order.
+    """
+    assert model.is_incremental and model.start is not None
+    plans = plan_window(project, model, TimeWindow(model.start, end), execution_time=execution_time, allow_downgrade=allow_downgrade)
+    if model.name in model.depends_on:
+        return plans
+    return [replace(p, write="rebuild") for p in plans]

@@ -10,16 +10,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Iterable, Mapping
 
 import yaml
+from sqlglot import exp
 
 from incremental_assets.audits import BUILTINS, UserAudit, parse_audit_file
 from incremental_assets.errors import ModelFileError, ProjectError, SelectionError
-from incremental_assets.model import SqlModel, parse_model_file
+from incremental_assets.model import Embedded, SqlModel, parse_model_file, table_name, table_references
 from incremental_assets.python_models import load_python_model
 from incremental_assets.settings import Settings, load_settings
 from incremental_assets.time_window import INTERVAL_UNITS
@@ -73,7 +74,8 @@ class Project:
         return analysis.bounds.get(input_name)
 
     def ordered(self) -> list[SqlModel]:
-        """Models in dependency order (upstreams first)."""
+        """Models in dependency order (upstreams first); EMBEDDED models are not among them (they are
+        inlined into their consumers and never run on their own)."""
         return [self.models[name] for name in self.order]
 
     def model(self, name: str) -> SqlModel:
@@ -267,8 +269,43 @@ def load_project(directory: str | Path = ".", *, settings: Settings | None = Non
                 )
     if errors:
         raise ProjectError(errors)
-    order = _topological_order(models)
+    models = inline_embedded(models)
+    order = [n for n in _topological_order(models) if not isinstance(models[n].kind, Embedded)]
     return Project(directory=directory, settings=settings, models=models, sources=sources, order=tuple(order), audits=user_audits)
+
+
+def inline_embedded(models: Mapping[str, SqlModel]) -> dict[str, SqlModel]:
+    """Every model reading an EMBEDDED model gets the embedded query inlined as a derived table.
+
+    The consumer's dependencies become the embedded model's inputs, its fingerprint covers the embedded
+    query, and the safety analysis sees through it (a lookback through an embedded model is derived
+    on the real source).
+    """
+    embedded = {n for n, m in models.items() if isinstance(m.kind, Embedded)}
+    out = dict(models)
+
+    def expand(model: SqlModel, stack: tuple[str, ...]) -> SqlModel:
+        if not embedded & set(model.depends_on):
+            return model
+        query = model.query.copy()
+        ctes = {cte.alias_or_name.lower() for cte in query.find_all(exp.CTE)}
+        inlined: set[str] = set()
+        for table in list(query.find_all(exp.Table)):
+            name = table_name(table) if table.name else ""
+            if name not in embedded or (not table.db and name in ctes):
+                continue
+            if name in stack:
+                raise ProjectError([ModelFileError(model.path, table.this.meta.get("line"), "embedded models form a cycle: " + " -> ".join(stack + (name,)))])
+            inner = expand(models[name], stack + (name,))
+            inlined |= {name, *inner.embeds}
+            body = inner.query.copy()
+            alias = exp.TableAlias(this=exp.to_identifier(table.alias or table.name))
+            table.replace(exp.Subquery(this=body, alias=alias))
+        return replace(model, query=query, references=table_references(query), embeds=tuple(sorted(inlined)))
+
+    for name, model in models.items():
+        out[name] = expand(model, (name,))
+    return out
 
 
 def _topological_order(models: Mapping[str, SqlModel]) -> list[str]:

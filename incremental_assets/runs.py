@@ -31,8 +31,9 @@ from incremental_assets.time_window import (
     subtract,
     to_utc,
 )
-from incremental_assets.assets import ALLOW_DOWNGRADE_TAG
-from incremental_assets.plan import run_size
+from incremental_assets import storage
+from incremental_assets.assets import ALLOW_DOWNGRADE_TAG, REBUILD_TAG, materialized_windows
+from incremental_assets.plan import needs_rebuild, run_size
 from incremental_assets.translator import ModelTranslator
 
 DAGSTER_YAML = """\
@@ -76,6 +77,8 @@ class ModelStatus:
     intervals_done: int = 0
     intervals_expected: int = 0
     last_details: Mapping[str, str] = field(default_factory=dict)  # unpartitioned: rows, cursor, version of the last run
+    changed: bool = False  # built with another definition: the next run rebuilds ``rebuild``
+    rebuild: TimeWindow | None = None
 
 
 def _window_of_key(partitions: dg.TimeWindowPartitionsDefinition, key: str) -> TimeWindow:
@@ -91,8 +94,13 @@ def model_status(
     since: datetime | None = None,
     until: datetime | None = None,
     now: datetime | None = None,
+    built_with: str | None = None,
 ) -> ModelStatus:
-    """Covered ranges, gaps and failed intervals of a model, from Dagster's partition status."""
+    """Covered ranges, gaps and failed intervals of a model, from Dagster's partition status.
+
+    ``built_with`` is the fingerprint the table was built with: when it differs from the model's (and
+    the model is not forward_only) the status says the model changed and which intervals the next run
+    rebuilds."""
     translator = translator or ModelTranslator()
     key = translator.get_asset_key(model)
     partitions = translator.get_partitions_def(model)
@@ -103,7 +111,8 @@ def model_status(
         if event is not None and event.asset_materialization is not None:
             meta = event.asset_materialization.metadata
             details = {k: str(meta[k].value) for k in STATUS_DETAILS if k in meta}
-        return ModelStatus(model.name, False, last_materialized=when, last_details=details)
+        changed = built_with is not None and built_with != model.fingerprint
+        return ModelStatus(model.name, False, last_materialized=when, last_details=details, changed=changed)
     unit = model.interval_unit or "day"
     assert model.start is not None
     # Only whole intervals count: since is rounded up and until down to interval boundaries.
@@ -136,9 +145,15 @@ def model_status(
     gaps = tuple(subtract(expected, covered)) if expected else ()
     done = sum(1 for w in by_state["MATERIALIZED"] if expected is None or expected.contains(w))
     total = len(batches(expected, unit, 1)) if expected else 0
+    changed = needs_rebuild(model, built_with)
+    rebuild = None
+    if changed and covered:
+        rebuild = TimeWindow(model.start, max(covered[-1].end, expected.end if expected else covered[-1].end))
     return ModelStatus(
         model.name,
         True,
+        changed=changed,
+        rebuild=rebuild,
         covered=covered,
         failed=clip(by_state["FAILED"]),
         in_progress=clip(by_state["IN_PROGRESS"]),
@@ -211,11 +226,26 @@ class Runner:
         self.translator = translator or ModelTranslator()
         self.job = defs.resolve_implicit_global_asset_job_def()
 
-    def run_window(self, model: SqlModel, window: TimeWindow | None, *, allow_downgrade: bool = False) -> RunRecord:
+    def built_with(self, model: SqlModel) -> str | None:
+        return storage.built_with(storage.table_uri(self.project.settings.warehouse, model.name))
+
+    def rebuild_window(self, model: SqlModel, end: datetime) -> TimeWindow | None:
+        """[start, end) of a rebuild, stretched to every interval Dagster has recorded for the model."""
+        partitions = self.translator.get_partitions_def(model)
+        assert isinstance(partitions, dg.TimeWindowPartitionsDefinition) and model.start is not None
+        recorded = materialized_windows(self.instance, self.translator.get_asset_key(model), partitions)
+        end = max([end, *(w.end for w in recorded)])
+        if model.end:
+            end = min(end, model.end)
+        return TimeWindow(model.start, end) if end > model.start else None
+
+    def run_window(self, model: SqlModel, window: TimeWindow | None, *, allow_downgrade: bool = False, rebuild: bool = False) -> RunRecord:
         key = self.translator.get_asset_key(model)
         tags: dict[str, str] = {"incremental_assets/launched_by": "cli"}
         if allow_downgrade:
             tags[ALLOW_DOWNGRADE_TAG] = "true"
+        if rebuild:
+            tags[REBUILD_TAG] = "true"
         partitions = self.translator.get_partitions_def(model)
         if window is not None:
             assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
@@ -249,12 +279,25 @@ class Runner:
         now: datetime | None = None,
         progress: Callable[[str], None] | None = None,
         allow_downgrade: bool = False,
+        full_refresh: bool = False,
     ) -> RunReport:
-        """Run each model (in the given, dependency order) over its windows; report every run."""
+        """Run each model (in the given, dependency order) over its windows; report every run.
+
+        With ``full_refresh``, or when a model's definition changed since its table was built (and it
+        is not forward_only), an incremental model is rebuilt from its start up to the requested end
+        (at least every recorded interval) in ONE run whose commit replaces the whole table."""
         report = RunReport()
         plan: list[tuple[SqlModel, TimeWindow | None]] = []
+        rebuilds: set[str] = set()
         for model in models:
-            if isinstance(model.kind, IncrementalByTimeRange):
+            if model.is_incremental and (full_refresh or needs_rebuild(model, self.built_with(model))):
+                unit = model.interval_unit or "day"
+                until = end or last_complete_end(now or datetime.now(timezone.utc), unit)
+                window = self.rebuild_window(model, ceil(until, unit))
+                if window is not None:
+                    plan.append((model, window))
+                    rebuilds.add(model.name)
+            elif isinstance(model.kind, IncrementalByTimeRange):
                 for window in windows_to_run(self.instance, model, start=start, end=end, auto=auto, translator=self.translator, now=now):
                     analysis = self.project.analysis(model.name)
                     # A refused model run with allow_downgrade is one full rebuild, not a series of windows.
@@ -272,13 +315,13 @@ class Runner:
                 report.records.append(RunRecord(model.name, window, False, "", 0.0, error="skipped: an upstream model failed"))
                 failed_models.add(model.name)
                 continue
-            record = self.run_window(model, window, allow_downgrade=allow_downgrade)
+            record = self.run_window(model, window, allow_downgrade=allow_downgrade, rebuild=model.name in rebuilds)
             report.records.append(record)
             done += len(batches(window, model.interval_unit or "day", 1)) if window else 1
             rows += record.rows or 0
             if progress:
                 state = "ok" if record.success else "FAILED"
-                where = str(window) if window else "full"
+                where = (str(window) if window else "full") + (" (rebuilt from start, one commit)" if model.name in rebuilds else "")
                 progress(
                     f"[{done}/{total_intervals} intervals, {rows:,} rows, {time.perf_counter() - began:.1f}s] "
                     f"{model.name} {where}: {state}" + (f", {record.rows:,} rows" if record.rows is not None else "")
@@ -288,6 +331,16 @@ class Runner:
                 # Later windows of this model and everything downstream would build on a hole: skip them.
                 failed_models.add(model.name)
         return report
+
+
+def rebuilt_upstreams(project: Project, model: SqlModel) -> list[str]:
+    """Upstream models rebuilt from their start after this model's table was last written: its rows
+    were computed from their old definition (Dagster flags this too, except for an unpartitioned model
+    reading a partitioned one, which it does not track)."""
+    built = storage.last_commit_ms(storage.table_uri(project.settings.warehouse, model.name))
+    if built is None:
+        return []
+    return [u.name for u in project.upstream_models(model) if storage.rebuilt_since(storage.table_uri(project.settings.warehouse, u.name), built)]
 
 
 def describe_windows(windows: Iterable[TimeWindow]) -> str:

@@ -129,6 +129,7 @@ def commit_staged(
     *,
     replace_window: TimeWindow | None,
     unit: str | None,
+    partitioned: bool | None = None,
     metadata: Mapping[str, str] | None = None,
     name: str | None = None,
     buckets: Sequence[str] | None = None,
@@ -139,10 +140,12 @@ def commit_staged(
     With ``replace_window`` the transaction removes every file of the window's partitions and adds the
     new ones (rows of other intervals are untouched); with ``buckets`` (a table partitioned by
     ``ia_bucket``) it replaces exactly those buckets; with ``append`` it only adds files; with none of
-    them the whole table is replaced.
+    them the whole table is replaced (by an interval-partitioned table when ``partitioned``). The
+    schema given becomes the table's: columns added to it read as NULL in older files.
     """
     actions, rows = _add_actions(uri, staging)
-    if replace_window is not None:
+    partitioned = replace_window is not None if partitioned is None else partitioned
+    if partitioned:
         partition_by = [PARTITION_COLUMN]
     elif buckets is not None:
         partition_by = [BUCKET_COLUMN]
@@ -168,10 +171,13 @@ def commit_staged(
             table = DeltaTable(uri)
             current = table.metadata().partition_columns
             if list(current) != partition_by:
-                raise StorageError(
-                    f"table {uri} is partitioned by {list(current) or 'nothing'}, this write needs {partition_by or 'no partitions'}; "
-                    "rebuild it with --full-refresh"
+                fix = (
+                    "a Delta table's partitioning cannot be changed by a commit: the model's kind changed, so remove the "
+                    "table folder and run the model again"
+                    if replace_window is None
+                    else "rebuild it with --full-refresh"
                 )
+                raise StorageError(f"table {uri} is partitioned by {list(current) or 'nothing'}, this write needs {partition_by or 'no partitions'}; {fix}")
             if replace_window is not None:
                 filters = _window_filters(replace_window, unit or "day")
             elif buckets is not None:
@@ -240,6 +246,33 @@ def arrow_schema(uri: str, *, drop: Sequence[str] = (PARTITION_COLUMN, BUCKET_CO
         if index >= 0:
             schema = schema.remove(index)
     return schema
+
+
+def built_with(uri: str) -> str | None:
+    """The model fingerprint recorded with the table's latest commit (None: no table, or not ours)."""
+    try:
+        history = DeltaTable(uri).history(1)
+    except TableNotFoundError:
+        return None
+    return history[0].get(METADATA_PREFIX + "fingerprint") if history else None
+
+
+def last_commit_ms(uri: str) -> int | None:
+    """When the table's latest commit was made (ms since the epoch), None without a table."""
+    try:
+        history = DeltaTable(uri).history(1)
+    except TableNotFoundError:
+        return None
+    return int(history[0]["timestamp"]) if history else None
+
+
+def rebuilt_since(uri: str, since_ms: int) -> bool:
+    """Whether a whole-table rebuild of an incremental model was committed after ``since_ms``."""
+    try:
+        history = DeltaTable(uri).history()
+    except TableNotFoundError:
+        return False
+    return any(int(c["timestamp"]) > since_ms and c.get(METADATA_PREFIX + "write") == "rebuild" for c in history)
 
 
 def version(uri: str) -> int | None:

@@ -16,7 +16,7 @@ from datetime import datetime
 import dagster as dg
 
 from incremental_assets.analysis import Analysis, SourceBound
-from incremental_assets.model import IncrementalByTimeRange, SqlModel, View
+from incremental_assets.model import IncrementalByTimeRange, Seed, SqlModel, View
 from incremental_assets.project import Source
 from incremental_assets.time_window import NOMINAL_LENGTH, UNIT_CRON
 
@@ -130,6 +130,12 @@ class ModelTranslator:
             meta["interval_unit"] = model.interval_unit or "day"
             if model.kind.batch_size:
                 meta["batch_size"] = model.kind.batch_size
+        if model.forward_only:
+            meta["forward_only"] = True
+        if isinstance(model.kind, Seed):
+            meta["seed_file"] = dg.MetadataValue.path(model.kind.location)
+        if model.embeds:
+            meta["embeds"] = ", ".join(model.embeds)
         if model.grains:
             meta["grain"] = ", ".join(model.grains)
         if model.cron:

@@ -14,6 +14,8 @@ PURE = [
     "incremental_assets.plan",
     "incremental_assets.keyed_kinds",
     "incremental_assets.python_models",
+    "incremental_assets.seeds",
+    "incremental_assets.schema_changes",
 ]
 
 

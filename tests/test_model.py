@@ -96,7 +96,7 @@ def test_fingerprint_ignores_formatting_and_metadata_but_not_logic(tmp_path):
         ("MODEL (\n  name a.b,\n  kind FULL\n SELECT 1", 1, "not closed", "balance the parentheses"),
         ("MODEL (\n  name a.b\n  kind FULL\n);\nSELECT 1", 3, "expected ',' or ')'", "separate properties with commas"),
         ("MODEL (\n  name a.b,\n  kind FULL\n)\nSELECT 1", 4, "must end with ';'", "add ';'"),
-        ("MODEL (\n  name a.b,\n  kind INCREMENTAL_BY_KEY (x y)\n);\nSELECT 1", 3, "unknown kind", "use one of FULL"),
+        ("MODEL (\n  name a.b,\n  kind INCREMENTAL_BY_KEY (x y)\n);\nSELECT 1", 3, "unknown kind", "use one of EMBEDDED, FULL"),
         ("MODEL (\n  name a.b,\n  kind INCREMENTAL_BY_TIME_RANGE (batch_size 2),\n  start '2024-01-01'\n);\nSELECT 1 AS x", 3,
          "needs a time_column", "add `time_column <column>`"),
         ("MODEL (\n  name a.b,\n  kind INCREMENTAL_BY_TIME_RANGE (time_column ds),\n  start '2024-01-01'\n);\nSELECT 1 AS x", 3,

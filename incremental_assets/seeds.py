@@ -1,0 +1,162 @@
+"""SEED models' CSV files: column types (declared or inferred), validated row by row, and a content hash.
+
+Pure Python (the csv module): a bad value is reported with the CSV file and its line before Spark ever
+reads the file, and the content hash makes a changed CSV change the model's fingerprint.
+
+>>> import tempfile, pathlib
+>>> p = pathlib.Path(tempfile.mkdtemp()) / "x.csv"
+>>> _ = p.write_text("id,name,day\\n1,a,2024-01-01\\n2,b,2024-01-02\\n")
+>>> read_seed(p).columns
+{'id': 'BIGINT', 'name': 'STRING', 'day': 'DATE'}
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import re
+from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Callable, Mapping
+
+from incremental_assets.errors import ModelFileError
+
+# Options of `csv_settings (...)` in the kind, with their Spark reader names.
+CSV_SETTINGS = {"delimiter": "sep", "quotechar": "quote", "escapechar": "escape"}
+
+
+@dataclass(frozen=True)
+class SeedFile:
+    columns: dict[str, str]  # name -> Spark SQL type, in file order
+    content_hash: str
+    rows: int
+
+
+def _is_int(v: str) -> bool:
+    return re.fullmatch(r"[+-]?\d+", v) is not None
+
+
+def _is_float(v: str) -> bool:
+    try:
+        float(v)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_bool(v: str) -> bool:
+    return v.lower() in ("true", "false")
+
+
+def _is_date(v: str) -> bool:
+    try:
+        date.fromisoformat(v)
+    except ValueError:
+        return False
+    return len(v) == 10
+
+
+def _is_timestamp(v: str) -> bool:
+    try:
+        datetime.fromisoformat(v.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return True
+
+
+def _is_decimal(v: str) -> bool:
+    try:
+        Decimal(v)
+    except InvalidOperation:
+        return False
+    return True
+
+
+# Inference tries the narrowest type first; every value of a column must fit.
+_INFERENCE: tuple[tuple[str, Callable[[str], bool]], ...] = (
+    ("BIGINT", _is_int),
+    ("DOUBLE", _is_float),
+    ("BOOLEAN", _is_bool),
+    ("DATE", _is_date),
+    ("TIMESTAMP", _is_timestamp),
+)
+
+
+def _checker(spark_type: str) -> Callable[[str], bool] | None:
+    t = spark_type.upper()
+    if t in ("TINYINT", "SMALLINT", "INT", "BIGINT", "LONG", "INTEGER", "SHORT", "BYTE"):
+        return _is_int
+    if t in ("FLOAT", "DOUBLE", "REAL"):
+        return _is_float
+    if t.startswith("DECIMAL"):
+        return _is_decimal
+    if t == "BOOLEAN":
+        return _is_bool
+    if t == "DATE":
+        return _is_date
+    if t.startswith("TIMESTAMP"):
+        return _is_timestamp
+    return None  # strings and anything else Spark parses itself
+
+
+def read_seed(path: Path, settings: Mapping[str, str] | None = None, declared: Mapping[str, str] | None = None) -> SeedFile:
+    """Read and check a seed CSV; raise ModelFileError naming the CSV file and line of a bad row."""
+    settings = settings or {}
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ModelFileError(path, None, f"cannot read the seed file: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ModelFileError(path, None, "the seed file is not UTF-8 text") from None
+    reader = csv.reader(
+        io.StringIO(text),
+        delimiter=settings.get("delimiter", ","),
+        quotechar=settings.get("quotechar", '"'),
+        escapechar=settings.get("escapechar"),
+    )
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise ModelFileError(path, 1, "the seed file is empty", hint="the first line must name the columns") from None
+    names = [h.strip().lower() for h in header]
+    if not names or any(not n for n in names):
+        raise ModelFileError(path, 1, "the header line has an empty column name", hint="name every column on the first line")
+    if declared:
+        if list(declared) != names:
+            raise ModelFileError(
+                path,
+                1,
+                f"the seed's columns ({', '.join(names)}) differ from the model's declared columns ({', '.join(declared)})",
+                hint="make the CSV header and the MODEL `columns` list name the same columns in the same order",
+            )
+    rows: list[tuple[int, list[str]]] = []
+    for record in reader:
+        line = reader.line_num
+        if not record or all(not v.strip() for v in record):
+            continue
+        if len(record) != len(names):
+            raise ModelFileError(path, line, f"the row has {len(record)} values, the header names {len(names)} columns")
+        rows.append((line, record))
+    if declared:
+        columns = {n: t.upper() for n, t in declared.items()}
+        for i, (name, spark_type) in enumerate(columns.items()):
+            check = _checker(spark_type)
+            if check is None:
+                continue
+            for line, record in rows:
+                value = record[i].strip()
+                if value and not check(value):
+                    raise ModelFileError(
+                        path, line, f"value '{value}' of column {name} is not a {spark_type}", hint="fix the value or the column's declared type"
+                    )
+    else:
+        columns = {}
+        for i, name in enumerate(names):
+            values = [r[i].strip() for _, r in rows if r[i].strip()]
+            columns[name] = next((t for t, check in _INFERENCE if values and all(check(v) for v in values)), "STRING")
+    return SeedFile(columns, hashlib.sha256(raw).hexdigest(), len(rows))

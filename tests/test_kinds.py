@@ -1,0 +1,194 @@
+"""SEED, EMBEDDED, materialized VIEW and FULL end to end on Spark and Delta, across runs with changing data;
+a run failing after its files are staged leaves the previous table whole."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import dagster as dg
+import pytest
+from deltalake import DeltaTable
+
+from incremental_assets import storage
+from incremental_assets.assets import build_definitions
+from incremental_assets.cli import explain_model
+from incremental_assets.errors import ProjectError
+from incremental_assets.execution import Executor
+from incremental_assets.plan import plan_run, plan_window
+from incremental_assets.project import load_project
+from incremental_assets.time_window import TimeWindow
+
+from helpers import EVENTS_SOURCE, table_rows, utc, write_events
+
+SEED_MODEL = """
+MODEL (name s.countries, kind SEED (path 'seeds/countries.csv'), columns (code STRING, name STRING, population BIGINT));
+"""
+INFERRED_SEED = """
+MODEL (name s.rates, kind SEED (path 'seeds/rates.csv', csv_settings (delimiter = ';')));
+"""
+BIG = """
+MODEL (name s.big, kind FULL);
+SELECT c.code, c.population, r.rate FROM s.countries AS c JOIN s.rates AS r ON r.code = c.code WHERE c.population > 50
+"""
+MAT_VIEW = """
+MODEL (name s.per_key, kind VIEW (materialized true));
+SELECT k, COUNT(*) AS n, SUM(v) AS total FROM raw.events GROUP BY k
+"""
+EMBEDDED = """
+MODEL (name s.positive, kind EMBEDDED);
+SELECT ts, k, v FROM raw.events WHERE v > 0
+"""
+ROLLING = """
+MODEL (name s.rolling, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), start '2024-01-02');
+SELECT r.ts, r.k, SUM(p.v) AS v24
+FROM raw.events AS r JOIN s.positive AS p ON p.k = r.k AND p.ts > r.ts - INTERVAL 1 DAY AND p.ts <= r.ts
+WHERE r.ts BETWEEN @start_dt AND @end_dt
+GROUP BY r.ts, r.k
+"""
+
+
+def uri(p, name):
+    return storage.table_uri(p.settings.warehouse, name)
+
+
+def run_full(spark, p, name, **kw):
+    return Executor(spark, p).execute(plan_run(p, p.model(name), None), **kw)
+
+
+def write_seeds(root, countries: list[tuple], rates: list[tuple]) -> None:
+    (root / "seeds").mkdir(exist_ok=True)
+    (root / "seeds" / "countries.csv").write_text("code,name,population\n" + "".join(f"{c},{n},{pop}\n" for c, n, pop in countries))
+    (root / "seeds" / "rates.csv").write_text("code;rate;since\n" + "".join(f"{c};{r};{d}\n" for c, r, d in rates))
+
+
+def test_seed_models_load_csv_files_and_reload_when_they_change(spark, make_project):
+    root = make_project({"models/countries.sql": SEED_MODEL, "models/rates.sql": INFERRED_SEED, "models/big.sql": BIG})
+    contents = [
+        ([("fr", "France", 68), ("lu", "Luxembourg", 1)], [("fr", 1.5, "2024-01-01"), ("lu", 2.0, "2024-01-01")]),
+        ([("fr", "France", 68), ("lu", "Luxembourg", 1), ("de", "Germany", 84)], [("fr", 1.5, "2024-01-01"), ("de", 3.25, "2024-02-01")]),
+        ([("de", "Germany", 85)], [("de", 3.5, "2024-03-01")]),
+    ]
+    fingerprints = set()
+    for countries, rates in contents:
+        write_seeds(root, countries, rates)
+        p = load_project(root)
+        fingerprints.add(p.model("s.countries").fingerprint)
+        for name in ("s.countries", "s.rates", "s.big"):
+            run_full(spark, p, name)
+        assert table_rows(uri(p, "s.countries")) == sorted(countries)
+        assert [(c, r) for c, r, _ in table_rows(uri(p, "s.rates"))] == sorted((c, r) for c, r, _ in rates)
+        expected = sorted((c, pop, r) for c, _, pop in countries for rc, r, _ in rates if rc == c and pop > 50)
+        assert table_rows(uri(p, "s.big")) == expected
+    assert len(fingerprints) == 3, "a changed CSV must change the seed's fingerprint"
+    # Declared types are kept, undeclared ones inferred (a date column stays a date).
+    declared = storage.arrow_schema(uri(p, "s.countries"))
+    assert str(declared.field("population").type) == "int64"
+    inferred = {f.name: str(f.type) for f in storage.arrow_schema(uri(p, "s.rates"))}
+    assert inferred == {"code": "string", "rate": "double", "since": "date32[day]"}
+    assert p.model("s.rates").columns == {"code": "STRING", "rate": "DOUBLE", "since": "DATE"}
+    assert DeltaTable(uri(p, "s.countries")).version() == 2
+
+
+def test_a_bad_seed_value_names_the_csv_file_and_line(make_project):
+    root = make_project({"models/countries.sql": SEED_MODEL})
+    write_seeds(root, [("fr", "France", 68), ("de", "Germany", "many")], [])
+    with pytest.raises(ProjectError) as err:
+        load_project(root)
+    text = str(err.value)
+    assert "countries.csv:3" in text and "value 'many' of column population is not a BIGINT" in text
+    (root / "seeds" / "countries.csv").write_text("code,name\nfr,France\n")
+    with pytest.raises(ProjectError, match=r"countries.csv:1.*differ from the model's declared columns"):
+        load_project(root)
+    (root / "models" / "countries.sql").write_text("MODEL (name s.countries, kind SEED (path 'seeds/nope.csv'));")
+    with pytest.raises(ProjectError, match=r"countries.sql:1.*seed file 'seeds/nope.csv' does not exist"):
+        load_project(root)
+
+
+@pytest.fixture
+def events_project(make_project):
+    root = make_project({"sources.yaml": EVENTS_SOURCE, "models/per_key.sql": MAT_VIEW, "models/positive.sql": EMBEDDED, "models/rolling.sql": ROLLING})
+    return root
+
+
+def test_materialized_view_is_a_table_refreshed_whole(spark, events_project):
+    root = events_project
+    for hours in (5, 9, 30):
+        write_events(root / "data" / "events", utc(2024, 1, 1), hours)
+        p = load_project(root)
+        result = run_full(spark, p, "s.per_key")
+        assert result.write == "replace_table"
+        values = [(f"k{i % 3}", i % 7) for i in range(hours)]
+        expected = sorted((k, sum(1 for kk, _ in values if kk == k), sum(v for kk, v in values if kk == k)) for k in {k for k, _ in values})
+        assert table_rows(uri(p, "s.per_key")) == expected
+
+
+def test_embedded_model_is_inlined_and_its_lookback_derived_on_the_source(spark, events_project):
+    root = events_project
+    write_events(root / "data" / "events", utc(2024, 1, 1), 24 * 2)
+    p = load_project(root)
+    rolling = p.model("s.rolling")
+    # The consumer depends on what the embedded model reads, and the 1-day lookback through it is derived.
+    assert rolling.depends_on == ("raw.events",) and rolling.embeds == ("s.positive",)
+    bound = p.input_bound("s.rolling", "raw.events")
+    assert (bound.before, bound.after) == (timedelta(days=1), timedelta(0))
+    assert "s.positive" not in [m.name for m in p.ordered()]
+    assert explain_model(p, p.model("s.positive"))["safety_class"] == "inlined into s.rolling (analysed there)"
+    # No asset of its own; the consumer's asset depends on the source.
+    graph = build_definitions(p).resolve_asset_graph()
+    assert dg.AssetKey(["s", "positive"]) not in graph.get_all_asset_keys()
+    assert graph.get(dg.AssetKey(["s", "rolling"])).parent_keys == {dg.AssetKey(["raw", "events"])}
+
+    def expected(hours: int, start, end):
+        events = [(utc(2024, 1, 1) + timedelta(hours=h), f"k{h % 3}", h % 7) for h in range(hours)]
+        rows = []
+        for ts, k, _ in events:
+            if start <= ts < end:
+                window = [v for t, kk, v in events if kk == k and ts - timedelta(days=1) < t <= ts and v > 0]
+                if window:
+                    rows.append((ts.replace(tzinfo=None), k, sum(window)))
+        return rows
+
+    ex = Executor(spark, p)
+    for hours, window in ((48, (utc(2024, 1, 2), utc(2024, 1, 3))), (72, (utc(2024, 1, 3), utc(2024, 1, 4))), (96, (utc(2024, 1, 2), utc(2024, 1, 5)))):
+        write_events(root / "data" / "events", utc(2024, 1, 1), hours)
+        for plan in plan_window(p, rolling, TimeWindow(*window)):
+            ex.execute(plan)
+        assert table_rows(uri(p, "s.rolling")) == sorted(expected(hours, utc(2024, 1, 2), window[1]))
+
+
+class Boom(Exception):
+    pass
+
+
+def fail_before_commit(staging: str) -> None:
+    raise Boom(staging)
+
+
+@pytest.mark.parametrize("name", ["s.full", "s.seed", "s.mat"])
+def test_a_run_failing_after_staging_leaves_the_previous_table_whole(spark, make_project, name):
+    root = make_project(
+        {
+            "sources.yaml": EVENTS_SOURCE,
+            "models/full.sql": "MODEL (name s.full, kind FULL); SELECT k, SUM(v) AS total FROM raw.events GROUP BY k",
+            "models/seed.sql": "MODEL (name s.seed, kind SEED (path 'seeds/x.csv'));",
+            "models/mat.sql": "MODEL (name s.mat, kind VIEW (materialized true)); SELECT k, COUNT(*) AS n FROM raw.events GROUP BY k",
+        }
+    )
+    (root / "seeds").mkdir()
+    (root / "seeds" / "x.csv").write_text("a,b\n1,x\n2,y\n")
+    write_events(root / "data" / "events", utc(2024, 1, 1), 6)
+    p = load_project(root)
+    run_full(spark, p, name)
+    before = table_rows(uri(p, name))
+    version = DeltaTable(uri(p, name)).version()
+    (root / "seeds" / "x.csv").write_text("a,b\n3,z\n")
+    write_events(root / "data" / "events", utc(2024, 1, 1), 12)
+    p = load_project(root)
+    with pytest.raises(Boom) as err:
+        run_full(spark, p, name, before_commit=fail_before_commit)
+    staged = str(err.value.args[0])
+    assert any(f.endswith(".parquet") for f in map(str, __import__("pathlib").Path(staged).rglob("*"))), "nothing was staged"
+    assert DeltaTable(uri(p, name)).version() == version
+    assert table_rows(uri(p, name)) == before
+    run_full(spark, p, name)
+    assert table_rows(uri(p, name)) != before
