@@ -167,6 +167,21 @@ class Executor:
         return described
 
     # -- run ----------------------------------------------------------------------------------
+    _swept: set[str] = set()  # tables whose dead staging folders this process has already removed
+
+    def sweep(self, uri: str) -> None:
+        """Once per table and process, delete the staging folders that killed runs left behind."""
+        if uri in Executor._swept:
+            return
+        Executor._swept.add(uri)
+        try:
+            removed = storage.remove_orphan_staging(uri)
+        except (OSError, StorageError) as exc:  # cleanup never fails a run
+            log.warning("could not remove dead runs' staging folders in %s: %s", uri, exc)
+            return
+        if removed:
+            log.info("removed %d staging folder(s) of dead runs in %s", len(removed), uri)
+
     def execute(
         self,
         plan: RunPlan,
@@ -184,6 +199,7 @@ class Executor:
             return RunResult(plan.model, None, plan.write, None, None, 0, 0, plan.sql, time.perf_counter() - began, None, inputs)
 
         uri = storage.table_uri(self.project.settings.warehouse, plan.model)
+        self.sweep(uri)
         staging = storage.new_staging_dir(uri)
         schema = to_arrow_schema(df.schema, timezone="UTC")
         if plan.write == "replace_window":
