@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
+from sqlglot import exp
 
 from incremental_assets import faults, storage
 from incremental_assets.errors import StorageError
@@ -56,8 +57,10 @@ def spark_partition_expression(model: SqlModel) -> str:
     """
     kind = model.kind
     assert isinstance(kind, IncrementalByTimeRange)
-    column = f"`{kind.time_column}`"
-    instant = f"to_timestamp({column}, '{strftime_to_spark(kind.time_format)}')" if kind.time_format else f"CAST({column} AS TIMESTAMP)"
+    # Names and the pattern are quoted by sqlglot, so no header value can end a literal early.
+    column = exp.column(kind.time_column, quoted=True).sql("spark")
+    pattern = exp.Literal.string(strftime_to_spark(kind.time_format)).sql("spark") if kind.time_format else None
+    instant = f"to_timestamp({column}, {pattern})" if pattern else f"CAST({column} AS TIMESTAMP)"
     unit = model.interval_unit or "day"
     if unit == "hour":
         return f"concat(date_format({instant}, 'yyyy-MM-dd'), 'T', date_format({instant}, 'HH'))"
