@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -41,6 +42,29 @@ DEFAULT_SPARK_CONF: dict[str, str] = {
     "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
     "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
 }
+
+
+SECRET_KEY = re.compile(r"secret|password|passwd|token|credential|private|(^|[._-])(access|api|account|sas)?[._-]?key($|[._-])", re.IGNORECASE)
+REDACTED = "<redacted>"
+
+
+def is_secret(key: str) -> bool:
+    """Whether a setting's name says it holds a credential: its value is never shown or stored.
+
+    >>> [is_secret(k) for k in ("spark.hadoop.fs.s3a.secret.key", "spark.hadoop.fs.s3a.access.key", "spark.sql.shuffle.partitions")]
+    [True, True, False]
+    """
+    return bool(SECRET_KEY.search(key))
+
+
+def redact(conf: Mapping[str, str]) -> dict[str, str]:
+    """A copy of ``conf`` safe to print or record: credential values replaced by ``<redacted>``."""
+    return {k: REDACTED if is_secret(k) else v for k, v in conf.items()}
+
+
+def redact_url(url: str | None) -> str | None:
+    """A Spark Connect URL without its token: ``sc://h:15002/;token=abc`` -> ``sc://h:15002/;token=<redacted>``."""
+    return re.sub(r"(?i)((?:token|password|secret)=)[^;&]*", r"\1" + REDACTED, url) if url else url
 
 
 @dataclass(frozen=True)
