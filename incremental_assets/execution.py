@@ -216,8 +216,6 @@ class Executor:
             faults.checkpoint("staging")
             df.write.parquet(staging)
         faults.checkpoint("staged")
-        if before_commit is not None:
-            before_commit(staging)
         metadata = {
             "model": plan.model,
             "fingerprint": plan.fingerprint,
@@ -226,15 +224,21 @@ class Executor:
             "window_end": plan.window.end.isoformat() if plan.window else "",
             "committed_at": datetime.now(timezone.utc).isoformat(),
         }
-        result = storage.commit_staged(
-            uri,
-            staging,
-            schema,
-            replace_window=plan.window if plan.write == "replace_window" else None,
-            unit=model.interval_unit,
-            metadata=metadata,
-            name=plan.model,
-        )
+        try:
+            if before_commit is not None:
+                before_commit(staging)
+            result = storage.commit_staged(
+                uri,
+                staging,
+                schema,
+                replace_window=plan.window if plan.write == "replace_window" else None,
+                unit=model.interval_unit,
+                metadata=metadata,
+                name=plan.model,
+            )
+        except BaseException:
+            storage.discard_staging(uri, staging)  # refused or failed: these files will never be committed
+            raise
         faults.checkpoint("committed")
         seconds = time.perf_counter() - began
         log.info("%s %s: %s rows, version %s, %.2fs", plan.model, plan.window or "full", result.rows, result.version, seconds)

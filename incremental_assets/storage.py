@@ -489,6 +489,20 @@ def remove_orphan_staging(uri: str, *, older_than: timedelta = timedelta(hours=2
     return found
 
 
+def discard_staging(uri: str, staging: str) -> None:
+    """Delete a live run's staging folder after its commit was refused or failed; never one whose
+    files the table references (should a commit have landed after all)."""
+    if not _is_local(staging):
+        return
+    name = staging.rstrip("/").rsplit("/", 1)[-1]
+    try:
+        if exists(uri) and any(f"/{name}/" in f for f in DeltaTable(uri).file_uris()):
+            return
+    except Exception:  # cannot tell: keep the files, vacuum decides later
+        return
+    shutil.rmtree(_local_path(staging), ignore_errors=True)
+
+
 @dataclass(frozen=True)
 class VacuumResult:
     removed_files: list[str]
