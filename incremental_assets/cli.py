@@ -177,6 +177,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"  failed:  {describe_windows(st.failed)}")
         if st.in_progress:
             print(f"  running: {describe_windows(st.in_progress)}")
+        for line in consistency_warnings(project, instance, model, st):
+            print(f"  warning: {line}")
     if args.json:
         def win(ws):
             return [{"start": w.start.isoformat(), "end": w.end.isoformat()} for w in ws]
@@ -210,6 +212,24 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
             for path in result.removed_files + result.orphan_dirs:
                 print(f"  {path}")
     return 0
+
+
+def consistency_warnings(project, instance, model, st) -> list[str]:
+    """Where Dagster's records and the Delta table disagree: recorded intervals without a table, and
+    commits Dagster missed (a process killed between commit and record)."""
+    from incremental_assets import storage
+    from incremental_assets.runs import unrecorded_commits
+    from incremental_assets.translator import ModelTranslator
+
+    uri = storage.table_uri(project.settings.warehouse, model.name)
+    if st.covered and not storage.exists(uri):
+        return [f"Dagster records {st.intervals_done} interval(s) but there is no table at {uri}: run those windows again"]
+    missed = unrecorded_commits(instance, project, model, ModelTranslator())
+    return [
+        f"Delta version {m.version} holds {len(m.partitions)} interval(s) in {m.window} that Dagster has not recorded; "
+        "the next `run --auto` records them without recomputing"
+        for m in missed
+    ]
 
 
 def cmd_history(args: argparse.Namespace) -> int:

@@ -137,8 +137,11 @@ def test_kills_at_every_stage_leave_old_or_new_state_and_are_reconciled(project,
     assert table_rows(total) == [(2 * 24 + 3 * 24,)]
     assert instance.get_latest_materialization_event(dg.AssetKey(["s", "total"])) is None
 
-    # The next --auto run records the commits from the Delta log instead of recomputing them.
     capsys.readouterr()
+    assert cli.main(["status", "s.daily", "--project", str(root)]) == 0
+    assert f"warning: Delta version {committed} holds 1 interval(s) in [2024-01-02, 2024-01-03) that Dagster has not recorded" in capsys.readouterr().out
+
+    # The next --auto run records the commits from the Delta log instead of recomputing them.
     assert cli.main(["run", "s.daily", "s.total", "--auto", "--end", "2024-01-03", "--project", str(root)]) == 0
     out = capsys.readouterr().out
     assert f"s.daily: recorded 1 interval(s) in [2024-01-02, 2024-01-03) from Delta version {committed}" in out

@@ -62,3 +62,17 @@ def test_vacuum_removes_replaced_files_and_dead_runs_staging(make_project, capsy
     assert cli.main(["vacuum", *args]) == 0
     assert "t.x: removed 0 replaced file(s)" in capsys.readouterr().out
     assert table_rows(uri) == [("third", 0), ("third", 1), ("third", 2)]
+
+
+def test_status_warns_when_recorded_intervals_have_no_table(make_project, tmp_path, monkeypatch, capsys):
+    import dagster as dg
+
+    from incremental_assets.runs import open_instance
+
+    root = make_project({"models/x.sql": "MODEL (name t.x, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), start '2024-01-01'); SELECT ts FROM t.y",
+                         "models/y.sql": "MODEL (name t.y, kind FULL); SELECT CAST('2024-01-01' AS TIMESTAMP) AS ts"})
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    instance = open_instance(tmp_path / "home")
+    instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=dg.AssetKey(["t", "x"]), partition="2024-01-01"))
+    assert cli.main(["status", "t.x", "--project", str(root)]) == 0
+    assert "warning: Dagster records 1 interval(s) but there is no table at" in capsys.readouterr().out
