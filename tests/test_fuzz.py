@@ -53,7 +53,7 @@ def mutated_valid(draw) -> str:
 
 
 yaml_scalar = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=20), st.sampled_from(
-    ["raw.events", "delta", "csv", "parquet", "ts", "hour", "day", "data/x", "s3://b/x", "2024-01-01", "bigint", "local[1]", "sc://h"]))
+    ["raw.events", "delta", "csv", "parquet", "ts", "hour", "day", "data/x", "s3://b/x", "2024-01-01", "bigint", "local[1]", "sc://h", "a\x00b"]))
 yaml_data = st.recursive(
     yaml_scalar,
     lambda inner: st.one_of(
