@@ -149,7 +149,7 @@ def writer_lock(uri: str, *, owner: str = "", timeout: float | None = None) -> I
     os.makedirs(folder, exist_ok=True)
     path = f"{folder}/{LOCK_FILE}"
     me = {"pid": os.getpid(), "host": _host_tag(), "hostname": socket.gethostname(), "owner": owner,
-          "since": datetime.now(timezone.utc).isoformat()}
+          "since": datetime.now(timezone.utc).isoformat(), "token": uuid.uuid4().hex}
     wait = float(os.environ.get(LOCK_TIMEOUT_ENV, "300")) if timeout is None else timeout
     deadline = time.monotonic() + wait
     while True:
@@ -179,7 +179,7 @@ def writer_lock(uri: str, *, owner: str = "", timeout: float | None = None) -> I
         yield
     finally:
         with contextlib.suppress(FileNotFoundError):
-            if _read_lock(path).get("pid") == me["pid"] and _read_lock(path).get("since") == me["since"]:
+            if _read_lock(path).get("token") == me["token"]:  # never remove a lock another writer took over
                 os.remove(path)
 
 
