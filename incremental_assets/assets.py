@@ -21,7 +21,7 @@ from incremental_assets.execution import Executor, RunResult, build_spark_sessio
 from incremental_assets.model import IncrementalByTimeRange, SqlModel
 from incremental_assets.plan import RunPlan, needs_rebuild, plan_rebuild, plan_run, plan_window
 from incremental_assets.project import Project, Source, load_project
-from incremental_assets.settings import Settings
+from incremental_assets.settings import Settings, is_secret, load_settings, redact_url
 from incremental_assets.time_window import TimeWindow, ceil, floor, merge, subtract, to_utc
 from incremental_assets.translator import ModelTranslator
 
@@ -49,15 +49,25 @@ class SparkResource(LazyPySparkResource):
     """
 
     remote: Optional[str] = None
+    # Credentials (settings whose names look secret, a Connect URL's token) are not part of the
+    # resource's config, which Dagster stores and shows: they are read from the project's settings
+    # (the environment, or its settings file) when the session starts.
+    project_dir: Optional[str] = None
     _session: Any = PrivateAttr(default=None)
 
     def _init_session(self) -> None:
         if self._spark_session is None:
-            self._spark_session = build_spark_session(self.spark_config, remote=self.remote)
+            conf, remote = dict(self.spark_config), self.remote
+            if self.project_dir:
+                settings = load_settings(self.project_dir)
+                conf.update({k: v for k, v in settings.spark_config().items() if is_secret(k)})
+                remote = settings.spark_remote
+            self._spark_session = build_spark_session(conf, remote=remote)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "SparkResource":
-        return cls(spark_config=settings.spark_config(), remote=settings.spark_remote)
+        public = {k: v for k, v in settings.spark_config().items() if not is_secret(k)}
+        return cls(spark_config=public, remote=redact_url(settings.spark_remote), project_dir=str(settings.project_dir))
 
 
 def window_of(context: dg.AssetExecutionContext) -> TimeWindow:

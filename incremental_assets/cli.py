@@ -205,6 +205,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"  failed:  {describe_windows(st.failed)}")
         if st.in_progress:
             print(f"  running: {describe_windows(st.in_progress)}")
+        for line in consistency_warnings(project, instance, model, st):
+            print(f"  warning: {line}")
     if args.json:
         def win(ws):
             return [{"start": w.start.isoformat(), "end": w.end.isoformat()} for w in ws]
@@ -217,6 +219,46 @@ def cmd_status(args: argparse.Namespace) -> int:
             for s in rows
         ], indent=2))
     return 0
+
+
+def cmd_vacuum(args: argparse.Namespace) -> int:
+    from datetime import timedelta
+
+    from incremental_assets import storage
+
+    project = _project(args)
+    models = [project.model(args.model)] if args.model else project.ordered()
+    verb = "would remove" if args.dry_run else "removed"
+    for model in models:
+        uri = storage.table_uri(project.settings.warehouse, model.name)
+        if not storage.exists(uri):
+            continue
+        result = storage.vacuum(
+            uri, retention_hours=args.retention_hours, staging_age=timedelta(hours=args.staging_age_hours), dry_run=args.dry_run
+        )
+        print(f"{model.name}: {verb} {len(result.removed_files)} replaced file(s), {len(result.orphan_dirs)} staging folder(s) of dead runs")
+        if args.verbose:
+            for path in result.removed_files + result.orphan_dirs:
+                print(f"  {path}")
+    return 0
+
+
+def consistency_warnings(project, instance, model, st) -> list[str]:
+    """Where Dagster's records and the Delta table disagree: recorded intervals without a table, and
+    commits Dagster missed (a process killed between commit and record)."""
+    from incremental_assets import storage
+    from incremental_assets.runs import unrecorded_commits
+    from incremental_assets.translator import ModelTranslator
+
+    uri = storage.table_uri(project.settings.warehouse, model.name)
+    if st.covered and not storage.exists(uri):
+        return [f"Dagster records {st.intervals_done} interval(s) but there is no table at {uri}: run those windows again"]
+    missed = unrecorded_commits(instance, project, model, ModelTranslator())
+    return [
+        f"Delta version {m.version} holds {len(m.partitions)} interval(s) in {m.window} that Dagster has not recorded; "
+        "the next `run --auto` records them without recomputing"
+        for m in missed
+    ]
 
 
 def cmd_history(args: argparse.Namespace) -> int:
@@ -312,6 +354,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--since", help="only runs created at or after this time")
     p.add_argument("--until", help="only runs created before this time")
     p.set_defaults(func=cmd_history)
+
+    p = add("vacuum", "delete replaced data files older than the retention, and staging folders of dead runs")
+    p.add_argument("model", nargs="?")
+    p.add_argument("--retention-hours", type=int, default=168, help="keep files a version younger than this needs (time travel); default 168 (7 days)")
+    p.add_argument("--staging-age-hours", type=float, default=24.0, help="staging folders made on another host count as dead after this age; default 24")
+    p.add_argument("--dry-run", action="store_true", help="only list what would be removed")
+    p.add_argument("-v", "--verbose", action="store_true", help="list every path")
+    p.set_defaults(func=cmd_vacuum)
 
     p = add("test", "run the model unit tests (tests/**/*.yaml, SQLMesh's format) on Spark")
     p.add_argument("name", nargs="*", help="only these tests")

@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
+from sqlglot import exp
 
 from incremental_assets import faults, merge_writes, schema_changes, storage
 from incremental_assets.errors import StorageError
@@ -59,8 +60,10 @@ def spark_partition_expression(model: SqlModel) -> str:
     """
     kind = model.kind
     assert isinstance(kind, IncrementalByTimeRange)
-    column = f"`{kind.time_column}`"
-    instant = f"to_timestamp({column}, '{strftime_to_spark(kind.time_format)}')" if kind.time_format else f"CAST({column} AS TIMESTAMP)"
+    # Names and the pattern are quoted by sqlglot, so no header value can end a literal early.
+    column = exp.column(kind.time_column, quoted=True).sql("spark")
+    pattern = exp.Literal.string(strftime_to_spark(kind.time_format)).sql("spark") if kind.time_format else None
+    instant = f"to_timestamp({column}, {pattern})" if pattern else f"CAST({column} AS TIMESTAMP)"
     unit = model.interval_unit or "day"
     if unit == "hour":
         return f"concat(date_format({instant}, 'yyyy-MM-dd'), 'T', date_format({instant}, 'HH'))"
@@ -232,6 +235,21 @@ class Executor:
             buckets, details = merge_writes.scd_type_2(self, plan, df, uri, stage, plan.execution_time or datetime.now(timezone.utc))
         return (staged[0] if staged else None), buckets, details
 
+    _swept: set[str] = set()  # tables whose dead staging folders this process has already removed
+
+    def sweep(self, uri: str) -> None:
+        """Once per table and process, delete the staging folders that killed runs left behind."""
+        if uri in Executor._swept:
+            return
+        Executor._swept.add(uri)
+        try:
+            removed = storage.remove_orphan_staging(uri)
+        except (OSError, StorageError) as exc:  # cleanup never fails a run
+            log.warning("could not remove dead runs' staging folders in %s: %s", uri, exc)
+            return
+        if removed:
+            log.info("removed %d staging folder(s) of dead runs in %s", len(removed), uri)
+
     def execute(
         self,
         plan: RunPlan,
@@ -264,6 +282,7 @@ class Executor:
         first, last = plans[0], plans[-1]
         model = self.project.models[first.model]
         uri = storage.table_uri(self.project.settings.warehouse, first.model)
+        self.sweep(uri)
         staging = storage.new_staging_dir(uri)
         inputs: dict[str, str] = {}
         schema = None
@@ -292,8 +311,6 @@ class Executor:
         assert schema is not None
         faults.checkpoint("staged")
         window = TimeWindow(first.window.start, last.window.end) if first.window and last.window else None
-        if before_commit is not None:
-            before_commit(staging)
         metadata = {
             "model": first.model,
             "fingerprint": first.fingerprint,
@@ -305,18 +322,24 @@ class Executor:
         }
         if isinstance(model.kind, (UniqueKey, ScdType2)):
             metadata["buckets"] = str(model.kind.buckets)
-        result = storage.commit_staged(
-            uri,
-            staging,
-            schema,
-            replace_window=window if first.write == "replace_window" else None,
-            partitioned=first.write in ("replace_window", "rebuild"),
-            unit=model.interval_unit,
-            metadata=metadata,
-            name=first.model,
-            buckets=buckets,
-            append=first.write == "append",
-        )
+        try:
+            if before_commit is not None:
+                before_commit(staging)
+            result = storage.commit_staged(
+                uri,
+                staging,
+                schema,
+                replace_window=window if first.write == "replace_window" else None,
+                partitioned=first.write in ("replace_window", "rebuild"),
+                unit=model.interval_unit,
+                metadata=metadata,
+                name=first.model,
+                buckets=buckets,
+                append=first.write == "append",
+            )
+        except BaseException:
+            storage.discard_staging(uri, staging)  # refused or failed: these files will never be committed
+            raise
         faults.checkpoint("committed")
         if isinstance(model.kind, IncrementalByCursor):
             details["cursor_before"] = first.target.last_value if first.target and first.write == "append" else None

@@ -273,7 +273,7 @@ def parse_query(
     if len(statements) > 1:
         raise ModelFileError(
             path,
-            _node_line(statements[1], line_offset),
+            _node_line(statements[1], line_offset) or line_offset + 1,
             f"the model has {len(statements)} statements; a model holds exactly one query",
             hint="move the other statements into their own model files",
         )
@@ -299,7 +299,7 @@ def parse_query(
         if param.name not in DATE_MACROS | CURSOR_MACROS:
             raise ModelFileError(
                 path,
-                _node_line(param, 0),
+                _node_line(param, 0) or line_offset + 1,
                 f"unknown macro @{param.name}",
                 hint="use one of " + ", ".join("@" + m for m in sorted(DATE_MACROS)),
             )

@@ -29,7 +29,7 @@ import yaml
 from pyspark.sql import SparkSession
 from sqlglot import exp
 
-from incremental_assets.errors import ModelFileError
+from incremental_assets.errors import ModelFileError, WindowError
 from incremental_assets.execution import Executor
 from incremental_assets.plan import RunPlan, plan_run
 from incremental_assets.project import Project
@@ -58,31 +58,71 @@ class TestOutcome:
         return not self.failures
 
 
-def _rows(value: Any) -> list[dict[str, Any]]:
+def _rows(value: Any, path: Path, line: int, what: str) -> list[dict[str, Any]]:
+    """Fixture rows: a list of mappings, or ``{rows: [...]}``."""
     if isinstance(value, dict) and "rows" in value:
         value = value["rows"]
-    return list(value or [])
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(row, dict) for row in value):
+        raise ModelFileError(path, line, f"{what} must be a list of rows (column: value mappings)", hint="write `- {id: 1, ts: 2024-01-01}`")
+    return value
+
+
+def _mapping(value: Any, path: Path, line: int, what: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ModelFileError(path, line, f"{what} must be a mapping")
+    return value
+
+
+def _read_yaml(path: Path) -> tuple[Any, dict[str, int]]:
+    """The file's data and the line of each top-level key; YAML errors name their line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        node = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except UnicodeDecodeError:
+        raise ModelFileError(path, None, "the file is not UTF-8 text") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line = mark.line + 1 if mark else (1 if isinstance(exc, yaml.reader.ReaderError) else None)
+        raise ModelFileError(path, line, f"invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
+    lines = {}
+    if isinstance(node, yaml.MappingNode):
+        lines = {str(k.value): k.start_mark.line + 1 for k, _ in node.value}
+    return data, lines
 
 
 def load_model_tests(project: Project) -> list[ModelTest]:
     """Every test in ``<project>/tests/**/*.yaml`` (files whose entries name a ``model``)."""
     tests = []
     for path in sorted((project.directory / "tests").rglob("*.yaml")):
-        data = yaml.safe_load(path.read_text()) or {}
-        if not isinstance(data, dict) or not all(isinstance(v, dict) and "model" in v for v in data.values()):
+        data, lines = _read_yaml(path)
+        if not isinstance(data, dict) or not data or not all(isinstance(v, dict) and "model" in v for v in data.values()):
             continue
         for name, body in data.items():
+            line = lines.get(str(name), 1)
             model = str(body["model"]).lower()
             if model not in project.models:
-                raise ModelFileError(path, None, f"test {name}: no model named {model}")
-            outputs = body.get("outputs") or {}
-            vars_ = body.get("vars") or {}
+                raise ModelFileError(path, line, f"test {name}: no model named {model}")
+            outputs = _mapping(body.get("outputs"), path, line, f"test {name}: outputs")
+            vars_ = _mapping(body.get("vars"), path, line, f"test {name}: vars")
+            inputs = _mapping(body.get("inputs"), path, line, f"test {name}: inputs")
+            ctes = _mapping(outputs.get("ctes"), path, line, f"test {name}: outputs.ctes")
+            for key in ("start", "end"):
+                if vars_.get(key) is not None:
+                    try:
+                        to_utc(vars_[key] if isinstance(vars_[key], (dt.date, str)) else str(vars_[key]))
+                    except WindowError as exc:
+                        raise ModelFileError(path, line, f"test {name}: vars.{key}: {exc}") from None
             tests.append(
                 ModelTest(
-                    name, path, model,
-                    {str(k).lower(): _rows(v) for k, v in (body.get("inputs") or {}).items()},
-                    _rows(outputs["query"]) if "query" in outputs else None,
-                    {str(k).lower(): _rows(v) for k, v in (outputs.get("ctes") or {}).items()},
+                    str(name), path, model,
+                    {str(k).lower(): _rows(v, path, line, f"test {name}: input {k}") for k, v in inputs.items()},
+                    _rows(outputs["query"], path, line, f"test {name}: outputs.query") if "query" in outputs else None,
+                    {str(k).lower(): _rows(v, path, line, f"test {name}: cte {k}") for k, v in ctes.items()},
                     vars_.get("start"), vars_.get("end"),
                 )
             )

@@ -164,6 +164,9 @@ def load_sources(path: Path, project_dir: Path) -> dict[str, Source]:
         for key in ("name", "location", "format"):
             if not entry.get(key) or not isinstance(entry.get(key), str):
                 raise ModelFileError(path, line, f"source is missing '{key}'", hint=f"add `{key}: ...` to the entry")
+        for key in ("name", "location", "time_column"):
+            if "\x00" in str(entry.get(key) or ""):
+                raise ModelFileError(path, line, f"source {key} contains a NUL character")
         name = entry["name"].lower()
         fmt = entry["format"].lower()
         if fmt not in SOURCE_FORMATS:

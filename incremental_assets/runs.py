@@ -8,6 +8,7 @@ session starts once per command and every run shows in the UI.
 from __future__ import annotations
 
 import os
+import socket
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -16,6 +17,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import dagster as dg
 
+from incremental_assets import storage
 from incremental_assets.errors import IncrementalAssetsError, WindowError
 from incremental_assets.model import IncrementalByTimeRange, SqlModel
 from incremental_assets.project import Project
@@ -31,7 +33,6 @@ from incremental_assets.time_window import (
     subtract,
     to_utc,
 )
-from incremental_assets import storage
 from incremental_assets.assets import ALLOW_DOWNGRADE_TAG, REBUILD_TAG, materialized_windows
 from incremental_assets.plan import needs_rebuild, run_size
 from incremental_assets.translator import ModelTranslator
@@ -164,6 +165,101 @@ def model_status(
     )
 
 
+# -- reconciliation: the Delta log against Dagster's records -------------------------------------
+
+PID_TAG = "incremental_assets/pid"
+HOST_TAG = "incremental_assets/host"
+
+
+def fail_dead_runs(instance: dg.DagsterInstance) -> list[str]:
+    """Mark as failed the CLI runs still recorded as running whose process, on this host, is gone
+    (killed, out of memory): their intervals then show as failed, not as running forever."""
+    host = socket.gethostname()
+    failed = []
+    for record in instance.get_run_records(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING])):
+        run = record.dagster_run
+        pid = run.tags.get(PID_TAG)
+        if run.tags.get(HOST_TAG) != host or not (pid or "").isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        instance.report_run_failed(run, message=f"the process of this run (pid {pid}) died without finishing it")
+        failed.append(run.run_id)
+    return failed
+
+
+@dataclass(frozen=True)
+class Reconciled:
+    model: str
+    version: int
+    run_id: str
+    window: TimeWindow | None
+    partitions: tuple[str, ...] = ()
+
+
+def unrecorded_commits(instance: dg.DagsterInstance, project: Project, model: SqlModel, translator: ModelTranslator) -> list[Reconciled]:
+    """Commits in the model's Delta log that Dagster never recorded (the process died between the
+    commit and the materialization event), made by the current version of the model's query.
+
+    Per interval only the newest commit counts: an interval a later commit replaced is judged by it.
+    """
+    uri = storage.table_uri(project.settings.warehouse, model.name)
+    log = [c for c in storage.commits(uri) if c.model == model.name]
+    if not log:
+        return []
+    key = translator.get_asset_key(model)
+    partitions = translator.get_partitions_def(model)
+    if not isinstance(partitions, dg.TimeWindowPartitionsDefinition):
+        newest = log[-1]
+        event = instance.get_latest_materialization_event(key)
+        recorded = event.asset_materialization.metadata.get("delta_version") if event and event.asset_materialization else None
+        if newest.fingerprint != model.fingerprint or (recorded is not None and recorded.value >= newest.version):
+            return []
+        if recorded is None and event is not None:
+            return []
+        return [Reconciled(model.name, newest.version, newest.run_id, None)]
+    latest: dict[str, storage.Commit] = {}
+    for commit in log:
+        if commit.window is None:  # a full rebuild replaced every interval
+            latest.clear()
+            continue
+        for part in batches(commit.window, model.interval_unit or "day", 1):
+            latest[_partition_key(partitions, part.start)] = commit
+    done = set(instance.get_materialized_partitions(key))
+    by_version: dict[int, list[str]] = {}
+    for pk, commit in latest.items():
+        if pk not in done and commit.fingerprint == model.fingerprint and partitions.has_partition_key(pk):
+            by_version.setdefault(commit.version, []).append(pk)
+    found = []
+    for version, keys in sorted(by_version.items()):
+        commit = next(c for c in log if c.version == version)
+        found.append(Reconciled(model.name, version, commit.run_id, commit.window, tuple(sorted(keys))))
+    return found
+
+
+def reconcile(instance: dg.DagsterInstance, project: Project, model: SqlModel, translator: ModelTranslator) -> list[Reconciled]:
+    """Record in Dagster the commits it missed (see :func:`unrecorded_commits`), as materializations
+    whose metadata names the Delta version, instead of computing those intervals again."""
+    found = unrecorded_commits(instance, project, model, translator)
+    key = translator.get_asset_key(model)
+    uri = storage.table_uri(project.settings.warehouse, model.name)
+    for item in found:
+        meta = {
+            "reconciled_from": f"Delta version {item.version}",
+            "delta_version": item.version,
+            "committed_by_run": item.run_id,
+            "table_uri": dg.MetadataValue.path(uri),
+        }
+        for pk in item.partitions or (None,):
+            instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=key, partition=pk, metadata=meta))
+    return found
+
+
 # -- runs -------------------------------------------------------------------------------------
 
 
@@ -241,7 +337,7 @@ class Runner:
 
     def run_window(self, model: SqlModel, window: TimeWindow | None, *, allow_downgrade: bool = False, rebuild: bool = False) -> RunRecord:
         key = self.translator.get_asset_key(model)
-        tags: dict[str, str] = {"incremental_assets/launched_by": "cli"}
+        tags: dict[str, str] = {"incremental_assets/launched_by": "cli", PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
         if allow_downgrade:
             tags[ALLOW_DOWNGRADE_TAG] = "true"
         if rebuild:
@@ -289,7 +385,15 @@ class Runner:
         report = RunReport()
         plan: list[tuple[SqlModel, TimeWindow | None]] = []
         rebuilds: set[str] = set()
+        fail_dead_runs(self.instance)
         for model in models:
+            reconciled = reconcile(self.instance, self.project, model, self.translator)
+            for item in reconciled:
+                if progress:
+                    where = f"{len(item.partitions)} interval(s) in {item.window}" if item.partitions else "full table"
+                    progress(f"{model.name}: recorded {where} from Delta version {item.version} (committed by run {item.run_id[:8]}, not recorded)")
+            if reconciled and auto and not isinstance(model.kind, IncrementalByTimeRange):
+                continue  # its last commit is the current query's output: nothing to redo
             if model.is_incremental and (full_refresh or needs_rebuild(model, self.built_with(model))):
                 unit = model.interval_unit or "day"
                 until = end or last_complete_end(now or datetime.now(timezone.utc), unit)

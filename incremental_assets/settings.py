@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -41,6 +42,29 @@ DEFAULT_SPARK_CONF: dict[str, str] = {
     "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
     "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
 }
+
+
+SECRET_KEY = re.compile(r"secret|password|passwd|token|credential|private|(^|[._-])(access|api|account|sas)?[._-]?key($|[._-])", re.IGNORECASE)
+REDACTED = "<redacted>"
+
+
+def is_secret(key: str) -> bool:
+    """Whether a setting's name says it holds a credential: its value is never shown or stored.
+
+    >>> [is_secret(k) for k in ("spark.hadoop.fs.s3a.secret.key", "spark.hadoop.fs.s3a.access.key", "spark.sql.shuffle.partitions")]
+    [True, True, False]
+    """
+    return bool(SECRET_KEY.search(key))
+
+
+def redact(conf: Mapping[str, str]) -> dict[str, str]:
+    """A copy of ``conf`` safe to print or record: credential values replaced by ``<redacted>``."""
+    return {k: REDACTED if is_secret(k) else v for k, v in conf.items()}
+
+
+def redact_url(url: str | None) -> str | None:
+    """A Spark Connect URL without its token: ``sc://h:15002/;token=abc`` -> ``sc://h:15002/;token=<redacted>``."""
+    return re.sub(r"(?i)((?:token|password|secret)=)[^;&]*", r"\1" + REDACTED, url) if url else url
 
 
 @dataclass(frozen=True)
@@ -70,6 +94,9 @@ def _resolve(project_dir: Path, location: str) -> str:
     return str(path if path.is_absolute() else (project_dir / path).resolve())
 
 
+_EXAMPLES = {"warehouse": "s3://bucket/warehouse", "dialect": "spark", "timezone": "UTC", "dagster_home": ".dagster"}
+
+
 def load_settings(project_dir: str | Path, *, environ: Mapping[str, str] | None = None) -> Settings:
     """Read the settings file (optional) and apply environment overrides."""
     env = os.environ if environ is None else environ
@@ -86,12 +113,21 @@ def load_settings(project_dir: str | Path, *, environ: Mapping[str, str] | None 
             raise ModelFileError(path, 1, "settings must be a mapping of keys to values")
         raw = loaded or {}
     known = {"warehouse", "dialect", "timezone", "spark", "dagster_home"}
-    unknown = set(raw) - known
+    unknown = {str(k) for k in raw} - known
     if unknown:
         raise ModelFileError(path, None, f"unknown setting(s): {', '.join(sorted(unknown))}", hint="use " + ", ".join(sorted(known)))
+    for key in ("warehouse", "dialect", "timezone", "dagster_home"):
+        value = raw.get(key)
+        if value is not None and (not isinstance(value, (str, int, float)) or "\x00" in str(value)):
+            raise ModelFileError(path, None, f"{key} must be a single value, e.g. `{key}: {_EXAMPLES[key]}`")
     spark = raw.get("spark") or {}
     if not isinstance(spark, dict):
         raise ModelFileError(path, None, "spark must be a mapping with master, remote and conf")
+    for key in ("master", "remote"):
+        if spark.get(key) is not None and not isinstance(spark.get(key), str):
+            raise ModelFileError(path, None, f"spark.{key} must be text, e.g. `{key}: local[2]`" if key == "master" else f"spark.{key} must be a Spark Connect URL")
+    if not isinstance(spark.get("conf") or {}, dict):
+        raise ModelFileError(path, None, "spark.conf must be a mapping of Spark settings to values", hint="write `conf: {spark.sql.shuffle.partitions: 8}`")
     conf = {str(k): str(v) for k, v in (spark.get("conf") or {}).items()}
     if env.get("INCREMENTAL_ASSETS_SPARK_CONF"):
         try:

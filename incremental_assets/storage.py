@@ -3,7 +3,12 @@
 Spark writes a run's data files into a fresh folder inside the table; :func:`commit_staged` then makes
 them visible in ONE Delta transaction that also removes the files of the partitions it replaces. Until
 that commit succeeds, readers see the previous version whole; a failed or killed run leaves only
-unreferenced files behind, which no reader ever lists (tables are read from the committed file list).
+unreferenced files behind, which no reader ever lists (tables are read from the committed file list),
+and which :func:`remove_orphan_staging` deletes once their run is known dead.
+
+Every commit holds the table's single-writer lock (:func:`writer_lock`) from the snapshot it replaces
+to the new version: delta-rs alone lets two concurrent first writes of the same window both land
+(duplicate rows), so the storage cannot arbitrate and the lock does.
 
 Incremental tables are partitioned by the interval that holds each row (column ``ia_interval``: the
 interval start as text, e.g. ``2024-01-01`` or ``2024-01-01T05``), so replacing a window is a partition
@@ -12,11 +17,17 @@ replace, and reading a window prunes to exactly its partitions.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
+import os
+import shutil
+import socket
+import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Mapping, Sequence
+from datetime import datetime, timedelta, timezone
+from typing import Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -64,10 +75,114 @@ def exists(uri: str) -> bool:
     return DeltaTable.is_deltatable(uri)
 
 
+STAGING_PREFIX = "run-"
+LOCK_FILE = "_ia_writer.lock"
+LOCK_TIMEOUT_ENV = "INCREMENTAL_ASSETS_LOCK_TIMEOUT"
+STALE_LOCK_SECONDS = 600.0  # a commit holds the lock for seconds; an older lock belongs to a dead writer
+
+
+def _host_tag(host: str | None = None) -> str:
+    return hashlib.sha1((host or socket.gethostname()).encode()).hexdigest()[:8]
+
+
 def new_staging_dir(uri: str) -> str:
-    """A fresh folder inside the table for one run's data files (never listed by readers)."""
+    """A fresh folder inside the table for one run's data files (never listed by readers).
+
+    Its name says when, on which host and by which process it was made, so a later run can tell the
+    folders of dead runs from those of running ones: ``run-<utc stamp>-<host tag>-<pid>-<random>``.
+    """
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
-    return f"{uri.rstrip('/')}/run-{stamp}-{uuid.uuid4().hex[:12]}"
+    return f"{uri.rstrip('/')}/{STAGING_PREFIX}{stamp}-{_host_tag()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by another user
+        return True
+    return True
+
+
+def _is_local(uri: str) -> bool:
+    return "://" not in uri or uri.startswith("file://")
+
+
+def _local_path(uri: str) -> str:
+    return uri[len("file://") :] if uri.startswith("file://") else uri
+
+
+# -- the single-writer guard -------------------------------------------------------------------
+
+
+def _read_lock(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.loads(handle.read() or "{}")
+    except (OSError, ValueError):
+        return {}
+
+
+def _lock_is_stale(holder: dict, path: str) -> bool:
+    """A lock whose process is dead (same host), or older than any commit can take."""
+    if holder.get("host") == _host_tag() and isinstance(holder.get("pid"), int) and not _pid_alive(holder["pid"]):
+        return True
+    try:
+        age = time.time() - os.path.getmtime(path)
+    except OSError:
+        return False
+    return age > STALE_LOCK_SECONDS
+
+
+@contextlib.contextmanager
+def writer_lock(uri: str, *, owner: str = "", timeout: float | None = None) -> Iterator[None]:
+    """Hold the table's single-writer lock: a file created with O_EXCL in the table folder.
+
+    A writer that finds the lock held waits (polling) up to ``timeout`` seconds (default 300, or
+    ``INCREMENTAL_ASSETS_LOCK_TIMEOUT``), then fails naming the holder. A lock left by a killed
+    process (same host, pid gone) or older than ten minutes is taken over. Object stores have no
+    O_EXCL: there delta-rs's own locking (e.g. a DynamoDB lock for S3) must arbitrate.
+    """
+    if not _is_local(uri):
+        yield
+        return
+    folder = _local_path(uri).rstrip("/")
+    os.makedirs(folder, exist_ok=True)
+    path = f"{folder}/{LOCK_FILE}"
+    me = {"pid": os.getpid(), "host": _host_tag(), "hostname": socket.gethostname(), "owner": owner,
+          "since": datetime.now(timezone.utc).isoformat(), "token": uuid.uuid4().hex}
+    wait = float(os.environ.get(LOCK_TIMEOUT_ENV, "300")) if timeout is None else timeout
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            holder = _read_lock(path)
+            if _lock_is_stale(holder, path):
+                with contextlib.suppress(FileNotFoundError):
+                    # rename first: of two writers taking over the same stale lock, only one succeeds
+                    os.rename(path, f"{path}.stale-{uuid.uuid4().hex[:8]}")
+                    for stale in (p for p in os.listdir(folder) if p.startswith(LOCK_FILE + ".stale-")):
+                        os.remove(f"{folder}/{stale}")
+                continue
+            if time.monotonic() >= deadline:
+                raise StorageError(
+                    f"table {uri} is being written by {holder.get('owner') or 'another run'} (pid {holder.get('pid')} on "
+                    f"{holder.get('hostname')}, since {holder.get('since')}); waited {wait:.0f}s. Retry when it is done, "
+                    f"or raise {LOCK_TIMEOUT_ENV}; if that process is gone, delete {path}"
+                ) from None
+            time.sleep(0.05)
+            continue
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(me))
+        break
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            if _read_lock(path).get("token") == me["token"]:  # never remove a lock another writer took over
+                os.remove(path)
 
 
 @dataclass(frozen=True)
@@ -155,48 +270,56 @@ def commit_staged(
         if column not in schema.names:
             schema = schema.append(pa.field(column, pa.string()))
     delta_schema = Schema.from_arrow(schema)
-    properties = CommitProperties(custom_metadata={METADATA_PREFIX + k: str(v) for k, v in (metadata or {}).items()})
-    try:
-        if not exists(uri):
-            create_table_with_add_actions(
-                uri,
-                delta_schema,
-                actions,
-                mode="error",
-                partition_by=partition_by or None,
-                name=name,
-                commit_properties=properties,
-            )
-        else:
-            table = DeltaTable(uri)
-            current = table.metadata().partition_columns
-            if list(current) != partition_by:
-                fix = (
-                    "a Delta table's partitioning cannot be changed by a commit: the model's kind changed, so remove the "
-                    "table folder and run the model again"
-                    if replace_window is None
-                    else "rebuild it with --full-refresh"
+    custom = {METADATA_PREFIX + k: str(v) for k, v in (metadata or {}).items()}
+    custom[METADATA_PREFIX + "staging"] = staging.rstrip("/").rsplit("/", 1)[-1]
+    properties = CommitProperties(custom_metadata=custom)
+    owner = f"run {(metadata or {}).get('run_id') or '?'} of {name or uri}"
+    with writer_lock(uri, owner=owner):
+        # Under the lock the snapshot read here is still the latest when the commit lands, so the
+        # overwrite removes every file of the window, including those of a writer that just finished.
+        try:
+            if not exists(uri):
+                create_table_with_add_actions(
+                    uri,
+                    delta_schema,
+                    actions,
+                    mode="error",
+                    partition_by=partition_by or None,
+                    name=name,
+                    commit_properties=properties,
                 )
-                raise StorageError(f"table {uri} is partitioned by {list(current) or 'nothing'}, this write needs {partition_by or 'no partitions'}; {fix}")
-            if replace_window is not None:
-                filters = _window_filters(replace_window, unit or "day")
-            elif buckets is not None:
-                filters = [(BUCKET_COLUMN, "in", sorted(buckets))]
             else:
-                filters = None
-            table.create_write_transaction(
-                actions,
-                mode="append" if append else "overwrite",
-                schema=delta_schema,
-                partition_by=partition_by or None,
-                partition_filters=None if append else filters,
-                commit_properties=properties,
-            )
-    except StorageError:
-        raise
-    except Exception as exc:  # delta-rs raises several unrelated exception types
-        raise StorageError(f"the commit to {uri} failed, the table is unchanged: {exc}") from exc
-    version = DeltaTable(uri).version()
+                table = DeltaTable(uri)
+                current = table.metadata().partition_columns
+                if list(current) != partition_by:
+                    fix = (
+                        "a Delta table's partitioning cannot be changed by a commit: the model's kind changed, so remove the "
+                        "table folder and run the model again"
+                        if replace_window is None
+                        else "rebuild it with --full-refresh"
+                    )
+                    raise StorageError(
+                        f"table {uri} is partitioned by {list(current) or 'nothing'}, this write needs {partition_by or 'no partitions'}; {fix}"
+                    )
+                if replace_window is not None:
+                    filters = _window_filters(replace_window, unit or "day")
+                elif buckets is not None:
+                    filters = [(BUCKET_COLUMN, "in", sorted(buckets))]
+                else:
+                    filters = None
+                table.create_write_transaction(
+                    actions,
+                    mode="append" if append else "overwrite",
+                    schema=delta_schema,
+                    partition_by=partition_by or None,
+                    partition_filters=None if append else filters,
+                    commit_properties=properties,
+                )
+        except StorageError:
+            raise
+        except Exception as exc:  # delta-rs raises several unrelated exception types
+            raise StorageError(f"the commit to {uri} failed, the table is unchanged: {exc}") from exc
+        version = DeltaTable(uri).version()
     return CommitResult(
         version=version,
         rows=rows,
@@ -303,3 +426,131 @@ def added_time_ranges(uri: str, since_version: int, time_column: str) -> tuple[i
         hi = row.get(f"max.{time_column}") if f"max.{time_column}" in names else None
         ranges.append((lo, hi))
     return version, ranges
+
+
+# -- commit log: what was written by which run -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One Delta commit made by this framework, with the metadata it was made with."""
+
+    version: int
+    model: str
+    fingerprint: str
+    run_id: str
+    window: TimeWindow | None
+    staging: str
+
+
+def commits(uri: str) -> list[Commit]:
+    """The framework's commits still in the table's log, oldest first (other writers' are skipped)."""
+    if not exists(uri):
+        return []
+    out = []
+    for entry in DeltaTable(uri).history():
+        model = entry.get(METADATA_PREFIX + "model")
+        if not model:
+            continue
+        start, end = entry.get(METADATA_PREFIX + "window_start"), entry.get(METADATA_PREFIX + "window_end")
+        window = TimeWindow(datetime.fromisoformat(start), datetime.fromisoformat(end)) if start and end else None
+        out.append(
+            Commit(
+                version=int(entry["version"]),
+                model=str(model),
+                fingerprint=str(entry.get(METADATA_PREFIX + "fingerprint", "")),
+                run_id=str(entry.get(METADATA_PREFIX + "run_id", "")),
+                window=window,
+                staging=str(entry.get(METADATA_PREFIX + "staging", "")),
+            )
+        )
+    return sorted(out, key=lambda c: c.version)
+
+
+# -- orphans and vacuum ----------------------------------------------------------------------------
+
+
+def _staging_owner(name: str) -> tuple[str | None, int | None, datetime | None]:
+    """(host tag, pid, creation time) from a staging folder's name; None where an older name lacks it."""
+    parts = name[len(STAGING_PREFIX) :].split("-")
+    try:
+        made = datetime.strptime(parts[0], "%Y%m%dT%H%M%S").replace(tzinfo=timezone.utc)
+    except ValueError:
+        made = None
+    if len(parts) == 4 and parts[2].isdigit():
+        return parts[1], int(parts[2]), made
+    return None, None, made
+
+
+def orphan_staging_dirs(uri: str, *, older_than: timedelta = timedelta(hours=24), now: datetime | None = None) -> list[str]:
+    """Staging folders of runs that died before committing: no file of theirs is in the table's log.
+
+    A folder is an orphan when no commit in the log names it and no file of the current version lies
+    in it, and its run is gone: its process is dead (same host), or, for a folder made elsewhere, it
+    is older than ``older_than``. Folders of live runs are never listed.
+    """
+    if not _is_local(uri) or not exists(uri):
+        return []
+    folder = _local_path(uri).rstrip("/")
+    now = now or datetime.now(timezone.utc)
+    named = {c.staging for c in commits(uri)}
+    base = DeltaTable(uri).table_uri.rstrip("/")
+    live = set()
+    for path in DeltaTable(uri).file_uris():
+        relative = path[len(base) + 1 :] if path.startswith(base) else _local_path(path)[len(folder) + 1 :]
+        live.add(relative.split("/", 1)[0])
+    here = _host_tag()
+    out = []
+    for name in sorted(os.listdir(folder)):
+        if not name.startswith(STAGING_PREFIX) or name in named or name in live or not os.path.isdir(f"{folder}/{name}"):
+            continue
+        host, pid, made = _staging_owner(name)
+        if host == here and pid is not None:
+            if pid != os.getpid() and not _pid_alive(pid):
+                out.append(f"{folder}/{name}")
+        elif made is not None and now - made > older_than:
+            out.append(f"{folder}/{name}")
+    return out
+
+
+def remove_orphan_staging(uri: str, *, older_than: timedelta = timedelta(hours=24), dry_run: bool = False) -> list[str]:
+    """Delete (or with ``dry_run`` only list) the staging folders of dead runs; returns them."""
+    found = orphan_staging_dirs(uri, older_than=older_than)
+    if not dry_run:
+        for path in found:
+            shutil.rmtree(path, ignore_errors=True)
+    return found
+
+
+def discard_staging(uri: str, staging: str) -> None:
+    """Delete a live run's staging folder after its commit was refused or failed; never one whose
+    files the table references (should a commit have landed after all)."""
+    if not _is_local(staging):
+        return
+    name = staging.rstrip("/").rsplit("/", 1)[-1]
+    try:
+        if exists(uri) and any(f"/{name}/" in f for f in DeltaTable(uri).file_uris()):
+            return
+    except Exception:  # cannot tell: keep the files, vacuum decides later
+        return
+    shutil.rmtree(_local_path(staging), ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class VacuumResult:
+    removed_files: list[str]
+    orphan_dirs: list[str]
+
+
+def vacuum(uri: str, *, retention_hours: int = 168, staging_age: timedelta = timedelta(hours=24), dry_run: bool = True) -> VacuumResult:
+    """Delete data files no version younger than ``retention_hours`` needs, and dead runs' staging folders.
+
+    Files replaced by later commits stay readable by time travel until the retention passes. Runs
+    under the table's writer lock so no commit lands while files are removed.
+    """
+    if not exists(uri):
+        return VacuumResult([], [])
+    with writer_lock(uri, owner="vacuum"):
+        orphans = remove_orphan_staging(uri, older_than=staging_age, dry_run=dry_run)
+        removed = DeltaTable(uri).vacuum(retention_hours=retention_hours, dry_run=dry_run, enforce_retention_duration=False)
+    return VacuumResult(sorted(removed), orphans)
