@@ -1,6 +1,6 @@
 """Benchmark runner: every figure is a ratio measured side by side in one run, median of repetitions.
 
-    .venv/bin/python benchmarks/run.py                     # all scenarios, default sizes (about 40 min)
+    .venv/bin/python benchmarks/run.py                     # all scenarios, default sizes (over an hour on a busy machine)
     .venv/bin/python benchmarks/run.py --quick             # every scenario on small data, 1 repetition (smoke test)
     .venv/bin/python benchmarks/run.py scale incremental   # some scenarios
     BENCH_ORDERS_PER_DAY=20000 BENCH_REPS=5 .venv/bin/python benchmarks/run.py incremental
