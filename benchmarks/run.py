@@ -1,16 +1,21 @@
 """Benchmark runner: every figure is a ratio measured side by side in one run, median of repetitions.
 
-    .venv/bin/python benchmarks/run.py                     # all scenarios, default sizes
+    .venv/bin/python benchmarks/run.py                     # all scenarios, default sizes (over an hour on a busy machine)
+    .venv/bin/python benchmarks/run.py --quick             # every scenario on small data, 1 repetition (smoke test)
     .venv/bin/python benchmarks/run.py scale incremental   # some scenarios
-    BENCH_ORDERS_PER_DAY=20000 .venv/bin/python benchmarks/run.py incremental
+    BENCH_ORDERS_PER_DAY=20000 BENCH_REPS=5 .venv/bin/python benchmarks/run.py incremental
 
 Scenarios:
   scale        load + analyse + build Definitions for 100 / 1,000 / 5,000 generated models (subprocess each)
   incremental  one new day vs a full refresh of shop.order_lines, at three history sizes
   backfill     a year as one single-run window vs the bare query written by plain Spark (the floor),
-               and 30 one-interval runs vs one 30-interval run
+               vs 365 one-day runs (one process, one Spark session)
+  overhead     one small interval through each layer (Executor, Dagster run, CLI, dagster CLI, Spark
+               Connect) as ratios to the bare query; the cost of each extra interval in one command
+  peer         dbt-spark microbatch (installed into benchmarks/.peer-venv) vs our CLI: daily run, backfill
 
-Results are printed and written to benchmarks/results.json; RESULTS.md is written by hand from them.
+Results are printed and written to benchmarks/results.json (--quick: results-quick.json); RESULTS.md is
+written by hand from them.
 """
 
 from __future__ import annotations
@@ -32,8 +37,13 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
-REPS = int(os.environ.get("BENCH_REPS", "3"))
-ORDERS_PER_DAY = int(os.environ.get("BENCH_ORDERS_PER_DAY", "5000"))
+QUICK = "--quick" in sys.argv
+REPS = int(os.environ.get("BENCH_REPS", "1" if QUICK else "3"))
+ORDERS_PER_DAY = int(os.environ.get("BENCH_ORDERS_PER_DAY", "300" if QUICK else "5000"))
+HISTORY_SIZES = (7, 14, 28) if QUICK else (91, 182, 366)
+BACKFILL_DAYS = 14 if QUICK else 366
+PEER_DAYS = 7 if QUICK else 365
+SCALE_SIZES = ["20", "100"] if QUICK else ["100", "1000", "5000"]
 
 
 def median_time(fn, reps: int = REPS) -> float:
@@ -67,7 +77,7 @@ def spark_session():
 def scenario_scale() -> dict:
     import project_scale
 
-    return {"sizes": project_scale.main(["100", "1000", "5000"])}
+    return {"sizes": project_scale.main(SCALE_SIZES)}
 
 
 def scenario_incremental(spark) -> dict:
@@ -76,7 +86,7 @@ def scenario_incremental(spark) -> dict:
     from incremental_assets.time_window import TimeWindow, utc
 
     rows = []
-    for days in (91, 182, 366):
+    for days in HISTORY_SIZES:
         with tempfile.TemporaryDirectory() as tmp:
             project = example_project(Path(tmp), days, ORDERS_PER_DAY)
             model = project.model("shop.order_lines")
@@ -101,15 +111,20 @@ def scenario_backfill(spark) -> dict:
     from incremental_assets.plan import plan_run
     from incremental_assets.time_window import TimeWindow, batches, utc
 
+    days = BACKFILL_DAYS
     with tempfile.TemporaryDirectory() as tmp:
-        project = example_project(Path(tmp), 366, ORDERS_PER_DAY)
+        project = example_project(Path(tmp), days, ORDERS_PER_DAY)
         model = project.model("shop.order_lines")
-        year = TimeWindow(utc(2024, 1, 1), utc(2025, 1, 1))
+        first = utc(2024, 1, 1)
+        year = TimeWindow(first, first + (utc(2024, 1, 2) - first) * days)
         counter = iter(range(10**6))
 
-        def framework():
+        def fresh():
             wh = Path(tmp) / f"wh{next(counter)}"
-            p = dataclasses.replace(project, settings=dataclasses.replace(project.settings, warehouse=str(wh)))
+            return dataclasses.replace(project, settings=dataclasses.replace(project.settings, warehouse=str(wh)))
+
+        def framework():
+            p = fresh()
             Executor(spark, p).execute(plan_run(p, p.model(model.name), year))
 
         def floor():
@@ -122,65 +137,119 @@ def scenario_backfill(spark) -> dict:
 
         framework()
         floor()  # warm-up both paths
-        t_floor = median_time(floor)
-        t_single = median_time(framework)
-        print(f"backfill: 366 days single run {t_single:.2f}s vs floor {t_floor:.2f}s: {t_single / t_floor:.2f}x", flush=True)
+        t_single, t_floor = [], []
+        for rep in range(REPS):  # interleaved, so a change in the machine's load hits both alike
+            for fn, out in ((framework, t_single), (floor, t_floor)) if rep % 2 == 0 else ((floor, t_floor), (framework, t_single)):
+                began = time.perf_counter()
+                fn()
+                out.append(time.perf_counter() - began)
+        single, floor_s = statistics.median(t_single), statistics.median(t_floor)
+        print(f"backfill: {days} days single run {single:.2f}s vs floor {floor_s:.2f}s: {single / floor_s:.2f}x", flush=True)
 
-        month = TimeWindow(utc(2024, 6, 1), utc(2024, 7, 1))
+        # One-day runs in one process (one session). BENCH_PER_INTERVAL_DAYS < days measures the first N
+        # intervals only and scales their time to the whole range (reported as such): on a loaded machine
+        # 365 runs take longer than a session may spend.
+        measured_days = min(days, int(os.environ.get("BENCH_PER_INTERVAL_DAYS", str(days))))
 
         def per_interval():
-            wh = Path(tmp) / f"wh{next(counter)}"
-            p = dataclasses.replace(project, settings=dataclasses.replace(project.settings, warehouse=str(wh)))
+            p = fresh()
             ex = Executor(spark, p)
-            for day in batches(month, "day", 1):
+            for day in batches(year, "day", 1)[:measured_days]:
                 ex.execute(plan_run(p, p.model(model.name), day))
 
-        def one_run():
-            wh = Path(tmp) / f"wh{next(counter)}"
-            p = dataclasses.replace(project, settings=dataclasses.replace(project.settings, warehouse=str(wh)))
-            Executor(spark, p).execute(plan_run(p, p.model(model.name), month))
-
-        t_per = median_time(per_interval, reps=1)
-        t_one = median_time(one_run)
-        print(f"backfill: 30 one-day runs {t_per:.2f}s vs one 30-day run {t_one:.2f}s: {t_per / t_one:.1f}x", flush=True)
+        t_measured = median_time(per_interval, reps=1)
+        t_per = t_measured * days / measured_days
+        print(f"backfill: {measured_days} one-day runs (one session) {t_measured:.2f}s, {t_measured / measured_days:.2f}s each; "
+              f"{days} runs: {t_per:.1f}s vs one single run {single:.2f}s: {t_per / single:.1f}x", flush=True)
     return {
-        "year_single_run_s": round(t_single, 2),
-        "year_floor_s": round(t_floor, 2),
-        "single_run_over_floor": round(t_single / t_floor, 3),
-        "month_per_interval_s": round(t_per, 2),
-        "month_one_run_s": round(t_one, 2),
-        "per_interval_over_one_run": round(t_per / t_one, 2),
+        "days": days,
+        "orders_per_day": ORDERS_PER_DAY,
+        "reps": REPS,
+        "single_run_s": round(single, 2),
+        "floor_s": round(floor_s, 2),
+        "single_run_over_floor": round(single / floor_s, 3),
+        "per_interval_measured_runs": measured_days,
+        "per_interval_measured_s": round(t_measured, 2),
+        "per_interval_runs_s": round(t_per, 2),
+        "per_interval_over_single_run": round(t_per / single, 2),
+        "per_interval_over_floor": round(t_per / floor_s, 2),
     }
 
 
+def scenario_overhead(spark) -> dict:
+    import overhead
+
+    with tempfile.TemporaryDirectory() as tmp:
+        return overhead.scenario_overhead(spark, Path(tmp), reps=REPS, orders_per_day=ORDERS_PER_DAY)
+
+
+def scenario_peer() -> dict:
+    import peer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        # A 365-batch dbt backfill takes many minutes: it is measured once, the daily runs REPS times.
+        return peer.scenario_peer(Path(tmp), days=PEER_DAYS, reps=REPS, backfill_reps=int(os.environ.get("BENCH_PEER_BACKFILL_REPS", "1")))
+
+
 def machine() -> dict:
+    import dagster
+    import deltalake
+    import pyspark
+    import sqlglot
+
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), "?")
     return {
         "cpus": os.cpu_count(),
+        "cpu_model": cpu,
         "python": platform.python_version(),
         "platform": platform.platform(),
         "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
         "java": subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0],
+        "versions": {"pyspark": pyspark.__version__, "deltalake": deltalake.__version__, "dagster": dagster.__version__, "sqlglot": sqlglot.__version__},
     }
 
 
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
 def main(argv: list[str]) -> None:
-    chosen = argv or ["scale", "incremental", "backfill"]
-    results: dict = {"machine": machine(), "command": "benchmarks/run.py " + " ".join(argv), "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
-    spark = spark_session() if any(s != "scale" for s in chosen) else None
+    chosen = [a for a in argv if not a.startswith("--")] or ["scale", "incremental", "backfill", "overhead", "peer"]
+    results: dict = {
+        "machine": machine(),
+        "command": "benchmarks/run.py " + " ".join(argv),
+        "reps": REPS,
+        "orders_per_day": ORDERS_PER_DAY,
+        "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "load_average_at_start": load_average(),
+    }
+    out = HERE / ("results-quick.json" if QUICK else "results.json")
+    spark = spark_session() if any(s in ("incremental", "backfill", "overhead") for s in chosen) else None
+    scenarios = {"scale": scenario_scale, "incremental": lambda: scenario_incremental(spark),
+                 "backfill": lambda: scenario_backfill(spark), "overhead": lambda: scenario_overhead(spark), "peer": scenario_peer}
+    failed = []
     for name in chosen:
-        if name == "scale":
-            results["scale"] = scenario_scale()
-        elif name == "incremental":
-            results["incremental"] = scenario_incremental(spark)
-        elif name == "backfill":
-            results["backfill"] = scenario_backfill(spark)
-        else:
-            raise SystemExit(f"unknown scenario {name}")
-    out = HERE / "results.json"
-    previous = json.loads(out.read_text()) if out.exists() else {}
-    previous.update({k: v for k, v in results.items()})
-    out.write_text(json.dumps(previous, indent=2) + "\n")
+        if name not in scenarios:
+            raise SystemExit(f"unknown scenario {name}; known: {', '.join(scenarios)}")
+        if name == "peer" and spark is not None:
+            spark.stop()  # the peer's and our CLI's JVMs get the machine's memory and cores to themselves
+            spark = None
+        began = time.perf_counter()
+        try:
+            results[name] = scenarios[name]()
+        except Exception as exc:  # one broken scenario must not lose the figures of the others
+            results[name] = {"error": f"{type(exc).__name__}: {exc}"[:4000]}
+            failed.append(name)
+            print(f"{name} FAILED: {exc}", flush=True)
+        results[name]["load_average_after"] = load_average()
+        results[name]["scenario_seconds"] = round(time.perf_counter() - began, 1)
+        # Written after every scenario (merged into the previous file): a long run keeps what it measured.
+        previous = json.loads(out.read_text()) if out.exists() else {}
+        previous.update(results, finished=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
+        out.write_text(json.dumps(previous, indent=2) + "\n")
     print(f"written {out}")
+    if failed:
+        raise SystemExit(f"failed scenarios: {', '.join(failed)}")
 
 
 if __name__ == "__main__":

@@ -86,13 +86,17 @@ class TimeKey:
 def inline_ctes(query: exp.Expression) -> tuple[exp.Expression, bool]:
     """A copy of the query with every CTE reference replaced by a derived table holding its body.
 
-    Returns the copy and whether it has a recursive CTE (which is left alone).
+    Returns the copy and whether it has a recursive CTE (which is left alone). A query without any
+    CTE is returned as it is, not copied: the analysis only reads it (every rewrite works on copies),
+    and copying each model's tree was a third of the analysis time of a large project.
 
     >>> import sqlglot
     >>> q, _ = inline_ctes(sqlglot.parse_one("WITH a AS (SELECT 1 AS x) SELECT * FROM a, a AS b", read="spark"))
     >>> q.sql()
     'SELECT * FROM (SELECT 1 AS x) AS a CROSS JOIN (SELECT 1 AS x) AS b'
     """
+    if query.find(exp.With) is None:
+        return query, False
     query = query.copy()
     if any(with_.args.get("recursive") for with_ in query.find_all(exp.With)):
         return query, True
