@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from datetime import date, timedelta

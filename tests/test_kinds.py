@@ -161,7 +161,8 @@ class Boom(Exception):
 
 
 def fail_before_commit(staging: str) -> None:
-    raise Boom(staging)
+    staged = [f for f in map(str, __import__("pathlib").Path(staging).rglob("*")) if f.endswith(".parquet")]
+    raise Boom(staging, staged)
 
 
 @pytest.mark.parametrize("name", ["s.full", "s.seed", "s.mat"])
@@ -186,8 +187,9 @@ def test_a_run_failing_after_staging_leaves_the_previous_table_whole(spark, make
     p = load_project(root)
     with pytest.raises(Boom) as err:
         run_full(spark, p, name, before_commit=fail_before_commit)
-    staged = str(err.value.args[0])
-    assert any(f.endswith(".parquet") for f in map(str, __import__("pathlib").Path(staged).rglob("*"))), "nothing was staged"
+    staging, staged = err.value.args
+    assert staged, "nothing was staged"
+    assert not __import__("pathlib").Path(staging).exists(), "a failed run's staged files are deleted"
     assert DeltaTable(uri(p, name)).version() == version
     assert table_rows(uri(p, name)) == before
     run_full(spark, p, name)

@@ -11,7 +11,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from incremental_assets import storage
-from incremental_assets.errors import StorageError
+from incremental_assets.errors import ModelFileError
 from incremental_assets.execution import Executor
 from incremental_assets.plan import plan_run
 from incremental_assets.project import load_project
@@ -96,10 +96,10 @@ def test_schema_drift_of_a_source(spark, make_project):
     # A changed type or a dropped column: refused, the table unchanged, the fix named.
     write_deltalake(path, events(rows, note=pa.array(["x", "y", "z"])).set_column(2, "v", pa.array(["1", "2", "3"])),
                     mode="overwrite", schema_mode="overwrite")
-    with pytest.raises(StorageError, match="column v changed type from int64 to string.*The table is unchanged"):
+    with pytest.raises(ModelFileError, match="destructive schema change.*v changed from bigint to string.*on_destructive_change"):
         executor.execute(plan_run(project, model, day(3)))
     write_deltalake(path, events(rows), mode="overwrite", schema_mode="overwrite")
-    with pytest.raises(StorageError, match="column note is no longer produced"):
+    with pytest.raises(ModelFileError, match="destructive schema change.*note"):
         executor.execute(plan_run(project, model, day(3)))
     assert DeltaTable(uri).version() == version and len(table_rows(uri)) == 2
     # The refused windows' files are deleted at once: only committed runs' folders remain.
