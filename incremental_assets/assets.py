@@ -19,7 +19,7 @@ from incremental_assets import checks, storage
 from incremental_assets.errors import WindowError
 from incremental_assets.execution import Executor, RunResult, build_spark_session
 from incremental_assets.model import IncrementalByTimeRange, SqlModel
-from incremental_assets.plan import RunPlan, needs_rebuild, plan_rebuild, plan_run, plan_window
+from incremental_assets.plan import RunPlan, full_refresh_target, needs_rebuild, plan_rebuild, plan_run, plan_window
 from incremental_assets.project import Project, Source, load_project
 from incremental_assets.settings import Settings, is_secret, load_settings, redact_url
 from incremental_assets.time_window import TimeWindow, ceil, floor, merge, subtract, to_utc
@@ -259,7 +259,13 @@ def build_model_asset(project: Project, model: SqlModel, translator: ModelTransl
         if not plans and window:
             plans = plan_window(project, model, window, allow_downgrade=allow_downgrade, execution_time=execution_time)
         elif not plans:
-            plans = [plan_run(project, model, None, execution_time=execution_time, target=executor.target_state(model.name))]
+            target = executor.target_state(model.name)
+            if target is not None and context.run.tags.get(REBUILD_TAG, "").lower() == "true":
+                target = full_refresh_target(model)
+                context.log.info(f"{model.name}: full refresh: rebuilding the table from scratch, committed as one transaction")
+            elif target is not None and target.exists and target.is_backfill(model):
+                context.log.info(f"{model.name}: definition changed since its table was built: rebuilding it from scratch")
+            plans = [plan_run(project, model, None, execution_time=execution_time, target=target)]
         auditor = checks.WindowAuditor(spark.spark_session, project, model, key, context)
         results = []
         if plans[0].write == "rebuild":

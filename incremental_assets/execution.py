@@ -191,13 +191,20 @@ class Executor:
         return merge_writes.target_state(self, model_name)
 
     # -- run ----------------------------------------------------------------------------------
+    @staticmethod
+    def table_types(model: SqlModel, uri: str) -> dict[str, str]:
+        """The table's columns and Spark types, without those the kind adds itself (SCD type 2's validity)."""
+        managed = {c.lower() for c in getattr(model.kind, "managed_columns", ())}
+        # prefer_timestamp_ntz: the Delta schema round-trips to exactly the Spark types that wrote it.
+        fields = from_arrow_schema(storage.arrow_schema(uri), prefer_timestamp_ntz=True).fields
+        return {f.name: f.dataType.simpleString() for f in fields if f.name.lower() not in managed}
+
     def conform(self, model: SqlModel, uri: str, df: DataFrame) -> DataFrame:
         """Apply the kind's schema-change policies when the query's schema differs from the table's:
         raise, warn, or select the columns to write (the commit then evolves the Delta schema)."""
-        # prefer_timestamp_ntz: the Delta schema round-trips to exactly the Spark types that wrote it.
-        table = {f.name: f.dataType.simpleString() for f in from_arrow_schema(storage.arrow_schema(uri), prefer_timestamp_ntz=True).fields}
+        table = self.table_types(model, uri)
         query = {f.name: f.dataType.simpleString() for f in df.schema.fields}
-        if {k.lower(): v for k, v in table.items()} == {k.lower(): v for k, v in query.items()}:
+        if same_schema(table, query):
             return df
         decision = schema_changes.decide(model, table, query)
         for warning in decision.warnings:
@@ -288,11 +295,18 @@ class Executor:
         schema = None
         buckets: list[str] | None = None
         details: dict[str, Any] = {}
+        evolved = False  # an append whose schema changed: committed as a rewrite of the whole table
         for i, plan in enumerate(plans):
             inputs.update(self.register(plan))
             if getattr(model, "fetch", None) is not None:
                 inputs["fetched"] = f"{merge_writes.register_fetched(self, model, plan.target)} rows from {model.path.name}"
             df = self.spark.sql(plan.sql)
+            if plan.write in ("upsert", "scd2", "append") and not merge_writes.starts_over(plan, model, uri):
+                df = self.conform(model, uri, df)  # the kind's schema-change policies; the commit evolves the schema
+                if plan.write == "append" and {c.lower() for c in self.table_types(model, uri)} != {c.lower() for c in df.columns}:
+                    # An append commit cannot add or drop Delta columns: rewrite the table once, old rows first.
+                    df = merge_writes.committed_rows(self, uri).unionByName(df, allowMissingColumns=True)
+                    evolved = True
             if plan.write in ("upsert", "scd2"):
                 assert len(plans) == 1, "a merge-style run is one plan"
                 schema, buckets, details = self._stage_keyed(plan, df, uri, staging)
@@ -335,7 +349,7 @@ class Executor:
                 metadata=metadata,
                 name=first.model,
                 buckets=buckets,
-                append=first.write == "append",
+                append=first.write == "append" and not evolved,
             )
         except BaseException:
             storage.discard_staging(uri, staging)  # refused or failed: these files will never be committed
@@ -349,6 +363,11 @@ class Executor:
         return RunResult(
             first.model, window, first.write, result.rows, result.version, result.files, result.partitions, last.sql, seconds, uri, inputs, details
         )
+
+
+def same_schema(table: Mapping[str, str], query: Mapping[str, str]) -> bool:
+    """Whether two ``{column: type}`` schemas match (names compared case-insensitively, order ignored)."""
+    return {k.lower(): v for k, v in table.items()} == {k.lower(): v for k, v in query.items()}
 
 
 def build_spark_session(conf: Mapping[str, str], *, remote: str | None = None, app_name: str = "incremental_assets") -> SparkSession:

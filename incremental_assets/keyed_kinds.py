@@ -24,6 +24,25 @@ DEFAULT_BUCKETS = 16
 MAX_BUCKETS = 1024
 
 
+# How a definition or schema change is applied: not part of what the model computes.
+LIFECYCLE_SETTINGS = frozenset({"forward_only", "on_destructive_change", "on_additive_change"})
+CHANGE_POLICIES = ("error", "warn", "allow", "ignore")
+
+
+def read_lifecycle(reader: Any, key: str, value: Any, line: int, config: dict[str, Any], *, flags: tuple[str, ...] = ("forward_only",)) -> bool:
+    """Read a lifecycle setting into ``config``; False when ``key`` is not one."""
+    if key in flags:
+        config[key] = reader.flag(value, key)
+    elif key in ("on_destructive_change", "on_additive_change"):
+        policy = reader.text(value, key).lower()
+        if policy not in CHANGE_POLICIES:
+            raise reader.fail(line, f"{key} must be error, warn, allow or ignore, found {value.text}")
+        config[key] = policy
+    else:
+        return False
+    return True
+
+
 @dataclass(frozen=True)
 class MatchedUpdate:
     """One ``WHEN MATCHED [AND condition] THEN UPDATE SET col = expr, ...`` clause (Spark SQL over
@@ -44,7 +63,11 @@ class UniqueKey:
     unique_key: tuple[str, ...]
     buckets: int = DEFAULT_BUCKETS
     when_matched: tuple[MatchedUpdate, ...] = ()
+    forward_only: bool = False
+    on_destructive_change: str = "error"
+    on_additive_change: str = "allow"
     name: ClassVar[str] = "INCREMENTAL_BY_UNIQUE_KEY"
+    not_in_fingerprint: ClassVar[frozenset[str]] = LIFECYCLE_SETTINGS
 
 
 @dataclass(frozen=True)
@@ -65,7 +88,19 @@ class ScdType2:
     execution_time_as_valid_from: bool = False
     updated_at_as_valid_from: bool = False
     buckets: int = DEFAULT_BUCKETS
+    # History cannot be recomputed from a snapshot source: a changed definition applies to new changes
+    # only (forward_only), and --full-refresh is refused unless disable_restatement is false.
+    forward_only: bool = True
+    disable_restatement: bool = True
+    on_destructive_change: str = "error"
+    on_additive_change: str = "allow"
     name: ClassVar[str] = "SCD_TYPE_2"
+    not_in_fingerprint: ClassVar[frozenset[str]] = LIFECYCLE_SETTINGS | {"disable_restatement"}
+
+    @property
+    def managed_columns(self) -> tuple[str, str]:
+        """Columns the kind adds to the query's output."""
+        return (self.valid_from_name, self.valid_to_name)
 
 
 @dataclass(frozen=True)
@@ -74,7 +109,10 @@ class IncrementalByCursor:
 
     cursor: str
     initial_value: str | int | float | None = None
+    on_destructive_change: str = "error"
+    on_additive_change: str = "allow"
     name: ClassVar[str] = "INCREMENTAL_BY_CURSOR"
+    not_in_fingerprint: ClassVar[frozenset[str]] = LIFECYCLE_SETTINGS
 
 
 def read_keyed_kind(reader: Any, kind: str, props: dict, line: int, metadata: dict[str, str]) -> UniqueKey | ScdType2 | IncrementalByCursor:
@@ -93,6 +131,7 @@ def read_keyed_kind(reader: Any, kind: str, props: dict, line: int, metadata: di
     if kind == "INCREMENTAL_BY_UNIQUE_KEY":
         if "when_matched" in props:
             config["when_matched"] = read_when_matched(reader, *props.pop("when_matched"))
+        _read_lifecycle_props(reader, props, config)
         _rest_to_metadata(props, metadata)
         return UniqueKey(**config)
     config["by"] = "column" if kind == "SCD_TYPE_2_BY_COLUMN" else "time"
@@ -110,6 +149,7 @@ def read_keyed_kind(reader: Any, kind: str, props: dict, line: int, metadata: di
         config["columns"] = () if names == ("*",) else names
     elif config["by"] == "column":
         raise reader.fail(line, "kind SCD_TYPE_2_BY_COLUMN needs `columns`", hint="add `columns [name, price]` or `columns *`")
+    _read_lifecycle_props(reader, props, config, flags=("forward_only", "disable_restatement"))
     _rest_to_metadata(props, metadata)
     return ScdType2(**config)
 
@@ -163,8 +203,17 @@ def _read_cursor(reader: Any, props: dict, line: int, metadata: dict[str, str]) 
         ivalue, _ = props.pop("initial_value")
         raw = getattr(ivalue, "value", None)
         initial = raw if isinstance(raw, (int, float)) and not isinstance(raw, bool) else reader.text(ivalue, "initial_value")
+    config: dict[str, Any] = {}
+    _read_lifecycle_props(reader, props, config, flags=())
     _rest_to_metadata(props, metadata)
-    return IncrementalByCursor(cursor, initial)
+    return IncrementalByCursor(cursor, initial, **config)
+
+
+def _read_lifecycle_props(reader: Any, props: dict, config: dict[str, Any], *, flags: tuple[str, ...] = ("forward_only",)) -> None:
+    for key in list(props):
+        value, line = props[key]
+        if read_lifecycle(reader, key, value, line, config, flags=flags):
+            del props[key]
 
 
 def _rest_to_metadata(props: dict, metadata: dict[str, str]) -> None:

@@ -84,7 +84,21 @@ def check_buckets(uri: str, model: Any) -> None:
         )
 
 
-def _committed(executor: "Executor", uri: str, buckets: list[str] | None = None) -> DataFrame:
+def starts_over(plan: RunPlan, model: Any, uri: str) -> bool:
+    """Whether a keyed run rebuilds the table from scratch (no table, a full refresh, or a changed
+    definition of a model that is not forward_only): its rows are the query's alone."""
+    if plan.target is not None:
+        return plan.target.is_backfill(model)
+    return not storage.exists(uri)
+
+
+def all_buckets(uri: str, model: Any) -> list[str]:
+    """Every bucket the table may hold files in: a rebuild replaces them all in one commit."""
+    recorded = storage.last_commit_metadata(uri).get("buckets")
+    return [str(i) for i in range(max(model.kind.buckets, int(recorded or 0)))]
+
+
+def committed_rows(executor: "Executor", uri: str, buckets: list[str] | None = None) -> DataFrame:
     files = storage.committed_files(uri, buckets=buckets)
     schema = from_arrow_schema(storage.arrow_schema(uri), prefer_timestamp_ntz=False)
     if not files:
@@ -93,7 +107,7 @@ def _committed(executor: "Executor", uri: str, buckets: list[str] | None = None)
 
 
 def _max_cursor(executor: "Executor", uri: str, cursor: str) -> tuple[str | None, str | None]:
-    rows = _committed(executor, uri)
+    rows = committed_rows(executor, uri)
     if cursor not in rows.columns:
         return None, None
     value = rows.agg(F.max(F.col(f"`{cursor}`")).cast("string").alias("v")).first()
@@ -115,15 +129,17 @@ def upsert(executor: "Executor", plan: RunPlan, df: DataFrame, uri: str, stage: 
     kind = model.kind
     assert isinstance(kind, UniqueKey)
     check_unique(df, kind.unique_key, model.name, model.path)
-    check_buckets(uri, model)
+    fresh = starts_over(plan, model, uri)
+    if not fresh:
+        check_buckets(uri, model)
     new = df.withColumn(storage.BUCKET_COLUMN, bucket_of(kind.unique_key, kind.buckets))
     touched, total = _buckets_and_rows(new)
-    if not storage.exists(uri):
+    if fresh:
         stage(new, storage.BUCKET_COLUMN)
-        return touched, {"rows_inserted": total, "rows_updated": 0}
+        return (all_buckets(uri, model) if storage.exists(uri) else touched), {"rows_inserted": total, "rows_updated": 0}
     if not touched:
         return [], {"rows_inserted": 0, "rows_updated": 0}
-    old = _committed(executor, uri, touched).withColumn("__t", F.lit(True)).alias("target")
+    old = committed_rows(executor, uri, touched).withColumn("__t", F.lit(True)).alias("target")
     source = new.withColumn("__s", F.lit(True)).alias("source")
     joined = old.join(source, _same_key("target", "source", kind.unique_key), "full_outer")
     matched = F.col("target.__t").isNotNull() & F.col("source.__s").isNotNull()
@@ -157,12 +173,14 @@ def scd_type_2(
     assert isinstance(kind, ScdType2)
     keys, vf, vt = kind.unique_key, kind.valid_from_name, kind.valid_to_name
     check_unique(df, keys, model.name, model.path)
-    check_buckets(uri, model)
+    rebuild = starts_over(plan, model, uri)
+    if not rebuild:
+        check_buckets(uri, model)
     now = F.lit(execution_time.astimezone(timezone.utc)).cast("timestamp")
     null_ts = F.lit(None).cast("timestamp")
     updated_at = F.col(f"s.`{kind.updated_at_name}`").cast("timestamp") if kind.by == "time" else None
 
-    if not storage.exists(uri):
+    if rebuild:
         if kind.execution_time_as_valid_from:
             first_from = now
         elif kind.by == "time" and kind.updated_at_as_valid_from:
@@ -172,9 +190,9 @@ def scd_type_2(
         out = df.withColumn(vf, first_from).withColumn(vt, null_ts).withColumn(storage.BUCKET_COLUMN, bucket_of(keys, kind.buckets))
         touched, total = _buckets_and_rows(out)
         stage(out, storage.BUCKET_COLUMN)
-        return touched, {"rows_inserted": total, "rows_closed": 0}
+        return (all_buckets(uri, model) if storage.exists(uri) else touched), {"rows_inserted": total, "rows_closed": 0}
 
-    history = _committed(executor, uri)
+    history = committed_rows(executor, uri)
     columns = list(df.columns)
     compared = list(kind.columns) or [c for c in columns if c not in keys]
     src = df.withColumn("__s", F.lit(True)).alias("s")
@@ -212,7 +230,7 @@ def scd_type_2(
     counts = {"rows_inserted": inserted, "rows_closed": closed}
     if not touched:
         return [], counts
-    old = _committed(executor, uri, touched).alias("h")
+    old = committed_rows(executor, uri, touched).alias("h")
     x = closes.drop(storage.BUCKET_COLUMN).alias("x")
     rewritten = old.join(x, _same_key("h", "x", keys) & F.col(f"h.`{vt}`").isNull(), "left").select(
         *[F.coalesce(F.col("x.__closed_at"), F.col(f"h.`{vt}`")).alias(vt) if c == vt else F.col(f"h.`{c}`").alias(c) for c in old.columns]

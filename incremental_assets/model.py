@@ -29,7 +29,7 @@ from sqlglot.errors import ParseError, TokenError
 
 from incremental_assets.audits import Audit, parse_audits
 from incremental_assets.errors import ModelFileError, WindowError
-from incremental_assets.keyed_kinds import CURSOR_MACROS, KEYED_KINDS, IncrementalByCursor, ScdType2, UniqueKey, key_columns_missing, read_keyed_kind
+from incremental_assets.keyed_kinds import CURSOR_MACROS, KEYED_KINDS, IncrementalByCursor, ScdType2, UniqueKey, key_columns_missing, read_keyed_kind, read_lifecycle
 from incremental_assets.header import Call, Items, Literal, Name, Pair, Property, Seq, Value, parse_header, split_model_file
 from incremental_assets.time_window import INTERVAL_UNITS, IntervalUnit, floor, to_utc, unit_from_cron
 
@@ -154,6 +154,11 @@ class SqlModel:
     @property
     def is_incremental(self) -> bool:
         return isinstance(self.kind, IncrementalByTimeRange)
+
+    @property
+    def is_merge_style(self) -> bool:
+        """Unique key, SCD type 2 or cursor: the table is merged into rather than replaced by window."""
+        return isinstance(self.kind, (UniqueKey, ScdType2, IncrementalByCursor))
 
     @property
     def forward_only(self) -> bool:
@@ -478,13 +483,8 @@ def _read_kind(reader: _Reader, prop: Property, metadata: dict[str, str]) -> Kin
             config["batch_size"] = reader.integer(v, "batch_size", minimum=1)
         elif key == "lookback":
             config["lookback"] = reader.integer(v, "lookback")
-        elif key == "forward_only":
-            config["forward_only"] = reader.flag(v, "forward_only")
-        elif key in ("on_destructive_change", "on_additive_change"):
-            policy = reader.text(v, key).lower()
-            if policy not in ("error", "warn", "allow", "ignore"):
-                raise reader.fail(kline, f"{key} must be error, warn, allow or ignore, found {v.text}")
-            config[key] = policy
+        elif read_lifecycle(reader, key, v, kline, config):
+            pass
         elif key in SAFETY_OVERRIDES:
             if reader.flag(v, key):
                 overrides.add(key)

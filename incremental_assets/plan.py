@@ -25,7 +25,7 @@ from typing import Literal, Mapping
 from sqlglot import exp
 
 from incremental_assets.analysis import Analysis, SourceBound, pushdown
-from incremental_assets.errors import UnsafeIncrementalError, WindowError
+from incremental_assets.errors import ModelFileError, UnsafeIncrementalError, WindowError
 from incremental_assets.keyed_kinds import IncrementalByCursor, ScdType2, UniqueKey
 from incremental_assets.macros import clamp_to_window, cursor_literal, render_macros, window_literal
 from incremental_assets.model import SEED_VIEW, Embedded, Full, IncrementalByTimeRange, Seed, SqlModel, View, table_name
@@ -56,8 +56,10 @@ class TargetState:
     window_end: datetime | None = None
 
     def is_backfill(self, model: SqlModel) -> bool:
-        """A cursor model starts over when its table is missing or was written by another definition."""
-        return not self.exists or (self.fingerprint is not None and self.fingerprint != model.fingerprint)
+        """Whether the run starts over (and its commit replaces the whole table): the table is missing,
+        or was written by another definition and the model is not forward_only (SCD type 2 is, by default)."""
+        changed = self.fingerprint is not None and self.fingerprint != model.fingerprint
+        return not self.exists or (changed and not model.forward_only)
 
 
 @dataclass(frozen=True, eq=False)
@@ -239,10 +241,28 @@ def plan_run(
     return RunPlan(model.name, window, query, tuple(inputs), write, model.fingerprint, safety, downgraded, execution_time, target)
 
 
+def full_refresh_target(model: SqlModel) -> TargetState:
+    """The state a full refresh of a merge-style model plans from: no table, so the run starts over and
+    its commit replaces the whole table. SCD type 2 history cannot be recomputed from a snapshot source,
+    so its full refresh is refused unless the kind sets ``disable_restatement false``."""
+    kind = model.kind
+    if isinstance(kind, ScdType2) and kind.disable_restatement:
+        raise ModelFileError(
+            model.path,
+            model.line_of("kind"),
+            f"model {model.name} is SCD_TYPE_2: a full refresh would throw away its history, which cannot be rebuilt "
+            "from the current source rows; it is refused and the table is unchanged",
+            hint="run it without --full-refresh (changes apply to new history only), or set `disable_restatement false` "
+            "in the kind to rebuild the table from the current source rows (every key then starts with one version)",
+        )
+    return TargetState()
+
+
 def unique_key_window(model: SqlModel, target: TargetState, execution_time: datetime) -> TimeWindow:
     """What a unique-key run covers: from where the last committed run ended (or the model's start)
-    to the execution time, so ``@start_ds``/``@end_ds`` filters read each source row once."""
-    start = target.window_end or model.start or EPOCH
+    to the execution time, so ``@start_ds``/``@end_ds`` filters read each source row once. A run that
+    starts over (full refresh, changed definition) reads from the model's start."""
+    start = (None if target.is_backfill(model) else target.window_end) or model.start or EPOCH
     end = max(execution_time, start + NOMINAL_LENGTH["hour"])
     return TimeWindow(start, end)
 

@@ -409,6 +409,8 @@ class Runner:
                     plan.extend((model, part) for part in batches(window, model.interval_unit or "day", size))
             else:
                 plan.append((model, None))
+                if full_refresh and model.is_merge_style:
+                    rebuilds.add(model.name)  # one run that starts over and replaces the whole table
         total_intervals = sum(len(batches(w, m.interval_unit or "day", 1)) if w else 1 for m, w in plan)
         done = 0
         rows = 0
