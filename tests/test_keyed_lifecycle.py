@@ -184,3 +184,20 @@ def test_scd2_and_cursor_schema_changes_evolve_or_refuse(spark, make_project):
     with pytest.raises(ModelFileError, match=r"copy_all\.sql:1.*additive schema change.*new column more"):
         run_model(spark, load_project(root), "s.copy_all", utc(2024, 1, 3))
     assert DeltaTable(uri(project, "s.copy_all")).version() == 1
+
+
+def test_lifecycle_settings_of_merge_kinds_are_checked_and_left_out_of_the_fingerprint(make_project):
+    from incremental_assets.model import parse_model_file
+
+    def parse(kind: str, name: str):
+        root = make_project({"models/m.sql": f"MODEL (\n  name s.m,\n  kind {kind}\n);\nSELECT k, v, updated_at FROM t\n"}, name=name)
+        return parse_model_file(root / "models" / "m.sql")
+
+    with pytest.raises(ModelFileError, match="on_additive_change must be error, warn, allow or ignore, found sometimes") as info:
+        parse("INCREMENTAL_BY_UNIQUE_KEY (unique_key k, on_additive_change sometimes)", "bad")
+    assert info.value.line == 3
+    plain, tuned = parse("SCD_TYPE_2 (unique_key k)", "a"), parse("SCD_TYPE_2 (unique_key k, forward_only false, disable_restatement false, on_destructive_change warn)", "b")
+    assert plain.fingerprint == tuned.fingerprint
+    assert (plain.forward_only, plain.kind.disable_restatement) == (True, True) and (tuned.forward_only, tuned.kind.on_destructive_change) == (False, "warn")
+    cursor = parse("INCREMENTAL_BY_CURSOR (cursor k, on_additive_change ignore)", "c")
+    assert cursor.kind.on_additive_change == "ignore" and not cursor.metadata.get("kind.on_additive_change")
