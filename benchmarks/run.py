@@ -214,6 +214,12 @@ def load_average() -> list[float]:
 
 
 def main(argv: list[str]) -> None:
+    if "-h" in argv or "--help" in argv:
+        print(__doc__)
+        return
+    unknown = [a for a in argv if a.startswith("-") and a != "--quick"]
+    if unknown:
+        raise SystemExit(f"unknown option {unknown[0]}; see benchmarks/run.py --help")
     chosen = [a for a in argv if not a.startswith("--")] or ["scale", "incremental", "backfill", "overhead", "peer"]
     results: dict = {
         "machine": machine(),
