@@ -108,6 +108,7 @@ class Executor:
     def __init__(self, spark: SparkSession, project: Project):
         self.spark = spark
         self.project = project
+        self._swept: set[str] = set()  # tables whose dead runs' staging folders this executor has removed
 
     # -- inputs -------------------------------------------------------------------------------
     def _empty(self, schema: StructType) -> DataFrame:
@@ -242,13 +243,11 @@ class Executor:
             buckets, details = merge_writes.scd_type_2(self, plan, df, uri, stage, plan.execution_time or datetime.now(timezone.utc))
         return (staged[0] if staged else None), buckets, details
 
-    _swept: set[str] = set()  # tables whose dead staging folders this process has already removed
-
     def sweep(self, uri: str) -> None:
-        """Once per table and process, delete the staging folders that killed runs left behind."""
-        if uri in Executor._swept:
+        """Once per table and executor (one per Dagster run), delete the staging folders that killed runs left behind."""
+        if uri in self._swept:
             return
-        Executor._swept.add(uri)
+        self._swept.add(uri)
         try:
             removed = storage.remove_orphan_staging(uri)
         except (OSError, StorageError) as exc:  # cleanup never fails a run
