@@ -324,9 +324,15 @@ def test_python_source_function_is_called_with_the_committed_cursor(spark, make_
     run_model(spark, project, "raw_api.orders", utc(2024, 1, 1))
     API.add(3)
     run_model(spark, project, "raw_api.orders", utc(2024, 1, 2))
-    run_model(spark, project, "raw_api.orders", utc(2024, 1, 3))  # nothing new: an empty append
+    version = DeltaTable(uri(project, "raw_api.orders")).version()
+    folders = sorted(Path(uri(project, "raw_api.orders")).iterdir())
+    empty = run_model(spark, project, "raw_api.orders", utc(2024, 1, 3))  # nothing new: nothing to commit
+    assert DeltaTable(uri(project, "raw_api.orders")).version() == version, "a run with no new rows adds no Delta version"
+    assert empty.rows == 0 and empty.version == version and empty.details == {"cursor_before": "3", "cursor_after": "3"}
+    assert sorted(Path(uri(project, "raw_api.orders")).iterdir()) == folders  # its staging folder is gone
     API.add(4, 5)
-    run_model(spark, project, "raw_api.orders", utc(2024, 1, 4))
+    fourth = run_model(spark, project, "raw_api.orders", utc(2024, 1, 4))
+    assert fourth.version == version + 1 and fourth.details == {"cursor_before": "3", "cursor_after": "5"}
     assert API.calls == [(0, True), (2, False), (3, False), (3, False)]
     assert table_rows(uri(project, "raw_api.orders")) == [(i, float(i * 10)) for i in range(1, 6)]
     run_model(spark, project, "s.big", utc(2024, 1, 4))
