@@ -34,7 +34,7 @@ from incremental_assets.time_window import (
     to_utc,
 )
 from incremental_assets.assets import ALLOW_DOWNGRADE_TAG, BUILT_WITH_TAG, REBUILD_TAG, materialized_windows
-from incremental_assets.plan import needs_rebuild, run_size
+from incremental_assets.plan import change_effect, needs_rebuild, run_size
 from incremental_assets.translator import ModelTranslator
 
 DAGSTER_YAML = """\
@@ -80,6 +80,7 @@ class ModelStatus:
     last_details: Mapping[str, str] = field(default_factory=dict)  # unpartitioned: rows, cursor, version of the last run
     changed: bool = False  # built with another definition: the next run rebuilds ``rebuild``
     rebuild: TimeWindow | None = None
+    on_change: str | None = None  # a changed merge-style model: what its next run does (start over, or keep its rows)
 
 
 def _window_of_key(partitions: dg.TimeWindowPartitionsDefinition, key: str) -> TimeWindow:
@@ -101,7 +102,7 @@ def model_status(
 
     ``built_with`` is the fingerprint the table was built with: when it differs from the model's (and
     the model is not forward_only) the status says the model changed and which intervals the next run
-    rebuilds."""
+    rebuilds; for a merge-style model it says what the next run does (start over, or keep its rows)."""
     translator = translator or ModelTranslator()
     key = translator.get_asset_key(model)
     partitions = translator.get_partitions_def(model)
@@ -113,7 +114,8 @@ def model_status(
             meta = event.asset_materialization.metadata
             details = {k: str(meta[k].value) for k in STATUS_DETAILS if k in meta}
         changed = built_with is not None and built_with != model.fingerprint
-        return ModelStatus(model.name, False, last_materialized=when, last_details=details, changed=changed)
+        on_change = change_effect(model) if changed and model.is_merge_style else None
+        return ModelStatus(model.name, False, last_materialized=when, last_details=details, changed=changed, on_change=on_change)
     unit = model.interval_unit or "day"
     assert model.start is not None
     # Only whole intervals count: since is rounded up and until down to interval boundaries.

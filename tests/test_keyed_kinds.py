@@ -254,7 +254,7 @@ def write_feed(root, ids: list[int]) -> None:
     write_deltalake(str(root / "data" / "feed"), pa.table({"id": pa.array(ids, pa.int64()), "payload": [f"p{i}" for i in ids]}), mode="overwrite")
 
 
-def test_cursor_appends_what_is_new_and_derives_the_cursor_from_the_table(spark, make_project):
+def test_cursor_appends_what_is_new_and_derives_the_cursor_from_the_table(spark, make_project, capsys):
     root = make_project({"sources.yaml": FEED_SOURCE, "models/copy.sql": COPY})
     project = load_project(root)
     name = "s.feed_copy"
@@ -280,6 +280,10 @@ def test_cursor_appends_what_is_new_and_derives_the_cursor_from_the_table(spark,
 
     # A changed definition starts over from the initial value and replaces the table.
     (root / "models" / "copy.sql").write_text(COPY.replace("payload,", "upper(payload) AS payload,"))
+    from incremental_assets import cli
+
+    assert cli.main(["status", name, "--project", str(root)]) == 0
+    assert "s.feed_copy: CHANGED since its table was built; the next run starts over from the initial value" in capsys.readouterr().out
     project = load_project(root)
     fourth = run_model(spark, project, name, utc(2024, 1, 4))
     assert fourth.write == "replace_table"
