@@ -24,17 +24,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
+from helpers import EVENTS_SOURCE  # noqa: E402
+
 HOURS = int(os.environ.get("LOAD_HOURS", "2000"))
 PER_HOUR = int(os.environ.get("LOAD_PER_HOUR", "12"))
 START = datetime(2024, 1, 1, tzinfo=timezone.utc)
 
-SOURCES = """\
-- name: raw.events
-  location: data/events
-  format: delta
-  time_column: ts
-  interval_unit: hour
-"""
 MODELS = {
     "models/hourly.sql": """MODEL (name load.hourly, kind INCREMENTAL_BY_TIME_RANGE (time_column h), start '2024-01-01', interval_unit hour);
 SELECT date_trunc('HOUR', ts) AS h, k, COUNT(*) AS n, SUM(v) AS v FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1, 2
@@ -88,7 +83,7 @@ def main() -> dict:
 
     root = Path(tempfile.mkdtemp(prefix="ia-load-"))
     (root / "models").mkdir()
-    (root / "sources.yaml").write_text(SOURCES)
+    (root / "sources.yaml").write_text(EVENTS_SOURCE)
     for rel, text in MODELS.items():
         (root / rel).write_text(text)
     n = HOURS * PER_HOUR

@@ -15,12 +15,11 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-SOURCES = """\
-- name: raw.events
-  location: data/events
-  format: delta
-  time_column: ts
-  interval_unit: hour
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from helpers import EVENTS_SOURCE  # noqa: E402  (the hourly raw.events Delta source the tests and benchmarks share)
+
+SOURCES = EVENTS_SOURCE + """\
 - name: raw.users
   location: data/users.parquet
   format: parquet

@@ -31,6 +31,9 @@ ALLOW_DOWNGRADE_TAG = "incremental_assets/allow_downgrade"
 EXECUTION_TIME_TAG = "incremental_assets/execution_time"
 # A run tagged so rebuilds the model from its start: one commit replacing the whole table.
 REBUILD_TAG = "incremental_assets/rebuild"
+# The fingerprint the model's table was built with ("" for none), as the launcher read it from the table's
+# latest commit: the run does not read it again. Runs launched without it (the Dagster UI) read it themselves.
+BUILT_WITH_TAG = "incremental_assets/built_with"
 
 
 def upstream_wait() -> tuple[int, float]:
@@ -163,10 +166,16 @@ def rebuild_plans(
     whole table, and a shorter one would drop intervals that stay recorded as done."""
     if window is None or not model.is_incremental:
         return None
-    built = storage.built_with(storage.table_uri(project.settings.warehouse, model.name))
-    asked = context.run.tags.get(REBUILD_TAG, "").lower() == "true"
-    if not asked and not needs_rebuild(model, built):
-        return None
+    tags = context.run.tags
+    asked = tags.get(REBUILD_TAG, "").lower() == "true"
+    built = None
+    if not asked:
+        if BUILT_WITH_TAG in tags:
+            built = tags[BUILT_WITH_TAG] or None
+        else:
+            built = storage.built_with(storage.table_uri(project.settings.warehouse, model.name))
+        if not needs_rebuild(model, built):
+            return None
     partitions = translator.get_partitions_def(model)
     assert isinstance(partitions, dg.TimeWindowPartitionsDefinition) and model.start is not None
     recorded = materialized_windows(context.instance, translator.get_asset_key(model), partitions)

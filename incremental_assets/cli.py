@@ -194,11 +194,13 @@ def cmd_status(args: argparse.Namespace) -> int:
         if rebuilt:
             print(f"{model.name}: STALE: {', '.join(rebuilt)} rebuilt since this table was written; run it again (--full-refresh for all intervals)")
         if not st.partitioned:
+            if st.on_change:
+                print(f"{model.name}: CHANGED since its table was built; the next run {st.on_change}")
             when = format_instant(st.last_materialized) if st.last_materialized else "never"
             detail = ", ".join(f"{k} {v}" for k, v in st.last_details.items())
             print(
                 f"{model.name} ({model.kind.name}): last materialized {when}" + (f" ({detail})" if detail else "")
-                + (", changed since: the next run rebuilds it" if st.changed else "")
+                + (", changed since: the next run rebuilds it" if st.changed and not st.on_change else "")
             )
             continue
         if st.changed:
@@ -218,7 +220,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
         print(json.dumps([
             {"model": s.model, "partitioned": s.partitioned, "covered": win(s.covered), "gaps": win(s.gaps), "failed": win(s.failed),
-             "intervals_done": s.intervals_done, "intervals_expected": s.intervals_expected, "changed": s.changed, "upstream_rebuilt": rebuilt_by[s.model],
+             "intervals_done": s.intervals_done, "intervals_expected": s.intervals_expected, "changed": s.changed, "on_change": s.on_change, "upstream_rebuilt": rebuilt_by[s.model],
              "rebuild": win([s.rebuild]) if s.rebuild else [],
              "last_materialized": s.last_materialized.isoformat() if s.last_materialized else None, "last_run": dict(s.last_details)}
             for s in rows

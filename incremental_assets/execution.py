@@ -109,6 +109,7 @@ class Executor:
     def __init__(self, spark: SparkSession, project: Project):
         self.spark = spark
         self.project = project
+        self._swept: set[str] = set()  # tables whose dead runs' staging folders this executor has removed
 
     # -- inputs -------------------------------------------------------------------------------
     def _empty(self, schema: StructType) -> DataFrame:
@@ -243,13 +244,11 @@ class Executor:
             buckets, details = merge_writes.scd_type_2(self, plan, df, uri, stage, plan.execution_time or datetime.now(timezone.utc))
         return (staged[0] if staged else None), buckets, details
 
-    _swept: set[str] = set()  # tables whose dead staging folders this process has already removed
-
     def sweep(self, uri: str) -> None:
-        """Once per table and process, delete the staging folders that killed runs left behind."""
-        if uri in Executor._swept:
+        """Once per table and executor (one per Dagster run), delete the staging folders that killed runs left behind."""
+        if uri in self._swept:
             return
-        Executor._swept.add(uri)
+        self._swept.add(uri)
         try:
             removed = storage.remove_orphan_staging(uri)
         except (OSError, StorageError) as exc:  # cleanup never fails a run
@@ -257,6 +256,12 @@ class Executor:
             return
         if removed:
             log.info("removed %d staging folder(s) of dead runs in %s", len(removed), uri)
+
+    @staticmethod
+    def _unchanged(plan: RunPlan, uri: str, inputs: dict[str, str], details: dict[str, Any], began: float) -> RunResult:
+        """The result of a run that found nothing to change: no commit, the table's version as it was."""
+        seconds = time.perf_counter() - began
+        return RunResult(plan.model, plan.window, plan.write, 0, storage.version(uri), 0, 0, plan.sql, seconds, uri, inputs, details)
 
     def execute(
         self,
@@ -313,9 +318,7 @@ class Executor:
                 schema, buckets, details = self._stage_keyed(plan, df, uri, staging)
                 if schema is None:
                     log.info("%s: no key changed, nothing to commit", plan.model)
-                    return RunResult(
-                        plan.model, plan.window, plan.write, 0, storage.version(uri), 0, 0, plan.sql, time.perf_counter() - began, uri, inputs, details
-                    )
+                    return self._unchanged(plan, uri, inputs, details, began)
                 continue
             if plan.write == "replace_window" and storage.exists(uri):
                 df = self.conform(model, uri, df)
@@ -325,6 +328,12 @@ class Executor:
             self._write_staged(plan, model, df, staging, append=i > 0)
         assert schema is not None
         faults.checkpoint("staged")
+        if first.write == "append" and not evolved and storage.exists(uri) and not storage.has_staged_rows(staging):
+            # No new rows: an append would only add a version without files (the cursor stays where it is).
+            storage.discard_staging(uri, staging)
+            log.info("%s: no new rows, nothing to commit", first.model)
+            cursor = first.target.last_value if first.target else None
+            return self._unchanged(first, uri, inputs, {"cursor_before": cursor, "cursor_after": cursor}, began)
         window = TimeWindow(first.window.start, last.window.end) if first.window and last.window else None
         metadata = {
             "model": first.model,

@@ -355,6 +355,16 @@ def needs_rebuild(model: SqlModel, built_with: str | None) -> bool:
     return model.is_incremental and built_with is not None and built_with != model.fingerprint and not model.forward_only
 
 
+def change_effect(model: SqlModel) -> str:
+    """What the next run of a merge-style model does with its table once the model's definition changed
+    since the table was built (as ``TargetState.is_backfill`` decides it), said for ``status``."""
+    if model.forward_only:
+        return "keeps its rows (forward_only): the new definition applies to what it writes from now on"
+    if isinstance(model.kind, IncrementalByCursor):
+        return "starts over from the initial value, replacing the table in one commit"
+    return "rebuilds it from scratch, replacing the table in one commit"
+
+
 def plan_rebuild(
     project: Project,
     model: SqlModel,

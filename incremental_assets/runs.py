@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import dagster as dg
 
@@ -33,8 +33,8 @@ from incremental_assets.time_window import (
     subtract,
     to_utc,
 )
-from incremental_assets.assets import ALLOW_DOWNGRADE_TAG, REBUILD_TAG, materialized_windows
-from incremental_assets.plan import needs_rebuild, run_size
+from incremental_assets.assets import ALLOW_DOWNGRADE_TAG, BUILT_WITH_TAG, REBUILD_TAG, materialized_windows
+from incremental_assets.plan import change_effect, needs_rebuild, run_size
 from incremental_assets.translator import ModelTranslator
 
 DAGSTER_YAML = """\
@@ -80,6 +80,7 @@ class ModelStatus:
     last_details: Mapping[str, str] = field(default_factory=dict)  # unpartitioned: rows, cursor, version of the last run
     changed: bool = False  # built with another definition: the next run rebuilds ``rebuild``
     rebuild: TimeWindow | None = None
+    on_change: str | None = None  # a changed merge-style model: what its next run does (start over, or keep its rows)
 
 
 def _window_of_key(partitions: dg.TimeWindowPartitionsDefinition, key: str) -> TimeWindow:
@@ -101,7 +102,7 @@ def model_status(
 
     ``built_with`` is the fingerprint the table was built with: when it differs from the model's (and
     the model is not forward_only) the status says the model changed and which intervals the next run
-    rebuilds."""
+    rebuilds; for a merge-style model it says what the next run does (start over, or keep its rows)."""
     translator = translator or ModelTranslator()
     key = translator.get_asset_key(model)
     partitions = translator.get_partitions_def(model)
@@ -113,7 +114,8 @@ def model_status(
             meta = event.asset_materialization.metadata
             details = {k: str(meta[k].value) for k in STATUS_DETAILS if k in meta}
         changed = built_with is not None and built_with != model.fingerprint
-        return ModelStatus(model.name, False, last_materialized=when, last_details=details, changed=changed)
+        on_change = change_effect(model) if changed and model.is_merge_style else None
+        return ModelStatus(model.name, False, last_materialized=when, last_details=details, changed=changed, on_change=on_change)
     unit = model.interval_unit or "day"
     assert model.start is not None
     # Only whole intervals count: since is rounded up and until down to interval boundaries.
@@ -312,6 +314,9 @@ def windows_to_run(
     return [TimeWindow(lo, hi)] if hi > lo else []
 
 
+_UNREAD: Any = object()  # run_window's built_with when the caller has not read it
+
+
 class Runner:
     """Launches in-process Dagster runs for models of one project against one instance."""
 
@@ -335,13 +340,19 @@ class Runner:
             end = min(end, model.end)
         return TimeWindow(model.start, end) if end > model.start else None
 
-    def run_window(self, model: SqlModel, window: TimeWindow | None, *, allow_downgrade: bool = False, rebuild: bool = False) -> RunRecord:
+    def run_window(
+        self, model: SqlModel, window: TimeWindow | None, *, allow_downgrade: bool = False, rebuild: bool = False, built_with: str | None = _UNREAD
+    ) -> RunRecord:
+        """One Dagster run of the model over ``window``; ``built_with`` is the table's fingerprint when the
+        caller has already read it (the run then does not read it again)."""
         key = self.translator.get_asset_key(model)
         tags: dict[str, str] = {"incremental_assets/launched_by": "cli", PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
         if allow_downgrade:
             tags[ALLOW_DOWNGRADE_TAG] = "true"
         if rebuild:
             tags[REBUILD_TAG] = "true"
+        elif window is not None and model.is_incremental:
+            tags[BUILT_WITH_TAG] = (self.built_with(model) if built_with is _UNREAD else built_with) or ""
         partitions = self.translator.get_partitions_def(model)
         if window is not None:
             assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
@@ -385,6 +396,7 @@ class Runner:
         report = RunReport()
         plan: list[tuple[SqlModel, TimeWindow | None]] = []
         rebuilds: set[str] = set()
+        built: dict[str, str | None] = {}  # the fingerprint each incremental model's table was built with, read once
         fail_dead_runs(self.instance)
         for model in models:
             reconciled = reconcile(self.instance, self.project, model, self.translator)
@@ -394,7 +406,9 @@ class Runner:
                     progress(f"{model.name}: recorded {where} from Delta version {item.version} (committed by run {item.run_id[:8]}, not recorded)")
             if reconciled and auto and not isinstance(model.kind, IncrementalByTimeRange):
                 continue  # its last commit is the current query's output: nothing to redo
-            if model.is_incremental and (full_refresh or needs_rebuild(model, self.built_with(model))):
+            if model.is_incremental and not full_refresh:
+                built[model.name] = self.built_with(model)
+            if model.is_incremental and (full_refresh or needs_rebuild(model, built[model.name])):
                 unit = model.interval_unit or "day"
                 until = end or last_complete_end(now or datetime.now(timezone.utc), unit)
                 window = self.rebuild_window(model, ceil(until, unit))
@@ -421,7 +435,9 @@ class Runner:
                 report.records.append(RunRecord(model.name, window, False, "", 0.0, error="skipped: an upstream model failed"))
                 failed_models.add(model.name)
                 continue
-            record = self.run_window(model, window, allow_downgrade=allow_downgrade, rebuild=model.name in rebuilds)
+            record = self.run_window(
+                model, window, allow_downgrade=allow_downgrade, rebuild=model.name in rebuilds, built_with=built.get(model.name, _UNREAD)
+            )
             report.records.append(record)
             done += len(batches(window, model.interval_unit or "day", 1)) if window else 1
             rows += record.rows or 0

@@ -18,7 +18,7 @@ import io
 import re
 from dataclasses import dataclass
 from datetime import date, datetime
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -35,71 +35,56 @@ class SeedFile:
     rows: int
 
 
-def _is_int(v: str) -> bool:
-    return re.fullmatch(r"[+-]?\d+", v) is not None
+def _parse_int(v: str) -> int:
+    if re.fullmatch(r"[+-]?\d+", v) is None:
+        raise ValueError(v)
+    return int(v)
 
 
-def _is_float(v: str) -> bool:
-    try:
-        float(v)
-    except ValueError:
-        return False
-    return True
+def _parse_bool(v: str) -> bool:
+    if v.lower() not in ("true", "false"):
+        raise ValueError(v)
+    return v.lower() == "true"
 
 
-def _is_bool(v: str) -> bool:
-    return v.lower() in ("true", "false")
+def _parse_date(v: str) -> date:
+    if len(v) != 10:  # fromisoformat also takes the basic form 20240101
+        raise ValueError(v)
+    return date.fromisoformat(v)
 
 
-def _is_date(v: str) -> bool:
-    try:
-        date.fromisoformat(v)
-    except ValueError:
-        return False
-    return len(v) == 10
+def _parse_timestamp(v: str) -> datetime:
+    return datetime.fromisoformat(v.replace("Z", "+00:00"))
 
 
-def _is_timestamp(v: str) -> bool:
-    try:
-        datetime.fromisoformat(v.replace("Z", "+00:00"))
-    except ValueError:
-        return False
-    return True
-
-
-def _is_decimal(v: str) -> bool:
-    try:
-        Decimal(v)
-    except InvalidOperation:
-        return False
-    return True
-
-
+# Spark SQL type -> parser of one CSV value (a bad value raises ValueError, or ArithmeticError for decimals).
+# DECIMAL(p, s) and TIMESTAMP_* are looked up by their prefix; a type not here (strings, ...) Spark parses itself.
+_PARSERS: dict[str, Callable[[str], object]] = {
+    **dict.fromkeys(("TINYINT", "SMALLINT", "INT", "BIGINT", "LONG", "INTEGER", "SHORT", "BYTE"), _parse_int),
+    **dict.fromkeys(("FLOAT", "DOUBLE", "REAL"), float),
+    "DECIMAL": Decimal,
+    "BOOLEAN": _parse_bool,
+    "DATE": _parse_date,
+    "TIMESTAMP": _parse_timestamp,
+}
 # Inference tries the narrowest type first; every value of a column must fit.
-_INFERENCE: tuple[tuple[str, Callable[[str], bool]], ...] = (
-    ("BIGINT", _is_int),
-    ("DOUBLE", _is_float),
-    ("BOOLEAN", _is_bool),
-    ("DATE", _is_date),
-    ("TIMESTAMP", _is_timestamp),
-)
+_INFERENCE = ("BIGINT", "DOUBLE", "BOOLEAN", "DATE", "TIMESTAMP")
 
 
-def _checker(spark_type: str) -> Callable[[str], bool] | None:
+def _fits(parse: Callable[[str], object], value: str) -> bool:
+    try:
+        parse(value)
+    except (ValueError, ArithmeticError):
+        return False
+    return True
+
+
+def _checker(spark_type: str) -> Callable[[str], object] | None:
     t = spark_type.upper()
-    if t in ("TINYINT", "SMALLINT", "INT", "BIGINT", "LONG", "INTEGER", "SHORT", "BYTE"):
-        return _is_int
-    if t in ("FLOAT", "DOUBLE", "REAL"):
-        return _is_float
-    if t.startswith("DECIMAL"):
-        return _is_decimal
-    if t == "BOOLEAN":
-        return _is_bool
-    if t == "DATE":
-        return _is_date
-    if t.startswith("TIMESTAMP"):
-        return _is_timestamp
-    return None  # strings and anything else Spark parses itself
+    for prefix in ("DECIMAL", "TIMESTAMP"):
+        if t.startswith(prefix):
+            t = prefix
+    return _PARSERS.get(t)
 
 
 def read_seed(path: Path, settings: Mapping[str, str] | None = None, declared: Mapping[str, str] | None = None) -> SeedFile:
@@ -145,12 +130,12 @@ def read_seed(path: Path, settings: Mapping[str, str] | None = None, declared: M
     if declared:
         columns = {n: t.upper() for n, t in declared.items()}
         for i, (name, spark_type) in enumerate(columns.items()):
-            check = _checker(spark_type)
-            if check is None:
+            parse = _checker(spark_type)
+            if parse is None:
                 continue
             for line, record in rows:
                 value = record[i].strip()
-                if value and not check(value):
+                if value and not _fits(parse, value):
                     raise ModelFileError(
                         path, line, f"value '{value}' of column {name} is not a {spark_type}", hint="fix the value or the column's declared type"
                     )
@@ -158,5 +143,5 @@ def read_seed(path: Path, settings: Mapping[str, str] | None = None, declared: M
         columns = {}
         for i, name in enumerate(names):
             values = [r[i].strip() for _, r in rows if r[i].strip()]
-            columns[name] = next((t for t, check in _INFERENCE if values and all(check(v) for v in values)), "STRING")
+            columns[name] = next((t for t in _INFERENCE if values and all(_fits(_PARSERS[t], v) for v in values)), "STRING")
     return SeedFile(columns, hashlib.sha256(raw).hexdigest(), len(rows))

@@ -194,27 +194,37 @@ class CommitResult:
     partitions: int
 
 
-def _add_actions(uri: str, staging: str) -> tuple[list[AddAction], int]:
+def _staged_parquet(staging: str) -> Iterator[tuple[pafs.FileInfo, int]]:
+    """Each parquet file under ``staging`` (in path order) with its row count, read from its footer."""
     fs, base = _filesystem(staging)
     try:
         infos = fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
     except OSError as exc:
         raise StorageError(f"cannot list the staged files in {staging}: {exc}") from exc
+    for info in sorted(infos, key=lambda i: i.path):
+        if info.type != pafs.FileType.File or not info.base_name.endswith(".parquet"):
+            continue
+        with fs.open_input_file(info.path) as handle:
+            yield info, pq.ParquetFile(handle).metadata.num_rows
+
+
+def has_staged_rows(staging: str) -> bool:
+    """Whether a run staged any row (Spark may write row-less files for an empty result)."""
+    return any(rows for _, rows in _staged_parquet(staging))
+
+
+def _add_actions(uri: str, staging: str) -> tuple[list[AddAction], int]:
     _, table_base = _filesystem(uri)
     prefix = table_base.rstrip("/") + "/"
     actions: list[AddAction] = []
     rows = 0
-    for info in sorted(infos, key=lambda i: i.path):
-        if info.type != pafs.FileType.File or not info.base_name.endswith(".parquet"):
-            continue
+    for info, num_rows in _staged_parquet(staging):
         relative = info.path[len(prefix) :] if info.path.startswith(prefix) else info.path
         partition_values: dict[str, str | None] = {}
         for part in relative.split("/")[:-1]:
             if "=" in part:
                 key, value = part.split("=", 1)
                 partition_values[key] = None if value == "__HIVE_DEFAULT_PARTITION__" else value
-        with fs.open_input_file(info.path) as handle:
-            num_rows = pq.ParquetFile(handle).metadata.num_rows
         rows += num_rows
         actions.append(
             AddAction(

@@ -254,7 +254,7 @@ def write_feed(root, ids: list[int]) -> None:
     write_deltalake(str(root / "data" / "feed"), pa.table({"id": pa.array(ids, pa.int64()), "payload": [f"p{i}" for i in ids]}), mode="overwrite")
 
 
-def test_cursor_appends_what_is_new_and_derives_the_cursor_from_the_table(spark, make_project):
+def test_cursor_appends_what_is_new_and_derives_the_cursor_from_the_table(spark, make_project, capsys):
     root = make_project({"sources.yaml": FEED_SOURCE, "models/copy.sql": COPY})
     project = load_project(root)
     name = "s.feed_copy"
@@ -280,6 +280,10 @@ def test_cursor_appends_what_is_new_and_derives_the_cursor_from_the_table(spark,
 
     # A changed definition starts over from the initial value and replaces the table.
     (root / "models" / "copy.sql").write_text(COPY.replace("payload,", "upper(payload) AS payload,"))
+    from incremental_assets import cli
+
+    assert cli.main(["status", name, "--project", str(root)]) == 0
+    assert "s.feed_copy: CHANGED since its table was built; the next run starts over from the initial value" in capsys.readouterr().out
     project = load_project(root)
     fourth = run_model(spark, project, name, utc(2024, 1, 4))
     assert fourth.write == "replace_table"
@@ -324,9 +328,15 @@ def test_python_source_function_is_called_with_the_committed_cursor(spark, make_
     run_model(spark, project, "raw_api.orders", utc(2024, 1, 1))
     API.add(3)
     run_model(spark, project, "raw_api.orders", utc(2024, 1, 2))
-    run_model(spark, project, "raw_api.orders", utc(2024, 1, 3))  # nothing new: an empty append
+    version = DeltaTable(uri(project, "raw_api.orders")).version()
+    folders = sorted(Path(uri(project, "raw_api.orders")).iterdir())
+    empty = run_model(spark, project, "raw_api.orders", utc(2024, 1, 3))  # nothing new: nothing to commit
+    assert DeltaTable(uri(project, "raw_api.orders")).version() == version, "a run with no new rows adds no Delta version"
+    assert empty.rows == 0 and empty.version == version and empty.details == {"cursor_before": "3", "cursor_after": "3"}
+    assert sorted(Path(uri(project, "raw_api.orders")).iterdir()) == folders  # its staging folder is gone
     API.add(4, 5)
-    run_model(spark, project, "raw_api.orders", utc(2024, 1, 4))
+    fourth = run_model(spark, project, "raw_api.orders", utc(2024, 1, 4))
+    assert fourth.version == version + 1 and fourth.details == {"cursor_before": "3", "cursor_after": "5"}
     assert API.calls == [(0, True), (2, False), (3, False), (3, False)]
     assert table_rows(uri(project, "raw_api.orders")) == [(i, float(i * 10)) for i in range(1, 6)]
     run_model(spark, project, "s.big", utc(2024, 1, 4))

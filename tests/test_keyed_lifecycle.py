@@ -6,6 +6,8 @@ so a refused change is proven to leave the table as it was.
 
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
@@ -78,7 +80,13 @@ def test_scd2_full_refresh_with_restatement_enabled_restarts_history_in_one_comm
         full_refresh_target(load_project(make_project({"sources.yaml": MENU_SOURCE, "models/menu.sql": MENU_SCD}, name="p2")).model(name))
 
 
-def test_changed_unique_key_definition_rebuilds_unless_forward_only_and_scd2_moves_forward(spark, make_project):
+def status_of(root, name: str, capsys) -> str:
+    capsys.readouterr()
+    assert cli.main(["status", name, "--project", str(root)]) == 0
+    return capsys.readouterr().out
+
+
+def test_changed_unique_key_definition_rebuilds_unless_forward_only_and_scd2_moves_forward(spark, make_project, capsys):
     root = make_project({"sources.yaml": UPDATES_SOURCE, "models/latest.sql": LATEST})
     name = "s.latest"
     append_updates(root, [("eu", 1, "a", utc(2024, 1, 1, 5)), ("us", 1, "c", utc(2024, 1, 1, 7))])
@@ -87,11 +95,20 @@ def test_changed_unique_key_definition_rebuilds_unless_forward_only_and_scd2_mov
     changed = LATEST.replace("SELECT region, k, v,", "SELECT region, k, upper(v) AS v,")
     # forward_only: the new definition applies to new rows only (the window continues where it ended).
     (root / "models" / "latest.sql").write_text(changed.replace("buckets 4", "buckets 4, forward_only true"))
+    keep = "s.latest: CHANGED since its table was built; the next run keeps its rows (forward_only)"
+    assert keep in status_of(root, name, capsys)
     run_model(spark, load_project(root), name, utc(2024, 1, 3))
+    assert "CHANGED" not in status_of(root, name, capsys)
     assert [r[:3] for r in table_rows(uri(load_project(root), name), drop=DROP)] == [("eu", 1, "a"), ("eu", 2, "B"), ("us", 1, "c")]
     # Not forward_only (the default): a changed definition rebuilds the table from the model's start.
     append_updates(root, [("us", 2, "d", utc(2024, 1, 3, 5))])
     (root / "models" / "latest.sql").write_text(changed.replace("upper(v)", "lower(upper(v)) || '!'"))
+    out = status_of(root, name, capsys)
+    assert "s.latest: CHANGED since its table was built; the next run rebuilds it from scratch, replacing the table in one commit" in out
+    assert "changed since: the next run rebuilds it" not in out  # said once
+    assert cli.main(["status", name, "--json", "--project", str(root)]) == 0
+    [row] = json.loads(capsys.readouterr().out)
+    assert row["changed"] and row["on_change"].startswith("rebuilds it from scratch")
     project = load_project(root)
     result = run_model(spark, project, name, utc(2024, 1, 4))
     assert result.window.start == utc(2024, 1, 1) and result.details == {"rows_inserted": 4, "rows_updated": 0}
@@ -103,6 +120,7 @@ def test_changed_unique_key_definition_rebuilds_unless_forward_only_and_scd2_mov
     run_model(spark, load_project(root), "db.menu_items", utc(2020, 1, 1))
     (root / "models" / "menu.sql").write_text(MENU_SCD.replace("name::STRING", "upper(name) AS name"))
     write_menu(root, [(1, "Tea", 2.0, "2020-01-02 00:00:00")])
+    assert "db.menu_items: CHANGED since its table was built; the next run keeps its rows (forward_only)" in status_of(root, "db.menu_items", capsys)
     run_model(spark, load_project(root), "db.menu_items", utc(2020, 1, 3))
     assert [r[:3] for r in table_rows(uri(load_project(root), "db.menu_items"), drop=DROP)] == [(1, "TEA", 2.0), (1, "Tea", 1.0)]
 

@@ -12,10 +12,11 @@ from deltalake import DeltaTable
 from incremental_assets import storage
 from incremental_assets.assets import build_definitions
 from incremental_assets.cli import explain_model
-from incremental_assets.errors import ProjectError
+from incremental_assets.errors import ModelFileError, ProjectError
 from incremental_assets.execution import Executor
 from incremental_assets.plan import plan_run, plan_window
 from incremental_assets.project import load_project
+from incremental_assets.seeds import read_seed
 from incremental_assets.time_window import TimeWindow
 
 from helpers import EVENTS_SOURCE, table_rows, utc, write_events
@@ -102,6 +103,27 @@ def test_a_bad_seed_value_names_the_csv_file_and_line(make_project):
     (root / "models" / "countries.sql").write_text("MODEL (name s.countries, kind SEED (path 'seeds/nope.csv'));")
     with pytest.raises(ProjectError, match=r"countries.sql:1.*seed file 'seeds/nope.csv' does not exist"):
         load_project(root)
+
+
+@pytest.mark.parametrize(
+    "spark_type, good, bad",
+    [("INT", "-7", "7.5"), ("DOUBLE", "1e3", "x1"), ("DECIMAL(10, 2)", "3.14", "pi"), ("BOOLEAN", "TRUE", "yes"),
+     ("DATE", "2024-02-29", "20240229"), ("TIMESTAMP_NTZ", "2024-01-01T10:00:00Z", "2024-01-01 25:00")],
+)
+def test_declared_seed_types_check_every_value_and_name_its_line(tmp_path, spark_type, good, bad):
+    path = tmp_path / "x.csv"
+    path.write_text(f"a\n{good}\n\n{bad}\n")
+    with pytest.raises(ModelFileError) as err:
+        read_seed(path, declared={"a": spark_type})
+    assert str(err.value).startswith(f"{path}:4: value '{bad}' of column a is not a {spark_type.upper()}")
+    path.write_text(f"a\n{good}\n")
+    assert read_seed(path, declared={"a": spark_type}).columns == {"a": spark_type.upper()}
+
+
+def test_seed_column_types_are_inferred_narrowest_first(tmp_path):
+    path = tmp_path / "x.csv"
+    path.write_text("i,f,b,d,t,s\n1,1,true,2024-01-01,2024-01-01 10:00:00,2024-01-01\n2,2.5,False,2024-01-02,2024-01-02,x\n")
+    assert read_seed(path).columns == {"i": "BIGINT", "f": "DOUBLE", "b": "BOOLEAN", "d": "DATE", "t": "TIMESTAMP", "s": "STRING"}
 
 
 @pytest.fixture

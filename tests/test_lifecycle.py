@@ -84,10 +84,26 @@ def stale(instance, defs, name: str, partition: str | None):
     return resolver.get_status(key, partition), {c.category for c in resolver.get_stale_causes(key, partition)}
 
 
-def test_a_changed_model_is_rebuilt_from_its_start_in_one_commit_and_flagged_stale(env, capsys):
+def count_fingerprint_reads(monkeypatch) -> list[str]:
+    """The tables whose built-with fingerprint is read (storage.built_with still does the reading)."""
+    reads: list[str] = []
+    real = storage.built_with
+
+    def built_with(uri: str) -> str | None:
+        reads.append(uri)
+        return real(uri)
+
+    monkeypatch.setattr(storage, "built_with", built_with)
+    return reads
+
+
+def test_a_changed_model_is_rebuilt_from_its_start_in_one_commit_and_flagged_stale(env, capsys, monkeypatch):
     root, load = env
     project, instance, defs, runner = load()
+    reads = count_fingerprint_reads(monkeypatch)
     assert runner.run(project.select("s.daily+"), start=utc(2024, 1, 1), end=utc(2024, 1, 4)).success
+    # Once per incremental model: each Dagster run gets it from its launcher instead of reading it again.
+    assert reads == [uri(project, "s.daily"), uri(project, "s.copy")]
     assert table_rows(uri(project, "s.daily")) == expected_daily([1, 2, 3])
     assert stale(instance, defs, "s.daily", "2024-01-02")[0] == StaleStatus.FRESH
 
@@ -108,8 +124,10 @@ def test_a_changed_model_is_rebuilt_from_its_start_in_one_commit_and_flagged_sta
 
     # A run of one new day rebuilds every recorded day too, in ONE commit.
     version = DeltaTable(uri(project, "s.daily")).version()
+    reads.clear()
     report = runner.run([project.model("s.daily")], start=utc(2024, 1, 4), end=utc(2024, 1, 5))
     assert report.success and len(report.records) == 1
+    assert reads == [uri(project, "s.daily")], "the rebuild reads the table's fingerprint once"
     assert report.records[0].window == TimeWindow(utc(2024, 1, 1), utc(2024, 1, 5))
     assert DeltaTable(uri(project, "s.daily")).version() == version + 1
     assert table_rows(uri(project, "s.daily")) == expected_daily([1, 2, 3, 4], factor=10)

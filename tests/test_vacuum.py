@@ -11,6 +11,7 @@ from pathlib import Path
 from deltalake import DeltaTable
 
 from incremental_assets import cli, storage
+from incremental_assets.execution import Executor
 from incremental_assets.project import load_project
 
 from helpers import table_rows
@@ -25,6 +26,31 @@ def _dead_pid() -> int:
     return pid
 
 
+def _dead_runs_staging(uri: str) -> Path:
+    """A staging folder with files, made on this host by a process that is gone."""
+    dead = stage(uri, "killed", [DAY])
+    dead_name = Path(dead).name.rsplit("-", 2)[0] + f"-{_dead_pid()}-" + Path(dead).name.rsplit("-", 1)[1]
+    os.rename(dead, Path(uri) / dead_name)
+    return Path(uri) / dead_name
+
+
+def test_each_executor_sweeps_dead_runs_staging_once_per_table(spark, make_project):
+    root = make_project({"models/x.sql": "MODEL (name t.x, kind FULL); SELECT 1 AS k"})
+    project = load_project(root)
+    uri = storage.table_uri(project.settings.warehouse, "t.x")
+    commit(uri, stage(uri, "first", [DAY]), DAY)
+    first = _dead_runs_staging(uri)
+    executor = Executor(spark, project)
+    executor.sweep(uri)
+    assert not first.exists()
+    second = _dead_runs_staging(uri)
+    executor.sweep(uri)
+    assert second.exists(), "an executor sweeps a table once"
+    Executor(spark, project).sweep(uri)  # the next run's executor, in the same long-lived process
+    assert not second.exists()
+    assert table_rows(uri) == [("first", 0), ("first", 1), ("first", 2)]
+
+
 def test_vacuum_removes_replaced_files_and_dead_runs_staging(make_project, capsys):
     root = make_project({"models/x.sql": "MODEL (name t.x, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), start '2024-01-01'); SELECT ts FROM t.y",
                          "models/y.sql": "MODEL (name t.y, kind FULL); SELECT CAST('2024-01-01' AS TIMESTAMP) AS ts"})
@@ -33,9 +59,7 @@ def test_vacuum_removes_replaced_files_and_dead_runs_staging(make_project, capsy
     commit(uri, stage(uri, "first", [DAY]), DAY)
     commit(uri, stage(uri, "second", [DAY]), DAY)  # replaces the first run's file
     live = stage(uri, "running", [DAY])  # this process's run, staged but not yet committed
-    dead = stage(uri, "killed", [DAY])  # a run on this host whose process is gone
-    dead_name = Path(dead).name.rsplit("-", 2)[0] + f"-{_dead_pid()}-" + Path(dead).name.rsplit("-", 1)[1]
-    os.rename(dead, Path(uri) / dead_name)
+    dead_name = _dead_runs_staging(uri).name  # a run on this host whose process is gone
     foreign = Path(uri) / "run-20200101T000000-0000aaaa-1-abcdef12"  # another host's, years old
     shutil.copytree(Path(uri) / dead_name, foreign)
     recent = Path(uri) / f"run-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-0000aaaa-1-abcdef13"
