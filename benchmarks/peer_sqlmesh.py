@@ -100,21 +100,31 @@ def commands(start: date, end: date) -> tuple[list[str], list[str]]:
     return backfill, day
 
 
+def prepared_project(root: Path, data: Path, tag: str) -> Path:
+    """The tag's project, its sources registered in its metastore (the first time, before any timing)."""
+    project = root / f"sqlmesh-{tag}"
+    if not project.exists():
+        project = sqlmesh_project(root, data, tag)
+        sql(project, [*source_ddl(source_links(root, data)), "SELECT count(*) FROM raw.orders"])
+    return project
+
+
 def side(root: Path, data: Path, start: date, end: date):
     """The (backfill, day) timed commands of the runner, each taking the repetition's tag."""
     exe = ensure_venv()
-    links = source_links(root, data)
     backfill, day = commands(start, end)
+    return (lambda tag: run([str(exe), *backfill], prepared_project(root, data, tag), peer_env()),
+            lambda tag: run([str(exe), *day], prepared_project(root, data, tag), peer_env()))
 
-    def project(tag: str) -> Path:
-        path = root / f"sqlmesh-{tag}"
-        if not path.exists():
-            path = sqlmesh_project(root, data, tag)
-            sql(path, [*source_ddl(links), "SELECT count(*) FROM raw.orders"])  # before any timing
-        return path
 
-    return (lambda tag: run([str(exe), *backfill], project(tag), peer_env()),
-            lambda tag: run([str(exe), *day], project(tag), peer_env()))
+def new_day_run(root: Path, data: Path, end: date) -> float:
+    """``sqlmesh run``, SQLMesh's daily command, on a truly new day: a project backfilled (untimed) up to the
+    day before the last, then the timed run that finds the last day missing and fills it."""
+    exe = ensure_venv()
+    project = prepared_project(root, data, "daily")
+    last = end - timedelta(days=1)
+    run([str(exe), "plan", "--auto-apply", "--no-prompts", "--execution-time", last.isoformat()], project, peer_env())
+    return run([str(exe), "run", "--end", last.isoformat()], project, peer_env())  # a date as end: the whole day
 
 
 def description() -> str:
@@ -125,23 +135,25 @@ def description() -> str:
             "INCREMENTAL_BY_TIME_RANGE, parquet partitioned by day, INSERT OVERWRITE)")
 
 
-def check_against_ours(root: Path, warehouse: str, last: date) -> dict:
-    """Rows and revenue per checked day in both tables (the first repetition's); raises when they differ."""
+def check_against_ours(root: Path, warehouse: str, last: date, tags: tuple[str, ...] = ("r0", "daily")) -> dict:
+    """Rows and revenue per checked day in ours and in each SQLMesh project's table (the first repetition's,
+    the one filled by ``sqlmesh run``); raises when they differ."""
     from deltalake import DeltaTable
 
     from incremental_assets.storage import table_uri
 
     days = sorted({last, date(2024, 3, 20)} if date(2024, 3, 20) < last else {last})  # RESULTS.md's day when in range
-    listed = ", ".join(f"DATE'{d.isoformat()}'" for d in days)
-    rows = sql(root / "sqlmesh-r0", [f"SELECT CAST(order_date AS STRING), count(*), CAST(sum(revenue) AS STRING) FROM shop.order_lines "
-                                     f"WHERE order_date IN ({listed}) GROUP BY order_date"])
-    theirs = {day: {"rows": int(n), "revenue": revenue} for day, n, revenue in rows}
     table = DeltaTable(table_uri(warehouse, "shop.order_lines")).to_pyarrow_table(columns=["order_date", "revenue"])
     ours = {}
     for d in days:
         revenues = [r for r, o in zip(table["revenue"].to_pylist(), table["order_date"].to_pylist()) if o == d]
         ours[d.isoformat()] = {"rows": len(revenues), "revenue": str(sum(revenues))}
-    if theirs != ours:
-        raise RuntimeError(f"SQLMesh's table differs from ours: {theirs} vs {ours}")
-    print(f"peer: SQLMesh's table equals ours on {', '.join(ours)}: {ours}", flush=True)
+    listed = ", ".join(f"DATE'{d.isoformat()}'" for d in days)
+    query = (f"SELECT CAST(order_date AS STRING), count(*), CAST(sum(revenue) AS STRING) FROM shop.order_lines "
+             f"WHERE order_date IN ({listed}) GROUP BY order_date")
+    for tag in tags:
+        theirs = {day: {"rows": int(n), "revenue": revenue} for day, n, revenue in sql(root / f"sqlmesh-{tag}", [query])}
+        if theirs != ours:
+            raise RuntimeError(f"SQLMesh's table ({tag}) differs from ours: {theirs} vs {ours}")
+    print(f"peer: SQLMesh's tables ({', '.join(tags)}) equal ours on {', '.join(ours)}: {ours}", flush=True)
     return ours
