@@ -7,6 +7,7 @@ the dbt project folder). dbt-spark cannot write Delta tables without the Delta J
 partitioned parquet registered in the Hive metastore; ours is a Delta table committed by delta-rs.
 
 Both sides run as a command in a fresh process, as a user would: ``dbt run`` vs ``incremental-assets run``.
+The second peer, SQLMesh on its Spark engine, is set up by peer_sqlmesh.py and interleaved here with both.
 """
 
 from __future__ import annotations
@@ -44,15 +45,16 @@ bench:
       host: localhost
       schema: "{{ env_var('BENCH_SCHEMA', 'bench') }}"
       server_side_parameters:
-        spark.master: "local[2]"
-        spark.driver.memory: "4g"
-        spark.ui.enabled: "false"
-        spark.sql.shuffle.partitions: "4"
-        spark.sql.session.timeZone: "UTC"
-        spark.sql.sources.partitionOverwriteMode: "dynamic"
-        spark.sql.warehouse.dir: "{warehouse}"
-        spark.driver.extraJavaOptions: "-Duser.timezone=UTC -Dderby.system.home={home}"
-"""
+{spark}"""
+
+SPARK_CONF = {  # both peers' local Spark, like ours (run.py): 2 cores, a 4 GB driver, UTC, 4 shuffle partitions
+    "spark.master": "local[2]",
+    "spark.driver.memory": "4g",
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.sources.partitionOverwriteMode": "dynamic",
+}
 
 SOURCES = """\
 version: 2
@@ -65,17 +67,6 @@ sources:
       - name: order_items
         config: {event_time: order_ts}
       - name: items
-"""
-
-SETUP_MACRO = """\
-{% macro setup_sources(data) %}
-  {% do run_query("CREATE DATABASE IF NOT EXISTS raw") %}
-  {% for name in ["orders", "order_items"] %}
-    {% do run_query("CREATE TABLE IF NOT EXISTS raw." ~ name ~ " USING parquet LOCATION '" ~ data ~ "/" ~ name ~ "'") %}
-    {% do run_query("MSCK REPAIR TABLE raw." ~ name) %}
-  {% endfor %}
-  {% do run_query("CREATE TABLE IF NOT EXISTS raw.items (item_id BIGINT, name STRING, category STRING, unit_price DECIMAL(10,2)) USING csv OPTIONS (header 'true') LOCATION '" ~ data ~ "/items'") %}
-{% endmacro %}
 """
 
 # The body of models/staging/order_lines.sql, with dbt's source() references and its microbatch config:
@@ -93,22 +84,58 @@ WHERE o.status <> 'cancelled'
 """
 
 
-def ensure_venv() -> Path:
-    """Create the peer's virtual environment once (pip's cache makes later runs instant)."""
-    dbt = VENV / "bin" / "dbt"
-    if not dbt.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        subprocess.run([str(VENV / "bin" / "pip"), "install", "-q", *PEER_REQUIREMENTS], check=True)
-    return dbt
+def spark_yaml(warehouse: Path, home: Path, indent: int) -> str:
+    """SPARK_CONF as YAML lines, with the warehouse folder and the Derby metastore's home."""
+    conf = {**SPARK_CONF, "spark.sql.warehouse.dir": str(warehouse), "spark.driver.extraJavaOptions": f"-Duser.timezone=UTC -Dderby.system.home={home}"}
+    return "".join(f'{" " * indent}{key}: "{value}"\n' for key, value in conf.items())
+
+
+def ensure_venv(venv: Path = VENV, requirements: list[str] = PEER_REQUIREMENTS, command: str = "dbt") -> Path:
+    """Create a peer's virtual environment once (pip's cache makes later runs instant); its command's path."""
+    exe = venv / "bin" / command
+    if not exe.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", *requirements], check=True)
+    return exe
+
+
+def model_text() -> str:
+    """The example's shop.order_lines without its audits (the peers' models run no tests)."""
+    text = (REPO / "models" / "staging" / "order_lines.sql").read_text()
+    return re.sub(r"\n  audits \(.*?\n  \)", "", text, flags=re.S)
 
 
 def our_model(project: Path) -> None:
     """Our side: the example's shop.order_lines without its audits (the dbt model runs no tests)."""
-    text = (REPO / "models" / "staging" / "order_lines.sql").read_text()
-    text = re.sub(r"\n  audits \(.*?\n  \)", "", text, flags=re.S)
     (project / "models").mkdir(parents=True)
-    (project / "models" / "order_lines.sql").write_text(text)
+    (project / "models" / "order_lines.sql").write_text(model_text())
     shutil.copy(REPO / "sources.yaml", project / "sources.yaml")
+
+
+def source_links(root: Path, data: Path) -> Path:
+    """The generated sources as folders a Hive table can point at (made once per root, shared by the peers)."""
+    links = root / "peer-data"
+    if links.exists():
+        return links
+    items = root / "peer-items"
+    items.mkdir()
+    shutil.copy(data / "raw" / "items.csv", items / "items.csv")
+    # The Delta sources were written once (no removed files): their data files are plain parquet.
+    links.mkdir()
+    (links / "orders").symlink_to(data / "raw" / "orders")
+    (links / "order_items").symlink_to(data / "raw" / "order_items")
+    (links / "items").symlink_to(items)
+    return links
+
+
+def source_ddl(links: Path) -> list[str]:
+    """Spark SQL registering the sources in a Hive metastore: partitioned parquet tables and the items CSV."""
+    ddl = ["CREATE DATABASE IF NOT EXISTS raw"]
+    for name in ("orders", "order_items"):
+        ddl += [f"CREATE TABLE IF NOT EXISTS raw.{name} USING parquet LOCATION '{links / name}'", f"MSCK REPAIR TABLE raw.{name}"]
+    ddl.append("CREATE TABLE IF NOT EXISTS raw.items (item_id BIGINT, name STRING, category STRING, unit_price DECIMAL(10,2)) "
+               f"USING csv OPTIONS (header 'true') LOCATION '{links / 'items'}'")
+    return ddl
 
 
 def dbt_project(root: Path, data: Path) -> Path:
@@ -117,19 +144,11 @@ def dbt_project(root: Path, data: Path) -> Path:
     (project / "models").mkdir(parents=True)
     (project / "macros").mkdir()
     (project / "dbt_project.yml").write_text(DBT_PROJECT)
-    (project / "profiles.yml").write_text(PROFILES.replace("{warehouse}", str(root / "dbt-warehouse")).replace("{home}", str(project)))
+    (project / "profiles.yml").write_text(PROFILES.replace("{spark}", spark_yaml(root / "dbt-warehouse", project, 8)))
     (project / "models" / "sources.yml").write_text(SOURCES)
     (project / "models" / "order_lines.sql").write_text(DBT_MODEL)
-    (project / "macros" / "setup.sql").write_text(SETUP_MACRO)
-    items = root / "dbt-items"
-    items.mkdir()
-    shutil.copy(data / "raw" / "items.csv", items / "items.csv")
-    # The Delta sources were written once (no removed files): their data files are plain parquet.
-    links = root / "dbt-data"
-    links.mkdir()
-    (links / "orders").symlink_to(data / "raw" / "orders")
-    (links / "order_items").symlink_to(data / "raw" / "order_items")
-    (links / "items").symlink_to(items)
+    queries = "".join(f'  {{% do run_query("{sql}") %}}\n' for sql in source_ddl(source_links(root, data)))
+    (project / "macros" / "setup.sql").write_text("{% macro setup_sources() %}\n" + queries + "{% endmacro %}\n")
     return project
 
 
@@ -142,68 +161,89 @@ def run(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
     return seconds
 
 
-def scenario_peer(root: Path, *, days: int, reps: int, backfill_reps: int | None = None) -> dict:
-    """Daily incremental run and a ``days``-day backfill: dbt-spark microbatch vs incremental-assets."""
+def peer_env() -> dict[str, str]:
+    """A peer's environment: its own venv's Spark and packages, not ours."""
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    env.pop("SPARK_HOME", None)
+    return env
+
+
+def scenario_peer(root: Path, *, days: int, reps: int, orders_per_day: int, backfill_reps: int | None = None) -> dict:
+    """Daily incremental run and a ``days``-day backfill: each peer (BENCH_PEERS, default dbt and sqlmesh)
+    vs incremental-assets, every side as a command in a fresh process, repetitions interleaved."""
     from datetime import date, timedelta
 
     from incremental_assets.demo import generate_demo_data
 
-    dbt = ensure_venv()
+    peers = [p.strip() for p in os.environ.get("BENCH_PEERS", "dbt,sqlmesh").split(",") if p.strip()]
+    unknown = set(peers) - {"dbt", "sqlmesh"}
+    if unknown:
+        raise ValueError(f"BENCH_PEERS: unknown peer(s) {', '.join(sorted(unknown))}; known: dbt, sqlmesh")
     ours = root / "ours"
     our_model(ours)
-    orders_per_day = int(os.environ.get("BENCH_ORDERS_PER_DAY", "5000"))
     generate_demo_data(ours, start=date(2024, 1, 1), days=days, orders_per_day=orders_per_day)
-    project = dbt_project(root, ours / "data")
     start, end = date(2024, 1, 1), date(2024, 1, 1) + timedelta(days=days)
     last = end - timedelta(days=1)
+    backfill_reps = backfill_reps or reps
 
-    dbt_env = {**os.environ, "DBT_PROFILES_DIR": str(project), "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
-    dbt_env.pop("PYTHONPATH", None)
-    dbt_env.pop("SPARK_HOME", None)
-    run([str(dbt), "run-operation", "setup_sources", "--args", f"{{data: '{root / 'dbt-data'}'}}"], project, dbt_env)
     cli = [sys.executable, "-m", "incremental_assets.cli", "run", "shop.order_lines", "--project", str(ours)]
 
     def ours_env(tag: str) -> dict[str, str]:
         return {**os.environ, "INCREMENTAL_ASSETS_WAREHOUSE": str(root / f"wh-{tag}"), "DAGSTER_HOME": str(root / f"dagster-{tag}")}
 
-    def dbt_tag_env(tag: str) -> dict[str, str]:
-        return {**dbt_env, "BENCH_SCHEMA": f"bench_{tag}"}
+    # Each side: (backfill of [start, end), one day [last, end) on top of it), both taking the repetition's tag.
+    sides = {"ours": (lambda tag: run(cli + ["--start", start.isoformat(), "--end", end.isoformat()], ours, ours_env(tag)),
+                      lambda tag: run(cli + ["--start", last.isoformat(), "--end", end.isoformat()], ours, ours_env(tag)))}
+    result: dict = {"days": days, "orders_per_day": orders_per_day, "reps": reps, "backfill_reps": backfill_reps}
+    if "dbt" in peers:
+        dbt = ensure_venv()
+        project = dbt_project(root, ours / "data")
+        dbt_env = {**peer_env(), "DBT_PROFILES_DIR": str(project), "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
+        run([str(dbt), "run-operation", "setup_sources"], project, dbt_env)
 
-    dbt_window = ["--event-time-start", start.isoformat(), "--event-time-end", end.isoformat()]
-    dbt_day = ["--event-time-start", last.isoformat(), "--event-time-end", end.isoformat()]
-    our_window = ["--start", start.isoformat(), "--end", end.isoformat()]
-    our_day = ["--start", last.isoformat(), "--end", end.isoformat()]
+        def dbt_run(tag: str, since: date) -> float:
+            window = ["--event-time-start", since.isoformat(), "--event-time-end", end.isoformat()]
+            return run([str(dbt), "run", "--select", "order_lines", *window], project, {**dbt_env, "BENCH_SCHEMA": f"bench_{tag}"})
 
-    backfill_ours, backfill_dbt, day_ours, day_dbt = [], [], [], []
+        sides["dbt"] = (lambda tag: dbt_run(tag, start), lambda tag: dbt_run(tag, last))
+        result["peer"] = "dbt-core 1.10 + dbt-spark 1.10 (session method, microbatch, batch_size day, parquet + Hive metastore)"
+    if "sqlmesh" in peers:
+        import peer_sqlmesh
+
+        sides["sqlmesh"] = peer_sqlmesh.side(root, ours / "data", start, end)
+        result["peer_sqlmesh"] = peer_sqlmesh.description()
+
+    times: dict[str, dict[str, list[float]]] = {who: {"backfill": [], "day": []} for who in sides}
     for rep in range(reps):
-        tag = f"r{rep}"
-        # Alternate who goes first so drift in the machine's load hits both sides alike.
-        pair = [("ours", lambda: run(cli + our_window, ours, ours_env(tag))),
-                ("dbt", lambda: run([str(dbt), "run", "--select", "order_lines", *dbt_window], project, dbt_tag_env(tag)))]
-        if rep >= (backfill_reps or reps):  # later repetitions re-run only the new day on the first backfill's tables
-            tag = "r0"
-            pair = []
-        for who, fn in pair if rep % 2 == 0 else reversed(pair):
-            (backfill_ours if who == "ours" else backfill_dbt).append(fn())
-            print(f"peer: {days}-day backfill, {who}: {(backfill_ours if who == 'ours' else backfill_dbt)[-1]:.1f}s", flush=True)
-        pair = [("ours", lambda: run(cli + our_day, ours, ours_env(tag))),
-                ("dbt", lambda: run([str(dbt), "run", "--select", "order_lines", *dbt_day], project, dbt_tag_env(tag)))]
-        for who, fn in pair if rep % 2 == 0 else reversed(pair):
-            (day_ours if who == "ours" else day_dbt).append(fn())
-            print(f"peer: one new day, {who}: {(day_ours if who == 'ours' else day_dbt)[-1]:.1f}s", flush=True)
+        # Later repetitions (past backfill_reps) re-run only the new day on the first backfill's tables.
+        tag = f"r{rep}" if rep < backfill_reps else "r0"
+        # Alternate who goes first so drift in the machine's load hits every side alike.
+        order = list(sides) if rep % 2 == 0 else list(reversed(sides))
+        for phase, index in (("backfill", 0), ("day", 1)):
+            if phase == "backfill" and rep >= backfill_reps:
+                continue
+            for who in order:
+                times[who][phase].append(sides[who][index](tag))
+                label = f"{days}-day backfill" if phase == "backfill" else "one new day"
+                print(f"peer: {label}, {who}: {times[who][phase][-1]:.1f}s", flush=True)
+    if "sqlmesh" in peers:
+        # Once, after the repetitions: the daily `sqlmesh run` on a day the table does not have yet.
+        sqlmesh_run = peer_sqlmesh.new_day_run(root, ours / "data", end)
+        print(f"peer: one new day, sqlmesh run: {sqlmesh_run:.1f}s", flush=True)
+        result["sqlmesh_check"] = peer_sqlmesh.check_against_ours(root, ours_env("r0")["INCREMENTAL_ASSETS_WAREHOUSE"], last)
+
     med = statistics.median
-    result = {
-        "days": days,
-        "orders_per_day": orders_per_day,
-        "reps": reps,
-        "backfill_reps": backfill_reps or reps,
-        "peer": "dbt-core 1.10 + dbt-spark 1.10 (session method, microbatch, batch_size day, parquet + Hive metastore)",
-        "backfill_ours_s": round(med(backfill_ours), 2),
-        "backfill_dbt_s": round(med(backfill_dbt), 2),
-        "backfill_dbt_over_ours": round(med(backfill_dbt) / med(backfill_ours), 2),
-        "day_ours_s": round(med(day_ours), 2),
-        "day_dbt_s": round(med(day_dbt), 2),
-        "day_dbt_over_ours": round(med(day_dbt) / med(day_ours), 2),
-    }
-    print(f"peer: backfill dbt/ours {result['backfill_dbt_over_ours']}x, one day dbt/ours {result['day_dbt_over_ours']}x", flush=True)
+    result["backfill_ours_s"] = round(med(times["ours"]["backfill"]), 2)
+    for who in peers:
+        result[f"backfill_{who}_s"] = round(med(times[who]["backfill"]), 2)
+        result[f"backfill_{who}_over_ours"] = round(med(times[who]["backfill"]) / med(times["ours"]["backfill"]), 2)
+    result["day_ours_s"] = round(med(times["ours"]["day"]), 2)
+    for who in peers:
+        result[f"day_{who}_s"] = round(med(times[who]["day"]), 2)
+        result[f"day_{who}_over_ours"] = round(med(times[who]["day"]) / med(times["ours"]["day"]), 2)
+    if "sqlmesh" in peers:
+        result["day_sqlmesh_run_s"] = round(sqlmesh_run, 2)
+        result["day_sqlmesh_run_over_ours"] = round(sqlmesh_run / med(times["ours"]["day"]), 2)
+    print("peer: " + ", ".join(f"{who}/ours backfill {result[f'backfill_{who}_over_ours']}x, one day {result[f'day_{who}_over_ours']}x" for who in peers), flush=True)
     return result

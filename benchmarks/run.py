@@ -12,7 +12,8 @@ Scenarios:
                vs 365 one-day runs (one process, one Spark session)
   overhead     one small interval through each layer (Executor, Dagster run, CLI, dagster CLI, Spark
                Connect) as ratios to the bare query; the cost of each extra interval in one command
-  peer         dbt-spark microbatch (installed into benchmarks/.peer-venv) vs our CLI: daily run, backfill
+  peer         dbt-spark microbatch (installed into benchmarks/.peer-venv) and SQLMesh on Spark (benchmarks/.sqlmesh-venv)
+               vs our CLI: daily run, backfill (BENCH_PEERS=dbt,sqlmesh chooses the peers)
 
 Results are printed and written to benchmarks/results.json (--quick: results-quick.json); RESULTS.md is
 written by hand from them.
@@ -187,8 +188,8 @@ def scenario_peer() -> dict:
     import peer
 
     with tempfile.TemporaryDirectory() as tmp:
-        # A 365-batch dbt backfill takes many minutes: it is measured once, the daily runs REPS times.
-        return peer.scenario_peer(Path(tmp), days=PEER_DAYS, reps=REPS, backfill_reps=int(os.environ.get("BENCH_PEER_BACKFILL_REPS", "1")))
+        # A 365-batch dbt backfill takes many minutes: the backfills are measured once, the daily runs REPS times.
+        return peer.scenario_peer(Path(tmp), days=PEER_DAYS, reps=REPS, orders_per_day=ORDERS_PER_DAY, backfill_reps=int(os.environ.get("BENCH_PEER_BACKFILL_REPS", "1")))
 
 
 def machine() -> dict:

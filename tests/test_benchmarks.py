@@ -28,3 +28,38 @@ def test_peer_side_runs_the_example_model_without_its_audits(tmp_path):
     example = parse_model_file(REPO / "models" / "staging" / "order_lines.sql")
     assert example.audits and not ours.audits
     assert ours.fingerprint == example.fingerprint  # same query, kind and time layout: the same data
+
+
+def test_sqlmesh_peer_project_declares_the_same_model_sources_and_spark_settings(tmp_path):
+    import yaml
+
+    import peer_sqlmesh
+
+    data = tmp_path / "ours" / "data"
+    (data / "raw").mkdir(parents=True)
+    (data / "raw" / "items.csv").write_text("item_id,name,category,unit_price\n")
+    project = peer_sqlmesh.sqlmesh_project(tmp_path, data, "r1")
+    assert (project / "models" / "order_lines.sql").read_text() == peer.model_text()  # the same header and query, no audits
+    config = yaml.safe_load((project / "config.yaml").read_text())
+    gateway = config["gateways"][config["default_gateway"]]
+    assert gateway["connection"]["type"] == "spark" and gateway["state_connection"]["type"] == "duckdb"
+    spark = gateway["connection"]["config"]
+    assert spark["spark.master"] == "local[2]" and spark["spark.sql.session.timeZone"] == "UTC"
+    assert spark["spark.sql.warehouse.dir"] == str(tmp_path / "sqlmesh-warehouse-r1")
+    declared = {m["name"]: {c: t.lower() for c, t in m["columns"].items()} for m in yaml.safe_load((project / "external_models.yaml").read_text())}
+    sources = {s["name"]: s["columns"] for s in yaml.safe_load((REPO / "sources.yaml").read_text())}
+    assert declared == {name: sources[name] for name in ("raw.orders", "raw.order_items", "raw.items")}
+    links = tmp_path / "peer-data"
+    assert (links / "orders").resolve() == (data / "raw" / "orders").resolve() and (links / "items" / "items.csv").exists()
+    assert any(f"LOCATION '{links / 'orders'}'" in ddl for ddl in peer.source_ddl(links))
+
+
+def test_sqlmesh_peer_backfills_with_the_first_plan_and_restates_the_last_day():
+    from datetime import date
+
+    import peer_sqlmesh
+
+    backfill, day = peer_sqlmesh.commands(date(2024, 1, 1), date(2024, 1, 8))
+    assert backfill == ["plan", "--auto-apply", "--no-prompts", "--execution-time", "2024-01-08"]
+    assert day[day.index("--restate-model") + 1] == "shop.order_lines"
+    assert day[day.index("--start") + 1] == day[day.index("--end") + 1] == "2024-01-07"  # SQLMesh's end is inclusive
