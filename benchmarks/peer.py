@@ -19,6 +19,7 @@ import statistics
 import subprocess
 import sys
 import time
+from datetime import date
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -169,6 +170,43 @@ def peer_env() -> dict[str, str]:
     return env
 
 
+def checked_days(last: date) -> list[date]:
+    """The days whose rows and revenue are compared across the tables: the last one, and 2024-03-20 (the
+    day RESULTS.md quotes) when the range holds it."""
+    return sorted({last, date(2024, 3, 20)} if date(2024, 3, 20) < last else {last})
+
+
+def our_day_totals(warehouse: str, last: date) -> dict[str, dict]:
+    """``{day: {rows, revenue}}`` of our shop.order_lines table for the checked days."""
+    import pyarrow.compute as pc
+    from deltalake import DeltaTable
+
+    from incremental_assets.storage import table_uri
+
+    table = DeltaTable(table_uri(warehouse, "shop.order_lines")).to_pyarrow_table(columns=["order_date", "revenue"])
+    totals = {}
+    for day in checked_days(last):
+        revenue = table.filter(pc.equal(table["order_date"], day))["revenue"]
+        totals[day.isoformat()] = {"rows": len(revenue), "revenue": str(sum(revenue.to_pylist()))}
+    return totals
+
+
+def check_dbt_against_ours(warehouse: str, dbt_table: Path, last: date) -> dict:
+    """The dbt table's partitions of the checked days (plain parquet files, one folder per day) against ours;
+    raises when they differ."""
+    import pyarrow.dataset as ds
+
+    ours = our_day_totals(warehouse, last)
+    theirs = {}
+    for day in ours:
+        revenue = ds.dataset(dbt_table / f"order_date={day}", format="parquet").to_table(columns=["revenue"])["revenue"]
+        theirs[day] = {"rows": len(revenue), "revenue": str(sum(revenue.to_pylist()))}
+    if theirs != ours:
+        raise RuntimeError(f"dbt's table differs from ours: {theirs} vs {ours}")
+    print(f"peer: dbt's table equals ours on {', '.join(ours)}: {ours}", flush=True)
+    return ours
+
+
 def scenario_peer(root: Path, *, days: int, reps: int, orders_per_day: int, backfill_reps: int | None = None) -> dict:
     """Daily incremental run and a ``days``-day backfill: each peer (BENCH_PEERS, default dbt and sqlmesh)
     vs incremental-assets, every side as a command in a fresh process, repetitions interleaved."""
@@ -227,6 +265,8 @@ def scenario_peer(root: Path, *, days: int, reps: int, orders_per_day: int, back
                 times[who][phase].append(sides[who][index](tag))
                 label = f"{days}-day backfill" if phase == "backfill" else "one new day"
                 print(f"peer: {label}, {who}: {times[who][phase][-1]:.1f}s", flush=True)
+    if "dbt" in peers:
+        result["dbt_check"] = check_dbt_against_ours(ours_env("r0")["INCREMENTAL_ASSETS_WAREHOUSE"], root / "dbt-warehouse" / "bench_r0.db" / "order_lines", last)
     if "sqlmesh" in peers:
         # Once, after the repetitions: the daily `sqlmesh run` on a day the table does not have yet.
         sqlmesh_run = peer_sqlmesh.new_day_run(root, ours / "data", end)

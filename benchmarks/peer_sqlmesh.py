@@ -138,16 +138,10 @@ def description() -> str:
 def check_against_ours(root: Path, warehouse: str, last: date, tags: tuple[str, ...] = ("r0", "daily")) -> dict:
     """Rows and revenue per checked day in ours and in each SQLMesh project's table (the first repetition's,
     the one filled by ``sqlmesh run``); raises when they differ."""
-    from deltalake import DeltaTable
+    from peer import our_day_totals
 
-    from incremental_assets.storage import table_uri
-
-    days = sorted({last, date(2024, 3, 20)} if date(2024, 3, 20) < last else {last})  # RESULTS.md's day when in range
-    table = DeltaTable(table_uri(warehouse, "shop.order_lines")).to_pyarrow_table(columns=["order_date", "revenue"])
-    ours = {}
-    for d in days:
-        revenues = [r for r, o in zip(table["revenue"].to_pylist(), table["order_date"].to_pylist()) if o == d]
-        ours[d.isoformat()] = {"rows": len(revenues), "revenue": str(sum(revenues))}
+    ours = our_day_totals(warehouse, last)
+    days = [date.fromisoformat(d) for d in ours]
     listed = ", ".join(f"DATE'{d.isoformat()}'" for d in days)
     query = (f"SELECT CAST(order_date AS STRING), count(*), CAST(sum(revenue) AS STRING) FROM shop.order_lines "
              f"WHERE order_date IN ({listed}) GROUP BY order_date")
