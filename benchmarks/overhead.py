@@ -4,7 +4,6 @@
   executor    Executor.execute in this process (pushdown, partition key, staging write, Delta commit)
   dagster     an in-process Dagster run (what every CLI interval is): Runner.run_window
   cli         `incremental-assets run` in a fresh process: Python, Dagster, JVM start-up included
-              (A/B: the JVM started in the background at the command's start vs on first use)
   dagster_cli `dagster asset materialize` in a fresh process (the run launched through Dagster's own CLI)
   connect     `incremental-assets run` in a fresh process against a long-lived Spark Connect server
   per extra   a CLI run over 1 vs 8 one-day batches: the cost of each extra interval in one command
@@ -98,16 +97,8 @@ def scenario_overhead(spark, root: Path, *, reps: int, orders_per_day: int, conn
     one_day = ["--start", day.isoformat(), "--end", (day + timedelta(days=1)).isoformat()]
     cli = [sys.executable, "-m", "incremental_assets.cli", "run", "shop.order_lines", "--project", str(root)]
     _timed(cli + one_day, base_env, root)  # the table exists: every measured run replaces one day
-    # A/B, interleaved: the CLI starts the Spark JVM on a thread while it imports Dagster, opens the
-    # instance and builds the Definitions; INCREMENTAL_ASSETS_SPARK_PRESTART=0 starts it on first use.
-    no_prestart_env = {**base_env, "INCREMENTAL_ASSETS_SPARK_PRESTART": "0"}
-    with_prestart, without = [], []
-    for rep in range(reps):
-        order = ((with_prestart, base_env), (without, no_prestart_env))
-        for out, env in order if rep % 2 == 0 else reversed(order):
-            out.append(_timed(cli + one_day, env, root))
-    figures["cli"], figures["cli_no_prestart"] = med(with_prestart), med(without)
-    print(f"overhead: cli {figures['cli']:.2f}s (Spark started on first use: {figures['cli_no_prestart']:.2f}s)", flush=True)
+    figures["cli"] = med([_timed(cli + one_day, base_env, root) for _ in range(reps)])
+    print(f"overhead: cli {figures['cli']:.2f}s", flush=True)
 
     dagster_cli = [str(Path(sys.executable).parent / "dagster"), "asset", "materialize", "-m", "incremental_assets.definitions",
                    "--select", "shop/order_lines", "--partition", day.isoformat()]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from datetime import date
 from pathlib import Path
@@ -154,10 +153,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise IncrementalAssetsError("give both --start and --end, or --auto")
     project = _project(args)
     models = project.select(" ".join(args.selection) if args.selection else None)
-    if models and os.environ.get("INCREMENTAL_ASSETS_SPARK_PRESTART", "1") != "0":
-        from incremental_assets.execution import start_spark_session_in_background
-
-        start_spark_session_in_background(project.settings.spark_config(), remote=project.settings.spark_remote)
     runner = _runner(project)
     start = parse_instant(args.start, "start")
     end = parse_instant(args.end, "end")

@@ -7,7 +7,6 @@ commits them with one Delta transaction. Nothing large passes through the Python
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -378,26 +377,6 @@ class Executor:
 def same_schema(table: Mapping[str, str], query: Mapping[str, str]) -> bool:
     """Whether two ``{column: type}`` schemas match (names compared case-insensitively, order ignored)."""
     return {k.lower(): v for k, v in table.items()} == {k.lower(): v for k, v in query.items()}
-
-
-def start_spark_session_in_background(conf: Mapping[str, str], *, remote: str | None = None) -> threading.Thread:
-    """Start the process's session on a thread while the caller goes on (imports, project, Dagster instance).
-
-    The JVM's start-up (several seconds) then overlaps the command's own start-up. The session is the one
-    ``build_spark_session`` later returns: pyspark's builder holds a process-wide lock while it creates the
-    session, so a later ``getOrCreate`` waits for this one and gets it. A failure here is not raised: the
-    later call fails the same way, where the run reports it.
-    """
-
-    def start() -> None:
-        try:
-            build_spark_session(conf, remote=remote)
-        except Exception:  # noqa: BLE001 - reported by the run's own build_spark_session
-            log.debug("background Spark start failed", exc_info=True)
-
-    thread = threading.Thread(target=start, name="spark-start", daemon=True)
-    thread.start()
-    return thread
 
 
 def build_spark_session(conf: Mapping[str, str], *, remote: str | None = None, app_name: str = "incremental_assets") -> SparkSession:

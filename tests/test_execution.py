@@ -203,23 +203,3 @@ def test_delta_source_files_are_pruned_to_the_window(spark, make_project):
     (result,) = run(spark, p, "s.daily", (2024, 1, 4), (2024, 1, 6))
     assert result.inputs["raw__events"].startswith("raw.events: 2 files"), result.inputs
     assert result.rows == 6
-
-
-def test_session_started_in_the_background_is_the_one_runs_use(spark, monkeypatch):
-    from incremental_assets import execution
-
-    calls = []
-    real = execution.build_spark_session
-    monkeypatch.setattr(execution, "build_spark_session", lambda conf, remote=None: calls.append(dict(conf)) or real(conf, remote=remote))
-    thread = execution.start_spark_session_in_background({"spark.sql.session.timeZone": "UTC"})
-    thread.join(60)
-    assert not thread.is_alive() and calls == [{"spark.sql.session.timeZone": "UTC"}]
-    assert real({}) is spark  # a later getOrCreate gets the session the thread started, not a second one
-
-    def failing(conf, remote=None):
-        raise RuntimeError("no JVM")
-
-    monkeypatch.setattr(execution, "build_spark_session", failing)
-    thread = execution.start_spark_session_in_background({})
-    thread.join(10)
-    assert not thread.is_alive()  # the failure stays on the thread: the run's own start reports it
