@@ -78,7 +78,7 @@ def spark_session():
 def scenario_scale() -> dict:
     import project_scale
 
-    return {"sizes": project_scale.main(SCALE_SIZES)}
+    return {"sizes": project_scale.main(SCALE_SIZES, reps=REPS)}
 
 
 def scenario_incremental(spark) -> dict:
