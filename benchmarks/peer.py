@@ -181,11 +181,14 @@ def our_day_totals(warehouse: str, last: date) -> dict[str, dict]:
     import pyarrow.compute as pc
     from deltalake import DeltaTable
 
-    from incremental_assets.storage import table_uri
+    from incremental_assets.storage import PARTITION_COLUMN, table_uri
 
-    table = DeltaTable(table_uri(warehouse, "shop.order_lines")).to_pyarrow_table(columns=["order_date", "revenue"])
+    days = checked_days(last)
+    # Only the checked days' partitions are read (the table is partitioned by day), not the year.
+    partitions = [(PARTITION_COLUMN, "in", [d.isoformat() for d in days])]
+    table = DeltaTable(table_uri(warehouse, "shop.order_lines")).to_pyarrow_table(partitions=partitions, columns=["order_date", "revenue"])
     totals = {}
-    for day in checked_days(last):
+    for day in days:
         revenue = table.filter(pc.equal(table["order_date"], day))["revenue"]
         totals[day.isoformat()] = {"rows": len(revenue), "revenue": str(sum(revenue.to_pylist()))}
     return totals

@@ -344,15 +344,15 @@ class Runner:
         self, model: SqlModel, window: TimeWindow | None, *, allow_downgrade: bool = False, rebuild: bool = False, built_with: str | None = _UNREAD
     ) -> RunRecord:
         """One Dagster run of the model over ``window``; ``built_with`` is the table's fingerprint when the
-        caller has already read it (the run then does not read it again)."""
+        caller has already read it (the run then does not read it again; otherwise the run reads it)."""
         key = self.translator.get_asset_key(model)
         tags: dict[str, str] = {"incremental_assets/launched_by": "cli", PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
         if allow_downgrade:
             tags[ALLOW_DOWNGRADE_TAG] = "true"
         if rebuild:
             tags[REBUILD_TAG] = "true"
-        elif window is not None and model.is_incremental:
-            tags[BUILT_WITH_TAG] = (self.built_with(model) if built_with is _UNREAD else built_with) or ""
+        elif window is not None and model.is_incremental and built_with is not _UNREAD:
+            tags[BUILT_WITH_TAG] = built_with or ""
         partitions = self.translator.get_partitions_def(model)
         if window is not None:
             assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)

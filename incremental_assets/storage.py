@@ -502,17 +502,21 @@ def orphan_staging_dirs(uri: str, *, older_than: timedelta = timedelta(hours=24)
     if not _is_local(uri) or not exists(uri):
         return []
     folder = _local_path(uri).rstrip("/")
+    candidates = [n for n in sorted(os.listdir(folder)) if n.startswith(STAGING_PREFIX) and os.path.isdir(f"{folder}/{n}")]
+    if not candidates:  # the usual case: no need to read the log
+        return []
     now = now or datetime.now(timezone.utc)
     named = {c.staging for c in commits(uri)}
-    base = DeltaTable(uri).table_uri.rstrip("/")
+    table = DeltaTable(uri)
+    base = table.table_uri.rstrip("/")
     live = set()
-    for path in DeltaTable(uri).file_uris():
+    for path in table.file_uris():
         relative = path[len(base) + 1 :] if path.startswith(base) else _local_path(path)[len(folder) + 1 :]
         live.add(relative.split("/", 1)[0])
     here = _host_tag()
     out = []
-    for name in sorted(os.listdir(folder)):
-        if not name.startswith(STAGING_PREFIX) or name in named or name in live or not os.path.isdir(f"{folder}/{name}"):
+    for name in candidates:
+        if name in named or name in live:
             continue
         host, pid, made = _staging_owner(name)
         if host == here and pid is not None:
