@@ -29,7 +29,7 @@ DAY = timedelta(days=1)
 Grain = str
 # A model's interval: a named unit ("hour", "day", "week", "week:sunday", "month", ...) or, for
 # other fixed lengths, the length itself.
-IntervalUnit = str | timedelta
+ModelInterval = str | timedelta
 
 _FIXED: dict[str, timedelta] = {
     "exact": ZERO,
@@ -54,7 +54,7 @@ _UNIT_ALIASES = {
 }
 
 
-def interval_unit(interval: timedelta) -> IntervalUnit:
+def interval_unit(interval: timedelta) -> ModelInterval:
     """The unit of a model interval given by its nominal length (7/31/92/366 days for calendar units).
 
     >>> interval_unit(timedelta(hours=1)), interval_unit(timedelta(days=31)), interval_unit(timedelta(minutes=15))
@@ -73,7 +73,7 @@ def nominal(grain: Grain) -> timedelta:
     return _CALENDAR_NOMINAL[grain.split(":")[0]]
 
 
-def divides(grain: Grain, unit: IntervalUnit) -> bool:
+def divides(grain: Grain, unit: ModelInterval) -> bool:
     """Whether every bucket of ``grain`` lies inside one interval of ``unit``.
 
     >>> divides("hour", "day"), divides("day", "hour"), divides("week:monday", "month"), divides("month", "year")

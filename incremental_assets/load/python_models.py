@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from incremental_assets.errors import ModelFileError
-from incremental_assets.keyed_kinds import IncrementalByCursor
-from incremental_assets.model import SqlModel, parse_query
-from incremental_assets.time_window import INTERVAL_UNITS
+from incremental_assets.load.query import parse_query
+from incremental_assets.model.intervals import INTERVAL_UNITS
+from incremental_assets.model.kinds import IncrementalByCursor
+from incremental_assets.model.sql_model import SqlModel
 
 # The rows ``fetch`` returned are registered under this view; the model's query reads it whole.
 FETCHED_VIEW = "ia_fetched_rows"

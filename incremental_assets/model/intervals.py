@@ -1,4 +1,4 @@
-"""Time windows and interval arithmetic, pure and UTC.
+"""Interval units, time windows and interval arithmetic, pure and UTC.
 
 A window is half-open: ``start`` is included, ``end`` is excluded. Intervals are cut from a model's
 ``start`` on the boundaries of its interval unit (weeks start on Sunday, as in SQLMesh and Dagster).
@@ -14,31 +14,120 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
-from typing import Literal, Sequence
+from enum import Enum
+from typing import Sequence
 
 from incremental_assets.errors import WindowError
 
-IntervalUnit = Literal["hour", "day", "week", "month", "quarter", "year"]
-INTERVAL_UNITS: tuple[IntervalUnit, ...] = ("hour", "day", "week", "month", "quarter", "year")
 
-# Cron expressions whose ticks are the interval boundaries (Dagster partitions use the same ones).
-UNIT_CRON: dict[str, str] = {
-    "hour": "0 * * * *",
-    "day": "0 0 * * *",
-    "week": "0 0 * * 0",
-    "month": "0 0 1 * *",
-    "quarter": "0 0 1 1,4,7,10 *",
-    "year": "0 0 1 1 *",
+class IntervalUnit(str, Enum):
+    """The granularity of a model's intervals; owns every calendar rule about it.
+
+    A str enum, so ``IntervalUnit.DAY == "day"`` and units read from files compare as text.
+
+    >>> IntervalUnit.of("week").floor(utc(2024, 1, 3)).date().isoformat()   # weeks start on Sunday
+    '2023-12-31'
+    >>> IntervalUnit.MONTH.next(utc(2024, 11, 1)).date().isoformat()
+    '2024-12-01'
+    >>> IntervalUnit.HOUR.partition_key(utc(2024, 3, 1, 5)), IntervalUnit.DAY.partition_key(utc(2024, 3, 1))
+    ('2024-03-01T05', '2024-03-01')
+    """
+
+    HOUR = "hour"
+    DAY = "day"
+    WEEK = "week"
+    MONTH = "month"
+    QUARTER = "quarter"
+    YEAR = "year"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def of(cls, unit: "IntervalUnit | str | None") -> "IntervalUnit":
+        """The unit named by ``unit``; None is the default unit, a day."""
+        if unit is None:
+            return cls.DAY
+        try:
+            return cls(str(unit).lower())
+        except ValueError:
+            raise WindowError(f"unknown interval unit '{unit}'; use one of {', '.join(INTERVAL_UNITS)}") from None
+
+    @property
+    def nominal(self) -> timedelta:
+        """The longest interval of this unit; turns durations into counts of intervals (rounded up)."""
+        return _NOMINAL[self]
+
+    @property
+    def cron(self) -> str:
+        """The cron expression whose ticks are the interval boundaries (Dagster partitions use it too)."""
+        return _CRON[self]
+
+    @property
+    def partition_format(self) -> str:
+        """The strftime format of this unit's Dagster partition keys."""
+        return "%Y-%m-%d-%H:%M" if self is IntervalUnit.HOUR else "%Y-%m-%d"
+
+    def partition_key(self, instant: datetime) -> str:
+        """The ``ia_interval`` value of the Delta partition holding the interval that starts at ``instant``."""
+        instant = instant.astimezone(timezone.utc)
+        return instant.strftime("%Y-%m-%dT%H") if self is IntervalUnit.HOUR else instant.strftime("%Y-%m-%d")
+
+    def floor(self, instant: datetime) -> datetime:
+        """The start of the interval that contains ``instant``."""
+        instant = instant.astimezone(timezone.utc)
+        if self is IntervalUnit.HOUR:
+            return instant.replace(minute=0, second=0, microsecond=0)
+        day = instant.replace(hour=0, minute=0, second=0, microsecond=0)
+        if self is IntervalUnit.DAY:
+            return day
+        if self is IntervalUnit.WEEK:
+            # Python: Monday=0 ... Sunday=6; days since the last Sunday:
+            return day - timedelta(days=(day.weekday() + 1) % 7)
+        if self is IntervalUnit.MONTH:
+            return day.replace(day=1)
+        if self is IntervalUnit.QUARTER:
+            return day.replace(day=1, month=3 * ((day.month - 1) // 3) + 1)
+        return day.replace(day=1, month=1)
+
+    def ceil(self, instant: datetime) -> datetime:
+        """The first interval boundary at or after ``instant``."""
+        start = self.floor(instant)
+        return start if start == instant.astimezone(timezone.utc) else self.next(start)
+
+    def next(self, boundary: datetime) -> datetime:
+        """The start of the interval after the one that begins at ``boundary``."""
+        if self is IntervalUnit.HOUR:
+            return boundary + timedelta(hours=1)
+        if self is IntervalUnit.DAY:
+            return boundary + timedelta(days=1)
+        if self is IntervalUnit.WEEK:
+            return boundary + timedelta(days=7)
+        months = {IntervalUnit.MONTH: 1, IntervalUnit.QUARTER: 3, IntervalUnit.YEAR: 12}[self]
+        index = boundary.year * 12 + boundary.month - 1 + months
+        return boundary.replace(year=index // 12, month=index % 12 + 1)
+
+    def is_boundary(self, instant: datetime) -> bool:
+        return self.floor(instant) == instant.astimezone(timezone.utc)
+
+
+INTERVAL_UNITS: tuple[str, ...] = tuple(u.value for u in IntervalUnit)
+
+_CRON = {
+    IntervalUnit.HOUR: "0 * * * *",
+    IntervalUnit.DAY: "0 0 * * *",
+    IntervalUnit.WEEK: "0 0 * * 0",
+    IntervalUnit.MONTH: "0 0 1 * *",
+    IntervalUnit.QUARTER: "0 0 1 1,4,7,10 *",
+    IntervalUnit.YEAR: "0 0 1 1 *",
 }
-
-# Nominal lengths, used only to turn durations into counts of intervals (rounded up).
-NOMINAL_LENGTH: dict[str, timedelta] = {
-    "hour": timedelta(hours=1),
-    "day": timedelta(days=1),
-    "week": timedelta(days=7),
-    "month": timedelta(days=31),
-    "quarter": timedelta(days=92),
-    "year": timedelta(days=366),
+_NOMINAL = {
+    IntervalUnit.HOUR: timedelta(hours=1),
+    IntervalUnit.DAY: timedelta(days=1),
+    IntervalUnit.WEEK: timedelta(days=7),
+    IntervalUnit.MONTH: timedelta(days=31),
+    IntervalUnit.QUARTER: timedelta(days=92),
+    IntervalUnit.YEAR: timedelta(days=366),
 }
 
 
@@ -122,7 +211,7 @@ def format_instant(value: datetime) -> str:
     return value.strftime("%Y-%m-%d %H:%M")
 
 
-def floor(instant: datetime, unit: str) -> datetime:
+def floor(instant: datetime, unit: IntervalUnit | str) -> datetime:
     """The start of the interval of ``unit`` that contains ``instant``.
 
     >>> floor(utc(2024, 5, 15, 13), "quarter").isoformat()
@@ -130,47 +219,21 @@ def floor(instant: datetime, unit: str) -> datetime:
     >>> floor(utc(2024, 1, 3), "week").isoformat()   # a Wednesday; weeks start on Sunday
     '2023-12-31T00:00:00+00:00'
     """
-    instant = instant.astimezone(timezone.utc)
-    if unit == "hour":
-        return instant.replace(minute=0, second=0, microsecond=0)
-    day = instant.replace(hour=0, minute=0, second=0, microsecond=0)
-    if unit == "day":
-        return day
-    if unit == "week":
-        # Python: Monday=0 ... Sunday=6; days since the last Sunday:
-        return day - timedelta(days=(day.weekday() + 1) % 7)
-    if unit == "month":
-        return day.replace(day=1)
-    if unit == "quarter":
-        return day.replace(day=1, month=3 * ((day.month - 1) // 3) + 1)
-    if unit == "year":
-        return day.replace(day=1, month=1)
-    raise WindowError(f"unknown interval unit '{unit}'; use one of {', '.join(INTERVAL_UNITS)}")
+    return IntervalUnit.of(unit).floor(instant)
 
 
-def ceil(instant: datetime, unit: str) -> datetime:
+def ceil(instant: datetime, unit: IntervalUnit | str) -> datetime:
     """The first interval boundary at or after ``instant``."""
-    start = floor(instant, unit)
-    return start if start == instant.astimezone(timezone.utc) else next_boundary(start, unit)
+    return IntervalUnit.of(unit).ceil(instant)
 
 
-def next_boundary(instant: datetime, unit: str) -> datetime:
+def next_boundary(instant: datetime, unit: IntervalUnit | str) -> datetime:
     """The start of the interval after the one that begins at ``instant`` (which must be a boundary)."""
-    if unit == "hour":
-        return instant + timedelta(hours=1)
-    if unit == "day":
-        return instant + timedelta(days=1)
-    if unit == "week":
-        return instant + timedelta(days=7)
-    months = {"month": 1, "quarter": 3, "year": 12}.get(unit)
-    if months is None:
-        raise WindowError(f"unknown interval unit '{unit}'; use one of {', '.join(INTERVAL_UNITS)}")
-    index = instant.year * 12 + instant.month - 1 + months
-    return instant.replace(year=index // 12, month=index % 12 + 1)
+    return IntervalUnit.of(unit).next(instant)
 
 
-def is_boundary(instant: datetime, unit: str) -> bool:
-    return floor(instant, unit) == instant.astimezone(timezone.utc)
+def is_boundary(instant: datetime, unit: IntervalUnit | str) -> bool:
+    return IntervalUnit.of(unit).is_boundary(instant)
 
 
 def check_aligned(window: TimeWindow, unit: str, *, model: str | None = None) -> None:
@@ -244,7 +307,7 @@ def last_complete_end(now: datetime, unit: str) -> datetime:
     return floor(now, unit)
 
 
-def unit_from_cron(cron: str) -> IntervalUnit | None:
+def unit_from_cron(cron: str) -> str | None:
     """Derive the interval unit from a cron expression, as SQLMesh does when interval_unit is absent.
 
     >>> unit_from_cron("@daily"), unit_from_cron("0 * * * *"), unit_from_cron("0 0 * * 1")

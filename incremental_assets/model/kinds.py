@@ -1,47 +1,70 @@
-"""The merge-style kinds: INCREMENTAL_BY_UNIQUE_KEY, SCD_TYPE_2 (by time / by column), INCREMENTAL_BY_CURSOR.
+"""What a model's kind IS: one frozen configuration type per kind, and the names that tie them together.
 
-Pure configuration types and their header reader; :mod:`incremental_assets.model` dispatches to
-:func:`read_keyed_kind` for these kind names. Property names are SQLMesh's (unique_key, updated_at_name,
-valid_from_name, valid_to_name, columns, invalidate_hard_deletes, execution_time_as_valid_from,
-updated_at_as_valid_from) and OndatraSQL's for the cursor (cursor, initial_value).
+Kinds form one discriminated union (:data:`Kind`); :class:`KindName` names them as written in a MODEL
+header. Each kind says which of its fields stay out of the model's fingerprint (``not_in_fingerprint``:
+settings that say how a change is applied, not what is computed). Reading kinds from files lives in
+:mod:`incremental_assets.load.kinds`.
 
 Keyed tables (unique key and SCD type 2) are partitioned by a hash bucket of the key, so a run rewrites
 only the buckets its rows touch, and the whole history of one key lives in one bucket.
 
 >>> UniqueKey(("id",)).name, ScdType2(("id",)).by, IncrementalByCursor("ts").name
 ('INCREMENTAL_BY_UNIQUE_KEY', 'time', 'INCREMENTAL_BY_CURSOR')
+>>> KindName("FULL") is KindName.FULL, Full.name
+(True, 'FULL')
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from enum import Enum
+from typing import Any, ClassVar, Literal, Union
 
-KEYED_KINDS = frozenset({"INCREMENTAL_BY_UNIQUE_KEY", "SCD_TYPE_2", "SCD_TYPE_2_BY_TIME", "SCD_TYPE_2_BY_COLUMN", "INCREMENTAL_BY_CURSOR"})
+
+class KindName(str, Enum):
+    """The kinds a MODEL header may name."""
+
+    INCREMENTAL_BY_TIME_RANGE = "INCREMENTAL_BY_TIME_RANGE"
+    INCREMENTAL_BY_UNIQUE_KEY = "INCREMENTAL_BY_UNIQUE_KEY"
+    INCREMENTAL_BY_CURSOR = "INCREMENTAL_BY_CURSOR"
+    SCD_TYPE_2 = "SCD_TYPE_2"
+    SCD_TYPE_2_BY_TIME = "SCD_TYPE_2_BY_TIME"
+    SCD_TYPE_2_BY_COLUMN = "SCD_TYPE_2_BY_COLUMN"
+    FULL = "FULL"
+    VIEW = "VIEW"
+    SEED = "SEED"
+    EMBEDDED = "EMBEDDED"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# The constructs the safety analysis refuses on partial data, each with the kind flag that admits it
+# (the one list: the analysis reports its rules by these names, the loader accepts these flags).
+SAFETY_OVERRIDES: dict[str, str] = {
+    "window_function": "allow_window_functions",
+    "aggregate": "allow_aggregates",
+    "having": "allow_having",
+    "distinct": "allow_distinct",
+    "limit": "allow_limit",
+    "nondeterministic": "allow_nondeterministic",
+    "subquery": "allow_subqueries",
+}
+SAFETY_OVERRIDE_FLAGS = frozenset(SAFETY_OVERRIDES.values())
+
+KEYED_KINDS = frozenset({KindName.INCREMENTAL_BY_UNIQUE_KEY, KindName.SCD_TYPE_2, KindName.SCD_TYPE_2_BY_TIME, KindName.SCD_TYPE_2_BY_COLUMN, KindName.INCREMENTAL_BY_CURSOR})
+
 # Macros of cursor models: the high-water mark read back from the committed table.
 CURSOR_MACROS = frozenset({"last_value", "initial_value", "is_backfill"})
-DEFAULT_BUCKETS = 16
-MAX_BUCKETS = 1024
 
+DEFAULT_BUCKETS = 16
+
+MAX_BUCKETS = 1024
 
 # How a definition or schema change is applied: not part of what the model computes.
 LIFECYCLE_SETTINGS = frozenset({"forward_only", "on_destructive_change", "on_additive_change"})
+
 CHANGE_POLICIES = ("error", "warn", "allow", "ignore")
-
-
-def read_lifecycle(reader: Any, key: str, value: Any, line: int, config: dict[str, Any], *, flags: tuple[str, ...] = ("forward_only",)) -> bool:
-    """Read a lifecycle setting into ``config``; False when ``key`` is not one."""
-    if key in flags:
-        config[key] = reader.flag(value, key)
-    elif key in ("on_destructive_change", "on_additive_change"):
-        policy = reader.text(value, key).lower()
-        if policy not in CHANGE_POLICIES:
-            raise reader.fail(line, f"{key} must be error, warn, allow or ignore, found {value.text}")
-        config[key] = policy
-    else:
-        return False
-    return True
-
 
 @dataclass(frozen=True)
 class MatchedUpdate:
@@ -50,7 +73,6 @@ class MatchedUpdate:
 
     condition: str | None
     assignments: tuple[tuple[str, str], ...]
-
 
 @dataclass(frozen=True)
 class UniqueKey:
@@ -68,7 +90,6 @@ class UniqueKey:
     on_additive_change: str = "allow"
     name: ClassVar[str] = "INCREMENTAL_BY_UNIQUE_KEY"
     not_in_fingerprint: ClassVar[frozenset[str]] = LIFECYCLE_SETTINGS
-
 
 @dataclass(frozen=True)
 class ScdType2:
@@ -102,7 +123,6 @@ class ScdType2:
         """Columns the kind adds to the query's output."""
         return (self.valid_from_name, self.valid_to_name)
 
-
 @dataclass(frozen=True)
 class IncrementalByCursor:
     """Append what is new since the high-water mark MAX(cursor) of the committed table."""
@@ -115,110 +135,56 @@ class IncrementalByCursor:
     not_in_fingerprint: ClassVar[frozenset[str]] = LIFECYCLE_SETTINGS
 
 
-def read_keyed_kind(reader: Any, kind: str, props: dict, line: int, metadata: dict[str, str]) -> UniqueKey | ScdType2 | IncrementalByCursor:
-    """Build the kind from its properties (``{key: (Value, line)}``); ``reader`` is model.py's _Reader."""
-    if kind == "INCREMENTAL_BY_CURSOR":
-        return _read_cursor(reader, props, line, metadata)
-    if "unique_key" not in props:
-        raise reader.fail(line, f"kind {kind} needs a unique_key", hint="add `unique_key id` or `unique_key (a, b)` inside the kind's parentheses")
-    value, _ = props.pop("unique_key")
-    config: dict[str, Any] = {"unique_key": tuple(n.lower() for n in reader.names(value, "unique_key"))}
-    if "buckets" in props:
-        bvalue, bline = props.pop("buckets")
-        config["buckets"] = reader.integer(bvalue, "buckets", minimum=1)
-        if config["buckets"] > MAX_BUCKETS:
-            raise reader.fail(bline, f"buckets must be at most {MAX_BUCKETS}, found {config['buckets']}")
-    if kind == "INCREMENTAL_BY_UNIQUE_KEY":
-        if "when_matched" in props:
-            config["when_matched"] = read_when_matched(reader, *props.pop("when_matched"))
-        _read_lifecycle_props(reader, props, config)
-        _rest_to_metadata(props, metadata)
-        return UniqueKey(**config)
-    config["by"] = "column" if kind == "SCD_TYPE_2_BY_COLUMN" else "time"
-    for key in ("updated_at_name", "valid_from_name", "valid_to_name"):
-        if key in props:
-            config[key] = reader.text(props.pop(key)[0], key).lower()
-    for key in ("invalidate_hard_deletes", "execution_time_as_valid_from", "updated_at_as_valid_from"):
-        if key in props:
-            config[key] = reader.flag(props.pop(key)[0], key)
-    if "columns" in props:
-        cvalue, cline = props.pop("columns")
-        if config["by"] != "column":
-            raise reader.fail(cline, "`columns` belongs to SCD_TYPE_2_BY_COLUMN", hint="use kind SCD_TYPE_2_BY_COLUMN to compare columns")
-        names = tuple(n.lower() for n in reader.names(cvalue, "columns"))
-        config["columns"] = () if names == ("*",) else names
-    elif config["by"] == "column":
-        raise reader.fail(line, "kind SCD_TYPE_2_BY_COLUMN needs `columns`", hint="add `columns [name, price]` or `columns *`")
-    _read_lifecycle_props(reader, props, config, flags=("forward_only", "disable_restatement"))
-    _rest_to_metadata(props, metadata)
-    return ScdType2(**config)
+ChangePolicy = Literal["error", "warn", "allow", "ignore"]
+
+@dataclass(frozen=True)
+class IncrementalByTimeRange:
+    """Rows belong to time intervals; each run replaces exactly the intervals of its window."""
+
+    time_column: str
+    time_format: str | None = None
+    batch_size: int | None = None
+    lookback: int | None = None
+    forward_only: bool = False
+    on_destructive_change: ChangePolicy = "error"
+    on_additive_change: ChangePolicy = "allow"
+    safety_overrides: frozenset[str] = frozenset()
+    name: ClassVar[str] = "INCREMENTAL_BY_TIME_RANGE"
+    not_in_fingerprint: ClassVar[frozenset[str]] = frozenset({"forward_only", "on_destructive_change", "on_additive_change"})
+
+@dataclass(frozen=True)
+class Full:
+    """Rebuilt from scratch on every run, replaced atomically."""
+
+    name: ClassVar[str] = "FULL"
+
+@dataclass(frozen=True)
+class View:
+    """A query consumers read through; no data is written unless materialized."""
+
+    materialized: bool = False
+    name: ClassVar[str] = "VIEW"
+
+@dataclass(frozen=True)
+class Seed:
+    """A CSV file loaded as a table, replaced whole (atomically) whenever its content changes."""
+
+    path: str  # as written in the kind
+    location: str = ""  # the resolved file (left out of the fingerprint: moving the project rebuilds nothing)
+    csv_settings: tuple[tuple[str, str], ...] = ()
+    content_hash: str = ""
+    name: ClassVar[str] = "SEED"
+    not_in_fingerprint: ClassVar[frozenset[str]] = frozenset({"location"})
+
+@dataclass(frozen=True)
+class Embedded:
+    """No table of its own: its query is inlined into every model that reads it."""
+
+    name: ClassVar[str] = "EMBEDDED"
 
 
-def read_when_matched(reader: Any, value: Any, line: int) -> tuple[MatchedUpdate, ...]:
-    """Parse ``(WHEN MATCHED [AND cond] THEN UPDATE SET target.col = expr, ...) ...`` with sqlglot.
-
-    >>> class R:
-    ...     def fail(self, line, message, hint=None): return ValueError(message)
-    >>> class V: text = "(WHEN MATCHED THEN UPDATE SET target.n = COALESCE(source.n, target.n))"
-    >>> read_when_matched(R(), V(), 1)
-    (MatchedUpdate(condition=None, assignments=(('n', 'COALESCE(source.n, target.n)'),)),)
-    """
-    import sqlglot
-    from sqlglot import exp
-    from sqlglot.errors import ParseError, TokenError
-
-    text = value.text.strip()
-    if text.startswith("(") and text.endswith(")"):
-        text = text[1:-1]
-    hint = "write `when_matched (WHEN MATCHED [AND <condition>] THEN UPDATE SET target.<col> = <expr>, ...)`"
-    try:
-        merge = sqlglot.parse_one(f"MERGE INTO target USING source ON TRUE {text}", read="spark")
-    except (ParseError, TokenError) as exc:
-        raise reader.fail(line, f"cannot read when_matched: {exc}", hint=hint) from None
-    whens = merge.args.get("whens")
-    clauses = []
-    for when in whens.expressions if whens is not None else []:
-        then = when.args.get("then")
-        if not when.args.get("matched") or not isinstance(then, exp.Update):
-            raise reader.fail(line, f"when_matched supports WHEN MATCHED ... THEN UPDATE SET, found `{when.sql('spark')}`", hint=hint)
-        assignments = []
-        for eq in then.expressions:
-            if not isinstance(eq, exp.EQ) or not isinstance(eq.this, exp.Column):
-                raise reader.fail(line, f"cannot read the assignment `{eq.sql('spark')}` in when_matched", hint=hint)
-            assignments.append((eq.this.name.lower(), eq.expression.sql("spark")))
-        condition = when.args.get("condition")
-        clauses.append(MatchedUpdate(condition.sql("spark") if condition is not None else None, tuple(assignments)))
-    if not clauses:
-        raise reader.fail(line, "when_matched has no WHEN MATCHED clause", hint=hint)
-    return tuple(clauses)
-
-
-def _read_cursor(reader: Any, props: dict, line: int, metadata: dict[str, str]) -> IncrementalByCursor:
-    key = "cursor" if "cursor" in props else "cursor_column" if "cursor_column" in props else None
-    if key is None:
-        raise reader.fail(line, "kind INCREMENTAL_BY_CURSOR needs a cursor column", hint="add `cursor updated_at` inside the kind's parentheses")
-    cursor = reader.text(props.pop(key)[0], key).lower()
-    initial: str | int | float | None = None
-    if "initial_value" in props:
-        ivalue, _ = props.pop("initial_value")
-        raw = getattr(ivalue, "value", None)
-        initial = raw if isinstance(raw, (int, float)) and not isinstance(raw, bool) else reader.text(ivalue, "initial_value")
-    config: dict[str, Any] = {}
-    _read_lifecycle_props(reader, props, config, flags=())
-    _rest_to_metadata(props, metadata)
-    return IncrementalByCursor(cursor, initial, **config)
-
-
-def _read_lifecycle_props(reader: Any, props: dict, config: dict[str, Any], *, flags: tuple[str, ...] = ("forward_only",)) -> None:
-    for key in list(props):
-        value, line = props[key]
-        if read_lifecycle(reader, key, value, line, config, flags=flags):
-            del props[key]
-
-
-def _rest_to_metadata(props: dict, metadata: dict[str, str]) -> None:
-    for key, (value, _) in props.items():
-        metadata[f"kind.{key}"] = value.text
+Kind = Union[IncrementalByTimeRange, Full, View, Seed, Embedded, UniqueKey, ScdType2, IncrementalByCursor]
+MergeKind = (UniqueKey, ScdType2, IncrementalByCursor)  # merged into, not replaced by window
 
 
 def key_columns_missing(kind: UniqueKey | ScdType2 | IncrementalByCursor, outputs: list[str]) -> list[str]:
@@ -234,7 +200,6 @@ def key_columns_missing(kind: UniqueKey | ScdType2 | IncrementalByCursor, output
     else:
         needed = kind.unique_key + tuple(c for clause in kind.when_matched for c, _ in clause.assignments)
     return [c for c in dict.fromkeys(needed) if c not in outputs]
-
 
 def describe_write(kind: Any) -> str | None:
     """How a merge-style kind writes, in one line for ``explain`` (None for other kinds).

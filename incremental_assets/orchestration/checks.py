@@ -8,45 +8,22 @@ commit on the committed files of the window and only warn.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
-from pyspark.sql import DataFrame, SparkSession
 
-from incremental_assets import storage
-from incremental_assets.audits import Audit, failing_rows_sql
-from incremental_assets.errors import IncrementalAssetsError
-from incremental_assets.model import SqlModel
-from incremental_assets.project import Project
-from incremental_assets.time_window import TimeWindow
-
-SAMPLE_ROWS = 5
-
-
-class AuditFailedError(IncrementalAssetsError):
-    """A blocking audit found failing rows; the window was not committed."""
-
-
-@dataclass(frozen=True)
-class AuditOutcome:
-    audit: Audit
-    blocking: bool
-    failing_rows: int
-    sample: list[dict[str, Any]]
-    sql: str
-
-    @property
-    def passed(self) -> bool:
-        return self.failing_rows == 0
-
-
-def is_blocking(project: Project, audit: Audit) -> bool:
-    """An audit's own flag, else its definition's (user audits), else SQLMesh's default: blocking."""
-    if audit.blocking is not None:
-        return audit.blocking
-    user = project.audits.get(audit.name)
-    return user.blocking if user is not None else True
+from incremental_assets.errors import AuditFailedError
+from incremental_assets.model.intervals import TimeWindow
+from incremental_assets.model.project import Project
+from incremental_assets.model.sql_model import SqlModel
+from incremental_assets.plan.audit_sql import is_blocking
+from incremental_assets.spark.audits import (
+    AuditOutcome,
+    evaluate,
+    read_committed,
+    read_staged,
+)
+from incremental_assets.spark.session import SparkSession
 
 
 def check_specs(project: Project, model: SqlModel, key: dg.AssetKey) -> list[dg.AssetCheckSpec]:
@@ -60,37 +37,6 @@ def check_specs(project: Project, model: SqlModel, key: dg.AssetKey) -> list[dg.
         )
         for audit in model.audits
     ]
-
-
-def evaluate(spark: SparkSession, project: Project, model: SqlModel, rows: DataFrame, audits: list[Audit]) -> list[AuditOutcome]:
-    """Run each audit's failing-rows query over ``rows``; count the failures and keep a sample."""
-    view = "ia_audited_" + model.name.replace(".", "_")
-    rows.drop(storage.PARTITION_COLUMN, storage.BUCKET_COLUMN).createOrReplaceTempView(view)
-    sqls = [failing_rows_sql(audit, view, project.audits.get(audit.name)) for audit in audits]
-    if not sqls:
-        return []
-    # Every audit's failing rows are counted in ONE Spark job (a UNION ALL of the counts): a job costs
-    # a fixed ~0.3-0.7 s on a small machine, and each interval of a run pays it before its commit.
-    counting = " UNION ALL ".join(f"SELECT {i} AS ia_audit, COUNT(*) AS ia_failing FROM ({sql}) AS ia_audit_{i}" for i, sql in enumerate(sqls))
-    counts = {row[0]: row[1] for row in spark.sql(counting).collect()}
-    outcomes = []
-    for i, (audit, sql) in enumerate(zip(audits, sqls)):
-        count = counts.get(i, 0)
-        sample = [r.asDict() for r in spark.sql(sql).limit(SAMPLE_ROWS).collect()] if count else []
-        outcomes.append(AuditOutcome(audit, is_blocking(project, audit), count, sample, sql))
-    return outcomes
-
-
-def read_staged(spark: SparkSession, staging: str) -> DataFrame:
-    return spark.read.parquet(staging)
-
-
-def read_committed(spark: SparkSession, project: Project, model: SqlModel, window: TimeWindow | None) -> DataFrame:
-    uri = storage.table_uri(project.settings.warehouse, model.name)
-    files = storage.committed_files(uri, window=window, unit=model.interval_unit)
-    if not files:
-        return spark.createDataFrame([], "ia_empty INT")
-    return spark.read.parquet(*files)
 
 
 def check_result(key: dg.AssetKey, outcome: AuditOutcome, window: TimeWindow | None) -> dg.AssetCheckResult:

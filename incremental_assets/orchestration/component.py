@@ -30,7 +30,7 @@ class IncrementalAssetsComponent(dg.Component, dg.Model, dg.Resolvable):
     sensors: bool = True
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
-        from incremental_assets.assets import build_definitions
+        from incremental_assets.orchestration.definitions import build_definitions
 
         root = Path(self.project)
         if not root.is_absolute():

@@ -1,7 +1,6 @@
 """Past runs of models, read from the Dagster instance: window, rows, duration, status, who launched.
 
->>> # doctest: +SKIP
->>> for entry in run_history(instance, project, "shop.order_lines", limit=5): print(entry.line())
+``run_history(instance, project, "shop.order_lines", limit=5)`` lists one model's latest runs.
 """
 
 from __future__ import annotations
@@ -11,12 +10,10 @@ from datetime import datetime, timezone
 
 import dagster as dg
 
-from incremental_assets.project import Project
-from incremental_assets.time_window import format_instant
-from incremental_assets.translator import ModelTranslator
-
-RANGE_START_TAG = "dagster/asset_partition_range_start"
-RANGE_END_TAG = "dagster/asset_partition_range_end"
+from incremental_assets.model.intervals import format_instant
+from incremental_assets.model.project import Project
+from incremental_assets.orchestration import tags
+from incremental_assets.orchestration.translator import ModelTranslator
 
 
 @dataclass(frozen=True)
@@ -40,10 +37,10 @@ class HistoryEntry:
 
 
 def _window(run: dg.DagsterRun) -> str:
-    tags = run.tags
-    if RANGE_START_TAG in tags:
-        return f"{tags[RANGE_START_TAG]}...{tags[RANGE_END_TAG]}"
-    return tags.get("dagster/partition", "full")
+    keys = tags.range_of(run.tags)
+    if keys:
+        return f"{keys[0]}...{keys[1]}"
+    return run.tags.get(tags.PARTITION_TAG, "full")
 
 
 def run_history(
@@ -91,7 +88,7 @@ def run_history(
             out.append(
                 HistoryEntry(
                     run.run_id, tuple(sorted(names[k] for k in selected)), run.status.value, started, seconds, _window(run), rows,
-                    run.tags.get("incremental_assets/launched_by", "ui"), error,
+                    run.tags.get(tags.LAUNCHED_BY_TAG, "ui"), error,
                 )
             )
             if len(out) >= limit:

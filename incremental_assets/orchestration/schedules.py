@@ -12,14 +12,18 @@ from datetime import datetime, timezone
 
 import dagster as dg
 
-from incremental_assets.model import IncrementalByTimeRange, SqlModel
-from incremental_assets.project import Project
-from incremental_assets.runs import model_status
-from incremental_assets.time_window import UNIT_CRON, TimeWindow, batches, subtract, to_utc
-from incremental_assets.translator import ModelTranslator
-
-RANGE_START_TAG = "dagster/asset_partition_range_start"
-RANGE_END_TAG = "dagster/asset_partition_range_end"
+from incremental_assets.model.intervals import (
+    IntervalUnit,
+    TimeWindow,
+    subtract,
+    to_utc,
+)
+from incremental_assets.model.kinds import IncrementalByTimeRange
+from incremental_assets.model.project import Project
+from incremental_assets.model.sql_model import SqlModel
+from incremental_assets.orchestration import tags
+from incremental_assets.orchestration.status import model_status
+from incremental_assets.orchestration.translator import ModelTranslator
 
 
 def schedule_name(model: SqlModel) -> str:
@@ -29,20 +33,11 @@ def schedule_name(model: SqlModel) -> str:
 def cron_of(model: SqlModel) -> str | None:
     """The model's cron, else the cron of its interval unit; None for models that are never scheduled."""
     if model.cron:
-        return {"@hourly": UNIT_CRON["hour"], "@daily": UNIT_CRON["day"], "@weekly": UNIT_CRON["week"],
-                "@monthly": UNIT_CRON["month"], "@yearly": UNIT_CRON["year"]}.get(model.cron, model.cron)
+        aliases = {"@hourly": IntervalUnit.HOUR, "@daily": IntervalUnit.DAY, "@weekly": IntervalUnit.WEEK, "@monthly": IntervalUnit.MONTH, "@yearly": IntervalUnit.YEAR}
+        return aliases[model.cron].cron if model.cron in aliases else model.cron
     if isinstance(model.kind, IncrementalByTimeRange):
-        return UNIT_CRON[model.interval_unit or "day"]
+        return model.unit.cron
     return None
-
-
-def range_tags(partitions: dg.TimeWindowPartitionsDefinition, window: TimeWindow, unit: str) -> dict[str, str]:
-    """Tags of one run over ``window``: its first and last partition keys."""
-    last = batches(window, unit, 1)[-1]
-    return {
-        RANGE_START_TAG: partitions.get_partition_key_for_timestamp(window.start.timestamp()),
-        RANGE_END_TAG: partitions.get_partition_key_for_timestamp(last.start.timestamp()),
-    }
 
 
 def missing_windows(instance: dg.DagsterInstance, model: SqlModel, translator: ModelTranslator, now: datetime) -> list[TimeWindow]:
@@ -80,15 +75,15 @@ def build_model_schedule(
     def _tick(context: dg.ScheduleEvaluationContext):
         now = to_utc(context.scheduled_execution_time or datetime.now(timezone.utc))
         if not isinstance(partitions, dg.TimeWindowPartitionsDefinition):
-            return dg.RunRequest(run_key=f"{model.name}@{now.isoformat()}", tags={"incremental_assets/launched_by": "schedule"})
+            return dg.RunRequest(run_key=f"{model.name}@{now.isoformat()}", tags={tags.LAUNCHED_BY_TAG: "schedule"})
         windows = missing_windows(context.instance, model, translator, now)
         if not windows:
             return dg.SkipReason(f"{model.name}: every complete interval up to {now.isoformat()} is materialized")
-        unit = model.interval_unit or "day"
+        unit = model.unit
         return [
             dg.RunRequest(
                 run_key=f"{model.name}:{w.start.isoformat()}..{w.end.isoformat()}",
-                tags={**range_tags(partitions, w, unit), "incremental_assets/launched_by": "schedule"},
+                tags={**tags.range_tags(partitions, w, unit), tags.LAUNCHED_BY_TAG: "schedule"},
             )
             for w in windows
         ]

@@ -17,12 +17,22 @@ from pathlib import Path
 
 import dagster as dg
 
-from incremental_assets import storage
-from incremental_assets.model import SqlModel
-from incremental_assets.project import Project, Source
-from incremental_assets.schedules import job_name, model_jobs, range_tags
-from incremental_assets.time_window import TimeWindow, ceil, floor, last_complete_end, merge, to_utc
-from incremental_assets.translator import ModelTranslator
+from incremental_assets import delta
+from incremental_assets.model.intervals import (
+    IntervalUnit,
+    TimeWindow,
+    ceil,
+    floor,
+    last_complete_end,
+    merge,
+    to_utc,
+)
+from incremental_assets.model.project import Project, Source
+from incremental_assets.model.sql_model import SqlModel
+from incremental_assets.orchestration import tags
+from incremental_assets.orchestration.schedules import job_name, model_jobs
+from incremental_assets.orchestration.translator import ModelTranslator
+from incremental_assets.plan.compile import input_bound
 
 TICK = timedelta(microseconds=1)
 
@@ -53,12 +63,12 @@ def affected_windows(project: Project, source_name: str, changed: list[TimeWindo
     for model in project.ordered():
         if not model.is_incremental or model.start is None:
             continue
-        unit = model.interval_unit or "day"
+        unit = model.unit
         windows: list[TimeWindow] = []
         for upstream in model.depends_on:
             if upstream == model.name or upstream not in touched:
                 continue
-            bound = project.input_bound(model.name, upstream)
+            bound = input_bound(project, model.name, upstream)
             for c in touched[upstream]:
                 w = c.widen(bound.after, bound.before) if bound is not None else c
                 start = max(floor(w.start, unit), model.start)
@@ -87,7 +97,7 @@ def run_requests(
                     run_key=f"{name}:{window.start.isoformat()}..{window.end.isoformat()}@{version_tag}",
                     job_name=job_name(model),
                     asset_selection=[translator.get_asset_key(model)],
-                    tags={**range_tags(partitions, window, model.interval_unit or "day"), "incremental_assets/launched_by": "sensor"},
+                    tags={**tags.range_tags(partitions, window, model.unit), tags.LAUNCHED_BY_TAG: "sensor"},
                 )
             )
     return requests
@@ -125,16 +135,16 @@ def build_source_sensor(
     )
     def _sense(context: dg.SensorEvaluationContext):
         now = datetime.now(timezone.utc)
-        unit = source.interval_unit or "day"
+        unit = IntervalUnit.of(source.interval_unit)
         if source.format == "delta":
-            if not storage.exists(source.location):
+            if not delta.exists(source.location):
                 return dg.SkipReason(f"no Delta table at {source.location} yet")
             seen = int(context.cursor) if context.cursor else None
             if seen is None:
                 # First tick: remember where the table is; existing data is the schedules' business.
-                version = storage.version(source.location)
+                version = delta.version(source.location)
                 return dg.SensorResult(skip_reason=f"{source.name}: watching from version {version}", cursor=str(version))
-            version, ranges = storage.added_time_ranges(source.location, seen, source.time_column or "")
+            version, ranges = delta.added_time_ranges(source.location, seen, source.time_column or "")
             tag = f"v{version}"
             cursor = str(version)
         else:

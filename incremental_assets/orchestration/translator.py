@@ -15,28 +15,28 @@ from datetime import datetime
 
 import dagster as dg
 
-from incremental_assets.analysis import Analysis, SourceBound
-from incremental_assets.model import IncrementalByTimeRange, Seed, SqlModel, View
-from incremental_assets.project import Source
-from incremental_assets.time_window import NOMINAL_LENGTH, UNIT_CRON
+from incremental_assets.analysis import SourceBound
+from incremental_assets.model.intervals import IntervalUnit
+from incremental_assets.model.kinds import IncrementalByTimeRange, Seed, View
+from incremental_assets.model.project import Source
+from incremental_assets.model.sql_model import SqlModel
 
-PARTITION_FORMATS = {"hour": "%Y-%m-%d-%H:%M"}
-DEFAULT_PARTITION_FORMAT = "%Y-%m-%d"
 _TAG_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
 
 
-def partitions_for(unit: str, start: datetime, end: datetime | None = None) -> dg.TimeWindowPartitionsDefinition:
+def partitions_for(unit: IntervalUnit | str, start: datetime, end: datetime | None = None) -> dg.TimeWindowPartitionsDefinition:
     """Dagster partitions whose keys are the model's intervals, in UTC.
 
-    >>> from incremental_assets.time_window import utc
+    >>> from incremental_assets.model.intervals import utc
     >>> partitions_for("week", utc(2023, 12, 31)).get_first_partition_key()
     '2023-12-31'
     """
+    unit = IntervalUnit.of(unit)
     return dg.TimeWindowPartitionsDefinition(
         start=start.replace(tzinfo=None),
         end=end.replace(tzinfo=None) if end else None,
-        cron_schedule=UNIT_CRON[unit],
-        fmt=PARTITION_FORMATS.get(unit, DEFAULT_PARTITION_FORMAT),
+        cron_schedule=unit.cron,
+        fmt=unit.partition_format,
         timezone="UTC",
     )
 
@@ -79,18 +79,15 @@ class ModelTranslator:
         if not isinstance(model.kind, IncrementalByTimeRange):
             return None
         assert model.start is not None
-        return partitions_for(model.interval_unit or "day", model.start, model.end)
+        return partitions_for(model.unit, model.start, model.end)
 
-    def get_backfill_policy(self, model: SqlModel, analysis: Analysis | None = None) -> dg.BackfillPolicy | None:
+    def get_backfill_policy(self, model: SqlModel, run_size: int | None = None) -> dg.BackfillPolicy | None:
         """The execution class as a backfill policy: FullyBatchSafe runs any range as one Spark job
-        (single run), BoundedSafe(n) and batch_size cut it in runs of n intervals, PerPartitionOnly
-        runs one interval at a time."""
+        (single run), BoundedSafe(n) and batch_size cut it in runs of n intervals (``run_size``, from
+        :func:`incremental_assets.plan.compile.run_size`), PerPartitionOnly runs one interval at a time."""
         if not isinstance(model.kind, IncrementalByTimeRange):
             return None
-        limits = [n for n in (model.kind.batch_size, analysis.batch_limit if analysis else None) if n]
-        if limits:
-            return dg.BackfillPolicy.multi_run(min(limits))
-        return dg.BackfillPolicy.single_run()
+        return dg.BackfillPolicy.multi_run(run_size) if run_size else dg.BackfillPolicy.single_run()
 
     def get_partition_mapping(
         self, model: SqlModel, upstream: SqlModel, bound: SourceBound | None = None
@@ -101,13 +98,13 @@ class ModelTranslator:
             return None
         if bound is None:
             return dg.TimeWindowPartitionMapping()
-        length = NOMINAL_LENGTH[model.interval_unit or "day"]
+        length = model.unit.nominal
         before = -(-bound.before // length)  # ceil division of timedeltas
         after = -(-bound.after // length)
         return dg.TimeWindowPartitionMapping(start_offset=-int(before), end_offset=int(after))
 
     def get_column_schema(self, model: SqlModel) -> dg.TableSchema | None:
-        from incremental_assets.model import output_columns
+        from incremental_assets.load.query import output_columns
 
         names = list(model.columns) or output_columns(model.query) or []
         if not names:
@@ -127,7 +124,7 @@ class ModelTranslator:
         }
         if isinstance(model.kind, IncrementalByTimeRange):
             meta["time_column"] = model.kind.time_column
-            meta["interval_unit"] = model.interval_unit or "day"
+            meta["interval_unit"] = model.unit
             if model.kind.batch_size:
                 meta["batch_size"] = model.kind.batch_size
         if model.forward_only:

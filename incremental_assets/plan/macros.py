@@ -4,8 +4,8 @@ Ends are exclusive inside the framework; the ``@end_*`` macros keep SQLMesh's in
 ``x BETWEEN @start_dt AND @end_dt`` covers exactly the window. Values are built as AST nodes
 (``CAST('2024-01-01' AS DATE)``), never pasted into SQL text.
 
->>> from incremental_assets.model import parse_query
->>> from incremental_assets.time_window import TimeWindow
+>>> from incremental_assets.load.query import parse_query
+>>> from incremental_assets.model.intervals import TimeWindow
 >>> q = parse_query("SELECT * FROM t WHERE ds BETWEEN @start_ds AND @end_ds")
 >>> render_macros(q, TimeWindow.parse("2024-01-01", "2024-01-08")).sql("spark")
 "SELECT * FROM t WHERE ds BETWEEN '2024-01-01' AND '2024-01-07'"
@@ -18,7 +18,7 @@ from typing import Mapping
 
 from sqlglot import exp
 
-from incremental_assets.time_window import TimeWindow
+from incremental_assets.model.intervals import TimeWindow
 
 ONE_MICROSECOND = timedelta(microseconds=1)
 
@@ -126,7 +126,7 @@ def clamp_to_window(query: exp.Expression, time_column: str, window: TimeWindow,
     This is the leakage guard: whatever the query's own WHERE says, no row outside the window is
     written, and the same window decides which partitions the commit replaces.
 
-    >>> from incremental_assets.model import parse_query
+    >>> from incremental_assets.load.query import parse_query
     >>> q = parse_query("SELECT ds FROM t")
     >>> clamp_to_window(q, "ds", TimeWindow.parse("2024-01-01", "2024-01-02")).sql("spark")
     "SELECT * FROM (SELECT ds FROM t) AS __window WHERE __window.ds >= CAST('2024-01-01 00:00:00' AS TIMESTAMP) AND __window.ds < CAST('2024-01-02 00:00:00' AS TIMESTAMP)"

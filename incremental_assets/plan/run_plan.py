@@ -3,7 +3,7 @@
 Nothing here touches Spark or Delta; :mod:`incremental_assets.execution` carries a plan out.
 
 >>> import tempfile, pathlib
->>> from incremental_assets.project import load_project
+>>> from incremental_assets.load.project import load_project
 >>> d = pathlib.Path(tempfile.mkdtemp()); (d / "models").mkdir()
 >>> _ = (d / "models" / "a.sql").write_text(
 ...     "MODEL (name s.a, kind INCREMENTAL_BY_TIME_RANGE(time_column ds), start '2024-01-01');"
@@ -11,55 +11,83 @@ Nothing here touches Spark or Delta; :mod:`incremental_assets.execution` carries
 >>> _ = (d / "models" / "b.sql").write_text("MODEL (name s.b, kind FULL); SELECT CAST('2024-01-01' AS DATE) AS ds")
 >>> p = load_project(d)
 >>> plan = plan_run(p, p.model("s.a"), TimeWindow.parse("2024-01-01", "2024-01-02"))
->>> plan.write, [i.view for i in plan.inputs]
+>>> str(plan.write), [i.view for i in plan.inputs]
 ('replace_window', ['s__b'])
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 import logging
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
+from enum import Enum
 from typing import Literal, Mapping
 
 from sqlglot import exp
 
 from incremental_assets.analysis import Analysis, SourceBound, pushdown
-from incremental_assets.errors import ModelFileError, UnsafeIncrementalError, WindowError
-from incremental_assets.keyed_kinds import IncrementalByCursor, ScdType2, UniqueKey
-from incremental_assets.macros import clamp_to_window, cursor_literal, render_macros, window_literal
-from incremental_assets.model import SEED_VIEW, Embedded, Full, IncrementalByTimeRange, Seed, SqlModel, View, table_name
-from incremental_assets.project import Project
-from incremental_assets.time_window import NOMINAL_LENGTH, TimeWindow, batches, check_aligned, to_utc
+from incremental_assets.errors import (
+    UnsafeIncrementalError,
+    WindowError,
+)
+from incremental_assets.load.query import table_name
+from incremental_assets.model.intervals import (
+    IntervalUnit,
+    TimeWindow,
+    batches,
+    check_aligned,
+    to_utc,
+)
+from incremental_assets.model.kinds import (
+    Embedded,
+    Full,
+    IncrementalByCursor,
+    IncrementalByTimeRange,
+    ScdType2,
+    Seed,
+    UniqueKey,
+    View,
+)
+from incremental_assets.model.project import Project
+from incremental_assets.model.sql_model import SEED_VIEW, SqlModel
+from incremental_assets.plan.compile import analysis_of, run_size
+from incremental_assets.plan.macros import (
+    clamp_to_window,
+    cursor_literal,
+    render_macros,
+    window_literal,
+)
+from incremental_assets.plan.rebuild import TargetState
 
 log = logging.getLogger("incremental_assets")
-# replace_window: replace the window's intervals; rebuild: the window is [start, end) of an incremental
-# model and its plans are committed together, replacing the whole table; replace_table: unpartitioned;
-# upsert / scd2: replace the key buckets a run changes; append: add files (cursor models).
-WriteStrategy = Literal["replace_window", "rebuild", "replace_table", "view", "upsert", "scd2", "append"]
+
+
+class WriteKind(str, Enum):
+    """How a run's rows reach its table; the executor has one write strategy per kind of write."""
+
+    REPLACE_WINDOW = "replace_window"  # replace exactly the window's intervals
+    REBUILD = "rebuild"  # [start, end) of an incremental model, its plans committed together: the whole table
+    REPLACE_TABLE = "replace_table"  # an unpartitioned table, replaced whole
+    VIEW = "view"  # nothing written: the query is read through
+    UPSERT = "upsert"  # replace the key buckets the run changes (unique key)
+    SCD2 = "scd2"  # close and insert versions in the key buckets the run changes
+    APPEND = "append"  # add files (cursor models)
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def partitioned(self) -> bool:
+        """Whether the table is partitioned by interval (``ia_interval``)."""
+        return self in (WriteKind.REPLACE_WINDOW, WriteKind.REBUILD)
+
+    @property
+    def keyed(self) -> bool:
+        """Whether the table is partitioned by key bucket and a run rewrites only changed buckets."""
+        return self in (WriteKind.UPSERT, WriteKind.SCD2)
+
 InputKind = Literal["source", "table", "view", "seed"]
 EPOCH = to_utc("1970-01-01")
-
-
-@dataclass(frozen=True)
-class TargetState:
-    """What a merge-style model's committed table says before a run (read by the executor).
-
-    ``last_value`` is MAX(cursor) of the committed rows as text (``value_type`` its Spark type);
-    ``fingerprint`` and ``window_end`` come from the latest commit's metadata. Nothing is kept elsewhere.
-    """
-
-    exists: bool = False
-    last_value: str | None = None
-    value_type: str | None = None
-    fingerprint: str | None = None
-    window_end: datetime | None = None
-
-    def is_backfill(self, model: SqlModel) -> bool:
-        """Whether the run starts over (and its commit replaces the whole table): the table is missing,
-        or was written by another definition and the model is not forward_only (SCD type 2 is, by default)."""
-        changed = self.fingerprint is not None and self.fingerprint != model.fingerprint
-        return not self.exists or (changed and not model.forward_only)
 
 
 @dataclass(frozen=True, eq=False)
@@ -81,7 +109,7 @@ class RunPlan:
     window: TimeWindow | None
     query: exp.Expression
     inputs: tuple[InputRead, ...]
-    write: WriteStrategy
+    write: WriteKind
     fingerprint: str
     safety_class: str | None = None
     downgraded: bool = False
@@ -138,7 +166,7 @@ def macro_window(model: SqlModel, window: TimeWindow | None, execution_time: dat
     if window is not None:
         return window
     start = model.start or EPOCH
-    end = max(execution_time, start + NOMINAL_LENGTH["hour"])
+    end = max(execution_time, start + IntervalUnit.HOUR.nominal)
     return TimeWindow(start, end)
 
 
@@ -175,37 +203,25 @@ def plan_run(
     """
     execution_time = execution_time or datetime.now(timezone.utc)
     kind = model.kind
+    state = target or TargetState()  # merge-style kinds: no table yet unless the caller read one
     if isinstance(kind, Embedded):
         raise WindowError(f"model {model.name} is EMBEDDED: it has no table and runs only inside the models that read it")
+    analysis = analysis_of(project, model.name)
     bounds: Mapping[str, SourceBound | None] | None = None
-    analysis = project.analysis(model.name)
     downgraded = False
     if isinstance(kind, IncrementalByTimeRange):
-        if window is None:
-            raise WindowError(f"model {model.name} is incremental: give a window (--start/--end) or use --auto")
-        unit = model.interval_unit or "day"
-        check_aligned(window, unit, model=model.name)
-        if model.start and window.start < model.start:
-            raise WindowError(f"model {model.name}: window {window} starts before the model's start {model.start.date()}")
-        if model.end and window.end > model.end:
-            raise WindowError(f"model {model.name}: window {window} ends after the model's end {model.end.date()}")
-        assert analysis is not None
-        if analysis.refused:
-            if not allow_downgrade:
-                raise UnsafeIncrementalError(refusal_message(model, analysis))
-            log.warning("%s", refusal_message(model, analysis).splitlines()[0] + " running a full refresh instead (--allow-downgrade)")
-            window = TimeWindow(model.start or window.start, window.end)
-            downgraded = True
-        else:
-            bounds = analysis.bounds
+        window, bounds, downgraded = _incremental_window(model, window, analysis, allow_downgrade)
     elif isinstance(kind, UniqueKey):
-        window = unique_key_window(model, target or TargetState(), execution_time)
+        window = unique_key_window(model, state, execution_time)
     else:
         window = None
 
-    extra = cursor_macros(model, target or TargetState())
     rendered = render_macros(
-        model.query, macro_window(model, window, execution_time), execution_time=execution_time, this_model=model.name, extra=extra
+        model.query,
+        macro_window(model, window, execution_time),
+        execution_time=execution_time,
+        this_model=model.name,
+        extra=cursor_macros(model, state),
     )
     if window is not None and bounds:
         rendered = pushdown(
@@ -220,42 +236,53 @@ def plan_run(
     if isinstance(kind, Seed):
         inputs = [InputRead(model.name, SEED_VIEW, "seed", None)]
     rendered = _substitute_tables(rendered, {read.name: read.view for read in inputs})
+    write = write_kind(model, state)
+    query = rendered
     if isinstance(kind, IncrementalByTimeRange):
         assert window is not None
-        query: exp.Expression = clamp_to_window(rendered, kind.time_column, window, time_format=kind.time_format)
-        write: WriteStrategy = "replace_window"
-    elif isinstance(kind, View) and not kind.materialized:
-        query, write = rendered, "view"
-    elif isinstance(kind, UniqueKey):
-        query, write = rendered, "upsert"
-    elif isinstance(kind, ScdType2):
-        query, write = rendered, "scd2"
-    elif isinstance(kind, IncrementalByCursor):
-        query, write = rendered, "replace_table" if (target or TargetState()).is_backfill(model) else "append"
-    else:
-        assert isinstance(kind, (Full, View, Seed))
-        query, write = rendered, "replace_table"
+        query = clamp_to_window(rendered, kind.time_column, window, time_format=kind.time_format)
     safety = analysis.safety_class if analysis is not None else None
     if analysis is not None and analysis.safety_class == "BoundedSafe":
         safety = f"BoundedSafe({analysis.batch_limit})"
     return RunPlan(model.name, window, query, tuple(inputs), write, model.fingerprint, safety, downgraded, execution_time, target)
 
 
-def full_refresh_target(model: SqlModel) -> TargetState:
-    """The state a full refresh of a merge-style model plans from: no table, so the run starts over and
-    its commit replaces the whole table. SCD type 2 history cannot be recomputed from a snapshot source,
-    so its full refresh is refused unless the kind sets ``disable_restatement false``."""
+def write_kind(model: SqlModel, target: TargetState) -> WriteKind:
+    """How a run of ``model`` writes its rows (a rebuild of an incremental model is planned by :func:`plan_rebuild`)."""
     kind = model.kind
-    if isinstance(kind, ScdType2) and kind.disable_restatement:
-        raise ModelFileError(
-            model.path,
-            model.line_of("kind"),
-            f"model {model.name} is SCD_TYPE_2: a full refresh would throw away its history, which cannot be rebuilt "
-            "from the current source rows; it is refused and the table is unchanged",
-            hint="run it without --full-refresh (changes apply to new history only), or set `disable_restatement false` "
-            "in the kind to rebuild the table from the current source rows (every key then starts with one version)",
-        )
-    return TargetState()
+    if isinstance(kind, IncrementalByTimeRange):
+        return WriteKind.REPLACE_WINDOW
+    if isinstance(kind, View) and not kind.materialized:
+        return WriteKind.VIEW
+    if isinstance(kind, UniqueKey):
+        return WriteKind.UPSERT
+    if isinstance(kind, ScdType2):
+        return WriteKind.SCD2
+    if isinstance(kind, IncrementalByCursor):
+        return WriteKind.REPLACE_TABLE if target.is_backfill(model) else WriteKind.APPEND
+    assert isinstance(kind, (Full, View, Seed))
+    return WriteKind.REPLACE_TABLE
+
+
+def _incremental_window(
+    model: SqlModel, window: TimeWindow | None, analysis: Analysis | None, allow_downgrade: bool
+) -> tuple[TimeWindow, Mapping[str, SourceBound | None] | None, bool]:
+    """An incremental run's window (checked against the model's intervals), the per-input read bounds,
+    and whether a refused model is downgraded to a rebuild from its start."""
+    if window is None:
+        raise WindowError(f"model {model.name} is incremental: give a window (--start/--end) or use --auto")
+    check_aligned(window, model.unit, model=model.name)
+    if model.start and window.start < model.start:
+        raise WindowError(f"model {model.name}: window {window} starts before the model's start {model.start.date()}")
+    if model.end and window.end > model.end:
+        raise WindowError(f"model {model.name}: window {window} ends after the model's end {model.end.date()}")
+    assert analysis is not None
+    if not analysis.refused:
+        return window, analysis.bounds, False
+    if not allow_downgrade:
+        raise UnsafeIncrementalError(refusal_message(model, analysis))
+    log.warning("%s", refusal_message(model, analysis).splitlines()[0] + " running a full refresh instead (--allow-downgrade)")
+    return TimeWindow(model.start or window.start, window.end), None, True
 
 
 def unique_key_window(model: SqlModel, target: TargetState, execution_time: datetime) -> TimeWindow:
@@ -263,7 +290,7 @@ def unique_key_window(model: SqlModel, target: TargetState, execution_time: date
     to the execution time, so ``@start_ds``/``@end_ds`` filters read each source row once. A run that
     starts over (full refresh, changed definition) reads from the model's start."""
     start = (None if target.is_backfill(model) else target.window_end) or model.start or EPOCH
-    end = max(execution_time, start + NOMINAL_LENGTH["hour"])
+    end = max(execution_time, start + IntervalUnit.HOUR.nominal)
     return TimeWindow(start, end)
 
 
@@ -309,16 +336,6 @@ def _plan_input(
     return InputRead(name, view_name(name), "table", read_window)
 
 
-def run_size(project: Project, model: SqlModel, batch_size: int | None = None) -> int | None:
-    """Most intervals one run may cover: the smaller of the batch size and the analysis' limit."""
-    kind = model.kind
-    if not isinstance(kind, IncrementalByTimeRange):
-        return None
-    analysis = project.analysis(model.name)
-    limits = [n for n in (batch_size if batch_size is not None else kind.batch_size, analysis.batch_limit if analysis else None) if n]
-    return min(limits) if limits else None
-
-
 def plan_window(
     project: Project,
     model: SqlModel,
@@ -331,38 +348,13 @@ def plan_window(
     """Plans covering ``window`` in consecutive runs, in order (batch size and execution class apply)."""
     if not isinstance(model.kind, IncrementalByTimeRange):
         return [plan_run(project, model, None, execution_time=execution_time)]
-    analysis = project.analysis(model.name)
+    analysis = analysis_of(project, model.name)
     if analysis is not None and analysis.refused and allow_downgrade:
         return [plan_run(project, model, window, execution_time=execution_time, allow_downgrade=True)]
     return [
         plan_run(project, model, part, execution_time=execution_time, allow_downgrade=allow_downgrade)
-        for part in batches(window, model.interval_unit or "day", run_size(project, model, batch_size))
+        for part in batches(window, model.unit, run_size(project, model, batch_size))
     ]
-
-
-def needs_rebuild(model: SqlModel, built_with: str | None) -> bool:
-    """Whether a model's table must be rebuilt from its start: it was built with another definition
-    (fingerprint) and the model is not forward_only. Unpartitioned models are rebuilt by every run anyway.
-
-    >>> import tempfile, pathlib
-    >>> from incremental_assets.model import parse_model_file
-    >>> p = pathlib.Path(tempfile.mkdtemp()) / "m.sql"
-    >>> _ = p.write_text("MODEL (name a.b, kind INCREMENTAL_BY_TIME_RANGE(time_column d), start '2024-01-01'); SELECT d FROM c")
-    >>> m = parse_model_file(p)
-    >>> needs_rebuild(m, None), needs_rebuild(m, m.fingerprint), needs_rebuild(m, "0" * 64)
-    (False, False, True)
-    """
-    return model.is_incremental and built_with is not None and built_with != model.fingerprint and not model.forward_only
-
-
-def change_effect(model: SqlModel) -> str:
-    """What the next run of a merge-style model does with its table once the model's definition changed
-    since the table was built (as ``TargetState.is_backfill`` decides it), said for ``status``."""
-    if model.forward_only:
-        return "keeps its rows (forward_only): the new definition applies to what it writes from now on"
-    if isinstance(model.kind, IncrementalByCursor):
-        return "starts over from the initial value, replacing the table in one commit"
-    return "rebuilds it from scratch, replacing the table in one commit"
 
 
 def plan_rebuild(
@@ -383,4 +375,4 @@ def plan_rebuild(
     plans = plan_window(project, model, TimeWindow(model.start, end), execution_time=execution_time, allow_downgrade=allow_downgrade)
     if model.name in model.depends_on:
         return plans
-    return [replace(p, write="rebuild") for p in plans]
+    return [replace(p, write=WriteKind.REBUILD) for p in plans]

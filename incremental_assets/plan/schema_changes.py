@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from incremental_assets.errors import ModelFileError
-from incremental_assets.model import SqlModel
+from incremental_assets.model.sql_model import SqlModel
 
 _INTEGRAL = ["tinyint", "smallint", "int", "bigint"]
 _DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)")

@@ -1,6 +1,6 @@
 """Writes of the merge-style kinds on Spark: upsert by key, SCD type 2 history, cursor appends.
 
-Every write ends in ONE Delta commit made by :mod:`incremental_assets.storage`:
+Every write ends in ONE Delta commit made by :mod:`incremental_assets.delta`:
 
 - unique key and SCD type 2 tables are partitioned by ``ia_bucket`` (a hash of the key); a run reads the
   committed files of the buckets its changes touch, computes their new content, stages it, and replaces
@@ -13,21 +13,34 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from functools import reduce
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from incremental_assets import faults, storage
+from incremental_assets import delta
 from incremental_assets.errors import DuplicateKeyError, StorageError
-from incremental_assets.keyed_kinds import IncrementalByCursor, MatchedUpdate, ScdType2, UniqueKey
-from incremental_assets.plan import RunPlan, TargetState
-from incremental_assets.time_window import to_utc
+from incremental_assets.load.python_models import FETCHED_VIEW, call_fetch
+from incremental_assets.model.intervals import to_utc
+from incremental_assets.model.kinds import (
+    IncrementalByCursor,
+    MatchedUpdate,
+    ScdType2,
+    UniqueKey,
+)
+from incremental_assets.model.project import Project
+from incremental_assets.plan.rebuild import TargetState
+from incremental_assets.plan.run_plan import RunPlan
+from incremental_assets.spark import faults
 
-if TYPE_CHECKING:
-    from incremental_assets.execution import Executor
+
+class Session(Protocol):
+    """What a merge write needs of its caller: the SparkSession and the project."""
+
+    spark: SparkSession
+    project: Project
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 DUPLICATE_SAMPLE = 10
@@ -58,14 +71,14 @@ def check_unique(df: DataFrame, keys: tuple[str, ...], model: str, path: object)
     )
 
 
-def target_state(executor: "Executor", model_name: str) -> TargetState:
+def target_state(executor: Session, model_name: str) -> TargetState:
     """Read what a merge-style model's committed table says: its latest commit's metadata and, for a
     cursor model, MAX(cursor) over the committed rows."""
     model = executor.project.models[model_name]
-    uri = storage.table_uri(executor.project.settings.warehouse, model_name)
-    if not storage.exists(uri):
+    uri = delta.table_uri(executor.project.settings.warehouse, model_name)
+    if not delta.exists(uri):
         return TargetState()
-    meta = storage.last_commit_metadata(uri)
+    meta = delta.last_commit_metadata(uri)
     window_end = to_utc(meta["window_end"]) if meta.get("window_end") else None
     last_value = value_type = None
     if isinstance(model.kind, IncrementalByCursor):
@@ -76,7 +89,7 @@ def target_state(executor: "Executor", model_name: str) -> TargetState:
 def check_buckets(uri: str, model: Any) -> None:
     """A keyed table's rows are placed by ``pmod(hash(key), buckets)``: another bucket count would put a
     key's new rows beside its old ones, so a changed count is refused until the table is rebuilt."""
-    recorded = storage.last_commit_metadata(uri).get("buckets")
+    recorded = delta.last_commit_metadata(uri).get("buckets")
     if recorded and int(recorded) != model.kind.buckets:
         raise StorageError(
             f"model {model.name} ({model.path}): its table was written with {recorded} key buckets, the model now says "
@@ -89,24 +102,24 @@ def starts_over(plan: RunPlan, model: Any, uri: str) -> bool:
     definition of a model that is not forward_only): its rows are the query's alone."""
     if plan.target is not None:
         return plan.target.is_backfill(model)
-    return not storage.exists(uri)
+    return not delta.exists(uri)
 
 
 def all_buckets(uri: str, model: Any) -> list[str]:
     """Every bucket the table may hold files in: a rebuild replaces them all in one commit."""
-    recorded = storage.last_commit_metadata(uri).get("buckets")
+    recorded = delta.last_commit_metadata(uri).get("buckets")
     return [str(i) for i in range(max(model.kind.buckets, int(recorded or 0)))]
 
 
-def committed_rows(executor: "Executor", uri: str, buckets: list[str] | None = None) -> DataFrame:
-    files = storage.committed_files(uri, buckets=buckets)
-    schema = from_arrow_schema(storage.arrow_schema(uri), prefer_timestamp_ntz=False)
+def committed_rows(executor: Session, uri: str, buckets: list[str] | None = None) -> DataFrame:
+    files = delta.committed_files(uri, buckets=buckets)
+    schema = from_arrow_schema(delta.arrow_schema(uri), prefer_timestamp_ntz=False)
     if not files:
         return executor.spark.createDataFrame([], schema)
     return executor.spark.read.schema(schema).parquet(*files)
 
 
-def _max_cursor(executor: "Executor", uri: str, cursor: str) -> tuple[str | None, str | None]:
+def _max_cursor(executor: Session, uri: str, cursor: str) -> tuple[str | None, str | None]:
     rows = committed_rows(executor, uri)
     if cursor not in rows.columns:
         return None, None
@@ -116,14 +129,14 @@ def _max_cursor(executor: "Executor", uri: str, cursor: str) -> tuple[str | None
 
 def _buckets_and_rows(rows: DataFrame) -> tuple[list[str], int]:
     """The buckets ``rows`` fall in and how many rows there are, in one Spark job."""
-    counts = rows.groupBy(storage.BUCKET_COLUMN).count().collect()
+    counts = rows.groupBy(delta.BUCKET_COLUMN).count().collect()
     return sorted(r[0] for r in counts), sum(r["count"] for r in counts)
 
 
 # -- the writes ----------------------------------------------------------------------------------
 
 
-def upsert(executor: "Executor", plan: RunPlan, df: DataFrame, uri: str, stage: Stage) -> tuple[list[str] | None, dict[str, Any]]:
+def upsert(executor: Session, plan: RunPlan, df: DataFrame, uri: str, stage: Stage) -> tuple[list[str] | None, dict[str, Any]]:
     """Stage the new content of every bucket the run's rows touch; returns (buckets, counts)."""
     model = executor.project.models[plan.model]
     kind = model.kind
@@ -132,11 +145,11 @@ def upsert(executor: "Executor", plan: RunPlan, df: DataFrame, uri: str, stage: 
     fresh = starts_over(plan, model, uri)
     if not fresh:
         check_buckets(uri, model)
-    new = df.withColumn(storage.BUCKET_COLUMN, bucket_of(kind.unique_key, kind.buckets))
+    new = df.withColumn(delta.BUCKET_COLUMN, bucket_of(kind.unique_key, kind.buckets))
     touched, total = _buckets_and_rows(new)
     if fresh:
-        stage(new, storage.BUCKET_COLUMN)
-        return (all_buckets(uri, model) if storage.exists(uri) else touched), {"rows_inserted": total, "rows_updated": 0}
+        stage(new, delta.BUCKET_COLUMN)
+        return (all_buckets(uri, model) if delta.exists(uri) else touched), {"rows_inserted": total, "rows_updated": 0}
     if not touched:
         return [], {"rows_inserted": 0, "rows_updated": 0}
     old = committed_rows(executor, uri, touched).withColumn("__t", F.lit(True)).alias("target")
@@ -158,14 +171,14 @@ def upsert(executor: "Executor", plan: RunPlan, df: DataFrame, uri: str, stage: 
             value = value.when(holds, F.expr(assigned[column]) if column in assigned else stored)
         return value.otherwise(stored).alias(column)
 
-    result = joined.select(*[merged(c) for c in columns]).withColumn(storage.BUCKET_COLUMN, bucket_of(kind.unique_key, kind.buckets))
+    result = joined.select(*[merged(c) for c in columns]).withColumn(delta.BUCKET_COLUMN, bucket_of(kind.unique_key, kind.buckets))
     updated = joined.where(matched).count()
-    stage(result, storage.BUCKET_COLUMN)
+    stage(result, delta.BUCKET_COLUMN)
     return touched, {"rows_inserted": total - updated, "rows_updated": updated}
 
 
 def scd_type_2(
-    executor: "Executor", plan: RunPlan, df: DataFrame, uri: str, stage: Stage, execution_time: datetime
+    executor: Session, plan: RunPlan, df: DataFrame, uri: str, stage: Stage, execution_time: datetime
 ) -> tuple[list[str] | None, dict[str, Any]]:
     """Stage the new history of every bucket with a changed, new, deleted or re-inserted key."""
     model = executor.project.models[plan.model]
@@ -181,16 +194,7 @@ def scd_type_2(
     updated_at = F.col(f"s.`{kind.updated_at_name}`").cast("timestamp") if kind.by == "time" else None
 
     if rebuild:
-        if kind.execution_time_as_valid_from:
-            first_from = now
-        elif kind.by == "time" and kind.updated_at_as_valid_from:
-            first_from = F.col(f"`{kind.updated_at_name}`").cast("timestamp")
-        else:
-            first_from = F.lit(EPOCH).cast("timestamp")
-        out = df.withColumn(vf, first_from).withColumn(vt, null_ts).withColumn(storage.BUCKET_COLUMN, bucket_of(keys, kind.buckets))
-        touched, total = _buckets_and_rows(out)
-        stage(out, storage.BUCKET_COLUMN)
-        return (all_buckets(uri, model) if storage.exists(uri) else touched), {"rows_inserted": total, "rows_closed": 0}
+        return _first_history(model, kind, df, uri, stage, now)
 
     history = committed_rows(executor, uri)
     columns = list(df.columns)
@@ -221,8 +225,8 @@ def scd_type_2(
     start_new = now if kind.by == "column" else F.col(f"s.`{kind.updated_at_name}`").cast("timestamp")
     valid_from = F.coalesce(F.col("__changed_at"), F.greatest(start_new, F.coalesce(F.col("e.__ended"), start_new)))
     inserts = fresh.select(*[F.col(f"s.`{c}`").alias(c) for c in columns], valid_from.alias(vf), null_ts.alias(vt))
-    inserts = inserts.withColumn(storage.BUCKET_COLUMN, bucket_of(keys, kind.buckets)).localCheckpoint()
-    closes = closes.withColumn(storage.BUCKET_COLUMN, bucket_of(keys, kind.buckets)).localCheckpoint()
+    inserts = inserts.withColumn(delta.BUCKET_COLUMN, bucket_of(keys, kind.buckets)).localCheckpoint()
+    closes = closes.withColumn(delta.BUCKET_COLUMN, bucket_of(keys, kind.buckets)).localCheckpoint()
 
     touched_inserts, inserted = _buckets_and_rows(inserts)
     touched_closes, closed = _buckets_and_rows(closes)
@@ -231,16 +235,34 @@ def scd_type_2(
     if not touched:
         return [], counts
     old = committed_rows(executor, uri, touched).alias("h")
-    x = closes.drop(storage.BUCKET_COLUMN).alias("x")
+    x = closes.drop(delta.BUCKET_COLUMN).alias("x")
     rewritten = old.join(x, _same_key("h", "x", keys) & F.col(f"h.`{vt}`").isNull(), "left").select(
         *[F.coalesce(F.col("x.__closed_at"), F.col(f"h.`{vt}`")).alias(vt) if c == vt else F.col(f"h.`{c}`").alias(c) for c in old.columns]
     )
-    result = rewritten.withColumn(storage.BUCKET_COLUMN, bucket_of(keys, kind.buckets)).unionByName(inserts, allowMissingColumns=True)
-    stage(result, storage.BUCKET_COLUMN)
+    result = rewritten.withColumn(delta.BUCKET_COLUMN, bucket_of(keys, kind.buckets)).unionByName(inserts, allowMissingColumns=True)
+    stage(result, delta.BUCKET_COLUMN)
     return touched, counts
 
 
-def new_cursor_value(executor: "Executor", uri: str, model_name: str) -> str | None:
+def _first_history(model: Any, kind: ScdType2, df: DataFrame, uri: str, stage: Stage, now: Column) -> tuple[list[str] | None, dict[str, Any]]:
+    """An SCD type 2 table started over: one current version per key, replacing every bucket."""
+    if kind.execution_time_as_valid_from:
+        first_from = now
+    elif kind.by == "time" and kind.updated_at_as_valid_from:
+        first_from = F.col(f"`{kind.updated_at_name}`").cast("timestamp")
+    else:
+        first_from = F.lit(EPOCH).cast("timestamp")
+    out = (
+        df.withColumn(kind.valid_from_name, first_from)
+        .withColumn(kind.valid_to_name, F.lit(None).cast("timestamp"))
+        .withColumn(delta.BUCKET_COLUMN, bucket_of(kind.unique_key, kind.buckets))
+    )
+    touched, total = _buckets_and_rows(out)
+    stage(out, delta.BUCKET_COLUMN)
+    return (all_buckets(uri, model) if delta.exists(uri) else touched), {"rows_inserted": total, "rows_closed": 0}
+
+
+def new_cursor_value(executor: Session, uri: str, model_name: str) -> str | None:
     """MAX(cursor) of the committed table, read after a commit (what the next run starts from)."""
     kind = executor.project.models[model_name].kind
     assert isinstance(kind, IncrementalByCursor)
@@ -256,13 +278,11 @@ def write_staged(df: DataFrame, staging: str, partition_column: str | None) -> N
         df.write.parquet(staging)
 
 
-def register_fetched(executor: "Executor", model: Any, target: TargetState | None) -> int:
+def register_fetched(executor: Session, model: Any, target: TargetState | None) -> int:
     """Call a Python source model's fetch with the committed cursor and register its rows for the query.
 
     Returns how many rows it fetched.
     """
-    from incremental_assets.python_models import FETCHED_VIEW, call_fetch
-
     kind = model.kind
     assert isinstance(kind, IncrementalByCursor)
     target = target or TargetState()
@@ -272,9 +292,9 @@ def register_fetched(executor: "Executor", model: Any, target: TargetState | Non
         last = executor.spark.range(1).select(F.lit(target.last_value).cast(target.value_type)).first()[0]
     rows = call_fetch(model, last, kind.initial_value, backfill)
     schema: Any = ", ".join(f"`{c}` {t}" for c, t in model.columns.items()) or None
-    uri = storage.table_uri(executor.project.settings.warehouse, model.name)
-    if schema is None and storage.exists(uri):
-        schema = from_arrow_schema(storage.arrow_schema(uri), prefer_timestamp_ntz=False)
+    uri = delta.table_uri(executor.project.settings.warehouse, model.name)
+    if schema is None and delta.exists(uri):
+        schema = from_arrow_schema(delta.arrow_schema(uri), prefer_timestamp_ntz=False)
     if isinstance(rows, pa.Table):
         rows = rows.to_pandas()
     if rows is None or len(rows) == 0:

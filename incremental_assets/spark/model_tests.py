@@ -30,10 +30,15 @@ from pyspark.sql import SparkSession
 from sqlglot import exp
 
 from incremental_assets.errors import ModelFileError, WindowError
-from incremental_assets.execution import Executor
-from incremental_assets.plan import RunPlan, plan_run
-from incremental_assets.project import Project
-from incremental_assets.time_window import TimeWindow, is_boundary, next_boundary, to_utc
+from incremental_assets.model.intervals import (
+    TimeWindow,
+    is_boundary,
+    next_boundary,
+    to_utc,
+)
+from incremental_assets.model.project import Project
+from incremental_assets.plan.run_plan import RunPlan, plan_run
+from incremental_assets.spark.executor import Executor
 
 
 @dataclass(frozen=True)
@@ -210,7 +215,7 @@ def compare(what: str, expected: list[dict[str, Any]], actual: list[dict[str, An
 
 def run_model_test(spark: SparkSession, project: Project, test: ModelTest) -> TestOutcome:
     model = project.models[test.model]
-    window = _window(test, model.interval_unit or "day") if model.is_incremental and test.start is not None else None
+    window = _window(test, model.unit) if model.is_incremental and test.start is not None else None
     plan = plan_run(project, model, window, execution_time=window.end if window else None, allow_downgrade=True)
     executor = _FixtureExecutor(spark, project, test)
     outcome = TestOutcome(test)

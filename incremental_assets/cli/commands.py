@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import Sequence
 
 from incremental_assets.errors import IncrementalAssetsError, ProjectError
-from incremental_assets.keyed_kinds import describe_write
-from incremental_assets.time_window import TimeWindow, format_instant
+from incremental_assets.model.intervals import TimeWindow, format_instant
+from incremental_assets.model.kinds import describe_write
+from incremental_assets.plan.compile import analysis_of
 
 
 def _project(args: argparse.Namespace):
-    from incremental_assets.project import load_project
+    from incremental_assets.load.project import load_project
 
     return load_project(args.project)
 
@@ -24,7 +25,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     project = _project(args)
     refused = 0
     for model in project.ordered():
-        analysis = project.analysis(model.name)
+        analysis = analysis_of(project, model.name)
         unit = f", {model.interval_unit}" if model.is_incremental else ""
         rel = model.path.relative_to(project.directory)
         if analysis is not None and analysis.refused:
@@ -59,10 +60,10 @@ def _class_text(analysis) -> str:
 def explain_model(project, model) -> dict:
     """What `explain --json` prints for one model."""
     from incremental_assets.analysis import describe_bound
-    from incremental_assets.translator import ModelTranslator
+    from incremental_assets.orchestration.translator import ModelTranslator
 
     translator = ModelTranslator()
-    analysis = project.analysis(model.name)
+    analysis = analysis_of(project, model.name)
     info: dict = {"model": model.name, "kind": model.kind.name, "file": str(model.path.relative_to(project.directory))}
     info["safety_class"] = _class_text(analysis)
     write = describe_write(model.kind)
@@ -124,8 +125,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    from incremental_assets.plan import plan_run
-    from incremental_assets.runs import parse_instant
+    from incremental_assets.orchestration.runner import parse_instant
+    from incremental_assets.plan.run_plan import plan_run
 
     project = _project(args)
     model = project.model(args.model)
@@ -139,15 +140,16 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def _runner(project):
-    from incremental_assets.assets import build_definitions
-    from incremental_assets.runs import Runner, open_instance
+    from incremental_assets.orchestration.definitions import build_definitions
+    from incremental_assets.orchestration.instance import open_instance
+    from incremental_assets.orchestration.runner import Runner
 
     instance = open_instance(project.settings.dagster_home)
     return Runner(project, instance, build_definitions(project))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from incremental_assets.runs import parse_instant
+    from incremental_assets.orchestration.runner import parse_instant
 
     if not args.auto and bool(args.start) != bool(args.end) and not (args.full_refresh and not args.start):
         raise IncrementalAssetsError("give both --start and --end, or --auto")
@@ -170,8 +172,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from incremental_assets import storage
-    from incremental_assets.runs import describe_windows, model_status, open_instance, parse_instant, rebuilt_upstreams
+    from incremental_assets import delta
+    from incremental_assets.orchestration.instance import open_instance
+    from incremental_assets.orchestration.runner import parse_instant
+    from incremental_assets.orchestration.status import (
+        describe_windows,
+        model_status,
+        rebuilt_upstreams,
+    )
 
     project = _project(args)
     instance = open_instance(project.settings.dagster_home)
@@ -180,7 +188,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     rows = []
     rebuilt_by: dict[str, list[str]] = {}
     for model in models:
-        built = storage.built_with(storage.table_uri(project.settings.warehouse, model.name))
+        built = delta.built_with(delta.table_uri(project.settings.warehouse, model.name))
         st = model_status(instance, model, since=since, until=until, built_with=built)
         rows.append(st)
         rebuilt = rebuilt_by[model.name] = rebuilt_upstreams(project, model)
@@ -226,16 +234,16 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_vacuum(args: argparse.Namespace) -> int:
     from datetime import timedelta
 
-    from incremental_assets import storage
+    from incremental_assets import delta
 
     project = _project(args)
     models = [project.model(args.model)] if args.model else project.ordered()
     verb = "would remove" if args.dry_run else "removed"
     for model in models:
-        uri = storage.table_uri(project.settings.warehouse, model.name)
-        if not storage.exists(uri):
+        uri = delta.table_uri(project.settings.warehouse, model.name)
+        if not delta.exists(uri):
             continue
-        result = storage.vacuum(
+        result = delta.vacuum(
             uri, retention_hours=args.retention_hours, staging_age=timedelta(hours=args.staging_age_hours), dry_run=args.dry_run
         )
         print(f"{model.name}: {verb} {len(result.removed_files)} replaced file(s), {len(result.orphan_dirs)} staging folder(s) of dead runs")
@@ -248,12 +256,12 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
 def consistency_warnings(project, instance, model, st) -> list[str]:
     """Where Dagster's records and the Delta table disagree: recorded intervals without a table, and
     commits Dagster missed (a process killed between commit and record)."""
-    from incremental_assets import storage
-    from incremental_assets.runs import unrecorded_commits
-    from incremental_assets.translator import ModelTranslator
+    from incremental_assets import delta
+    from incremental_assets.orchestration.reconcile import unrecorded_commits
+    from incremental_assets.orchestration.translator import ModelTranslator
 
-    uri = storage.table_uri(project.settings.warehouse, model.name)
-    if st.covered and not storage.exists(uri):
+    uri = delta.table_uri(project.settings.warehouse, model.name)
+    if st.covered and not delta.exists(uri):
         return [f"Dagster records {st.intervals_done} interval(s) but there is no table at {uri}: run those windows again"]
     missed = unrecorded_commits(instance, project, model, ModelTranslator())
     return [
@@ -264,8 +272,9 @@ def consistency_warnings(project, instance, model, st) -> list[str]:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from incremental_assets.history import run_history
-    from incremental_assets.runs import open_instance, parse_instant
+    from incremental_assets.orchestration.history import run_history
+    from incremental_assets.orchestration.instance import open_instance
+    from incremental_assets.orchestration.runner import parse_instant
 
     project = _project(args)
     entries = run_history(
@@ -280,8 +289,8 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def cmd_test(args: argparse.Namespace) -> int:
-    from incremental_assets.execution import build_spark_session
-    from incremental_assets.model_tests import load_model_tests, run_model_test
+    from incremental_assets.spark.model_tests import load_model_tests, run_model_test
+    from incremental_assets.spark.session import build_spark_session
 
     project = _project(args)
     tests = load_model_tests(project)
