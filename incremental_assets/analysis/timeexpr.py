@@ -23,6 +23,8 @@ from datetime import timedelta
 
 from sqlglot import exp
 
+from incremental_assets.model.intervals import IntervalUnit
+
 ZERO = timedelta(0)
 DAY = timedelta(days=1)
 
@@ -38,7 +40,8 @@ _FIXED: dict[str, timedelta] = {
     "hour": timedelta(hours=1),
     "day": DAY,
 }
-_CALENDAR_NOMINAL = {"week": timedelta(days=7), "month": timedelta(days=31), "quarter": timedelta(days=92), "year": timedelta(days=366)}
+# The longest bucket of each calendar unit, as the model's interval units define them.
+_CALENDAR_NOMINAL = {u.value: u.nominal for u in (IntervalUnit.WEEK, IntervalUnit.MONTH, IntervalUnit.QUARTER, IntervalUnit.YEAR)}
 _CALENDAR_DIVIDES = {"month": {"month", "quarter", "year"}, "quarter": {"quarter", "year"}, "year": {"year"}}
 
 _UNIT_ALIASES = {

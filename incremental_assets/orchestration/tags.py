@@ -18,7 +18,7 @@ RANGE_START_TAG = "dagster/asset_partition_range_start"
 RANGE_END_TAG = "dagster/asset_partition_range_end"
 PARTITION_TAG = "dagster/partition"
 
-# Who started the run: cli, sensor, schedule (absent: the UI).
+# Who started the run: cli, automation, schedule (absent: the UI).
 LAUNCHED_BY_TAG = "incremental_assets/launched_by"
 # The process that runs a CLI run in-process: a dead one's runs are marked failed by the next command.
 PID_TAG = "incremental_assets/pid"
