@@ -20,7 +20,7 @@ from incremental_assets.errors import StorageError
 from incremental_assets.spark.executor import Executor
 from incremental_assets.plan.run_plan import plan_run
 from incremental_assets.load.project import load_project
-from incremental_assets.model.intervals import TimeWindow, to_utc
+from incremental_assets.model.intervals import IntervalUnit, TimeWindow, to_utc
 
 from helpers import EVENTS_SOURCE, table_rows, utc, write_events
 
@@ -44,7 +44,7 @@ def window(day: str, days: int = 1) -> TimeWindow:
 
 
 def commit(uri: str, staging: str, day: str, days: int = 1) -> delta.CommitResult:
-    return delta.commit_staged(uri, staging, SCHEMA, replace_window=window(day, days), unit="day", metadata={"model": "t.x"})
+    return delta.commit_staged(uri, staging, SCHEMA, delta.ReplaceWindow(window(day, days), IntervalUnit.DAY), metadata={"model": "t.x"})
 
 
 def all_at_once(*jobs) -> list:
