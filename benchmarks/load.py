@@ -74,11 +74,13 @@ def main() -> dict:
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from incremental_assets import storage
-    from incremental_assets.assets import build_definitions
-    from incremental_assets.execution import build_spark_session
-    from incremental_assets.project import load_project
-    from incremental_assets.runs import Runner, model_status, open_instance
+    from incremental_assets import delta
+    from incremental_assets.orchestration.definitions import build_definitions
+    from incremental_assets.spark.session import build_spark_session
+    from incremental_assets.load.project import load_project
+    from incremental_assets.orchestration.instance import open_instance
+    from incremental_assets.orchestration.runner import Runner
+    from incremental_assets.orchestration.status import model_status
     from helpers import table_rows
 
     root = Path(tempfile.mkdtemp(prefix="ia-load-"))
@@ -117,7 +119,7 @@ def main() -> dict:
     figures["gaps_last_model"] = [str(g) for g in status.gaps]
     # Correctness: the chain's result equals the same computation done once by plain Spark SQL.
     spark = build_spark_session(project.settings.spark_config())
-    spark.read.format("parquet").load(storage.source_files(str(root / "data" / "events"))).createOrReplaceTempView("ev")
+    spark.read.format("parquet").load(delta.source_files(str(root / "data" / "events"))).createOrReplaceTempView("ev")
     expected = spark.sql(
         "SELECT h, SUM(n) AS n, SUM(v) AS v, MAX(v * 1.0 / n) AS max_mean FROM ("
         "SELECT date_trunc('HOUR', ts) AS h, k, COUNT(*) AS n, SUM(v) AS v FROM ev GROUP BY 1, 2) GROUP BY h"
@@ -125,7 +127,7 @@ def main() -> dict:
     from helpers import normalize
 
     want = sorted(normalize(tuple(r)) for r in expected)
-    got = table_rows(storage.table_uri(project.settings.warehouse, "load.totals"))
+    got = table_rows(delta.table_uri(project.settings.warehouse, "load.totals"))
     figures["result_rows"] = len(got)
     figures["equals_one_shot"] = [tuple(map(str, r)) for r in got] == [tuple(map(str, r)) for r in want]
     figures["success"] = report.success and figures["equals_one_shot"] and not figures["gaps_last_model"]

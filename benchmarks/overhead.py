@@ -45,13 +45,14 @@ def per_interval_project(root: Path) -> Path:
 def scenario_overhead(spark, root: Path, *, reps: int, orders_per_day: int, connect: bool = True) -> dict:
     import dataclasses
 
-    from incremental_assets.assets import build_definitions
+    from incremental_assets.orchestration.definitions import build_definitions
     from incremental_assets.demo import generate_demo_data
-    from incremental_assets.execution import Executor
-    from incremental_assets.plan import plan_run
-    from incremental_assets.project import load_project
-    from incremental_assets.runs import Runner, open_instance
-    from incremental_assets.time_window import TimeWindow, utc
+    from incremental_assets.spark.executor import Executor
+    from incremental_assets.plan.run_plan import plan_run
+    from incremental_assets.load.project import load_project
+    from incremental_assets.orchestration.instance import open_instance
+    from incremental_assets.orchestration.runner import Runner
+    from incremental_assets.model.intervals import TimeWindow, utc
 
     from peer import our_model
 

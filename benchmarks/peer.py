@@ -181,7 +181,7 @@ def our_day_totals(warehouse: str, last: date) -> dict[str, dict]:
     import pyarrow.compute as pc
     from deltalake import DeltaTable
 
-    from incremental_assets.storage import PARTITION_COLUMN, table_uri
+    from incremental_assets.delta.tables import PARTITION_COLUMN, table_uri
 
     days = checked_days(last)
     # Only the checked days' partitions are read (the table is partitioned by day), not the year.

@@ -57,13 +57,14 @@ MEASURE = textwrap.dedent(
     """
     import json, resource, sys, time
     t0 = time.perf_counter()
-    from incremental_assets.project import load_project
-    from incremental_assets.assets import build_definitions
+    from incremental_assets.load.project import load_project
+    from incremental_assets.plan.compile import analyses
+    from incremental_assets.orchestration.definitions import build_definitions
     t1 = time.perf_counter()
     c1 = time.process_time()
     project = load_project(sys.argv[1])
     t2 = time.perf_counter()
-    refused = sum(1 for a in project.analyses.values() if a.refused)
+    refused = sum(1 for a in analyses(project).values() if a.refused)
     t3 = time.perf_counter()
     defs = build_definitions(project)
     keys = defs.resolve_asset_graph().get_all_asset_keys()

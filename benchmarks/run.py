@@ -58,7 +58,7 @@ def median_time(fn, reps: int = REPS) -> float:
 
 def example_project(root: Path, days: int, orders_per_day: int):
     from incremental_assets.demo import generate_demo_data
-    from incremental_assets.project import load_project
+    from incremental_assets.load.project import load_project
 
     shutil.copytree(REPO / "models", root / "models")
     shutil.copy(REPO / "sources.yaml", root / "sources.yaml")
@@ -67,8 +67,8 @@ def example_project(root: Path, days: int, orders_per_day: int):
 
 
 def spark_session():
-    from incremental_assets.execution import build_spark_session
-    from incremental_assets.settings import DEFAULT_SPARK_CONF
+    from incremental_assets.spark.session import build_spark_session
+    from incremental_assets.model.settings import DEFAULT_SPARK_CONF
 
     conf = dict(DEFAULT_SPARK_CONF)
     conf.update({"spark.master": "local[2]", "spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "4"})
@@ -82,9 +82,9 @@ def scenario_scale() -> dict:
 
 
 def scenario_incremental(spark) -> dict:
-    from incremental_assets.execution import Executor
-    from incremental_assets.plan import plan_run
-    from incremental_assets.time_window import TimeWindow, utc
+    from incremental_assets.spark.executor import Executor
+    from incremental_assets.plan.run_plan import plan_run
+    from incremental_assets.model.intervals import TimeWindow, utc
 
     rows = []
     for days in HISTORY_SIZES:
@@ -108,9 +108,9 @@ def scenario_incremental(spark) -> dict:
 def scenario_backfill(spark) -> dict:
     from pyspark.sql import functions as F
 
-    from incremental_assets.execution import Executor
-    from incremental_assets.plan import plan_run
-    from incremental_assets.time_window import TimeWindow, batches, utc
+    from incremental_assets.spark.executor import Executor
+    from incremental_assets.plan.run_plan import plan_run
+    from incremental_assets.model.intervals import batches, TimeWindow, utc
 
     days = BACKFILL_DAYS
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,29 +1,33 @@
 """incremental_assets: SQL models in a folder become Dagster assets run on Spark, stored as Delta tables.
 
-The public API is imported lazily, so importing the pure core (models, windows, analysis) never pulls
-in Dagster or Spark.
+The public API is imported lazily, so importing the pure core (model, load, analysis, plan) never
+pulls in Dagster or Spark. The stages, in the order data flows::
+
+    model/          what a model IS: kinds, models, intervals, audits, settings (pure values)
+    load/           files -> models: header, query, kinds, seeds, Python models, sources, project
+    analysis/       pure sqlglot passes: safety, lookback, pushdown, classification
+    plan/           (project, model, window) -> RunPlan; rebuild decisions, macros, schema changes
+    delta/          the only deltalake user: tables, staging, commit modes, lock, vacuum
+    spark/          the only pyspark user: session, inputs, write strategies, executor, audits, tests
+    orchestration/  Dagster: translator, assets, checks, schedules, sensors, instance, runner
+    cli/            the ``incremental-assets`` command
 """
 
 from typing import Any
 
 __all__ = ["IncrementalAssetsComponent", "ModelTranslator", "build_definitions", "load_project"]
 
+_PUBLIC = {
+    "IncrementalAssetsComponent": "incremental_assets.orchestration.component",
+    "ModelTranslator": "incremental_assets.orchestration.translator",
+    "build_definitions": "incremental_assets.orchestration.definitions",
+    "load_project": "incremental_assets.load.project",
+}
+
 
 def __getattr__(name: str) -> Any:
-    if name == "IncrementalAssetsComponent":
-        from incremental_assets.component import IncrementalAssetsComponent
+    if name in _PUBLIC:
+        import importlib
 
-        return IncrementalAssetsComponent
-    if name == "ModelTranslator":
-        from incremental_assets.translator import ModelTranslator
-
-        return ModelTranslator
-    if name == "build_definitions":
-        from incremental_assets.assets import build_definitions
-
-        return build_definitions
-    if name == "load_project":
-        from incremental_assets.project import load_project
-
-        return load_project
+        return getattr(importlib.import_module(_PUBLIC[name]), name)
     raise AttributeError(f"module 'incremental_assets' has no attribute {name!r}")

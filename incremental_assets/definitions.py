@@ -6,6 +6,6 @@ the same instance when ``DAGSTER_HOME`` points at the project's ``.dagster`` fol
 
 import os
 
-from incremental_assets.assets import build_definitions
+from incremental_assets.orchestration.definitions import build_definitions
 
 defs = build_definitions(os.environ.get("INCREMENTAL_ASSETS_PROJECT") or os.getcwd())

@@ -63,3 +63,7 @@ class SelectionError(IncrementalAssetsError):
 
 class DuplicateKeyError(IncrementalAssetsError):
     """A keyed model's query returned more than one row for some unique key; nothing was committed."""
+
+
+class AuditFailedError(IncrementalAssetsError):
+    """A blocking audit found failing rows; the window was not committed."""

@@ -19,8 +19,8 @@ time.tzset()
 
 @pytest.fixture(scope="session")
 def spark():
-    from incremental_assets.execution import build_spark_session
-    from incremental_assets.settings import DEFAULT_SPARK_CONF
+    from incremental_assets.spark.session import build_spark_session
+    from incremental_assets.model.settings import DEFAULT_SPARK_CONF
 
     conf = dict(DEFAULT_SPARK_CONF)
     conf.update({"spark.master": "local[2]", "spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"})

@@ -5,9 +5,10 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from incremental_assets.assets import build_definitions
-from incremental_assets.project import load_project
-from incremental_assets.runs import Runner, open_instance
+from incremental_assets.orchestration.definitions import build_definitions
+from incremental_assets.load.project import load_project
+from incremental_assets.orchestration.instance import open_instance
+from incremental_assets.orchestration.runner import Runner
 
 from helpers import utc, write_events
 from test_dagster import MODELS, SOURCES

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 
-from incremental_assets import cli, storage
-from incremental_assets.execution import Executor
-from incremental_assets.runs import Runner, model_status
-from incremental_assets.time_window import TimeWindow
+from incremental_assets import cli, delta
+from incremental_assets.spark.executor import Executor
+from incremental_assets.orchestration.runner import Runner
+from incremental_assets.orchestration.status import model_status
+from incremental_assets.model.intervals import TimeWindow
 
 from helpers import table_rows, utc
 from test_dagster import env  # noqa: F401  (hourly -> daily (batches of 2 days) -> weekly, on raw.events)
@@ -44,7 +45,7 @@ def test_failed_backfill_keeps_completed_intervals_and_retry_runs_only_the_rest(
     ran = [line.split("] ", 1)[1].split(":")[0] for line in out.splitlines() if line.startswith("[")]
     assert ran == ["s.daily [2024-01-05, 2024-01-07)", "s.daily [2024-01-07, 2024-01-09)", "s.daily [2024-01-09, 2024-01-11)",
                    "s.daily [2024-01-11, 2024-01-13)", "s.daily [2024-01-13, 2024-01-14)", "s.weekly [2023-12-31, 2024-01-14)"]
-    weekly = storage.table_uri(project.settings.warehouse, "s.weekly")
+    weekly = delta.table_uri(project.settings.warehouse, "s.weekly")
     assert table_rows(weekly) == [(utc(2023, 12, 31).date(), 24 * 6), (utc(2024, 1, 7).date(), 24 * 7)]
     assert model_status(instance, project.model("s.daily"), until=utc(2024, 1, 14), now=utc(2024, 2, 1)).gaps == ()
 

@@ -11,7 +11,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import peer  # noqa: E402
 import project_scale  # noqa: E402
 
-from incremental_assets.model import parse_model_file  # noqa: E402
+from incremental_assets.load.model_file import parse_model_file# noqa: E402
 
 
 def test_generated_project_loads_and_builds_definitions_in_a_fresh_process():

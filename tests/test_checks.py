@@ -6,12 +6,14 @@ import dagster as dg
 import pytest
 from deltalake import DeltaTable
 
-from incremental_assets import storage
-from incremental_assets.assets import build_definitions
+from incremental_assets import delta
+from incremental_assets.orchestration.definitions import build_definitions
 from incremental_assets.errors import ProjectError
-from incremental_assets.project import load_project
-from incremental_assets.runs import Runner, model_status, open_instance
-from incremental_assets.time_window import TimeWindow
+from incremental_assets.load.project import load_project
+from incremental_assets.orchestration.instance import open_instance
+from incremental_assets.orchestration.runner import Runner
+from incremental_assets.orchestration.status import model_status
+from incremental_assets.model.intervals import TimeWindow
 
 from helpers import EVENTS_SOURCE, table_rows, utc, write_events
 
@@ -66,7 +68,7 @@ def test_checks_pass_warn_and_block(env, spark):
     assert passed.passed and passed.metadata["failing_rows"].value == 0
 
     # Day 2 breaks the blocking range check: the run fails, nothing is committed, downstream is skipped.
-    uri = storage.table_uri(project.settings.warehouse, "s.daily")
+    uri = delta.table_uri(project.settings.warehouse, "s.daily")
     version = DeltaTable(uri).version()
     bad = runner.run([project.model("s.daily"), project.model("s.downstream")], start=utc(2024, 1, 2), end=utc(2024, 1, 3))
     assert not bad.success
@@ -80,7 +82,7 @@ def test_checks_pass_warn_and_block(env, spark):
     assert not failed.passed and failed.metadata["failing_rows"].value == 1
     assert "48" in str(failed.metadata["sample"].value)
     # The downstream model saw nothing of day 2.
-    assert table_rows(storage.table_uri(project.settings.warehouse, "s.downstream")) == [(utc(2024, 1, 1).date(), 24)]
+    assert table_rows(delta.table_uri(project.settings.warehouse, "s.downstream")) == [(utc(2024, 1, 1).date(), 24)]
 
 
 def test_non_blocking_failures_warn_but_commit(env, spark, tmp_path):

@@ -15,12 +15,12 @@ import pytest
 from deltalake import DeltaTable
 from deltalake.transaction import AddAction
 
-from incremental_assets import storage
+from incremental_assets import delta
 from incremental_assets.errors import StorageError
-from incremental_assets.execution import Executor
-from incremental_assets.plan import plan_run
-from incremental_assets.project import load_project
-from incremental_assets.time_window import TimeWindow, to_utc
+from incremental_assets.spark.executor import Executor
+from incremental_assets.plan.run_plan import plan_run
+from incremental_assets.load.project import load_project
+from incremental_assets.model.intervals import IntervalUnit, TimeWindow, to_utc
 
 from helpers import EVENTS_SOURCE, table_rows, utc, write_events
 
@@ -30,9 +30,9 @@ DAY = "2024-01-01"
 
 def stage(uri: str, tag: str, days: list[str], rows: int = 3) -> str:
     """A staging folder as Spark leaves it: one parquet file per interval partition."""
-    staging = storage.new_staging_dir(uri)
+    staging = delta.new_staging_dir(uri)
     for day in days:
-        folder = Path(staging) / f"{storage.PARTITION_COLUMN}={day}"
+        folder = Path(staging) / f"{delta.PARTITION_COLUMN}={day}"
         folder.mkdir(parents=True)
         pq.write_table(pa.table({"k": [tag] * rows, "v": list(range(rows))}, schema=SCHEMA), folder / "part-0.parquet")
     return staging
@@ -43,8 +43,8 @@ def window(day: str, days: int = 1) -> TimeWindow:
     return TimeWindow(start, start + timedelta(days=days))
 
 
-def commit(uri: str, staging: str, day: str, days: int = 1) -> storage.CommitResult:
-    return storage.commit_staged(uri, staging, SCHEMA, replace_window=window(day, days), unit="day", metadata={"model": "t.x"})
+def commit(uri: str, staging: str, day: str, days: int = 1) -> delta.CommitResult:
+    return delta.commit_staged(uri, staging, SCHEMA, delta.ReplaceWindow(window(day, days), IntervalUnit.DAY), metadata={"model": "t.x"})
 
 
 def all_at_once(*jobs) -> list:
@@ -77,9 +77,9 @@ def test_delta_rs_alone_lets_two_first_writes_of_a_window_both_land(tmp_path):
     for table, staging in zip(snapshots, (a, b)):
         path = next(Path(staging).rglob("*.parquet"))
         rel = str(path.relative_to(uri))
-        action = AddAction(rel, path.stat().st_size, {storage.PARTITION_COLUMN: DAY}, 0, True, json.dumps({"numRecords": 3}))
-        table.create_write_transaction([action], mode="overwrite", schema=table.schema(), partition_by=[storage.PARTITION_COLUMN],
-                                       partition_filters=[(storage.PARTITION_COLUMN, "=", DAY)])
+        action = AddAction(rel, path.stat().st_size, {delta.PARTITION_COLUMN: DAY}, 0, True, json.dumps({"numRecords": 3}))
+        table.create_write_transaction([action], mode="overwrite", schema=table.schema(), partition_by=[delta.PARTITION_COLUMN],
+                                       partition_filters=[(delta.PARTITION_COLUMN, "=", DAY)])
     assert len([r for r in table_rows(uri) if r[0] in ("a", "b")]) == 6  # 3 rows, twice
 
 
@@ -90,7 +90,7 @@ def test_two_writers_of_the_same_window_at_once_leave_one_whole_result(tmp_path,
         commit(uri, stage(uri, "old", [DAY]), DAY)
     a, b = stage(uri, "a", [DAY]), stage(uri, "b", [DAY])
     results = all_at_once(lambda: commit(uri, a, DAY), lambda: commit(uri, b, DAY))
-    assert all(isinstance(r, storage.CommitResult) for r in results), results  # the later one waited, then replaced
+    assert all(isinstance(r, delta.CommitResult) for r in results), results  # the later one waited, then replaced
     rows = table_rows(uri)
     assert rows in ([("a", 0, ), ("a", 1), ("a", 2)], [("b", 0), ("b", 1), ("b", 2)])
     assert sorted(r.version for r in results) == [round_ % 2, round_ % 2 + 1]
@@ -101,7 +101,7 @@ def test_two_writers_of_different_windows_at_once_both_land(tmp_path):
     commit(uri, stage(uri, "old", ["2023-12-31"]), "2023-12-31")
     jobs = [lambda d=d, s=stage(uri, d, [d]): commit(uri, s, d) for d in ("2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04")]
     results = all_at_once(*jobs)
-    assert all(isinstance(r, storage.CommitResult) for r in results), results
+    assert all(isinstance(r, delta.CommitResult) for r in results), results
     keys = {r[0] for r in table_rows(uri)}
     assert keys == {"old", "2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04"}
     assert len(table_rows(uri)) == 15
@@ -110,8 +110,8 @@ def test_two_writers_of_different_windows_at_once_both_land(tmp_path):
 def test_a_held_lock_makes_a_writer_wait_then_fail_naming_the_holder(tmp_path, monkeypatch):
     uri = str(tmp_path / "t")
     commit(uri, stage(uri, "old", [DAY]), DAY)
-    monkeypatch.setenv(storage.LOCK_TIMEOUT_ENV, "0.3")
-    with storage.writer_lock(uri, owner="run 1234 of t.x"):
+    monkeypatch.setenv(delta.LOCK_TIMEOUT_ENV, "0.3")
+    with delta.writer_lock(uri, owner="run 1234 of t.x"):
         with pytest.raises(StorageError, match=r"being written by run 1234 of t.x \(pid \d+ on .*waited 0s.*INCREMENTAL_ASSETS_LOCK_TIMEOUT"):
             commit(uri, stage(uri, "new", [DAY]), DAY)
     assert {r[0] for r in table_rows(uri)} == {"old"}
@@ -126,8 +126,8 @@ def test_a_lock_left_by_a_killed_process_is_taken_over(tmp_path):
     if dead == 0:
         os._exit(0)
     os.waitpid(dead, 0)  # a pid that is certainly gone
-    lock = Path(uri) / storage.LOCK_FILE
-    lock.write_text(json.dumps({"pid": dead, "host": storage._host_tag(), "hostname": "here", "owner": "killed run"}))
+    lock = Path(uri) / delta.LOCK_FILE
+    lock.write_text(json.dumps({"pid": dead, "host": delta.host_tag(), "hostname": "here", "owner": "killed run"}))
     commit(uri, stage(uri, "new", [DAY]), DAY)
     assert {r[0] for r in table_rows(uri)} == {"new"} and not lock.exists()
 
@@ -149,6 +149,6 @@ def test_spark_runs_of_the_same_and_of_different_windows_at_once(spark, make_pro
     plans = [plan_run(project, model, w) for w in (day1, day1, day2, day3)]
     results = all_at_once(*[lambda p=p: executor.execute(p) for p in plans])
     assert all(not isinstance(r, Exception) for r in results), results
-    uri = storage.table_uri(project.settings.warehouse, "s.daily")
+    uri = delta.table_uri(project.settings.warehouse, "s.daily")
     rows = table_rows(uri)
     assert len(rows) == 72 and len(set(rows)) == 72  # every hour of three days once: no duplicate, none lost

@@ -21,10 +21,11 @@ import dagster as dg
 import pytest
 from deltalake import DeltaTable
 
-from incremental_assets import cli, storage
-from incremental_assets.project import load_project
-from incremental_assets.runs import model_status, open_instance
-from incremental_assets.time_window import TimeWindow
+from incremental_assets import cli, delta
+from incremental_assets.load.project import load_project
+from incremental_assets.orchestration.instance import open_instance
+from incremental_assets.orchestration.status import model_status
+from incremental_assets.model.intervals import TimeWindow
 
 from conftest import REPO
 from helpers import EVENTS_SOURCE, table_rows, utc, write_events
@@ -98,7 +99,7 @@ def _staging_dirs(uri: str) -> set[str]:
 
 def test_kills_at_every_stage_leave_old_or_new_state_and_are_reconciled(project, spark, capsys):
     root = project.directory
-    uri = storage.table_uri(project.settings.warehouse, "s.daily")
+    uri = delta.table_uri(project.settings.warehouse, "s.daily")
     instance = open_instance(project.settings.dagster_home)
     key = dg.AssetKey(["s", "daily"])
 
@@ -118,10 +119,10 @@ def test_kills_at_every_stage_leave_old_or_new_state_and_are_reconciled(project,
     # 2. Killed after every file is written, before the commit.
     assert killed_run(root, ["s.daily", *DAY1], kill_at="staged") == -signal.SIGKILL
     assert table_rows(uri) == old and DeltaTable(uri).version() == version
-    orphans = storage.orphan_staging_dirs(uri)
+    orphans = delta.orphan_staging_dirs(uri)
     assert len(orphans) >= 1 and any(Path(o).rglob("*.parquet") for o in orphans)
     # Readers use the committed file list: the orphaned files are never read.
-    assert not any("/" + Path(o).name + "/" in f for o in orphans for f in storage.committed_files(uri))
+    assert not any("/" + Path(o).name + "/" in f for o in orphans for f in delta.committed_files(uri))
 
     # 3. Killed right after committing day 2, before Dagster records it.
     assert killed_run(root, ["s.daily", *DAY2], kill_at="committed") == -signal.SIGKILL
@@ -132,7 +133,7 @@ def test_kills_at_every_stage_leave_old_or_new_state_and_are_reconciled(project,
     assert not any(pk.startswith("2024-01-02") for pk in instance.get_materialized_partitions(key))
 
     # 4. The FULL write path: killed right after committing, before Dagster records it.
-    total = storage.table_uri(project.settings.warehouse, "s.total")
+    total = delta.table_uri(project.settings.warehouse, "s.total")
     assert killed_run(root, ["s.total"], kill_at="committed") == -signal.SIGKILL
     assert table_rows(total) == [(2 * 24 + 3 * 24,)]
     assert instance.get_latest_materialization_event(dg.AssetKey(["s", "total"])) is None
@@ -161,7 +162,7 @@ def test_kills_at_every_stage_leave_old_or_new_state_and_are_reconciled(project,
     # A later run of the table removes the dead runs' staging folders; the committed ones stay.
     assert cli.main(["run", "s.daily", *DAY1, "--project", str(root)]) == 0
     assert table_rows(uri) == new_day1 + new_day2
-    assert storage.orphan_staging_dirs(uri) == []
+    assert delta.orphan_staging_dirs(uri) == []
     assert not {Path(o).name for o in orphans} & _staging_dirs(uri)
-    referenced = {f.split("/run-", 1)[1].split("/", 1)[0] for f in storage.committed_files(uri)}
+    referenced = {f.split("/run-", 1)[1].split("/", 1)[0] for f in delta.committed_files(uri)}
     assert {"run-" + r for r in referenced} <= _staging_dirs(uri)

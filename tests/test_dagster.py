@@ -10,12 +10,14 @@ import dagster as dg
 import pytest
 from deltalake import DeltaTable
 
-from incremental_assets import cli, storage
-from incremental_assets.assets import build_definitions
+from incremental_assets import cli, delta
+from incremental_assets.orchestration.definitions import build_definitions
 from incremental_assets.errors import StorageError
-from incremental_assets.project import load_project
-from incremental_assets.runs import Runner, model_status, open_instance
-from incremental_assets.time_window import TimeWindow
+from incremental_assets.load.project import load_project
+from incremental_assets.orchestration.instance import open_instance
+from incremental_assets.orchestration.runner import Runner
+from incremental_assets.orchestration.status import model_status
+from incremental_assets.model.intervals import TimeWindow
 
 from conftest import REPO
 from helpers import EVENTS_SOURCE, table_rows, utc, write_events
@@ -88,7 +90,7 @@ def test_backfill_across_upstreams_records_intervals_and_metadata(env):
     assert [r.model for r in report.records] == ["s.hourly"] + ["s.daily"] * 7 + ["s.weekly"]
     assert lines[-1].startswith("[") and "intervals" in lines[-1] and "s.weekly" in lines[-1]
     wh = project.settings.warehouse
-    assert table_rows(storage.table_uri(wh, "s.weekly")) == [(utc(2023, 12, 31).date(), 24 * 6), (utc(2024, 1, 7).date(), 24 * 7)]
+    assert table_rows(delta.table_uri(wh, "s.weekly")) == [(utc(2023, 12, 31).date(), 24 * 6), (utc(2024, 1, 7).date(), 24 * 7)]
     status = model_status(instance, project.model("s.daily"), now=utc(2024, 1, 20))
     assert status.covered == (TimeWindow(utc(2024, 1, 1), utc(2024, 1, 14)),)
     assert status.gaps == (TimeWindow(utc(2024, 1, 14), utc(2024, 1, 20)),)
@@ -112,13 +114,13 @@ def test_failed_commit_keeps_table_and_recorded_intervals(env, monkeypatch):
     project, instance, defs = env
     runner = Runner(project, instance, defs)
     assert runner.run([project.model("s.hourly")], start=utc(2024, 1, 1), end=utc(2024, 1, 2)).success
-    uri = storage.table_uri(project.settings.warehouse, "s.hourly")
+    uri = delta.table_uri(project.settings.warehouse, "s.hourly")
     before = table_rows(uri)
 
     def broken(*args, **kwargs):
         raise StorageError("simulated commit failure")
 
-    monkeypatch.setattr(storage, "commit_staged", broken)
+    monkeypatch.setattr(delta, "commit_staged", broken)
     report = runner.run([project.model("s.hourly")], start=utc(2024, 1, 1, 12), end=utc(2024, 1, 3))
     assert not report.success and "simulated commit failure" in report.records[0].error
     assert DeltaTable(uri).version() == 0 and table_rows(uri) == before
@@ -192,7 +194,7 @@ def test_downstream_waits_while_an_upstream_rerun_is_pending(env, monkeypatch):
     project, instance, defs = env
     runner = Runner(project, instance, defs)
     assert runner.run(project.select("+s.daily"), start=utc(2024, 1, 1), end=utc(2024, 1, 3)).success
-    daily_uri = storage.table_uri(project.settings.warehouse, "s.daily")
+    daily_uri = delta.table_uri(project.settings.warehouse, "s.daily")
     version = DeltaTable(daily_uri).version()
     queued = dg.DagsterRun(
         job_name="__ASSET_JOB",

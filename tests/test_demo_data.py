@@ -15,7 +15,7 @@ import yaml
 from deltalake import DeltaTable
 
 from incremental_assets import demo
-from incremental_assets.demo import SOURCE_LOCATIONS, append_demo_day, generate_demo_data
+from incremental_assets.demo import append_demo_day, generate_demo_data, SOURCE_LOCATIONS
 
 REPO = Path(__file__).resolve().parents[1]
 START = date(2024, 1, 1)

@@ -10,12 +10,12 @@ from datetime import date
 
 import pytest
 
-from incremental_assets import storage
+from incremental_assets import delta
 from incremental_assets.demo import generate_demo_data
-from incremental_assets.execution import Executor
-from incremental_assets.plan import plan_run
-from incremental_assets.project import load_project
-from incremental_assets.time_window import TimeWindow, batches, floor, next_boundary
+from incremental_assets.spark.executor import Executor
+from incremental_assets.plan.run_plan import plan_run
+from incremental_assets.load.project import load_project
+from incremental_assets.model.intervals import batches, floor, next_boundary, TimeWindow
 
 from conftest import REPO
 from helpers import normalize, table_rows, utc
@@ -70,7 +70,7 @@ def build(spark, project, warehouse, mode) -> dict[str, list[tuple]]:
         else:
             executor.execute(plan_run(project, model, None))
         if model.kind.name != "VIEW":
-            tables[model.name] = table_rows(storage.table_uri(str(warehouse), model.name))
+            tables[model.name] = table_rows(delta.table_uri(str(warehouse), model.name))
     return tables
 
 

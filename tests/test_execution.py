@@ -9,12 +9,12 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
-from incremental_assets import storage
+from incremental_assets import delta
 from incremental_assets.errors import StorageError, WindowError
-from incremental_assets.execution import Executor
-from incremental_assets.plan import plan_run, plan_window
-from incremental_assets.project import load_project
-from incremental_assets.time_window import TimeWindow
+from incremental_assets.spark.executor import Executor
+from incremental_assets.plan.run_plan import plan_run, plan_window
+from incremental_assets.load.project import load_project
+from incremental_assets.model.intervals import TimeWindow
 
 from helpers import EVENTS_SOURCE, table_rows, utc, write_events
 
@@ -46,7 +46,7 @@ def run(spark, p, name, start=None, end=None, **kw):
 
 
 def uri(p, name):
-    return storage.table_uri(p.settings.warehouse, name)
+    return delta.table_uri(p.settings.warehouse, name)
 
 
 def test_window_replace_touches_only_its_partitions(spark, project):
@@ -108,7 +108,7 @@ def test_failed_commit_leaves_the_table_as_it_was(spark, project, monkeypatch):
     def broken(*args, **kwargs):
         raise StorageError("simulated: the object store refused the commit")
 
-    monkeypatch.setattr(storage, "commit_staged", broken)
+    monkeypatch.setattr(delta, "commit_staged", broken)
     with pytest.raises(StorageError, match="simulated"):
         run(spark, p, "s.daily", (2024, 1, 2), (2024, 1, 6))
     assert DeltaTable(uri(p, "s.daily")).version() == 0
@@ -154,7 +154,7 @@ def test_view_is_inlined_into_consumers(spark, project):
     """})
     run(spark, p, "s.daily", (2024, 1, 1), (2024, 1, 2))
     (view,) = run(spark, p, "s.v")
-    assert view.write == "view" and view.rows is None and not storage.exists(uri(p, "s.v"))
+    assert view.write == "view" and view.rows is None and not delta.exists(uri(p, "s.v"))
     run(spark, p, "s.total")
     assert table_rows(uri(p, "s.total")) == [(240,)]
 

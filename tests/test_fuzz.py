@@ -13,10 +13,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from incremental_assets.errors import IncrementalAssetsError, ModelFileError, ProjectError
-from incremental_assets.model import parse_model_file
-from incremental_assets.model_tests import load_model_tests
-from incremental_assets.project import load_project, load_sources
-from incremental_assets.settings import load_settings
+from incremental_assets.load.model_file import parse_model_file
+from incremental_assets.spark.model_tests import load_model_tests
+from incremental_assets.load.project import load_project
+from incremental_assets.load.sources import load_sources
+from incremental_assets.load.settings import load_settings
 
 EXAMPLES = int(os.environ.get("IA_FUZZ_EXAMPLES", "150"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)

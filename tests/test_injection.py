@@ -9,15 +9,15 @@ import sqlglot
 from deltalake import DeltaTable
 from sqlglot import exp
 
-from incremental_assets import cli, storage
-from incremental_assets.assets import build_definitions
+from incremental_assets import cli, delta
+from incremental_assets.orchestration.definitions import build_definitions
 from incremental_assets.errors import ModelFileError
-from incremental_assets.execution import spark_partition_expression
-from incremental_assets.model_tests import load_model_tests
-from incremental_assets.plan import plan_run
-from incremental_assets.project import load_project
-from incremental_assets.runs import open_instance
-from incremental_assets.time_window import TimeWindow
+from incremental_assets.spark.writes import spark_partition_expression
+from incremental_assets.spark.model_tests import load_model_tests
+from incremental_assets.plan.run_plan import plan_run
+from incremental_assets.load.project import load_project
+from incremental_assets.orchestration.instance import open_instance
+from incremental_assets.model.intervals import TimeWindow
 
 from helpers import EVENTS_SOURCE, table_rows, utc, write_events
 
@@ -34,7 +34,7 @@ def test_crafted_dates_and_partition_keys_are_refused_and_the_table_is_intact(sp
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
     assert cli.main(["run", "s.daily", "--start", "2024-01-01", "--end", "2024-01-02", "--project", str(root)]) == 0
     project = load_project(root)
-    uri = storage.table_uri(project.settings.warehouse, "s.daily")
+    uri = delta.table_uri(project.settings.warehouse, "s.daily")
     before, version = table_rows(uri), DeltaTable(uri).version()
     capsys.readouterr()
 

@@ -14,11 +14,11 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from incremental_assets import storage
+from incremental_assets import delta
 from incremental_assets.errors import DuplicateKeyError, ModelFileError, StorageError
-from incremental_assets.execution import Executor
-from incremental_assets.plan import plan_run
-from incremental_assets.project import load_project
+from incremental_assets.spark.executor import Executor
+from incremental_assets.plan.run_plan import plan_run
+from incremental_assets.load.project import load_project
 
 from helpers import table_rows, utc
 
@@ -66,7 +66,7 @@ def run_model(spark, project, name: str, execution_time: datetime):
 
 
 def uri(project, name: str) -> str:
-    return storage.table_uri(project.settings.warehouse, name)
+    return delta.table_uri(project.settings.warehouse, name)
 
 
 def test_scd_type_2_matches_the_worked_example_row_for_row(spark, make_project):
@@ -359,14 +359,14 @@ def test_python_source_function_is_called_with_the_committed_cursor(spark, make_
 def test_bad_merge_kinds_name_file_and_line(make_project, kind, message):
     root = make_project({"models/m.sql": f"MODEL (\n  name s.m,\n  kind {kind}\n);\nSELECT k, v FROM t\n"})
     with pytest.raises(ModelFileError, match=re.escape(message)) as info:
-        from incremental_assets.model import parse_model_file
+        from incremental_assets.load.model_file import parse_model_file
 
         parse_model_file(root / "models" / "m.sql")
     assert info.value.line == 3
 
 
 def test_cursor_macros_belong_to_cursor_models(make_project):
-    from incremental_assets.model import parse_model_file
+    from incremental_assets.load.model_file import parse_model_file
 
     root = make_project({"models/m.sql": "MODEL (name s.m, kind FULL);\nSELECT k FROM t\nWHERE k > @last_value\n"})
     with pytest.raises(ModelFileError, match="@last_value is a macro of INCREMENTAL_BY_CURSOR") as info:
@@ -376,11 +376,12 @@ def test_cursor_macros_belong_to_cursor_models(make_project):
 
 CRASH_RUN = """\
 import sys
-from incremental_assets.execution import Executor, build_spark_session
-from incremental_assets.plan import plan_run
-from incremental_assets.project import load_project
-from incremental_assets.settings import DEFAULT_SPARK_CONF
-from incremental_assets.time_window import to_utc
+from incremental_assets.spark.executor import Executor
+from incremental_assets.spark.session import build_spark_session
+from incremental_assets.plan.run_plan import plan_run
+from incremental_assets.load.project import load_project
+from incremental_assets.model.settings import DEFAULT_SPARK_CONF
+from incremental_assets.model.intervals import to_utc
 
 root, name, when = sys.argv[1:4]
 spark = build_spark_session({**DEFAULT_SPARK_CONF, "spark.master": "local[1]", "spark.sql.shuffle.partitions": "1"})
@@ -417,7 +418,7 @@ def test_a_killed_run_leaves_the_previous_table_or_the_new_one_whole(spark, make
     run_model(spark, project, name, utc(2024, 1, 2))
     before = table_rows(uri(project, name), drop=DROP)
     change[1]()
-    env = {**os.environ, "INCREMENTAL_ASSETS_KILL_AT": stage, "PYTHONPATH": str(Path(storage.__file__).parent.parent)}
+    env = {**os.environ, "INCREMENTAL_ASSETS_KILL_AT": stage, "PYTHONPATH": str(Path(delta.__file__).parent.parent.parent)}
     done = subprocess.run([sys.executable, "-c", CRASH_RUN, str(root), name, "2024-01-03T00:00:00+00:00"], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
     assert any(p.name.startswith("run-") for p in Path(uri(project, name)).iterdir())  # the killed run had staged files
@@ -470,8 +471,9 @@ def test_cli_runs_merge_kinds_as_dagster_materializations(spark, make_project, c
     # A Dagster run tagged with an execution time closes deleted keys at that time (replays, tests).
     import dagster as dg
 
-    from incremental_assets.assets import EXECUTION_TIME_TAG, build_definitions
-    from incremental_assets.runs import open_instance
+    from incremental_assets.orchestration.definitions import build_definitions
+    from incremental_assets.orchestration.tags import EXECUTION_TIME_TAG
+    from incremental_assets.orchestration.instance import open_instance
 
     write_menu(root, [(2, "Pie", 2.0, "2020-01-05 00:00:00")])
     job = build_definitions(project).resolve_implicit_global_asset_job_def()

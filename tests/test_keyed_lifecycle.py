@@ -14,9 +14,10 @@ from deltalake import DeltaTable, write_deltalake
 
 from incremental_assets import cli
 from incremental_assets.errors import ModelFileError
-from incremental_assets.execution import Executor
-from incremental_assets.plan import InputRead, full_refresh_target, plan_run, view_name
-from incremental_assets.project import load_project
+from incremental_assets.spark.executor import Executor
+from incremental_assets.plan.rebuild import full_refresh_target
+from incremental_assets.plan.run_plan import InputRead, plan_run, view_name
+from incremental_assets.load.project import load_project
 
 from helpers import table_rows, utc
 from test_keyed_kinds import (
@@ -205,7 +206,7 @@ def test_scd2_and_cursor_schema_changes_evolve_or_refuse(spark, make_project):
 
 
 def test_lifecycle_settings_of_merge_kinds_are_checked_and_left_out_of_the_fingerprint(make_project):
-    from incremental_assets.model import parse_model_file
+    from incremental_assets.load.model_file import parse_model_file
 
     def parse(kind: str, name: str):
         root = make_project({"models/m.sql": f"MODEL (\n  name s.m,\n  kind {kind}\n);\nSELECT k, v, updated_at FROM t\n"}, name=name)

@@ -9,15 +9,16 @@ import dagster as dg
 import pytest
 from deltalake import DeltaTable
 
-from incremental_assets import storage
-from incremental_assets.assets import build_definitions
-from incremental_assets.cli import explain_model
+from incremental_assets.plan.compile import input_bound
+from incremental_assets import delta
+from incremental_assets.orchestration.definitions import build_definitions
+from incremental_assets.cli.commands import explain_model
 from incremental_assets.errors import ModelFileError, ProjectError
-from incremental_assets.execution import Executor
-from incremental_assets.plan import plan_run, plan_window
-from incremental_assets.project import load_project
-from incremental_assets.seeds import read_seed
-from incremental_assets.time_window import TimeWindow
+from incremental_assets.spark.executor import Executor
+from incremental_assets.plan.run_plan import plan_run, plan_window
+from incremental_assets.load.project import load_project
+from incremental_assets.load.seeds import read_seed
+from incremental_assets.model.intervals import TimeWindow
 
 from helpers import EVENTS_SOURCE, table_rows, utc, write_events
 
@@ -49,7 +50,7 @@ GROUP BY r.ts, r.k
 
 
 def uri(p, name):
-    return storage.table_uri(p.settings.warehouse, name)
+    return delta.table_uri(p.settings.warehouse, name)
 
 
 def run_full(spark, p, name, **kw):
@@ -82,9 +83,9 @@ def test_seed_models_load_csv_files_and_reload_when_they_change(spark, make_proj
         assert table_rows(uri(p, "s.big")) == expected
     assert len(fingerprints) == 3, "a changed CSV must change the seed's fingerprint"
     # Declared types are kept, undeclared ones inferred (a date column stays a date).
-    declared = storage.arrow_schema(uri(p, "s.countries"))
+    declared = delta.arrow_schema(uri(p, "s.countries"))
     assert str(declared.field("population").type) == "int64"
-    inferred = {f.name: str(f.type) for f in storage.arrow_schema(uri(p, "s.rates"))}
+    inferred = {f.name: str(f.type) for f in delta.arrow_schema(uri(p, "s.rates"))}
     assert inferred == {"code": "string", "rate": "double", "since": "date32[day]"}
     assert p.model("s.rates").columns == {"code": "STRING", "rate": "DOUBLE", "since": "DATE"}
     assert DeltaTable(uri(p, "s.countries")).version() == 2
@@ -151,7 +152,7 @@ def test_embedded_model_is_inlined_and_its_lookback_derived_on_the_source(spark,
     rolling = p.model("s.rolling")
     # The consumer depends on what the embedded model reads, and the 1-day lookback through it is derived.
     assert rolling.depends_on == ("raw.events",) and rolling.embeds == ("s.positive",)
-    bound = p.input_bound("s.rolling", "raw.events")
+    bound = input_bound(p, "s.rolling", "raw.events")
     assert (bound.before, bound.after) == (timedelta(days=1), timedelta(0))
     assert "s.positive" not in [m.name for m in p.ordered()]
     assert explain_model(p, p.model("s.positive"))["safety_class"] == "inlined into s.rolling (analysed there)"

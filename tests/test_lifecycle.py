@@ -15,14 +15,16 @@ from dagster._core.definitions.data_version import CachingStaleStatusResolver, S
 from dagster._core.loader import LoadingContextForTest
 from deltalake import DeltaTable
 
-from incremental_assets import cli, storage
-from incremental_assets.assets import build_definitions
+from incremental_assets import cli, delta
+from incremental_assets.orchestration.definitions import build_definitions
 from incremental_assets.errors import ModelFileError
-from incremental_assets.execution import Executor
-from incremental_assets.plan import plan_run, plan_window
-from incremental_assets.project import load_project
-from incremental_assets.runs import Runner, model_status, open_instance
-from incremental_assets.time_window import TimeWindow
+from incremental_assets.spark.executor import Executor
+from incremental_assets.plan.run_plan import plan_run, plan_window
+from incremental_assets.load.project import load_project
+from incremental_assets.orchestration.instance import open_instance
+from incremental_assets.orchestration.runner import Runner
+from incremental_assets.orchestration.status import model_status
+from incremental_assets.model.intervals import TimeWindow
 
 from conftest import REPO
 from helpers import EVENTS_SOURCE, table_rows, utc, write_events
@@ -75,7 +77,7 @@ def env(spark, make_project, tmp_path, monkeypatch):
 
 
 def uri(p, name):
-    return storage.table_uri(p.settings.warehouse, name)
+    return delta.table_uri(p.settings.warehouse, name)
 
 
 def stale(instance, defs, name: str, partition: str | None):
@@ -85,15 +87,15 @@ def stale(instance, defs, name: str, partition: str | None):
 
 
 def count_fingerprint_reads(monkeypatch) -> list[str]:
-    """The tables whose built-with fingerprint is read (storage.built_with still does the reading)."""
+    """The tables whose built-with fingerprint is read (delta.built_with still does the reading)."""
     reads: list[str] = []
-    real = storage.built_with
+    real = delta.built_with
 
     def built_with(uri: str) -> str | None:
         reads.append(uri)
         return real(uri)
 
-    monkeypatch.setattr(storage, "built_with", built_with)
+    monkeypatch.setattr(delta, "built_with", built_with)
     return reads
 
 
@@ -110,14 +112,14 @@ def test_a_changed_model_is_rebuilt_from_its_start_in_one_commit_and_flagged_sta
     # Only the description changes: same fingerprint, nothing to rebuild.
     (root / "models" / "daily.sql").write_text(daily(description="rows per day"))
     project, instance, defs, runner = load()
-    assert not model_status(instance, project.model("s.daily"), built_with=storage.built_with(uri(project, "s.daily")), now=utc(2024, 1, 4)).changed
+    assert not model_status(instance, project.model("s.daily"), built_with=delta.built_with(uri(project, "s.daily")), now=utc(2024, 1, 4)).changed
 
     # The query changes: the model is stale in Dagster (code version); status says what gets rebuilt.
     (root / "models" / "daily.sql").write_text(daily(measure="COUNT(*) * 10"))
     project, instance, defs, runner = load()
     status, causes = stale(instance, defs, "s.daily", "2024-01-02")
     assert status == StaleStatus.STALE and StaleCauseCategory.CODE in causes
-    st = model_status(instance, project.model("s.daily"), built_with=storage.built_with(uri(project, "s.daily")), now=utc(2024, 1, 4))
+    st = model_status(instance, project.model("s.daily"), built_with=delta.built_with(uri(project, "s.daily")), now=utc(2024, 1, 4))
     assert st.changed and st.rebuild == TimeWindow(utc(2024, 1, 1), utc(2024, 1, 4))
     assert cli.main(["status", "s.daily", "--until", "2024-01-04", "--project", str(root)]) == 0
     assert "s.daily: CHANGED since its table was built; the next run rebuilds [2024-01-01, 2024-01-04)" in capsys.readouterr().out
@@ -147,7 +149,7 @@ def test_a_changed_model_is_rebuilt_from_its_start_in_one_commit_and_flagged_sta
     assert stale(instance, defs, "s.copy", "2024-01-02")[0] == StaleStatus.FRESH
     assert cli.main(["status", "s.copy", "--until", "2024-01-05", "--project", str(root)]) == 0
     assert "STALE" not in capsys.readouterr().out
-    assert not model_status(instance, project.model("s.daily"), built_with=storage.built_with(uri(project, "s.daily")), now=utc(2024, 1, 5)).changed
+    assert not model_status(instance, project.model("s.daily"), built_with=delta.built_with(uri(project, "s.daily")), now=utc(2024, 1, 5)).changed
 
     # A partial backfill of a changed model from Dagster itself is refused: it would mix definitions.
     (root / "models" / "daily.sql").write_text(daily(measure="COUNT(*) * 100"))
@@ -164,7 +166,7 @@ def test_forward_only_keeps_existing_intervals_and_uses_the_new_query_for_new_on
     assert runner.run([project.model("s.daily")], start=utc(2024, 1, 1), end=utc(2024, 1, 3)).success
     (root / "models" / "daily.sql").write_text(daily(measure="COUNT(*) * 10", options=", forward_only true"))
     project, instance, defs, runner = load()
-    built = storage.built_with(uri(project, "s.daily"))
+    built = delta.built_with(uri(project, "s.daily"))
     assert built != project.model("s.daily").fingerprint
     assert not model_status(instance, project.model("s.daily"), built_with=built, now=utc(2024, 1, 4)).changed
     report = runner.run([project.model("s.daily")], start=utc(2024, 1, 3), end=utc(2024, 1, 4))
@@ -198,7 +200,7 @@ def run_days(spark, root, text: str, first: int, last: int):
 
 
 def columns(p) -> dict[str, str]:
-    return {f.name: str(f.type) for f in storage.arrow_schema(uri(p, "s.daily"))}
+    return {f.name: str(f.type) for f in delta.arrow_schema(uri(p, "s.daily"))}
 
 
 @pytest.fixture
@@ -305,8 +307,9 @@ def test_a_killed_rebuild_leaves_the_previous_table_whole(env):
 
 
 def test_schema_changes_are_classified_like_delta_type_widening(tmp_path):
-    from incremental_assets.model import parse_model_file
-    from incremental_assets.schema_changes import compare, decide, is_widening
+    from incremental_assets.load.model_file import parse_model_file
+    from incremental_assets.plan.schema_changes import decide, is_widening
+    from incremental_assets.plan.schema_changes import compare
 
     assert [is_widening(a, b) for a, b in [("int", "bigint"), ("float", "double"), ("date", "timestamp"), ("decimal(10,2)", "decimal(12,2)")]] == [True] * 4
     assert [is_widening(a, b) for a, b in [("bigint", "int"), ("int", "string"), ("decimal(10,2)", "decimal(10,3)"), ("double", "float")]] == [False] * 4

@@ -3,9 +3,9 @@
 import pytest
 from sqlglot import exp
 
-from incremental_assets.macros import clamp_to_window, macro_values, render_macros
-from incremental_assets.model import parse_query
-from incremental_assets.time_window import TimeWindow, next_boundary, utc
+from incremental_assets.plan.macros import clamp_to_window, macro_values, render_macros
+from incremental_assets.load.query import parse_query
+from incremental_assets.model.intervals import next_boundary, TimeWindow, utc
 
 
 def values_sql(window):

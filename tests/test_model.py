@@ -6,9 +6,10 @@ import pytest
 from sqlglot import exp
 
 from incremental_assets.errors import ModelFileError, ProjectError
-from incremental_assets.model import Full, IncrementalByTimeRange, View, parse_model_file
-from incremental_assets.project import load_project
-from incremental_assets.time_window import utc
+from incremental_assets.load.model_file import parse_model_file
+from incremental_assets.model.kinds import Full, IncrementalByTimeRange, View
+from incremental_assets.load.project import load_project
+from incremental_assets.model.intervals import utc
 
 FULL_HEADER = """\
 MODEL (

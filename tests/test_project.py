@@ -3,8 +3,8 @@
 import pytest
 
 from incremental_assets.errors import ModelFileError, ProjectError, SelectionError
-from incremental_assets.project import load_project
-from incremental_assets.settings import load_settings
+from incremental_assets.load.project import load_project
+from incremental_assets.load.settings import load_settings
 
 SOURCES = """\
 - name: raw.orders

@@ -11,14 +11,15 @@ from datetime import timedelta
 import dagster as dg
 import pytest
 
-from incremental_assets import cli, storage
+from incremental_assets.plan.compile import analyses, analysis_of
+from incremental_assets import cli, delta
 from incremental_assets.analysis import SourceBound
-from incremental_assets.assets import build_definitions
+from incremental_assets.orchestration.definitions import build_definitions
 from incremental_assets.errors import UnsafeIncrementalError
-from incremental_assets.execution import Executor
-from incremental_assets.plan import plan_run, plan_window
-from incremental_assets.project import load_project
-from incremental_assets.time_window import TimeWindow, batches
+from incremental_assets.spark.executor import Executor
+from incremental_assets.plan.run_plan import plan_run, plan_window
+from incremental_assets.load.project import load_project
+from incremental_assets.model.intervals import batches, TimeWindow
 
 from helpers import EVENTS_SOURCE, table_rows, utc, write_events
 
@@ -86,12 +87,12 @@ def with_warehouse(project, path):
 def build(spark, project, name, windows, warehouse, analysis=None):
     p = with_warehouse(project, warehouse)
     if analysis is not None:
-        p.analyses[name] = analysis
+        analyses(p)[name] = analysis
     ex = Executor(spark, p)
     for window in windows:
         for plan in plan_window(p, p.model(name), window):
             ex.execute(plan)
-    return table_rows(storage.table_uri(str(warehouse), name))
+    return table_rows(delta.table_uri(str(warehouse), name))
 
 
 def random_split(window: TimeWindow, unit: str, rng: random.Random) -> list[TimeWindow]:
@@ -111,7 +112,7 @@ def test_derived_lookback_is_sufficient_and_necessary(spark, project, tmp_path, 
         split = random_split(whole, unit, rng)
         assert build(spark, project, name, split, tmp_path / f"split{attempt}") == expected, f"split {split} differs"
     # Without the derived lookback (bounds forced to zero), the same split gives a different table.
-    analysis = project.analysis(name)
+    analysis = analysis_of(project, name)
     zero = {n: (SourceBound(timedelta(0), timedelta(0)) if b is not None else None) for n, b in analysis.bounds.items()}
     per_interval = batches(whole, unit, 1)
     crippled = dataclasses.replace(analysis, bounds=zero)
@@ -128,7 +129,7 @@ def test_pushdown_reads_only_the_bounded_rows(spark, project):
 def test_per_partition_model_runs_one_interval_at_a_time_in_order(spark, project, tmp_path):
     p = with_warehouse(project, tmp_path)
     window = TimeWindow(utc(2024, 1, 1), utc(2024, 1, 5))
-    assert project.analysis("s.cumulative").safety_class == "PerPartitionOnly"
+    assert analysis_of(project, "s.cumulative").safety_class == "PerPartitionOnly"
     plans = plan_window(p, p.model("s.cumulative"), window)
     assert [pl.window for pl in plans] == batches(window, "day", 1)
     ex = Executor(spark, p)
@@ -136,7 +137,7 @@ def test_per_partition_model_runs_one_interval_at_a_time_in_order(spark, project
         ex.execute(plan)
     for plan in plans:
         ex.execute(plan)
-    assert [r[1] for r in table_rows(storage.table_uri(str(tmp_path), "s.cumulative"))] == [48, 96, 144, 192]
+    assert [r[1] for r in table_rows(delta.table_uri(str(tmp_path), "s.cumulative"))] == [48, 96, 144, 192]
 
 
 def test_refused_model_names_file_and_line_and_downgrade_rebuilds(spark, project, tmp_path, capsys):
@@ -153,7 +154,7 @@ def test_refused_model_names_file_and_line_and_downgrade_rebuilds(spark, project
     plans = plan_window(p, model, TimeWindow(utc(2024, 1, 2), utc(2024, 1, 4)), allow_downgrade=True)
     assert len(plans) == 1 and plans[0].downgraded and plans[0].window == TimeWindow(utc(2024, 1, 1), utc(2024, 1, 4))
     Executor(spark, p).execute(plans[0])
-    rows = table_rows(storage.table_uri(str(tmp_path), "s.numbered"))
+    rows = table_rows(delta.table_uri(str(tmp_path), "s.numbered"))
     assert sorted(r[2] for r in rows) == list(range(1, 3 * 48 + 1))
 
 

@@ -8,9 +8,9 @@ import re
 from pathlib import Path
 
 from incremental_assets import cli
-from incremental_assets.assets import build_definitions
-from incremental_assets.project import load_project
-from incremental_assets.runs import open_instance
+from incremental_assets.orchestration.definitions import build_definitions
+from incremental_assets.load.project import load_project
+from incremental_assets.orchestration.instance import open_instance
 from dagster._serdes import serialize_value
 
 from conftest import REPO

@@ -10,14 +10,14 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from incremental_assets import storage
+from incremental_assets import delta
 from incremental_assets.errors import ModelFileError
-from incremental_assets.execution import Executor
-from incremental_assets.plan import plan_run
-from incremental_assets.project import load_project
-from incremental_assets.runs import windows_to_run
-from incremental_assets.time_window import TimeWindow
-from incremental_assets.translator import ModelTranslator
+from incremental_assets.spark.executor import Executor
+from incremental_assets.plan.run_plan import plan_run
+from incremental_assets.load.project import load_project
+from incremental_assets.orchestration.status import windows_to_run
+from incremental_assets.model.intervals import TimeWindow
+from incremental_assets.orchestration.translator import ModelTranslator
 
 from helpers import EVENTS_SOURCE, table_rows, utc
 
@@ -62,11 +62,11 @@ def test_null_times_rows_before_start_and_duplicate_rows(spark, make_project):
         TimeWindow(utc(2024, 1, 1), utc(2024, 1, 3))
     ]
     executor = Executor(spark, project)
-    uri = storage.table_uri(project.settings.warehouse, "s.copy")
+    uri = delta.table_uri(project.settings.warehouse, "s.copy")
     for _ in range(2):  # a re-run of the same window replaces it: duplicates are not multiplied
         executor.execute(plan_run(project, model, TimeWindow(utc(2024, 1, 1), utc(2024, 1, 3))))
         assert table_rows(uri) == [(naive(t1), "a", 1), (naive(t1), "a", 1), (datetime(2024, 1, 2, 1), "b", 4)]
-    partitions = set(pa.table(DeltaTable(uri).get_add_actions(flatten=True)).column(f"partition.{storage.PARTITION_COLUMN}").to_pylist())
+    partitions = set(pa.table(DeltaTable(uri).get_add_actions(flatten=True)).column(f"partition.{delta.PARTITION_COLUMN}").to_pylist())
     assert partitions == {"2024-01-01", "2024-01-02"}  # no NULL partition
 
 
@@ -84,7 +84,7 @@ def test_schema_drift_of_a_source(spark, make_project):
     project = load_project(root)
     model = project.model("s.wide")
     executor = Executor(spark, project)
-    uri = storage.table_uri(project.settings.warehouse, "s.wide")
+    uri = delta.table_uri(project.settings.warehouse, "s.wide")
     executor.execute(plan_run(project, model, day(1)))
 
     # A new column: the table gains it; intervals written before read it as NULL.
@@ -103,5 +103,5 @@ def test_schema_drift_of_a_source(spark, make_project):
         executor.execute(plan_run(project, model, day(3)))
     assert DeltaTable(uri).version() == version and len(table_rows(uri)) == 2
     # The refused windows' files are deleted at once: only committed runs' folders remain.
-    committed = {f.split("/run-", 1)[1].split("/", 1)[0] for f in storage.committed_files(uri)}
+    committed = {f.split("/run-", 1)[1].split("/", 1)[0] for f in delta.committed_files(uri)}
     assert {p.name for p in (root / "warehouse" / "s" / "wide").glob("run-*")} == {"run-" + c for c in committed}

@@ -4,19 +4,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from incremental_assets.errors import WindowError
-from incremental_assets.time_window import (
-    INTERVAL_UNITS,
-    TimeWindow,
-    batches,
-    check_aligned,
-    floor,
-    intervals,
-    merge,
-    next_boundary,
-    subtract,
-    unit_from_cron,
-    utc,
-)
+from incremental_assets.model.intervals import batches, check_aligned, floor, INTERVAL_UNITS, intervals, merge, next_boundary, subtract, TimeWindow, unit_from_cron, utc
 
 
 @pytest.mark.parametrize(

@@ -21,10 +21,10 @@ import dagster as dg
 import pytest
 from deltalake import DeltaTable
 
-from incremental_assets import storage
+from incremental_assets import delta
 from incremental_assets.demo import generate_demo_data
-from incremental_assets.project import load_project
-from incremental_assets.runs import open_instance
+from incremental_assets.load.project import load_project
+from incremental_assets.orchestration.instance import open_instance
 
 from conftest import REPO
 
@@ -185,7 +185,7 @@ def test_ui_shows_assets_and_launches_a_partition_range_backfill(dagster_dev):
         page.screenshot(path=str(ARTIFACTS / "ui-after-backfill.png"), full_page=True)
         browser.close()
 
-    uri = storage.table_uri(project.settings.warehouse, "shop.order_lines")
+    uri = delta.table_uri(project.settings.warehouse, "shop.order_lines")
     days = sorted({r["order_date"] for r in DeltaTable(uri).to_pyarrow_table(columns=["order_date"]).to_pylist()})
     assert [d.isoformat() for d in days] == ["2024-01-01", "2024-01-02", "2024-01-03"]
     instance = dg.DagsterInstance.from_config(str(project.settings.dagster_home))

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from deltalake import DeltaTable
 
-from incremental_assets import cli, storage
-from incremental_assets.execution import Executor
-from incremental_assets.project import load_project
+from incremental_assets import cli, delta
+from incremental_assets.spark.executor import Executor
+from incremental_assets.load.project import load_project
 
 from helpers import table_rows
 from test_concurrency import DAY, commit, stage
@@ -37,7 +37,7 @@ def _dead_runs_staging(uri: str) -> Path:
 def test_each_executor_sweeps_dead_runs_staging_once_per_table(spark, make_project):
     root = make_project({"models/x.sql": "MODEL (name t.x, kind FULL); SELECT 1 AS k"})
     project = load_project(root)
-    uri = storage.table_uri(project.settings.warehouse, "t.x")
+    uri = delta.table_uri(project.settings.warehouse, "t.x")
     commit(uri, stage(uri, "first", [DAY]), DAY)
     first = _dead_runs_staging(uri)
     executor = Executor(spark, project)
@@ -55,7 +55,7 @@ def test_vacuum_removes_replaced_files_and_dead_runs_staging(make_project, capsy
     root = make_project({"models/x.sql": "MODEL (name t.x, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), start '2024-01-01'); SELECT ts FROM t.y",
                          "models/y.sql": "MODEL (name t.y, kind FULL); SELECT CAST('2024-01-01' AS TIMESTAMP) AS ts"})
     project = load_project(root)
-    uri = storage.table_uri(project.settings.warehouse, "t.x")
+    uri = delta.table_uri(project.settings.warehouse, "t.x")
     commit(uri, stage(uri, "first", [DAY]), DAY)
     commit(uri, stage(uri, "second", [DAY]), DAY)  # replaces the first run's file
     live = stage(uri, "running", [DAY])  # this process's run, staged but not yet committed
@@ -64,8 +64,8 @@ def test_vacuum_removes_replaced_files_and_dead_runs_staging(make_project, capsy
     shutil.copytree(Path(uri) / dead_name, foreign)
     recent = Path(uri) / f"run-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-0000aaaa-1-abcdef13"
     shutil.copytree(Path(uri) / dead_name, recent)  # another host's, just made: may be running
-    assert set(map(os.path.basename, storage.orphan_staging_dirs(uri))) == {dead_name, foreign.name}
-    assert storage.orphan_staging_dirs(uri, older_than=timedelta(days=365 * 100)) == [str(Path(uri) / dead_name)]
+    assert set(map(os.path.basename, delta.orphan_staging_dirs(uri))) == {dead_name, foreign.name}
+    assert delta.orphan_staging_dirs(uri, older_than=timedelta(days=365 * 100)) == [str(Path(uri) / dead_name)]
 
     args = ["--project", str(root)]
     assert cli.main(["vacuum", "--retention-hours", "0", "--dry-run", "-v", *args]) == 0
@@ -91,7 +91,7 @@ def test_vacuum_removes_replaced_files_and_dead_runs_staging(make_project, capsy
 def test_status_warns_when_recorded_intervals_have_no_table(make_project, tmp_path, monkeypatch, capsys):
     import dagster as dg
 
-    from incremental_assets.runs import open_instance
+    from incremental_assets.orchestration.instance import open_instance
 
     root = make_project({"models/x.sql": "MODEL (name t.x, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), start '2024-01-01'); SELECT ts FROM t.y",
                          "models/y.sql": "MODEL (name t.y, kind FULL); SELECT CAST('2024-01-01' AS TIMESTAMP) AS ts"})

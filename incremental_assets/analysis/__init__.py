@@ -24,7 +24,14 @@ covers), ``declared_lookback``, and any admitted rule.
 
 from incremental_assets.analysis.classify import analyze_query
 from incremental_assets.analysis.pushdown import pushdown, timestamp_literal
-from incremental_assets.analysis.result import Analysis, Reason, SafetyClass, SourceBound, describe_bound, iso_duration
+from incremental_assets.analysis.result import (
+    Analysis,
+    Reason,
+    SafetyClass,
+    SourceBound,
+    describe_bound,
+    iso_duration,
+)
 
 __all__ = [
     "Analysis",

@@ -26,7 +26,15 @@ from sqlglot import exp
 from sqlglot.errors import OptimizeError
 from sqlglot.optimizer.scope import Scope, ScopeType, build_scope, find_all_in_scope
 
-from incremental_assets.analysis.timeexpr import Grain, IntervalUnit, coarser, divides, grain_function, interval_unit, macro_name
+from incremental_assets.analysis.timeexpr import (
+    Grain,
+    ModelInterval,
+    coarser,
+    divides,
+    grain_function,
+    interval_unit,
+    macro_name,
+)
 
 _MAX_DEPTH = 64
 _MAX_ALTERNATIVES = 16
@@ -159,7 +167,7 @@ class Lineage:
         self._refs_under: dict[int, list[Ref]] = {}
         self.memo: dict[str, dict] = {}  # per-pass caches keyed by scope id
         self._collect_refs(time_columns)
-        self.unit: IntervalUnit = interval_unit(interval)
+        self.unit: ModelInterval = interval_unit(interval)
         if self.unit == "week":
             # A weekly model's intervals start on the weekday its own time column is truncated to.
             weeks = {key.grain for key in self.output_time_keys() if key.grain.startswith("week:")}

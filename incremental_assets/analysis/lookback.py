@@ -38,7 +38,12 @@ from sqlglot import exp
 from sqlglot.optimizer.scope import Scope
 
 from incremental_assets.analysis.lineage import Lineage, Ref, TimeKey, line_of, snippet
-from incremental_assets.analysis.result import Findings, Reason, SourceBound, iso_duration
+from incremental_assets.analysis.result import (
+    Findings,
+    Reason,
+    SourceBound,
+    iso_duration,
+)
 from incremental_assets.analysis.timeexpr import (
     ZERO,
     Grain,

@@ -45,16 +45,9 @@ from incremental_assets.analysis.lineage import Lineage, line_of, snippet
 from incremental_assets.analysis.result import Findings, Reason
 from incremental_assets.analysis.timeexpr import macro_name
 from incremental_assets.analysis.windows import window_uses
+from incremental_assets.model.kinds import SAFETY_OVERRIDES
 
-OVERRIDES = {
-    "window_function": "allow_window_functions",
-    "aggregate": "allow_aggregates",
-    "having": "allow_having",
-    "distinct": "allow_distinct",
-    "limit": "allow_limit",
-    "nondeterministic": "allow_nondeterministic",
-    "subquery": "allow_subqueries",
-}
+OVERRIDES = SAFETY_OVERRIDES  # rule -> the kind flag that admits it
 
 _NONDETERMINISTIC = (
     exp.Rand, exp.Randn, exp.Uuid, exp.Shuffle, exp.CurrentTimestamp, exp.CurrentDate, exp.CurrentTime,

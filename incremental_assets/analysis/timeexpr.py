@@ -23,13 +23,15 @@ from datetime import timedelta
 
 from sqlglot import exp
 
+from incremental_assets.model.intervals import IntervalUnit
+
 ZERO = timedelta(0)
 DAY = timedelta(days=1)
 
 Grain = str
 # A model's interval: a named unit ("hour", "day", "week", "week:sunday", "month", ...) or, for
 # other fixed lengths, the length itself.
-IntervalUnit = str | timedelta
+ModelInterval = str | timedelta
 
 _FIXED: dict[str, timedelta] = {
     "exact": ZERO,
@@ -38,7 +40,8 @@ _FIXED: dict[str, timedelta] = {
     "hour": timedelta(hours=1),
     "day": DAY,
 }
-_CALENDAR_NOMINAL = {"week": timedelta(days=7), "month": timedelta(days=31), "quarter": timedelta(days=92), "year": timedelta(days=366)}
+# The longest bucket of each calendar unit, as the model's interval units define them.
+_CALENDAR_NOMINAL = {u.value: u.nominal for u in (IntervalUnit.WEEK, IntervalUnit.MONTH, IntervalUnit.QUARTER, IntervalUnit.YEAR)}
 _CALENDAR_DIVIDES = {"month": {"month", "quarter", "year"}, "quarter": {"quarter", "year"}, "year": {"year"}}
 
 _UNIT_ALIASES = {
@@ -54,7 +57,7 @@ _UNIT_ALIASES = {
 }
 
 
-def interval_unit(interval: timedelta) -> IntervalUnit:
+def interval_unit(interval: timedelta) -> ModelInterval:
     """The unit of a model interval given by its nominal length (7/31/92/366 days for calendar units).
 
     >>> interval_unit(timedelta(hours=1)), interval_unit(timedelta(days=31)), interval_unit(timedelta(minutes=15))
@@ -73,7 +76,7 @@ def nominal(grain: Grain) -> timedelta:
     return _CALENDAR_NOMINAL[grain.split(":")[0]]
 
 
-def divides(grain: Grain, unit: IntervalUnit) -> bool:
+def divides(grain: Grain, unit: ModelInterval) -> bool:
     """Whether every bucket of ``grain`` lies inside one interval of ``unit``.
 
     >>> divides("hour", "day"), divides("day", "hour"), divides("week:monday", "month"), divides("month", "year")

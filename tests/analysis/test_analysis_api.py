@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from analysis_sql import parse_model_sql
-from incremental_assets.analysis import Analysis, Reason, SourceBound, analyze_query, describe_bound, iso_duration
+from incremental_assets.analysis import Analysis, analyze_query, describe_bound, iso_duration, Reason, SourceBound
 
 SOURCES = {"raw.events": "ts", "dim.users": None}
 

@@ -8,7 +8,7 @@ import sqlglot
 from sqlglot import exp
 
 from analysis_sql import parse_model_sql
-from incremental_assets.analysis import SourceBound, analyze_query, pushdown
+from incremental_assets.analysis import analyze_query, pushdown, SourceBound
 
 START = datetime(2024, 3, 10, tzinfo=timezone.utc)
 END = datetime(2024, 3, 11, tzinfo=timezone.utc)

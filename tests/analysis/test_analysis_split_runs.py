@@ -19,7 +19,7 @@ from sqlglot import exp
 from sqlglot.executor import execute
 
 from analysis_sql import parse_model_sql
-from incremental_assets.analysis import SourceBound, analyze_query, pushdown, timestamp_literal
+from incremental_assets.analysis import analyze_query, pushdown, SourceBound, timestamp_literal
 
 T0 = datetime(2024, 1, 1)
 HOUR = timedelta(hours=1)

@@ -1,0 +1,404 @@
+"""``incremental-assets``: a thin command line over the same functions the Dagster assets call."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import date
+from pathlib import Path
+from typing import Sequence
+
+from incremental_assets.errors import IncrementalAssetsError, ProjectError
+from incremental_assets.model.intervals import TimeWindow, format_instant
+from incremental_assets.model.kinds import describe_write
+from incremental_assets.plan.compile import analysis_of, run_size
+
+
+def _project(args: argparse.Namespace):
+    from incremental_assets.load.project import load_project
+
+    return load_project(args.project)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    project = _project(args)
+    refused = 0
+    for model in project.ordered():
+        analysis = analysis_of(project, model.name)
+        unit = f", {model.interval_unit}" if model.is_incremental else ""
+        rel = model.path.relative_to(project.directory)
+        if analysis is not None and analysis.refused:
+            refused += 1
+            for reason in analysis.reasons:
+                print(f"{rel}:{reason.line or model.header_line}: error: {model.name}: [{reason.rule}] {reason.message}", file=sys.stderr)
+            continue
+        cls = f", {_class_text(analysis)}" if analysis is not None else ""
+        print(f"ok  {model.name} ({model.kind.name}{unit}{cls})  {rel}")
+    for model in project.models.values():
+        if model.name not in project.order:
+            print(f"ok  {model.name} ({model.kind.name}, {explain_model(project, model)['safety_class']})  {model.path.relative_to(project.directory)}")
+    if refused:
+        print(
+            f"{refused} model(s) refused by the safety analysis: fix the SQL, allow the construct in the MODEL kind "
+            "(allow_window_functions, allow_having, ...), or run with --allow-downgrade",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"{len(project.models)} models, {len(project.sources)} sources: valid")
+    return 0
+
+
+def _class_text(analysis) -> str:
+    if analysis is None:
+        return "runs in full"
+    if analysis.safety_class == "BoundedSafe":
+        return f"BoundedSafe({analysis.batch_limit})"
+    return analysis.safety_class
+
+
+def explain_model(project, model) -> dict:
+    """What `explain --json` prints for one model."""
+    from incremental_assets.analysis import describe_bound
+    from incremental_assets.orchestration.translator import ModelTranslator
+
+    translator = ModelTranslator()
+    analysis = analysis_of(project, model.name)
+    info: dict = {"model": model.name, "kind": model.kind.name, "file": str(model.path.relative_to(project.directory))}
+    info["safety_class"] = _class_text(analysis)
+    write = describe_write(model.kind)
+    if write:
+        info["write"] = write
+        info["safety_class"] = "not applicable (no time windows: merges by key or cursor)"
+    if model.kind.name == "EMBEDDED":
+        consumers = sorted(m.name for m in project.models.values() if model.name in m.embeds)
+        info["safety_class"] = "inlined into " + (", ".join(consumers) if consumers else "no model") + " (analysed there)"
+        info.update(reasons=[], sources={}, partitions=None, backfill_policy="none: no table, no asset")
+        return info
+    if analysis is None:
+        info.update(reasons=[], sources={}, partitions=None, backfill_policy="single run (unpartitioned)")
+        return info
+    info["reasons"] = [{"rule": r.rule, "message": r.message, "line": r.line} for r in analysis.reasons]
+    info["sources"] = {
+        name: (describe_bound(bound) if bound is not None else "read in full (no time dimension)")
+        for name, bound in sorted(analysis.bounds.items())
+        if name != model.name or bound is not None
+    }
+    partitions = translator.get_partitions_def(model)
+    info["partitions"] = {
+        "interval_unit": model.interval_unit,
+        "start": model.start.isoformat() if model.start else None,
+        "end": model.end.isoformat() if model.end else None,
+        "first_key": partitions.get_first_partition_key() if partitions else None,
+        "time_column": model.time_column,
+    }
+    policy = translator.get_backfill_policy(model, run_size(project, model))
+    info["backfill_policy"] = (
+        "single run (one Spark job for any range)" if policy.max_partitions_per_run is None
+        else f"multi run, {policy.max_partitions_per_run} interval(s) per run"
+    )
+    return info
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    project = _project(args)
+    models = [project.model(args.model)] if args.model else project.ordered()
+    infos = [explain_model(project, m) for m in models]
+    if args.json:
+        print(json.dumps(infos if not args.model else infos[0], indent=2))
+        return 0
+    for info in infos:
+        print(f"{info['model']}  ({info['kind']}, {info['file']})")
+        print(f"  safety class:    {info['safety_class']}")
+        if "write" in info:
+            print(f"  write:           {info['write']}")
+        for r in info["reasons"]:
+            print(f"  reason:          [{r['rule']}] line {r['line']}: {r['message']}")
+        for name, bound in info["sources"].items():
+            text = f"before {bound['before']}, after {bound['after']}" if isinstance(bound, dict) else bound
+            print(f"  reads {name}: {text}")
+        if info["partitions"]:
+            p = info["partitions"]
+            print(f"  partitions:      {p['interval_unit']} from {p['first_key']} on {p['time_column']}")
+        print(f"  backfill policy: {info['backfill_policy']}")
+    return 0
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    from incremental_assets.orchestration.runner import parse_instant
+    from incremental_assets.plan.run_plan import plan_run
+
+    project = _project(args)
+    model = project.model(args.model)
+    window = None
+    if model.is_incremental:
+        if not (args.start and args.end):
+            raise IncrementalAssetsError(f"model {model.name} is incremental: give --start and --end")
+        window = TimeWindow(parse_instant(args.start, "start"), parse_instant(args.end, "end"))  # type: ignore[arg-type]
+    print(plan_run(project, model, window, allow_downgrade=args.allow_downgrade).render())
+    return 0
+
+
+def _runner(project):
+    from incremental_assets.orchestration.definitions import build_definitions
+    from incremental_assets.orchestration.instance import open_instance
+    from incremental_assets.orchestration.runner import Runner
+
+    instance = open_instance(project.settings.dagster_home)
+    return Runner(project, instance, build_definitions(project))
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from incremental_assets.orchestration.runner import parse_instant
+
+    if not args.auto and bool(args.start) != bool(args.end) and not (args.full_refresh and not args.start):
+        raise IncrementalAssetsError("give both --start and --end, or --auto")
+    project = _project(args)
+    models = project.select(" ".join(args.selection) if args.selection else None)
+    runner = _runner(project)
+    start = parse_instant(args.start, "start")
+    end = parse_instant(args.end, "end")
+    if not args.auto and not args.full_refresh and start is None and any(m.is_incremental for m in models):
+        raise IncrementalAssetsError("incremental models need --start S --end E, or --auto to fill the missing intervals")
+    print(f"running {len(models)} model(s): {', '.join(m.name for m in models)}", flush=True)
+    report = runner.run(
+        models, start=start, end=end, auto=args.auto, allow_downgrade=args.allow_downgrade, full_refresh=args.full_refresh,
+        progress=lambda line: print(line, flush=True),
+    )
+    failed = [r for r in report.records if not r.success]
+    ok = len(report.records) - len(failed)
+    print(f"{ok} run(s) succeeded, {len(failed)} failed")
+    return 0 if not failed else 1
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from incremental_assets import delta
+    from incremental_assets.orchestration.instance import open_instance
+    from incremental_assets.orchestration.runner import parse_instant
+    from incremental_assets.orchestration.status import (
+        describe_windows,
+        model_status,
+        rebuilt_upstreams,
+    )
+
+    project = _project(args)
+    instance = open_instance(project.settings.dagster_home)
+    models = [project.model(args.model)] if args.model else project.ordered()
+    since, until = parse_instant(args.since, "since"), parse_instant(args.until, "until")
+    rows = []
+    rebuilt_by: dict[str, list[str]] = {}
+    for model in models:
+        built = delta.built_with(delta.table_uri(project.settings.warehouse, model.name))
+        st = model_status(instance, model, since=since, until=until, built_with=built)
+        rows.append(st)
+        rebuilt = rebuilt_by[model.name] = rebuilt_upstreams(project, model)
+        if args.json:
+            continue
+        if rebuilt:
+            print(f"{model.name}: STALE: {', '.join(rebuilt)} rebuilt since this table was written; run it again (--full-refresh for all intervals)")
+        if not st.partitioned:
+            if st.on_change:
+                print(f"{model.name}: CHANGED since its table was built; the next run {st.on_change}")
+            when = format_instant(st.last_materialized) if st.last_materialized else "never"
+            detail = ", ".join(f"{k} {v}" for k, v in st.last_details.items())
+            print(
+                f"{model.name} ({model.kind.name}): last materialized {when}" + (f" ({detail})" if detail else "")
+                + (", changed since: the next run rebuilds it" if st.changed and not st.on_change else "")
+            )
+            continue
+        if st.changed:
+            print(f"{model.name}: CHANGED since its table was built; the next run rebuilds {st.rebuild or 'it from its start'}")
+        print(f"{model.name} ({model.interval_unit}): {st.intervals_done}/{st.intervals_expected} intervals up to {format_instant(st.expected.end) if st.expected else '-'}")
+        print(f"  covered: {describe_windows(st.covered)}")
+        print(f"  gaps:    {describe_windows(st.gaps)}")
+        if st.failed:
+            print(f"  failed:  {describe_windows(st.failed)}")
+        if st.in_progress:
+            print(f"  running: {describe_windows(st.in_progress)}")
+        for line in consistency_warnings(project, instance, model, st):
+            print(f"  warning: {line}")
+    if args.json:
+        def win(ws):
+            return [{"start": w.start.isoformat(), "end": w.end.isoformat()} for w in ws]
+
+        print(json.dumps([
+            {"model": s.model, "partitioned": s.partitioned, "covered": win(s.covered), "gaps": win(s.gaps), "failed": win(s.failed),
+             "intervals_done": s.intervals_done, "intervals_expected": s.intervals_expected, "changed": s.changed, "on_change": s.on_change, "upstream_rebuilt": rebuilt_by[s.model],
+             "rebuild": win([s.rebuild]) if s.rebuild else [],
+             "last_materialized": s.last_materialized.isoformat() if s.last_materialized else None, "last_run": dict(s.last_details)}
+            for s in rows
+        ], indent=2))
+    return 0
+
+
+def cmd_vacuum(args: argparse.Namespace) -> int:
+    from datetime import timedelta
+
+    from incremental_assets import delta
+
+    project = _project(args)
+    models = [project.model(args.model)] if args.model else project.ordered()
+    verb = "would remove" if args.dry_run else "removed"
+    for model in models:
+        uri = delta.table_uri(project.settings.warehouse, model.name)
+        if not delta.exists(uri):
+            continue
+        result = delta.vacuum(
+            uri, retention_hours=args.retention_hours, staging_age=timedelta(hours=args.staging_age_hours), dry_run=args.dry_run
+        )
+        print(f"{model.name}: {verb} {len(result.removed_files)} replaced file(s), {len(result.orphan_dirs)} staging folder(s) of dead runs")
+        if args.verbose:
+            for path in result.removed_files + result.orphan_dirs:
+                print(f"  {path}")
+    return 0
+
+
+def consistency_warnings(project, instance, model, st) -> list[str]:
+    """Where Dagster's records and the Delta table disagree: recorded intervals without a table, and
+    commits Dagster missed (a process killed between commit and record)."""
+    from incremental_assets import delta
+    from incremental_assets.orchestration.reconcile import unrecorded_commits
+    from incremental_assets.orchestration.translator import ModelTranslator
+
+    uri = delta.table_uri(project.settings.warehouse, model.name)
+    if st.covered and not delta.exists(uri):
+        return [f"Dagster records {st.intervals_done} interval(s) but there is no table at {uri}: run those windows again"]
+    missed = unrecorded_commits(instance, project, model, ModelTranslator())
+    return [
+        f"Delta version {m.version} holds {len(m.partitions)} interval(s) in {m.window} that Dagster has not recorded; "
+        "the next `run --auto` records them without recomputing"
+        for m in missed
+    ]
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from incremental_assets.orchestration.history import run_history
+    from incremental_assets.orchestration.instance import open_instance
+    from incremental_assets.orchestration.runner import parse_instant
+
+    project = _project(args)
+    entries = run_history(
+        open_instance(project.settings.dagster_home), project, args.model, limit=args.limit,
+        since=parse_instant(args.since, "since"), until=parse_instant(args.until, "until"),
+    )
+    for entry in entries:
+        print(entry.line())
+    if not entries:
+        print("no runs recorded yet")
+    return 0
+
+
+def cmd_test(args: argparse.Namespace) -> int:
+    from incremental_assets.spark.model_tests import load_model_tests, run_model_test
+    from incremental_assets.spark.session import build_spark_session
+
+    project = _project(args)
+    tests = load_model_tests(project)
+    if args.name:
+        tests = [t for t in tests if t.name in args.name]
+    if not tests:
+        print("no model tests found under tests/")
+        return 0
+    spark = build_spark_session(project.settings.spark_config(), remote=project.settings.spark_remote)
+    failed = 0
+    for test in tests:
+        outcome = run_model_test(spark, project, test)
+        print(f"{'ok  ' if outcome.passed else 'FAIL'} {test.name} ({test.model}, {test.path.name})")
+        for failure in outcome.failures:
+            print("    " + failure.replace("\n", "\n    "))
+        failed += not outcome.passed
+    print(f"{len(tests) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+def cmd_demo_data(args: argparse.Namespace) -> int:
+    from incremental_assets.demo import generate_demo_data
+
+    counts = generate_demo_data(args.project, start=date.fromisoformat(args.start), days=args.days, orders_per_day=args.orders_per_day)
+    for name, n in counts.items():
+        print(f"{name}: {n:,} rows")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="incremental-assets", description="SQL models as incremental Dagster assets on Spark and Delta Lake")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def add(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("--project", default=".", type=Path, help="project folder (holds models/); default: the current directory")
+        return p
+
+    add("validate", "load and check every model; exit non-zero with file:line diagnostics").set_defaults(func=cmd_validate)
+
+    p = add("render", "print the exact SQL a model would run for a window")
+    p.add_argument("model")
+    p.add_argument("--start")
+    p.add_argument("--end")
+    p.add_argument("--allow-downgrade", action="store_true")
+    p.set_defaults(func=cmd_render)
+
+    p = add("run", "materialize models (recorded in the project's Dagster instance)")
+    p.add_argument("selection", nargs="*", help="models: name, +name (with upstreams), name+ (with downstreams), tag:x")
+    p.add_argument("--start", help="window start (inclusive), e.g. 2024-01-01")
+    p.add_argument("--end", help="window end (exclusive)")
+    p.add_argument("--auto", action="store_true", help="run only the missing intervals, up to the last complete one (or --end)")
+    p.add_argument("--allow-downgrade", action="store_true", help="run models the safety analysis refuses as a full refresh (with a warning); not persisted")
+    p.add_argument("--full-refresh", action="store_true", help="rebuild the selected models from their start (one atomic commit per model)")
+    p.set_defaults(func=cmd_run)
+
+    p = add("explain", "kind, safety class and reasons, per-source bounds (ISO-8601), partitions and backfill policy")
+    p.add_argument("model", nargs="?")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_explain)
+
+    p = add("status", "covered ranges, gaps and failed intervals, from Dagster's partition status")
+    p.add_argument("model", nargs="?")
+    p.add_argument("--since")
+    p.add_argument("--until")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_status)
+
+    p = add("history", "past runs, newest first: windows, rows, durations and status, from the Dagster instance")
+    p.add_argument("model", nargs="?")
+    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--since", help="only runs created at or after this time")
+    p.add_argument("--until", help="only runs created before this time")
+    p.set_defaults(func=cmd_history)
+
+    p = add("vacuum", "delete replaced data files older than the retention, and staging folders of dead runs")
+    p.add_argument("model", nargs="?")
+    p.add_argument("--retention-hours", type=int, default=168, help="keep files a version younger than this needs (time travel); default 168 (7 days)")
+    p.add_argument("--staging-age-hours", type=float, default=24.0, help="staging folders made on another host count as dead after this age; default 24")
+    p.add_argument("--dry-run", action="store_true", help="only list what would be removed")
+    p.add_argument("-v", "--verbose", action="store_true", help="list every path")
+    p.set_defaults(func=cmd_vacuum)
+
+    p = add("test", "run the model unit tests (tests/**/*.yaml, SQLMesh's format) on Spark")
+    p.add_argument("name", nargs="*", help="only these tests")
+    p.set_defaults(func=cmd_test)
+
+    p = add("demo-data", "generate the example project's source data (deterministic)")
+    p.add_argument("--start", default="2024-01-01")
+    p.add_argument("--days", type=int, default=365)
+    p.add_argument("--orders-per-day", type=int, default=200)
+    p.set_defaults(func=cmd_demo_data)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ProjectError as exc:
+        for error in exc.errors:
+            print(f"error: {error.render()}", file=sys.stderr)
+        print(f"{len(exc.errors)} error(s)", file=sys.stderr)
+        return 2
+    except IncrementalAssetsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""Delta Lake storage: the only package that uses ``deltalake``.
+
+Callers use this package's names (``delta.commit_staged(...)``); the modules say where each step lives:
+:mod:`.tables` (locations, the log, reads), :mod:`.staging` (a run's files before the commit),
+:mod:`.commit` (one transaction per run, by commit mode), :mod:`.lock` (one writer per table),
+:mod:`.vacuum` (cleanup).
+"""
+
+from incremental_assets.delta.commit import (
+    Append,
+    CommitMode,
+    CommitResult,
+    ReplaceBuckets,
+    ReplaceTable,
+    ReplaceWindow,
+    commit_staged,
+)
+from incremental_assets.delta.files import host_tag
+from incremental_assets.delta.lock import LOCK_FILE, LOCK_TIMEOUT_ENV, writer_lock
+from incremental_assets.delta.staging import (
+    discard_staging,
+    has_staged_rows,
+    new_staging_dir,
+    orphan_staging_dirs,
+    remove_orphan_staging,
+)
+from incremental_assets.delta.tables import (
+    BUCKET_COLUMN,
+    METADATA_PREFIX,
+    PARTITION_COLUMN,
+    Commit,
+    added_time_ranges,
+    arrow_schema,
+    built_with,
+    commits,
+    committed_files,
+    exists,
+    last_commit_metadata,
+    last_commit_ms,
+    rebuilt_since,
+    source_files,
+    table_uri,
+    version,
+)
+from incremental_assets.delta.vacuum import VacuumResult, vacuum
+
+__all__ = [
+    "Append", "BUCKET_COLUMN", "Commit", "CommitMode", "CommitResult", "LOCK_FILE", "LOCK_TIMEOUT_ENV", "METADATA_PREFIX",
+    "PARTITION_COLUMN", "ReplaceBuckets", "ReplaceTable", "ReplaceWindow", "VacuumResult", "added_time_ranges",
+    "arrow_schema", "built_with", "commit_staged", "commits", "committed_files", "discard_staging", "exists",
+    "has_staged_rows", "host_tag", "last_commit_metadata", "last_commit_ms", "new_staging_dir", "orphan_staging_dirs",
+    "rebuilt_since", "remove_orphan_staging", "source_files", "table_uri", "vacuum", "version", "writer_lock",
+]

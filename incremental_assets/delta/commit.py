@@ -1,0 +1,186 @@
+"""One Delta transaction per run: the staged files become visible, replacing what the commit mode says.
+
+A :data:`CommitMode` is one value: replace a window's intervals, replace key buckets, replace the whole
+table, or append. The commit holds the table's writer lock from the snapshot it replaces to the new
+version.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Mapping
+
+import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable, Schema
+from deltalake.transaction import AddAction, create_table_with_add_actions
+
+from incremental_assets.delta.files import (
+    filesystem,
+)
+from incremental_assets.delta.lock import writer_lock
+from incremental_assets.delta.staging import (
+    staged_parquet,
+)
+from incremental_assets.delta.tables import (
+    BUCKET_COLUMN,
+    METADATA_PREFIX,
+    PARTITION_COLUMN,
+    exists,
+    window_filters,
+)
+from incremental_assets.errors import StorageError
+from incremental_assets.model.intervals import IntervalUnit, TimeWindow
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    version: int
+    rows: int
+    files: int
+    bytes: int
+    partitions: int
+
+def _add_actions(uri: str, staging: str) -> tuple[list[AddAction], int]:
+    _, table_base = filesystem(uri)
+    prefix = table_base.rstrip("/") + "/"
+    actions: list[AddAction] = []
+    rows = 0
+    for info, num_rows in staged_parquet(staging):
+        relative = info.path[len(prefix) :] if info.path.startswith(prefix) else info.path
+        partition_values: dict[str, str | None] = {}
+        for part in relative.split("/")[:-1]:
+            if "=" in part:
+                key, value = part.split("=", 1)
+                partition_values[key] = None if value == "__HIVE_DEFAULT_PARTITION__" else value
+        rows += num_rows
+        actions.append(
+            AddAction(
+                path=relative,
+                size=info.size,
+                partition_values=partition_values,
+                modification_time=int((info.mtime or datetime.now(timezone.utc)).timestamp() * 1000),
+                data_change=True,
+                stats=json.dumps({"numRecords": num_rows}),
+            )
+        )
+    return actions, rows
+
+@dataclass(frozen=True)
+class ReplaceWindow:
+    """Replace every interval partition the window overlaps (widened to boundaries); others are untouched."""
+
+    window: TimeWindow
+    unit: IntervalUnit
+    partition_by: tuple[str, ...] = (PARTITION_COLUMN,)
+
+    def filters(self) -> list[tuple[str, str, object]] | None:
+        return window_filters(self.window, self.unit)
+
+
+@dataclass(frozen=True)
+class ReplaceBuckets:
+    """Replace exactly these key buckets of a table partitioned by ``ia_bucket``."""
+
+    buckets: tuple[str, ...]
+    partition_by: tuple[str, ...] = (BUCKET_COLUMN,)
+
+    def filters(self) -> list[tuple[str, str, object]] | None:
+        return [(BUCKET_COLUMN, "in", sorted(self.buckets))]
+
+
+@dataclass(frozen=True)
+class ReplaceTable:
+    """Replace the whole table (its schema too), by an interval-partitioned table when ``partitioned``."""
+
+    partitioned: bool = False
+
+    @property
+    def partition_by(self) -> tuple[str, ...]:
+        return (PARTITION_COLUMN,) if self.partitioned else ()
+
+    def filters(self) -> list[tuple[str, str, object]] | None:
+        return None
+
+
+@dataclass(frozen=True)
+class Append:
+    """Only add the staged files (cursor models)."""
+
+    partition_by: tuple[str, ...] = ()
+
+    def filters(self) -> list[tuple[str, str, object]] | None:
+        return None
+
+
+CommitMode = ReplaceWindow | ReplaceBuckets | ReplaceTable | Append
+
+
+def _check_partitioning(uri: str, table: DeltaTable, mode: CommitMode) -> None:
+    """A commit cannot change a Delta table's partitioning: refuse, saying how to rebuild the table."""
+    current = list(table.metadata().partition_columns)
+    if current == list(mode.partition_by):
+        return
+    fix = (
+        "rebuild it with --full-refresh"
+        if isinstance(mode, ReplaceWindow)
+        else "a Delta table's partitioning cannot be changed by a commit: the model's kind changed, so remove the table folder and run the model again"
+    )
+    raise StorageError(f"table {uri} is partitioned by {current or 'nothing'}, this write needs {list(mode.partition_by) or 'no partitions'}; {fix}")
+
+
+def commit_staged(
+    uri: str,
+    staging: str,
+    schema: pa.Schema,
+    mode: CommitMode,
+    *,
+    metadata: Mapping[str, str] | None = None,
+    name: str | None = None,
+) -> CommitResult:
+    """Commit the files Spark wrote under ``staging`` as one Delta transaction doing what ``mode`` says.
+
+    The schema given becomes the table's: columns added to it read as NULL in older files.
+    """
+    actions, rows = _add_actions(uri, staging)
+    partition_by = list(mode.partition_by)
+    for column in partition_by:
+        if column not in schema.names:
+            schema = schema.append(pa.field(column, pa.string()))
+    delta_schema = Schema.from_arrow(schema)
+    custom = {METADATA_PREFIX + k: str(v) for k, v in (metadata or {}).items()}
+    custom[METADATA_PREFIX + "staging"] = staging.rstrip("/").rsplit("/", 1)[-1]
+    properties = CommitProperties(custom_metadata=custom)
+    owner = f"run {(metadata or {}).get('run_id') or '?'} of {name or uri}"
+    with writer_lock(uri, owner=owner):
+        # Under the lock the snapshot read here is still the latest when the commit lands, so the
+        # overwrite removes every file of the window, including those of a writer that just finished.
+        try:
+            if not exists(uri):
+                create_table_with_add_actions(
+                    uri, delta_schema, actions, mode="error", partition_by=partition_by or None, name=name, commit_properties=properties
+                )
+            else:
+                table = DeltaTable(uri)
+                _check_partitioning(uri, table, mode)
+                table.create_write_transaction(
+                    actions,
+                    mode="append" if isinstance(mode, Append) else "overwrite",
+                    schema=delta_schema,
+                    partition_by=partition_by or None,
+                    partition_filters=mode.filters(),
+                    commit_properties=properties,
+                )
+        except StorageError:
+            raise
+        except Exception as exc:  # delta-rs raises several unrelated exception types
+            raise StorageError(f"the commit to {uri} failed, the table is unchanged: {exc}") from exc
+        version = DeltaTable(uri).version()
+    return CommitResult(
+        version=version,
+        rows=rows,
+        files=len(actions),
+        bytes=sum(a.size for a in actions),
+        partitions=len({tuple(a.partition_values.items()) for a in actions}),
+    )

@@ -1,0 +1,124 @@
+"""Staging folders: where Spark writes a run's data files inside the table before the commit.
+
+A folder's name says when, on which host and by which process it was made, so the folders of dead runs
+can be told from those of running ones and deleted.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from datetime import datetime, timedelta, timezone
+from typing import Iterator
+
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+from pyarrow import fs as pafs
+
+from incremental_assets.delta.files import (
+    filesystem,
+    host_tag,
+    is_local,
+    local_path,
+    pid_alive,
+)
+from incremental_assets.delta.tables import (
+    commits,
+    exists,
+)
+from incremental_assets.errors import StorageError
+
+STAGING_PREFIX = "run-"
+
+def new_staging_dir(uri: str) -> str:
+    """A fresh folder inside the table for one run's data files (never listed by readers).
+
+    Its name says when, on which host and by which process it was made, so a later run can tell the
+    folders of dead runs from those of running ones: ``run-<utc stamp>-<host tag>-<pid>-<random>``.
+    """
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    return f"{uri.rstrip('/')}/{STAGING_PREFIX}{stamp}-{host_tag()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+def staged_parquet(staging: str) -> Iterator[tuple[pafs.FileInfo, int]]:
+    """Each parquet file under ``staging`` (in path order) with its row count, read from its footer."""
+    fs, base = filesystem(staging)
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
+    except OSError as exc:
+        raise StorageError(f"cannot list the staged files in {staging}: {exc}") from exc
+    for info in sorted(infos, key=lambda i: i.path):
+        if info.type != pafs.FileType.File or not info.base_name.endswith(".parquet"):
+            continue
+        with fs.open_input_file(info.path) as handle:
+            yield info, pq.ParquetFile(handle).metadata.num_rows
+
+def has_staged_rows(staging: str) -> bool:
+    """Whether a run staged any row (Spark may write row-less files for an empty result)."""
+    return any(rows for _, rows in staged_parquet(staging))
+
+def _staging_owner(name: str) -> tuple[str | None, int | None, datetime | None]:
+    """(host tag, pid, creation time) from a staging folder's name; None where an older name lacks it."""
+    parts = name[len(STAGING_PREFIX) :].split("-")
+    try:
+        made = datetime.strptime(parts[0], "%Y%m%dT%H%M%S").replace(tzinfo=timezone.utc)
+    except ValueError:
+        made = None
+    if len(parts) == 4 and parts[2].isdigit():
+        return parts[1], int(parts[2]), made
+    return None, None, made
+
+def orphan_staging_dirs(uri: str, *, older_than: timedelta = timedelta(hours=24), now: datetime | None = None) -> list[str]:
+    """Staging folders of runs that died before committing: no file of theirs is in the table's log.
+
+    A folder is an orphan when no commit in the log names it and no file of the current version lies
+    in it, and its run is gone: its process is dead (same host), or, for a folder made elsewhere, it
+    is older than ``older_than``. Folders of live runs are never listed.
+    """
+    if not is_local(uri) or not exists(uri):
+        return []
+    folder = local_path(uri).rstrip("/")
+    candidates = [n for n in sorted(os.listdir(folder)) if n.startswith(STAGING_PREFIX) and os.path.isdir(f"{folder}/{n}")]
+    if not candidates:  # the usual case: no need to read the log
+        return []
+    now = now or datetime.now(timezone.utc)
+    named = {c.staging for c in commits(uri)}
+    table = DeltaTable(uri)
+    base = table.table_uri.rstrip("/")
+    live = set()
+    for path in table.file_uris():
+        relative = path[len(base) + 1 :] if path.startswith(base) else local_path(path)[len(folder) + 1 :]
+        live.add(relative.split("/", 1)[0])
+    here = host_tag()
+    out = []
+    for name in candidates:
+        if name in named or name in live:
+            continue
+        host, pid, made = _staging_owner(name)
+        if host == here and pid is not None:
+            if pid != os.getpid() and not pid_alive(pid):
+                out.append(f"{folder}/{name}")
+        elif made is not None and now - made > older_than:
+            out.append(f"{folder}/{name}")
+    return out
+
+def remove_orphan_staging(uri: str, *, older_than: timedelta = timedelta(hours=24), dry_run: bool = False) -> list[str]:
+    """Delete (or with ``dry_run`` only list) the staging folders of dead runs; returns them."""
+    found = orphan_staging_dirs(uri, older_than=older_than)
+    if not dry_run:
+        for path in found:
+            shutil.rmtree(path, ignore_errors=True)
+    return found
+
+def discard_staging(uri: str, staging: str) -> None:
+    """Delete a live run's staging folder after its commit was refused or failed; never one whose
+    files the table references (should a commit have landed after all)."""
+    if not is_local(staging):
+        return
+    name = staging.rstrip("/").rsplit("/", 1)[-1]
+    try:
+        if exists(uri) and any(f"/{name}/" in f for f in DeltaTable(uri).file_uris()):
+            return
+    except Exception:  # cannot tell: keep the files, vacuum decides later
+        return
+    shutil.rmtree(local_path(staging), ignore_errors=True)

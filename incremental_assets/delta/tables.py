@@ -1,0 +1,199 @@
+"""Delta tables: where a model's table lives and what its log says (files, schema, versions, commits).
+
+The ``delta`` package is the only user of ``deltalake``. Spark writes a run's data files into a fresh
+staging folder inside the table (:mod:`.staging`); :func:`~.commit.commit_staged` then makes them visible
+in ONE Delta transaction that also removes the files of the partitions it replaces. Until that commit
+succeeds, readers see the previous version whole; a failed or killed run leaves only unreferenced files
+behind, which no reader ever lists (tables are read from the committed file list), and which
+:func:`~.staging.remove_orphan_staging` deletes once their run is known dead.
+
+Every commit holds the table's single-writer lock (:func:`~.lock.writer_lock`) from the snapshot it
+replaces to the new version: delta-rs alone lets two concurrent first writes of the same window both land
+(duplicate rows), so the storage cannot arbitrate and the lock does.
+
+Incremental tables are partitioned by the interval that holds each row (column ``ia_interval``: the
+interval start as text, e.g. ``2024-01-01`` or ``2024-01-01T05``), so replacing a window is a partition
+replace, and reading a window prunes to exactly its partitions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Sequence
+
+import pyarrow as pa
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+
+from incremental_assets.model.intervals import IntervalUnit, TimeWindow
+
+PARTITION_COLUMN = "ia_interval"
+# Keyed tables (unique key, SCD type 2) are partitioned by a hash bucket of the key instead.
+BUCKET_COLUMN = "ia_bucket"
+METADATA_PREFIX = "incremental_assets."
+
+
+def table_uri(warehouse: str, model_name: str) -> str:
+    """Where a model's table lives: ``<warehouse>/<schema>/<table>``.
+
+    >>> table_uri("/w", "shop.orders")
+    '/w/shop/orders'
+    """
+    return warehouse.rstrip("/") + "/" + "/".join(model_name.split("."))
+
+
+def exists(uri: str) -> bool:
+    return DeltaTable.is_deltatable(uri)
+
+
+def window_filters(window: TimeWindow, unit: IntervalUnit | str | None) -> list[tuple[str, str, object]]:
+    """Partition filters selecting every interval partition that overlaps ``window`` (widened to boundaries)."""
+    unit = IntervalUnit.of(unit)
+    return [
+        (PARTITION_COLUMN, ">=", unit.partition_key(unit.floor(window.start))),
+        (PARTITION_COLUMN, "<", unit.partition_key(unit.ceil(window.end))),
+    ]
+
+
+def last_commit_metadata(uri: str) -> dict[str, str]:
+    """What this framework recorded with the table's latest commit (model, fingerprint, window, ...).
+
+    The metadata travels in the same Delta transaction as the data, so it can never disagree with it.
+    """
+    if not exists(uri):
+        return {}
+    history = DeltaTable(uri).history(1)
+    entry = history[0] if history else {}
+    return {k[len(METADATA_PREFIX) :]: str(v) for k, v in entry.items() if k.startswith(METADATA_PREFIX)}
+
+
+def committed_files(
+    uri: str, *, window: TimeWindow | None = None, unit: str | None = None, buckets: Sequence[str] | None = None
+) -> list[str]:
+    """The files of the current version, pruned to the partitions of ``window`` or to ``buckets`` when given."""
+    table = DeltaTable(uri)
+    if buckets is not None and BUCKET_COLUMN in table.metadata().partition_columns:
+        return table.file_uris(file_pruning_predicate=[(BUCKET_COLUMN, "in", sorted(buckets))]) if buckets else []
+    if window is None or PARTITION_COLUMN not in table.metadata().partition_columns:
+        return table.file_uris()
+    return table.file_uris(file_pruning_predicate=window_filters(window, unit))
+
+
+def source_files(uri: str, *, time_column: str | None = None, window: TimeWindow | None = None) -> list[str]:
+    """Files of a Delta source, pruned by partition values or min/max statistics of its time column."""
+    table = DeltaTable(uri)
+    if window is None or time_column is None:
+        return table.file_uris()
+    return table.file_uris(file_pruning_predicate=[(time_column, ">=", window.start), (time_column, "<", window.end)])
+
+
+def arrow_schema(uri: str, *, drop: Sequence[str] = (PARTITION_COLUMN, BUCKET_COLUMN)) -> pa.Schema:
+    """The table's schema as Arrow, without the interval partition column readers don't need."""
+    schema = pa.schema(DeltaTable(uri).schema().to_arrow())
+    for name in drop:
+        index = schema.get_field_index(name)
+        if index >= 0:
+            schema = schema.remove(index)
+    return schema
+
+
+def built_with(uri: str) -> str | None:
+    """The model fingerprint recorded with the table's latest commit (None: no table, or not ours)."""
+    try:
+        history = DeltaTable(uri).history(1)
+    except TableNotFoundError:
+        return None
+    return history[0].get(METADATA_PREFIX + "fingerprint") if history else None
+
+
+def last_commit_ms(uri: str) -> int | None:
+    """When the table's latest commit was made (ms since the epoch), None without a table."""
+    try:
+        history = DeltaTable(uri).history(1)
+    except TableNotFoundError:
+        return None
+    return int(history[0]["timestamp"]) if history else None
+
+
+def rebuilt_since(uri: str, since_ms: int) -> bool:
+    """Whether a whole-table rebuild of an incremental model was committed after ``since_ms``."""
+    try:
+        history = DeltaTable(uri).history()
+    except TableNotFoundError:
+        return False
+    return any(int(c["timestamp"]) > since_ms and c.get(METADATA_PREFIX + "write") == "rebuild" for c in history)
+
+
+def version(uri: str) -> int | None:
+    try:
+        return DeltaTable(uri).version()
+    except TableNotFoundError:
+        return None
+
+
+def added_time_ranges(uri: str, since_version: int, time_column: str) -> tuple[int, list[tuple[datetime | None, datetime | None]]]:
+    """The current version of a Delta table and the (min, max) of ``time_column`` in each data file
+    added after ``since_version`` (from the add actions' statistics; (None, None) when a file has none)."""
+    current = DeltaTable(uri)
+    version = current.version()
+    if version <= since_version:
+        return version, []
+    before = set(DeltaTable(uri, version=since_version).file_uris()) if since_version >= 0 else set()
+    actions = pa.table(current.get_add_actions(flatten=True))
+    base = current.table_uri.rstrip("/")
+    ranges = []
+    names = actions.column_names
+    for row in actions.to_pylist():
+        path = row["path"]
+        full = path if "://" in path or path.startswith("/") else f"{base}/{path}"
+        if full in before or full.replace("file://", "") in before or path in before:
+            continue
+        lo = row.get(f"min.{time_column}") if f"min.{time_column}" in names else None
+        hi = row.get(f"max.{time_column}") if f"max.{time_column}" in names else None
+        ranges.append((lo, hi))
+    return version, ranges
+
+
+# -- commit log: what was written by which run -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One Delta commit made by this framework, with the metadata it was made with."""
+
+    version: int
+    model: str
+    fingerprint: str
+    run_id: str
+    window: TimeWindow | None
+    staging: str
+
+
+def commits(uri: str) -> list[Commit]:
+    """The framework's commits still in the table's log, oldest first (other writers' are skipped)."""
+    if not exists(uri):
+        return []
+    out = []
+    for entry in DeltaTable(uri).history():
+        model = entry.get(METADATA_PREFIX + "model")
+        if not model:
+            continue
+        start, end = entry.get(METADATA_PREFIX + "window_start"), entry.get(METADATA_PREFIX + "window_end")
+        window = TimeWindow(datetime.fromisoformat(start), datetime.fromisoformat(end)) if start and end else None
+        out.append(
+            Commit(
+                version=int(entry["version"]),
+                model=str(model),
+                fingerprint=str(entry.get(METADATA_PREFIX + "fingerprint", "")),
+                run_id=str(entry.get(METADATA_PREFIX + "run_id", "")),
+                window=window,
+                staging=str(entry.get(METADATA_PREFIX + "staging", "")),
+            )
+        )
+    return sorted(out, key=lambda c: c.version)
+
+
+# -- orphans and vacuum ----------------------------------------------------------------------------
+
+

@@ -1,0 +1,137 @@
+"""Audit and assertion declarations in a MODEL header, and ``audits/*.sql`` files -> Audit values.
+
+Built-ins are checked when the model loads (unknown names are resolved against the project's
+``audits/*.sql`` when the project loads), so a typo fails with the file and line.
+
+>>> from incremental_assets.load.header import parse_header
+>>> v = parse_header("MODEL (audits (not_null(columns := [a, b])))", "m.sql").properties[0].value
+>>> [a.name for a in parse_audits(v, "m.sql", origin="audits")]
+['not_null']
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError
+
+from incremental_assets.errors import ModelFileError
+from incremental_assets.load.header import (
+    Call,
+    Items,
+    Literal,
+    Name,
+    Pair,
+    Value,
+    parse_header,
+    split_model_file,
+)
+from incremental_assets.model.audits import BUILTINS, Audit, Origin, UserAudit
+
+
+def _expr(value: Value, path: str | Path) -> exp.Expression:
+    try:
+        return sqlglot.parse_one(value.text, dialect="spark")
+    except ParseError as e:
+        raise ModelFileError(path, value.line, f"cannot parse '{value.text}' as SQL: {e}") from None
+
+def _exprs(value: Value, path: str | Path) -> tuple[exp.Expression, ...]:
+    if isinstance(value, Items):
+        return tuple(_expr(v, path) for v in value.items)
+    return (_expr(value, path),)
+
+def parse_audits(value: Value, path: str | Path, *, origin: Origin) -> tuple[Audit, ...]:
+    """Typed audits from the value of an ``audits (...)`` / ``assertions (...)`` header property."""
+    items = value.items if isinstance(value, Items) else (value,)
+    audits = []
+    for item in items:
+        if isinstance(item, Name):
+            item = Call(item.value, (), item.line, item.text)
+        if not isinstance(item, Call):
+            raise ModelFileError(path, item.line, f"{origin}: expected a call such as not_null(columns := [id]), found {item.text}")
+        name = item.name.lower()
+        args: dict[str, Value] = {}
+        for arg in item.args:
+            if not isinstance(arg, Pair):
+                raise ModelFileError(path, arg.line, f"{origin}: {name} takes named arguments (name := value), found {arg.text}")
+            args[arg.key.lower()] = arg.value
+        blocking: bool | None = None
+        if "blocking" in args:
+            b = args.pop("blocking")
+            if not (isinstance(b, (Literal, Name)) and str(b.value).lower() in ("true", "false")):
+                raise ModelFileError(path, b.line, f"{origin}: blocking must be true or false, found {b.text}")
+            blocking = str(b.value).lower() == "true"
+        typed: dict[str, exp.Expression | tuple[exp.Expression, ...]] = {}
+        if name in BUILTINS:
+            required, optional = BUILTINS[name]
+            missing = required - args.keys()
+            if missing:
+                raise ModelFileError(path, item.line, f"{origin}: {name} needs {', '.join(sorted(missing))}", hint=f"e.g. {_example(name)}")
+            unknown = args.keys() - required - optional
+            if unknown:
+                raise ModelFileError(path, item.line, f"{origin}: {name} does not take {', '.join(sorted(unknown))}", hint=f"e.g. {_example(name)}")
+            if name == "accepted_range" and not ({"min_v", "max_v"} & args.keys()):
+                raise ModelFileError(path, item.line, f"{origin}: accepted_range needs min_v or max_v", hint=_example(name))
+            if name == "number_of_rows":
+                t = args["threshold"]
+                if not (isinstance(t, Literal) and isinstance(t.value, int) and not isinstance(t.value, bool)):
+                    raise ModelFileError(path, t.line, f"{origin}: number_of_rows threshold must be a whole number, found {t.text}")
+        for key, v in args.items():
+            typed[key] = _exprs(v, path) if key in ("columns", "is_in", "criteria") else _expr(v, path)
+        audits.append(Audit(name, typed, blocking, item.line, origin, item.text))
+    seen: dict[str, int] = {}
+    for a in audits:
+        if a.check_name in seen:
+            raise ModelFileError(path, a.line, f"{origin}: {a.text} is declared twice (first on line {seen[a.check_name]})")
+        seen[a.check_name] = a.line
+    return tuple(audits)
+
+def _example(name: str) -> str:
+    return {
+        "not_null": "not_null(columns := [id, ts])",
+        "unique_values": "unique_values(columns := [id])",
+        "unique_combination_of_columns": "unique_combination_of_columns(columns := [a, b])",
+        "positive_values": "positive_values(column := amount)",
+        "accepted_range": "accepted_range(column := q, min_v := 1, max_v := 5)",
+        "accepted_values": "accepted_values(column := status, is_in := ('a', 'b'))",
+        "number_of_rows": "number_of_rows(threshold := 1)",
+        "forall": "forall(criteria := [a > 0, b IS NOT NULL])",
+    }.get(name, name)
+
+def parse_audit_file(path: Path) -> list[UserAudit]:
+    """``AUDIT (name x[, blocking false][, defaults (k = v)]); SELECT ...`` (several per file allowed)."""
+    text = path.read_text()
+    out = []
+    rest, offset = text, 0
+    while rest.strip():
+        start = re.search(r"\bAUDIT\s*\(", rest, flags=re.IGNORECASE)
+        if start is None:
+            break
+        body = "MODEL" + rest[start.end() - 1 :]
+        split = split_model_file(body, path)
+        header = parse_header(split.header_text, path, offset + rest.count("\n", 0, start.start()) + split.header_line - 1)
+        props = {p.key: p for p in header.properties}
+        if "name" not in props:
+            raise ModelFileError(path, header.line, "the AUDIT header has no name", hint="AUDIT (name my_audit);")
+        query = split.query_text
+        nxt = re.search(r"\bAUDIT\s*\(", query, flags=re.IGNORECASE)
+        consumed = len(query) if nxt is None else nxt.start()
+        sql = query[:consumed].strip().rstrip(";")
+        blocking = True
+        if "blocking" in props:
+            blocking = str(getattr(props["blocking"].value, "value", "true")).lower() == "true"
+        defaults = {}
+        if "defaults" in props and isinstance(props["defaults"].value, Items):
+            defaults = {i.key.lower(): i.value.text for i in props["defaults"].value.items if isinstance(i, Pair)}
+        try:
+            sqlglot.parse_one(sql, dialect="spark")
+        except ParseError as e:
+            raise ModelFileError(path, header.line, f"audit query does not parse: {e}") from None
+        name = str(props["name"].value.text).lower()
+        out.append(UserAudit(name, sql, path, blocking, defaults))
+        offset += body.count("\n", 0, len(body)) - query[consumed:].count("\n") if nxt is not None else 0
+        rest = query[consumed:]
+    return out

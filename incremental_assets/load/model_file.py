@@ -1,0 +1,268 @@
+"""A model file -> :class:`~incremental_assets.model.sql_model.SqlModel`.
+
+A model file is a SQLMesh-style ``MODEL ( ... );`` header followed by exactly one query. The header is
+read by :mod:`~incremental_assets.load.header`, the kind by :mod:`~incremental_assets.load.kinds`, the
+query by :mod:`~incremental_assets.load.query` (in the model's dialect, Spark by default).
+
+>>> import tempfile, pathlib
+>>> p = pathlib.Path(tempfile.mkdtemp()) / "m.sql"
+>>> _ = p.write_text("MODEL (name shop.daily, kind FULL);\\nSELECT 1 AS x")
+>>> m = parse_model_file(p)
+>>> m.name, m.kind.name, m.schema
+('shop.daily', 'FULL', 'shop')
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from incremental_assets.errors import ModelFileError
+from incremental_assets.load.audits import parse_audits
+from incremental_assets.load.header import (
+    Header,
+    Items,
+    Name,
+    Pair,
+    Property,
+    Seq,
+    Value,
+    parse_header,
+    split_model_file,
+)
+from incremental_assets.load.kinds import read_kind
+from incremental_assets.load.query import (
+    node_line,
+    output_columns,
+    parse_query,
+    table_references,
+)
+from incremental_assets.load.reader import HeaderReader
+from incremental_assets.load.seeds import read_seed
+from incremental_assets.model.intervals import IntervalUnit, unit_from_cron
+from incremental_assets.model.kinds import (
+    CURSOR_MACROS,
+    IncrementalByCursor,
+    IncrementalByTimeRange,
+    Kind,
+    MergeKind,
+    ScdType2,
+    Seed,
+    key_columns_missing,
+)
+from incremental_assets.model.sql_model import SEED_VIEW, SqlModel, TableReference
+
+_NAME = re.compile(r"[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*){0,2}")
+
+
+def parse_model_file(path: str | Path, *, default_dialect: str = "spark", text: str | None = None) -> SqlModel:
+    """Read one model file; raise ModelFileError naming the file and line for anything wrong."""
+    path = Path(path)
+    if text is None:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise ModelFileError(path, None, "the file is not UTF-8 text") from None
+    reader = HeaderReader(path)
+    split = split_model_file(text, path)
+    header = parse_header(split.header_text, path, split.header_line - 1)
+    seen = _properties(reader, header)
+    dialect = _dialect(reader, seen, default_dialect)
+    name = reader.text(seen["name"].value, "name").lower()
+    if not _NAME.fullmatch(name):
+        raise reader.fail(seen["name"].line, f"model name '{name}' is not a table name", hint="use schema.table")
+    metadata: dict[str, str] = {}
+    kind = read_kind(reader, seen["kind"], metadata)
+    values = _read_values(reader, seen, dialect, metadata)
+    if isinstance(kind, IncrementalByTimeRange):
+        _time_layout(reader, seen, header, name, values)
+
+    if isinstance(kind, Seed):
+        kind, query = _seed_query(reader, kind, values, split.query_text, seen["kind"].line)
+        references: tuple[TableReference, ...] = ()
+    else:
+        query = parse_query(split.query_text, dialect=dialect, path=path, line_offset=split.query_line - 1, this_model=name)
+        references = table_references(query)
+    if isinstance(kind, IncrementalByTimeRange):
+        _check_time_column(reader, query, kind.time_column, seen["kind"].line, values.get("columns", {}))
+    _check_keyed_kind(reader, query, kind, seen["kind"].line)
+    return SqlModel(
+        name=name,
+        path=path,
+        kind=kind,
+        query=query,
+        dialect=dialect,
+        references=references,
+        metadata=metadata,
+        header_line=header.line,
+        query_line=split.query_line,
+        lines={key: prop.line for key, prop in seen.items()},
+        **values,
+    )
+
+
+def _properties(reader: HeaderReader, header: Header) -> dict[str, Property]:
+    """The header's properties by key; each at most once, name and kind required."""
+    seen: dict[str, Property] = {}
+    for prop in header.properties:
+        if prop.key in seen:
+            raise reader.fail(prop.line, f"property '{prop.key}' is given twice (first on line {seen[prop.key].line})")
+        seen[prop.key] = prop
+    if "name" not in seen:
+        raise reader.fail(header.line, "the MODEL header has no name", hint="add `name schema.table`")
+    if "kind" not in seen:
+        raise reader.fail(header.line, "the MODEL header has no kind", hint="add `kind FULL` or another kind")
+    return seen
+
+
+def _dialect(reader: HeaderReader, seen: Mapping[str, Property], default: str) -> str:
+    if "dialect" not in seen:
+        return default
+    dialect = reader.text(seen["dialect"].value, "dialect").lower()
+    try:
+        sqlglot.Dialect.get_or_raise(dialect)
+    except ValueError:
+        raise reader.fail(seen["dialect"].line, f"unknown SQL dialect '{dialect}'", hint="use spark, duckdb, bigquery, snowflake, ...") from None
+    return dialect
+
+
+def _interval_unit(reader: HeaderReader, prop: Property) -> IntervalUnit:
+    unit = reader.text(prop.value, "interval_unit").lower()
+    if unit not in IntervalUnit._value2member_map_:
+        raise reader.fail(prop.line, f"unknown interval_unit '{unit}'", hint="use one of " + ", ".join(u.value for u in IntervalUnit))
+    return IntervalUnit(unit)
+
+
+def _column_descriptions(reader: HeaderReader, prop: Property) -> dict[str, str]:
+    v = prop.value
+    if not isinstance(v, Items) or not all(isinstance(i, Pair) for i in v.items):
+        raise reader.fail(prop.line, "column_descriptions must look like (col = 'text', ...)")
+    return {i.key.lower(): reader.text(i.value, i.key) for i in v.items}  # type: ignore[union-attr]
+
+
+# How each known header property becomes a SqlModel field: (field, reader). Unknown properties are
+# kept as metadata; name, kind and dialect are read first.
+_PROPERTY_READERS: dict[str, tuple[str, Callable[[HeaderReader, Property, str], Any]]] = {
+    "start": ("start", lambda r, p, d: r.instant(p.value, "start")),
+    "end": ("end", lambda r, p, d: r.instant(p.value, "end")),
+    "cron": ("cron", lambda r, p, d: r.text(p.value, "cron")),
+    "interval_unit": ("interval_unit", lambda r, p, d: _interval_unit(r, p)),
+    "owner": ("owner", lambda r, p, d: r.text(p.value, "owner")),
+    "tags": ("tags", lambda r, p, d: r.names(p.value, "tags")),
+    "grain": ("grains", lambda r, p, d: tuple(n.lower() for n in r.names(p.value, "grain"))),
+    "grains": ("grains", lambda r, p, d: tuple(n.lower() for n in r.names(p.value, "grains"))),
+    "description": ("description", lambda r, p, d: r.text(p.value, "description")),
+    "column_descriptions": ("column_descriptions", lambda r, p, d: _column_descriptions(r, p)),
+    "columns": ("columns", lambda r, p, d: _read_columns(r, p.value, d)),
+    "enabled": ("enabled", lambda r, p, d: r.flag(p.value, "enabled")),
+}
+
+
+def _read_values(reader: HeaderReader, seen: Mapping[str, Property], dialect: str, metadata: dict[str, str]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for key, prop in seen.items():
+        if key in ("name", "kind", "dialect"):
+            continue
+        if key in _PROPERTY_READERS:
+            field, read = _PROPERTY_READERS[key]
+            values[field] = read(reader, prop, dialect)
+        elif key in ("audits", "assertions"):
+            values["audits"] = values.get("audits", ()) + parse_audits(prop.value, reader.path, origin=key)
+        else:
+            metadata[key] = prop.value.text
+    return values
+
+
+def _time_layout(reader: HeaderReader, seen: Mapping[str, Property], header: Header, name: str, values: dict[str, Any]) -> None:
+    """An incremental model's interval unit (given, derived from cron, or a day) and its aligned start."""
+    unit = values.get("interval_unit")
+    if unit is None and values.get("cron"):
+        unit = unit_from_cron(values["cron"])
+        if unit is None:
+            raise reader.fail(
+                seen["cron"].line,
+                f"cannot derive an interval unit from cron '{values['cron']}'",
+                hint="add `interval_unit day` (or hour, week, month, quarter, year)",
+            )
+    unit = values["interval_unit"] = IntervalUnit.of(unit)
+    if "start" not in values:
+        raise reader.fail(header.line, f"incremental model {name} has no start", hint="add `start 'YYYY-MM-DD'`: intervals are counted from it")
+    start = values["start"]
+    if unit.floor(start) != start:
+        raise reader.fail(
+            seen["start"].line,
+            f"start {start.date().isoformat()} is not on a {unit} boundary",
+            hint=f"use {unit.floor(start).date().isoformat()} (weeks start on Sunday)",
+        )
+
+
+def _read_columns(reader: HeaderReader, v: Value, dialect: str) -> dict[str, str]:
+    if not isinstance(v, Items) or v.bracket != "(":
+        raise reader.fail(v.line, "columns must be a list like (id INT, ds DATE)")
+    out: dict[str, str] = {}
+    for item in v.items:
+        if not isinstance(item, Seq) or not isinstance(item.values[0], Name):
+            raise reader.fail(item.line, f"cannot read column '{item.text}'", hint="write `name TYPE`")
+        col = item.values[0].value.lower()
+        type_text = item.text[len(item.values[0].text) :].strip()
+        try:
+            dtype = exp.DataType.build(type_text, dialect=dialect)
+        except (ParseError, TokenError, ValueError):
+            raise reader.fail(item.line, f"unknown type '{type_text}' for column {col}") from None
+        out[col] = dtype.sql(dialect="spark")
+    return out
+
+
+def _seed_query(reader: HeaderReader, kind: Seed, values: dict[str, Any], query_text: str, line: int) -> tuple[Seed, exp.Query]:
+    """Check the CSV (types, row shapes), fix the model's columns, and select them from the seed's view."""
+    if query_text.strip().strip(";").strip():
+        raise reader.fail(line, "a SEED model has no query: its rows come from the CSV file", hint="remove the query after the MODEL header")
+    seed = read_seed(Path(kind.location), dict(kind.csv_settings), values.get("columns"))
+    values["columns"] = seed.columns
+    query = exp.select(*(exp.column(c, quoted=True) for c in seed.columns)).from_(SEED_VIEW)
+    return Seed(kind.path, kind.location, kind.csv_settings, seed.content_hash), query
+
+
+def _check_time_column(reader: HeaderReader, query: exp.Query, column: str, line: int, declared: Mapping[str, str]) -> None:
+    names = output_columns(query)
+    if names is None:
+        if declared and column not in declared:
+            raise reader.fail(line, f"time_column '{column}' is not among the declared columns")
+        return
+    if column not in names:
+        raise reader.fail(
+            line,
+            f"time_column '{column}' is not an output column of the query (outputs: {', '.join(names)})",
+            hint=f"select the time column, e.g. `... AS {column}`, or name the right column in the kind",
+        )
+
+
+def _check_keyed_kind(reader: HeaderReader, query: exp.Query, kind: Kind, line: int) -> None:
+    """Key, cursor and SCD columns must be outputs; cursor macros belong to cursor models only."""
+    if not isinstance(kind, IncrementalByCursor):
+        for param in query.find_all(exp.Parameter):
+            if param.name in CURSOR_MACROS:
+                raise reader.fail(
+                    node_line(param, 0) or line,
+                    f"@{param.name} is a macro of INCREMENTAL_BY_CURSOR models",
+                    hint="use kind INCREMENTAL_BY_CURSOR (cursor <column>) or a date macro",
+                )
+    if not isinstance(kind, MergeKind):
+        return
+    names = output_columns(query)
+    missing = key_columns_missing(kind, names) if names is not None else []
+    if missing:
+        raise reader.fail(
+            line,
+            f"kind {kind.name} needs column(s) {', '.join(missing)}, which the query does not output (outputs: {', '.join(names or [])})",
+            hint="select them, or name the right columns in the kind",
+        )
+    if isinstance(kind, ScdType2) and names is not None:
+        clash = [c for c in (kind.valid_from_name, kind.valid_to_name) if c in names]
+        if clash:
+            raise reader.fail(line, f"the query outputs {', '.join(clash)}, which SCD_TYPE_2 adds itself", hint="rename the column or set valid_from_name / valid_to_name")

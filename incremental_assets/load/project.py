@@ -1,0 +1,192 @@
+"""A project folder: its models, its sources, the dependencies between them, in topological order.
+
+>>> import tempfile, pathlib
+>>> d = pathlib.Path(tempfile.mkdtemp()); (d / "models").mkdir()
+>>> _ = (d / "models" / "a.sql").write_text("MODEL (name s.a, kind FULL); SELECT 1 AS x")
+>>> _ = (d / "models" / "b.sql").write_text("MODEL (name s.b, kind FULL); SELECT x FROM s.a")
+>>> [m.name for m in load_project(d).ordered()]
+['s.a', 's.b']
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Mapping
+
+from sqlglot import exp
+
+from incremental_assets.errors import ModelFileError, ProjectError
+from incremental_assets.load.audits import parse_audit_file
+from incremental_assets.load.model_file import parse_model_file
+from incremental_assets.load.python_models import load_python_model
+from incremental_assets.load.query import table_name, table_references
+from incremental_assets.load.settings import load_settings
+from incremental_assets.load.sources import load_sources
+from incremental_assets.model.audits import BUILTINS, UserAudit
+from incremental_assets.model.kinds import Embedded
+from incremental_assets.model.project import Project, Source
+from incremental_assets.model.settings import Settings
+from incremental_assets.model.sql_model import SqlModel
+
+
+def load_project(directory: str | Path = ".", *, settings: Settings | None = None) -> Project:
+    """Load every model under ``models/`` and the sources; raise ProjectError listing every problem."""
+    directory = Path(directory).resolve()
+    settings = settings or load_settings(directory)
+    models_dir = directory / "models"
+    if not models_dir.is_dir():
+        raise ProjectError([ModelFileError(directory, None, "no models/ folder here", hint="pass --project DIR pointing at the project folder")])
+    errors: list[ModelFileError] = []
+    try:
+        sources = load_sources(directory / "sources.yaml", directory)
+    except ModelFileError as exc:
+        errors.append(exc)
+        sources = {}
+    models = _load_models(models_dir, settings, sources, errors)
+    errors += _reference_errors(models, sources)
+    user_audits = _load_user_audits(directory / "audits", errors)
+    errors += _audit_errors(models, user_audits)
+    if errors:
+        raise ProjectError(errors)
+    models = inline_embedded(models)
+    order = [n for n in _topological_order(models) if not isinstance(models[n].kind, Embedded)]
+    return Project(directory=directory, settings=settings, models=models, sources=sources, order=tuple(order), audits=user_audits)
+
+
+def _load_models(models_dir: Path, settings: Settings, sources: Mapping[str, Source], errors: list[ModelFileError]) -> dict[str, SqlModel]:
+    """Every enabled model file (``*.sql``, and ``*.py`` not starting with ``_``), each name once."""
+    models: dict[str, SqlModel] = {}
+    python_files = [p for p in models_dir.rglob("*.py") if not p.name.startswith("_")]
+    for path in sorted([*models_dir.rglob("*.sql"), *python_files]):
+        try:
+            model = parse_model_file(path, default_dialect=settings.dialect) if path.suffix == ".sql" else load_python_model(path)
+        except ModelFileError as exc:
+            errors.append(exc)
+            continue
+        if not model.enabled:
+            continue
+        if model.name in models:
+            first = models[model.name]
+            errors.append(
+                ModelFileError(
+                    path,
+                    model.line_of("name"),
+                    f"model {model.name} is also defined in {first.path}:{first.line_of('name')}",
+                    hint="give each model a unique name",
+                )
+            )
+            continue
+        if model.name in sources:
+            errors.append(ModelFileError(path, model.line_of("name"), f"model {model.name} has the name of a source in sources.yaml", hint="rename the model or the source"))
+            continue
+        models[model.name] = model
+    return models
+
+
+def _reference_errors(models: Mapping[str, SqlModel], sources: Mapping[str, Source]) -> list[ModelFileError]:
+    errors = []
+    for model in models.values():
+        for ref in model.references:
+            if ref.name not in models and ref.name not in sources and ref.name != model.name:
+                errors.append(
+                    ModelFileError(
+                        model.path,
+                        ref.line,
+                        f"unknown table '{ref.name}' in model {model.name}",
+                        hint="declare it in sources.yaml or create a model with that name",
+                    )
+                )
+            if ref.name == model.name and not model.is_incremental:
+                errors.append(ModelFileError(model.path, ref.line, f"model {model.name} reads itself; only incremental models may"))
+    return errors
+
+
+def _load_user_audits(folder: Path, errors: list[ModelFileError]) -> dict[str, UserAudit]:
+    user_audits: dict[str, UserAudit] = {}
+    for path in sorted(folder.glob("*.sql")):
+        try:
+            user_audits.update((a.name, a) for a in parse_audit_file(path))
+        except ModelFileError as exc:
+            errors.append(exc)
+    return user_audits
+
+
+def _audit_errors(models: Mapping[str, SqlModel], user_audits: Mapping[str, UserAudit]) -> list[ModelFileError]:
+    return [
+        ModelFileError(
+            model.path,
+            audit.line,
+            f"unknown audit '{audit.name}' in model {model.name}",
+            hint="use a built-in (" + ", ".join(BUILTINS) + ") or define it in audits/*.sql",
+        )
+        for model in models.values()
+        for audit in model.audits
+        if audit.name not in BUILTINS and audit.name not in user_audits
+    ]
+
+
+def inline_embedded(models: Mapping[str, SqlModel]) -> dict[str, SqlModel]:
+    """Every model reading an EMBEDDED model gets the embedded query inlined as a derived table.
+
+    The consumer's dependencies become the embedded model's inputs, its fingerprint covers the embedded
+    query, and the safety analysis sees through it (a lookback through an embedded model is derived
+    on the real source).
+    """
+    embedded = {n for n, m in models.items() if isinstance(m.kind, Embedded)}
+    out = dict(models)
+
+    def expand(model: SqlModel, stack: tuple[str, ...]) -> SqlModel:
+        if not embedded & set(model.depends_on):
+            return model
+        query = model.query.copy()
+        ctes = {cte.alias_or_name.lower() for cte in query.find_all(exp.CTE)}
+        inlined: set[str] = set()
+        for table in list(query.find_all(exp.Table)):
+            name = table_name(table) if table.name else ""
+            if name not in embedded or (not table.db and name in ctes):
+                continue
+            if name in stack:
+                raise ProjectError([ModelFileError(model.path, table.this.meta.get("line"), "embedded models form a cycle: " + " -> ".join(stack + (name,)))])
+            inner = expand(models[name], stack + (name,))
+            inlined |= {name, *inner.embeds}
+            body = inner.query.copy()
+            alias = exp.TableAlias(this=exp.to_identifier(table.alias or table.name))
+            table.replace(exp.Subquery(this=body, alias=alias))
+        return replace(model, query=query, references=table_references(query), embeds=tuple(sorted(inlined)))
+
+    for name, model in models.items():
+        out[name] = expand(model, (name,))
+    return out
+
+
+def _topological_order(models: Mapping[str, SqlModel]) -> list[str]:
+    deps = {n: [d for d in m.depends_on if d in models and d != n] for n, m in models.items()}
+    order: list[str] = []
+    state: dict[str, int] = {}
+
+    def visit(name: str, path: list[str]) -> None:
+        if state.get(name) == 2:
+            return
+        if state.get(name) == 1:
+            cycle = path[path.index(name) :] + [name]
+            model = models[name]
+            raise ProjectError(
+                [
+                    ModelFileError(
+                        model.path,
+                        next((r.line for r in model.references if r.name == cycle[-2] or r.name in cycle), model.query_line),
+                        "dependency cycle: " + " -> ".join(cycle),
+                        hint="break the cycle: a model cannot depend on its own downstream models",
+                    )
+                ]
+            )
+        state[name] = 1
+        for dep in sorted(deps[name]):
+            visit(dep, path + [name])
+        state[name] = 2
+        order.append(name)
+
+    for name in sorted(models):
+        visit(name, [])
+    return order

@@ -1,0 +1,121 @@
+"""Python source models: a ``models/*.py`` file that fetches rows from an external system.
+
+The file declares ``MODEL`` (a dict: name, kind INCREMENTAL_BY_CURSOR, cursor, initial_value, optional
+columns) and a function ``fetch(last_value, initial_value, is_backfill)`` returning the new rows as a
+pyarrow Table, a pandas DataFrame or a list of dicts. The framework calls it with the high-water mark
+read back from the committed table (``initial_value`` on the first run or after a definition change)
+and appends the rows in one atomic commit, exactly like an SQL cursor model.
+
+>>> import tempfile, pathlib
+>>> p = pathlib.Path(tempfile.mkdtemp()) / "api.py"
+>>> _ = p.write_text("MODEL = {'name': 'raw.api', 'kind': 'INCREMENTAL_BY_CURSOR', 'cursor': 'id', 'initial_value': 0}\\n"
+...                  "def fetch(last_value, initial_value, is_backfill):\\n    return [{'id': 1}]\\n")
+>>> m = load_python_model(p)
+>>> m.name, m.kind.cursor, m.fetch(0, 0, True)
+('raw.api', 'id', [{'id': 1}])
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import inspect
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Callable
+
+from incremental_assets.errors import ModelFileError
+from incremental_assets.load.query import parse_query
+from incremental_assets.model.intervals import INTERVAL_UNITS
+from incremental_assets.model.kinds import IncrementalByCursor
+from incremental_assets.model.sql_model import SqlModel
+
+# The rows ``fetch`` returned are registered under this view; the model's query reads it whole.
+FETCHED_VIEW = "ia_fetched_rows"
+FETCH_ARGS = ("last_value", "initial_value", "is_backfill")
+
+
+@dataclass(frozen=True, eq=False)
+class PythonModel(SqlModel):
+    """A model whose rows come from a Python function instead of a query over other tables."""
+
+    fetch: Callable[..., Any] | None = None
+    source_text: str = ""
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """sha256 of the file and the kind: editing the function resets the cursor like an SQL change."""
+        payload = f"{self.source_text}\n{self.kind!r}\n{dict(self.columns)!r}"
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def _line_of_model(text: str) -> int | None:
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "MODEL" for t in node.targets):
+            return node.lineno
+    return None
+
+
+def load_python_model(path: str | Path) -> PythonModel:
+    """Import a Python source model file; raise ModelFileError naming the file and line for anything wrong."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    line = _line_of_model(text)
+    spec = importlib.util.spec_from_file_location(f"incremental_assets_model_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # the user's code: report whatever it raised, with the file
+        lineno = getattr(exc, "lineno", None)
+        raise ModelFileError(path, lineno, f"cannot import the Python model: {type(exc).__name__}: {exc}") from None
+    config = getattr(module, "MODEL", None)
+    if not isinstance(config, dict):
+        raise ModelFileError(path, None, "a Python model defines MODEL = {...}", hint="add MODEL = {'name': ..., 'kind': 'INCREMENTAL_BY_CURSOR', 'cursor': ...}")
+    fetch = getattr(module, "fetch", None)
+    if not callable(fetch):
+        raise ModelFileError(path, None, "a Python model defines a function fetch(last_value, initial_value, is_backfill)")
+    params = set(inspect.signature(fetch).parameters)
+    unknown = params - set(FETCH_ARGS)
+    if unknown:
+        raise ModelFileError(path, fetch.__code__.co_firstlineno, f"fetch takes unknown argument(s) {', '.join(sorted(unknown))}", hint="use " + ", ".join(FETCH_ARGS))
+    name = str(config.get("name", "")).lower()
+    if not name:
+        raise ModelFileError(path, line, "MODEL has no name", hint="add 'name': 'schema.table'")
+    kind_name = str(config.get("kind", "INCREMENTAL_BY_CURSOR")).upper()
+    if kind_name != "INCREMENTAL_BY_CURSOR":
+        raise ModelFileError(path, line, f"a Python model's kind is INCREMENTAL_BY_CURSOR, found {kind_name}")
+    if not config.get("cursor"):
+        raise ModelFileError(path, line, "MODEL has no cursor column", hint="add 'cursor': '<column>'")
+    unit = config.get("interval_unit")
+    if unit is not None and unit not in INTERVAL_UNITS:
+        raise ModelFileError(path, line, f"unknown interval_unit '{unit}'")
+    kind = IncrementalByCursor(str(config["cursor"]).lower(), config.get("initial_value"))
+    return PythonModel(
+        name=name,
+        path=path,
+        kind=kind,
+        query=parse_query(f"SELECT * FROM {FETCHED_VIEW}", path=path),
+        columns={str(k).lower(): str(v) for k, v in (config.get("columns") or {}).items()},
+        owner=config.get("owner"),
+        description=config.get("description") or (fetch.__doc__ or "").strip() or None,
+        tags=tuple(config.get("tags") or ()),
+        cron=config.get("cron"),
+        header_line=line or 1,
+        fetch=fetch,
+        source_text=text,
+    )
+
+
+def call_fetch(model: PythonModel, last_value: Any, initial_value: Any, is_backfill: bool) -> Any:
+    """Call the model's fetch with the arguments it declares."""
+    assert model.fetch is not None
+    given = {"last_value": last_value, "initial_value": initial_value, "is_backfill": is_backfill}
+    params = inspect.signature(model.fetch).parameters
+    return model.fetch(**{k: v for k, v in given.items() if k in params})

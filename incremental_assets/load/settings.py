@@ -1,0 +1,95 @@
+"""Project settings: ``incremental_assets.yaml`` at the project root, each value overridable by environment.
+
+| setting           | default                      | environment variable                   |
+| ----------------- | ---------------------------- | -------------------------------------- |
+| warehouse         | ``<project>/warehouse``      | ``INCREMENTAL_ASSETS_WAREHOUSE``       |
+| dialect           | ``spark``                    | ``INCREMENTAL_ASSETS_DIALECT``         |
+| timezone          | ``UTC``                      | ``INCREMENTAL_ASSETS_TIMEZONE``        |
+| spark.master      | ``local[2]``                 | ``INCREMENTAL_ASSETS_SPARK_MASTER``    |
+| spark.remote      | none (Spark Connect URL)     | ``INCREMENTAL_ASSETS_SPARK_REMOTE``    |
+| spark.conf        | a few small-machine defaults | ``INCREMENTAL_ASSETS_SPARK_CONF`` (JSON object, merged) |
+| dagster_home      | ``<project>/.dagster``       | ``DAGSTER_HOME``                       |
+
+>>> import tempfile
+>>> s = load_settings(tempfile.mkdtemp(), environ={"INCREMENTAL_ASSETS_SPARK_MASTER": "local[1]"})
+>>> s.spark_master, s.timezone
+('local[1]', 'UTC')
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Mapping
+
+import yaml
+
+from incremental_assets.errors import ModelFileError
+from incremental_assets.model.settings import Settings
+
+SETTINGS_FILE = "incremental_assets.yaml"
+
+
+def _resolve(project_dir: Path, location: str) -> str:
+    if "://" in location:
+        return location
+    path = Path(location).expanduser()
+    return str(path if path.is_absolute() else (project_dir / path).resolve())
+
+
+_EXAMPLES = {"warehouse": "s3://bucket/warehouse", "dialect": "spark", "timezone": "UTC", "dagster_home": ".dagster"}
+
+
+def load_settings(project_dir: str | Path, *, environ: Mapping[str, str] | None = None) -> Settings:
+    """Read the settings file (optional) and apply environment overrides."""
+    env = os.environ if environ is None else environ
+    project_dir = Path(project_dir).resolve()
+    path = project_dir / SETTINGS_FILE
+    raw: dict = {}
+    if path.exists():
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            raise ModelFileError(path, mark.line + 1 if mark else None, f"invalid YAML: {getattr(exc, 'problem', exc)}") from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ModelFileError(path, 1, "settings must be a mapping of keys to values")
+        raw = loaded or {}
+    known = {"warehouse", "dialect", "timezone", "spark", "dagster_home"}
+    unknown = {str(k) for k in raw} - known
+    if unknown:
+        raise ModelFileError(path, None, f"unknown setting(s): {', '.join(sorted(unknown))}", hint="use " + ", ".join(sorted(known)))
+    for key in ("warehouse", "dialect", "timezone", "dagster_home"):
+        value = raw.get(key)
+        if value is not None and (not isinstance(value, (str, int, float)) or "\x00" in str(value)):
+            raise ModelFileError(path, None, f"{key} must be a single value, e.g. `{key}: {_EXAMPLES[key]}`")
+    spark = raw.get("spark") or {}
+    if not isinstance(spark, dict):
+        raise ModelFileError(path, None, "spark must be a mapping with master, remote and conf")
+    for key in ("master", "remote"):
+        if spark.get(key) is not None and not isinstance(spark.get(key), str):
+            raise ModelFileError(path, None, f"spark.{key} must be text, e.g. `{key}: local[2]`" if key == "master" else f"spark.{key} must be a Spark Connect URL")
+    if not isinstance(spark.get("conf") or {}, dict):
+        raise ModelFileError(path, None, "spark.conf must be a mapping of Spark settings to values", hint="write `conf: {spark.sql.shuffle.partitions: 8}`")
+    conf = {str(k): str(v) for k, v in (spark.get("conf") or {}).items()}
+    if env.get("INCREMENTAL_ASSETS_SPARK_CONF"):
+        try:
+            extra = json.loads(env["INCREMENTAL_ASSETS_SPARK_CONF"])
+            if not isinstance(extra, dict):
+                raise ValueError
+        except ValueError:
+            raise ModelFileError(None, None, "INCREMENTAL_ASSETS_SPARK_CONF must be a JSON object of Spark settings") from None
+        conf.update({str(k): str(v) for k, v in extra.items()})
+    warehouse = env.get("INCREMENTAL_ASSETS_WAREHOUSE") or raw.get("warehouse") or "warehouse"
+    home = env.get("DAGSTER_HOME") or raw.get("dagster_home") or ".dagster"
+    return Settings(
+        project_dir=project_dir,
+        warehouse=_resolve(project_dir, str(warehouse)),
+        dialect=str(env.get("INCREMENTAL_ASSETS_DIALECT") or raw.get("dialect") or "spark").lower(),
+        timezone=str(env.get("INCREMENTAL_ASSETS_TIMEZONE") or raw.get("timezone") or "UTC"),
+        spark_master=str(env.get("INCREMENTAL_ASSETS_SPARK_MASTER") or spark.get("master") or "local[2]"),
+        spark_remote=env.get("INCREMENTAL_ASSETS_SPARK_REMOTE") or spark.get("remote") or None,
+        spark_conf=conf,
+        dagster_home=Path(_resolve(project_dir, str(home))),
+    )

@@ -1,0 +1,82 @@
+"""sources.yaml -> Source values: tables no model produces (SQLMesh's EXTERNAL models)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from incremental_assets.errors import ModelFileError
+from incremental_assets.model.intervals import INTERVAL_UNITS
+from incremental_assets.model.project import SOURCE_FORMATS, Source
+
+
+def _node_line(node: yaml.Node) -> int:
+    return node.start_mark.line + 1
+
+def load_sources(path: Path, project_dir: Path) -> dict[str, Source]:
+    """Read sources.yaml: a list of {name, location, format, columns?, time_column?, interval_unit?}."""
+    if not path.exists():
+        return {}
+    try:
+        root = yaml.compose(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise ModelFileError(path, mark.line + 1 if mark else None, f"invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
+    if root is None:
+        return {}
+    if isinstance(root, yaml.MappingNode) and any(k.value == "sources" for k, _ in root.value):
+        root = next(v for k, v in root.value if k.value == "sources")
+    if not isinstance(root, yaml.SequenceNode):
+        raise ModelFileError(path, _node_line(root), "sources.yaml must be a list of sources", hint="start each entry with `- name: raw.orders`")
+    sources: dict[str, Source] = {}
+    for node in root.value:
+        line = _node_line(node)
+        if not isinstance(node, yaml.MappingNode):
+            raise ModelFileError(path, line, "each source must be a mapping with name, location and format")
+        entry = yaml.safe_load(yaml.serialize(node)) or {}
+        unknown = set(entry) - {"name", "location", "format", "columns", "time_column", "interval_unit", "description"}
+        if unknown:
+            raise ModelFileError(path, line, f"unknown key(s) {', '.join(sorted(unknown))} in a source", hint="use name, location, format, columns, time_column, interval_unit")
+        for key in ("name", "location", "format"):
+            if not entry.get(key) or not isinstance(entry.get(key), str):
+                raise ModelFileError(path, line, f"source is missing '{key}'", hint=f"add `{key}: ...` to the entry")
+        for key in ("name", "location", "time_column"):
+            if "\x00" in str(entry.get(key) or ""):
+                raise ModelFileError(path, line, f"source {key} contains a NUL character")
+        name = entry["name"].lower()
+        fmt = entry["format"].lower()
+        if fmt not in SOURCE_FORMATS:
+            raise ModelFileError(path, line, f"source {name}: unknown format '{fmt}'", hint="use one of " + ", ".join(SOURCE_FORMATS))
+        if name in sources:
+            raise ModelFileError(path, line, f"source {name} is declared twice (first on line {sources[name].line})")
+        columns = _columns(entry.get("columns") or {}, path, line, name)
+        unit = entry.get("interval_unit")
+        if unit is not None and str(unit).lower() not in INTERVAL_UNITS:
+            raise ModelFileError(path, line, f"source {name}: unknown interval_unit '{unit}'", hint="use one of " + ", ".join(INTERVAL_UNITS))
+        time_column = entry.get("time_column")
+        location = entry["location"]
+        if fmt != "table" and "://" not in location and not Path(location).is_absolute():
+            location = str((project_dir / location).resolve())
+        sources[name] = Source(
+            name=name,
+            location=location,
+            format=fmt,
+            columns={str(k).lower(): str(v) for k, v in columns.items()},
+            time_column=str(time_column).lower() if time_column else None,
+            interval_unit=str(unit).lower() if unit else ("day" if time_column else None),
+            line=line,
+        )
+    return sources
+
+
+def _columns(columns: object, path: Path, line: int, name: str) -> dict:
+    """A source's ``columns``: a mapping of names to types, or a list of one-entry mappings."""
+    if isinstance(columns, list):
+        try:
+            columns = {str(k): str(v) for item in columns for k, v in dict(item).items()}
+        except (TypeError, ValueError):
+            raise ModelFileError(path, line, f"source {name}: columns must map names to types") from None
+    if not isinstance(columns, dict):
+        raise ModelFileError(path, line, f"source {name}: columns must map names to types", hint="write `columns: {id: bigint}`")
+    return columns

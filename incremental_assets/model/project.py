@@ -1,0 +1,104 @@
+"""A project as a value: its settings, models, sources and user audits, in dependency order.
+
+Loaded by :mod:`incremental_assets.load.project`; the safety analyses of its models are compiled by
+:mod:`incremental_assets.plan.compile`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from incremental_assets.errors import SelectionError
+from incremental_assets.model.audits import UserAudit
+from incremental_assets.model.settings import Settings
+from incremental_assets.model.sql_model import SqlModel
+
+SOURCE_FORMATS = ("delta", "parquet", "csv", "json", "table")
+
+
+@dataclass(frozen=True, eq=False)
+class Source:
+    """A table no model produces (SQLMesh's EXTERNAL model), declared in sources.yaml."""
+
+    name: str
+    location: str
+    format: str
+    columns: Mapping[str, str] = field(default_factory=dict)
+    time_column: str | None = None
+    interval_unit: str | None = None
+    line: int | None = None
+
+    @property
+    def is_time_series(self) -> bool:
+        return self.time_column is not None
+
+
+@dataclass(frozen=True, eq=False)
+class Project:
+    directory: Path
+    settings: Settings
+    models: Mapping[str, SqlModel]
+    sources: Mapping[str, Source]
+    order: tuple[str, ...]
+    audits: Mapping[str, UserAudit] = field(default_factory=dict)
+
+    def ordered(self) -> list[SqlModel]:
+        """Models in dependency order (upstreams first); EMBEDDED models are not among them (they are
+        inlined into their consumers and never run on their own)."""
+        return [self.models[name] for name in self.order]
+
+    def model(self, name: str) -> SqlModel:
+        try:
+            return self.models[name.lower()]
+        except KeyError:
+            raise SelectionError(f"no model named '{name}'; models are: {', '.join(sorted(self.models))}") from None
+
+    def upstream_models(self, model: SqlModel) -> list[SqlModel]:
+        return [self.models[n] for n in model.depends_on if n in self.models and n != model.name]
+
+    def downstream(self, name: str) -> list[str]:
+        return [m.name for m in self.models.values() if name in m.depends_on and m.name != name]
+
+    def time_column_of(self, name: str) -> str | None:
+        if name in self.models:
+            return self.models[name].time_column
+        if name in self.sources:
+            return self.sources[name].time_column
+        return None
+
+    def select(self, selection: str | Iterable[str] | None) -> list[SqlModel]:
+        """Resolve a selection like ``shop.orders``, ``+shop.orders`` (with upstreams), ``shop.orders+``
+        (with downstreams) or ``tag:sales``, comma- or space-separated; None selects everything."""
+        if selection is None:
+            return self.ordered()
+        terms = selection.replace(",", " ").split() if isinstance(selection, str) else list(selection)
+        chosen: set[str] = set()
+        for term in terms:
+            up, down = term.startswith("+"), term.endswith("+")
+            core = term.strip("+").lower()
+            if core.startswith("tag:"):
+                hits = {m.name for m in self.models.values() if core[4:] in (t.lower() for t in m.tags)}
+                if not hits:
+                    raise SelectionError(f"no model has tag '{core[4:]}'")
+            else:
+                hits = {self.model(core).name}
+            for name in list(hits):
+                if up:
+                    hits |= self._closure(name, lambda n: [u.name for u in self.upstream_models(self.models[n])])
+                if down:
+                    hits |= self._closure(name, self.downstream)
+            chosen |= hits
+        return [m for m in self.ordered() if m.name in chosen]
+
+    @staticmethod
+    def _closure(start: str, step) -> set[str]:
+        seen: set[str] = set()
+        stack = [start]
+        while stack:
+            for nxt in step(stack.pop()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append(nxt)
+        return seen

@@ -1,0 +1,62 @@
+"""Project settings as a value, and how credentials among them are kept out of sight.
+
+Read from ``incremental_assets.yaml`` and the environment by :mod:`incremental_assets.load.settings`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+DEFAULT_SPARK_CONF: dict[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.session.timeZone": "UTC",
+    # Delta readers expect INT64 microsecond timestamps, not Spark's legacy INT96.
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    "spark.sql.sources.partitionOverwriteMode": "static",
+    "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+    "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
+}
+
+SECRET_KEY = re.compile(r"secret|password|passwd|token|credential|private|(^|[._-])(access|api|account|sas)?[._-]?key($|[._-])", re.IGNORECASE)
+
+REDACTED = "<redacted>"
+
+def is_secret(key: str) -> bool:
+    """Whether a setting's name says it holds a credential: its value is never shown or stored.
+
+    >>> [is_secret(k) for k in ("spark.hadoop.fs.s3a.secret.key", "spark.hadoop.fs.s3a.access.key", "spark.sql.shuffle.partitions")]
+    [True, True, False]
+    """
+    return bool(SECRET_KEY.search(key))
+
+def redact(conf: Mapping[str, str]) -> dict[str, str]:
+    """A copy of ``conf`` safe to print or record: credential values replaced by ``<redacted>``."""
+    return {k: REDACTED if is_secret(k) else v for k, v in conf.items()}
+
+def redact_url(url: str | None) -> str | None:
+    """A Spark Connect URL without its token: ``sc://h:15002/;token=abc`` -> ``sc://h:15002/;token=<redacted>``."""
+    return re.sub(r"(?i)((?:token|password|secret)=)[^;&]*", r"\1" + REDACTED, url) if url else url
+
+@dataclass(frozen=True)
+class Settings:
+    project_dir: Path
+    warehouse: str
+    dialect: str = "spark"
+    timezone: str = "UTC"
+    spark_master: str = "local[2]"
+    spark_remote: str | None = None
+    spark_conf: Mapping[str, str] = field(default_factory=dict)
+    dagster_home: Path | None = None
+
+    def spark_config(self) -> dict[str, str]:
+        conf = dict(DEFAULT_SPARK_CONF)
+        conf["spark.sql.session.timeZone"] = self.timezone
+        conf.update(self.spark_conf)
+        if not self.spark_remote:
+            conf.setdefault("spark.master", self.spark_master)
+        return conf

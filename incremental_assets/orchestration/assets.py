@@ -1,0 +1,209 @@
+"""Dagster assets from a project: one asset per model, a spec per source.
+
+The asset body asks what to run (plans, from :mod:`incremental_assets.plan`) and hands it to the Spark
+executor; which windows a run covers comes from Dagster (its partition key range).
+"""
+
+import os
+import time
+from datetime import timezone
+from typing import Any
+
+import dagster as dg
+
+from incremental_assets import delta
+from incremental_assets.errors import WindowError
+from incremental_assets.model.intervals import TimeWindow, to_utc
+from incremental_assets.model.project import Project, Source
+from incremental_assets.model.sql_model import SqlModel
+from incremental_assets.orchestration import checks, tags
+from incremental_assets.orchestration.instance import (
+    materialized_windows,
+    missing_upstream,
+    pending_upstream_runs,
+)
+from incremental_assets.orchestration.resource import SparkResource
+from incremental_assets.orchestration.translator import ModelTranslator
+from incremental_assets.plan.compile import input_bound, run_size
+from incremental_assets.plan.rebuild import (
+    check_rebuild_window,
+    full_refresh_target,
+    rebuild_reason,
+)
+from incremental_assets.plan.run_plan import (
+    RunPlan,
+    WriteKind,
+    plan_rebuild,
+    plan_run,
+    plan_window,
+)
+from incremental_assets.spark.executor import Executor, RunResult
+
+
+def upstream_wait() -> tuple[int, float]:
+    """How long a run waits for upstream runs that rebuild what it reads: retries x seconds (default an hour)."""
+    return (
+        int(os.environ.get("INCREMENTAL_ASSETS_UPSTREAM_WAIT_RETRIES", "240")),
+        float(os.environ.get("INCREMENTAL_ASSETS_UPSTREAM_WAIT_SECONDS", "15")),
+    )
+
+
+def window_of(context: dg.AssetExecutionContext) -> TimeWindow:
+    tw = context.partition_time_window
+    return TimeWindow(to_utc(tw.start).astimezone(timezone.utc), to_utc(tw.end).astimezone(timezone.utc))
+
+
+def rebuild_plans(
+    context: dg.AssetExecutionContext, project: Project, model: SqlModel, window: TimeWindow | None, translator: ModelTranslator, allow_downgrade: bool
+) -> list[RunPlan] | None:
+    """Plans rebuilding an incremental model from its start, when the run asks for it (``REBUILD_TAG``)
+    or the model's definition changed since its table was built; None for a plain window run."""
+    if window is None or not model.is_incremental:
+        return None
+    run_tags = context.run.tags
+    asked = tags.is_set(run_tags, tags.REBUILD_TAG)
+    built = None
+    if not asked:
+        if tags.BUILT_WITH_TAG in run_tags:
+            built = run_tags[tags.BUILT_WITH_TAG] or None
+        else:
+            built = delta.built_with(delta.table_uri(project.settings.warehouse, model.name))
+    reason = rebuild_reason(model, asked=asked, built_with=built)
+    if reason is None:
+        return None
+    partitions = translator.get_partitions_def(model)
+    assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
+    recorded = materialized_windows(context.instance, translator.get_asset_key(model), partitions)
+    check_rebuild_window(model, window, max((w.end for w in recorded), default=window.end), reason)
+    if not asked:
+        context.log.info(f"{model.name}: definition changed (table built with {str(built)[:12]}, now {model.fingerprint[:12]}): rebuilding from its start")
+    return plan_rebuild(project, model, window.end, allow_downgrade=allow_downgrade)
+
+
+def unpartitioned_plan(context: dg.AssetExecutionContext, project: Project, model: SqlModel, executor: Executor, execution_time: Any) -> RunPlan:
+    """The plan of a FULL, VIEW, SEED or merge-style run, from the committed state of its table."""
+    target = executor.target_state(model.name)
+    if target is not None and tags.is_set(context.run.tags, tags.REBUILD_TAG):
+        target = full_refresh_target(model)
+        context.log.info(f"{model.name}: full refresh: rebuilding the table from scratch, committed as one transaction")
+    elif target is not None and target.exists and target.is_backfill(model):
+        context.log.info(f"{model.name}: definition changed since its table was built: rebuilding it from scratch")
+    return plan_run(project, model, None, execution_time=execution_time, target=target)
+
+
+def check_upstreams(context: dg.AssetExecutionContext, project: Project, model: SqlModel, window: TimeWindow | None, translator: ModelTranslator) -> None:
+    """Wait (by a retry) for upstream runs rebuilding what this run reads; fail naming upstream intervals
+    the window needs that are not materialized (Dagster's backfills do not check outside their range)."""
+    pending = pending_upstream_runs(context.instance, project, model, window, translator, context.run_id)
+    if pending:
+        context.log.info(f"{model.name}: waiting for upstream runs to finish: {'; '.join(pending)}")
+        retries, seconds = upstream_wait()
+        raise dg.RetryRequested(max_retries=retries, seconds_to_wait=seconds)
+    if window is not None:
+        missing = missing_upstream(context.instance, project, model, window, translator)
+        if missing:
+            raise WindowError(
+                f"{model.name} {window}: upstream intervals are not materialized: " + "; ".join(missing)
+                + ". Run them first (select +" + model.name + ")."
+            )
+
+
+def materialization_metadata(results: list[RunResult], seconds: float) -> dict[str, Any]:
+    last = results[-1]
+    rows = sum(r.rows or 0 for r in results)
+    meta: dict[str, Any] = {
+        "write": str(last.write),
+        "duration_seconds": round(seconds, 3),
+        "spark_seconds": round(sum(r.seconds for r in results), 3),
+        "batches": len(results),
+        "sql": dg.MetadataValue.md(f"```sql\n{last.sql}\n```"),
+    }
+    if last.window is not None:
+        meta["window_start"] = results[0].window.start.isoformat()  # type: ignore[union-attr]
+        meta["window_end"] = last.window.end.isoformat()  # type: ignore[union-attr]
+    if last.write != WriteKind.VIEW:
+        meta["rows_written"] = rows
+        meta["delta_version"] = last.version
+        meta["files_written"] = sum(r.files for r in results)
+        meta["table_uri"] = dg.MetadataValue.path(last.table or "")
+        if last.write == WriteKind.REPLACE_TABLE:
+            meta["dagster/row_count"] = rows
+    for name, value in last.details.items():
+        meta[name] = value if value is not None else "none"
+    return meta
+
+
+
+def model_deps(project: Project, model: SqlModel, translator: ModelTranslator) -> list[dg.AssetDep]:
+    """The asset's dependencies: upstream models (with partition mappings that include the lookback) and sources."""
+    deps = []
+    for name in model.depends_on:
+        if name == model.name:
+            continue
+        if name in project.models:
+            upstream = project.models[name]
+            mapping = translator.get_partition_mapping(model, upstream, input_bound(project, model.name, name))
+            deps.append(dg.AssetDep(translator.get_asset_key(upstream), partition_mapping=mapping))
+        else:
+            deps.append(dg.AssetDep(translator.get_source_key(project.sources[name])))
+    return deps
+
+
+def build_model_asset(project: Project, model: SqlModel, translator: ModelTranslator) -> dg.AssetsDefinition:
+    key = translator.get_asset_key(model)
+
+    @dg.asset(
+        key=key,
+        deps=model_deps(project, model, translator),
+        group_name=translator.get_group_name(model),
+        description=translator.get_description(model),
+        owners=translator.get_owners(model),
+        tags=translator.get_tags(model),
+        kinds=translator.get_kinds(model),
+        code_version=translator.get_code_version(model),
+        partitions_def=translator.get_partitions_def(model),
+        backfill_policy=translator.get_backfill_policy(model, run_size(project, model)),
+        metadata=translator.get_metadata(model),
+        check_specs=checks.check_specs(project, model, key),
+    )
+    def _materialize(context: dg.AssetExecutionContext, spark: SparkResource) -> dg.MaterializeResult:
+        began = time.perf_counter()
+        window = window_of(context) if context.has_partition_key_range or context.has_partition_key else None
+        check_upstreams(context, project, model, window, translator)
+        allow_downgrade = tags.is_set(context.run.tags, tags.ALLOW_DOWNGRADE_TAG)
+        execution_time = to_utc(context.run.tags[tags.EXECUTION_TIME_TAG]) if context.run.tags.get(tags.EXECUTION_TIME_TAG) else None
+        executor = Executor(spark.spark_session, project)
+        plans = rebuild_plans(context, project, model, window, translator, allow_downgrade)
+        if not plans and window:
+            plans = plan_window(project, model, window, allow_downgrade=allow_downgrade, execution_time=execution_time)
+        elif not plans:
+            plans = [unpartitioned_plan(context, project, model, executor, execution_time)]
+        auditor = checks.WindowAuditor(spark.spark_session, project, model, key, context)
+        results = []
+        if plans[0].write == WriteKind.REBUILD:
+            context.log.info(f"{model.name}: rebuilding {window} in {len(plans)} run(s), committed as one transaction")
+            results.append(executor.execute_together(plans, run_id=context.run_id, before_commit=auditor.before_commit(window)))
+        else:
+            for plan in plans:
+                if plan.downgraded:
+                    context.log.warning(f"{model.name} is refused by the safety analysis: rebuilding {plan.window} in full (allow downgrade)")
+                context.log.info(f"{model.name}: running {plan.window or 'full'}")
+                results.append(executor.execute(plan, run_id=context.run_id, before_commit=auditor.before_commit(plan.window)))
+        meta = materialization_metadata(results, time.perf_counter() - began)
+        meta["fingerprint"] = model.fingerprint
+        if plans[-1].safety_class:
+            meta["safety_class"] = plans[-1].safety_class + (" (downgraded to a full refresh)" if plans[-1].downgraded else "")
+        check_results = auditor.results(window, view_sql=plans[-1].sql if plans[-1].write == WriteKind.VIEW else None)
+        return dg.MaterializeResult(metadata=meta, check_results=check_results)
+
+    return _materialize
+
+
+def build_source_spec(source: Source, translator: ModelTranslator) -> dg.AssetSpec:
+    meta: dict[str, Any] = {"format": source.format, "location": dg.MetadataValue.path(source.location)}
+    if source.time_column:
+        meta["time_column"] = source.time_column
+        meta["interval_unit"] = source.interval_unit
+    if source.columns:
+        meta["dagster/column_schema"] = dg.TableSchema(columns=[dg.TableColumn(n, t) for n, t in source.columns.items()])
+    return dg.AssetSpec(key=translator.get_source_key(source), group_name="sources", metadata=meta, kinds={source.format})

@@ -1,0 +1,106 @@
+"""Audits and assertions as Dagster asset checks, evaluated on Spark over the rows a run wrote.
+
+Blocking audits run on the staged files *before* the Delta commit: a failure fails the run and commits
+nothing, so the window stays missing and downstream models never read it (Dagster alone would still
+record a partition whose blocking check failed as materialized). Non-blocking audits run after the
+commit on the committed files of the window and only warn.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dagster as dg
+
+from incremental_assets.errors import AuditFailedError
+from incremental_assets.model.intervals import TimeWindow
+from incremental_assets.model.project import Project
+from incremental_assets.model.sql_model import SqlModel
+from incremental_assets.plan.audit_sql import is_blocking
+from incremental_assets.spark.audits import (
+    AuditOutcome,
+    evaluate,
+    read_committed,
+    read_staged,
+)
+from incremental_assets.spark.session import SparkSession
+
+
+def check_specs(project: Project, model: SqlModel, key: dg.AssetKey) -> list[dg.AssetCheckSpec]:
+    """One asset check per declared audit/assertion, blocking where the audit blocks."""
+    return [
+        dg.AssetCheckSpec(
+            audit.check_name,
+            asset=key,
+            blocking=is_blocking(project, audit),
+            description=f"{audit.origin[:-1]} {audit.text} ({model.path.name}:{audit.line})",
+        )
+        for audit in model.audits
+    ]
+
+
+def check_result(key: dg.AssetKey, outcome: AuditOutcome, window: TimeWindow | None) -> dg.AssetCheckResult:
+    meta: dict[str, Any] = {
+        "failing_rows": outcome.failing_rows,
+        "audit": outcome.audit.text,
+        "sql": dg.MetadataValue.md(f"```sql\n{outcome.sql}\n```"),
+    }
+    if window is not None:
+        meta["window_start"] = window.start.isoformat()
+        meta["window_end"] = window.end.isoformat()
+    if outcome.sample:
+        meta["sample"] = dg.MetadataValue.json([{k: str(v) for k, v in row.items()} for row in outcome.sample])
+    return dg.AssetCheckResult(
+        asset_key=key,
+        check_name=outcome.audit.check_name,
+        passed=outcome.passed,
+        severity=dg.AssetCheckSeverity.ERROR if outcome.blocking else dg.AssetCheckSeverity.WARN,
+        metadata=meta,
+    )
+
+
+def failure_message(model: SqlModel, outcomes: list[AuditOutcome], window: TimeWindow | None) -> str:
+    parts = [f"{o.audit.text}: {o.failing_rows} failing rows, e.g. {o.sample[:2]}" for o in outcomes if not o.passed]
+    return f"{model.name} {window or '(full)'}: blocking audit failed, nothing was committed: " + "; ".join(parts)
+
+
+class WindowAuditor:
+    """Audits of one model over one asset execution: blocking ones per batch before each commit,
+    the others once over the whole window after the last commit."""
+
+    def __init__(self, spark: SparkSession, project: Project, model: SqlModel, key: dg.AssetKey, context: Any):
+        self.spark, self.project, self.model, self.key, self.context = spark, project, model, key, context
+        self.blocking = [a for a in model.audits if is_blocking(project, a)]
+        self.others = [a for a in model.audits if not is_blocking(project, a)]
+        self.blocking_outcomes: dict[str, list[AuditOutcome]] = {}
+
+    def before_commit(self, window: TimeWindow | None):
+        if not self.blocking:
+            return None
+
+        def audit_staged(staging: str) -> None:
+            outcomes = evaluate(self.spark, self.project, self.model, read_staged(self.spark, staging), self.blocking)
+            for o in outcomes:
+                self.blocking_outcomes.setdefault(o.audit.check_name, []).append(o)
+            if not all(o.passed for o in outcomes):
+                for o in outcomes:
+                    r = check_result(self.key, o, window)
+                    self.context.log_event(
+                        dg.AssetCheckEvaluation(
+                            asset_key=self.key, check_name=r.check_name, passed=r.passed, metadata=r.metadata, severity=r.severity
+                        )
+                    )
+                raise AuditFailedError(failure_message(self.model, outcomes, window))
+
+        return audit_staged
+
+    def results(self, window: TimeWindow | None, *, view_sql: str | None = None) -> list[dg.AssetCheckResult]:
+        out = []
+        for name, outcomes in self.blocking_outcomes.items():
+            merged = AuditOutcome(outcomes[0].audit, True, sum(o.failing_rows for o in outcomes), [], outcomes[0].sql)
+            out.append(check_result(self.key, merged, window))
+        pending = self.others + ([a for a in self.blocking if a.check_name not in self.blocking_outcomes])
+        if pending:
+            rows = self.spark.sql(view_sql) if view_sql is not None else read_committed(self.spark, self.project, self.model, window)
+            out += [check_result(self.key, o, window) for o in evaluate(self.spark, self.project, self.model, rows, pending)]
+        return out

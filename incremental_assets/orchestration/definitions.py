@@ -1,0 +1,41 @@
+"""A project as Dagster Definitions: model assets, source specs, jobs, schedules, sensors, the Spark resource."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from incremental_assets.load.project import load_project
+from incremental_assets.model.project import Project
+from incremental_assets.orchestration.assets import build_model_asset, build_source_spec
+from incremental_assets.orchestration.resource import SparkResource
+from incremental_assets.orchestration.translator import ModelTranslator
+
+
+def build_definitions(
+    project: Project | str | Path | None = None, *, translator: ModelTranslator | None = None, **extra: Any
+) -> dg.Definitions:
+    """Definitions for a project: model assets, source specs and the ``spark`` resource."""
+    if not isinstance(project, Project):
+        project = load_project(project or os.environ.get("INCREMENTAL_ASSETS_PROJECT") or os.getcwd())
+    translator = translator or ModelTranslator()
+    assets: list[Any] = [build_source_spec(s, translator) for s in project.sources.values()]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dg.BetaWarning)  # backfill_policy is beta; we rely on it knowingly
+        assets += [build_model_asset(project, m, translator) for m in project.ordered()]
+    from incremental_assets.orchestration.schedules import build_schedules, model_jobs
+    from incremental_assets.orchestration.sensors import build_sensors
+
+    jobs = model_jobs(project, translator)
+    extra.setdefault("schedules", build_schedules(project, translator, jobs))
+    extra.setdefault("sensors", build_sensors(project, translator, jobs))
+    return dg.Definitions(
+        assets=assets,
+        resources={"spark": SparkResource.from_settings(project.settings)},
+        executor=dg.in_process_executor,
+        **extra,
+    )

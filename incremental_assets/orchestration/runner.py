@@ -1,0 +1,228 @@
+"""Runs through Dagster: what the CLI does, recorded in the same instance as the UI's runs.
+
+A CLI ``run`` executes each model's windows as in-process Dagster runs of the implicit asset job,
+upstreams first, so the Spark session starts once per command and every run shows in the UI.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Sequence
+
+import dagster as dg
+
+from incremental_assets import delta
+from incremental_assets.errors import IncrementalAssetsError, WindowError
+from incremental_assets.model.intervals import (
+    TimeWindow,
+    batches,
+    ceil,
+    last_complete_end,
+    to_utc,
+)
+from incremental_assets.model.kinds import IncrementalByTimeRange
+from incremental_assets.model.project import Project
+from incremental_assets.model.sql_model import SqlModel
+from incremental_assets.orchestration import tags
+from incremental_assets.orchestration.instance import (
+    fail_dead_runs,
+    materialized_windows,
+)
+from incremental_assets.orchestration.reconcile import reconcile
+from incremental_assets.orchestration.status import windows_to_run
+from incremental_assets.orchestration.translator import ModelTranslator
+from incremental_assets.plan.compile import analysis_of, run_size
+from incremental_assets.plan.rebuild import needs_rebuild
+
+QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+
+@dataclass
+class RunRecord:
+    model: str
+    window: TimeWindow | None
+    success: bool
+    run_id: str
+    seconds: float
+    rows: int | None = None
+    error: str | None = None
+
+@dataclass
+class RunReport:
+    records: list[RunRecord] = field(default_factory=list)
+
+    @property
+    def success(self) -> bool:
+        return all(r.success for r in self.records)
+
+_UNREAD: Any = object()  # run_window's built_with when the caller has not read it
+
+class Runner:
+    """Launches in-process Dagster runs for models of one project against one instance."""
+
+    def __init__(self, project: Project, instance: dg.DagsterInstance, defs: dg.Definitions, translator: ModelTranslator | None = None):
+        self.project = project
+        self.instance = instance
+        self.defs = defs
+        self.translator = translator or ModelTranslator()
+        self.job = defs.resolve_implicit_global_asset_job_def()
+
+    def built_with(self, model: SqlModel) -> str | None:
+        return delta.built_with(delta.table_uri(self.project.settings.warehouse, model.name))
+
+    def rebuild_window(self, model: SqlModel, end: datetime) -> TimeWindow | None:
+        """[start, end) of a rebuild, stretched to every interval Dagster has recorded for the model."""
+        partitions = self.translator.get_partitions_def(model)
+        assert isinstance(partitions, dg.TimeWindowPartitionsDefinition) and model.start is not None
+        recorded = materialized_windows(self.instance, self.translator.get_asset_key(model), partitions)
+        end = max([end, *(w.end for w in recorded)])
+        if model.end:
+            end = min(end, model.end)
+        return TimeWindow(model.start, end) if end > model.start else None
+
+    def run_window(
+        self, model: SqlModel, window: TimeWindow | None, *, allow_downgrade: bool = False, rebuild: bool = False, built_with: str | None = _UNREAD
+    ) -> RunRecord:
+        """One Dagster run of the model over ``window``; ``built_with`` is the table's fingerprint when the
+        caller has already read it (the run then does not read it again; otherwise the run reads it)."""
+        key = self.translator.get_asset_key(model)
+        run_tags: dict[str, str] = {tags.LAUNCHED_BY_TAG: "cli", tags.PID_TAG: str(os.getpid()), tags.HOST_TAG: socket.gethostname()}
+        if allow_downgrade:
+            run_tags[tags.ALLOW_DOWNGRADE_TAG] = "true"
+        if rebuild:
+            run_tags[tags.REBUILD_TAG] = "true"
+        elif window is not None and model.is_incremental and built_with is not _UNREAD:
+            run_tags[tags.BUILT_WITH_TAG] = built_with or ""
+        partitions = self.translator.get_partitions_def(model)
+        if window is not None:
+            assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
+            run_tags.update(tags.range_tags(partitions, window, model.unit))
+        began = time.perf_counter()
+        result = self.job.execute_in_process(
+            instance=self.instance, asset_selection=[key], tags=run_tags, raise_on_error=False, run_config=QUIET_RUN_CONFIG
+        )
+        seconds = time.perf_counter() - began
+        rows = None
+        error = None
+        for event in result.all_events:
+            if event.event_type_value == "ASSET_MATERIALIZATION":
+                meta = event.event_specific_data.materialization.metadata  # type: ignore[union-attr]
+                if "rows_written" in meta:
+                    rows = meta["rows_written"].value
+            if event.is_step_failure:
+                data = event.step_failure_data
+                error = data.error.cause.message.strip() if data.error and data.error.cause else (data.error.message if data.error else "failed")
+        return RunRecord(model.name, window, result.success, result.run_id, seconds, rows, error)
+
+    def run(
+        self,
+        models: Sequence[SqlModel],
+        *,
+        start: datetime | None = None,
+        end: datetime | None = None,
+        auto: bool = False,
+        now: datetime | None = None,
+        progress: Callable[[str], None] | None = None,
+        allow_downgrade: bool = False,
+        full_refresh: bool = False,
+    ) -> RunReport:
+        """Run each model (in the given, dependency order) over its windows; report every run.
+
+        With ``full_refresh``, or when a model's definition changed since its table was built (and it
+        is not forward_only), an incremental model is rebuilt from its start up to the requested end
+        (at least every recorded interval) in ONE run whose commit replaces the whole table."""
+        fail_dead_runs(self.instance)
+        queue = self.plan_runs(models, start=start, end=end, auto=auto, now=now, progress=progress, full_refresh=full_refresh)
+        report = RunReport()
+        done = rows = 0
+        began = time.perf_counter()
+        failed_models: set[str] = set()
+        for model, window in queue.runs:
+            if model.name in failed_models or failed_models & set(model.depends_on):
+                report.records.append(RunRecord(model.name, window, False, "", 0.0, error="skipped: an upstream model failed"))
+                failed_models.add(model.name)
+                continue
+            rebuild = model.name in queue.rebuilds
+            record = self.run_window(model, window, allow_downgrade=allow_downgrade, rebuild=rebuild, built_with=queue.built.get(model.name, _UNREAD))
+            report.records.append(record)
+            done += len(batches(window, model.unit, 1)) if window else 1
+            rows += record.rows or 0
+            if progress:
+                state = "ok" if record.success else "FAILED"
+                where = (str(window) if window else "full") + (" (rebuilt from start, one commit)" if rebuild else "")
+                progress(
+                    f"[{done}/{queue.intervals} intervals, {rows:,} rows, {time.perf_counter() - began:.1f}s] "
+                    f"{model.name} {where}: {state}" + (f", {record.rows:,} rows" if record.rows is not None else "")
+                    + (f"\n    {record.error}" if record.error else "")
+                )
+            if not record.success:
+                # Later windows of this model and everything downstream would build on a hole: skip them.
+                failed_models.add(model.name)
+        return report
+
+    def plan_runs(
+        self,
+        models: Sequence[SqlModel],
+        *,
+        start: datetime | None,
+        end: datetime | None,
+        auto: bool,
+        now: datetime | None,
+        progress: Callable[[str], None] | None,
+        full_refresh: bool,
+    ) -> "RunQueue":
+        """The runs a command launches, in order: per model its windows (cut to its run size), or one
+        rebuild from its start, or one unpartitioned run. Commits Dagster missed are recorded first."""
+        queue = RunQueue()
+        for model in models:
+            reconciled = reconcile(self.instance, self.project, model, self.translator)
+            for item in reconciled:
+                if progress:
+                    where = f"{len(item.partitions)} interval(s) in {item.window}" if item.partitions else "full table"
+                    progress(f"{model.name}: recorded {where} from Delta version {item.version} (committed by run {item.run_id[:8]}, not recorded)")
+            if reconciled and auto and not isinstance(model.kind, IncrementalByTimeRange):
+                continue  # its last commit is the current query's output: nothing to redo
+            if model.is_incremental and not full_refresh:
+                queue.built[model.name] = self.built_with(model)
+            if model.is_incremental and (full_refresh or needs_rebuild(model, queue.built[model.name])):
+                until = end or last_complete_end(now or datetime.now(timezone.utc), model.unit)
+                window = self.rebuild_window(model, ceil(until, model.unit))
+                if window is not None:
+                    queue.runs.append((model, window))
+                    queue.rebuilds.add(model.name)
+            elif isinstance(model.kind, IncrementalByTimeRange):
+                analysis = analysis_of(self.project, model.name)
+                # A refused model run with allow_downgrade is one full rebuild, not a series of windows.
+                size = None if analysis is not None and analysis.refused else run_size(self.project, model)
+                for window in windows_to_run(self.instance, model, start=start, end=end, auto=auto, translator=self.translator, now=now):
+                    queue.runs.extend((model, part) for part in batches(window, model.unit, size))
+            else:
+                queue.runs.append((model, None))
+                if full_refresh and model.is_merge_style:
+                    queue.rebuilds.add(model.name)  # one run that starts over and replaces the whole table
+        return queue
+
+
+@dataclass
+class RunQueue:
+    """What one command will run, in order, and which of those runs rebuild their model from its start."""
+
+    runs: list[tuple[SqlModel, TimeWindow | None]] = field(default_factory=list)
+    rebuilds: set[str] = field(default_factory=set)
+    built: dict[str, str | None] = field(default_factory=dict)  # fingerprint each incremental table was built with, read once
+
+    @property
+    def intervals(self) -> int:
+        return sum(len(batches(w, m.unit, 1)) if w else 1 for m, w in self.runs)
+
+
+def parse_instant(text: str | None, what: str) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        return to_utc(text)
+    except WindowError as exc:
+        raise IncrementalAssetsError(f"--{what}: {exc}") from None

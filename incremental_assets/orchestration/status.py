@@ -1,0 +1,173 @@
+"""Interval status from Dagster's partition status (no second state store): covered ranges, gaps,
+failed and running intervals, and whether a model changed since its table was built."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Iterable, Mapping
+
+import dagster as dg
+
+from incremental_assets import delta
+from incremental_assets.errors import WindowError
+from incremental_assets.model.intervals import (
+    TimeWindow,
+    batches,
+    ceil,
+    check_aligned,
+    floor,
+    last_complete_end,
+    merge,
+    subtract,
+)
+from incremental_assets.model.kinds import IncrementalByTimeRange
+from incremental_assets.model.project import Project
+from incremental_assets.model.sql_model import SqlModel
+from incremental_assets.orchestration.instance import _window_of_key
+from incremental_assets.orchestration.translator import ModelTranslator
+from incremental_assets.plan.rebuild import (
+    change_effect,
+    definition_changed,
+    needs_rebuild,
+)
+
+# What `status` shows of an unpartitioned model's last materialization.
+STATUS_DETAILS = ("rows_written", "rows_inserted", "rows_updated", "rows_closed", "cursor_after", "delta_version")
+
+@dataclass(frozen=True)
+class ModelStatus:
+    model: str
+    partitioned: bool
+    covered: tuple[TimeWindow, ...] = ()
+    failed: tuple[TimeWindow, ...] = ()
+    in_progress: tuple[TimeWindow, ...] = ()
+    gaps: tuple[TimeWindow, ...] = ()
+    expected: TimeWindow | None = None
+    last_materialized: datetime | None = None
+    intervals_done: int = 0
+    intervals_expected: int = 0
+    last_details: Mapping[str, str] = field(default_factory=dict)  # unpartitioned: rows, cursor, version of the last run
+    changed: bool = False  # built with another definition: the next run rebuilds ``rebuild``
+    rebuild: TimeWindow | None = None
+    on_change: str | None = None  # a changed merge-style model: what its next run does (start over, or keep its rows)
+
+def model_status(
+    instance: dg.DagsterInstance,
+    model: SqlModel,
+    *,
+    translator: ModelTranslator | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    now: datetime | None = None,
+    built_with: str | None = None,
+) -> ModelStatus:
+    """Covered ranges, gaps and failed intervals of a model, from Dagster's partition status.
+
+    ``built_with`` is the fingerprint the table was built with: when it differs from the model's (and
+    the model is not forward_only) the status says the model changed and which intervals the next run
+    rebuilds; for a merge-style model it says what the next run does (start over, or keep its rows)."""
+    translator = translator or ModelTranslator()
+    key = translator.get_asset_key(model)
+    partitions = translator.get_partitions_def(model)
+    if not isinstance(partitions, dg.TimeWindowPartitionsDefinition):
+        return _unpartitioned_status(instance, model, key, built_with)
+    unit = model.unit
+    assert model.start is not None
+    # Only whole intervals count: since is rounded up and until down to interval boundaries.
+    start = max(model.start, ceil(since, unit)) if since else model.start
+    end = last_complete_end(now or datetime.now(timezone.utc), unit)
+    if model.end:
+        end = min(end, model.end)
+    if until:
+        end = min(end, floor(until, unit))
+    # Covered: intervals with a successful materialization, whose data is in the table. A later failed
+    # attempt does not remove them (the failed run committed nothing); it is listed under failed.
+    by_state: dict[str, list[TimeWindow]] = {"MATERIALIZED": [], "FAILED": [], "IN_PROGRESS": []}
+    by_state["MATERIALIZED"] = [_window_of_key(partitions, pk) for pk in instance.get_materialized_partitions(key) if partitions.has_partition_key(pk)]
+    keys = partitions.get_partition_keys()
+    statuses = instance.get_status_by_partition(key, keys, partitions) or {}
+    for pk, state in statuses.items():
+        if state is not None and state.value in ("FAILED", "IN_PROGRESS"):
+            by_state[state.value].append(_window_of_key(partitions, pk))
+    expected = TimeWindow(start, end) if end > start else None
+
+    def clip(ws: list[TimeWindow]) -> tuple[TimeWindow, ...]:
+        out = []
+        for w in merge(ws):
+            if since and w.end <= start or until and w.start >= until:
+                continue
+            out.append(w)
+        return tuple(out)
+
+    covered = clip(by_state["MATERIALIZED"])
+    gaps = tuple(subtract(expected, covered)) if expected else ()
+    done = sum(1 for w in by_state["MATERIALIZED"] if expected is None or expected.contains(w))
+    total = len(batches(expected, unit, 1)) if expected else 0
+    changed = needs_rebuild(model, built_with)
+    rebuild = None
+    if changed and covered:
+        rebuild = TimeWindow(model.start, max(covered[-1].end, expected.end if expected else covered[-1].end))
+    return ModelStatus(
+        model.name,
+        True,
+        changed=changed,
+        rebuild=rebuild,
+        covered=covered,
+        failed=clip(by_state["FAILED"]),
+        in_progress=clip(by_state["IN_PROGRESS"]),
+        gaps=gaps,
+        expected=expected,
+        intervals_done=done,
+        intervals_expected=total,
+    )
+
+def _unpartitioned_status(instance: dg.DagsterInstance, model: SqlModel, key: dg.AssetKey, built_with: str | None) -> ModelStatus:
+    """A FULL, VIEW, SEED or merge-style model: its last materialization and what a changed definition does."""
+    event = instance.get_latest_materialization_event(key)
+    when = datetime.fromtimestamp(event.timestamp, timezone.utc) if event else None
+    details: dict[str, str] = {}
+    if event is not None and event.asset_materialization is not None:
+        meta = event.asset_materialization.metadata
+        details = {k: str(meta[k].value) for k in STATUS_DETAILS if k in meta}
+    changed = definition_changed(model, built_with)
+    on_change = change_effect(model) if changed and model.is_merge_style else None
+    return ModelStatus(model.name, False, last_materialized=when, last_details=details, changed=changed, on_change=on_change)
+
+
+def windows_to_run(
+    instance: dg.DagsterInstance,
+    model: SqlModel,
+    *,
+    start: datetime | None,
+    end: datetime | None,
+    auto: bool,
+    translator: ModelTranslator,
+    now: datetime | None = None,
+) -> list[TimeWindow]:
+    """The windows one model should run: the requested one (aligned), or with ``auto`` its gaps."""
+    assert isinstance(model.kind, IncrementalByTimeRange) and model.start is not None
+    unit = model.unit
+    if auto:
+        status = model_status(instance, model, translator=translator, since=start, until=end, now=now)
+        return list(status.gaps)
+    if start is None or end is None:
+        raise WindowError(f"model {model.name} is incremental: give --start and --end, or --auto")
+    window = TimeWindow(start, end)
+    check_aligned(window, unit, model=model.name)
+    lo = max(window.start, model.start)
+    hi = min(window.end, model.end) if model.end else window.end
+    return [TimeWindow(lo, hi)] if hi > lo else []
+
+def rebuilt_upstreams(project: Project, model: SqlModel) -> list[str]:
+    """Upstream models rebuilt from their start after this model's table was last written: its rows
+    were computed from their old definition (Dagster flags this too, except for an unpartitioned model
+    reading a partitioned one, which it does not track)."""
+    built = delta.last_commit_ms(delta.table_uri(project.settings.warehouse, model.name))
+    if built is None:
+        return []
+    return [u.name for u in project.upstream_models(model) if delta.rebuilt_since(delta.table_uri(project.settings.warehouse, u.name), built)]
+
+def describe_windows(windows: Iterable[TimeWindow]) -> str:
+    items = [str(w) for w in windows]
+    return ", ".join(items) if items else "none"

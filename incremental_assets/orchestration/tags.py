@@ -1,0 +1,56 @@
+"""Every run tag the product writes or reads, in one place.
+
+Dagster's own range tags make one run cover a range of partitions; ours say who launched a run and
+what it must do (rebuild, allow a downgrade, which execution time and fingerprint it works from).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Mapping
+
+import dagster as dg
+
+from incremental_assets.model.intervals import IntervalUnit, TimeWindow
+
+# Dagster's: one run over the partitions from start to end (both keys included).
+RANGE_START_TAG = "dagster/asset_partition_range_start"
+RANGE_END_TAG = "dagster/asset_partition_range_end"
+PARTITION_TAG = "dagster/partition"
+
+# Who started the run: cli, automation, schedule (absent: the UI).
+LAUNCHED_BY_TAG = "incremental_assets/launched_by"
+# The process that runs a CLI run in-process: a dead one's runs are marked failed by the next command.
+PID_TAG = "incremental_assets/pid"
+HOST_TAG = "incremental_assets/host"
+# Refused models run once as a full rebuild, with a warning.
+ALLOW_DOWNGRADE_TAG = "incremental_assets/allow_downgrade"
+# ISO-8601 instant a run treats as its execution time (SCD type 2 closes deleted rows at it; macros see it).
+EXECUTION_TIME_TAG = "incremental_assets/execution_time"
+# A run tagged so rebuilds the model from its start: one commit replacing the whole table.
+REBUILD_TAG = "incremental_assets/rebuild"
+# The fingerprint the model's table was built with ("" for none), as the launcher read it from the table's
+# latest commit: the run does not read it again. Runs launched without it (the Dagster UI) read it themselves.
+BUILT_WITH_TAG = "incremental_assets/built_with"
+
+
+def is_set(tags: Mapping[str, str], name: str) -> bool:
+    """Whether a true/false tag is set to true."""
+    return tags.get(name, "").lower() == "true"
+
+
+def partition_key(partitions: dg.TimeWindowPartitionsDefinition, instant: datetime) -> str:
+    """The key of the partition that starts at ``instant``."""
+    return partitions.get_partition_key_for_timestamp(instant.timestamp())
+
+
+def range_tags(partitions: dg.TimeWindowPartitionsDefinition, window: TimeWindow, unit: IntervalUnit | str) -> dict[str, str]:
+    """Tags of one run over ``window``: its first and last partition keys."""
+    last_start = IntervalUnit.of(unit).floor(window.end - timedelta(microseconds=1))  # the window's last interval
+    return {RANGE_START_TAG: partition_key(partitions, window.start), RANGE_END_TAG: partition_key(partitions, last_start)}
+
+
+def range_of(tags: dict[str, str]) -> tuple[str, str] | None:
+    """The (first, last) partition keys of a ranged run, None for other runs."""
+    start, end = tags.get(RANGE_START_TAG), tags.get(RANGE_END_TAG)
+    return (start, end) if start and end else None

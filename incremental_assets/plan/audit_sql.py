@@ -1,0 +1,103 @@
+"""The SQL that finds an audit's failing rows: zero rows means the audit passes.
+
+>>> from incremental_assets.load.audits import parse_audits
+>>> from incremental_assets.load.header import parse_header
+>>> v = parse_header("MODEL (audits (not_null(columns := [a, b])))", "m.sql").properties[0].value
+>>> failing_rows_sql(parse_audits(v, "m.sql", origin="audits")[0], "t")
+'SELECT * FROM t WHERE a IS NULL OR b IS NULL'
+"""
+
+from __future__ import annotations
+
+import sqlglot
+from sqlglot import exp
+
+from incremental_assets.errors import ModelFileError
+from incremental_assets.model.audits import Audit, UserAudit
+from incremental_assets.model.project import Project
+
+
+def _or(conditions: list[exp.Expression]) -> exp.Expression:
+    out = conditions[0]
+    for c in conditions[1:]:
+        out = exp.or_(out, c, copy=False)
+    return out
+
+def failing_rows_sql(audit: Audit, table: str, user: UserAudit | None = None) -> str:
+    """Spark SQL returning the rows of ``table`` that break ``audit`` (no rows: it passes)."""
+    src = exp.to_table(table)
+    a = audit.args
+    select = exp.select("*").from_(src)
+    name = audit.name
+    if name == "not_null":
+        q = select.where(_or([exp.Is(this=c.copy(), expression=exp.Null()) for c in a["columns"]]))  # type: ignore[union-attr]
+    elif name in ("unique_values", "unique_combination_of_columns"):
+        cols = list(a["columns"])  # type: ignore[arg-type]
+        if name == "unique_values" and len(cols) > 1:
+            # SQLMesh's unique_values checks each column on its own.
+            parts = [
+                exp.select(exp.Literal.string(c.sql()).as_("column_name"), exp.cast(c.copy(), "string").as_("value"), exp.Count(this=exp.Star()).as_("duplicates"))
+                .from_(src.copy()).group_by(c.copy()).having(exp.GT(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(1)))
+                for c in cols
+            ]
+            q = parts[0]
+            for p in parts[1:]:
+                q = exp.union(q, p, distinct=False)
+        else:
+            q = (
+                exp.select(*[c.copy() for c in cols], exp.Count(this=exp.Star()).as_("duplicates"))
+                .from_(src).group_by(*[c.copy() for c in cols])
+                .having(exp.GT(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(1)))
+            )
+    elif name == "positive_values":
+        q = select.where(exp.LTE(this=a["column"].copy(), expression=exp.Literal.number(0)))  # type: ignore[union-attr]
+    elif name == "accepted_range":
+        col = a["column"]
+        inclusive = str(a["inclusive"].sql()).lower() != "false" if "inclusive" in a else True  # type: ignore[union-attr]
+        conds: list[exp.Expression] = []
+        if "min_v" in a:
+            conds.append((exp.LT if inclusive else exp.LTE)(this=col.copy(), expression=a["min_v"].copy()))  # type: ignore[union-attr]
+        if "max_v" in a:
+            conds.append((exp.GT if inclusive else exp.GTE)(this=col.copy(), expression=a["max_v"].copy()))  # type: ignore[union-attr]
+        q = select.where(_or(conds))
+    elif name == "accepted_values":
+        col = a["column"]
+        q = select.where(exp.Not(this=exp.In(this=col.copy(), expressions=[v.copy() for v in a["is_in"]])))  # type: ignore[union-attr]
+    elif name == "number_of_rows":
+        # One failing row when the table has fewer rows than the threshold.
+        q = exp.select(exp.Count(this=exp.Star()).as_("row_count")).from_(src).having(
+            exp.LT(this=exp.Count(this=exp.Star()), expression=a["threshold"].copy())  # type: ignore[union-attr]
+        )
+    elif name == "forall":
+        q = select.where(_or([exp.Not(this=exp.Coalesce(this=exp.paren(c.copy()), expressions=[exp.false()])) for c in a["criteria"]]))  # type: ignore[union-attr]
+    else:
+        assert user is not None, f"unresolved audit {name}"
+        return render_user_audit(user, audit, table)
+    return q.sql(dialect="spark")
+
+def render_user_audit(user: UserAudit, audit: Audit, table: str) -> str:
+    """The user audit's query with ``@this_model`` and its parameters replaced as AST nodes."""
+    tree = sqlglot.parse_one(user.query, dialect="spark")
+    values: dict[str, exp.Expression] = {k: sqlglot.parse_one(v, dialect="spark") for k, v in user.defaults.items()}
+    for key, v in audit.args.items():
+        values[key] = exp.Tuple(expressions=[e.copy() for e in v]) if isinstance(v, tuple) else v
+
+    def swap(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Parameter):
+            key = node.name.lower()
+            if key == "this_model":
+                return exp.to_table(table)
+            if key in values:
+                return values[key].copy()
+            raise ModelFileError(user.path, None, f"audit {user.name} uses @{key}, which the model does not pass")
+        return node
+
+    return tree.transform(swap).sql(dialect="spark")
+
+
+def is_blocking(project: Project, audit: Audit) -> bool:
+    """An audit's own flag, else its definition's (user audits), else SQLMesh's default: blocking."""
+    if audit.blocking is not None:
+        return audit.blocking
+    user = project.audits.get(audit.name)
+    return user.blocking if user is not None else True

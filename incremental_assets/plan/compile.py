@@ -1,0 +1,69 @@
+"""A project's models through the analysis passes: one Analysis per incremental model, computed once.
+
+The analysis needs what only the project knows (which inputs are time series, the model's interval,
+its overrides); everything downstream asks here for a model's safety class, run-size limit and the
+lookback of each input.
+"""
+
+from __future__ import annotations
+
+from weakref import WeakKeyDictionary
+
+from incremental_assets.analysis import Analysis, SourceBound, analyze_query
+from incremental_assets.model.kinds import IncrementalByTimeRange
+from incremental_assets.model.project import Project
+from incremental_assets.model.sql_model import SqlModel
+
+_ANALYSES: "WeakKeyDictionary[Project, dict[str, Analysis | None]]" = WeakKeyDictionary()
+
+
+def analyze_model(project: Project, model: SqlModel) -> Analysis | None:
+    """Classify an incremental model (None for other kinds, which always run in full)."""
+    kind = model.kind
+    if not isinstance(kind, IncrementalByTimeRange):
+        return None
+    time_columns = {name: project.time_column_of(name) for name in model.depends_on}
+    time_columns[model.name] = kind.time_column
+    return analyze_query(
+        model.query,
+        model_name=model.name,
+        time_column=kind.time_column,
+        time_columns=time_columns,
+        interval=model.unit.nominal,
+        overrides=kind.safety_overrides,
+        declared_lookback=kind.lookback,
+        dialect=model.dialect,
+    )
+
+
+def analyses(project: Project) -> dict[str, Analysis | None]:
+    """The safety analysis of every incremental model of ``project`` (computed on first use, then kept)."""
+    cached = _ANALYSES.get(project)
+    if cached is None:
+        cached = _ANALYSES[project] = {m.name: analyze_model(project, m) for m in project.models.values() if m.is_incremental}
+    return cached
+
+
+def analysis_of(project: Project, name: str) -> Analysis | None:
+    """The Analysis of an incremental model, None for other kinds."""
+    return analyses(project).get(name)
+
+
+def input_bound(project: Project, model_name: str, input_name: str) -> SourceBound | None:
+    """How far beyond a run window a model reads one input, or None when there is no derived bound:
+    the input has no time dimension, or the model is not analysed or refused."""
+    analysis = analysis_of(project, model_name)
+    if analysis is None or analysis.refused:
+        return None
+    return analysis.bounds.get(input_name)
+
+
+def run_size(project: Project, model: SqlModel, batch_size: int | None = None) -> int | None:
+    """Most intervals one run may cover: the smaller of the batch size and the analysis' limit (None:
+    any number, one query for the whole window). The Dagster backfill policy is derived from this too."""
+    kind = model.kind
+    if not isinstance(kind, IncrementalByTimeRange):
+        return None
+    analysis = analysis_of(project, model.name)
+    limits = [n for n in (batch_size if batch_size is not None else kind.batch_size, analysis.batch_limit if analysis else None) if n]
+    return min(limits) if limits else None

@@ -1,0 +1,139 @@
+"""Render SQLMesh date macros as typed literals, and clamp a query's output to its window.
+
+Ends are exclusive inside the framework; the ``@end_*`` macros keep SQLMesh's inclusive meaning, so
+``x BETWEEN @start_dt AND @end_dt`` covers exactly the window. Values are built as AST nodes
+(``CAST('2024-01-01' AS DATE)``), never pasted into SQL text.
+
+>>> from incremental_assets.load.query import parse_query
+>>> from incremental_assets.model.intervals import TimeWindow
+>>> q = parse_query("SELECT * FROM t WHERE ds BETWEEN @start_ds AND @end_ds")
+>>> render_macros(q, TimeWindow.parse("2024-01-01", "2024-01-08")).sql("spark")
+"SELECT * FROM t WHERE ds BETWEEN '2024-01-01' AND '2024-01-07'"
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Mapping
+
+from sqlglot import exp
+
+from incremental_assets.model.intervals import TimeWindow
+
+ONE_MICROSECOND = timedelta(microseconds=1)
+
+
+def _timestamp_text(value: datetime) -> str:
+    text = value.strftime("%Y-%m-%d %H:%M:%S")
+    if value.microsecond:
+        text += f".{value.microsecond:06d}"
+    return text
+
+
+def _epoch(value: datetime) -> float:
+    return value.timestamp()
+
+
+def typed_date(value: datetime) -> exp.Expression:
+    return exp.cast(exp.Literal.string(value.date().isoformat()), exp.DataType.build("DATE"))
+
+
+def typed_timestamp(value: datetime) -> exp.Expression:
+    return exp.cast(exp.Literal.string(_timestamp_text(value)), exp.DataType.build("TIMESTAMP"))
+
+
+def macro_values(window: TimeWindow, *, execution_time: datetime | None = None) -> dict[str, exp.Expression]:
+    """The value of every date macro for a window, as sqlglot expressions.
+
+    >>> v = macro_values(TimeWindow.parse("2024-01-01", "2024-01-02"))
+    >>> v["end_dt"].sql("spark"), v["end_millis"].sql("spark")
+    ("CAST('2024-01-01 23:59:59.999999' AS TIMESTAMP)", '1704153599999')
+    """
+    start = window.start.astimezone(timezone.utc)
+    last = (window.end - ONE_MICROSECOND).astimezone(timezone.utc)
+    execution = (execution_time or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    values: dict[str, exp.Expression] = {}
+    for edge, instant in (("start", start), ("end", last), ("execution", execution)):
+        values[f"{edge}_ds"] = exp.Literal.string(instant.date().isoformat())
+        values[f"{edge}_date"] = typed_date(instant)
+        values[f"{edge}_ts"] = exp.Literal.string(_timestamp_text(instant))
+        values[f"{edge}_dt"] = typed_timestamp(instant)
+    values["start_epoch"] = exp.Literal.number(int(_epoch(start)))
+    values["end_epoch"] = exp.Literal.number(f"{_epoch(window.end) - 1e-6:.6f}")
+    values["execution_epoch"] = exp.Literal.number(int(_epoch(execution)))
+    values["start_millis"] = exp.Literal.number(int(_epoch(start) * 1000))
+    values["end_millis"] = exp.Literal.number(int(_epoch(window.end) * 1000) - 1)
+    values["execution_millis"] = exp.Literal.number(int(_epoch(execution) * 1000))
+    return values
+
+
+def render_macros(
+    query: exp.Expression,
+    window: TimeWindow,
+    *,
+    execution_time: datetime | None = None,
+    this_model: str | None = None,
+    extra: Mapping[str, exp.Expression] | None = None,
+) -> exp.Expression:
+    """A copy of ``query`` with every date macro replaced by its typed literal for ``window``
+    (and the ``extra`` macros, e.g. a cursor model's ``@last_value``, by theirs)."""
+    values = macro_values(window, execution_time=execution_time)
+    values.update(extra or {})
+    if this_model is not None:
+        values["this_model"] = exp.to_table(this_model)
+
+    def replace(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Parameter):
+            value = values.get(node.name)
+            if value is not None:
+                return value.copy()
+        return node
+
+    return query.copy().transform(replace)
+
+
+def window_literal(instant: datetime, *, time_format: str | None = None) -> exp.Expression:
+    """The literal a time column is compared with: formatted text for string columns, else a TIMESTAMP.
+
+    A TIMESTAMP literal compares correctly with DATE columns too (Spark widens the date), and every
+    boundary of a day-or-longer interval is midnight.
+    """
+    if time_format:
+        return exp.Literal.string(instant.strftime(time_format))
+    return typed_timestamp(instant)
+
+
+def cursor_literal(value: str | int | float | None, spark_type: str | None = None) -> exp.Expression:
+    """A cursor value as SQL: typed when the column's type is known, else a plain literal; NULL if none.
+
+    >>> cursor_literal("2024-01-01 00:00:00", "TIMESTAMP").sql("spark"), cursor_literal(5).sql("spark")
+    ("CAST('2024-01-01 00:00:00' AS TIMESTAMP)", '5')
+    """
+    if value is None:
+        return exp.Null()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return exp.Literal.number(value)
+    literal = exp.Literal.string(str(value))
+    return exp.cast(literal, exp.DataType.build(spark_type, dialect="spark")) if spark_type else literal
+
+
+WINDOW_ALIAS = "__window"
+
+
+def clamp_to_window(query: exp.Expression, time_column: str, window: TimeWindow, *, time_format: str | None = None) -> exp.Select:
+    """Wrap the query so its output keeps only rows whose time column lies in ``[start, end)``.
+
+    This is the leakage guard: whatever the query's own WHERE says, no row outside the window is
+    written, and the same window decides which partitions the commit replaces.
+
+    >>> from incremental_assets.load.query import parse_query
+    >>> q = parse_query("SELECT ds FROM t")
+    >>> clamp_to_window(q, "ds", TimeWindow.parse("2024-01-01", "2024-01-02")).sql("spark")
+    "SELECT * FROM (SELECT ds FROM t) AS __window WHERE __window.ds >= CAST('2024-01-01 00:00:00' AS TIMESTAMP) AND __window.ds < CAST('2024-01-02 00:00:00' AS TIMESTAMP)"
+    """
+    column = exp.column(time_column, table=WINDOW_ALIAS)
+    condition = exp.and_(
+        exp.GTE(this=column, expression=window_literal(window.start, time_format=time_format)),
+        exp.LT(this=column.copy(), expression=window_literal(window.end, time_format=time_format)),
+    )
+    return exp.select("*").from_(exp.Subquery(this=query.copy(), alias=exp.TableAlias(this=exp.to_identifier(WINDOW_ALIAS)))).where(condition)

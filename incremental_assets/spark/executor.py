@@ -1,0 +1,167 @@
+"""Carry out a RunPlan on a SparkSession: register the inputs, run the query, stage and commit.
+
+Spark writes the data files (executors do the heavy lifting) through the write strategy of the plan's
+kind of write (:mod:`.writes`); :mod:`incremental_assets.delta` commits them with one Delta transaction.
+Nothing large passes through the Python process.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Mapping
+
+from pyspark.sql import SparkSession
+
+from incremental_assets import delta
+from incremental_assets.errors import StorageError
+from incremental_assets.model.intervals import TimeWindow
+from incremental_assets.model.kinds import IncrementalByCursor, ScdType2, UniqueKey
+from incremental_assets.model.project import Project
+from incremental_assets.plan.run_plan import RunPlan, WriteKind
+from incremental_assets.spark import faults, merge
+from incremental_assets.spark.inputs import Inputs
+from incremental_assets.spark.writes import STRATEGIES, WriteStrategy
+
+log = logging.getLogger("incremental_assets")
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What one executed plan did: the numbers a materialization reports."""
+
+    model: str
+    window: object  # TimeWindow | None
+    write: str
+    rows: int | None
+    version: int | None
+    files: int
+    partitions: int
+    sql: str
+    seconds: float
+    table: str | None = None
+    inputs: Mapping[str, str] = field(default_factory=dict)
+    details: Mapping[str, Any] = field(default_factory=dict)  # merge-style kinds: rows inserted/updated/closed, cursor
+
+
+class Executor(Inputs):
+    """Runs plans of one project on one SparkSession (shared across intervals and models)."""
+
+    def __init__(self, spark: SparkSession, project: Project):
+        super().__init__(spark, project)
+        self._swept: set[str] = set()  # tables whose dead runs' staging folders this executor has removed
+
+    def sweep(self, uri: str) -> None:
+        """Once per table and executor (one per Dagster run), delete the staging folders that killed runs left behind."""
+        if uri in self._swept:
+            return
+        self._swept.add(uri)
+        try:
+            removed = delta.remove_orphan_staging(uri)
+        except (OSError, StorageError) as exc:  # cleanup never fails a run
+            log.warning("could not remove dead runs' staging folders in %s: %s", uri, exc)
+            return
+        if removed:
+            log.info("removed %d staging folder(s) of dead runs in %s", len(removed), uri)
+
+    def execute(
+        self,
+        plan: RunPlan,
+        *,
+        run_id: str | None = None,
+        before_commit: Callable[[str], None] | None = None,
+    ) -> RunResult:
+        """Run a plan and commit its output atomically; returns rows written and the new table version."""
+        if plan.write == WriteKind.VIEW:
+            began = time.perf_counter()
+            inputs = self.register(plan)
+            self.spark.sql(plan.sql).schema  # analysis only: proves the view resolves, reads nothing
+            return RunResult(plan.model, None, plan.write, None, None, 0, 0, plan.sql, time.perf_counter() - began, None, inputs)
+        return self.execute_together([plan], run_id=run_id, before_commit=before_commit)
+
+    def execute_together(
+        self,
+        plans: list[RunPlan],
+        *,
+        run_id: str | None = None,
+        before_commit: Callable[[str], None] | None = None,
+    ) -> RunResult:
+        """Run plans of one model into one staging folder and commit them as ONE Delta transaction,
+        by the write strategy of their kind of write (:mod:`.writes`)."""
+        began = time.perf_counter()
+        first, last = plans[0], plans[-1]
+        model = self.project.models[first.model]
+        uri = delta.table_uri(self.project.settings.warehouse, first.model)
+        self.sweep(uri)
+        strategy = STRATEGIES[first.write](self.spark, self.project, model, uri, delta.new_staging_dir(uri))
+        inputs: dict[str, str] = {}
+        for i, plan in enumerate(plans):
+            inputs.update(self.register(plan))
+            if getattr(model, "fetch", None) is not None:
+                inputs["fetched"] = f"{merge.register_fetched(self, model, plan.target)} rows from {model.path.name}"
+            df = strategy.prepare(plan, self.spark.sql(plan.sql))
+            strategy.stage(plan, df, first=i == 0)
+        faults.checkpoint("staged")
+        if not strategy.has_changes():
+            delta.discard_staging(uri, strategy.staging)
+            log.info("%s: nothing changed, nothing to commit", first.model)
+            return self._unchanged(first, uri, inputs, self._unchanged_details(strategy, first), began)
+        window = TimeWindow(first.window.start, last.window.end) if first.window and last.window else None
+        result = self._commit(strategy, first, window, run_id, before_commit)
+        details = strategy.details
+        if isinstance(model.kind, IncrementalByCursor):
+            details["cursor_before"] = first.target.last_value if first.target and first.write == WriteKind.APPEND else None
+            details["cursor_after"] = merge.new_cursor_value(self, uri, first.model)
+        seconds = time.perf_counter() - began
+        log.info("%s %s (%s): %s rows, version %s, %.2fs", first.model, window or "full", first.write, result.rows, result.version, seconds)
+        return RunResult(
+            first.model, window, first.write, result.rows, result.version, result.files, result.partitions, last.sql, seconds, uri, inputs, details
+        )
+
+    def _commit(
+        self,
+        strategy: WriteStrategy,
+        first: RunPlan,
+        window: TimeWindow | None,
+        run_id: str | None,
+        before_commit: Callable[[str], None] | None,
+    ) -> delta.CommitResult:
+        """The one Delta commit of a run, with what it did recorded in the commit's own metadata."""
+        metadata = {
+            "model": first.model,
+            "fingerprint": first.fingerprint,
+            "run_id": run_id or "",
+            "write": str(first.write),
+            "window_start": window.start.isoformat() if window else "",
+            "window_end": window.end.isoformat() if window else "",
+            "committed_at": datetime.now(timezone.utc).isoformat(),
+        }
+        if isinstance(strategy.model.kind, (UniqueKey, ScdType2)):
+            metadata["buckets"] = str(strategy.model.kind.buckets)
+        assert strategy.schema is not None
+        try:
+            if before_commit is not None:
+                before_commit(strategy.staging)
+            result = delta.commit_staged(
+                strategy.uri, strategy.staging, strategy.schema, strategy.commit_mode(window), metadata=metadata, name=first.model
+            )
+        except BaseException:
+            delta.discard_staging(strategy.uri, strategy.staging)  # refused or failed: these files will never be committed
+            raise
+        faults.checkpoint("committed")
+        return result
+
+    @staticmethod
+    def _unchanged_details(strategy: WriteStrategy, first: RunPlan) -> dict[str, Any]:
+        if first.write == WriteKind.APPEND:
+            cursor = first.target.last_value if first.target else None
+            return {"cursor_before": cursor, "cursor_after": cursor}
+        return strategy.details
+
+    @staticmethod
+    def _unchanged(plan: RunPlan, uri: str, inputs: dict[str, str], details: dict[str, Any], began: float) -> RunResult:
+        """The result of a run that found nothing to change: no commit, the table's version as it was."""
+        seconds = time.perf_counter() - began
+        return RunResult(plan.model, plan.window, plan.write, 0, delta.version(uri), 0, 0, plan.sql, seconds, uri, inputs, details)

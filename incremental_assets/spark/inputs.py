@@ -1,0 +1,109 @@
+"""A plan's inputs as Spark temporary views: sources, upstream model tables, seeds and views.
+
+Tables are read from the committed Delta file list (never by listing the folder, which would return
+replaced files too), pruned to the partitions the plan's read window needs.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import StructType
+
+from incremental_assets import delta
+from incremental_assets.errors import StorageError
+from incremental_assets.load.seeds import CSV_SETTINGS
+from incremental_assets.model.kinds import MergeKind, Seed
+from incremental_assets.model.project import Project, Source
+from incremental_assets.model.sql_model import SqlModel
+from incremental_assets.plan.rebuild import TargetState
+from incremental_assets.plan.run_plan import InputRead, RunPlan
+from incremental_assets.spark import merge
+
+
+class Inputs:
+    """Reads and registers the inputs of a project's plans on one SparkSession."""
+
+    def __init__(self, spark: SparkSession, project: Project):
+        self.spark = spark
+        self.project = project
+
+    def _empty(self, schema: StructType) -> DataFrame:
+        return self.spark.createDataFrame([], schema)
+
+    def read_source(self, source: Source, read: InputRead) -> tuple[DataFrame, str]:
+        reader = self.spark.read
+        if source.columns and source.format in ("csv", "json"):
+            reader = reader.schema(", ".join(f"`{c}` {t}" for c, t in source.columns.items()))
+        if source.format == "delta":
+            if not delta.exists(source.location):
+                raise StorageError(f"source {source.name}: no Delta table at {source.location}")
+            files = delta.source_files(source.location, time_column=source.time_column, window=read.window)
+            schema = from_arrow_schema(delta.arrow_schema(source.location, drop=()), prefer_timestamp_ntz=False)
+            if not files:
+                return self._empty(schema), "0 files"
+            df = reader.schema(schema).option("basePath", source.location).parquet(*files)
+            return df, f"{len(files)} files"
+        if source.format == "table":
+            return self.spark.table(source.location), "catalog table"
+        if source.format == "csv":
+            reader = reader.option("header", "true")
+            if not source.columns:
+                reader = reader.option("inferSchema", "true")
+        return reader.format(source.format).load(source.location), source.location
+
+    def read_seed(self, model: SqlModel) -> tuple[DataFrame, str]:
+        """A SEED model's CSV with its checked column types (a value Spark cannot parse fails the run)."""
+        kind = model.kind
+        assert isinstance(kind, Seed)
+        reader = self.spark.read.option("header", "true").option("mode", "FAILFAST")
+        for key, value in kind.csv_settings:
+            reader = reader.option(CSV_SETTINGS[key], value)
+        schema = ", ".join(f"`{c}` {t}" for c, t in model.columns.items())
+        return reader.schema(schema).csv(kind.location), f"seed {kind.path}"
+
+    def read_model_table(self, name: str, read: InputRead, consumer: str | None = None) -> tuple[DataFrame, str]:
+        upstream = self.project.models.get(name)
+        uri = delta.table_uri(self.project.settings.warehouse, name)
+        if not delta.exists(uri):
+            if name == consumer and upstream is not None:
+                # A model reading its own previous output: on its first run that output is empty.
+                if not upstream.columns:
+                    raise StorageError(
+                        f"model {name} reads its own table, which does not exist yet: declare its `columns` "
+                        "in the MODEL header so the first run can start from an empty table"
+                    )
+                schema = ", ".join(f"`{c}` {t}" for c, t in upstream.columns.items())
+                return self.spark.createDataFrame([], schema), "empty (first run)"
+            raise StorageError(f"model {name} has no table yet at {uri}; run it first (select +model to include upstreams)")
+        unit = upstream.interval_unit if upstream is not None else None
+        files = delta.committed_files(uri, window=read.window, unit=unit)
+        schema = from_arrow_schema(delta.arrow_schema(uri), prefer_timestamp_ntz=False)
+        if not files:
+            return self._empty(schema), "0 files"
+        return self.spark.read.schema(schema).parquet(*files), f"{len(files)} files"
+
+    def register(self, plan: RunPlan) -> dict[str, str]:
+        """Register every input of ``plan`` as a temporary view; returns what was read per view."""
+        described: dict[str, str] = {}
+        for read in plan.inputs:
+            if read.kind == "view":
+                assert read.plan is not None
+                described.update(self.register(read.plan))
+                df = self.spark.sql(read.plan.sql)
+                what = "view"
+            elif read.kind == "source":
+                df, what = self.read_source(self.project.sources[read.name], read)
+            elif read.kind == "seed":
+                df, what = self.read_seed(self.project.models[read.name])
+            else:
+                df, what = self.read_model_table(read.name, read, consumer=plan.model)
+            df.createOrReplaceTempView(read.view)
+            described[read.view] = f"{read.name}: {what}" + (f", window {read.window}" if read.window else "")
+        return described
+
+    def target_state(self, model_name: str) -> TargetState | None:
+        """The committed state a merge-style model's next run starts from (None for other kinds)."""
+        if not isinstance(self.project.models[model_name].kind, MergeKind):
+            return None
+        return merge.target_state(self, model_name)

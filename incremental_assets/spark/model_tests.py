@@ -1,0 +1,240 @@
+"""Model unit tests in SQLMesh's YAML format, run on Spark with fixture rows instead of tables.
+
+```yaml
+test_daily_revenue:
+  model: shop.daily_revenue
+  inputs:
+    raw.orders:                       # a list of rows, or {rows: [...]}
+      - {order_id: 1, order_ts: 2024-01-01 10:00:00, amount: 5}
+  outputs:
+    query:  [{order_date: 2024-01-01, revenue: 5}]
+    ctes:   {paid: [{order_id: 1}]}
+  vars: {start: 2024-01-01, end: 2024-01-01}   # SQLMesh's inclusive end
+```
+
+The query is planned exactly as a run would (macros, leakage clamp, pushdown); each input view is fed
+the fixture rows. Rows compare without regard to order, on the columns the expected rows name.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pyspark.sql import SparkSession
+from sqlglot import exp
+
+from incremental_assets.errors import ModelFileError, WindowError
+from incremental_assets.model.intervals import (
+    TimeWindow,
+    is_boundary,
+    next_boundary,
+    to_utc,
+)
+from incremental_assets.model.project import Project
+from incremental_assets.plan.run_plan import RunPlan, plan_run
+from incremental_assets.spark.executor import Executor
+
+
+@dataclass(frozen=True)
+class ModelTest:
+    name: str
+    path: Path
+    model: str
+    inputs: dict[str, list[dict[str, Any]]]
+    query: list[dict[str, Any]] | None
+    ctes: dict[str, list[dict[str, Any]]]
+    start: Any = None
+    end: Any = None
+
+
+@dataclass
+class TestOutcome:
+    test: ModelTest
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+
+def _rows(value: Any, path: Path, line: int, what: str) -> list[dict[str, Any]]:
+    """Fixture rows: a list of mappings, or ``{rows: [...]}``."""
+    if isinstance(value, dict) and "rows" in value:
+        value = value["rows"]
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(row, dict) for row in value):
+        raise ModelFileError(path, line, f"{what} must be a list of rows (column: value mappings)", hint="write `- {id: 1, ts: 2024-01-01}`")
+    return value
+
+
+def _mapping(value: Any, path: Path, line: int, what: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ModelFileError(path, line, f"{what} must be a mapping")
+    return value
+
+
+def _read_yaml(path: Path) -> tuple[Any, dict[str, int]]:
+    """The file's data and the line of each top-level key; YAML errors name their line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        node = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except UnicodeDecodeError:
+        raise ModelFileError(path, None, "the file is not UTF-8 text") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line = mark.line + 1 if mark else (1 if isinstance(exc, yaml.reader.ReaderError) else None)
+        raise ModelFileError(path, line, f"invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
+    lines = {}
+    if isinstance(node, yaml.MappingNode):
+        lines = {str(k.value): k.start_mark.line + 1 for k, _ in node.value}
+    return data, lines
+
+
+def load_model_tests(project: Project) -> list[ModelTest]:
+    """Every test in ``<project>/tests/**/*.yaml`` (files whose entries name a ``model``)."""
+    tests = []
+    for path in sorted((project.directory / "tests").rglob("*.yaml")):
+        data, lines = _read_yaml(path)
+        if not isinstance(data, dict) or not data or not all(isinstance(v, dict) and "model" in v for v in data.values()):
+            continue
+        for name, body in data.items():
+            line = lines.get(str(name), 1)
+            model = str(body["model"]).lower()
+            if model not in project.models:
+                raise ModelFileError(path, line, f"test {name}: no model named {model}")
+            outputs = _mapping(body.get("outputs"), path, line, f"test {name}: outputs")
+            vars_ = _mapping(body.get("vars"), path, line, f"test {name}: vars")
+            inputs = _mapping(body.get("inputs"), path, line, f"test {name}: inputs")
+            ctes = _mapping(outputs.get("ctes"), path, line, f"test {name}: outputs.ctes")
+            for key in ("start", "end"):
+                if vars_.get(key) is not None:
+                    try:
+                        to_utc(vars_[key] if isinstance(vars_[key], (dt.date, str)) else str(vars_[key]))
+                    except WindowError as exc:
+                        raise ModelFileError(path, line, f"test {name}: vars.{key}: {exc}") from None
+            tests.append(
+                ModelTest(
+                    str(name), path, model,
+                    {str(k).lower(): _rows(v, path, line, f"test {name}: input {k}") for k, v in inputs.items()},
+                    _rows(outputs["query"], path, line, f"test {name}: outputs.query") if "query" in outputs else None,
+                    {str(k).lower(): _rows(v, path, line, f"test {name}: cte {k}") for k, v in ctes.items()},
+                    vars_.get("start"), vars_.get("end"),
+                )
+            )
+    return tests
+
+
+def _window(test: ModelTest, unit: str) -> TimeWindow:
+    start = to_utc(test.start)
+    end = to_utc(test.end if test.end is not None else test.start)
+    # SQLMesh's `end` names the last interval (inclusive): the window ends after it.
+    if is_boundary(end, unit):
+        end = next_boundary(end, unit)
+    return TimeWindow(start, end)
+
+
+class _FixtureExecutor(Executor):
+    """Reads every input from the test's rows instead of tables."""
+
+    def __init__(self, spark: SparkSession, project: Project, test: ModelTest):
+        super().__init__(spark, project)
+        self.test = test
+
+    def _schema(self, name: str) -> str | None:
+        declared = self.project.sources[name].columns if name in self.project.sources else self.project.models[name].columns
+        return ", ".join(f"`{c}` {t}" for c, t in declared.items()) if declared else None
+
+    def register(self, plan: RunPlan) -> dict[str, str]:
+        for read in plan.inputs:
+            rows = self.test.inputs.get(read.name)
+            if rows is None:
+                raise ModelFileError(self.test.path, None, f"test {self.test.name}: no rows given for input {read.name}")
+            schema = self._schema(read.name)
+            if schema:
+                cols = [c.split("`")[1] for c in schema.split(", ")]
+                data = [tuple(_spark_value(r.get(c)) for c in cols) for r in rows]
+                df = self.spark.createDataFrame(data, "struct<" + ", ".join(f"{c}: {t.split(' ', 1)[1]}" for c, t in zip(cols, schema.split(", "))) + ">")
+            else:
+                df = self.spark.createDataFrame([{k: _spark_value(v) for k, v in r.items()} for r in rows])
+            df.createOrReplaceTempView(read.view)
+        return {}
+
+
+def _spark_value(v: Any) -> Any:
+    if isinstance(v, str):
+        for parse in (dt.datetime.fromisoformat,):
+            try:
+                parsed = parse(v)
+                return parsed.date() if len(v) == 10 else parsed
+            except ValueError:
+                pass
+    return v
+
+
+def _norm(v: Any) -> str:
+    if isinstance(v, (Decimal, float)) or isinstance(v, int) and not isinstance(v, bool):
+        return repr(round(float(v), 6))
+    if isinstance(v, dt.datetime):
+        return v.replace(tzinfo=None).isoformat(sep=" ")
+    if isinstance(v, dt.date):
+        return v.isoformat()
+    if isinstance(v, str):
+        try:
+            return _norm(_spark_value(v)) if _spark_value(v) is not v else v
+        except Exception:
+            return v
+    return repr(v)
+
+
+def compare(what: str, expected: list[dict[str, Any]], actual: list[dict[str, Any]]) -> str | None:
+    """None when the rows match (any order, expected columns only); else a unified diff of the rows."""
+    cols = list(dict.fromkeys(c for r in expected for c in r)) or list(dict.fromkeys(c for r in actual for c in r))
+    missing = [c for c in cols if actual and c not in actual[0]]
+    if missing:
+        return f"{what}: the output has no column(s) {', '.join(missing)}; it has {', '.join(actual[0])}"
+
+    def lines(rows):
+        return sorted("  ".join(f"{c}={_norm(r.get(c))}" for c in cols) for r in rows)
+
+    want, got = lines(expected), lines(actual)
+    if want == got:
+        return None
+    diff = "\n".join(difflib.unified_diff(want, got, "expected", "actual", lineterm="", n=len(want) + len(got)))
+    return f"{what}: rows differ\n{diff}"
+
+
+def run_model_test(spark: SparkSession, project: Project, test: ModelTest) -> TestOutcome:
+    model = project.models[test.model]
+    window = _window(test, model.unit) if model.is_incremental and test.start is not None else None
+    plan = plan_run(project, model, window, execution_time=window.end if window else None, allow_downgrade=True)
+    executor = _FixtureExecutor(spark, project, test)
+    outcome = TestOutcome(test)
+    executor.register(plan)
+    if test.query is not None:
+        actual = [r.asDict() for r in spark.sql(plan.sql).collect()]
+        problem = compare("query", test.query, actual)
+        if problem:
+            outcome.failures.append(problem)
+    ctes = {c.alias_or_name.lower(): c for c in plan.query.find_all(exp.CTE)}
+    for name, expected in test.ctes.items():
+        if name not in ctes:
+            outcome.failures.append(f"cte {name}: the query has no CTE of that name (it has {', '.join(ctes) or 'none'})")
+            continue
+        with_ = plan.query.args.get("with") or plan.query.args.get("with_")
+        probe = exp.select("*").from_(name)
+        probe.set("with" if "with" in plan.query.args else "with_", with_.copy() if with_ else None)
+        actual = [r.asDict() for r in spark.sql(probe.sql(dialect="spark")).collect()]
+        problem = compare(f"cte {name}", expected, actual)
+        if problem:
+            outcome.failures.append(problem)
+    return outcome

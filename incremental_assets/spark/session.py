@@ -1,0 +1,24 @@
+"""The process's SparkSession: local, a cluster master, or Spark Connect, from the project's settings."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from pyspark.sql import SparkSession
+
+
+def build_spark_session(conf: Mapping[str, str], *, remote: str | None = None, app_name: str = "incremental_assets") -> SparkSession:
+    """Get or create the process's SparkSession from settings (local, a cluster master, or Spark Connect)."""
+    builder = SparkSession.builder.appName(app_name)
+    if remote:
+        builder = builder.remote(remote)
+    for key, value in conf.items():
+        if remote and not key.startswith("spark.sql."):
+            # A Spark Connect session may only change SQL settings; the rest (master, UI, driver and
+            # executor options) belong to the server, which warns on every attempt to set them.
+            continue
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    if not remote:
+        session.sparkContext.setLogLevel(conf.get("spark.log.level", "ERROR"))
+    return session
