@@ -12,7 +12,7 @@ from typing import Sequence
 from incremental_assets.errors import IncrementalAssetsError, ProjectError
 from incremental_assets.model.intervals import TimeWindow, format_instant
 from incremental_assets.model.kinds import describe_write
-from incremental_assets.plan.compile import analysis_of
+from incremental_assets.plan.compile import analysis_of, run_size
 
 
 def _project(args: argparse.Namespace):
@@ -92,7 +92,7 @@ def explain_model(project, model) -> dict:
         "first_key": partitions.get_first_partition_key() if partitions else None,
         "time_column": model.time_column,
     }
-    policy = translator.get_backfill_policy(model, analysis)
+    policy = translator.get_backfill_policy(model, run_size(project, model))
     info["backfill_policy"] = (
         "single run (one Spark job for any range)" if policy.max_partitions_per_run is None
         else f"multi run, {policy.max_partitions_per_run} interval(s) per run"
