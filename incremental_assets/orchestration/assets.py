@@ -134,6 +134,19 @@ def materialization_metadata(results: list[RunResult], seconds: float) -> dict[s
 
 
 
+def report_interval_rows(context: dg.AssetExecutionContext, model: SqlModel, results: list[RunResult]) -> None:
+    """Each partition's own row count (``dagster/partition_row_count``), 0 for an interval without rows:
+    a run over many intervals records one materialization per interval, each with its own count."""
+    partitions = context.assets_def.partitions_def
+    assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
+    rows: dict[str, int] = {}
+    for result in results:
+        rows.update(result.interval_rows)
+    for pk in context.partition_keys:
+        start = to_utc(partitions.time_window_for_partition_key(pk).start)
+        context.add_asset_metadata({"dagster/partition_row_count": rows.get(model.unit.partition_key(start), 0)}, partition_key=pk)
+
+
 def model_deps(project: Project, model: SqlModel, translator: ModelTranslator) -> list[dg.AssetDep]:
     """The asset's dependencies: upstream models (with partition mappings that include the lookback) and sources."""
     deps = []
@@ -193,6 +206,8 @@ def build_model_asset(project: Project, model: SqlModel, translator: ModelTransl
         meta["fingerprint"] = model.fingerprint
         if plans[-1].safety_class:
             meta["safety_class"] = plans[-1].safety_class + (" (downgraded to a full refresh)" if plans[-1].downgraded else "")
+        if window is not None and model.is_incremental:
+            report_interval_rows(context, model, results)
         check_results = auditor.results(window, view_sql=plans[-1].sql if plans[-1].write == WriteKind.VIEW else None)
         return dg.MaterializeResult(metadata=meta, check_results=check_results)
 
