@@ -16,13 +16,9 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Schema
 from deltalake.transaction import AddAction, create_table_with_add_actions
 
-from incremental_assets.delta.files import (
-    filesystem,
-)
+from incremental_assets.delta.files import filesystem
 from incremental_assets.delta.lock import writer_lock
-from incremental_assets.delta.staging import (
-    staged_parquet,
-)
+from incremental_assets.delta.staging import staged_parquet
 from incremental_assets.delta.tables import (
     BUCKET_COLUMN,
     METADATA_PREFIX,

@@ -23,10 +23,7 @@ from incremental_assets.delta.files import (
     local_path,
     pid_alive,
 )
-from incremental_assets.delta.tables import (
-    commits,
-    exists,
-)
+from incremental_assets.delta.tables import commits, exists
 from incremental_assets.errors import StorageError
 
 STAGING_PREFIX = "run-"
