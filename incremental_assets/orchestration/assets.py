@@ -21,6 +21,7 @@ from incremental_assets.orchestration.instance import (
     materialized_windows,
     missing_upstream,
     pending_upstream_runs,
+    table_pool,
 )
 from incremental_assets.orchestration.resource import SparkResource
 from incremental_assets.orchestration.translator import ModelTranslator
@@ -178,6 +179,7 @@ def build_model_asset(project: Project, model: SqlModel, translator: ModelTransl
         backfill_policy=translator.get_backfill_policy(model, run_size(project, model)),
         metadata=translator.get_metadata(model),
         check_specs=checks.check_specs(project, model, key),
+        pool=table_pool(model.name),
     )
     def _materialize(context: dg.AssetExecutionContext, spark: SparkResource) -> dg.MaterializeResult:
         began = time.perf_counter()

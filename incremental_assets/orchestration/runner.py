@@ -31,6 +31,7 @@ from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.instance import (
     fail_dead_runs,
     materialized_windows,
+    register_table_pools,
 )
 from incremental_assets.orchestration.reconcile import reconcile
 from incremental_assets.orchestration.status import windows_to_run
@@ -69,6 +70,7 @@ class Runner:
         self.defs = defs
         self.translator = translator or ModelTranslator()
         self.job = defs.resolve_implicit_global_asset_job_def()
+        register_table_pools(instance, project)
 
     def built_with(self, model: SqlModel) -> str | None:
         return delta.built_with(delta.table_uri(self.project.settings.warehouse, model.name))
