@@ -53,7 +53,7 @@ def unrecorded_commits(instance: dg.DagsterInstance, project: Project, model: Sq
     done = set(instance.get_materialized_partitions(key))
     by_version: dict[int, list[str]] = {}
     for pk, commit in latest.items():
-        if pk not in done and commit.fingerprint == model.fingerprint and partitions.hastags.partition_key(pk):
+        if pk not in done and commit.fingerprint == model.fingerprint and partitions.has_partition_key(pk):
             by_version.setdefault(commit.version, []).append(pk)
     found = []
     for version, keys in sorted(by_version.items()):

@@ -124,7 +124,7 @@ class ModelTranslator:
         }
         if isinstance(model.kind, IncrementalByTimeRange):
             meta["time_column"] = model.kind.time_column
-            meta["interval_unit"] = model.unit
+            meta["interval_unit"] = model.unit.value
             if model.kind.batch_size:
                 meta["batch_size"] = model.kind.batch_size
         if model.forward_only:
