@@ -175,27 +175,31 @@ def cmd_status(args: argparse.Namespace) -> int:
     from incremental_assets import delta
     from incremental_assets.orchestration.instance import open_instance
     from incremental_assets.orchestration.runner import parse_instant
-    from incremental_assets.orchestration.status import (
-        describe_windows,
-        model_status,
-        rebuilt_upstreams,
-    )
+    from incremental_assets.orchestration.staleness import stale_intervals
+    from incremental_assets.orchestration.status import describe_windows, model_status
+    from incremental_assets.orchestration.translator import ModelTranslator
 
     project = _project(args)
     instance = open_instance(project.settings.dagster_home, project.settings.max_concurrent_runs)
     models = [project.model(args.model)] if args.model else project.ordered()
     since, until = parse_instant(args.since, "since"), parse_instant(args.until, "until")
     rows = []
-    rebuilt_by: dict[str, list[str]] = {}
+    stale_by = {}
+    translator = ModelTranslator()
     for model in models:
         built = delta.built_with(delta.table_uri(project.settings.warehouse, model.name))
         st = model_status(instance, model, since=since, until=until, built_with=built)
         rows.append(st)
-        rebuilt = rebuilt_by[model.name] = rebuilt_upstreams(project, model)
+        stale = stale_by[model.name] = stale_intervals(instance, project, model, translator)
         if args.json:
             continue
-        if rebuilt:
-            print(f"{model.name}: STALE: {', '.join(rebuilt)} rebuilt since this table was written; run it again (--full-refresh for all intervals)")
+        if stale.windows:
+            print(
+                f"{model.name}: STALE: {', '.join(stale.causes)} changed after {describe_windows(stale.windows)} were computed; "
+                "`run --auto` (or the automation sensor) recomputes them"
+            )
+        elif stale.causes:
+            print(f"{model.name}: STALE: {', '.join(stale.causes)} changed since this table was written; `run --auto` runs it again")
         if not st.partitioned:
             if st.on_change:
                 print(f"{model.name}: CHANGED since its table was built; the next run {st.on_change}")
@@ -223,7 +227,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
         print(json.dumps([
             {"model": s.model, "partitioned": s.partitioned, "covered": win(s.covered), "gaps": win(s.gaps), "failed": win(s.failed),
-             "intervals_done": s.intervals_done, "intervals_expected": s.intervals_expected, "changed": s.changed, "on_change": s.on_change, "upstream_rebuilt": rebuilt_by[s.model],
+             "intervals_done": s.intervals_done, "intervals_expected": s.intervals_expected, "changed": s.changed, "on_change": s.on_change,
+             "stale": win(stale_by[s.model].windows), "upstream_changed": list(stale_by[s.model].causes),
              "rebuild": win([s.rebuild]) if s.rebuild else [],
              "last_materialized": s.last_materialized.isoformat() if s.last_materialized else None, "last_run": dict(s.last_details)}
             for s in rows

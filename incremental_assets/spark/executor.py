@@ -17,11 +17,11 @@ from pyspark.sql import SparkSession
 
 from incremental_assets import delta
 from incremental_assets.errors import StorageError
-from incremental_assets.model.intervals import TimeWindow, merge
+from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.model.kinds import IncrementalByCursor, ScdType2, UniqueKey
 from incremental_assets.model.project import Project
 from incremental_assets.plan.run_plan import RunPlan, WriteKind
-from incremental_assets.spark import faults
+from incremental_assets.spark import faults, merge
 from incremental_assets.spark.inputs import Inputs
 from incremental_assets.spark.writes import STRATEGIES, WriteStrategy
 

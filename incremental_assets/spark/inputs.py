@@ -13,12 +13,12 @@ from pyspark.sql.types import StructType
 from incremental_assets import delta
 from incremental_assets.errors import StorageError
 from incremental_assets.load.seeds import CSV_SETTINGS
-from incremental_assets.model.intervals import merge
 from incremental_assets.model.kinds import MergeKind, Seed
 from incremental_assets.model.project import Project, Source
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.plan.rebuild import TargetState
 from incremental_assets.plan.run_plan import InputRead, RunPlan
+from incremental_assets.spark import merge
 
 
 class Inputs:

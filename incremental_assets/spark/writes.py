@@ -19,13 +19,13 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from sqlglot import exp
 
 from incremental_assets import delta
-from incremental_assets.model.intervals import TimeWindow, merge
+from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.model.kinds import IncrementalByTimeRange
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.plan import schema_changes
 from incremental_assets.plan.run_plan import RunPlan, WriteKind
-from incremental_assets.spark import faults
+from incremental_assets.spark import faults, merge
 
 log = logging.getLogger("incremental_assets")
 
