@@ -3,10 +3,6 @@ and see the chain hourly -> daily -> weekly and the FULL total recomputed, upstr
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 
 import dagster as dg
@@ -17,28 +13,13 @@ from incremental_assets.load.project import load_project
 from incremental_assets.orchestration.definitions import build_definitions
 from incremental_assets.orchestration.instance import open_instance
 from incremental_assets.orchestration.runner import Runner
-from incremental_assets.orchestration.sensors import CLOCK_ENV, SENSOR_NAME, AutomationCursor
+from incremental_assets.orchestration.sensors import AutomationCursor
 from incremental_assets.orchestration.staleness import latest_ids
 
-from conftest import REPO
-from helpers import table_rows, utc, write_events
+from helpers import automation_daemon, table_rows, utc, write_events
 from test_dagster import MODELS, SOURCES
 
 NOW = utc(2024, 1, 8, 6)
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """Stop the daemon and every process it started (its own session), also when the test failed."""
-    for sig, wait in ((signal.SIGINT, 30), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 @pytest.mark.slow
@@ -53,37 +34,21 @@ def test_the_daemon_recomputes_late_data_through_the_chain(make_project, tmp_pat
     assert Runner(project, instance, build_definitions(project)).run(project.ordered(), auto=True, now=NOW).success
     before = {name: latest_ids(instance, dg.AssetKey(name.split("."))) for name in ("s.hourly", "s.daily", "s.weekly")}
     total_before = instance.fetch_materializations(dg.AssetKey(["s", "total"]), limit=1).records[0].storage_id
-
-    env = {**os.environ, "DAGSTER_HOME": str(home), "INCREMENTAL_ASSETS_PROJECT": str(root), CLOCK_ENV: NOW.isoformat(),
-           "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    workspace = ["-m", "incremental_assets.definitions"]
-    started = subprocess.run([sys.executable, "-m", "dagster", "sensor", "start", SENSOR_NAME, *workspace],
-                             cwd=root, env=env, capture_output=True, text=True, timeout=180)
-    assert started.returncode == 0, started.stdout + started.stderr
     # The sensor watches the source from its current version on (its first tick would also take it).
     cursor = AutomationCursor(sources={"raw.events": f"v{DeltaTable(str(events)).version()}"}).dump()
-    set_cursor = subprocess.run([sys.executable, "-m", "dagster", "sensor", "cursor", SENSOR_NAME, "--set", cursor, *workspace],
-                                cwd=root, env=env, capture_output=True, text=True, timeout=180)
-    assert set_cursor.returncode == 0, set_cursor.stdout + set_cursor.stderr
-    log = open(tmp_path / "daemon.log", "w")
-    daemon = subprocess.Popen([sys.executable, "-m", "dagster", "daemon", "run", *workspace], cwd=root, env=env,
-                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
+    with automation_daemon(root, home, NOW, tmp_path / "daemon.log", cursor) as daemon:
         # Late rows for 2024-01-02 10:00 arrive.
         arrived = time.perf_counter()
         write_events(events, utc(2024, 1, 2, 10, 30), 1, mode="append")
         deadline = time.monotonic() + 420
         done = False
         while time.monotonic() < deadline and not done:
-            time.sleep(2)
+            time.sleep(1)
             assert daemon.poll() is None, (tmp_path / "daemon.log").read_text()[-4000:]
             records = instance.fetch_materializations(dg.AssetKey(["s", "total"]), limit=1).records
             done = bool(records) and records[0].storage_id > total_before
         elapsed = time.perf_counter() - arrived
         assert done, "the FULL total was not recomputed:\n" + (tmp_path / "daemon.log").read_text()[-4000:]
-    finally:
-        _stop(daemon)
-        log.close()
 
     runs = instance.get_run_records(filters=dg.RunsFilter(tags={"incremental_assets/launched_by": "automation"}))
     assert runs and all(r.dagster_run.status == dg.DagsterRunStatus.SUCCESS for r in runs), [(r.dagster_run.run_id, r.dagster_run.status) for r in runs]
