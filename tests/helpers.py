@@ -71,7 +71,8 @@ def automation_daemon(root: Path, home: Path, clock: datetime, log: Path, cursor
         if done.returncode != 0:
             raise RuntimeError(f"dagster {' '.join(args[:2])} failed: {done.stdout[-2000:]}{done.stderr[-2000:]}")
     with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "dagster", "daemon", "run", *location], cwd=root, env=env,
+        daemon = str(Path(sys.executable).parent / "dagster-daemon")
+        proc = subprocess.Popen([daemon, "run", *location], cwd=root, env=env,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             yield proc

@@ -320,3 +320,29 @@ def test_a_week_of_hourly_appends_is_computed_once_each_and_equals_a_full_recomp
     hourly_keys = instance.get_materialized_partitions(dg.AssetKey(["s", "hourly"]))
     assert "2024-01-03-12:00" in hourly_keys and "2024-01-02-02:00" in hourly_keys
     print(f"{len(auto.requested)} runs over {tick} ticks")
+
+
+def test_run_auto_after_a_changed_upstream_recomputes_every_downstream_interval(env, capsys, spark):
+    from incremental_assets import cli
+
+    project, instance, defs = env
+    now = utc(2024, 1, 3)
+    assert Runner(project, instance, defs).run(project.ordered(), auto=True, now=now).success
+    root = project.directory
+    hourly = root / "models" / "hourly.sql"
+    hourly.write_text(hourly.read_text().replace("COUNT(*) AS n", "COUNT(*) * 2 AS n"))
+    project = load_project(root)
+    defs = build_definitions(project)
+    report = Runner(project, instance, defs).run(project.ordered(), auto=True, now=now)
+    assert report.success
+    ran = [(r.model, str(r.window) if r.window else "full") for r in report.records]
+    assert ran == [
+        ("s.hourly", "[2024-01-01, 2024-01-03)"),  # rebuilt from its start, one commit
+        ("s.daily", "[2024-01-01, 2024-01-03)"),  # stale: batch_size 2
+        ("s.total", "full"),
+    ]
+    assert table_rows(f"{project.settings.warehouse}/s/daily") == [(datetime(2024, 1, 1).date(), 48), (datetime(2024, 1, 2).date(), 48)]
+    assert table_rows(f"{project.settings.warehouse}/s/total") == [(96,)]
+    # Nothing is stale any more, and status says so.
+    assert cli.main(["status", "--until", "2024-01-03", "--project", str(root)]) == 0
+    assert "STALE" not in capsys.readouterr().out
