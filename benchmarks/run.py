@@ -12,6 +12,7 @@ Scenarios:
                vs 365 one-day runs (one process, one Spark session)
   overhead     one small interval through each layer (Executor, Dagster run, CLI, dagster CLI, Spark
                Connect) as ratios to the bare query; the cost of each extra interval in one command
+  automation   new data to every downstream model recomputed by the real dagster-daemon and the automation sensor
   peer         dbt-spark microbatch (installed into benchmarks/.peer-venv) and SQLMesh on Spark (benchmarks/.sqlmesh-venv)
                vs our CLI: daily run, backfill (BENCH_PEERS=dbt,sqlmesh chooses the peers)
 
@@ -184,6 +185,12 @@ def scenario_overhead(spark) -> dict:
         return overhead.scenario_overhead(spark, Path(tmp), reps=REPS, orders_per_day=ORDERS_PER_DAY)
 
 
+def scenario_automation() -> dict:
+    from automation import scenario_automation as run
+
+    return run(orders_per_day=ORDERS_PER_DAY // 10, days=8 if QUICK else 37)
+
+
 def scenario_peer() -> dict:
     import peer
 
@@ -222,7 +229,7 @@ def main(argv: list[str]) -> None:
     unknown = [a for a in argv if a.startswith("-") and a != "--quick"]
     if unknown:
         raise SystemExit(f"unknown option {unknown[0]}; see benchmarks/run.py --help")
-    chosen = [a for a in argv if not a.startswith("--")] or ["scale", "incremental", "backfill", "overhead", "peer"]
+    chosen = [a for a in argv if not a.startswith("--")] or ["scale", "incremental", "backfill", "overhead", "automation", "peer"]
     results: dict = {
         "machine": machine(),
         "command": "benchmarks/run.py " + " ".join(argv),
@@ -234,7 +241,8 @@ def main(argv: list[str]) -> None:
     out = HERE / ("results-quick.json" if QUICK else "results.json")
     spark = spark_session() if any(s in ("incremental", "backfill", "overhead") for s in chosen) else None
     scenarios = {"scale": scenario_scale, "incremental": lambda: scenario_incremental(spark),
-                 "backfill": lambda: scenario_backfill(spark), "overhead": lambda: scenario_overhead(spark), "peer": scenario_peer}
+                 "backfill": lambda: scenario_backfill(spark), "overhead": lambda: scenario_overhead(spark), "automation": scenario_automation,
+                 "peer": scenario_peer}
     failed = []
     for name in chosen:
         if name not in scenarios:

@@ -24,6 +24,15 @@ Everything is generated with numpy, a day at a time, from a random stream keyed 
 * generating ``days=n`` and then calling :func:`append_demo_day` for the next day gives exactly the rows
   that ``days=n + 1`` would have given, which makes "new data arrived" demos honest.
 
+Data that reaches the present, and grows like a live shop's: ``generate_demo_data(..., until=t)`` stops at
+the hour boundary ``t`` (e.g. :func:`last_complete_hour`), and :func:`append_demo_hours` adds the next
+hours in place: the same orders the day's stream holds for those hours (night hours are often quiet:
+no orders at all), plus now and then a few late orders for an hour that was already loaded. How far the
+data reaches is recorded in each Delta commit (``incremental_assets.demo.loaded_until`` in the commit
+info), so appends continue exactly where the last one stopped, and an append that died between its two
+commits is completed, not repeated, by the next one. Every write is atomic for a reader that polls: a
+Delta commit lands whole, and the parquet and CSV files are written under a temporary name and renamed.
+
 This module imports neither dagster nor pyspark.
 
 Example (from the shell)::
@@ -35,8 +44,9 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import dataclass
-from datetime import date, timedelta
+import os
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
@@ -44,9 +54,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
-from deltalake import DeltaTable, write_deltalake
+from deltalake import CommitProperties, DeltaTable, write_deltalake
 
-__all__ = ["SOURCE_LOCATIONS", "append_demo_day", "generate_demo_data"]
+__all__ = ["SOURCE_LOCATIONS", "AppendResult", "append_demo_day", "append_demo_hours", "generate_demo_data", "last_complete_hour", "loaded_until"]
 
 #: Where each source lives, relative to the project directory.
 SOURCE_LOCATIONS: dict[str, str] = {
@@ -64,6 +74,15 @@ _MICROS_PER_DAY = 24 * _MICROS_PER_HOUR
 _ITEMS_STREAM = 1
 _CUSTOMERS_STREAM = 2
 _DAY_STREAM = 3
+_LATE_STREAM = 4
+
+# Late rows in hourly appends: for each appended hour, the chance that a few orders (1 to 3) of an hour
+# loaded before this append arrive with it, and how far back that hour may be.
+_LATE_HOUR_CHANCE = 0.12
+_LATE_HOURS_BACK = 6
+_LATE_BATCHES_MAX = 3  # per append, however many hours it adds
+# Commit info key recording the instant (an hour boundary) up to which the source holds its data.
+LOADED_UNTIL_KEY = "incremental_assets.demo.loaded_until"
 
 # --- volume -------------------------------------------------------------------------------------------
 # orders_per_day is the volume of an ordinary mid-2024 day; growth compounds from there.
@@ -134,9 +153,12 @@ def generate_demo_data(
     days: int = 365,
     orders_per_day: int = 200,
     seed: int = 7,
+    until: datetime | None = None,
 ) -> dict[str, int]:
     """Write the example project's four sources under ``<project_dir>/data/raw`` (replacing old data).
 
+    The orders cover ``days`` whole days from ``start``, or with ``until`` (an hour boundary, e.g.
+    :func:`last_complete_hour`) every hour from ``start`` up to ``until``; ``days`` is then ignored.
     Returns the number of rows written per source name.
 
     >>> import tempfile
@@ -146,6 +168,11 @@ def generate_demo_data(
     >>> counts["raw.items"], counts["raw.customers"]
     (100, 500)
     """
+    if until is not None:
+        until = _hour_boundary(until, "until")
+        days = (until.date() - start).days + (1 if until.time() != time(0) else 0)
+        if until <= _midnight(start):
+            raise ValueError(f"until {until.isoformat()} must be after start {start.isoformat()}")
     if days < 1:
         raise ValueError(f"days must be at least 1, got {days}")
     if orders_per_day < 1:
@@ -154,25 +181,30 @@ def generate_demo_data(
     _location(root, "raw.orders").parent.mkdir(parents=True, exist_ok=True)
 
     items = _make_items(seed)
-    pa_csv.write_csv(
-        items, _location(root, "raw.items"), pa_csv.WriteOptions(quoting_style="needed")
-    )
+    with _replacing(_location(root, "raw.items")) as tmp:
+        pa_csv.write_csv(items, tmp, pa_csv.WriteOptions(quoting_style="needed"))
     customers = _make_customers(start, orders_per_day, seed)
-    pq.write_table(customers, _location(root, "raw.customers"))
+    with _replacing(_location(root, "raw.customers")) as tmp:
+        pq.write_table(customers, tmp)
 
     shop = _Shop.from_tables(customers, items, seed)
     day_batches = [
         shop.orders_for_day(start + timedelta(days=i), orders_per_day)
         for i in range(days)
     ]
-    orders, order_items = _DayBatch.concat(day_batches).to_tables(first_order_id=1)
-    for name, table in (("raw.orders", orders), ("raw.order_items", order_items)):
+    batch = _DayBatch.concat(day_batches)
+    loaded = until or _midnight(start + timedelta(days=days))
+    if until is not None:
+        batch = batch.select(batch.order_ts < _micros(until))
+    orders, order_items = batch.to_tables(first_order_id=1)
+    for name, table in (("raw.order_items", order_items), ("raw.orders", orders)):
         write_deltalake(
             _location(root, name),
             table,
             mode="overwrite",
             schema_mode="overwrite",
             partition_by=["order_date"],
+            commit_properties=_loaded_until_commit(loaded),
         )
     return {
         "raw.orders": orders.num_rows,
@@ -217,9 +249,124 @@ def append_demo_day(
     else:
         batch = shop.orders_for_day(day, orders_per_day)
     orders, order_items = batch.to_tables(first_order_id=max_order_id + 1)
+    reached = max(loaded_until(root), _midnight(day + timedelta(days=1)))
     for name, table in (("raw.orders", orders), ("raw.order_items", order_items)):
-        write_deltalake(_location(root, name), table, mode="append", partition_by=["order_date"])
+        write_deltalake(_location(root, name), table, mode="append", partition_by=["order_date"], commit_properties=_loaded_until_commit(reached))
     return {"raw.orders": orders.num_rows, "raw.order_items": order_items.num_rows}
+
+
+def last_complete_hour(now: datetime | None = None) -> datetime:
+    """The end of the last complete hour before ``now`` (default: the clock), in UTC.
+
+    >>> last_complete_hour(datetime(2024, 12, 2, 6, 59, tzinfo=timezone.utc)).isoformat()
+    '2024-12-02T06:00:00+00:00'
+    """
+    now = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    return now.replace(minute=0, second=0, microsecond=0)
+
+
+def loaded_until(project_dir: str | Path, source: str = "raw.orders") -> datetime:
+    """The instant up to which a Delta source of the demo holds its data (an hour boundary).
+
+    Read from the newest commit that recorded it; data written before commits recorded it ends at
+    midnight after its last order day."""
+    path = _location(Path(project_dir), source)
+    table = DeltaTable(path)
+    for commit in table.history():
+        if LOADED_UNTIL_KEY in commit:
+            return datetime.fromisoformat(commit[LOADED_UNTIL_KEY]).astimezone(timezone.utc)
+    last = pc.max(table.to_pyarrow_dataset().to_table(columns=["order_date"])["order_date"]).as_py()
+    if last is None:
+        raise ValueError(f"{path} holds no orders: generate the demo data first")
+    return _midnight(last + timedelta(days=1))
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    """What :func:`append_demo_hours` added: the hours ``[start, end)``, rows per source, the late rows
+    among them (for hours loaded before ``start``) and the appended hours without any order."""
+
+    start: datetime
+    end: datetime
+    rows: dict[str, int] = field(default_factory=dict)
+    late_orders: int = 0
+    late_hours: tuple[datetime, ...] = ()
+    quiet_hours: tuple[datetime, ...] = ()
+
+    @property
+    def hours(self) -> int:
+        return max(0, int((self.end - self.start).total_seconds() // 3600))
+
+
+def append_demo_hours(
+    project_dir: str | Path,
+    *,
+    hours: int | None = None,
+    until: datetime | None = None,
+    now: datetime | None = None,
+    orders_per_day: int = 200,
+    seed: int = 7,
+) -> AppendResult:
+    """Append the next hours of orders to the Delta sources, in place: ``hours`` hours after the data's
+    end (:func:`loaded_until`), or up to ``until`` (an hour boundary), by default up to the last complete
+    hour before ``now`` (the clock unless given).
+
+    The new hours hold the orders their day's stream holds for them (the same random stream as
+    :func:`generate_demo_data`, so quiet night hours stay empty), and for each new hour, with a small
+    chance, 1 to 3 late orders for one of the few hours loaded before this append. Each source gets one
+    Delta commit (order lines first, then orders) recording how far it now reaches; a source that
+    already reaches ``end`` (an append that died between its two commits) is not written again.
+    Nothing to add (``end`` not after the data's end) commits nothing.
+    """
+    root = Path(project_dir)
+    start = loaded_until(root)
+    if hours is not None and until is not None:
+        raise ValueError("give hours or until, not both")
+    if hours is not None:
+        if hours < 1:
+            raise ValueError(f"hours must be at least 1, got {hours}")
+        end = start + timedelta(hours=hours)
+    else:
+        end = _hour_boundary(until, "until") if until is not None else last_complete_hour(now)
+    if end <= start:
+        return AppendResult(start, start, {"raw.orders": 0, "raw.order_items": 0})
+    customers = pq.read_table(_location(root, "raw.customers"))
+    items = pa_csv.read_csv(_location(root, "raw.items"))
+    shop = _Shop.from_tables(customers, items, seed)
+    first_hour = _first_loaded_hour(root)
+
+    on_time: list[_DayBatch] = []
+    day = start.date()
+    while _midnight(day) < end:
+        batch = shop.orders_for_day(day, orders_per_day)
+        on_time.append(batch.select((batch.order_ts >= _micros(start)) & (batch.order_ts < _micros(end))))
+        day += timedelta(days=1)
+    late: list[_DayBatch] = []
+    hour = start
+    while hour < end:
+        rng = np.random.default_rng([seed, _LATE_STREAM, _hours_since_epoch(hour)])
+        if rng.random() < _LATE_HOUR_CHANCE:
+            # Late means: for an hour a reader may already have seen, loaded before this append.
+            target = start - timedelta(hours=int(rng.integers(1, _LATE_HOURS_BACK + 1)))
+            if len(late) < _LATE_BATCHES_MAX and first_hour is not None and target >= first_hour:
+                count = int(rng.integers(1, 4))
+                late.append(shop.orders_for_day(target.date(), orders_per_day, late_after=1_000_000 + _hours_since_epoch(hour), hour=target.hour, count=count))
+        hour += timedelta(hours=1)
+    batch = _DayBatch.concat(on_time + late)
+    existing = DeltaTable(_location(root, "raw.orders")).to_pyarrow_dataset()
+    max_order_id = pc.max(existing.to_table(columns=["order_id"])["order_id"]).as_py() or 0
+    orders, order_items = batch.to_tables(first_order_id=max_order_id + 1)
+    for name, table in (("raw.order_items", order_items), ("raw.orders", orders)):
+        if loaded_until(root, name) >= end:
+            continue  # committed by an append that stopped before its second commit
+        write_deltalake(_location(root, name), table, mode="append", partition_by=["order_date"], commit_properties=_loaded_until_commit(end))
+    filled = set(np.unique(np.concatenate([b.order_ts for b in on_time]) // _MICROS_PER_HOUR).tolist())
+    quiet = tuple(h for h in _hours(start, end) if _hours_since_epoch(h) not in filled)
+    late_hours = tuple(sorted({datetime.fromtimestamp(int(b.order_ts[0]) // _MICROS_PER_HOUR * 3600, timezone.utc) for b in late if len(b.order_ts)}))
+    return AppendResult(
+        start, end, {"raw.orders": orders.num_rows, "raw.order_items": order_items.num_rows},
+        late_orders=sum(len(b.order_ts) for b in late), late_hours=late_hours, quiet_hours=quiet,
+    )
 
 
 # --- internals ----------------------------------------------------------------------------------------
@@ -227,6 +374,63 @@ def append_demo_day(
 
 def _location(root: Path, source: str) -> Path:
     return root / SOURCE_LOCATIONS[source]
+
+
+class _replacing:
+    """A temporary path next to ``target``, renamed onto it when the block succeeds: a reader sees the
+    old file or the new one, never half of one."""
+
+    def __init__(self, target: Path):
+        self.target = target
+        self.tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+
+    def __enter__(self) -> Path:
+        return self.tmp
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            os.replace(self.tmp, self.target)
+        else:
+            self.tmp.unlink(missing_ok=True)
+
+
+def _midnight(day: date) -> datetime:
+    return datetime.combine(day, time(0), tzinfo=timezone.utc)
+
+
+def _micros(instant: datetime) -> int:
+    return _days_since_epoch(instant.date()) * _MICROS_PER_DAY + (instant - _midnight(instant.date())) // timedelta(microseconds=1)
+
+
+def _hours_since_epoch(instant: datetime) -> int:
+    return _micros(instant) // _MICROS_PER_HOUR
+
+
+def _hours(start: datetime, end: datetime) -> list[datetime]:
+    out, hour = [], start
+    while hour < end:
+        out.append(hour)
+        hour += timedelta(hours=1)
+    return out
+
+
+def _hour_boundary(instant: datetime, what: str) -> datetime:
+    if instant.tzinfo is None:
+        instant = instant.replace(tzinfo=timezone.utc)
+    instant = instant.astimezone(timezone.utc)
+    if instant != last_complete_hour(instant):
+        raise ValueError(f"{what} {instant.isoformat()} is not on an hour boundary (use {last_complete_hour(instant).isoformat()})")
+    return instant
+
+
+def _loaded_until_commit(instant: datetime) -> CommitProperties:
+    return CommitProperties(custom_metadata={LOADED_UNTIL_KEY: instant.astimezone(timezone.utc).isoformat()})
+
+
+def _first_loaded_hour(root: Path) -> datetime | None:
+    table = DeltaTable(_location(root, "raw.orders")).to_pyarrow_dataset()
+    first = pc.min(table.to_table(columns=["order_ts"])["order_ts"]).as_py()
+    return last_complete_hour(first) if first is not None else None
 
 
 def _days_since_epoch(day: date) -> int:
@@ -337,6 +541,21 @@ class _DayBatch:
             quantity=np.concatenate([b.quantity for b in batches]),
         )
 
+    def select(self, keep: np.ndarray) -> _DayBatch:
+        """The orders where ``keep`` is true, with their lines."""
+        positions = np.cumsum(keep) - 1  # new position of each kept order
+        lines = keep[self.line_order]
+        return _DayBatch(
+            order_ts=self.order_ts[keep],
+            customer_id=self.customer_id[keep],
+            status=self.status[keep],
+            channel=self.channel[keep],
+            line_order=positions[self.line_order[lines]],
+            line_no=self.line_no[lines],
+            item_id=self.item_id[lines],
+            quantity=self.quantity[lines],
+        )
+
     def to_tables(self, *, first_order_id: int) -> tuple[pa.Table, pa.Table]:
         order_ids = np.arange(len(self.order_ts), dtype=np.int64) + first_order_id
         order_dates = (self.order_ts // _MICROS_PER_DAY).astype(np.int32)
@@ -385,14 +604,20 @@ class _Shop:
             seed=seed,
         )
 
-    def orders_for_day(self, day: date, orders_per_day: int, *, late_after: int = 0) -> _DayBatch:
-        """One day's orders; with ``late_after`` (orders already loaded) a small late batch instead."""
+    def orders_for_day(
+        self, day: date, orders_per_day: int, *, late_after: int = 0, hour: int | None = None, count: int | None = None
+    ) -> _DayBatch:
+        """One day's orders; with ``late_after`` (orders already loaded) a small late batch instead;
+        ``hour`` and ``count`` give exactly ``count`` orders, all in that hour of the day."""
         rng = np.random.default_rng([self.seed, _DAY_STREAM, day.toordinal(), late_after])
         noise = math.exp(rng.normal(0.0, 0.08))
         expected = orders_per_day * _volume_factor(day) * noise
-        count = max(1, round(expected * _LATE_SHARE if late_after else expected))
+        if count is None:
+            count = max(1, round(expected * _LATE_SHARE if late_after else expected))
 
         hours = rng.choice(24, size=count, p=_HOURLY_CURVE)
+        if hour is not None:
+            hours = np.full(count, hour)
         order_ts = np.sort(
             _days_since_epoch(day) * _MICROS_PER_DAY
             + hours * _MICROS_PER_HOUR

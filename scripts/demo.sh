@@ -1,23 +1,29 @@
 #!/usr/bin/env bash
 # The main job on the embedded default (local Spark, Delta warehouse in ./warehouse, Dagster home in ./.dagster):
-# install, generate a year of the example shop's data, backfill every model, print the interval status.
+# install, generate the example shop's data from the models' start up to the last complete hour before now,
+# backfill every model (so no interval is missing), print the interval status.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
 ia=.venv/bin/incremental-assets
-DAYS="${DEMO_DAYS:-366}"
+# The example models start on 2024-01-01 (hourly_orders on 2024-12-01): the data starts there too, so no
+# interval is empty by construction. DEMO_START moves it (earlier intervals are then empty, not missing).
+START="${DEMO_START:-2024-01-01}"
 ORDERS="${DEMO_ORDERS_PER_DAY:-200}"
-echo "== generating ${DAYS} days of source data (${ORDERS} orders/day) into ./data"
-$ia demo-data --days "$DAYS" --orders-per-day "$ORDERS"
+echo "== generating source data from ${START} up to the last complete hour (${ORDERS} orders/day) into ./data"
+$ia demo-data --start "$START" --until now --orders-per-day "$ORDERS"
 echo "== validating the models"
 $ia validate
-echo "== backfilling every model: only the missing intervals up to 2025-01-01"
-$ia run --auto --end 2025-01-01
+echo "== backfilling every model: only the missing intervals, up to the last complete one"
+$ia run --auto
 echo "== interval status"
-$ia status --until 2025-01-01
+$ia status
 cat <<TXT
 
 Done. The tables are Delta tables under ./warehouse; runs are recorded in ./.dagster.
-Open the UI (same instance, so the CLI runs above are there):
+Open the UI (same instance, so the CLI runs above are there; the command also starts the daemon that
+runs the queue, the sensors and the schedules):
   DAGSTER_HOME=$PWD/.dagster .venv/bin/dagster dev -h 127.0.0.1 -p 3000
+Then watch new data arrive (README, "Watch the automation pick up new data"):
+  $ia demo-data --append --hours 1 --orders-per-day $ORDERS     # or: --append  (up to now)
 TXT

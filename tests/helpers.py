@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
+import sys
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
@@ -44,3 +50,40 @@ def normalize(row: tuple) -> tuple:
 
 def utc(*args) -> datetime:
     return datetime(*args, tzinfo=timezone.utc)
+
+
+@contextlib.contextmanager
+def automation_daemon(root: Path, home: Path, clock: datetime, log: Path, cursor: str | None = None):
+    """The real ``dagster-daemon`` on a project's instance with the automation sensor on (its cursor set
+    to ``cursor`` first, when given), the sensor's clock at ``clock``. Stopped with every process it
+    started (its own session), also when the caller fails."""
+    from incremental_assets.orchestration.sensors import CLOCK_ENV, SENSOR_NAME
+
+    repo = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "DAGSTER_HOME": str(home), "INCREMENTAL_ASSETS_PROJECT": str(root), CLOCK_ENV: clock.isoformat(),
+           "PYTHONPATH": str(repo) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    location = ["-m", "incremental_assets.definitions"]
+    commands = [["sensor", "start", SENSOR_NAME, *location]]
+    if cursor is not None:
+        commands.append(["sensor", "cursor", SENSOR_NAME, "--set", cursor, *location])
+    for args in commands:
+        done = subprocess.run([sys.executable, "-m", "dagster", *args], cwd=root, env=env, capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            raise RuntimeError(f"dagster {' '.join(args[:2])} failed: {done.stdout[-2000:]}{done.stderr[-2000:]}")
+    with open(log, "w") as out:
+        daemon = str(Path(sys.executable).parent / "dagster-daemon")
+        proc = subprocess.Popen([daemon, "run", *location], cwd=root, env=env,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            yield proc
+        finally:
+            for sig, wait in ((signal.SIGINT, 30), (signal.SIGKILL, 10)):
+                try:
+                    os.killpg(proc.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    proc.wait(timeout=wait)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue

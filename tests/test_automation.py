@@ -1,16 +1,25 @@
-"""Schedules from cron and sensors on new source data, evaluated with Dagster's test utilities."""
+"""Schedules from cron, and the automation sensor, evaluated with Dagster's own evaluation APIs on a real
+instance, the requested runs executed as Dagster runs: what arrives is computed once, upstreams first."""
 
 from __future__ import annotations
 
+import os
+from collections import Counter
+from datetime import datetime, timedelta
+from pathlib import Path
+
 import dagster as dg
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
-from incremental_assets.orchestration.definitions import build_definitions
 from incremental_assets.load.project import load_project
+from incremental_assets.orchestration.definitions import build_definitions
 from incremental_assets.orchestration.instance import open_instance
 from incremental_assets.orchestration.runner import Runner
+from incremental_assets.orchestration.sensors import CLOCK_ENV, SENSOR_NAME
 
-from helpers import utc, write_events
+from helpers import table_rows, utc, write_events
 from test_dagster import MODELS, SOURCES
 
 START, END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
@@ -51,48 +60,98 @@ def test_schedules_follow_cron_and_request_only_missing_complete_intervals(env, 
     assert requests == [] and "every complete interval" in skipped
 
 
-def _sense(defs, instance, name, cursor):
-    sensor = next(s for s in defs.sensors if s.name == name)
-    data = sensor.evaluate_tick(dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs))
-    return {(r.asset_selection[0].to_user_string(), r.tags[START], r.tags[END]): r.run_key for r in data.run_requests}, data.cursor
+class Automation:
+    """The project's automation sensor ticked at chosen instants, its run requests executed in order."""
+
+    def __init__(self, defs: dg.Definitions, instance: dg.DagsterInstance, monkeypatch):
+        self.defs, self.instance, self.monkeypatch = defs, instance, monkeypatch
+        self.cursor: str | None = None
+        self.requested: list[tuple[str, str | None, str | None, str]] = []
+        self.failed: list[str] = []
+
+    def reload(self, defs: dg.Definitions) -> None:
+        self.defs = defs  # a definition changed: new code, same instance and cursor
+
+    def sense(self, when: datetime, cursor: str | None = ...) -> dg.SensorExecutionData:  # type: ignore[assignment]
+        self.monkeypatch.setenv(CLOCK_ENV, when.isoformat())
+        sensor = next(s for s in self.defs.sensors if s.name == SENSOR_NAME)
+        context = dg.build_sensor_context(instance=self.instance, cursor=self.cursor if cursor is ... else cursor, definitions=self.defs)
+        return sensor.evaluate_tick(context)
+
+    def tick(self, when: datetime, *, run: bool = True) -> list[tuple[str, str | None, str | None]]:
+        data = self.sense(when)
+        self.cursor = data.cursor
+        requests = data.run_requests or []
+        keys = [(r.asset_selection[0].to_user_string(), r.tags.get(START), r.tags.get(END)) for r in requests]
+        self.requested += [(*k, r.run_key) for k, r in zip(keys, requests)]
+        if run:
+            job = self.defs.resolve_implicit_global_asset_job_def()
+            for request, key in zip(requests, keys):
+                result = job.execute_in_process(
+                    instance=self.instance, asset_selection=request.asset_selection, tags=request.tags, raise_on_error=False
+                )
+                if not result.success:
+                    self.failed.append(f"{key} at {when}")
+        self.last_skip = data.skip_message
+        return keys
+
+    def settle(self, when: datetime, limit: int = 8) -> list[tuple[str, str | None, str | None]]:
+        """Tick until nothing is requested; everything requested on the way."""
+        seen = []
+        for _ in range(limit):
+            keys = self.tick(when)
+            if not keys:
+                return seen
+            seen += keys
+        raise AssertionError(f"still requesting after {limit} ticks: {keys}")
 
 
-def test_sensor_requests_exactly_the_intervals_new_delta_versions_touch(env):
+def test_new_and_late_data_rerun_exactly_the_touched_intervals_then_downstream_in_order(env, monkeypatch, spark):
     project, instance, defs = env
-    events = project.sources["raw.events"].location
-    requests, cursor = _sense(defs, instance, "raw__events_new_data", None)
-    assert requests == {} and cursor == "0"
-    # Late data for 2024-01-02 10:00-11:59 arrives as one new Delta version.
-    write_events(events, utc(2024, 1, 2, 10), 2, mode="append")
-    requests, cursor = _sense(defs, instance, "raw__events_new_data", "0")
-    assert cursor == "1"
-    assert set(requests) == {
-        ("s/hourly", "2024-01-02-10:00", "2024-01-02-11:00"),
-        ("s/daily", "2024-01-02", "2024-01-02"),
-        ("s/weekly", "2023-12-31", "2023-12-31"),
-    }
-    # Evaluated again from the same cursor: the same run keys, so Dagster launches nothing twice.
-    again, _ = _sense(defs, instance, "raw__events_new_data", "0")
-    assert again == requests
-    # Nothing new: no requests.
-    assert _sense(defs, instance, "raw__events_new_data", "1")[0] == {}
-    # Data for a later day and for an old one: both days; their two adjacent weeks in one run.
-    write_events(events, utc(2024, 1, 9, 23), 1, mode="append")
-    write_events(events, utc(2024, 1, 1, 0), 1, mode="append")
-    requests, cursor = _sense(defs, instance, "raw__events_new_data", "1")
-    assert cursor == "3"
-    assert {k for k in requests if k[0] != "s/hourly"} == {
-        ("s/daily", "2024-01-01", "2024-01-01"), ("s/daily", "2024-01-09", "2024-01-09"),
-        ("s/weekly", "2023-12-31", "2024-01-07"),
-    }
+    auto = Automation(defs, instance, monkeypatch)
+    now = utc(2024, 1, 3, 6)
+    # First tick: every missing complete interval, upstreams before the models that read them.
+    assert auto.tick(now) == [("s/hourly", "2024-01-01-00:00", "2024-01-03-05:00")]
+    assert auto.tick(now) == [("s/daily", "2024-01-01", "2024-01-02")]
+    assert auto.tick(now) == [("s/total", None, None)]
+    assert auto.tick(now) == [] and auto.last_skip
+    assert auto.failed == []
+
+    # Late rows for 2024-01-02 10:00-11:59 arrive as one new Delta version: those two hours, then that day.
+    write_events(project.sources["raw.events"].location, utc(2024, 1, 2, 10), 2, mode="append")
+    cursor = auto.cursor
+    assert auto.tick(now, run=False) == [("s/hourly", "2024-01-02-10:00", "2024-01-02-11:00")]
+    # Evaluated again from the same cursor: the same run key, so Dagster launches nothing twice.
+    again = auto.sense(now, cursor)
+    assert [r.run_key for r in again.run_requests] == [auto.requested[-1][3]]
+    auto.cursor = cursor
+    assert auto.tick(now) == [("s/hourly", "2024-01-02-10:00", "2024-01-02-11:00")]
+    # The daily model reads those hours: only its 2024-01-02 is stale; the FULL total waits for it.
+    assert auto.tick(now) == [("s/daily", "2024-01-02", "2024-01-02")]
+    assert auto.tick(now) == [("s/total", None, None)]
+    assert auto.tick(now) == []
+    assert auto.failed == []
 
 
-def test_sensor_on_a_file_source_requests_the_intervals_of_new_files(make_project, tmp_path, monkeypatch):
-    import os
+def test_a_changed_definition_rebuilds_the_model_then_every_downstream_interval(env, monkeypatch, spark):
+    project, instance, defs = env
+    auto = Automation(defs, instance, monkeypatch)
+    now = utc(2024, 1, 3, 6)
+    auto.settle(now)
+    root = project.directory
+    hourly = root / "models" / "hourly.sql"
+    hourly.write_text(hourly.read_text().replace("COUNT(*) AS n", "COUNT(*) * 2 AS n"))
+    project = load_project(root)
+    auto.reload(build_definitions(project))
+    assert auto.tick(now) == [("s/hourly", "2024-01-01-00:00", "2024-01-03-05:00")]
+    assert auto.tick(now) == [("s/daily", "2024-01-01", "2024-01-02")]
+    assert auto.tick(now) == [("s/total", None, None)]
+    assert auto.tick(now) == []
+    assert auto.failed == []
+    assert table_rows(f"{project.settings.warehouse}/s/total") == [(2 * 48,)]
 
-    import pyarrow as pa
-    import pyarrow.parquet as pq
 
+def test_an_old_cursor_and_a_half_written_file_are_skipped_with_a_reason(make_project, tmp_path, monkeypatch, spark):
     root = make_project({
         "sources.yaml": "- name: raw.drops\n  location: data/drops\n  format: parquet\n  time_column: ts\n  interval_unit: hour\n",
         "models/daily.sql": """
@@ -112,12 +171,178 @@ def test_sensor_on_a_file_source_requests_the_intervals_of_new_files(make_projec
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
     project = load_project(root)
     instance = open_instance(project.settings.dagster_home)
+    auto = Automation(build_definitions(project), instance, monkeypatch)
+    auto.cursor = "17"  # what the per-source sensors of an older version kept
+    now = utc(2024, 1, 8)
+    assert auto.tick(now) == [("s/drops_daily", "2024-01-01", "2024-01-07")]
+    assert auto.tick(now) == [] and "every model is up to date" in auto.last_skip
+    # A file still being written cannot be read: skipped with a reason, read when it is whole.
+    (folder / "b.parquet").write_bytes(b"PAR1 half")
+    os.utime(folder / "b.parquet", (1_000_100, 1_000_100))
+    assert auto.tick(now) == [] and "not readable yet" in auto.last_skip
+    drop("b.parquet", utc(2024, 1, 5, 1), utc(2024, 1, 7, 23), mtime=1_000_200)
+    assert set(auto.tick(now)) == {("s/drops_daily", "2024-01-05", "2024-01-05"), ("s/drops_daily", "2024-01-07", "2024-01-07")}
+    assert auto.tick(now) == []
+    assert auto.failed == []
+    assert table_rows(f"{project.settings.warehouse}/s/drops_daily") == [
+        (datetime(2024, 1, 1).date(), 1), (datetime(2024, 1, 2).date(), 1), (datetime(2024, 1, 5).date(), 1), (datetime(2024, 1, 7).date(), 1)
+    ]
+
+
+# -- a week of hourly appends, driven by the automation alone ----------------------------------------
+
+WEEK_SOURCES = """\
+- name: raw.events
+  location: data/events
+  format: delta
+  time_column: ts
+  interval_unit: hour
+- name: raw.clicks
+  location: data/clicks
+  format: parquet
+  time_column: ts
+  interval_unit: hour
+"""
+
+WEEK_MODELS = {
+    "models/hourly.sql": """
+        MODEL (name s.hourly, kind INCREMENTAL_BY_TIME_RANGE (time_column h), start '2024-01-01', cron '@hourly');
+        SELECT date_trunc('HOUR', ts) AS h, COUNT(*) AS n, SUM(v) AS v FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1
+    """,
+    "models/daily.sql": """
+        MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');
+        SELECT CAST(h AS DATE) AS ds, SUM(n) AS n, SUM(v) AS v FROM s.hourly WHERE h BETWEEN @start_dt AND @end_dt GROUP BY 1
+    """,
+    "models/weekly.sql": """
+        MODEL (name s.weekly, kind INCREMENTAL_BY_TIME_RANGE (time_column wk), start '2023-12-31', interval_unit week);
+        SELECT date_sub(ds, dayofweek(ds) - 1) AS wk, SUM(n) AS n FROM s.daily WHERE ds BETWEEN @start_ds AND @end_ds GROUP BY 1
+    """,
+    "models/both.sql": """
+        MODEL (name s.both, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');
+        SELECT ds, SUM(e) AS events, SUM(c) AS clicks FROM (
+            SELECT CAST(ts AS DATE) AS ds, 1 AS e, 0 AS c FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt
+            UNION ALL
+            SELECT CAST(ts AS DATE) AS ds, 0 AS e, 1 AS c FROM raw.clicks WHERE ts BETWEEN @start_dt AND @end_dt
+        ) AS u GROUP BY ds
+    """,
+    "models/total.sql": """
+        MODEL (name s.total, kind FULL);
+        SELECT SUM(n) AS n, SUM(v) AS v FROM s.daily
+    """,
+}
+
+
+def _events(path: Path, stamps: list[datetime]) -> None:
+    table = pa.table({
+        "ts": pa.array(stamps, pa.timestamp("us", tz="UTC")),
+        "k": pa.array([f"k{i % 3}" for i in range(len(stamps))]),
+        "v": pa.array([(s.hour * 7 + s.day) % 11 for s in stamps], pa.int64()),
+    })
+    from deltalake import write_deltalake
+
+    write_deltalake(str(path), table, mode="append")
+
+
+def _clicks(folder: Path, name: str, stamps: list[datetime]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{name}.tmp"
+    pq.write_table(pa.table({"ts": pa.array(stamps, pa.timestamp("us", tz="UTC"))}), tmp)
+    tmp.rename(folder / name)
+
+
+def _week_plan(hour: datetime) -> int:
+    """Rows of raw.events in one hour: quiet nights, and no rows at all on 2024-01-03."""
+    if hour.date() == datetime(2024, 1, 3).date() or 1 <= hour.hour <= 4:
+        return 0
+    return 1 + (hour.hour % 3)
+
+
+@pytest.mark.slow
+def test_a_week_of_hourly_appends_is_computed_once_each_and_equals_a_full_recompute(make_project, tmp_path, monkeypatch, spark):
+    root = make_project({"sources.yaml": WEEK_SOURCES, **WEEK_MODELS})
+    events, clicks = root / "data" / "events", root / "data" / "clicks"
+    _events(events, [utc(2024, 1, 1, 0, 5)])
+    _clicks(clicks, "c0.parquet", [utc(2024, 1, 1, 0, 7)])
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    project = load_project(root)
+    instance = open_instance(project.settings.dagster_home)
+    auto = Automation(build_definitions(project), instance, monkeypatch)
+    changed_definition = False
+    hour = utc(2024, 1, 1, 1)
+    end = utc(2024, 1, 8, 3)
+    tick = 0
+    while hour < end:
+        # Three hours of data arrive between ticks; each hour is its own Delta version (several per tick).
+        for h in range(3):
+            at = hour + timedelta(hours=h)
+            stamps = [at + timedelta(minutes=10 * i) for i in range(_week_plan(at))]
+            if stamps:
+                _events(events, stamps)
+            if at.hour % 4 == 0:
+                _clicks(clicks, f"c{int(at.timestamp())}.parquet", [at + timedelta(minutes=1)])
+        tick += 1
+        if tick % 9 == 0:
+            # Late rows for an hour two days back, in both sources at once.
+            late = hour - timedelta(days=2, hours=3)
+            if late >= utc(2024, 1, 1) and _week_plan(late.replace(hour=12)):  # the day without rows stays without
+                _events(events, [late + timedelta(minutes=30)])
+                _clicks(clicks, f"late{tick}.parquet", [late + timedelta(minutes=31)])
+        hour += timedelta(hours=3)
+        if not changed_definition and hour >= utc(2024, 1, 5, 12):
+            hourly = root / "models" / "hourly.sql"
+            hourly.write_text(hourly.read_text().replace("SUM(v) AS v", "SUM(v) * 10 AS v"))
+            project = load_project(root)
+            auto.reload(build_definitions(project))
+            changed_definition = True
+        auto.settle(hour)
+
+    assert auto.failed == []
+    assert changed_definition
+    # No (model, interval) requested twice for the same reason at the same state.
+    keys = Counter(r[3] for r in auto.requested)
+    assert [k for k, n in keys.items() if n > 1] == []
+
+    # Every table equals a full recompute from scratch over the same data, by the CLI's runner.
+    fresh = make_project({"sources.yaml": WEEK_SOURCES, **WEEK_MODELS}, name="fresh")
+    (fresh / "models" / "hourly.sql").write_text((root / "models" / "hourly.sql").read_text())
+    os.symlink(root / "data", fresh / "data")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "fresh-home"))
+    again = load_project(fresh)
+    fresh_instance = open_instance(again.settings.dagster_home)
+    report = Runner(again, fresh_instance, build_definitions(again)).run(again.ordered(), auto=True, now=hour)
+    assert report.success
+    for name in ("s.hourly", "s.daily", "s.weekly", "s.both", "s.total"):
+        table = name.replace(".", "/")
+        assert table_rows(f"{project.settings.warehouse}/{table}") == table_rows(f"{again.settings.warehouse}/{table}"), name
+    # The day without rows is recorded as done and holds no row; the quiet hours likewise.
+    days = {row[0] for row in table_rows(f"{project.settings.warehouse}/s/daily")}
+    assert datetime(2024, 1, 3).date() not in days and datetime(2024, 1, 4).date() in days
+    hourly_keys = instance.get_materialized_partitions(dg.AssetKey(["s", "hourly"]))
+    assert "2024-01-03-12:00" in hourly_keys and "2024-01-02-02:00" in hourly_keys
+    print(f"{len(auto.requested)} runs over {tick} ticks")
+
+
+def test_run_auto_after_a_changed_upstream_recomputes_every_downstream_interval(env, capsys, spark):
+    from incremental_assets import cli
+
+    project, instance, defs = env
+    now = utc(2024, 1, 3)
+    assert Runner(project, instance, defs).run(project.ordered(), auto=True, now=now).success
+    root = project.directory
+    hourly = root / "models" / "hourly.sql"
+    hourly.write_text(hourly.read_text().replace("COUNT(*) AS n", "COUNT(*) * 2 AS n"))
+    project = load_project(root)
     defs = build_definitions(project)
-    requests, cursor = _sense(defs, instance, "raw__drops_new_data", None)
-    assert requests == {} and float(cursor) == 1_000_000
-    # A new file with late rows for 2024-01-05 and 2024-01-07: exactly those days.
-    drop("b.parquet", utc(2024, 1, 5, 1), utc(2024, 1, 7, 23), mtime=1_000_100)
-    requests, cursor = _sense(defs, instance, "raw__drops_new_data", cursor)
-    assert set(requests) == {("s/drops_daily", "2024-01-05", "2024-01-05"), ("s/drops_daily", "2024-01-07", "2024-01-07")}
-    assert float(cursor) == 1_000_100
-    assert _sense(defs, instance, "raw__drops_new_data", cursor)[0] == {}
+    report = Runner(project, instance, defs).run(project.ordered(), auto=True, now=now)
+    assert report.success
+    ran = [(r.model, str(r.window) if r.window else "full") for r in report.records]
+    assert ran == [
+        ("s.hourly", "[2024-01-01, 2024-01-03)"),  # rebuilt from its start, one commit
+        ("s.daily", "[2024-01-01, 2024-01-03)"),  # stale: batch_size 2
+        ("s.total", "full"),
+    ]
+    assert table_rows(f"{project.settings.warehouse}/s/daily") == [(datetime(2024, 1, 1).date(), 48), (datetime(2024, 1, 2).date(), 48)]
+    assert table_rows(f"{project.settings.warehouse}/s/total") == [(96,)]
+    # Nothing is stale any more, and status says so.
+    assert cli.main(["status", "--until", "2024-01-03", "--project", str(root)]) == 0
+    assert "STALE" not in capsys.readouterr().out

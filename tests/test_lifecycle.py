@@ -144,7 +144,8 @@ def test_a_changed_model_is_rebuilt_from_its_start_in_one_commit_and_flagged_sta
     # Dagster does not track an unpartitioned model reading a partitioned one: status tells both.
     assert cli.main(["status", "--until", "2024-01-05", "--project", str(root)]) == 0
     out = capsys.readouterr().out
-    assert "s.copy: STALE: s.daily rebuilt since" in out and "s.total: STALE: s.daily rebuilt since" in out
+    assert "s.copy: STALE: s.daily changed after [2024-01-01, 2024-01-04) were computed" in out
+    assert "s.total: STALE: s.daily changed since this table was written" in out
     assert runner.run([project.model("s.copy")], start=utc(2024, 1, 1), end=utc(2024, 1, 4)).success
     assert stale(instance, defs, "s.copy", "2024-01-02")[0] == StaleStatus.FRESH
     assert cli.main(["status", "s.copy", "--until", "2024-01-05", "--project", str(root)]) == 0

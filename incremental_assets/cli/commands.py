@@ -144,7 +144,7 @@ def _runner(project):
     from incremental_assets.orchestration.instance import open_instance
     from incremental_assets.orchestration.runner import Runner
 
-    instance = open_instance(project.settings.dagster_home)
+    instance = open_instance(project.settings.dagster_home, project.settings.max_concurrent_runs)
     return Runner(project, instance, build_definitions(project))
 
 
@@ -175,27 +175,31 @@ def cmd_status(args: argparse.Namespace) -> int:
     from incremental_assets import delta
     from incremental_assets.orchestration.instance import open_instance
     from incremental_assets.orchestration.runner import parse_instant
-    from incremental_assets.orchestration.status import (
-        describe_windows,
-        model_status,
-        rebuilt_upstreams,
-    )
+    from incremental_assets.orchestration.staleness import stale_intervals
+    from incremental_assets.orchestration.status import describe_windows, model_status
+    from incremental_assets.orchestration.translator import ModelTranslator
 
     project = _project(args)
-    instance = open_instance(project.settings.dagster_home)
+    instance = open_instance(project.settings.dagster_home, project.settings.max_concurrent_runs)
     models = [project.model(args.model)] if args.model else project.ordered()
     since, until = parse_instant(args.since, "since"), parse_instant(args.until, "until")
     rows = []
-    rebuilt_by: dict[str, list[str]] = {}
+    stale_by = {}
+    translator = ModelTranslator()
     for model in models:
         built = delta.built_with(delta.table_uri(project.settings.warehouse, model.name))
         st = model_status(instance, model, since=since, until=until, built_with=built)
         rows.append(st)
-        rebuilt = rebuilt_by[model.name] = rebuilt_upstreams(project, model)
+        stale = stale_by[model.name] = stale_intervals(instance, project, model, translator)
         if args.json:
             continue
-        if rebuilt:
-            print(f"{model.name}: STALE: {', '.join(rebuilt)} rebuilt since this table was written; run it again (--full-refresh for all intervals)")
+        if stale.windows:
+            print(
+                f"{model.name}: STALE: {', '.join(stale.causes)} changed after {describe_windows(stale.windows)} were computed; "
+                "`run --auto` (or the automation sensor) recomputes them"
+            )
+        elif stale.causes:
+            print(f"{model.name}: STALE: {', '.join(stale.causes)} changed since this table was written; `run --auto` runs it again")
         if not st.partitioned:
             if st.on_change:
                 print(f"{model.name}: CHANGED since its table was built; the next run {st.on_change}")
@@ -223,7 +227,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
         print(json.dumps([
             {"model": s.model, "partitioned": s.partitioned, "covered": win(s.covered), "gaps": win(s.gaps), "failed": win(s.failed),
-             "intervals_done": s.intervals_done, "intervals_expected": s.intervals_expected, "changed": s.changed, "on_change": s.on_change, "upstream_rebuilt": rebuilt_by[s.model],
+             "intervals_done": s.intervals_done, "intervals_expected": s.intervals_expected, "changed": s.changed, "on_change": s.on_change,
+             "stale": win(stale_by[s.model].windows), "upstream_changed": list(stale_by[s.model].causes),
              "rebuild": win([s.rebuild]) if s.rebuild else [],
              "last_materialized": s.last_materialized.isoformat() if s.last_materialized else None, "last_run": dict(s.last_details)}
             for s in rows
@@ -278,7 +283,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
     project = _project(args)
     entries = run_history(
-        open_instance(project.settings.dagster_home), project, args.model, limit=args.limit,
+        open_instance(project.settings.dagster_home, project.settings.max_concurrent_runs), project, args.model, limit=args.limit,
         since=parse_instant(args.since, "since"), until=parse_instant(args.until, "until"),
     )
     for entry in entries:
@@ -311,12 +316,49 @@ def cmd_test(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def cmd_demo_data(args: argparse.Namespace) -> int:
-    from incremental_assets.demo import generate_demo_data
+def _demo_instant(text: str | None):
+    """``now`` (the last complete hour before the clock) or an ISO-8601 hour boundary."""
+    from incremental_assets.demo import last_complete_hour
+    from incremental_assets.orchestration.runner import parse_instant
 
-    counts = generate_demo_data(args.project, start=date.fromisoformat(args.start), days=args.days, orders_per_day=args.orders_per_day)
+    if text is None:
+        return None
+    return last_complete_hour() if text.strip().lower() == "now" else parse_instant(text, "until")
+
+
+def cmd_demo_data(args: argparse.Namespace) -> int:
+    from datetime import timedelta
+
+    from incremental_assets.demo import append_demo_hours, generate_demo_data
+
+    until = _demo_instant(args.until)
+    try:
+        if args.append:
+            if args.start or args.days is not None:
+                raise IncrementalAssetsError("--append adds hours after the data's end: give --hours N or --until (default: now), not --start/--days")
+            result = append_demo_hours(args.project, hours=args.hours, until=until, orders_per_day=args.orders_per_day)
+            if not result.hours:
+                print(f"nothing to append: the data already reaches {format_instant(result.start)}")
+                return 0
+            print(f"appended {result.hours} hour(s) [{format_instant(result.start)}, {format_instant(result.end)}): "
+                  + ", ".join(f"{name} {n:,} rows" for name, n in result.rows.items()))
+            print(f"  quiet hours (no orders): {len(result.quiet_hours)}; late orders: {result.late_orders}"
+                  + (f" for {', '.join(format_instant(h) for h in result.late_hours)}" if result.late_hours else ""))
+            return 0
+        if args.hours is not None:
+            raise IncrementalAssetsError("--hours needs --append")
+        days = args.days if args.days is not None else 365
+        if until is not None:
+            start = date.fromisoformat(args.start) if args.start else until.date() - timedelta(days=days)
+        else:
+            start = date.fromisoformat(args.start or "2024-01-01")
+        counts = generate_demo_data(args.project, start=start, days=days, orders_per_day=args.orders_per_day, until=until)
+    except ValueError as exc:
+        raise IncrementalAssetsError(str(exc)) from None
     for name, n in counts.items():
         print(f"{name}: {n:,} rows")
+    if until is not None:
+        print(f"data from {start.isoformat()} up to {format_instant(until)}")
     return 0
 
 
@@ -378,9 +420,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", nargs="*", help="only these tests")
     p.set_defaults(func=cmd_test)
 
-    p = add("demo-data", "generate the example project's source data (deterministic)")
-    p.add_argument("--start", default="2024-01-01")
-    p.add_argument("--days", type=int, default=365)
+    p = add("demo-data", "generate the example project's source data (deterministic), or append new hours to it in place")
+    p.add_argument("--start", help="first day (default 2024-01-01; with --until: --days before it)")
+    p.add_argument("--days", type=int, help="days to generate (default 365); ignored with both --start and --until")
+    p.add_argument("--until", help="generate (or with --append: append) up to this hour boundary; `now` = the last complete hour")
+    p.add_argument("--append", action="store_true", help="add the hours after the data's end to the sources in place (default: up to now)")
+    p.add_argument("--hours", type=int, help="with --append: add this many hours")
     p.add_argument("--orders-per-day", type=int, default=200)
     p.set_defaults(func=cmd_demo_data)
     return parser

@@ -20,6 +20,7 @@ from incremental_assets.delta.lock import LOCK_FILE, LOCK_TIMEOUT_ENV, writer_lo
 from incremental_assets.delta.staging import (
     discard_staging,
     has_staged_rows,
+    keep_staged_schema,
     new_staging_dir,
     orphan_staging_dirs,
     remove_orphan_staging,
@@ -36,8 +37,6 @@ from incremental_assets.delta.tables import (
     committed_files,
     exists,
     last_commit_metadata,
-    last_commit_ms,
-    rebuilt_since,
     source_files,
     table_uri,
     version,
@@ -48,6 +47,6 @@ __all__ = [
     "Append", "BUCKET_COLUMN", "Commit", "CommitMode", "CommitResult", "LOCK_FILE", "LOCK_TIMEOUT_ENV", "METADATA_PREFIX",
     "PARTITION_COLUMN", "ReplaceBuckets", "ReplaceTable", "ReplaceWindow", "VacuumResult", "added_time_ranges",
     "arrow_schema", "built_with", "commit_staged", "commits", "committed_files", "discard_staging", "exists",
-    "has_staged_rows", "host_tag", "last_commit_metadata", "last_commit_ms", "new_staging_dir", "orphan_staging_dirs",
-    "rebuilt_since", "remove_orphan_staging", "source_files", "table_uri", "vacuum", "version", "writer_lock",
+    "has_staged_rows", "keep_staged_schema", "host_tag", "last_commit_metadata", "new_staging_dir", "orphan_staging_dirs",
+    "remove_orphan_staging", "source_files", "table_uri", "vacuum", "version", "writer_lock",
 ]

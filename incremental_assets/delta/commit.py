@@ -8,21 +8,17 @@ version.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Schema
 from deltalake.transaction import AddAction, create_table_with_add_actions
 
-from incremental_assets.delta.files import (
-    filesystem,
-)
+from incremental_assets.delta.files import filesystem
 from incremental_assets.delta.lock import writer_lock
-from incremental_assets.delta.staging import (
-    staged_parquet,
-)
+from incremental_assets.delta.staging import staged_parquet
 from incremental_assets.delta.tables import (
     BUCKET_COLUMN,
     METADATA_PREFIX,
@@ -41,6 +37,7 @@ class CommitResult:
     files: int
     bytes: int
     partitions: int
+    interval_rows: Mapping[str, int] = field(default_factory=dict)  # rows added per ``ia_interval`` value (none: no key)
 
 def _add_actions(uri: str, staging: str) -> tuple[list[AddAction], int]:
     _, table_base = filesystem(uri)
@@ -48,6 +45,8 @@ def _add_actions(uri: str, staging: str) -> tuple[list[AddAction], int]:
     actions: list[AddAction] = []
     rows = 0
     for info, num_rows in staged_parquet(staging):
+        if num_rows == 0:
+            continue  # a row-less file adds nothing to any interval or bucket: a window with no rows commits no file
         relative = info.path[len(prefix) :] if info.path.startswith(prefix) else info.path
         partition_values: dict[str, str | None] = {}
         for part in relative.split("/")[:-1]:
@@ -183,4 +182,15 @@ def commit_staged(
         files=len(actions),
         bytes=sum(a.size for a in actions),
         partitions=len({tuple(a.partition_values.items()) for a in actions}),
+        interval_rows=_interval_rows(actions),
     )
+
+
+def _interval_rows(actions: Sequence[AddAction]) -> dict[str, int]:
+    """Rows added per interval partition value, from the add actions' statistics."""
+    out: dict[str, int] = {}
+    for action in actions:
+        value = action.partition_values.get(PARTITION_COLUMN)
+        if value is not None:
+            out[value] = out.get(value, 0) + int(json.loads(action.stats or "{}").get("numRecords", 0))
+    return out

@@ -11,12 +11,7 @@ import uuid
 from datetime import datetime, timezone
 from typing import Iterator
 
-from incremental_assets.delta.files import (
-    host_tag,
-    is_local,
-    local_path,
-    pid_alive,
-)
+from incremental_assets.delta.files import host_tag, is_local, local_path, pid_alive
 from incremental_assets.errors import StorageError
 
 LOCK_FILE = "_ia_writer.lock"

@@ -12,6 +12,7 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Iterator
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from pyarrow import fs as pafs
@@ -23,10 +24,7 @@ from incremental_assets.delta.files import (
     local_path,
     pid_alive,
 )
-from incremental_assets.delta.tables import (
-    commits,
-    exists,
-)
+from incremental_assets.delta.tables import commits, exists
 from incremental_assets.errors import StorageError
 
 STAGING_PREFIX = "run-"
@@ -52,6 +50,24 @@ def staged_parquet(staging: str) -> Iterator[tuple[pafs.FileInfo, int]]:
             continue
         with fs.open_input_file(info.path) as handle:
             yield info, pq.ParquetFile(handle).metadata.num_rows
+
+EMPTY_STAGED_FILE = "part-00000-ia-no-rows.parquet"
+
+
+def keep_staged_schema(staging: str, schema: pa.Schema) -> None:
+    """Make sure ``staging`` holds at least one parquet file, so its readers see its columns.
+
+    Spark writes no file at all for an empty result partitioned by interval or bucket (a quiet hour, a
+    day without events, a window past the end of the data): the staged output of such a window is then
+    one row-less file with ``schema`` (never committed: a commit adds only files that hold rows).
+    """
+    if any(True for _ in staged_parquet(staging)):
+        return
+    fs, base = filesystem(staging)
+    fs.create_dir(base, recursive=True)
+    with fs.open_output_stream(f"{base.rstrip('/')}/{EMPTY_STAGED_FILE}") as handle:
+        pq.write_table(schema.empty_table(), handle)
+
 
 def has_staged_rows(staging: str) -> bool:
     """Whether a run staged any row (Spark may write row-less files for an empty result)."""

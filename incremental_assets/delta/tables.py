@@ -107,24 +107,6 @@ def built_with(uri: str) -> str | None:
     return history[0].get(METADATA_PREFIX + "fingerprint") if history else None
 
 
-def last_commit_ms(uri: str) -> int | None:
-    """When the table's latest commit was made (ms since the epoch), None without a table."""
-    try:
-        history = DeltaTable(uri).history(1)
-    except TableNotFoundError:
-        return None
-    return int(history[0]["timestamp"]) if history else None
-
-
-def rebuilt_since(uri: str, since_ms: int) -> bool:
-    """Whether a whole-table rebuild of an incremental model was committed after ``since_ms``."""
-    try:
-        history = DeltaTable(uri).history()
-    except TableNotFoundError:
-        return False
-    return any(int(c["timestamp"]) > since_ms and c.get(METADATA_PREFIX + "write") == "rebuild" for c in history)
-
-
 def version(uri: str) -> int | None:
     try:
         return DeltaTable(uri).version()

@@ -8,12 +8,8 @@ from datetime import timedelta
 from deltalake import DeltaTable
 
 from incremental_assets.delta.lock import writer_lock
-from incremental_assets.delta.staging import (
-    remove_orphan_staging,
-)
-from incremental_assets.delta.tables import (
-    exists,
-)
+from incremental_assets.delta.staging import remove_orphan_staging
+from incremental_assets.delta.tables import exists
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,13 @@
 | spark.remote      | none (Spark Connect URL)     | ``INCREMENTAL_ASSETS_SPARK_REMOTE``    |
 | spark.conf        | a few small-machine defaults | ``INCREMENTAL_ASSETS_SPARK_CONF`` (JSON object, merged) |
 | dagster_home      | ``<project>/.dagster``       | ``DAGSTER_HOME``                       |
+| max_concurrent_runs | CPU cores / cores per run, at least 1 (see below) | ``INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS`` |
+
+``max_concurrent_runs`` is how many runs the project's Dagster instance lets run at once (its run queue).
+Each run is a Spark driver that, on the embedded default, computes with ``local[N]``'s N threads: the
+default gives each run N cores (N = 2 for the default ``local[2]``, all cores for ``local[*]``, 2 for a
+cluster or Spark Connect, where the driver still plans, collects and commits): 1 run on 2 cores, 2 on 4.
+More runs than that only make every run slower and can exhaust memory (a JVM each).
 
 >>> import tempfile
 >>> s = load_settings(tempfile.mkdtemp(), environ={"INCREMENTAL_ASSETS_SPARK_MASTER": "local[1]"})
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Mapping
 
@@ -36,6 +44,41 @@ def _resolve(project_dir: Path, location: str) -> str:
         return location
     path = Path(location).expanduser()
     return str(path if path.is_absolute() else (project_dir / path).resolve())
+
+
+def available_cores() -> int:
+    """CPU cores this process may use (its affinity, e.g. a container's share), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def default_max_concurrent_runs(spark_master: str | None, cores: int | None = None) -> int:
+    """Runs that fit the machine: its cores divided by the cores one run's Spark uses, at least 1.
+
+    >>> [default_max_concurrent_runs(m, 2) for m in ("local[2]", "local[*]", "local", "spark://h:7077")]
+    [1, 1, 2, 1]
+    >>> [default_max_concurrent_runs("local[2]", n) for n in (1, 4, 16)]
+    [1, 2, 8]
+    """
+    cores = cores or available_cores()
+    per_run = 2
+    match = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\s*\d+)?\])?", (spark_master or "").strip())
+    if match:
+        threads = match.group(1)
+        per_run = cores if threads == "*" else int(threads or 1)
+    return max(1, cores // max(1, per_run))
+
+
+def _run_limit(value: object, where: Path | None, source: str) -> int:
+    try:
+        limit = int(str(value).strip())
+    except ValueError:
+        limit = 0
+    if limit < 1 or isinstance(value, bool):
+        raise ModelFileError(where, None, f"{source} must be a whole number of runs, at least 1, not {value!r}", hint="e.g. `max_concurrent_runs: 2`")
+    return limit
 
 
 _EXAMPLES = {"warehouse": "s3://bucket/warehouse", "dialect": "spark", "timezone": "UTC", "dagster_home": ".dagster"}
@@ -56,7 +99,7 @@ def load_settings(project_dir: str | Path, *, environ: Mapping[str, str] | None 
         if loaded is not None and not isinstance(loaded, dict):
             raise ModelFileError(path, 1, "settings must be a mapping of keys to values")
         raw = loaded or {}
-    known = {"warehouse", "dialect", "timezone", "spark", "dagster_home"}
+    known = {"warehouse", "dialect", "timezone", "spark", "dagster_home", "max_concurrent_runs"}
     unknown = {str(k) for k in raw} - known
     if unknown:
         raise ModelFileError(path, None, f"unknown setting(s): {', '.join(sorted(unknown))}", hint="use " + ", ".join(sorted(known)))
@@ -83,13 +126,22 @@ def load_settings(project_dir: str | Path, *, environ: Mapping[str, str] | None 
         conf.update({str(k): str(v) for k, v in extra.items()})
     warehouse = env.get("INCREMENTAL_ASSETS_WAREHOUSE") or raw.get("warehouse") or "warehouse"
     home = env.get("DAGSTER_HOME") or raw.get("dagster_home") or ".dagster"
+    spark_master = str(env.get("INCREMENTAL_ASSETS_SPARK_MASTER") or spark.get("master") or "local[2]")
+    remote = env.get("INCREMENTAL_ASSETS_SPARK_REMOTE") or spark.get("remote") or None
+    if env.get("INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS"):
+        max_runs = _run_limit(env["INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS"], None, "INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS")
+    elif raw.get("max_concurrent_runs") is not None:
+        max_runs = _run_limit(raw["max_concurrent_runs"], path, "max_concurrent_runs")
+    else:
+        max_runs = default_max_concurrent_runs(None if remote else spark_master)
     return Settings(
         project_dir=project_dir,
         warehouse=_resolve(project_dir, str(warehouse)),
         dialect=str(env.get("INCREMENTAL_ASSETS_DIALECT") or raw.get("dialect") or "spark").lower(),
         timezone=str(env.get("INCREMENTAL_ASSETS_TIMEZONE") or raw.get("timezone") or "UTC"),
-        spark_master=str(env.get("INCREMENTAL_ASSETS_SPARK_MASTER") or spark.get("master") or "local[2]"),
-        spark_remote=env.get("INCREMENTAL_ASSETS_SPARK_REMOTE") or spark.get("remote") or None,
+        spark_master=spark_master,
+        spark_remote=remote,
         spark_conf=conf,
         dagster_home=Path(_resolve(project_dir, str(home))),
+        max_concurrent_runs=max_runs,
     )

@@ -52,6 +52,7 @@ class Settings:
     spark_remote: str | None = None
     spark_conf: Mapping[str, str] = field(default_factory=dict)
     dagster_home: Path | None = None
+    max_concurrent_runs: int = 1
 
     def spark_config(self) -> dict[str, str]:
         conf = dict(DEFAULT_SPARK_CONF)

@@ -21,6 +21,7 @@ from incremental_assets.orchestration.instance import (
     materialized_windows,
     missing_upstream,
     pending_upstream_runs,
+    table_pool,
 )
 from incremental_assets.orchestration.resource import SparkResource
 from incremental_assets.orchestration.translator import ModelTranslator
@@ -134,6 +135,19 @@ def materialization_metadata(results: list[RunResult], seconds: float) -> dict[s
 
 
 
+def report_interval_rows(context: dg.AssetExecutionContext, model: SqlModel, results: list[RunResult]) -> None:
+    """Each partition's own row count (``dagster/partition_row_count``), 0 for an interval without rows:
+    a run over many intervals records one materialization per interval, each with its own count."""
+    partitions = context.assets_def.partitions_def
+    assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
+    rows: dict[str, int] = {}
+    for result in results:
+        rows.update(result.interval_rows)
+    for pk in context.partition_keys:
+        start = to_utc(partitions.time_window_for_partition_key(pk).start)
+        context.add_asset_metadata({"dagster/partition_row_count": rows.get(model.unit.partition_key(start), 0)}, partition_key=pk)
+
+
 def model_deps(project: Project, model: SqlModel, translator: ModelTranslator) -> list[dg.AssetDep]:
     """The asset's dependencies: upstream models (with partition mappings that include the lookback) and sources."""
     deps = []
@@ -165,6 +179,7 @@ def build_model_asset(project: Project, model: SqlModel, translator: ModelTransl
         backfill_policy=translator.get_backfill_policy(model, run_size(project, model)),
         metadata=translator.get_metadata(model),
         check_specs=checks.check_specs(project, model, key),
+        pool=table_pool(model.name),
     )
     def _materialize(context: dg.AssetExecutionContext, spark: SparkResource) -> dg.MaterializeResult:
         began = time.perf_counter()
@@ -193,6 +208,8 @@ def build_model_asset(project: Project, model: SqlModel, translator: ModelTransl
         meta["fingerprint"] = model.fingerprint
         if plans[-1].safety_class:
             meta["safety_class"] = plans[-1].safety_class + (" (downgraded to a full refresh)" if plans[-1].downgraded else "")
+        if window is not None and model.is_incremental:
+            report_interval_rows(context, model, results)
         check_results = auditor.results(window, view_sql=plans[-1].sql if plans[-1].write == WriteKind.VIEW else None)
         return dg.MaterializeResult(metadata=meta, check_results=check_results)
 

@@ -3,12 +3,15 @@ upstream coverage, runs whose process died."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
+import sys
 from pathlib import Path
 
 import dagster as dg
 
+from incremental_assets.load.settings import default_max_concurrent_runs
 from incremental_assets.model.intervals import (
     TimeWindow,
     ceil,
@@ -24,24 +27,139 @@ from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.plan.compile import input_bound
 
-DAGSTER_YAML = """\
+# The dagster.yaml that earlier versions wrote, byte for byte: such a file is upgraded in place.
+LEGACY_DAGSTER_YAMLS = (
+    """\
 # Dagster instance of this project: runs from the CLI and from `dagster dev` are recorded here.
 telemetry:
   enabled: false
 run_coordinator:
   module: dagster.core.run_coordinator
   class: DefaultRunCoordinator
+""",
+)
+
+MANAGED_MARK = "# incremental-assets managed file, sha256:"
+
+DAGSTER_YAML = """\
+# Dagster instance of this project: runs from the CLI and from `dagster dev` are recorded here.
+# Written by incremental-assets, and rewritten when the project's max_concurrent_runs changes (setting
+# or INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS) as long as nobody edited it: edit anything here (or delete
+# the first line) and it is yours, left exactly as you wrote it.
+telemetry:
+  enabled: false
+# Runs from the UI, schedules, sensors and backfills wait in a queue; the daemon (`dagster dev` or
+# `dagster-daemon run`) starts at most max_concurrent_runs of them at once.
+run_coordinator:
+  module: dagster.core.run_coordinator
+  class: QueuedRunCoordinator
+concurrency:
+  runs:
+    max_concurrent_runs: {max_concurrent_runs}
+  # Every model asset is in the pool of its table (`table/<model name>`): one step at a time writes a
+  # table. A queued run whose table is busy stays queued; an in-process CLI run waits for the slot.
+  pools:
+    granularity: op
+    default_limit: 1
+# The daemon frees the table slots a run still held when it ended (a run worker that was killed).
+run_monitoring:
+  enabled: true
+  free_slots_after_run_end_seconds: 30
 """
 
-def open_instance(home: Path | str) -> dg.DagsterInstance:
-    """The project's Dagster instance (SQLite under ``home`` unless its dagster.yaml says otherwise)."""
+
+def dagster_yaml(max_concurrent_runs: int) -> str:
+    """The dagster.yaml the project writes, first line a mark with the checksum of the rest."""
+    body = DAGSTER_YAML.format(max_concurrent_runs=int(max_concurrent_runs))
+    return f"{MANAGED_MARK}{hashlib.sha256(body.encode()).hexdigest()[:16]}\n{body}"
+
+
+def instance_config_owner(text: str) -> str:
+    """Who a dagster.yaml belongs to: ``product`` if its text is exactly what some version of the
+    product wrote (an older version's file, or a marked file whose checksum still matches), else ``user``.
+
+    >>> instance_config_owner(dagster_yaml(2)), instance_config_owner(dagster_yaml(2).replace(": 2", ": 3"))
+    ('product', 'user')
+    >>> instance_config_owner(LEGACY_DAGSTER_YAMLS[0]), instance_config_owner("telemetry: {enabled: false}\\n")
+    ('product', 'user')
+    """
+    if text in LEGACY_DAGSTER_YAMLS:
+        return "product"
+    first, _, body = text.partition("\n")
+    if first.startswith(MANAGED_MARK) and first[len(MANAGED_MARK):] == hashlib.sha256(body.encode()).hexdigest()[:16]:
+        return "product"
+    return "user"
+
+
+def ensure_instance_config(home: Path | str, max_concurrent_runs: int) -> str:
+    """Write, upgrade or keep ``<home>/dagster.yaml``: ``created``, ``updated``, ``current`` or ``user``
+    (a file someone edited: never rewritten). Writes go to a temporary name renamed into place, so a
+    webserver or daemon reading it never sees half a file."""
+    config = Path(home) / "dagster.yaml"
+    wanted = dagster_yaml(max_concurrent_runs)
+    if config.exists():
+        text = config.read_text(encoding="utf-8")
+        if text == wanted:
+            return "current"
+        if instance_config_owner(text) == "user":
+            if "QueuedRunCoordinator" not in text and not _warned_unqueued.get(str(config)):
+                _warned_unqueued[str(config)] = True
+                print(
+                    f"note: {config} is yours (edited), so it is left as is; it does not queue runs "
+                    "(run_coordinator QueuedRunCoordinator): delete it to get the project's queue and per-table pools",
+                    file=sys.stderr,
+                )
+            return "user"
+        state = "updated"
+    else:
+        state = "created"
+    tmp = config.with_name(f".dagster.yaml.{os.getpid()}.tmp")
+    tmp.write_text(wanted, encoding="utf-8")
+    os.replace(tmp, config)
+    return state
+
+
+_warned_unqueued: dict[str, bool] = {}
+
+
+
+def table_pool(model_name: str) -> str:
+    """The Dagster concurrency pool of a model's table. The project's instance limits every pool to 1
+    (``concurrency.pools.default_limit``), so two runs writing one table never overlap: the second
+    waits in the queue (or, in process, for the slot) instead of racing the first's Delta commit."""
+    return f"table/{model_name}"
+
+
+def open_instance(home: Path | str, max_concurrent_runs: int | None = None) -> dg.DagsterInstance:
+    """The project's Dagster instance (SQLite under ``home`` unless its dagster.yaml says otherwise).
+
+    Its dagster.yaml queues runs (at most ``max_concurrent_runs`` at once; default: what fits this
+    machine, see :func:`incremental_assets.load.settings.default_max_concurrent_runs`) and limits each
+    table's pool to one writer; see :func:`ensure_instance_config` for when it is (re)written."""
     home = Path(home)
     home.mkdir(parents=True, exist_ok=True)
-    config = home / "dagster.yaml"
-    if not config.exists():
-        config.write_text(DAGSTER_YAML)
+    if max_concurrent_runs is None:
+        max_concurrent_runs = default_max_concurrent_runs("local[2]")
+    ensure_instance_config(home, max_concurrent_runs)
     os.environ["DAGSTER_HOME"] = str(home)
     return dg.DagsterInstance.from_config(str(home))
+
+
+def register_table_pools(instance: dg.DagsterInstance, project: Project) -> list[str]:
+    """Create the pool of each model's table (limit: the instance's default, 1) if it does not exist yet.
+
+    Dagster creates a pool when a step first claims it; until then the run queue does not know the
+    pool and would start two queued runs of one new table together (the second then waits, blocked,
+    inside its run). Registered up front, the second stays queued. Returns the pools created."""
+    storage = instance.event_log_storage
+    if not storage.supports_global_concurrency_limits or instance.global_op_concurrency_default_limit is None:
+        return []
+    existing = storage.get_concurrency_keys()
+    created = [table_pool(m.name) for m in project.models.values() if table_pool(m.name) not in existing]
+    for pool in created:
+        storage.initialize_concurrency_limit_to_default(pool)
+    return created
+
 
 def _window_of_key(partitions: dg.TimeWindowPartitionsDefinition, key: str) -> TimeWindow:
     tw = partitions.time_window_for_partition_key(key)
@@ -65,6 +183,9 @@ def fail_dead_runs(instance: dg.DagsterInstance) -> list[str]:
         except PermissionError:
             continue
         instance.report_run_failed(run, message=f"the process of this run (pid {pid}) died without finishing it")
+        if instance.event_log_storage.supports_global_concurrency_limits:
+            # the table's pool slot it held (or waited for) is free again
+            instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
         failed.append(run.run_id)
     return failed
 

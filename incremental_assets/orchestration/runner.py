@@ -22,6 +22,8 @@ from incremental_assets.model.intervals import (
     batches,
     ceil,
     last_complete_end,
+    merge,
+    subtract,
     to_utc,
 )
 from incremental_assets.model.kinds import IncrementalByTimeRange
@@ -31,8 +33,10 @@ from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.instance import (
     fail_dead_runs,
     materialized_windows,
+    register_table_pools,
 )
 from incremental_assets.orchestration.reconcile import reconcile
+from incremental_assets.orchestration.staleness import stale_intervals
 from incremental_assets.orchestration.status import windows_to_run
 from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.plan.compile import analysis_of, run_size
@@ -69,6 +73,7 @@ class Runner:
         self.defs = defs
         self.translator = translator or ModelTranslator()
         self.job = defs.resolve_implicit_global_asset_job_def()
+        register_table_pools(instance, project)
 
     def built_with(self, model: SqlModel) -> str | None:
         return delta.built_with(delta.table_uri(self.project.settings.warehouse, model.name))
@@ -137,31 +142,48 @@ class Runner:
         fail_dead_runs(self.instance)
         queue = self.plan_runs(models, start=start, end=end, auto=auto, now=now, progress=progress, full_refresh=full_refresh)
         report = RunReport()
-        done = rows = 0
+        total, done, rows = queue.intervals, 0, 0
         began = time.perf_counter()
         failed_models: set[str] = set()
-        for model, window in queue.runs:
-            if model.name in failed_models or failed_models & set(model.depends_on):
-                report.records.append(RunRecord(model.name, window, False, "", 0.0, error="skipped: an upstream model failed"))
-                failed_models.add(model.name)
-                continue
-            rebuild = model.name in queue.rebuilds
-            record = self.run_window(model, window, allow_downgrade=allow_downgrade, rebuild=rebuild, built_with=queue.built.get(model.name, _UNREAD))
-            report.records.append(record)
-            done += len(batches(window, model.unit, 1)) if window else 1
-            rows += record.rows or 0
-            if progress:
-                state = "ok" if record.success else "FAILED"
-                where = (str(window) if window else "full") + (" (rebuilt from start, one commit)" if rebuild else "")
-                progress(
-                    f"[{done}/{queue.intervals} intervals, {rows:,} rows, {time.perf_counter() - began:.1f}s] "
-                    f"{model.name} {where}: {state}" + (f", {record.rows:,} rows" if record.rows is not None else "")
-                    + (f"\n    {record.error}" if record.error else "")
-                )
-            if not record.success:
-                # Later windows of this model and everything downstream would build on a hole: skip them.
-                failed_models.add(model.name)
+        for model in models:
+            runs = [w for m, w in queue.runs if m.name == model.name]
+            if auto and model.name not in queue.rebuilds and set(model.depends_on) & queue.ran:
+                # Upstreams ran in this command: what they changed makes intervals of this model stale.
+                extra = self.stale_windows(model, runs)
+                runs += extra
+                total += sum(len(batches(w, model.unit, 1)) for w in extra)
+            for window in runs:
+                if model.name in failed_models or failed_models & set(model.depends_on):
+                    report.records.append(RunRecord(model.name, window, False, "", 0.0, error="skipped: an upstream model failed"))
+                    failed_models.add(model.name)
+                    continue
+                rebuild = model.name in queue.rebuilds
+                record = self.run_window(model, window, allow_downgrade=allow_downgrade, rebuild=rebuild, built_with=queue.built.get(model.name, _UNREAD))
+                report.records.append(record)
+                queue.ran.add(model.name)
+                done += len(batches(window, model.unit, 1)) if window else 1
+                rows += record.rows or 0
+                if progress:
+                    state = "ok" if record.success else "FAILED"
+                    where = (str(window) if window else "full") + (" (rebuilt from start, one commit)" if rebuild else "")
+                    progress(
+                        f"[{done}/{total} intervals, {rows:,} rows, {time.perf_counter() - began:.1f}s] "
+                        f"{model.name} {where}: {state}" + (f", {record.rows:,} rows" if record.rows is not None else "")
+                        + (f"\n    {record.error}" if record.error else "")
+                    )
+                if not record.success:
+                    # Later windows of this model and everything downstream would build on a hole: skip them.
+                    failed_models.add(model.name)
         return report
+
+    def stale_windows(self, model: SqlModel, planned: list[TimeWindow | None]) -> list[TimeWindow]:
+        """Intervals of an incremental model made stale by upstream materializations, not already planned,
+        cut to the model's run size (an unpartitioned model runs whole anyway)."""
+        if not isinstance(model.kind, IncrementalByTimeRange):
+            return []
+        stale = stale_intervals(self.instance, self.project, model, self.translator)
+        todo = [part for w in stale.windows for part in subtract(w, [p for p in planned if p is not None])]
+        return [part for w in merge(todo) for part in batches(w, model.unit, run_size(self.project, model))]
 
     def plan_runs(
         self,
@@ -197,7 +219,10 @@ class Runner:
                 analysis = analysis_of(self.project, model.name)
                 # A refused model run with allow_downgrade is one full rebuild, not a series of windows.
                 size = None if analysis is not None and analysis.refused else run_size(self.project, model)
-                for window in windows_to_run(self.instance, model, start=start, end=end, auto=auto, translator=self.translator, now=now):
+                windows = windows_to_run(self.instance, model, start=start, end=end, auto=auto, translator=self.translator, now=now)
+                if auto:
+                    windows = merge([*windows, *stale_intervals(self.instance, self.project, model, self.translator).windows])
+                for window in windows:
                     queue.runs.extend((model, part) for part in batches(window, model.unit, size))
             else:
                 queue.runs.append((model, None))
@@ -212,6 +237,7 @@ class RunQueue:
 
     runs: list[tuple[SqlModel, TimeWindow | None]] = field(default_factory=list)
     rebuilds: set[str] = field(default_factory=set)
+    ran: set[str] = field(default_factory=set)  # models that ran in this command
     built: dict[str, str | None] = field(default_factory=dict)  # fingerprint each incremental table was built with, read once
 
     @property

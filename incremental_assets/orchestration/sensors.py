@@ -1,17 +1,29 @@
-"""A sensor per time-series source: new data (a new Delta version, new files) re-runs exactly the
-intervals it touches, in every model downstream of the source, lookback included.
+"""One automation sensor keeps the whole project correct as data arrives and definitions change.
 
-The cursor is the last Delta version seen (for file sources, the newest modification time seen). On a
-tick, the files added since the cursor give the time ranges that changed (from the add actions'
-min/max statistics of the time column); each downstream model's affected intervals are those whose
-read window (run window widened by the model's derived lookback on that input) overlaps a changed
-range, propagated model by model. Only complete intervals are requested; the run key names the source
-version, so a tick evaluated twice never requests a range twice.
+On every tick it decides, for every model in dependency order, what must be (re)computed:
+
+- complete intervals that are missing (new hours, a day without rows: an empty interval is ordinary);
+- intervals touched by new or late source data (new Delta versions, new files), lookback included;
+- intervals made stale by an upstream interval materialized again after them (late data re-ran it, or
+  the upstream was rebuilt because its definition changed), see :mod:`.staleness`;
+- the whole model, rebuilt from its start, when its definition changed since its table was built.
+
+An interval is requested only when every upstream interval it reads is settled: materialized and not
+about to change or being changed. Otherwise it waits, and the tick says what for; it is never launched to
+fail. Intervals already queued or running are not requested again, and a failed interval is not retried
+until something it depends on changes. However many sources change in one tick, each (model, interval)
+is requested once: one run per model and contiguous range.
+
+The cursor (JSON) keeps, per source, the last Delta version or file modification time seen, and the
+windows touched by new source data that are still waiting for their upstream.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -21,160 +33,437 @@ from incremental_assets import delta
 from incremental_assets.model.intervals import (
     IntervalUnit,
     TimeWindow,
-    ceil,
-    floor,
     last_complete_end,
     merge,
+    subtract,
     to_utc,
 )
+from incremental_assets.model.kinds import IncrementalByTimeRange
 from incremental_assets.model.project import Project, Source
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import tags
+from incremental_assets.orchestration.instance import (
+    ACTIVE_RUN_STATUSES,
+    materialized_windows,
+)
 from incremental_assets.orchestration.schedules import job_name, model_jobs
+from incremental_assets.orchestration.staleness import latest_id, stale_intervals
 from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.plan.compile import input_bound
+from incremental_assets.plan.rebuild import definition_changed, needs_rebuild
 
+SENSOR_NAME = "incremental_assets_automation"
+# An ISO instant the automation takes as "now" instead of the clock: replaying past days, and tests.
+CLOCK_ENV = "INCREMENTAL_ASSETS_CLOCK"
+CURSOR_VERSION = 2
 TICK = timedelta(microseconds=1)
+FULL = "*"  # a pending entry of an unpartitioned model: run it whole
 
 
-def sensor_name(source: Source) -> str:
-    return source.name.replace(".", "__") + "_new_data"
+@dataclass
+class AutomationCursor:
+    """What the sensor remembers between ticks."""
+
+    sources: dict[str, str] = field(default_factory=dict)  # source -> "v<delta version>" or "t<newest mtime>"
+    pending: dict[str, list[TimeWindow] | str] = field(default_factory=dict)  # touched by new data, not launched yet
+
+    @classmethod
+    def parse(cls, text: str | None) -> tuple["AutomationCursor", str | None]:
+        """The cursor, or a fresh one with a note when there is none or it is not this version's."""
+        if not text:
+            return cls(), None
+        try:
+            raw = json.loads(text)
+            if not isinstance(raw, dict) or raw.get("version") != CURSOR_VERSION:
+                raise ValueError
+            pending: dict[str, list[TimeWindow] | str] = {}
+            for name, value in raw.get("pending", {}).items():
+                pending[name] = FULL if value == FULL else [TimeWindow.parse(s, e) for s, e in value]
+            return cls({str(k): str(v) for k, v in raw.get("sources", {}).items()}, pending), None
+        except (ValueError, TypeError, AttributeError):
+            return cls(), "the sensor's cursor is from another version of incremental_assets: watching sources from their current state"
+
+    def dump(self) -> str:
+        pending = {
+            name: FULL if value == FULL else [[w.start.isoformat(), w.end.isoformat()] for w in value]  # type: ignore[union-attr]
+            for name, value in sorted(self.pending.items())
+        }
+        return json.dumps({"version": CURSOR_VERSION, "sources": self.sources, "pending": pending}, sort_keys=True)
+
+    def add_pending(self, name: str, windows: list[TimeWindow] | str) -> None:
+        current = self.pending.get(name)
+        if windows == FULL or current == FULL:
+            self.pending[name] = FULL
+        else:
+            self.pending[name] = merge([*(current or []), *windows])  # type: ignore[list-item]
 
 
-def changed_windows(ranges: list[tuple[datetime | None, datetime | None]], unit: str) -> list[TimeWindow]:
+# -- what changed in the sources --------------------------------------------------------------------
+
+
+def changed_windows(ranges: list[tuple[datetime | None, datetime | None]], unit: IntervalUnit | str) -> list[TimeWindow]:
     """Whole source intervals covering each changed (min, max) range."""
+    unit = IntervalUnit.of(unit)
     out = []
     for lo, hi in ranges:
         if lo is None or hi is None:
             continue
         lo, hi = to_utc(lo), to_utc(hi)
-        out.append(TimeWindow(floor(lo, unit), ceil(hi + TICK, unit)))
+        out.append(TimeWindow(unit.floor(lo), unit.ceil(hi + TICK)))
     return merge(out)
 
 
-def affected_windows(project: Project, source_name: str, changed: list[TimeWindow], now: datetime) -> dict[str, list[TimeWindow]]:
-    """For each incremental model downstream of ``source_name``: the complete intervals to re-run.
-
-    A run window W reads an input over ``W.widen(before, after)``; it is affected by a change C when
-    that overlaps C, i.e. when W overlaps ``C.widen(after, before)``.
-    """
-    touched: dict[str, list[TimeWindow]] = {source_name: changed}
-    out: dict[str, list[TimeWindow]] = {}
-    for model in project.ordered():
-        if not model.is_incremental or model.start is None:
-            continue
-        unit = model.unit
-        windows: list[TimeWindow] = []
-        for upstream in model.depends_on:
-            if upstream == model.name or upstream not in touched:
-                continue
-            bound = input_bound(project, model.name, upstream)
-            for c in touched[upstream]:
-                w = c.widen(bound.after, bound.before) if bound is not None else c
-                start = max(floor(w.start, unit), model.start)
-                end = min(ceil(w.end, unit), last_complete_end(now, unit))
-                if model.end:
-                    end = min(end, model.end)
-                if end > start:
-                    windows.append(TimeWindow(start, end))
-        if windows:
-            touched[model.name] = out[model.name] = merge(windows)
-    return out
-
-
-def run_requests(
-    project: Project, translator: ModelTranslator, affected: dict[str, list[TimeWindow]], version_tag: str
-) -> list[dg.RunRequest]:
-    """One run request per model and affected range, upstream models first."""
-    requests = []
-    for name in project.order:
-        model: SqlModel = project.models[name]
-        for window in affected.get(name, []):
-            partitions = translator.get_partitions_def(model)
-            assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
-            requests.append(
-                dg.RunRequest(
-                    run_key=f"{name}:{window.start.isoformat()}..{window.end.isoformat()}@{version_tag}",
-                    job_name=job_name(model),
-                    asset_selection=[translator.get_asset_key(model)],
-                    tags={**tags.range_tags(partitions, window, model.unit), tags.LAUNCHED_BY_TAG: "sensor"},
-                )
-            )
-    return requests
-
-
-def _file_ranges(source: Source, since: float) -> tuple[float, list[tuple[datetime | None, datetime | None]]]:
-    """Files of a file source modified after ``since``: the newest mtime and each file's time range."""
+def _file_ranges(source: Source, since: float) -> tuple[float, list[tuple[datetime | None, datetime | None]], list[str]]:
+    """Files of a file source modified after ``since``: the mtime to continue from, each readable file's
+    intervals, and the files that could not be read yet (half-written: read again next tick)."""
+    import pyarrow.compute as pc
     import pyarrow.dataset as ds
 
     root = Path(source.location)
     files = [p for p in ([root] if root.is_file() else root.rglob("*")) if p.is_file() and not p.name.startswith((".", "_"))]
-    new = [p for p in files if p.stat().st_mtime > since]
-    if not new:
-        return since, []
-    import pyarrow.compute as pc
-
-    ranges = []
+    new = [(p, p.stat().st_mtime) for p in files if p.stat().st_mtime > since]
+    ranges: list[tuple[datetime | None, datetime | None]] = []
+    unreadable: list[tuple[Path, float]] = []
     grain = "hour" if source.interval_unit == "hour" else "day"
-    for path in new:
-        column = ds.dataset(str(path), format=source.format).to_table(columns=[source.time_column]).column(0)
+    for path, _ in new:
+        try:
+            column = ds.dataset(str(path), format=source.format).to_table(columns=[source.time_column]).column(0)
+        except Exception:  # noqa: BLE001 - a file still being written, or not of this format
+            unreadable.append((path, path.stat().st_mtime))
+            continue
         # Each distinct interval the file's rows fall in, not the file's whole min..max span.
         for start in pc.unique(pc.floor_temporal(column.drop_null(), unit=grain)).to_pylist():
             ranges.append((start, start))
-    return max(p.stat().st_mtime for p in new), ranges
+    if unreadable:
+        # Continue from just before the oldest unreadable file: it is read again (others twice, harmlessly).
+        resume = min(m for _, m in unreadable) - 1e-6
+    else:
+        resume = max([since, *(m for _, m in new)])
+    return resume, ranges, [str(p) for p, _ in unreadable]
 
 
-def build_source_sensor(
-    project: Project, source: Source, translator: ModelTranslator, jobs: dict[str, dg.UnresolvedAssetJobDefinition]
+def source_changes(source: Source, marker: str | None) -> tuple[str, list[TimeWindow], str | None]:
+    """A source's new marker, the source intervals its new data touches, and a note (or None).
+
+    Without a marker (first tick) the current state is remembered and nothing counts as new: intervals
+    that are missing are requested anyway.
+    """
+    unit = IntervalUnit.of(source.interval_unit)
+    if source.format == "delta":
+        if not delta.exists(source.location):
+            return marker or "", [], f"{source.name}: no Delta table at {source.location} yet"
+        if not marker or not marker.startswith("v"):
+            return f"v{delta.version(source.location)}", [], None
+        seen = int(marker[1:])
+        current = delta.version(source.location)
+        if current is not None and current < seen:
+            return f"v{current}", [], f"{source.name}: the table went back from version {seen} to {current}; watching from there"
+        version, ranges = delta.added_time_ranges(source.location, seen, source.time_column or "")
+        return f"v{version}", changed_windows(ranges, unit), None
+    if not marker or not marker.startswith("t"):
+        root = Path(source.location)
+        files = [root] if root.is_file() else [p for p in root.rglob("*") if p.is_file()] if root.is_dir() else []
+        return f"t{max((p.stat().st_mtime for p in files), default=0.0)!r}", [], None
+    resume, ranges, unreadable = _file_ranges(source, float(marker[1:]))
+    note = f"{source.name}: {len(unreadable)} file(s) not readable yet (half-written?), read again next tick" if unreadable else None
+    return f"t{resume!r}", changed_windows(ranges, unit), note
+
+
+def touched_by_sources(project: Project, changed: dict[str, list[TimeWindow]], now: datetime) -> dict[str, list[TimeWindow] | str]:
+    """Models reading a changed source directly: the complete intervals whose read window (the run window
+    widened by the model's lookback on that source) overlaps new data; unpartitioned models whole.
+    Models further downstream follow by staleness once these are materialized again."""
+    out: dict[str, list[TimeWindow] | str] = {}
+    for model in project.ordered():
+        reads = [s for s in model.depends_on if s in changed and changed[s]]
+        if not reads:
+            continue
+        if not isinstance(model.kind, IncrementalByTimeRange):
+            if model.has_table:
+                out[model.name] = FULL
+            continue
+        assert model.start is not None
+        unit = model.unit
+        windows = []
+        for name in reads:
+            bound = input_bound(project, model.name, name)
+            for c in changed[name]:
+                w = c.widen(bound.after, bound.before) if bound is not None else c
+                start = max(unit.floor(w.start), model.start)
+                end = min(unit.ceil(w.end), last_complete_end(now, unit), model.end or unit.ceil(w.end))
+                if end > start:
+                    windows.append(TimeWindow(start, end))
+        if windows:
+            out[model.name] = merge(windows)
+    return out
+
+
+# -- what each model needs, and what it waits for -----------------------------------------------------
+
+
+@dataclass
+class Decision:
+    """One tick's outcome: the runs to launch, what waits and why, the next cursor."""
+
+    requests: list[dg.RunRequest] = field(default_factory=list)
+    launched: dict[str, list[TimeWindow] | str] = field(default_factory=dict)
+    waiting: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    cursor: AutomationCursor = field(default_factory=AutomationCursor)
+
+
+def active_windows(instance: dg.DagsterInstance, project: Project, translator: ModelTranslator) -> dict[str, list[TimeWindow] | str]:
+    """What queued and running runs are producing: per model its windows, or ``FULL``."""
+    by_key = {translator.get_asset_key(m): m for m in project.ordered()}
+    out: dict[str, list[TimeWindow] | str] = {}
+    for record in instance.get_run_records(filters=dg.RunsFilter(statuses=ACTIVE_RUN_STATUSES)):
+        run = record.dagster_run
+        for key in run.asset_selection or ():
+            model = by_key.get(key)
+            if model is None:
+                continue
+            partitions = translator.get_partitions_def(model)
+            keys = tags.range_of(run.tags) or ((run.tags[tags.PARTITION_TAG],) * 2 if tags.PARTITION_TAG in run.tags else None)
+            if not isinstance(partitions, dg.TimeWindowPartitionsDefinition) or keys is None:
+                out[model.name] = FULL
+                continue
+            first, last = partitions.time_window_for_partition_key(keys[0]), partitions.time_window_for_partition_key(keys[1])
+            window = TimeWindow(to_utc(first.start), to_utc(last.end))
+            current = out.get(model.name, [])
+            if current != FULL:
+                out[model.name] = merge([*current, window])  # type: ignore[list-item]
+    return out
+
+
+def _failed_windows(instance: dg.DagsterInstance, key: dg.AssetKey, partitions: dg.TimeWindowPartitionsDefinition) -> list[TimeWindow]:
+    keys = partitions.get_partition_keys()
+    statuses = instance.get_status_by_partition(key, keys, partitions) or {}
+    out = []
+    for pk, state in statuses.items():
+        if state is not None and state.value == "FAILED":
+            tw = partitions.time_window_for_partition_key(pk)
+            out.append(TimeWindow(to_utc(tw.start), to_utc(tw.end)))
+    return merge(out)
+
+
+def _minus(windows: list[TimeWindow], taken: list[TimeWindow]) -> list[TimeWindow]:
+    return merge([part for w in windows for part in subtract(w, taken)])
+
+
+def _reach(project: Project, model: SqlModel, upstream_windows: dict[str, list[TimeWindow] | str], empty: set[str]) -> tuple[list[TimeWindow], list[str]]:
+    """The intervals of ``model`` that read any of the given upstream windows (lookback included), and a
+    description per upstream; an upstream given as ``FULL`` or without data reaches every interval."""
+    assert model.start is not None
+    unit = model.unit
+    reached: list[TimeWindow] = []
+    reasons = []
+    for upstream in project.upstream_models(model):
+        busy = upstream_windows.get(upstream.name)
+        if upstream.name in empty and not busy:
+            busy = FULL
+        if not busy:
+            continue
+        if busy == FULL:
+            reached.append(TimeWindow(model.start, model.end or datetime(9999, 1, 1, tzinfo=timezone.utc)))
+            reasons.append(f"{upstream.name} (no data yet)" if upstream.name in empty else f"{upstream.name} (being recomputed)")
+            continue
+        bound = input_bound(project, model.name, upstream.name)
+        for n in busy:  # type: ignore[union-attr]
+            reach = n.widen(bound.after, bound.before) if bound is not None else n
+            reached.append(TimeWindow(unit.floor(reach.start), unit.ceil(reach.end)))
+        reasons.append(f"{upstream.name} {', '.join(str(w) for w in busy[:3])}" + (" ..." if len(busy) > 3 else ""))  # type: ignore[index]
+    return merge(reached), reasons
+
+
+def _run_key(model: SqlModel, window: TimeWindow | None, reasons: list[str], marks: list[str]) -> str:
+    token = hashlib.sha256("|".join([model.fingerprint, *sorted(reasons), *marks]).encode()).hexdigest()[:12]
+    where = f"{window.start.isoformat()}..{window.end.isoformat()}" if window else "full"
+    return f"{model.name}:{where}:{token}"
+
+
+def _request(model: SqlModel, translator: ModelTranslator, window: TimeWindow | None, key: str, reasons: list[str]) -> dg.RunRequest:
+    run_tags = {tags.LAUNCHED_BY_TAG: "automation", tags.REASON_TAG: "; ".join(reasons)[:500]}
+    if window is not None:
+        partitions = translator.get_partitions_def(model)
+        assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
+        run_tags.update(tags.range_tags(partitions, window, model.unit))
+    return dg.RunRequest(run_key=key, job_name=job_name(model), asset_selection=[translator.get_asset_key(model)], tags=run_tags)
+
+
+def _decide_partitioned(
+    instance: dg.DagsterInstance, project: Project, translator: ModelTranslator, model: SqlModel, now: datetime,
+    cursor: AutomationCursor, active: dict[str, list[TimeWindow] | str], state: "Settling", decision: Decision,
+) -> None:
+    assert model.start is not None
+    unit = model.unit
+    end = min(last_complete_end(now, unit), model.end) if model.end else last_complete_end(now, unit)
+    key = translator.get_asset_key(model)
+    if latest_id(instance, key) is None:
+        state.empty.add(model.name)
+    if end <= model.start:
+        return
+    expected = TimeWindow(model.start, end)
+    partitions = translator.get_partitions_def(model)
+    assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
+    running = active.get(model.name) or []
+    if running == FULL:
+        state.unsettled[model.name] = state.changing[model.name] = FULL
+        return
+    missing = subtract(expected, materialized_windows(instance, key, partitions))
+    built = delta.built_with(delta.table_uri(project.settings.warehouse, model.name))
+    reasons: list[str] = []
+    if needs_rebuild(model, built):
+        desired, reasons = [expected], [f"definition changed: rebuilt from {model.start.date()}"]
+    else:
+        failed = _failed_windows(instance, key, partitions) if missing else []
+        gaps = _minus(missing, failed)
+        stale = stale_intervals(instance, project, model, translator)
+        pending = cursor.pending.get(model.name) or []
+        pending = [w for p in pending for w in subtract(p, [TimeWindow(end, datetime(9999, 1, 1, tzinfo=timezone.utc))])]  # type: ignore[union-attr]
+        desired = merge([*gaps, *stale.windows, *pending])
+        reasons += ["missing intervals"] if gaps else []
+        reasons += [f"upstream {', '.join(stale.causes)} changed"] if stale.windows else []
+        reasons += ["new source data"] if pending else []
+        if failed:
+            decision.notes.append(f"{model.name}: failed {', '.join(str(w) for w in failed[:3])} not retried until an input changes")
+    desired = _minus(desired, running)  # type: ignore[arg-type]
+    # Intervals that read upstream intervals about to change will change too: their downstream waits.
+    predicted, _ = _reach(project, model, state.changing, set())
+    predicted = [w for p in predicted for w in subtract(p, [TimeWindow(end, datetime(9999, 1, 1, tzinfo=timezone.utc))])]
+    state.changing[model.name] = merge([*desired, *running, *predicted])  # type: ignore[misc]
+    state.unsettled[model.name] = merge([*missing, *desired, *running, *predicted])  # type: ignore[misc]
+    if not desired:
+        return
+    blocked, waits = _reach(project, model, state.unsettled, state.empty)
+    launch = _minus(desired, blocked)
+    held = _minus(desired, launch)
+    if held:
+        decision.waiting.append(f"{model.name} {', '.join(str(w) for w in held[:3])} waits for {'; '.join(waits)}")
+    marks = [f"{u.name}@{latest_id(instance, translator.get_asset_key(u))}" for u in project.upstream_models(model)]
+    marks += [f"{s}={cursor.sources.get(s)}" for s in model.depends_on if s in project.sources]
+    for window in launch:
+        decision.requests.append(_request(model, translator, window, _run_key(model, window, reasons, marks), reasons))
+    if launch:
+        decision.launched[model.name] = launch
+
+
+def _decide_unpartitioned(
+    instance: dg.DagsterInstance, project: Project, translator: ModelTranslator, model: SqlModel,
+    cursor: AutomationCursor, active: dict[str, list[TimeWindow] | str], state: "Settling", decision: Decision,
+) -> None:
+    if not model.has_table:
+        return  # a plain view or an embedded model: nothing to compute
+    if active.get(model.name):
+        state.unsettled[model.name] = state.changing[model.name] = FULL
+        return
+    key = translator.get_asset_key(model)
+    reasons = []
+    if latest_id(instance, key) is None:
+        reasons.append("never materialized")
+        state.empty.add(model.name)
+    if definition_changed(model, delta.built_with(delta.table_uri(project.settings.warehouse, model.name))):
+        reasons.append("definition changed")
+    stale = stale_intervals(instance, project, model, translator)
+    if stale.causes:
+        reasons.append(f"upstream {', '.join(stale.causes)} changed")
+    if cursor.pending.get(model.name):
+        reasons.append("new source data")
+    # A whole-table model reads what its upstreams hold: it waits only for those about to change (and
+    # will change itself once they have).
+    waits = [u.name for u in project.upstream_models(model) if state.changing.get(u.name) or u.name in state.empty]
+    if waits:
+        state.unsettled[model.name] = state.changing[model.name] = FULL
+    if not reasons:
+        return
+    state.unsettled[model.name] = state.changing[model.name] = FULL
+    if waits:
+        decision.waiting.append(f"{model.name} waits for {', '.join(waits)} ({'; '.join(reasons)})")
+        return
+    marks = [f"{u.name}@{latest_id(instance, translator.get_asset_key(u))}" for u in project.upstream_models(model)]
+    marks += [f"{s}={cursor.sources.get(s)}" for s in model.depends_on if s in project.sources]
+    decision.requests.append(_request(model, translator, None, _run_key(model, None, reasons, marks), reasons))
+    decision.launched[model.name] = FULL
+
+
+@dataclass
+class Settling:
+    """Per model, what is not settled yet: ``changing`` is about to be (re)computed (requested this tick,
+    queued or running); ``unsettled`` adds intervals that are missing or failed. A partitioned model
+    waits for unsettled upstream intervals it reads; a whole-table model only for changing upstreams."""
+
+    changing: dict[str, list[TimeWindow] | str] = field(default_factory=dict)
+    unsettled: dict[str, list[TimeWindow] | str] = field(default_factory=dict)
+    empty: set[str] = field(default_factory=set)  # models never materialized: nothing downstream can read them yet
+
+
+def evaluate(project: Project, translator: ModelTranslator, instance: dg.DagsterInstance, cursor_text: str | None, now: datetime) -> Decision:
+    """Decide one tick (pure apart from reading the instance and the sources)."""
+    cursor, note = AutomationCursor.parse(cursor_text)
+    decision = Decision(cursor=cursor)
+    if note:
+        decision.notes.append(note)
+    read = {n for m in project.models.values() for n in m.depends_on}
+    changed: dict[str, list[TimeWindow]] = {}
+    for source in project.sources.values():
+        if source.name not in read or not source.time_column or source.format not in ("delta", "parquet", "csv", "json"):
+            continue
+        marker, windows, source_note = source_changes(source, cursor.sources.get(source.name))
+        cursor.sources[source.name] = marker
+        changed[source.name] = windows
+        if source_note:
+            decision.notes.append(source_note)
+    for name, windows in touched_by_sources(project, changed, now).items():
+        cursor.add_pending(name, windows)
+    active = active_windows(instance, project, translator)
+    state = Settling()
+    for model in project.ordered():
+        if isinstance(model.kind, IncrementalByTimeRange):
+            _decide_partitioned(instance, project, translator, model, now, cursor, active, state, decision)
+        else:
+            _decide_unpartitioned(instance, project, translator, model, cursor, active, state, decision)
+    for name, launched in decision.launched.items():
+        current = cursor.pending.get(name)
+        if current is None:
+            continue
+        rest = [] if launched == FULL or current == FULL else _minus(current, launched)  # type: ignore[arg-type]
+        if rest:
+            cursor.pending[name] = rest
+        else:
+            del cursor.pending[name]
+    return decision
+
+
+def build_automation_sensor(
+    project: Project, translator: ModelTranslator, jobs: dict[str, dg.UnresolvedAssetJobDefinition], *, interval_seconds: int = 10
 ) -> dg.SensorDefinition:
     @dg.sensor(
-        name=sensor_name(source),
-        jobs=[jobs[m.name] for m in project.ordered() if m.is_incremental],
-        minimum_interval_seconds=60,
-        description=f"Re-runs the intervals of the models downstream of {source.name} that new data touches",
+        name=SENSOR_NAME,
+        jobs=list(jobs.values()),
+        minimum_interval_seconds=interval_seconds,
+        description=(
+            "Keeps every model up to date: missing complete intervals, new and late source data, upstream "
+            "intervals materialized again, changed definitions; each interval once, upstreams first"
+        ),
     )
-    def _sense(context: dg.SensorEvaluationContext):
-        now = datetime.now(timezone.utc)
-        unit = IntervalUnit.of(source.interval_unit)
-        if source.format == "delta":
-            if not delta.exists(source.location):
-                return dg.SkipReason(f"no Delta table at {source.location} yet")
-            seen = int(context.cursor) if context.cursor else None
-            if seen is None:
-                # First tick: remember where the table is; existing data is the schedules' business.
-                version = delta.version(source.location)
-                return dg.SensorResult(skip_reason=f"{source.name}: watching from version {version}", cursor=str(version))
-            version, ranges = delta.added_time_ranges(source.location, seen, source.time_column or "")
-            tag = f"v{version}"
-            cursor = str(version)
-        else:
-            since = float(context.cursor) if context.cursor else None
-            if since is None:
-                newest, _ = _file_ranges(source, float("-inf"))
-                return dg.SensorResult(skip_reason=f"{source.name}: watching files newer than now", cursor=repr(newest))
-            newest, ranges = _file_ranges(source, since)
-            tag = f"t{newest}"
-            cursor = repr(newest)
-        changed = changed_windows(ranges, unit)
-        affected = affected_windows(project, source.name, changed, now)
-        requests = run_requests(project, translator, affected, tag)
-        if not requests:
-            return dg.SensorResult(skip_reason=f"{source.name}: no complete interval affected", cursor=cursor)
-        context.log.info(json.dumps({m: [str(w) for w in ws] for m, ws in affected.items()}))
-        return dg.SensorResult(run_requests=requests, cursor=cursor)
+    def _automate(context: dg.SensorEvaluationContext):
+        now = to_utc(os.environ[CLOCK_ENV]) if os.environ.get(CLOCK_ENV) else datetime.now(timezone.utc)
+        decision = evaluate(project, translator, context.instance, context.cursor, now)
+        for line in decision.notes + decision.waiting:
+            context.log.info(line)
+        if decision.requests:
+            return dg.SensorResult(run_requests=decision.requests, cursor=decision.cursor.dump())
+        summary = "; ".join(decision.waiting + decision.notes) or "every model is up to date"
+        return dg.SensorResult(skip_reason=summary[:2000], cursor=decision.cursor.dump())
 
-    return _sense
+    return _automate
 
 
 def build_sensors(
     project: Project, translator: ModelTranslator | None = None, jobs: dict[str, dg.UnresolvedAssetJobDefinition] | None = None
 ) -> list[dg.SensorDefinition]:
-    """One sensor per time-series source that some model reads."""
+    """The project's automation sensor (none for a project without models)."""
     translator = translator or ModelTranslator()
     jobs = jobs or model_jobs(project, translator)
-    read = {n for m in project.models.values() for n in m.depends_on}
-    return [
-        build_source_sensor(project, s, translator, jobs)
-        for s in project.sources.values()
-        if s.time_column and s.name in read and s.format in ("delta", "parquet", "csv", "json")
-    ]
+    if not project.order:
+        return []
+    return [build_automation_sensor(project, translator, jobs)]

@@ -9,7 +9,6 @@ from typing import Iterable, Mapping
 
 import dagster as dg
 
-from incremental_assets import delta
 from incremental_assets.errors import WindowError
 from incremental_assets.model.intervals import (
     TimeWindow,
@@ -22,7 +21,6 @@ from incremental_assets.model.intervals import (
     subtract,
 )
 from incremental_assets.model.kinds import IncrementalByTimeRange
-from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration.instance import _window_of_key
 from incremental_assets.orchestration.translator import ModelTranslator
@@ -159,14 +157,6 @@ def windows_to_run(
     hi = min(window.end, model.end) if model.end else window.end
     return [TimeWindow(lo, hi)] if hi > lo else []
 
-def rebuilt_upstreams(project: Project, model: SqlModel) -> list[str]:
-    """Upstream models rebuilt from their start after this model's table was last written: its rows
-    were computed from their old definition (Dagster flags this too, except for an unpartitioned model
-    reading a partitioned one, which it does not track)."""
-    built = delta.last_commit_ms(delta.table_uri(project.settings.warehouse, model.name))
-    if built is None:
-        return []
-    return [u.name for u in project.upstream_models(model) if delta.rebuilt_since(delta.table_uri(project.settings.warehouse, u.name), built)]
 
 def describe_windows(windows: Iterable[TimeWindow]) -> str:
     items = [str(w) for w in windows]

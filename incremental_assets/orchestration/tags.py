@@ -20,6 +20,8 @@ PARTITION_TAG = "dagster/partition"
 
 # Who started the run: cli, automation, schedule (absent: the UI).
 LAUNCHED_BY_TAG = "incremental_assets/launched_by"
+# Why the automation sensor requested a run (missing intervals, new source data, an upstream change, ...).
+REASON_TAG = "incremental_assets/reason"
 # The process that runs a CLI run in-process: a dead one's runs are marked failed by the next command.
 PID_TAG = "incremental_assets/pid"
 HOST_TAG = "incremental_assets/host"

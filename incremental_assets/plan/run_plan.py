@@ -26,10 +26,7 @@ from typing import Literal, Mapping
 from sqlglot import exp
 
 from incremental_assets.analysis import Analysis, SourceBound, pushdown
-from incremental_assets.errors import (
-    UnsafeIncrementalError,
-    WindowError,
-)
+from incremental_assets.errors import UnsafeIncrementalError, WindowError
 from incremental_assets.load.query import table_name
 from incremental_assets.model.intervals import (
     IntervalUnit,

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from incremental_assets import delta
 from incremental_assets.model.audits import Audit
@@ -47,11 +48,15 @@ def evaluate(spark: SparkSession, project: Project, model: SqlModel, rows: DataF
     return outcomes
 
 def read_staged(spark: SparkSession, staging: str) -> DataFrame:
+    # A staging folder always holds a file with its columns, even for a window with no rows.
     return spark.read.parquet(staging)
 
 def read_committed(spark: SparkSession, project: Project, model: SqlModel, window: TimeWindow | None) -> DataFrame:
+    """The committed rows of ``window`` (all rows without one), with the table's columns even when the
+    window holds no row: audits of an empty window evaluate over zero rows."""
     uri = delta.table_uri(project.settings.warehouse, model.name)
     files = delta.committed_files(uri, window=window, unit=model.interval_unit)
+    schema = from_arrow_schema(delta.arrow_schema(uri), prefer_timestamp_ntz=False)
     if not files:
-        return spark.createDataFrame([], "ia_empty INT")
-    return spark.read.parquet(*files)
+        return spark.createDataFrame([], schema)
+    return spark.read.schema(schema).parquet(*files)

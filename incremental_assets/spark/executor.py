@@ -44,6 +44,7 @@ class RunResult:
     table: str | None = None
     inputs: Mapping[str, str] = field(default_factory=dict)
     details: Mapping[str, Any] = field(default_factory=dict)  # merge-style kinds: rows inserted/updated/closed, cursor
+    interval_rows: Mapping[str, int] = field(default_factory=dict)  # rows written per interval key (absent: none)
 
 
 class Executor(Inputs):
@@ -103,6 +104,8 @@ class Executor(Inputs):
                 inputs["fetched"] = f"{merge.register_fetched(self, model, plan.target)} rows from {model.path.name}"
             df = strategy.prepare(plan, self.spark.sql(plan.sql))
             strategy.stage(plan, df, first=i == 0)
+        if strategy.schema is not None:
+            delta.keep_staged_schema(strategy.staging, strategy.schema)  # an empty window stages no file: its readers still see its columns
         faults.checkpoint("staged")
         if not strategy.has_changes():
             delta.discard_staging(uri, strategy.staging)
@@ -110,6 +113,8 @@ class Executor(Inputs):
             return self._unchanged(first, uri, inputs, self._unchanged_details(strategy, first), began)
         window = TimeWindow(first.window.start, last.window.end) if first.window and last.window else None
         result = self._commit(strategy, first, window, run_id, before_commit)
+        if result.files == 0:
+            delta.discard_staging(uri, strategy.staging)  # nothing in it was committed (a window with no rows)
         details = strategy.details
         if isinstance(model.kind, IncrementalByCursor):
             details["cursor_before"] = first.target.last_value if first.target and first.write == WriteKind.APPEND else None
@@ -117,7 +122,8 @@ class Executor(Inputs):
         seconds = time.perf_counter() - began
         log.info("%s %s (%s): %s rows, version %s, %.2fs", first.model, window or "full", first.write, result.rows, result.version, seconds)
         return RunResult(
-            first.model, window, first.write, result.rows, result.version, result.files, result.partitions, last.sql, seconds, uri, inputs, details
+            first.model, window, first.write, result.rows, result.version, result.files, result.partitions, last.sql, seconds, uri, inputs, details,
+            result.interval_rows,
         )
 
     def _commit(
