@@ -75,6 +75,8 @@ def test_instance_queues_runs_with_the_configured_limit(project_dir, monkeypatch
     assert settings.max_concurrent_runs == default_max_concurrent_runs("local[2]")
     instance = open_instance(settings.dagster_home, settings.max_concurrent_runs)
     assert isinstance(instance.run_coordinator, dg.QueuedRunCoordinator)
+    # A queued run starts within a second of a slot freeing: automation chains wait less.
+    assert instance.run_coordinator.dequeue_interval_seconds == 1
     assert concurrency(instance) == (settings.max_concurrent_runs, 1, "op")
     # Slots of a run that ended without freeing them (killed worker) are freed by the daemon.
     assert instance.run_monitoring_enabled and instance.run_monitoring_settings["free_slots_after_run_end_seconds"] > 0

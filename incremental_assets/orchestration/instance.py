@@ -53,6 +53,8 @@ telemetry:
 run_coordinator:
   module: dagster.core.run_coordinator
   class: QueuedRunCoordinator
+  config:
+    dequeue_interval_seconds: 1
 concurrency:
   runs:
     max_concurrent_runs: {max_concurrent_runs}
