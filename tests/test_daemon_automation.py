@@ -1,5 +1,6 @@
-"""The real ``dagster-daemon`` on the project's instance: turn the automation sensor on, append late data,
-and see the chain hourly -> daily -> weekly and the FULL total recomputed, upstreams first, no failed run."""
+"""The real ``dagster-daemon`` on the project's instance: turn the automation sensor on with new hours to
+fill and late data just appended, and see the chain hourly -> daily -> weekly and the FULL total
+materialized and recomputed, upstreams first, no failed run."""
 
 from __future__ import annotations
 
@@ -31,15 +32,16 @@ def test_the_daemon_recomputes_late_data_through_the_chain(make_project, tmp_pat
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     project = load_project(root)
     instance = open_instance(project.settings.dagster_home)
-    assert Runner(project, instance, build_definitions(project)).run(project.ordered(), auto=True, now=NOW).success
+    # Everything materialized up to 2024-01-07 22:00; the daemon's clock says 2024-01-08 06:00.
+    assert Runner(project, instance, build_definitions(project)).run(project.ordered(), auto=True, now=utc(2024, 1, 7, 22)).success
     before = {name: latest_ids(instance, dg.AssetKey(name.split("."))) for name in ("s.hourly", "s.daily", "s.weekly")}
     total_before = instance.fetch_materializations(dg.AssetKey(["s", "total"]), limit=1).records[0].storage_id
     # The sensor watches the source from its current version on (its first tick would also take it).
     cursor = AutomationCursor(sources={"raw.events": f"v{DeltaTable(str(events)).version()}"}).dump()
+    # Late rows for 2024-01-02 10:00 arrive.
+    write_events(events, utc(2024, 1, 2, 10, 30), 1, mode="append")
+    arrived = time.perf_counter()
     with automation_daemon(root, home, NOW, tmp_path / "daemon.log", cursor) as daemon:
-        # Late rows for 2024-01-02 10:00 arrive.
-        arrived = time.perf_counter()
-        write_events(events, utc(2024, 1, 2, 10, 30), 1, mode="append")
         deadline = time.monotonic() + 420
         done = False
         while time.monotonic() < deadline and not done:
@@ -56,7 +58,9 @@ def test_the_daemon_recomputes_late_data_through_the_chain(make_project, tmp_pat
     assert runs and all(r.dagster_run.status == dg.DagsterRunStatus.SUCCESS for r in runs), [(r.dagster_run.run_id, r.dagster_run.status) for r in runs]
     after = {name: latest_ids(instance, dg.AssetKey(name.split("."))) for name in ("s.hourly", "s.daily", "s.weekly")}
     changed = {name: sorted(k for k, sid in after[name].items() if sid != before[name].get(k)) for name in after}
-    # Exactly the touched hour, the day that reads it and the week that reads that day.
-    assert changed == {"s.hourly": ["2024-01-02-10:00"], "s.daily": ["2024-01-02"], "s.weekly": ["2023-12-31"]}
+    # The new complete hours, days and week, and exactly the hour the late rows touched, the day that
+    # reads it (the week reads both: it is new anyway).
+    new_hours = [f"2024-01-0{d}-{h:02d}:00" for d, h in [(7, 22), (7, 23), *((8, h) for h in range(6))]]
+    assert changed == {"s.hourly": ["2024-01-02-10:00", *new_hours], "s.daily": ["2024-01-02", "2024-01-07"], "s.weekly": ["2023-12-31"]}
     assert table_rows(f"{project.settings.warehouse}/s/total") == [(24 * 7 + 1,)]
-    print(f"late data to the last downstream model: {elapsed:.1f}s with {len(runs)} runs")
+    print(f"daemon start with new hours and late data to every model settled: {elapsed:.1f}s with {len(runs)} runs")

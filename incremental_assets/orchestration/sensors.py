@@ -434,7 +434,7 @@ def evaluate(project: Project, translator: ModelTranslator, instance: dg.Dagster
 
 
 def build_automation_sensor(
-    project: Project, translator: ModelTranslator, jobs: dict[str, dg.UnresolvedAssetJobDefinition], *, interval_seconds: int = 10
+    project: Project, translator: ModelTranslator, jobs: dict[str, dg.UnresolvedAssetJobDefinition], *, interval_seconds: int = 5
 ) -> dg.SensorDefinition:
     @dg.sensor(
         name=SENSOR_NAME,
