@@ -177,6 +177,9 @@ def split_model_file(text: str, path: str | Path) -> SplitFile:
     return SplitFile(header_text, _line_at(text, start), text[j:], _line_at(text, j), j)
 
 
+MAX_HEADER_DEPTH = 32  # brackets in a header nest two or three deep; the parser recurses once per level
+
+
 class _Parser:
     def __init__(self, tokens: list[Token], source: str, path: str | Path, line_offset: int):
         self.tokens = tokens
@@ -184,6 +187,7 @@ class _Parser:
         self.path = path
         self.offset = line_offset
         self.i = 0
+        self.depth = 0
 
     def error(self, message: str, token: Token | None = None, hint: str | None = None) -> ModelFileError:
         tok = token or (self.tokens[self.i] if self.i < len(self.tokens) else self.tokens[-1])
@@ -212,6 +216,16 @@ class _Parser:
         return tok
 
     def sequence(self, close: TokenType) -> tuple[Value, ...]:
+        self.depth += 1
+        if self.depth > MAX_HEADER_DEPTH:
+            raise self.error(f"brackets nest more than {MAX_HEADER_DEPTH} deep in the MODEL header", self.tokens[self.i - 1],
+                             hint="a property value is a name, a literal, a list or a call with arguments")
+        try:
+            return self._sequence(close)
+        finally:
+            self.depth -= 1
+
+    def _sequence(self, close: TokenType) -> tuple[Value, ...]:
         items: list[Value] = []
         while True:
             tok = self.peek()
