@@ -13,7 +13,6 @@ from datetime import datetime, timedelta, timezone
 from typing import Iterator
 
 import pyarrow.parquet as pq
-from deltalake import DeltaTable
 from pyarrow import fs as pafs
 
 from incremental_assets.delta.files import (
@@ -26,6 +25,7 @@ from incremental_assets.delta.files import (
 from incremental_assets.delta.tables import (
     commits,
     exists,
+    open_table,
 )
 from incremental_assets.errors import StorageError
 
@@ -83,7 +83,7 @@ def orphan_staging_dirs(uri: str, *, older_than: timedelta = timedelta(hours=24)
         return []
     now = now or datetime.now(timezone.utc)
     named = {c.staging for c in commits(uri)}
-    table = DeltaTable(uri)
+    table = open_table(uri)
     base = table.table_uri.rstrip("/")
     live = set()
     for path in table.file_uris():
@@ -117,7 +117,7 @@ def discard_staging(uri: str, staging: str) -> None:
         return
     name = staging.rstrip("/").rsplit("/", 1)[-1]
     try:
-        if exists(uri) and any(f"/{name}/" in f for f in DeltaTable(uri).file_uris()):
+        if exists(uri) and any(f"/{name}/" in f for f in open_table(uri).file_uris()):
             return
     except Exception:  # cannot tell: keep the files, vacuum decides later
         return
