@@ -26,6 +26,7 @@ from incremental_assets.load.header import (
     Name,
     Pair,
     Value,
+    check_file_size,
     parse_header,
     split_model_file,
 )
@@ -104,6 +105,7 @@ def _example(name: str) -> str:
 
 def parse_audit_file(path: Path) -> list[UserAudit]:
     """``AUDIT (name x[, blocking false][, defaults (k = v)]); SELECT ...`` (several per file allowed)."""
+    check_file_size(path)
     text = path.read_text()
     out = []
     rest, offset = text, 0

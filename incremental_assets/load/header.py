@@ -177,6 +177,23 @@ def split_model_file(text: str, path: str | Path) -> SplitFile:
     return SplitFile(header_text, _line_at(text, start), text[j:], _line_at(text, j), j)
 
 
+# A hand-written model is a few kilobytes; parsing and analysing a 10 MB one takes a minute and gigabytes.
+MAX_MODEL_FILE_BYTES = 1_000_000
+
+
+def check_file_size(path: Path) -> None:
+    """Refuse a project file over :data:`MAX_MODEL_FILE_BYTES` before reading it."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return  # reading it reports the problem
+    if size > MAX_MODEL_FILE_BYTES:
+        raise ModelFileError(
+            path, None, f"the file is {size:,} bytes; a model or audit file may be at most {MAX_MODEL_FILE_BYTES:,}",
+            hint="keep data in a source or SEED table, not in the SQL; split a generated query into several models",
+        )
+
+
 MAX_HEADER_DEPTH = 32  # brackets in a header nest two or three deep; the parser recurses once per level
 
 

@@ -159,7 +159,7 @@ def parse_query(
         statements = [s for s in sqlglot.parse(_protect_macros(sql), read=dialect) if s is not None]
     except RecursionError:
         raise ModelFileError(
-            path, line_offset + 1, f"the query nests too deeply to be parsed (at most {MAX_QUERY_DEPTH} levels)", hint=_TOO_DEEP_HINT
+            path, line_offset + 1, f"the query nests too deeply to be parsed; at most {MAX_QUERY_DEPTH} levels can be analysed", hint=_TOO_DEEP_HINT
         ) from None
     except ParseError as exc:
         first = exc.errors[0] if exc.errors else {}
