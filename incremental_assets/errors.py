@@ -57,6 +57,27 @@ class StorageError(IncrementalAssetsError):
     """A Delta table could not be written or read as required."""
 
 
+class DamagedTableError(StorageError):
+    """A table's Delta log cannot be read: which table, which file, and what to do.
+
+    >>> print(DamagedTableError("/w/shop/orders", "_delta_log/00000000000000000003.json", "truncated", model="shop.orders"))
+    table /w/shop/orders (model shop.orders): its Delta log is damaged: _delta_log/00000000000000000003.json: truncated. Nothing was read or written. Restore that file from a backup, or move /w/shop/orders aside and rebuild it with `incremental-assets run shop.orders --full-refresh`
+    """
+
+    def __init__(self, uri: str, file: str | None, problem: str, *, model: str | None = None):
+        self.uri, self.file, self.problem, self.model = uri, file, problem, model
+        where = f"table {uri}" + (f" (model {model})" if model else "")
+        damage = f"{file}: {problem}" if file else problem
+        rebuild = f"`incremental-assets run {model or '<model>'} --full-refresh`"
+        restore = "Restore that file from a backup, or move" if file else "Move"
+        super().__init__(f"{where}: its Delta log is damaged: {damage}. Nothing was read or written. "
+                         f"{restore} {uri} aside and rebuild it with {rebuild}")
+
+    def of_model(self, model: str) -> "DamagedTableError":
+        """The same error, naming the model whose table it is."""
+        return DamagedTableError(self.uri, self.file, self.problem, model=model)
+
+
 class SelectionError(IncrementalAssetsError):
     """A model selection names no known model."""
 

@@ -9,7 +9,7 @@ from datetime import date
 from pathlib import Path
 from typing import Sequence
 
-from incremental_assets.errors import IncrementalAssetsError, ProjectError
+from incremental_assets.errors import DamagedTableError, IncrementalAssetsError, ProjectError
 from incremental_assets.model.intervals import TimeWindow, format_instant
 from incremental_assets.model.kinds import describe_write
 from incremental_assets.plan.compile import analysis_of, run_size
@@ -186,8 +186,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     rows = []
     stale_by = {}
     translator = ModelTranslator()
+    damaged = 0
     for model in models:
-        built = delta.built_with(delta.table_uri(project.settings.warehouse, model.name))
+        try:
+            built = delta.built_with(delta.table_uri(project.settings.warehouse, model.name))
+        except DamagedTableError as exc:  # report it, and go on with the other models
+            print(f"error: {exc.of_model(model.name)}", file=sys.stderr)
+            damaged += 1
+            continue
         st = model_status(instance, model, since=since, until=until, built_with=built)
         rows.append(st)
         stale = stale_by[model.name] = stale_intervals(instance, project, model, translator)
@@ -233,7 +239,7 @@ def cmd_status(args: argparse.Namespace) -> int:
              "last_materialized": s.last_materialized.isoformat() if s.last_materialized else None, "last_run": dict(s.last_details)}
             for s in rows
         ], indent=2))
-    return 0
+    return 2 if damaged else 0
 
 
 def cmd_vacuum(args: argparse.Namespace) -> int:

@@ -35,8 +35,11 @@ from incremental_assets.delta.tables import (
     built_with,
     commits,
     committed_files,
+    damaged_log_file,
     exists,
+    history,
     last_commit_metadata,
+    open_table,
     source_files,
     table_uri,
     version,
@@ -46,7 +49,8 @@ from incremental_assets.delta.vacuum import VacuumResult, vacuum
 __all__ = [
     "Append", "BUCKET_COLUMN", "Commit", "CommitMode", "CommitResult", "LOCK_FILE", "LOCK_TIMEOUT_ENV", "METADATA_PREFIX",
     "PARTITION_COLUMN", "ReplaceBuckets", "ReplaceTable", "ReplaceWindow", "VacuumResult", "added_time_ranges",
-    "arrow_schema", "built_with", "commit_staged", "commits", "committed_files", "discard_staging", "exists",
+    "arrow_schema", "built_with", "commit_staged", "commits", "committed_files", "damaged_log_file", "discard_staging", "exists",
+    "history", "open_table",
     "has_staged_rows", "keep_staged_schema", "host_tag", "last_commit_metadata", "new_staging_dir", "orphan_staging_dirs",
     "remove_orphan_staging", "source_files", "table_uri", "vacuum", "version", "writer_lock",
 ]

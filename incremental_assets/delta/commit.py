@@ -24,6 +24,7 @@ from incremental_assets.delta.tables import (
     METADATA_PREFIX,
     PARTITION_COLUMN,
     exists,
+    open_table,
     window_filters,
 )
 from incremental_assets.errors import StorageError
@@ -161,7 +162,7 @@ def commit_staged(
                     uri, delta_schema, actions, mode="error", partition_by=partition_by or None, name=name, commit_properties=properties
                 )
             else:
-                table = DeltaTable(uri)
+                table = open_table(uri)
                 _check_partitioning(uri, table, mode)
                 table.create_write_transaction(
                     actions,
@@ -175,7 +176,7 @@ def commit_staged(
             raise
         except Exception as exc:  # delta-rs raises several unrelated exception types
             raise StorageError(f"the commit to {uri} failed, the table is unchanged: {exc}") from exc
-        version = DeltaTable(uri).version()
+        version = open_table(uri).version()
     return CommitResult(
         version=version,
         rows=rows,

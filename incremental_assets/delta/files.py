@@ -4,27 +4,94 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import socket
+from pathlib import Path
+from typing import Mapping
 
 from pyarrow import fs as pafs
+
+from incremental_assets.errors import StorageError
+
+
+# Where the AWS SDKs (delta-rs, pyarrow) find credentials, besides an EC2 instance role.
+_AWS_CREDENTIAL_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE",
+                             "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI")
+
+
+def check_credentials(uri: str, environ: Mapping[str, str] | None = None) -> None:
+    """Refuse an ``s3://`` location when no AWS credentials are configured, before any client looks for
+    them: the SDKs would otherwise query the EC2 instance metadata service with retries and warnings, then
+    fail with "Generic S3 error". On an instance role, ``AWS_EC2_METADATA_DISABLED=false`` says so.
+
+    >>> check_credentials("s3://bucket/w", environ={})
+    Traceback (most recent call last):
+    ...
+    incremental_assets.errors.StorageError: s3://bucket/w is on S3, but no AWS credentials are configured: ...
+    >>> check_credentials("s3://bucket/w", environ={"AWS_PROFILE": "prod"})
+    """
+    if not uri.startswith(("s3://", "s3a://")):
+        return
+    env = os.environ if environ is None else environ
+    if any(env.get(name) for name in _AWS_CREDENTIAL_VARIABLES):
+        return
+    if env.get("AWS_SKIP_SIGNATURE", "").lower() == "true" or env.get("AWS_EC2_METADATA_DISABLED", "").lower() == "false":
+        return
+    home = Path(env.get("HOME") or Path.home())
+    files = (env.get("AWS_SHARED_CREDENTIALS_FILE") or home / ".aws" / "credentials", env.get("AWS_CONFIG_FILE") or home / ".aws" / "config")
+    if environ is None and any(Path(f).is_file() for f in files):
+        return
+    raise StorageError(
+        f"{uri} is on S3, but no AWS credentials are configured: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
+        "(and AWS_ENDPOINT_URL for an S3-compatible store) or AWS_PROFILE; on an EC2 instance role set "
+        "AWS_EC2_METADATA_DISABLED=false; for a public bucket AWS_SKIP_SIGNATURE=true"
+    )
+
+
+def short_reason(exc: BaseException) -> str:
+    """An object store's multi-line error chain as one line: its first and its last (root) cause."""
+    lines = [re.sub(r"\x1b\[[0-9;]*m|↳", "", line).strip() for line in str(exc).splitlines()]
+    lines = [line for line in lines if line and not re.fullmatch(r"\d+: .*|at .*", line)]
+    if not lines:
+        return type(exc).__name__
+    return lines[0] if len(lines) == 1 else f"{lines[0]}: {lines[-1]}"
 
 
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     if "://" in uri:
-        return pafs.FileSystem.from_uri(uri)
+        check_credentials(uri)
+        try:
+            return pafs.FileSystem.from_uri(uri)
+        except OSError as exc:
+            raise StorageError(f"cannot open {uri}: {short_reason(exc)}") from None
     return pafs.LocalFileSystem(), uri
 
 def host_tag(host: str | None = None) -> str:
     return hashlib.sha1((host or socket.gethostname()).encode()).hexdigest()[:8]
 
+def _proc_stat(pid: int) -> list[str]:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state first); empty without ``/proc``."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            return handle.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
 def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a killed process its parent has not reaped yet does not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # alive, owned by another user
-        return True
-    return True
+        pass
+    return _proc_stat(pid)[:1] not in (["Z"], ["X"])
+
+def process_started(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks since boot), to tell it from a later process given the
+    same pid; None where ``/proc`` is not available."""
+    fields = _proc_stat(pid)
+    return fields[19] if len(fields) > 19 else None
 
 def is_local(uri: str) -> bool:
     return "://" not in uri or uri.startswith("file://")

@@ -14,7 +14,6 @@ from typing import Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from deltalake import DeltaTable
 from pyarrow import fs as pafs
 
 from incremental_assets.delta.files import (
@@ -24,7 +23,11 @@ from incremental_assets.delta.files import (
     local_path,
     pid_alive,
 )
-from incremental_assets.delta.tables import commits, exists
+from incremental_assets.delta.tables import (
+    commits,
+    exists,
+    open_table,
+)
 from incremental_assets.errors import StorageError
 
 STAGING_PREFIX = "run-"
@@ -99,7 +102,7 @@ def orphan_staging_dirs(uri: str, *, older_than: timedelta = timedelta(hours=24)
         return []
     now = now or datetime.now(timezone.utc)
     named = {c.staging for c in commits(uri)}
-    table = DeltaTable(uri)
+    table = open_table(uri)
     base = table.table_uri.rstrip("/")
     live = set()
     for path in table.file_uris():
@@ -133,7 +136,7 @@ def discard_staging(uri: str, staging: str) -> None:
         return
     name = staging.rstrip("/").rsplit("/", 1)[-1]
     try:
-        if exists(uri) and any(f"/{name}/" in f for f in DeltaTable(uri).file_uris()):
+        if exists(uri) and any(f"/{name}/" in f for f in open_table(uri).file_uris()):
             return
     except Exception:  # cannot tell: keep the files, vacuum decides later
         return

@@ -18,14 +18,18 @@ replace, and reading a window prunes to exactly its partitions.
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Sequence
 
 import pyarrow as pa
 from deltalake import DeltaTable
-from deltalake.exceptions import TableNotFoundError
+from deltalake.exceptions import DeltaError, DeltaProtocolError, TableNotFoundError
 
+from incremental_assets.delta.files import check_credentials, is_local, local_path, short_reason
+from incremental_assets.errors import DamagedTableError, StorageError
 from incremental_assets.model.intervals import IntervalUnit, TimeWindow
 
 PARTITION_COLUMN = "ia_interval"
@@ -44,7 +48,96 @@ def table_uri(warehouse: str, model_name: str) -> str:
 
 
 def exists(uri: str) -> bool:
-    return DeltaTable.is_deltatable(uri)
+    check_credentials(uri)
+    try:
+        return DeltaTable.is_deltatable(uri)
+    except OSError as exc:
+        raise StorageError(f"cannot reach table {uri}: {short_reason(exc)}") from None
+
+
+def open_table(uri: str, *, version: int | None = None) -> DeltaTable:
+    """The Delta table at ``uri``. A log that cannot be read is a :class:`DamagedTableError` naming the
+    file; a store that cannot be reached a StorageError. No table at all stays ``TableNotFoundError``."""
+    check_credentials(uri)
+    try:
+        return DeltaTable(uri, version=version)
+    except TableNotFoundError:
+        raise
+    except (DeltaError, OSError) as exc:
+        raise unreadable(uri, exc) from None
+
+
+def history(uri: str, limit: int | None = None) -> list[dict]:
+    """The table's commits, newest first (``limit`` of them), each as delta-rs reports it."""
+    table = open_table(uri)
+    try:
+        return table.history(limit)
+    except (DeltaError, OSError) as exc:
+        raise unreadable(uri, exc) from None
+
+
+def unreadable(uri: str, exc: BaseException) -> StorageError:
+    """The error to raise when delta-rs cannot read a table: damage named by file where it can be found."""
+    reason = short_reason(exc).split(": ")[-1] if isinstance(exc, DeltaError) else short_reason(exc)
+    if isinstance(exc, DeltaProtocolError) or not isinstance(exc, DeltaError):
+        return StorageError(f"cannot read table {uri}: {reason}")
+    damage = damaged_log_file(uri)
+    if damage is not None:
+        return DamagedTableError(uri, *damage)
+    return DamagedTableError(uri, None, short_reason(exc))
+
+
+def damaged_log_file(uri: str) -> tuple[str, str] | None:
+    """The first file of a local table's log that no Delta reader can read, and why (None: none found).
+
+    Commit files are written whole by every Delta writer, so an empty or cut-off one, or a version
+    missing from the sequence, was damaged after the fact.
+    """
+    if not is_local(uri):
+        return None
+    folder = os.path.join(local_path(uri), "_delta_log")
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return None
+    checkpoint = -1
+    if "_last_checkpoint" in names:
+        try:
+            with open(os.path.join(folder, "_last_checkpoint"), encoding="utf-8") as handle:
+                checkpoint = int(json.load(handle)["version"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return "_delta_log/_last_checkpoint", "not a valid checkpoint pointer"
+    versions = sorted(int(n[:-5]) for n in names if n.endswith(".json") and n[:-5].isdigit())
+    expected = None
+    for version in versions:
+        name = f"_delta_log/{version:020d}.json"
+        if expected is not None and version != expected and version > checkpoint + 1:
+            return f"_delta_log/{expected:020d}.json", "missing: the log jumps from version " f"{expected - 1} to {version}"
+        expected = version + 1
+        problem = _commit_file_problem(os.path.join(folder, f"{version:020d}.json"))
+        if problem:
+            return name, problem
+    return None
+
+
+def _commit_file_problem(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"cannot be read ({exc})"
+    if not any(line.strip() for line in lines):
+        return "empty"
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            action = json.loads(line)
+        except ValueError:
+            return f"line {number} is not complete JSON (the file was cut off or overwritten)"
+        if not isinstance(action, dict):
+            return f"line {number} is not a Delta action"
+    return None
 
 
 def window_filters(window: TimeWindow, unit: IntervalUnit | str | None) -> list[tuple[str, str, object]]:
@@ -63,8 +156,8 @@ def last_commit_metadata(uri: str) -> dict[str, str]:
     """
     if not exists(uri):
         return {}
-    history = DeltaTable(uri).history(1)
-    entry = history[0] if history else {}
+    history_ = history(uri, 1)
+    entry = history_[0] if history_ else {}
     return {k[len(METADATA_PREFIX) :]: str(v) for k, v in entry.items() if k.startswith(METADATA_PREFIX)}
 
 
@@ -72,7 +165,7 @@ def committed_files(
     uri: str, *, window: TimeWindow | None = None, unit: str | None = None, buckets: Sequence[str] | None = None
 ) -> list[str]:
     """The files of the current version, pruned to the partitions of ``window`` or to ``buckets`` when given."""
-    table = DeltaTable(uri)
+    table = open_table(uri)
     if buckets is not None and BUCKET_COLUMN in table.metadata().partition_columns:
         return table.file_uris(file_pruning_predicate=[(BUCKET_COLUMN, "in", sorted(buckets))]) if buckets else []
     if window is None or PARTITION_COLUMN not in table.metadata().partition_columns:
@@ -82,7 +175,7 @@ def committed_files(
 
 def source_files(uri: str, *, time_column: str | None = None, window: TimeWindow | None = None) -> list[str]:
     """Files of a Delta source, pruned by partition values or min/max statistics of its time column."""
-    table = DeltaTable(uri)
+    table = open_table(uri)
     if window is None or time_column is None:
         return table.file_uris()
     return table.file_uris(file_pruning_predicate=[(time_column, ">=", window.start), (time_column, "<", window.end)])
@@ -90,7 +183,7 @@ def source_files(uri: str, *, time_column: str | None = None, window: TimeWindow
 
 def arrow_schema(uri: str, *, drop: Sequence[str] = (PARTITION_COLUMN, BUCKET_COLUMN)) -> pa.Schema:
     """The table's schema as Arrow, without the interval partition column readers don't need."""
-    schema = pa.schema(DeltaTable(uri).schema().to_arrow())
+    schema = pa.schema(open_table(uri).schema().to_arrow())
     for name in drop:
         index = schema.get_field_index(name)
         if index >= 0:
@@ -101,15 +194,15 @@ def arrow_schema(uri: str, *, drop: Sequence[str] = (PARTITION_COLUMN, BUCKET_CO
 def built_with(uri: str) -> str | None:
     """The model fingerprint recorded with the table's latest commit (None: no table, or not ours)."""
     try:
-        history = DeltaTable(uri).history(1)
+        latest = history(uri, 1)
     except TableNotFoundError:
         return None
-    return history[0].get(METADATA_PREFIX + "fingerprint") if history else None
+    return latest[0].get(METADATA_PREFIX + "fingerprint") if latest else None
 
 
 def version(uri: str) -> int | None:
     try:
-        return DeltaTable(uri).version()
+        return open_table(uri).version()
     except TableNotFoundError:
         return None
 
@@ -117,11 +210,11 @@ def version(uri: str) -> int | None:
 def added_time_ranges(uri: str, since_version: int, time_column: str) -> tuple[int, list[tuple[datetime | None, datetime | None]]]:
     """The current version of a Delta table and the (min, max) of ``time_column`` in each data file
     added after ``since_version`` (from the add actions' statistics; (None, None) when a file has none)."""
-    current = DeltaTable(uri)
+    current = open_table(uri)
     version = current.version()
     if version <= since_version:
         return version, []
-    before = set(DeltaTable(uri, version=since_version).file_uris()) if since_version >= 0 else set()
+    before = set(open_table(uri, version=since_version).file_uris()) if since_version >= 0 else set()
     actions = pa.table(current.get_add_actions(flatten=True))
     base = current.table_uri.rstrip("/")
     ranges = []
@@ -157,7 +250,7 @@ def commits(uri: str) -> list[Commit]:
     if not exists(uri):
         return []
     out = []
-    for entry in DeltaTable(uri).history():
+    for entry in history(uri):
         model = entry.get(METADATA_PREFIX + "model")
         if not model:
             continue

@@ -5,11 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from deltalake import DeltaTable
 
 from incremental_assets.delta.lock import writer_lock
-from incremental_assets.delta.staging import remove_orphan_staging
-from incremental_assets.delta.tables import exists
+from incremental_assets.delta.staging import (
+    remove_orphan_staging,
+)
+from incremental_assets.delta.tables import (
+    exists,
+    open_table,
+)
 
 
 @dataclass(frozen=True)
@@ -27,5 +31,5 @@ def vacuum(uri: str, *, retention_hours: int = 168, staging_age: timedelta = tim
         return VacuumResult([], [])
     with writer_lock(uri, owner="vacuum"):
         orphans = remove_orphan_staging(uri, older_than=staging_age, dry_run=dry_run)
-        removed = DeltaTable(uri).vacuum(retention_hours=retention_hours, dry_run=dry_run, enforce_retention_duration=False)
+        removed = open_table(uri).vacuum(retention_hours=retention_hours, dry_run=dry_run, enforce_retention_duration=False)
     return VacuumResult(sorted(removed), orphans)

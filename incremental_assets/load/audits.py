@@ -26,10 +26,12 @@ from incremental_assets.load.header import (
     Name,
     Pair,
     Value,
+    check_file_size,
     parse_header,
     split_model_file,
 )
 from incremental_assets.model.audits import BUILTINS, Audit, Origin, UserAudit
+from incremental_assets.load.query import check_nesting, check_tree_depth
 
 
 def _expr(value: Value, path: str | Path) -> exp.Expression:
@@ -103,6 +105,7 @@ def _example(name: str) -> str:
 
 def parse_audit_file(path: Path) -> list[UserAudit]:
     """``AUDIT (name x[, blocking false][, defaults (k = v)]); SELECT ...`` (several per file allowed)."""
+    check_file_size(path)
     text = path.read_text()
     out = []
     rest, offset = text, 0
@@ -126,8 +129,11 @@ def parse_audit_file(path: Path) -> list[UserAudit]:
         defaults = {}
         if "defaults" in props and isinstance(props["defaults"].value, Items):
             defaults = {i.key.lower(): i.value.text for i in props["defaults"].value.items if isinstance(i, Pair)}
+        check_nesting(sql, path, header.line)
         try:
-            sqlglot.parse_one(sql, dialect="spark")
+            check_tree_depth(sqlglot.parse_one(sql, dialect="spark"), path, header.line)
+        except RecursionError:
+            raise ModelFileError(path, header.line, "the audit query nests too deeply to be parsed") from None
         except ParseError as e:
             raise ModelFileError(path, header.line, f"audit query does not parse: {e}") from None
         name = str(props["name"].value.text).lower()

@@ -177,6 +177,26 @@ def split_model_file(text: str, path: str | Path) -> SplitFile:
     return SplitFile(header_text, _line_at(text, start), text[j:], _line_at(text, j), j)
 
 
+# A hand-written model is a few kilobytes; parsing and analysing a 10 MB one takes a minute and gigabytes.
+MAX_MODEL_FILE_BYTES = 1_000_000
+
+
+def check_file_size(path: Path) -> None:
+    """Refuse a project file over :data:`MAX_MODEL_FILE_BYTES` before reading it."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return  # reading it reports the problem
+    if size > MAX_MODEL_FILE_BYTES:
+        raise ModelFileError(
+            path, None, f"the file is {size:,} bytes; a model or audit file may be at most {MAX_MODEL_FILE_BYTES:,}",
+            hint="keep data in a source or SEED table, not in the SQL; split a generated query into several models",
+        )
+
+
+MAX_HEADER_DEPTH = 32  # brackets in a header nest two or three deep; the parser recurses once per level
+
+
 class _Parser:
     def __init__(self, tokens: list[Token], source: str, path: str | Path, line_offset: int):
         self.tokens = tokens
@@ -184,6 +204,7 @@ class _Parser:
         self.path = path
         self.offset = line_offset
         self.i = 0
+        self.depth = 0
 
     def error(self, message: str, token: Token | None = None, hint: str | None = None) -> ModelFileError:
         tok = token or (self.tokens[self.i] if self.i < len(self.tokens) else self.tokens[-1])
@@ -212,6 +233,16 @@ class _Parser:
         return tok
 
     def sequence(self, close: TokenType) -> tuple[Value, ...]:
+        self.depth += 1
+        if self.depth > MAX_HEADER_DEPTH:
+            raise self.error(f"brackets nest more than {MAX_HEADER_DEPTH} deep in the MODEL header", self.tokens[self.i - 1],
+                             hint="a property value is a name, a literal, a list or a call with arguments")
+        try:
+            return self._sequence(close)
+        finally:
+            self.depth -= 1
+
+    def _sequence(self, close: TokenType) -> tuple[Value, ...]:
         items: list[Value] = []
         while True:
             tok = self.peek()

@@ -32,6 +32,7 @@ from incremental_assets.load.header import (
     Property,
     Seq,
     Value,
+    check_file_size,
     parse_header,
     split_model_file,
 )
@@ -59,11 +60,11 @@ from incremental_assets.model.sql_model import SEED_VIEW, SqlModel, TableReferen
 
 _NAME = re.compile(r"[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*){0,2}")
 
-
 def parse_model_file(path: str | Path, *, default_dialect: str = "spark", text: str | None = None) -> SqlModel:
     """Read one model file; raise ModelFileError naming the file and line for anything wrong."""
     path = Path(path)
     if text is None:
+        check_file_size(path)
         try:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
@@ -79,6 +80,11 @@ def parse_model_file(path: str | Path, *, default_dialect: str = "spark", text: 
     metadata: dict[str, str] = {}
     kind = read_kind(reader, seen["kind"], metadata)
     values = _read_values(reader, seen, dialect, metadata)
+    if "start" in values and "end" in values and values["end"] <= values["start"]:
+        raise reader.fail(
+            seen["end"].line, f"end {values['end'].isoformat()} is not after start {values['start'].isoformat()}: the model would have no interval",
+            hint="set end after start, or remove end (the model then runs up to the present)",
+        )
     if isinstance(kind, IncrementalByTimeRange):
         _time_layout(reader, seen, header, name, values)
 
@@ -190,6 +196,16 @@ def _time_layout(reader: HeaderReader, seen: Mapping[str, Property], header: Hea
                 hint="add `interval_unit day` (or hour, week, month, quarter, year)",
             )
     unit = values["interval_unit"] = IntervalUnit.of(unit)
+    cron_unit = unit_from_cron(values["cron"]) if values.get("cron") else None
+    if cron_unit is not None and IntervalUnit.of(cron_unit).nominal < unit.nominal:
+        # An interval is complete once per unit: a schedule that fires more often finds nothing new to
+        # process on most ticks, or recomputes an unfinished interval from partial data (SQLMesh refuses it too).
+        raise reader.fail(
+            seen["cron"].line,
+            f"cron '{values['cron']}' fires every {cron_unit}, more often than the model's {unit} intervals complete",
+            hint=f"use a cron at most as frequent as the intervals, e.g. cron '{_CRON_ALIAS.get(unit.value, unit.cron)}', "
+                 f"or interval_unit {cron_unit} to cut {cron_unit} intervals",
+        )
     if "start" not in values:
         raise reader.fail(header.line, f"incremental model {name} has no start", hint="add `start 'YYYY-MM-DD'`: intervals are counted from it")
     start = values["start"]
@@ -199,6 +215,9 @@ def _time_layout(reader: HeaderReader, seen: Mapping[str, Property], header: Hea
             f"start {start.date().isoformat()} is not on a {unit} boundary",
             hint=f"use {unit.floor(start).date().isoformat()} (weeks start on Sunday)",
         )
+
+
+_CRON_ALIAS = {"hour": "@hourly", "day": "@daily", "week": "@weekly", "month": "@monthly", "quarter": "@quarterly", "year": "@yearly"}
 
 
 def _read_columns(reader: HeaderReader, v: Value, dialect: str) -> dict[str, str]:

@@ -60,6 +60,91 @@ def _restore_macros(node: exp.Expression) -> exp.Expression:
         return exp.Parameter(this=exp.var(str(node.this)[len(_PLACEHOLDER) :].lower()), expressions=node.expressions)
     return node
 
+# How deep a query may nest. sqlglot, the analysis and the SQL generator recurse over the tree, about two
+# Python frames per level of nested parentheses, functions or CASEs, and must still fit under Python's
+# 1,000-frame limit when called deep inside a Dagster run (a few hundred frames already): measured,
+# 250 levels pass every stage with 250 frames taken, 400 do not. Real queries nest a few dozen levels.
+MAX_QUERY_DEPTH = 200
+_TOO_DEEP_HINT = "name inner parts in CTEs (WITH x AS (...)), or write long AND/OR/UNION chains as IN lists or joins"
+
+def _deepest_parenthesis(sql: str) -> tuple[int, int]:
+    """The deepest nesting of parentheses outside strings and comments, and the (0-based) line it is on."""
+    depth = deepest = line = deepest_line = 0
+    i, n = 0, len(sql)
+    while i < n:
+        ch = sql[i]
+        if ch in "'\"`":
+            j = i + 1
+            while j < n and sql[j] != ch:
+                j += 2 if sql[j] == "\\" else 1
+            line += sql.count("\n", i, j + 1)
+            i = j + 1
+            continue
+        if sql.startswith("--", i) or sql.startswith("/*", i):
+            j = sql.find("\n" if ch == "-" else "*/", i + 2)
+            j = n if j < 0 else j
+            line += sql.count("\n", i, j)
+            i = j
+            continue
+        if ch == "\n":
+            line += 1
+        elif ch == "(":
+            depth += 1
+            if depth > deepest:
+                deepest, deepest_line = depth, line
+        elif ch == ")":
+            depth -= 1
+        i += 1
+    return deepest, deepest_line
+
+def query_depth(query: exp.Expression) -> tuple[int, exp.Expression]:
+    """How deep the query's tree nests, and its deepest node (iteratively: any depth can be measured).
+
+    A chain of one operator (``a AND b AND c``, ``UNION ALL`` of many SELECTs) is a left-deep tree that
+    costs half the stack of real nesting, so each link of it counts half a level.
+
+    >>> query_depth(sqlglot.parse_one("SELECT (((1)))"))[0]
+    5.0
+    >>> query_depth(sqlglot.parse_one("SELECT 1 WHERE " + " AND ".join(["a = 1"] * 10)))[0]
+    10.0
+    """
+    deepest, deepest_node = 0.0, query
+    stack: list[tuple[exp.Expression, float]] = [(query, 1.0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > deepest:
+            deepest, deepest_node = depth, node
+        for child in node.iter_expressions():
+            chained = type(child) is type(node) and isinstance(node, (exp.Connector, exp.SetOperation, exp.Binary))
+            stack.append((child, depth + (0.5 if chained else 1.0)))
+    return deepest, deepest_node
+
+def _line_near(node: exp.Expression | None) -> int | None:
+    while node is not None:
+        line = node_line(node, 0)
+        if line is not None:
+            return line
+        node = node.parent
+    return None
+
+def check_nesting(sql: str, path: str | Path, line_offset: int = 0) -> None:
+    """Refuse SQL text nesting parentheses deeper than :data:`MAX_QUERY_DEPTH`, before parsing it."""
+    depth, line = _deepest_parenthesis(sql)
+    if depth > MAX_QUERY_DEPTH:
+        raise ModelFileError(
+            path, line + 1 + line_offset, f"the query nests {depth} parentheses deep; at most {MAX_QUERY_DEPTH} can be analysed",
+            hint=_TOO_DEEP_HINT,
+        )
+
+def check_tree_depth(tree: exp.Expression, path: str | Path, line_offset: int = 0) -> None:
+    """Refuse a parsed query nesting deeper than :data:`MAX_QUERY_DEPTH` (CASEs, operator chains)."""
+    depth, deepest = query_depth(tree)
+    if depth > MAX_QUERY_DEPTH:
+        raise ModelFileError(
+            path, (_line_near(deepest) or 1) + line_offset, f"the query nests {depth:.0f} levels deep; at most {MAX_QUERY_DEPTH} can be analysed",
+            hint=_TOO_DEEP_HINT,
+        )
+
 def parse_query(
     sql: str, *, dialect: str = "spark", path: str | Path = "<query>", line_offset: int = 0, this_model: str | None = None
 ) -> exp.Query:
@@ -69,8 +154,13 @@ def parse_query(
     >>> sorted(p.name for p in q.find_all(exp.Parameter))
     ['end_ds', 'start_ds']
     """
+    check_nesting(sql, path, line_offset)
     try:
         statements = [s for s in sqlglot.parse(_protect_macros(sql), read=dialect) if s is not None]
+    except RecursionError:
+        raise ModelFileError(
+            path, line_offset + 1, f"the query nests too deeply to be parsed; at most {MAX_QUERY_DEPTH} levels can be analysed", hint=_TOO_DEEP_HINT
+        ) from None
     except ParseError as exc:
         first = exc.errors[0] if exc.errors else {}
         line = (first.get("line") or 1) + line_offset
@@ -88,6 +178,7 @@ def parse_query(
             hint="move the other statements into their own model files",
         )
     query = statements[0]
+    check_tree_depth(query, path, line_offset)
     if not isinstance(query, exp.Query):
         raise ModelFileError(
             path, line_offset + 1, f"a model's body must be a query (SELECT / WITH / UNION), found {query.key.upper()}"

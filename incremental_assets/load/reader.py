@@ -49,5 +49,7 @@ class HeaderReader:
         raw = self.text(v, what)
         try:
             return to_utc(raw)
-        except WindowError:
+        except WindowError as exc:
+            if "precise" in str(exc):
+                raise self.fail(v.line, f"{what} {exc}") from None
             raise self.fail(v.line, f"{what} '{raw}' is not a date", hint="write it as 'YYYY-MM-DD'") from None

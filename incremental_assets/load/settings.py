@@ -28,10 +28,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import zoneinfo
 from pathlib import Path
 from typing import Mapping
 
 import yaml
+from sqlglot.dialects.dialect import Dialect, Dialects
 
 from incremental_assets.errors import ModelFileError
 from incremental_assets.model.settings import Settings
@@ -79,6 +81,40 @@ def _run_limit(value: object, where: Path | None, source: str) -> int:
     if limit < 1 or isinstance(value, bool):
         raise ModelFileError(where, None, f"{source} must be a whole number of runs, at least 1, not {value!r}", hint="e.g. `max_concurrent_runs: 2`")
     return limit
+DIALECTS = tuple(sorted(d.value for d in Dialects if d.value))
+
+_OFFSET = re.compile(r"(?:UTC|GMT)?[+-]\d{2}(?::\d{2})?|Z|UTC|GMT")
+
+
+def valid_timezone(name: str) -> bool:
+    """Whether Spark's ``spark.sql.session.timeZone`` takes ``name``: an IANA zone or a UTC offset.
+
+    >>> [valid_timezone(z) for z in ("UTC", "Europe/Berlin", "+01:00", "Mars/Olympus", "")]
+    [True, True, True, False, False]
+    """
+    if _OFFSET.fullmatch(name):
+        return True
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return not zoneinfo.available_timezones()  # no zone database here: Spark will judge
+    return True
+
+
+def _known_dialect(name: str) -> bool:
+    try:
+        Dialect.get_or_raise(name)  # also takes a dialect with settings: "duckdb, normalization_strategy = ..."
+    except ValueError:
+        return False
+    return True
+
+
+def _origin(key: str, variable: str, env: Mapping[str, str], path: Path, text: str) -> tuple[str | Path, int | None]:
+    """Where a setting's value came from: the environment variable, or its line in the settings file."""
+    if env.get(variable):
+        return variable, None
+    match = re.search(rf"^\s*{re.escape(key)}\s*:", text, flags=re.MULTILINE)
+    return path, text.count("\n", 0, match.start()) + 1 if match else None
 
 
 _EXAMPLES = {"warehouse": "s3://bucket/warehouse", "dialect": "spark", "timezone": "UTC", "dagster_home": ".dagster"}
@@ -90,9 +126,11 @@ def load_settings(project_dir: str | Path, *, environ: Mapping[str, str] | None 
     project_dir = Path(project_dir).resolve()
     path = project_dir / SETTINGS_FILE
     raw: dict = {}
+    text = ""
     if path.exists():
         try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+            text = path.read_text(encoding="utf-8")
+            loaded = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             raise ModelFileError(path, mark.line + 1 if mark else None, f"invalid YAML: {getattr(exc, 'problem', exc)}") from None
@@ -122,7 +160,8 @@ def load_settings(project_dir: str | Path, *, environ: Mapping[str, str] | None 
             if not isinstance(extra, dict):
                 raise ValueError
         except ValueError:
-            raise ModelFileError(None, None, "INCREMENTAL_ASSETS_SPARK_CONF must be a JSON object of Spark settings") from None
+            raise ModelFileError("INCREMENTAL_ASSETS_SPARK_CONF", None, "must be a JSON object of Spark settings",
+                                 hint='e.g. {"spark.sql.shuffle.partitions": "8"}') from None
         conf.update({str(k): str(v) for k, v in extra.items()})
     warehouse = env.get("INCREMENTAL_ASSETS_WAREHOUSE") or raw.get("warehouse") or "warehouse"
     home = env.get("DAGSTER_HOME") or raw.get("dagster_home") or ".dagster"
@@ -141,6 +180,22 @@ def load_settings(project_dir: str | Path, *, environ: Mapping[str, str] | None 
         timezone=str(env.get("INCREMENTAL_ASSETS_TIMEZONE") or raw.get("timezone") or "UTC"),
         spark_master=spark_master,
         spark_remote=remote,
+    dialect = str(env.get("INCREMENTAL_ASSETS_DIALECT") or raw.get("dialect") or "spark").lower()
+    if not _known_dialect(dialect):
+        where, line = _origin("dialect", "INCREMENTAL_ASSETS_DIALECT", env, path, text)
+        raise ModelFileError(where, line, f"unknown SQL dialect '{dialect}'", hint="use one of " + ", ".join(DIALECTS))
+    timezone = str(env.get("INCREMENTAL_ASSETS_TIMEZONE") or raw.get("timezone") or "UTC")
+    if not valid_timezone(timezone):
+        where, line = _origin("timezone", "INCREMENTAL_ASSETS_TIMEZONE", env, path, text)
+        raise ModelFileError(where, line, f"unknown time zone '{timezone}'",
+                             hint="use an IANA zone such as UTC or Europe/Berlin, or an offset such as +01:00")
+    return Settings(
+        project_dir=project_dir,
+        warehouse=_resolve(project_dir, str(warehouse)),
+        dialect=dialect,
+        timezone=timezone,
+        spark_master=str(env.get("INCREMENTAL_ASSETS_SPARK_MASTER") or spark.get("master") or "local[2]"),
+        spark_remote=env.get("INCREMENTAL_ASSETS_SPARK_REMOTE") or spark.get("remote") or None,
         spark_conf=conf,
         dagster_home=Path(_resolve(project_dir, str(home))),
         max_concurrent_runs=max_runs,

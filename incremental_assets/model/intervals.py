@@ -12,6 +12,8 @@ A window is half-open: ``start`` is included, ``end`` is excluded. Intervals are
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from enum import Enum
@@ -152,6 +154,11 @@ def to_utc(value: datetime | date | str) -> datetime:
         text = value.strip()
         if not text:
             raise WindowError("empty date")
+        if re.search(r"\d:\d\d[.,]\d{7,}", text):  # Python would silently drop the digits past the 6th
+            raise WindowError(
+                f"'{value}' is more precise than a microsecond; write at most six fractional digits "
+                "(YYYY-MM-DD HH:MM:SS.ffffff), or better a date or hour on an interval boundary"
+            )
         try:
             parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
         except ValueError:

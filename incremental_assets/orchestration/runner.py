@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 import dagster as dg
 
 from incremental_assets import delta
-from incremental_assets.errors import IncrementalAssetsError, WindowError
+from incremental_assets.errors import DamagedTableError, IncrementalAssetsError, WindowError
 from incremental_assets.model.intervals import (
     TimeWindow,
     batches,
@@ -200,7 +200,10 @@ class Runner:
         rebuild from its start, or one unpartitioned run. Commits Dagster missed are recorded first."""
         queue = RunQueue()
         for model in models:
-            reconciled = reconcile(self.instance, self.project, model, self.translator)
+            try:
+                reconciled = reconcile(self.instance, self.project, model, self.translator)
+            except DamagedTableError as exc:
+                raise exc.of_model(model.name) from None
             for item in reconciled:
                 if progress:
                     where = f"{len(item.partitions)} interval(s) in {item.window}" if item.partitions else "full table"

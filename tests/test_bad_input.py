@@ -1,0 +1,232 @@
+"""Bad input a hostile or careless user gives: each gets one clear line naming the file and line (or the
+setting, or the table) and the fix, exit code 2 from the CLI, no traceback, nothing written. No Spark."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from incremental_assets import delta
+from incremental_assets.cli.commands import main
+from incremental_assets.errors import ModelFileError
+from incremental_assets.load.model_file import parse_model_file
+from incremental_assets.model.intervals import IntervalUnit, TimeWindow, to_utc
+
+HEADER = "MODEL (name s.m, kind FULL);\n"
+DAILY = "MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), start '2024-01-01');\n"
+
+
+def cli(capsys, *argv: str) -> tuple[int, list[str]]:
+    """Run the command; its exit code and the lines it wrote to stderr."""
+    code = main(list(argv))
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return code, [line for line in err.splitlines() if line.strip()]
+
+
+def one_error(capsys, *argv: str) -> str:
+    code, lines = cli(capsys, *argv)
+    errors = [line for line in lines if line.startswith("error: ")]
+    assert code == 2 and len(errors) == 1, lines
+    return errors[0]
+
+
+def project(tmp_path: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    (tmp_path / "models").mkdir(exist_ok=True)
+    return tmp_path
+
+
+# -- queries and headers nested too deeply for a recursive parser ---------------------------------------
+
+
+@pytest.mark.parametrize("command", [["validate"], ["status"], ["run", "--auto"], ["explain"]])
+def test_a_thousand_nested_parentheses_are_one_line_naming_file_and_line(tmp_path, capsys, command):
+    root = project(tmp_path, {"models/deep.sql": HEADER + "\nSELECT " + "(" * 1000 + "1" + ")" * 1000 + " AS x\n"})
+    line = one_error(capsys, *command, "--project", str(root))
+    assert line.startswith(f"error: {root}/models/deep.sql:3: the query nests 1000 parentheses deep; at most 200")
+    assert "(fix: name inner parts in CTEs" in line
+    assert not (root / ".dagster").exists() or command != ["validate"]
+
+
+@pytest.mark.parametrize("query", [
+    "SELECT " + "CASE WHEN 1 = 1 THEN 1 ELSE " * 1000 + "0" + " END" * 1000 + " AS x",  # no parentheses at all
+    "SELECT " + "CASE WHEN 1 = 1 THEN 1 ELSE " * 300 + "0" + " END" * 300 + " AS x",
+    "SELECT 1 AS x WHERE " + " AND ".join(["1 = 1"] * 1000),
+    "SELECT 1 AS x " + " ".join(["UNION ALL SELECT 1"] * 1000),
+])
+def test_queries_nested_past_the_limit_without_parentheses_are_refused_at_load(tmp_path, query):
+    path = tmp_path / "m.sql"
+    path.write_text(HEADER + query)
+    with pytest.raises(ModelFileError, match=r"the query nests (too deeply to be parsed|\d+ levels deep); at most 200"):
+        parse_model_file(path)
+
+
+def test_a_long_but_shallow_query_still_loads(tmp_path):
+    path = tmp_path / "m.sql"
+    path.write_text(HEADER + "SELECT " + "(" * 150 + "1" + ")" * 150 + " AS x WHERE " + " AND ".join(["1 = 1"] * 300))
+    assert parse_model_file(path).name == "s.m"
+
+
+def test_deeply_nested_brackets_in_a_header_are_one_line(tmp_path, capsys):
+    root = project(tmp_path, {"models/m.sql": "MODEL (name s.m, kind FULL,\n tags " + "(" * 5000 + "x" + ")" * 5000 + ");\nSELECT 1 AS x"})
+    line = one_error(capsys, "validate", "--project", str(root))
+    assert f"models/m.sql:2: brackets nest more than 32 deep in the MODEL header" in line
+
+
+def test_a_deeply_nested_audit_file_is_one_line(tmp_path, capsys):
+    audit = "AUDIT (name deep);\nSELECT * FROM @this_model WHERE " + "(" * 1000 + "x IS NULL" + ")" * 1000
+    root = project(tmp_path, {"models/m.sql": HEADER + "SELECT 1 AS x", "audits/deep.sql": audit})
+    line = one_error(capsys, "validate", "--project", str(root))
+    assert "audits/deep.sql:" in line and "1000 parentheses deep" in line
+
+
+# -- settings -------------------------------------------------------------------------------------------
+
+
+def test_an_unknown_dialect_setting_names_the_variable_and_the_valid_dialects(tmp_path, capsys, monkeypatch):
+    root = project(tmp_path, {"models/m.sql": HEADER + "SELECT 1 AS x"})
+    monkeypatch.setenv("INCREMENTAL_ASSETS_DIALECT", "notadialect")
+    for command in (["validate"], ["status"], ["run", "--auto"]):
+        line = one_error(capsys, *command, "--project", str(root))
+        assert line.startswith("error: INCREMENTAL_ASSETS_DIALECT: unknown SQL dialect 'notadialect' (fix: use one of athena, ")
+        assert ", duckdb, " in line and ", spark, " in line
+    monkeypatch.delenv("INCREMENTAL_ASSETS_DIALECT")
+    (root / "incremental_assets.yaml").write_text("warehouse: wh\ndialect: sparkk\n")
+    line = one_error(capsys, "validate", "--project", str(root))
+    assert line.startswith(f"error: {root}/incremental_assets.yaml:2: unknown SQL dialect 'sparkk' (fix: use one of")
+
+
+def test_an_unknown_time_zone_setting_names_where_it_came_from(tmp_path, capsys, monkeypatch):
+    root = project(tmp_path, {"models/m.sql": HEADER + "SELECT 1 AS x", "incremental_assets.yaml": "timezone: Europe/Nowhere\n"})
+    line = one_error(capsys, "validate", "--project", str(root))
+    assert line == (f"error: {root}/incremental_assets.yaml:1: unknown time zone 'Europe/Nowhere' "
+                    "(fix: use an IANA zone such as UTC or Europe/Berlin, or an offset such as +01:00)")
+    monkeypatch.setenv("INCREMENTAL_ASSETS_TIMEZONE", "Mars/Olympus")
+    assert one_error(capsys, "status", "--project", str(root)).startswith("error: INCREMENTAL_ASSETS_TIMEZONE: unknown time zone 'Mars/Olympus'")
+    for good in ("Europe/Berlin", "+05:30", "UTC"):
+        monkeypatch.setenv("INCREMENTAL_ASSETS_TIMEZONE", good)
+        assert cli(capsys, "validate", "--project", str(root))[0] == 0
+
+
+def test_an_s3_warehouse_without_credentials_is_one_line_before_any_sdk_looks_for_them(tmp_path, capsys, monkeypatch):
+    root = project(tmp_path, {"models/m.sql": HEADER + "SELECT 1 AS x"})
+    for name in list(os.environ):
+        if name.startswith("AWS_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.aws either
+    monkeypatch.setenv("INCREMENTAL_ASSETS_WAREHOUSE", "s3://bucket/warehouse")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # never reached: nothing listens there
+    for command in (["status"], ["run", "--auto"]):
+        began = time.monotonic()
+        line = one_error(capsys, *command, "--project", str(root))
+        assert time.monotonic() - began < 20  # no instance-metadata retries
+        assert line.startswith("error: s3://bucket/warehouse/s/m is on S3, but no AWS credentials are configured: set AWS_ACCESS_KEY_ID")
+        assert "AWS_EC2_METADATA_DISABLED=false" in line
+
+
+# -- a damaged Delta log --------------------------------------------------------------------------------
+
+
+def committed_table(root: Path, days: int = 3) -> str:
+    """The table of s.daily with one commit per day, made without Spark."""
+    uri = delta.table_uri(str(root / "warehouse"), "s.daily")
+    schema = pa.schema([("ts", pa.timestamp("us", tz="UTC")), ("v", pa.int64())])
+    for day in range(days):
+        start = to_utc("2024-01-01") + timedelta(days=day)
+        staging = delta.new_staging_dir(uri)
+        folder = Path(staging) / f"{delta.PARTITION_COLUMN}={start.date()}"
+        folder.mkdir(parents=True)
+        pq.write_table(pa.table({"ts": [start], "v": [day]}, schema=schema), folder / "part-0.parquet")
+        window = TimeWindow(start, start + timedelta(days=1))
+        delta.commit_staged(uri, staging, schema, delta.ReplaceWindow(window, IntervalUnit.DAY), metadata={"model": "s.daily"})
+    return uri
+
+
+@pytest.mark.parametrize("damage", ["truncate newest", "truncate oldest", "garble middle"])
+def test_a_damaged_delta_log_names_the_table_the_file_and_what_to_do(tmp_path, capsys, damage):
+    root = project(tmp_path, {"models/daily.sql": DAILY + "SELECT CAST('2024-01-01' AS TIMESTAMP) AS ts, 1 AS v"})
+    uri = committed_table(root)
+    log = sorted((Path(uri) / "_delta_log").glob("*.json"))
+    victim = {"truncate newest": log[-1], "truncate oldest": log[0], "garble middle": log[1]}[damage]
+    data = victim.read_bytes()
+    victim.write_bytes(data[: len(data) // 2] if damage.startswith("truncate") else b"{not json" + data)
+    before = {p.name: p.read_bytes() for p in Path(uri).rglob("*") if p.is_file()}
+    for command in (["status"], ["run", "--auto"], ["run", "s.daily", "--start", "2024-01-04", "--end", "2024-01-05"]):
+        line = one_error(capsys, *command, "--project", str(root))
+        assert line.startswith(f"error: table {uri} (model s.daily): its Delta log is damaged: _delta_log/{victim.name}: line ")
+        assert "is not complete JSON (the file was cut off or overwritten). Nothing was read or written." in line
+        assert line.endswith(f"Restore that file from a backup, or move {uri} aside and rebuild it with "
+                             "`incremental-assets run s.daily --full-refresh`")
+    assert {p.name: p.read_bytes() for p in Path(uri).rglob("*") if p.is_file()} == before  # nothing written
+
+
+def test_status_reports_a_damaged_table_and_goes_on_with_the_others(tmp_path, capsys):
+    root = project(tmp_path, {"models/daily.sql": DAILY + "SELECT CAST('2024-01-01' AS TIMESTAMP) AS ts, 1 AS v",
+                              "models/other.sql": "MODEL (name s.other, kind FULL);\nSELECT 1 AS x"})
+    uri = committed_table(root, days=1)
+    (Path(uri) / "_delta_log" / f"{0:020d}.json").write_text("")
+    code = main(["status", "--project", str(root)])
+    out = capsys.readouterr()
+    assert code == 2
+    assert f"_delta_log/{0:020d}.json: empty" in out.err
+    assert "s.other (FULL): last materialized never" in out.out
+
+
+# -- accepted nonsense ----------------------------------------------------------------------------------
+
+
+def refused(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "m.sql"
+    path.write_text(text)
+    with pytest.raises(ModelFileError) as caught:
+        parse_model_file(path)
+    return caught.value.render().replace(str(path), "m.sql")
+
+
+def test_a_cron_more_frequent_than_the_interval_unit_is_refused(tmp_path):
+    text = ("MODEL (\n  name s.m,\n  kind INCREMENTAL_BY_TIME_RANGE (time_column ts),\n  start '2024-01-01',\n"
+            "  interval_unit month,\n  cron '@hourly'\n);\nSELECT ts FROM raw.e")
+    assert refused(tmp_path, text) == (
+        "m.sql:6: cron '@hourly' fires every hour, more often than the model's month intervals complete "
+        "(fix: use a cron at most as frequent as the intervals, e.g. cron '@monthly', or interval_unit hour to cut hour intervals)")
+    for ok in ("'@monthly'", "'@yearly'", "'0 0 1 * *'"):  # as often as, or less often than, the intervals
+        (tmp_path / "ok.sql").write_text(text.replace("'@hourly'", ok))
+        assert parse_model_file(tmp_path / "ok.sql").interval_unit == "month"
+
+
+def test_an_end_before_start_is_refused(tmp_path):
+    text = "MODEL (\n  name s.m,\n  kind FULL,\n  start '2024-01-01',\n  end '2023-06-01'\n);\nSELECT 1 AS x"
+    assert refused(tmp_path, text).startswith(
+        "m.sql:5: end 2023-06-01T00:00:00+00:00 is not after start 2024-01-01T00:00:00+00:00: the model would have no interval (fix: ")
+
+
+def test_a_model_file_over_the_size_limit_is_refused_before_it_is_parsed(tmp_path, capsys):
+    body = "SELECT 1 AS x\n" + "-- padding\n" * 100_000  # 1.1 MB
+    root = project(tmp_path, {"models/big.sql": HEADER + body})
+    began = time.monotonic()
+    line = one_error(capsys, "validate", "--project", str(root))
+    assert time.monotonic() - began < 10
+    size = (root / "models" / "big.sql").stat().st_size
+    assert line.startswith(f"error: {root}/models/big.sql: the file is {size:,} bytes; a model or audit file may be at most 1,000,000 (fix: ")
+
+
+NANOS = "'2024-01-01T00:00:00.000000001' is more precise than a microsecond; write at most six fractional digits"
+
+
+def test_a_time_with_nanoseconds_gets_one_consistent_message(tmp_path, capsys):
+    root = project(tmp_path, {"models/daily.sql": DAILY + "SELECT CAST('2024-01-01' AS TIMESTAMP) AS ts, 1 AS v"})
+    for command in (["render", "s.daily", "--end", "2024-01-02"], ["run", "s.daily", "--end", "2024-01-02"]):
+        line = one_error(capsys, *command, "--start", "2024-01-01T00:00:00.000000001", "--project", str(root))
+        assert line.startswith(f"error: --start: {NANOS}")
+    text = DAILY.replace("'2024-01-01'", "'2024-01-01T00:00:00.000000001'") + "SELECT ts FROM raw.e"
+    assert refused(tmp_path, text).startswith(f"m.sql:1: start {NANOS}")
