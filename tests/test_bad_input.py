@@ -3,7 +3,6 @@ setting, or the table) and the fix, exit code 2 from the CLI, no traceback, noth
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from datetime import timedelta
@@ -80,7 +79,7 @@ def test_a_long_but_shallow_query_still_loads(tmp_path):
 def test_deeply_nested_brackets_in_a_header_are_one_line(tmp_path, capsys):
     root = project(tmp_path, {"models/m.sql": "MODEL (name s.m, kind FULL,\n tags " + "(" * 5000 + "x" + ")" * 5000 + ");\nSELECT 1 AS x"})
     line = one_error(capsys, "validate", "--project", str(root))
-    assert f"models/m.sql:2: brackets nest more than 32 deep in the MODEL header" in line
+    assert "models/m.sql:2: brackets nest more than 32 deep in the MODEL header" in line
 
 
 def test_a_deeply_nested_audit_file_is_one_line(tmp_path, capsys):

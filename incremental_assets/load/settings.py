@@ -173,13 +173,6 @@ def load_settings(project_dir: str | Path, *, environ: Mapping[str, str] | None 
         max_runs = _run_limit(raw["max_concurrent_runs"], path, "max_concurrent_runs")
     else:
         max_runs = default_max_concurrent_runs(None if remote else spark_master)
-    return Settings(
-        project_dir=project_dir,
-        warehouse=_resolve(project_dir, str(warehouse)),
-        dialect=str(env.get("INCREMENTAL_ASSETS_DIALECT") or raw.get("dialect") or "spark").lower(),
-        timezone=str(env.get("INCREMENTAL_ASSETS_TIMEZONE") or raw.get("timezone") or "UTC"),
-        spark_master=spark_master,
-        spark_remote=remote,
     dialect = str(env.get("INCREMENTAL_ASSETS_DIALECT") or raw.get("dialect") or "spark").lower()
     if not _known_dialect(dialect):
         where, line = _origin("dialect", "INCREMENTAL_ASSETS_DIALECT", env, path, text)
@@ -194,8 +187,8 @@ def load_settings(project_dir: str | Path, *, environ: Mapping[str, str] | None 
         warehouse=_resolve(project_dir, str(warehouse)),
         dialect=dialect,
         timezone=timezone,
-        spark_master=str(env.get("INCREMENTAL_ASSETS_SPARK_MASTER") or spark.get("master") or "local[2]"),
-        spark_remote=env.get("INCREMENTAL_ASSETS_SPARK_REMOTE") or spark.get("remote") or None,
+        spark_master=spark_master,
+        spark_remote=remote,
         spark_conf=conf,
         dagster_home=Path(_resolve(project_dir, str(home))),
         max_concurrent_runs=max_runs,
