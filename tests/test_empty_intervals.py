@@ -22,6 +22,7 @@ from incremental_assets.orchestration.definitions import build_definitions
 from incremental_assets.orchestration.instance import open_instance
 from incremental_assets.orchestration.runner import Runner
 from incremental_assets.orchestration.schedules import job_name
+from incremental_assets.orchestration.sensors import CLOCK_ENV, SENSOR_NAME
 from incremental_assets.orchestration.status import model_status
 
 START, END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
@@ -257,12 +258,13 @@ def test_schedule_ticks_that_catch_up_past_the_end_of_the_data_succeed(env, spar
     assert_all_checks_passed(instance, defs, "s.daily", 3)
 
 
-def test_sensor_requested_ranges_with_quiet_hours_succeed(env, spark):
+def test_sensor_requested_ranges_with_quiet_hours_succeed(env, spark, monkeypatch):
     project, instance, defs = env({**TIME_MODELS, "models/large.sql": LARGE})
     runner = Runner(project, instance, defs)
     models = [project.model(n) for n in ("s.hourly", "s.large", "s.daily", "s.plain")]
     assert runner.run(models, start=utc(2024, 1, 1), end=utc(2024, 1, 6)).success
-    sensor = next(s for s in defs.sensors if s.name == "raw__events_new_data")
+    monkeypatch.setenv(CLOCK_ENV, utc(2024, 1, 6).isoformat())
+    sensor = next(s for s in defs.sensors if s.name == SENSOR_NAME)
     cursor = sensor.evaluate_tick(dg.build_sensor_context(instance=instance, definitions=defs)).cursor
 
     # New data for 2024-01-05 at 01:00 and 05:00 only, in one file: the hours between are quiet.
