@@ -16,7 +16,7 @@ Scenarios:
   peer         dbt-spark microbatch (installed into benchmarks/.peer-venv) and SQLMesh on Spark (benchmarks/.sqlmesh-venv)
                vs our CLI: daily run, backfill (BENCH_PEERS=dbt,sqlmesh chooses the peers)
 
-Results are printed and written to benchmarks/results.json (--quick: results-quick.json); RESULTS.md is
+Results are printed and written to benchmarks/results.json (--quick: results-quick.json; --out=FILE: there); RESULTS.md is
 written by hand from them.
 """
 
@@ -226,7 +226,7 @@ def main(argv: list[str]) -> None:
     if "-h" in argv or "--help" in argv:
         print(__doc__)
         return
-    unknown = [a for a in argv if a.startswith("-") and a != "--quick"]
+    unknown = [a for a in argv if a.startswith("-") and a != "--quick" and not a.startswith("--out=")]
     if unknown:
         raise SystemExit(f"unknown option {unknown[0]}; see benchmarks/run.py --help")
     chosen = [a for a in argv if not a.startswith("--")] or ["scale", "incremental", "backfill", "overhead", "automation", "peer"]
@@ -238,7 +238,8 @@ def main(argv: list[str]) -> None:
         "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "load_average_at_start": load_average(),
     }
-    out = HERE / ("results-quick.json" if QUICK else "results.json")
+    chosen_out = [a.split("=", 1)[1] for a in argv if a.startswith("--out=")]
+    out = Path(chosen_out[0]) if chosen_out else HERE / ("results-quick.json" if QUICK else "results.json")
     spark = spark_session() if any(s in ("incremental", "backfill", "overhead") for s in chosen) else None
     scenarios = {"scale": scenario_scale, "incremental": lambda: scenario_incremental(spark),
                  "backfill": lambda: scenario_backfill(spark), "overhead": lambda: scenario_overhead(spark), "automation": scenario_automation,
