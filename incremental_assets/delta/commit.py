@@ -40,6 +40,7 @@ class CommitResult:
     partitions: int
     interval_rows: Mapping[str, int] = field(default_factory=dict)  # rows added per ``ia_interval`` value (none: no key)
 
+
 def _add_actions(uri: str, staging: str) -> tuple[list[AddAction], int]:
     _, table_base = filesystem(uri)
     prefix = table_base.rstrip("/") + "/"
@@ -66,6 +67,7 @@ def _add_actions(uri: str, staging: str) -> tuple[list[AddAction], int]:
             )
         )
     return actions, rows
+
 
 @dataclass(frozen=True)
 class ReplaceWindow:

@@ -66,8 +66,10 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
             raise StorageError(f"cannot open {uri}: {short_reason(exc)}") from None
     return pafs.LocalFileSystem(), uri
 
+
 def host_tag(host: str | None = None) -> str:
     return hashlib.sha1((host or socket.gethostname()).encode()).hexdigest()[:8]
+
 
 def _proc_stat(pid: int) -> list[str]:
     """The fields of ``/proc/<pid>/stat`` after the command name (state first); empty without ``/proc``."""
@@ -76,6 +78,7 @@ def _proc_stat(pid: int) -> list[str]:
             return handle.read().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return []
+
 
 def pid_alive(pid: int) -> bool:
     """Whether process ``pid`` runs (a killed process its parent has not reaped yet does not)."""
@@ -87,14 +90,17 @@ def pid_alive(pid: int) -> bool:
         pass
     return _proc_stat(pid)[:1] not in (["Z"], ["X"])
 
+
 def process_started(pid: int) -> str | None:
     """When process ``pid`` started (clock ticks since boot), to tell it from a later process given the
     same pid; None where ``/proc`` is not available."""
     fields = _proc_stat(pid)
     return fields[19] if len(fields) > 19 else None
 
+
 def is_local(uri: str) -> bool:
     return "://" not in uri or uri.startswith("file://")
+
 
 def local_path(uri: str) -> str:
     return uri[len("file://") :] if uri.startswith("file://") else uri

@@ -68,10 +68,12 @@ def _step(name: str) -> None:
     if _step_hook is not None:
         _step_hook(name)
 
+
 def _thread_lock(path: str) -> threading.Lock:
     # Threads of one process are serialised here first: flock over NFS is per process, not per file handle.
     with _in_process_guard:
         return _in_process.setdefault(os.path.realpath(path), threading.Lock())
+
 
 def _read_record(fd: int) -> dict:
     try:
@@ -80,6 +82,7 @@ def _read_record(fd: int) -> dict:
     except (OSError, ValueError):
         return {}
     return record if isinstance(record, dict) else {}
+
 
 def _read_record_at(path: str) -> dict:
     try:
@@ -91,6 +94,7 @@ def _read_record_at(path: str) -> dict:
     finally:
         os.close(fd)
 
+
 def _names(fd: int, path: str) -> bool:
     """Whether ``path`` still names the file open as ``fd``."""
     try:
@@ -99,6 +103,7 @@ def _names(fd: int, path: str) -> bool:
         return False
     mine = os.fstat(fd)
     return (mine.st_dev, mine.st_ino) == (at_path.st_dev, at_path.st_ino)
+
 
 def _holder_is_gone(record: dict, fd: int) -> bool:
     """Judge the writer of a lock file whose flock we could take: gone, or alive on a file system whose
@@ -111,6 +116,7 @@ def _holder_is_gone(record: dict, fd: int) -> bool:
         return not pid_alive(pid) or (record.get("started") is not None and started is not None and started != record["started"])
     # another host, or no readable record: only a heartbeat older than the limit proves the holder dead
     return time.time() - os.fstat(fd).st_mtime > STALE_LOCK_SECONDS
+
 
 def _take_over(fd: int, path: str) -> bool:
     """Remove the dead writer's lock file open (and flock-ed) as ``fd``; False if it is no longer there."""
@@ -131,6 +137,7 @@ def _take_over(fd: int, path: str) -> bool:
         os.unlink(aside)
     return False
 
+
 def _publish(fd: int, prepared: str, path: str) -> bool:
     """Make the prepared lock file (written and flock-ed) the table's lock, unless a lock is there."""
     try:
@@ -139,6 +146,7 @@ def _publish(fd: int, prepared: str, path: str) -> bool:
         return os.fstat(fd).st_nlink > 1  # NFS can report EEXIST for a link it made on a retried call
     return True
 
+
 def _prepare(folder: str, record: dict) -> tuple[int, str]:
     prepared = f"{folder}/{LOCK_FILE}.{record['token']}.tmp"
     fd = os.open(prepared, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o644)
@@ -146,6 +154,7 @@ def _prepare(folder: str, record: dict) -> tuple[int, str]:
     os.write(fd, json.dumps(record).encode("utf-8"))
     _step("prepared")
     return fd, prepared
+
 
 def _inspect(path: str) -> tuple[dict, bool]:
     """The current lock's record, and whether it is free now (released, or its dead writer's file removed)."""
@@ -173,6 +182,7 @@ def _inspect(path: str) -> tuple[dict, bool]:
     finally:
         os.close(fd)
 
+
 def _remove_leftovers(folder: str) -> None:
     """Prepared and moved-aside files of writers that died mid-acquisition (nobody flocks them)."""
     for name in os.listdir(folder):
@@ -189,10 +199,12 @@ def _remove_leftovers(folder: str) -> None:
             finally:
                 os.close(fd)
 
+
 def _heartbeat(fd: int, stop: threading.Event) -> None:
     while not stop.wait(HEARTBEAT_SECONDS):
         with contextlib.suppress(OSError):
             os.utime(fd)
+
 
 def _busy(uri: str, path: str, record: dict, wait: float) -> StorageError:
     who = record.get("owner") or "another run"
@@ -202,6 +214,7 @@ def _busy(uri: str, path: str, record: dict, wait: float) -> StorageError:
         text += (f"; a lock written on another host is taken over once its holder has not touched it for "
                  f"{STALE_LOCK_SECONDS / 60:.0f} minutes, or delete {path} if you know that writer is gone")
     return StorageError(text)
+
 
 @contextlib.contextmanager
 def writer_lock(uri: str, *, owner: str = "", timeout: float | None = None) -> Iterator[None]:
@@ -248,6 +261,7 @@ def writer_lock(uri: str, *, owner: str = "", timeout: float | None = None) -> I
                 os.close(fd)
     finally:
         in_process.release()
+
 
 def _acquire(uri: str, folder: str, path: str, owner: str, deadline: float, wait: float) -> int:
     """Publish our lock file, taking over a dead writer's; the open, flock-ed lock file when held."""

@@ -32,6 +32,7 @@ from incremental_assets.errors import StorageError
 
 STAGING_PREFIX = "run-"
 
+
 def new_staging_dir(uri: str) -> str:
     """A fresh folder inside the table for one run's data files (never listed by readers).
 
@@ -40,6 +41,7 @@ def new_staging_dir(uri: str) -> str:
     """
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
     return f"{uri.rstrip('/')}/{STAGING_PREFIX}{stamp}-{host_tag()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
 
 def staged_parquet(staging: str) -> Iterator[tuple[pafs.FileInfo, int]]:
     """Each parquet file under ``staging`` (in path order) with its row count, read from its footer."""
@@ -53,6 +55,7 @@ def staged_parquet(staging: str) -> Iterator[tuple[pafs.FileInfo, int]]:
             continue
         with fs.open_input_file(info.path) as handle:
             yield info, pq.ParquetFile(handle).metadata.num_rows
+
 
 EMPTY_STAGED_FILE = "part-00000-ia-no-rows.parquet"
 
@@ -76,6 +79,7 @@ def has_staged_rows(staging: str) -> bool:
     """Whether a run staged any row (Spark may write row-less files for an empty result)."""
     return any(rows for _, rows in staged_parquet(staging))
 
+
 def _staging_owner(name: str) -> tuple[str | None, int | None, datetime | None]:
     """(host tag, pid, creation time) from a staging folder's name; None where an older name lacks it."""
     parts = name[len(STAGING_PREFIX) :].split("-")
@@ -86,6 +90,7 @@ def _staging_owner(name: str) -> tuple[str | None, int | None, datetime | None]:
     if len(parts) == 4 and parts[2].isdigit():
         return parts[1], int(parts[2]), made
     return None, None, made
+
 
 def orphan_staging_dirs(uri: str, *, older_than: timedelta = timedelta(hours=24), now: datetime | None = None) -> list[str]:
     """Staging folders of runs that died before committing: no file of theirs is in the table's log.
@@ -121,6 +126,7 @@ def orphan_staging_dirs(uri: str, *, older_than: timedelta = timedelta(hours=24)
             out.append(f"{folder}/{name}")
     return out
 
+
 def remove_orphan_staging(uri: str, *, older_than: timedelta = timedelta(hours=24), dry_run: bool = False) -> list[str]:
     """Delete (or with ``dry_run`` only list) the staging folders of dead runs; returns them."""
     found = orphan_staging_dirs(uri, older_than=older_than)
@@ -128,6 +134,7 @@ def remove_orphan_staging(uri: str, *, older_than: timedelta = timedelta(hours=2
         for path in found:
             shutil.rmtree(path, ignore_errors=True)
     return found
+
 
 def discard_staging(uri: str, staging: str) -> None:
     """Delete a live run's staging folder after its commit was refused or failed; never one whose

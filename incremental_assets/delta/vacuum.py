@@ -21,6 +21,7 @@ class VacuumResult:
     removed_files: list[str]
     orphan_dirs: list[str]
 
+
 def vacuum(uri: str, *, retention_hours: int = 168, staging_age: timedelta = timedelta(hours=24), dry_run: bool = True) -> VacuumResult:
     """Delete data files no version younger than ``retention_hours`` needs, and dead runs' staging folders.
 

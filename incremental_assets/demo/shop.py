@@ -102,14 +102,18 @@ _LAST_NAMES = (
     "Weber",
 )  # fmt: skip
 
+
 def _midnight(day: date) -> datetime:
     return datetime.combine(day, time(0), tzinfo=timezone.utc)
+
 
 def _micros(instant: datetime) -> int:
     return _days_since_epoch(instant.date()) * _MICROS_PER_DAY + (instant - _midnight(instant.date())) // timedelta(microseconds=1)
 
+
 def _hours_since_epoch(instant: datetime) -> int:
     return _micros(instant) // _MICROS_PER_HOUR
+
 
 def _hours(start: datetime, end: datetime) -> list[datetime]:
     out, hour = [], start
@@ -118,12 +122,15 @@ def _hours(start: datetime, end: datetime) -> list[datetime]:
         hour += timedelta(hours=1)
     return out
 
+
 def _days_since_epoch(day: date) -> int:
     return (day - _EPOCH).days
+
 
 def _take(labels: list[str], codes: np.ndarray) -> pa.Array:
     """Strings for integer codes, without building a numpy string array per row."""
     return pc.take(pa.array(labels, pa.string()), pa.array(codes))
+
 
 def _make_items(seed: int) -> pa.Table:
     rng = np.random.default_rng([seed, _ITEMS_STREAM])
@@ -150,6 +157,7 @@ def _make_items(seed: int) -> pa.Table:
             "unit_price": pa.array(np.round(prices, 2)).cast(pa.decimal128(10, 2)),
         }
     )
+
 
 def _make_customers(start: date, orders_per_day: int, seed: int) -> pa.Table:
     rng = np.random.default_rng([seed, _CUSTOMERS_STREAM])
@@ -185,6 +193,7 @@ def _make_customers(start: date, orders_per_day: int, seed: int) -> pa.Table:
         }
     )
 
+
 def _volume_factor(day: date) -> float:
     """How busy a day is relative to an ordinary mid-2024 day: weekday, growth and the holiday rush."""
     years = (day - _TREND_ANCHOR).days / 365.25
@@ -192,6 +201,7 @@ def _volume_factor(day: date) -> float:
     day_of_year = day.timetuple().tm_yday
     rush = 1.0 + 0.35 * math.exp(-0.5 * ((day_of_year - 340) / 14) ** 2)
     return float(_WEEKDAY_FACTOR[day.weekday()]) * growth * rush
+
 
 @dataclass(frozen=True)
 class _DayBatch:
@@ -261,6 +271,7 @@ class _DayBatch:
             }
         )
         return orders, order_items
+
 
 @dataclass(frozen=True)
 class _Shop:

@@ -40,10 +40,12 @@ def _expr(value: Value, path: str | Path) -> exp.Expression:
     except ParseError as e:
         raise ModelFileError(path, value.line, f"cannot parse '{value.text}' as SQL: {e}") from None
 
+
 def _exprs(value: Value, path: str | Path) -> tuple[exp.Expression, ...]:
     if isinstance(value, Items):
         return tuple(_expr(v, path) for v in value.items)
     return (_expr(value, path),)
+
 
 def parse_audits(value: Value, path: str | Path, *, origin: Origin) -> tuple[Audit, ...]:
     """Typed audits from the value of an ``audits (...)`` / ``assertions (...)`` header property."""
@@ -91,6 +93,7 @@ def parse_audits(value: Value, path: str | Path, *, origin: Origin) -> tuple[Aud
         seen[a.check_name] = a.line
     return tuple(audits)
 
+
 def _example(name: str) -> str:
     return {
         "not_null": "not_null(columns := [id, ts])",
@@ -102,6 +105,7 @@ def _example(name: str) -> str:
         "number_of_rows": "number_of_rows(threshold := 1)",
         "forall": "forall(criteria := [a > 0, b IS NOT NULL])",
     }.get(name, name)
+
 
 def parse_audit_file(path: Path) -> list[UserAudit]:
     """``AUDIT (name x[, blocking false][, defaults (k = v)]); SELECT ...`` (several per file allowed)."""

@@ -162,6 +162,7 @@ def read_lifecycle(reader: HeaderReader, key: str, value: Any, line: int, config
         return False
     return True
 
+
 def read_keyed_kind(reader: HeaderReader, kind: str, props: dict, line: int, metadata: dict[str, str]) -> UniqueKey | ScdType2 | IncrementalByCursor:
     """Build the kind from its properties (``{key: (Value, line)}``); ``reader`` is model.py's HeaderReader."""
     if kind == "INCREMENTAL_BY_CURSOR":
@@ -199,6 +200,7 @@ def read_keyed_kind(reader: HeaderReader, kind: str, props: dict, line: int, met
     _read_lifecycle_props(reader, props, config, flags=("forward_only", "disable_restatement"))
     _rest_to_metadata(props, metadata)
     return ScdType2(**config)
+
 
 def read_when_matched(reader: HeaderReader, value: Any, line: int) -> tuple[MatchedUpdate, ...]:
     """Parse ``(WHEN MATCHED [AND cond] THEN UPDATE SET target.col = expr, ...) ...`` with sqlglot.
@@ -238,6 +240,7 @@ def read_when_matched(reader: HeaderReader, value: Any, line: int) -> tuple[Matc
         raise reader.fail(line, "when_matched has no WHEN MATCHED clause", hint=hint)
     return tuple(clauses)
 
+
 def _read_cursor(reader: HeaderReader, props: dict, line: int, metadata: dict[str, str]) -> IncrementalByCursor:
     key = "cursor" if "cursor" in props else "cursor_column" if "cursor_column" in props else None
     if key is None:
@@ -253,11 +256,13 @@ def _read_cursor(reader: HeaderReader, props: dict, line: int, metadata: dict[st
     _rest_to_metadata(props, metadata)
     return IncrementalByCursor(cursor, initial, **config)
 
+
 def _read_lifecycle_props(reader: HeaderReader, props: dict, config: dict[str, Any], *, flags: tuple[str, ...] = ("forward_only",)) -> None:
     for key in list(props):
         value, line = props[key]
         if read_lifecycle(reader, key, value, line, config, flags=flags):
             del props[key]
+
 
 def _rest_to_metadata(props: dict, metadata: dict[str, str]) -> None:
     for key, (value, _) in props.items():

@@ -60,6 +60,7 @@ from incremental_assets.model.sql_model import SEED_VIEW, SqlModel, TableReferen
 
 _NAME = re.compile(r"[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*){0,2}")
 
+
 def parse_model_file(path: str | Path, *, default_dialect: str = "spark", text: str | None = None) -> SqlModel:
     """Read one model file; raise ModelFileError naming the file and line for anything wrong."""
     path = Path(path)

@@ -21,6 +21,7 @@ _MACRO = re.compile(r"@([A-Za-z_][A-Za-z0-9_]*)")
 
 _PLACEHOLDER = "__ia_macro__"
 
+
 def _protect_macros(sql: str) -> str:
     """Turn ``@name`` outside strings and comments into an identifier every dialect can parse."""
     out: list[str] = []
@@ -51,6 +52,7 @@ def _protect_macros(sql: str) -> str:
             i += 1
     return "".join(out)
 
+
 def _restore_macros(node: exp.Expression) -> exp.Expression:
     if isinstance(node, exp.Column) and not node.table and node.name.startswith(_PLACEHOLDER):
         param = exp.Parameter(this=exp.var(node.name[len(_PLACEHOLDER) :].lower()))
@@ -60,12 +62,14 @@ def _restore_macros(node: exp.Expression) -> exp.Expression:
         return exp.Parameter(this=exp.var(str(node.this)[len(_PLACEHOLDER) :].lower()), expressions=node.expressions)
     return node
 
+
 # How deep a query may nest. sqlglot, the analysis and the SQL generator recurse over the tree, about two
 # Python frames per level of nested parentheses, functions or CASEs, and must still fit under Python's
 # 1,000-frame limit when called deep inside a Dagster run (a few hundred frames already): measured,
 # 250 levels pass every stage with 250 frames taken, 400 do not. Real queries nest a few dozen levels.
 MAX_QUERY_DEPTH = 200
 _TOO_DEEP_HINT = "name inner parts in CTEs (WITH x AS (...)), or write long AND/OR/UNION chains as IN lists or joins"
+
 
 def _deepest_parenthesis(sql: str) -> tuple[int, int]:
     """The deepest nesting of parentheses outside strings and comments, and the (0-based) line it is on."""
@@ -97,6 +101,7 @@ def _deepest_parenthesis(sql: str) -> tuple[int, int]:
         i += 1
     return deepest, deepest_line
 
+
 def query_depth(query: exp.Expression) -> tuple[int, exp.Expression]:
     """How deep the query's tree nests, and its deepest node (iteratively: any depth can be measured).
 
@@ -119,6 +124,7 @@ def query_depth(query: exp.Expression) -> tuple[int, exp.Expression]:
             stack.append((child, depth + (0.5 if chained else 1.0)))
     return deepest, deepest_node
 
+
 def _line_near(node: exp.Expression | None) -> int | None:
     while node is not None:
         line = node_line(node, 0)
@@ -126,6 +132,7 @@ def _line_near(node: exp.Expression | None) -> int | None:
             return line
         node = node.parent
     return None
+
 
 def check_nesting(sql: str, path: str | Path, line_offset: int = 0) -> None:
     """Refuse SQL text nesting parentheses deeper than :data:`MAX_QUERY_DEPTH`, before parsing it."""
@@ -136,6 +143,7 @@ def check_nesting(sql: str, path: str | Path, line_offset: int = 0) -> None:
             hint=_TOO_DEEP_HINT,
         )
 
+
 def check_tree_depth(tree: exp.Expression, path: str | Path, line_offset: int = 0) -> None:
     """Refuse a parsed query nesting deeper than :data:`MAX_QUERY_DEPTH` (CASEs, operator chains)."""
     depth, deepest = query_depth(tree)
@@ -144,6 +152,7 @@ def check_tree_depth(tree: exp.Expression, path: str | Path, line_offset: int = 
             path, (_line_near(deepest) or 1) + line_offset, f"the query nests {depth:.0f} levels deep; at most {MAX_QUERY_DEPTH} can be analysed",
             hint=_TOO_DEEP_HINT,
         )
+
 
 def parse_query(
     sql: str, *, dialect: str = "spark", path: str | Path = "<query>", line_offset: int = 0, this_model: str | None = None
@@ -206,12 +215,14 @@ def parse_query(
             )
     return query  # type: ignore[return-value]
 
+
 def node_line(node: exp.Expression, offset: int) -> int | None:
     for sub in node.walk():
         line = sub.meta.get("line")
         if line is not None:
             return line + offset
     return None
+
 
 def table_references(query: exp.Expression) -> tuple[TableReference, ...]:
     """Tables the query reads (CTE names excluded), lower-cased ``schema.table`` names, in order."""
@@ -226,9 +237,11 @@ def table_references(query: exp.Expression) -> tuple[TableReference, ...]:
         refs.append(TableReference(name, table.this.meta.get("line") if table.this else None))
     return tuple(refs)
 
+
 def table_name(table: exp.Table) -> str:
     parts = [p for p in (table.catalog, table.db, table.name) if p]
     return ".".join(parts).lower()
+
 
 def output_columns(query: exp.Query) -> list[str] | None:
     """Names of the columns the query outputs, or None when a ``*`` hides them."""

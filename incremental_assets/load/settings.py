@@ -81,6 +81,8 @@ def _run_limit(value: object, where: Path | None, source: str) -> int:
     if limit < 1 or isinstance(value, bool):
         raise ModelFileError(where, None, f"{source} must be a whole number of runs, at least 1, not {value!r}", hint="e.g. `max_concurrent_runs: 2`")
     return limit
+
+
 DIALECTS = tuple(sorted(d.value for d in Dialects if d.value))
 
 _OFFSET = re.compile(r"(?:UTC|GMT)?[+-]\d{2}(?::\d{2})?|Z|UTC|GMT")

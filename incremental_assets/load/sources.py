@@ -14,6 +14,7 @@ from incremental_assets.model.project import SOURCE_FORMATS, Source
 def _node_line(node: yaml.Node) -> int:
     return node.start_mark.line + 1
 
+
 def load_sources(path: Path, project_dir: Path) -> dict[str, Source]:
     """Read sources.yaml: a list of {name, location, format, columns?, time_column?, interval_unit?}."""
     if not path.exists():

@@ -66,6 +66,7 @@ LIFECYCLE_SETTINGS = frozenset({"forward_only", "on_destructive_change", "on_add
 
 CHANGE_POLICIES = ("error", "warn", "allow", "ignore")
 
+
 @dataclass(frozen=True)
 class MatchedUpdate:
     """One ``WHEN MATCHED [AND condition] THEN UPDATE SET col = expr, ...`` clause (Spark SQL over
@@ -73,6 +74,7 @@ class MatchedUpdate:
 
     condition: str | None
     assignments: tuple[tuple[str, str], ...]
+
 
 @dataclass(frozen=True)
 class UniqueKey:
@@ -90,6 +92,7 @@ class UniqueKey:
     on_additive_change: str = "allow"
     name: ClassVar[str] = "INCREMENTAL_BY_UNIQUE_KEY"
     not_in_fingerprint: ClassVar[frozenset[str]] = LIFECYCLE_SETTINGS
+
 
 @dataclass(frozen=True)
 class ScdType2:
@@ -123,6 +126,7 @@ class ScdType2:
         """Columns the kind adds to the query's output."""
         return (self.valid_from_name, self.valid_to_name)
 
+
 @dataclass(frozen=True)
 class IncrementalByCursor:
     """Append what is new since the high-water mark MAX(cursor) of the committed table."""
@@ -136,6 +140,7 @@ class IncrementalByCursor:
 
 
 ChangePolicy = Literal["error", "warn", "allow", "ignore"]
+
 
 @dataclass(frozen=True)
 class IncrementalByTimeRange:
@@ -152,11 +157,13 @@ class IncrementalByTimeRange:
     name: ClassVar[str] = "INCREMENTAL_BY_TIME_RANGE"
     not_in_fingerprint: ClassVar[frozenset[str]] = frozenset({"forward_only", "on_destructive_change", "on_additive_change"})
 
+
 @dataclass(frozen=True)
 class Full:
     """Rebuilt from scratch on every run, replaced atomically."""
 
     name: ClassVar[str] = "FULL"
+
 
 @dataclass(frozen=True)
 class View:
@@ -164,6 +171,7 @@ class View:
 
     materialized: bool = False
     name: ClassVar[str] = "VIEW"
+
 
 @dataclass(frozen=True)
 class Seed:
@@ -175,6 +183,7 @@ class Seed:
     content_hash: str = ""
     name: ClassVar[str] = "SEED"
     not_in_fingerprint: ClassVar[frozenset[str]] = frozenset({"location"})
+
 
 @dataclass(frozen=True)
 class Embedded:
@@ -200,6 +209,7 @@ def key_columns_missing(kind: UniqueKey | ScdType2 | IncrementalByCursor, output
     else:
         needed = kind.unique_key + tuple(c for clause in kind.when_matched for c, _ in clause.assignments)
     return [c for c in dict.fromkeys(needed) if c not in outputs]
+
 
 def describe_write(kind: Any) -> str | None:
     """How a merge-style kind writes, in one line for ``explain`` (None for other kinds).

@@ -26,6 +26,7 @@ SECRET_KEY = re.compile(r"secret|password|passwd|token|credential|private|(^|[._
 
 REDACTED = "<redacted>"
 
+
 def is_secret(key: str) -> bool:
     """Whether a setting's name says it holds a credential: its value is never shown or stored.
 
@@ -34,13 +35,16 @@ def is_secret(key: str) -> bool:
     """
     return bool(SECRET_KEY.search(key))
 
+
 def redact(conf: Mapping[str, str]) -> dict[str, str]:
     """A copy of ``conf`` safe to print or record: credential values replaced by ``<redacted>``."""
     return {k: REDACTED if is_secret(k) else v for k, v in conf.items()}
 
+
 def redact_url(url: str | None) -> str | None:
     """A Spark Connect URL without its token: ``sc://h:15002/;token=abc`` -> ``sc://h:15002/;token=<redacted>``."""
     return re.sub(r"(?i)((?:token|password|secret)=)[^;&]*", r"\1" + REDACTED, url) if url else url
+
 
 @dataclass(frozen=True)
 class Settings:

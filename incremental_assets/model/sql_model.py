@@ -32,12 +32,14 @@ DATE_MACROS = frozenset(
     for suffix in ("ds", "date", "ts", "dt", "epoch", "millis")
 ) | {"this_model"}
 
+
 @dataclass(frozen=True)
 class TableReference:
     """A table the query reads, by its model or source name, with the line it appears on."""
 
     name: str
     line: int | None
+
 
 @dataclass(frozen=True, eq=False)
 class SqlModel:
@@ -130,8 +132,10 @@ class SqlModel:
         }
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
+
 def normalized_sql(query: exp.Expression) -> str:
     """The query as canonical Spark SQL: comments and formatting do not change the fingerprint."""
     return query.sql(dialect="spark", comments=False, normalize=True)
+
 
 SEED_VIEW = "__ia_seed"

@@ -134,7 +134,6 @@ def materialization_metadata(results: list[RunResult], seconds: float) -> dict[s
     return meta
 
 
-
 def report_interval_rows(context: dg.AssetExecutionContext, model: SqlModel, results: list[RunResult]) -> None:
     """Each partition's own row count (``dagster/partition_row_count``), 0 for an interval without rows:
     a run over many intervals records one materialization per interval, each with its own count."""

@@ -124,7 +124,6 @@ def ensure_instance_config(home: Path | str, max_concurrent_runs: int) -> str:
 _warned_unqueued: dict[str, bool] = {}
 
 
-
 def table_pool(model_name: str) -> str:
     """The Dagster concurrency pool of a model's table. The project's instance limits every pool to 1
     (``concurrency.pools.default_limit``), so two runs writing one table never overlap: the second
@@ -167,6 +166,7 @@ def _window_of_key(partitions: dg.TimeWindowPartitionsDefinition, key: str) -> T
     tw = partitions.time_window_for_partition_key(key)
     return TimeWindow(to_utc(tw.start), to_utc(tw.end))
 
+
 def fail_dead_runs(instance: dg.DagsterInstance) -> list[str]:
     """Mark as failed the CLI runs still recorded as running whose process, on this host, is gone
     (killed, out of memory): their intervals then show as failed, not as running forever."""
@@ -204,6 +204,7 @@ def materialized_windows(instance: dg.DagsterInstance, key: dg.AssetKey, partiti
         windows.append(TimeWindow(to_utc(tw.start), to_utc(tw.end)))
     return merge(windows)
 
+
 def missing_upstream(
     instance: dg.DagsterInstance, project: Project, model: SqlModel, window: TimeWindow, translator: ModelTranslator
 ) -> list[str]:
@@ -229,12 +230,14 @@ def missing_upstream(
             problems.append(f"{upstream.name} is missing {', '.join(str(g) for g in gaps[:5])}" + (" ..." if len(gaps) > 5 else ""))
     return problems
 
+
 ACTIVE_RUN_STATUSES = [
     dg.DagsterRunStatus.QUEUED,
     dg.DagsterRunStatus.NOT_STARTED,
     dg.DagsterRunStatus.STARTING,
     dg.DagsterRunStatus.STARTED,
 ]
+
 
 def pending_upstream_runs(
     instance: dg.DagsterInstance, project: Project, model: SqlModel, window: TimeWindow | None, translator: ModelTranslator, own_run_id: str

@@ -22,6 +22,7 @@ class Reconciled:
     window: TimeWindow | None
     partitions: tuple[str, ...] = ()
 
+
 def unrecorded_commits(instance: dg.DagsterInstance, project: Project, model: SqlModel, translator: ModelTranslator) -> list[Reconciled]:
     """Commits in the model's Delta log that Dagster never recorded (the process died between the
     commit and the materialization event), made by the current version of the model's query.
@@ -60,6 +61,7 @@ def unrecorded_commits(instance: dg.DagsterInstance, project: Project, model: Sq
         commit = next(c for c in log if c.version == version)
         found.append(Reconciled(model.name, version, commit.run_id, commit.window, tuple(sorted(keys))))
     return found
+
 
 def reconcile(instance: dg.DagsterInstance, project: Project, model: SqlModel, translator: ModelTranslator) -> list[Reconciled]:
     """Record in Dagster the commits it missed (see :func:`unrecorded_commits`), as materializations

@@ -44,6 +44,7 @@ from incremental_assets.plan.rebuild import needs_rebuild
 
 QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
+
 @dataclass
 class RunRecord:
     model: str
@@ -54,6 +55,7 @@ class RunRecord:
     rows: int | None = None
     error: str | None = None
 
+
 @dataclass
 class RunReport:
     records: list[RunRecord] = field(default_factory=list)
@@ -62,7 +64,9 @@ class RunReport:
     def success(self) -> bool:
         return all(r.success for r in self.records)
 
+
 _UNREAD: Any = object()  # run_window's built_with when the caller has not read it
+
 
 class Runner:
     """Launches in-process Dagster runs for models of one project against one instance."""

@@ -52,6 +52,7 @@ def definition_changed_at(instance: dg.DagsterInstance, key: dg.AssetKey, scan: 
     records = instance.fetch_materializations(key, limit=scan).records
     if not records:
         return None
+
     def fingerprint(record) -> str | None:
         value = record.asset_materialization.metadata.get("fingerprint") if record.asset_materialization else None
         return value.value if value is not None else None

@@ -33,6 +33,7 @@ from incremental_assets.plan.rebuild import (
 # What `status` shows of an unpartitioned model's last materialization.
 STATUS_DETAILS = ("rows_written", "rows_inserted", "rows_updated", "rows_closed", "cursor_after", "delta_version")
 
+
 @dataclass(frozen=True)
 class ModelStatus:
     model: str
@@ -49,6 +50,7 @@ class ModelStatus:
     changed: bool = False  # built with another definition: the next run rebuilds ``rebuild``
     rebuild: TimeWindow | None = None
     on_change: str | None = None  # a changed merge-style model: what its next run does (start over, or keep its rows)
+
 
 def model_status(
     instance: dg.DagsterInstance,
@@ -119,6 +121,7 @@ def model_status(
         intervals_done=done,
         intervals_expected=total,
     )
+
 
 def _unpartitioned_status(instance: dg.DagsterInstance, model: SqlModel, key: dg.AssetKey, built_with: str | None) -> ModelStatus:
     """A FULL, VIEW, SEED or merge-style model: its last materialization and what a changed definition does."""

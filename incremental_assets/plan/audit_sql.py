@@ -23,6 +23,7 @@ def _or(conditions: list[exp.Expression]) -> exp.Expression:
         out = exp.or_(out, c, copy=False)
     return out
 
+
 def failing_rows_sql(audit: Audit, table: str, user: UserAudit | None = None) -> str:
     """Spark SQL returning the rows of ``table`` that break ``audit`` (no rows: it passes)."""
     src = exp.to_table(table)
@@ -74,6 +75,7 @@ def failing_rows_sql(audit: Audit, table: str, user: UserAudit | None = None) ->
         assert user is not None, f"unresolved audit {name}"
         return render_user_audit(user, audit, table)
     return q.sql(dialect="spark")
+
 
 def render_user_audit(user: UserAudit, audit: Audit, table: str) -> str:
     """The user audit's query with ``@this_model`` and its parameters replaced as AST nodes."""

@@ -32,6 +32,7 @@ def full_refresh_target(model: SqlModel) -> TargetState:
         )
     return TargetState()
 
+
 def needs_rebuild(model: SqlModel, built_with: str | None, *, merge_style: bool = False) -> bool:
     """Whether a model's table must be rebuilt from its start: it was built with another definition
     (fingerprint) and the model is not forward_only. Unpartitioned models are rebuilt by every run anyway;
@@ -74,6 +75,7 @@ def check_rebuild_window(model: SqlModel, window: TimeWindow, covered_end: datet
             f"not {window}. Run `incremental-assets run {model.name} --full-refresh` (or --auto), or backfill all its partitions; "
             "set forward_only true in the kind to keep the existing intervals instead."
         )
+
 
 def change_effect(model: SqlModel) -> str:
     """What the next run of a merge-style model does with its table once the model's definition changed

@@ -83,6 +83,7 @@ class WriteKind(str, Enum):
         """Whether the table is partitioned by key bucket and a run rewrites only changed buckets."""
         return self in (WriteKind.UPSERT, WriteKind.SCD2)
 
+
 InputKind = Literal["source", "table", "view", "seed"]
 EPOCH = to_utc("1970-01-01")
 

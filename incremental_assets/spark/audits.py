@@ -17,6 +17,7 @@ from incremental_assets.plan.audit_sql import failing_rows_sql, is_blocking
 
 SAMPLE_ROWS = 5
 
+
 @dataclass(frozen=True)
 class AuditOutcome:
     audit: Audit
@@ -28,6 +29,7 @@ class AuditOutcome:
     @property
     def passed(self) -> bool:
         return self.failing_rows == 0
+
 
 def evaluate(spark: SparkSession, project: Project, model: SqlModel, rows: DataFrame, audits: list[Audit]) -> list[AuditOutcome]:
     """Run each audit's failing-rows query over ``rows``; count the failures and keep a sample."""
@@ -47,9 +49,11 @@ def evaluate(spark: SparkSession, project: Project, model: SqlModel, rows: DataF
         outcomes.append(AuditOutcome(audit, is_blocking(project, audit), count, sample, sql))
     return outcomes
 
+
 def read_staged(spark: SparkSession, staging: str) -> DataFrame:
     # A staging folder always holds a file with its columns, even for a window with no rows.
     return spark.read.parquet(staging)
+
 
 def read_committed(spark: SparkSession, project: Project, model: SqlModel, window: TimeWindow | None) -> DataFrame:
     """The committed rows of ``window`` (all rows without one), with the table's columns even when the

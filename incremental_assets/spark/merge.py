@@ -42,6 +42,7 @@ class Session(Protocol):
     spark: SparkSession
     project: Project
 
+
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 DUPLICATE_SAMPLE = 10
 Stage = Callable[[DataFrame, str], None]

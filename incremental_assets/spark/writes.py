@@ -59,7 +59,9 @@ def spark_partition_expression(model: SqlModel) -> str:
     }[unit]
     return f"date_format({start}, 'yyyy-MM-dd')"
 
+
 _STRFTIME = {"%Y": "yyyy", "%m": "MM", "%d": "dd", "%H": "HH", "%M": "mm", "%S": "ss", "%f": "SSSSSS", "%j": "DDD", "%y": "yy"}
+
 
 def strftime_to_spark(fmt: str) -> str:
     """Translate a Python/SQLMesh strftime format into a Spark datetime pattern.
@@ -80,7 +82,6 @@ def strftime_to_spark(fmt: str) -> str:
             out.append(fmt[i])
             i += 1
     return "".join(out)
-
 
 
 def same_schema(table: Mapping[str, str], query: Mapping[str, str]) -> bool:
