@@ -9,6 +9,7 @@ from datetime import date
 from pathlib import Path
 from typing import Sequence
 
+from incremental_assets.cli.verify import add_verify_command
 from incremental_assets.errors import DamagedTableError, IncrementalAssetsError, ProjectError
 from incremental_assets.model.intervals import TimeWindow, format_instant
 from incremental_assets.model.kinds import describe_write
@@ -173,7 +174,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from incremental_assets import delta
-    from incremental_assets.orchestration.instance import open_instance
+    from incremental_assets.orchestration.instance import fail_dead_runs, open_instance
+    from incremental_assets.orchestration.integrity import check_model
     from incremental_assets.orchestration.runner import parse_instant
     from incremental_assets.orchestration.staleness import stale_intervals
     from incremental_assets.orchestration.status import describe_windows, model_status
@@ -181,24 +183,31 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     project = _project(args)
     instance = open_instance(project.settings.dagster_home, project.settings.max_concurrent_runs)
+    fail_dead_runs(instance)  # a killed CLI run's intervals show as failed, not as running
     models = [project.model(args.model)] if args.model else project.ordered()
     since, until = parse_instant(args.since, "since"), parse_instant(args.until, "until")
     rows = []
+    problems_by = {}
     stale_by = {}
     translator = ModelTranslator()
     damaged = 0
     for model in models:
         try:
             built = delta.built_with(delta.table_uri(project.settings.warehouse, model.name))
+            integrity = check_model(instance, project, model, translator)
         except DamagedTableError as exc:  # report it, and go on with the other models
             print(f"error: {exc.of_model(model.name)}", file=sys.stderr)
             damaged += 1
             continue
-        st = model_status(instance, model, since=since, until=until, built_with=built)
+        st = model_status(instance, model, since=since, until=until, built_with=built, lost=integrity.lost)
+        problems_by[model.name] = integrity.problems
         rows.append(st)
         stale = stale_by[model.name] = stale_intervals(instance, project, model, translator)
         if args.json:
             continue
+        if not integrity.ok:
+            where = describe_windows(integrity.lost) if integrity.lost else "its rows"
+            print(f"{model.name}: NOT IN TABLE: {where} recorded but absent ({'; '.join(integrity.problems)}); {integrity.advice()}")
         if stale.windows:
             print(
                 f"{model.name}: STALE: {', '.join(stale.causes)} changed after {describe_windows(stale.windows)} were computed; "
@@ -221,6 +230,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"{model.name} ({model.interval_unit}): {st.intervals_done}/{st.intervals_expected} intervals up to {format_instant(st.expected.end) if st.expected else '-'}")
         print(f"  covered: {describe_windows(st.covered)}")
         print(f"  gaps:    {describe_windows(st.gaps)}")
+        if st.lost:
+            print(f"  lost:    {describe_windows(st.lost)} (recorded, but not in the table)")
         if st.failed:
             print(f"  failed:  {describe_windows(st.failed)}")
         if st.in_progress:
@@ -233,7 +244,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
         print(json.dumps([
             {"model": s.model, "partitioned": s.partitioned, "covered": win(s.covered), "gaps": win(s.gaps), "failed": win(s.failed),
-             "intervals_done": s.intervals_done, "intervals_expected": s.intervals_expected, "changed": s.changed, "on_change": s.on_change,
+             "lost": win(s.lost), "integrity": list(problems_by[s.model]), "intervals_done": s.intervals_done, "intervals_expected": s.intervals_expected, "changed": s.changed, "on_change": s.on_change,
              "stale": win(stale_by[s.model].windows), "upstream_changed": list(stale_by[s.model].causes),
              "rebuild": win([s.rebuild]) if s.rebuild else [],
              "last_materialized": s.last_materialized.isoformat() if s.last_materialized else None, "last_run": dict(s.last_details)}
@@ -265,15 +276,11 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
 
 
 def consistency_warnings(project, instance, model, st) -> list[str]:
-    """Where Dagster's records and the Delta table disagree: recorded intervals without a table, and
-    commits Dagster missed (a process killed between commit and record)."""
-    from incremental_assets import delta
+    """Commits Dagster missed (a process killed between commit and record); recorded intervals the table
+    lacks are reported by the integrity check."""
     from incremental_assets.orchestration.reconcile import unrecorded_commits
     from incremental_assets.orchestration.translator import ModelTranslator
 
-    uri = delta.table_uri(project.settings.warehouse, model.name)
-    if st.covered and not delta.exists(uri):
-        return [f"Dagster records {st.intervals_done} interval(s) but there is no table at {uri}: run those windows again"]
     missed = unrecorded_commits(instance, project, model, ModelTranslator())
     return [
         f"Delta version {m.version} holds {len(m.partitions)} interval(s) in {m.window} that Dagster has not recorded; "
@@ -406,6 +413,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--until")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_status)
+
+    add_verify_command(sub, add)
 
     p = add("history", "past runs, newest first: windows, rows, durations and status, from the Dagster instance")
     p.add_argument("model", nargs="?")

@@ -3,7 +3,7 @@
 Callers use this package's names (``delta.commit_staged(...)``); the modules say where each step lives:
 :mod:`.tables` (locations, the log, reads), :mod:`.staging` (a run's files before the commit),
 :mod:`.commit` (one transaction per run, by commit mode), :mod:`.lock` (one writer per table),
-:mod:`.vacuum` (cleanup).
+:mod:`.vacuum` (cleanup), :mod:`.verify` (the files the log references, checked).
 """
 
 from incremental_assets.delta.commit import (
@@ -15,7 +15,7 @@ from incremental_assets.delta.commit import (
     ReplaceWindow,
     commit_staged,
 )
-from incremental_assets.delta.files import host_tag
+from incremental_assets.delta.files import host_tag, is_local
 from incremental_assets.delta.lock import LOCK_FILE, LOCK_TIMEOUT_ENV, writer_lock
 from incremental_assets.delta.staging import (
     discard_staging,
@@ -45,12 +45,13 @@ from incremental_assets.delta.tables import (
     version,
 )
 from incremental_assets.delta.vacuum import VacuumResult, vacuum
+from incremental_assets.delta.verify import TableFile, file_problems, snapshot_files
 
 __all__ = [
     "Append", "BUCKET_COLUMN", "Commit", "CommitMode", "CommitResult", "LOCK_FILE", "LOCK_TIMEOUT_ENV", "METADATA_PREFIX",
-    "PARTITION_COLUMN", "ReplaceBuckets", "ReplaceTable", "ReplaceWindow", "VacuumResult", "added_time_ranges",
+    "PARTITION_COLUMN", "ReplaceBuckets", "ReplaceTable", "ReplaceWindow", "TableFile", "file_problems", "snapshot_files", "VacuumResult", "added_time_ranges",
     "arrow_schema", "built_with", "commit_staged", "commits", "committed_files", "damaged_log_file", "discard_staging", "exists",
-    "history", "open_table",
+    "history", "is_local", "open_table",
     "has_staged_rows", "keep_staged_schema", "host_tag", "last_commit_metadata", "new_staging_dir", "orphan_staging_dirs",
     "remove_orphan_staging", "source_files", "table_uri", "vacuum", "version", "writer_lock",
 ]

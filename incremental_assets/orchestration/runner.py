@@ -35,9 +35,10 @@ from incremental_assets.orchestration.instance import (
     materialized_windows,
     register_table_pools,
 )
+from incremental_assets.orchestration.integrity import Integrity, check_model
 from incremental_assets.orchestration.reconcile import reconcile
 from incremental_assets.orchestration.staleness import stale_intervals
-from incremental_assets.orchestration.status import windows_to_run
+from incremental_assets.orchestration.status import describe_windows, windows_to_run
 from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.plan.compile import analysis_of, run_size
 from incremental_assets.plan.rebuild import needs_rebuild
@@ -214,6 +215,7 @@ class Runner:
                     progress(f"{model.name}: recorded {where} from Delta version {item.version} (committed by run {item.run_id[:8]}, not recorded)")
             if reconciled and auto and not isinstance(model.kind, IncrementalByTimeRange):
                 continue  # its last commit is the current query's output: nothing to redo
+            integrity = self.check_integrity(model, progress)
             if model.is_incremental and not full_refresh:
                 queue.built[model.name] = self.built_with(model)
             if model.is_incremental and (full_refresh or needs_rebuild(model, queue.built[model.name])):
@@ -226,16 +228,30 @@ class Runner:
                 analysis = analysis_of(self.project, model.name)
                 # A refused model run with allow_downgrade is one full rebuild, not a series of windows.
                 size = None if analysis is not None and analysis.refused else run_size(self.project, model)
-                windows = windows_to_run(self.instance, model, start=start, end=end, auto=auto, translator=self.translator, now=now)
+                windows = windows_to_run(
+                    self.instance, model, start=start, end=end, auto=auto, translator=self.translator, now=now, lost=integrity.lost
+                )
                 if auto:
                     windows = merge([*windows, *stale_intervals(self.instance, self.project, model, self.translator).windows])
                 for window in windows:
                     queue.runs.extend((model, part) for part in batches(window, model.unit, size))
             else:
                 queue.runs.append((model, None))
-                if full_refresh and model.is_merge_style:
+                if (full_refresh or integrity.whole_table) and model.is_merge_style:
                     queue.rebuilds.add(model.name)  # one run that starts over and replaces the whole table
         return queue
+
+
+    def check_integrity(self, model: SqlModel, progress: Callable[[str], None] | None) -> Integrity:
+        """What the model's table lacks of what Dagster recorded; said, then planned like missing intervals."""
+        try:
+            found = check_model(self.instance, self.project, model, self.translator)
+        except DamagedTableError as exc:
+            raise exc.of_model(model.name) from None
+        if progress and not found.ok:
+            where = describe_windows(found.lost) if found.lost else "its rows"
+            progress(f"{model.name}: recorded but not in its table: {where} ({'; '.join(found.problems)}); computing again")
+        return found
 
 
 @dataclass

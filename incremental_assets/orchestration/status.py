@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 import dagster as dg
 
@@ -50,6 +50,7 @@ class ModelStatus:
     changed: bool = False  # built with another definition: the next run rebuilds ``rebuild``
     rebuild: TimeWindow | None = None
     on_change: str | None = None  # a changed merge-style model: what its next run does (start over, or keep its rows)
+    lost: tuple[TimeWindow, ...] = ()  # recorded by Dagster, but not in the table (see orchestration.integrity)
 
 
 def model_status(
@@ -61,12 +62,15 @@ def model_status(
     until: datetime | None = None,
     now: datetime | None = None,
     built_with: str | None = None,
+    lost: Sequence[TimeWindow] = (),
 ) -> ModelStatus:
     """Covered ranges, gaps and failed intervals of a model, from Dagster's partition status.
 
     ``built_with`` is the fingerprint the table was built with: when it differs from the model's (and
     the model is not forward_only) the status says the model changed and which intervals the next run
-    rebuilds; for a merge-style model it says what the next run does (start over, or keep its rows)."""
+    rebuilds; for a merge-style model it says what the next run does (start over, or keep its rows).
+    ``lost`` are recorded intervals the table does not hold (:func:`~.integrity.check_model`): they
+    count as gaps, not as covered."""
     translator = translator or ModelTranslator()
     key = translator.get_asset_key(model)
     partitions = translator.get_partitions_def(model)
@@ -100,6 +104,8 @@ def model_status(
             out.append(w)
         return tuple(out)
 
+    if lost:
+        by_state["MATERIALIZED"] = [part for w in by_state["MATERIALIZED"] for part in subtract(w, lost)]
     covered = clip(by_state["MATERIALIZED"])
     gaps = tuple(subtract(expected, covered)) if expected else ()
     done = sum(1 for w in by_state["MATERIALIZED"] if expected is None or expected.contains(w))
@@ -120,6 +126,7 @@ def model_status(
         expected=expected,
         intervals_done=done,
         intervals_expected=total,
+        lost=clip(list(lost)),
     )
 
 
@@ -145,12 +152,14 @@ def windows_to_run(
     auto: bool,
     translator: ModelTranslator,
     now: datetime | None = None,
+    lost: Sequence[TimeWindow] = (),
 ) -> list[TimeWindow]:
-    """The windows one model should run: the requested one (aligned), or with ``auto`` its gaps."""
+    """The windows one model should run: the requested one (aligned), or with ``auto`` its gaps (the
+    ``lost`` intervals included)."""
     assert isinstance(model.kind, IncrementalByTimeRange) and model.start is not None
     unit = model.unit
     if auto:
-        status = model_status(instance, model, translator=translator, since=start, until=end, now=now)
+        status = model_status(instance, model, translator=translator, since=start, until=end, now=now, lost=lost)
         return list(status.gaps)
     if start is None or end is None:
         raise WindowError(f"model {model.name} is incremental: give --start and --end, or --auto")

@@ -1,0 +1,79 @@
+"""What a table's current version references, and whether those files are really there.
+
+The Delta log is the table: a reader lists the files of the current version from it and opens them.
+A file the log references but the store no longer holds (deleted by hand, lost with a disk) makes every
+reader of the table fail; a file that is there but cut off or overwritten fails the reader that opens it.
+:func:`snapshot_files` lists the current version's files from the log alone (no data read);
+:func:`file_problems` checks them: that each exists with the size the log recorded (cheap, one metadata
+call per file), and with ``readable`` also that its Parquet footer can be read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyarrow import fs as pafs
+
+from incremental_assets.delta.files import filesystem as open_filesystem
+from incremental_assets.delta.files import local_path
+from incremental_assets.delta.tables import BUCKET_COLUMN, PARTITION_COLUMN, open_table
+
+
+@dataclass(frozen=True)
+class TableFile:
+    """One data file of a table's current version, as the log describes it."""
+
+    uri: str
+    size: int | None
+    rows: int | None
+    interval: str | None = None  # the ``ia_interval`` partition it belongs to (time-partitioned tables)
+    bucket: str | None = None  # the ``ia_bucket`` partition it belongs to (keyed tables)
+
+
+def snapshot_files(uri: str) -> list[TableFile]:
+    """Every data file of the table's current version, with its size, row count and partition (from the log)."""
+    table = open_table(uri)
+    actions = pa.table(table.get_add_actions(flatten=True)).to_pylist()
+    base = table.table_uri.rstrip("/")
+    out = []
+    for row in actions:
+        path = row["path"]
+        full = path if "://" in path or path.startswith("/") else f"{base}/{path}"
+        out.append(
+            TableFile(
+                uri=full,
+                size=row.get("size_bytes"),
+                rows=row.get("num_records"),
+                interval=row.get(f"partition.{PARTITION_COLUMN}"),
+                bucket=row.get(f"partition.{BUCKET_COLUMN}"),
+            )
+        )
+    return out
+
+
+def file_problems(uri: str, files: list[TableFile], *, readable: bool = False) -> list[tuple[TableFile, str]]:
+    """The files among ``files`` that are missing, of another size than the log recorded, or (with
+    ``readable``) whose Parquet footer cannot be read; each with the reason."""
+    filesystem, _ = open_filesystem(uri)
+    problems = []
+    for item in files:
+        path = _path_in(filesystem, item.uri)
+        info = filesystem.get_file_info(path)
+        if info.type == pafs.FileType.NotFound:
+            problems.append((item, "missing"))
+        elif item.size is not None and info.size is not None and info.size != item.size:
+            problems.append((item, f"{info.size} bytes where the log recorded {item.size}"))
+        elif readable:
+            try:
+                pq.read_metadata(path, filesystem=filesystem)
+            except (OSError, pa.ArrowException) as exc:
+                problems.append((item, f"not readable as Parquet ({str(exc).splitlines()[0][:160]})"))
+    return problems
+
+
+def _path_in(filesystem: pafs.FileSystem, file_uri: str) -> str:
+    if isinstance(filesystem, pafs.LocalFileSystem):
+        return local_path(file_uri)
+    return file_uri.split("://", 1)[-1]

@@ -1,0 +1,171 @@
+"""Dagster's record against the tables: every recorded interval must be in its table.
+
+Each materialization Dagster records for a model names the Delta version that wrote it
+(``delta_version``), and each commit of ours names the run that made it (``incremental_assets.run_id``
+in the commit's metadata). An interval is recorded but absent when:
+
+- its version is newer than the table's current version (the newest log file was deleted: the table
+  fell back a version);
+- the log's commit of that version was made by another run (the table fell back, and a later commit
+  reused the version number);
+- the table is gone while Dagster records intervals of it;
+- a data file of its partition is missing, or not the size the log recorded (cheap: one metadata call
+  per file), or, with ``readable``, cannot be opened as Parquet.
+
+Reading the records costs one query per model (the latest materialization of each partition); reading
+the log costs what ``status`` pays already. ``run --auto`` treats absent intervals as missing and
+computes them again; a merge-style or unpartitioned table with a missing file is rebuilt whole.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import dagster as dg
+
+from incremental_assets import delta
+from incremental_assets.errors import WindowError
+from incremental_assets.model.intervals import TimeWindow, format_instant, merge, to_utc
+from incremental_assets.model.project import Project
+from incremental_assets.model.sql_model import SqlModel
+from incremental_assets.orchestration.translator import ModelTranslator
+
+_FETCH = 500  # storage ids per query (below every SQL engine's bound-parameter limit)
+
+
+@dataclass(frozen=True)
+class Integrity:
+    """What one model's table lacks of what Dagster recorded for it."""
+
+    model: str
+    table_version: int | None = None  # None: no table
+    recorded_version: int | None = None  # the newest Delta version Dagster recorded for it
+    lost: tuple[TimeWindow, ...] = ()  # recorded intervals whose rows are not in the table
+    whole_table: bool = False  # an unpartitioned (or keyed) table lost rows: it is rebuilt whole
+    problems: tuple[str, ...] = field(default=())  # one line each: what is wrong
+    seen_by_run: bool = True  # whether `run --auto` sees the loss too (not when only opening files shows it)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def advice(self) -> str:
+        if self.whole_table:
+            if not self.seen_by_run:
+                return f"`incremental-assets run {self.model} --full-refresh` rebuilds it whole"
+            return f"`incremental-assets run --auto` rebuilds {self.model} whole"
+        if not self.seen_by_run:
+            runs = [f"`incremental-assets run {self.model} --start {format_instant(w.start)} --end {format_instant(w.end)}`" for w in self.lost]
+            return f"{' and '.join(runs)} computes them again"
+        return "`incremental-assets run --auto` computes those intervals again (upstream sources must still hold their data)"
+
+
+@dataclass(frozen=True)
+class _Recorded:
+    partition: str | None
+    version: int | None  # None: recorded without a Delta version (reported by hand, or by an older release)
+    run_id: str
+
+
+def check_model(
+    instance: dg.DagsterInstance,
+    project: Project,
+    model: SqlModel,
+    translator: ModelTranslator,
+    *,
+    files: bool | None = None,
+    readable: bool = False,
+) -> Integrity:
+    """Compare what Dagster recorded for ``model`` with its Delta table (see the module docstring).
+
+    ``files`` checks that every file of the current version exists with its logged size (None: only for
+    a local table, where it costs a stat per file); ``readable`` also opens each file's Parquet footer. A damaged log raises :class:`DamagedTableError`."""
+    if not model.has_table:
+        return Integrity(model.name)  # a plain view has no table
+    key = translator.get_asset_key(model)
+    partitions = translator.get_partitions_def(model)
+    timed = isinstance(partitions, dg.TimeWindowPartitionsDefinition)
+    records = _recorded(instance, key, partitioned=timed)
+    if not records:
+        return Integrity(model.name)
+    newest = max((r.version for r in records if r.version is not None), default=None)
+    uri = delta.table_uri(project.settings.warehouse, model.name)
+    current = delta.version(uri)
+    if current is None:
+        lost = _windows(partitions, [r.partition for r in records]) if timed else ()
+        problem = f"Dagster records {'intervals' if timed else 'a materialization'} of {model.name} but there is no table at {uri}"
+        return Integrity(model.name, None, newest, lost, not timed, (problem,))
+    log = {c.version: c for c in delta.commits(uri)}
+    gone = [r for r in records if r.version is not None and _gone(r.version, r.run_id, current, log)]
+    problems = []
+    if any(r.version is not None and r.version > current for r in gone):
+        problems.append(f"table {uri} is at Delta version {current}, behind version {newest} that Dagster recorded (its newest log file was lost)")
+    elif gone:
+        problems.append(f"table {uri}: Delta versions {_versions(gone)} were written by other runs than Dagster recorded (the log was rewritten)")
+    if files is None:
+        files = delta.is_local(uri)
+    damaged = delta.file_problems(uri, delta.snapshot_files(uri), readable=readable) if files or readable else []
+    for item, reason in damaged[:3]:
+        problems.append(f"file {item.uri.removeprefix('file://')} is {reason}")
+    if len(damaged) > 3:
+        problems.append(f"... and {len(damaged) - 3} more damaged file(s)")
+    # Only opening a file shows it unreadable: `run --auto` (which does not open them) cannot see it.
+    seen = bool(gone) or any(not reason.startswith("not readable") for _, reason in damaged)
+    if not timed or any(item.interval is None for item, _ in damaged):
+        return Integrity(model.name, current, newest, (), bool(problems), tuple(problems), seen)
+    keys = {r.partition for r in gone} | {_key_of(partitions, model, item.interval) for item, _ in damaged}
+    lost = _windows(partitions, sorted(k for k in keys if k))
+    return Integrity(model.name, current, newest, lost, False, tuple(problems), seen)
+
+
+def _recorded(instance: dg.DagsterInstance, key: dg.AssetKey, *, partitioned: bool) -> list[_Recorded]:
+    """The Delta version (and writing run) of the latest materialization of each partition, or of the
+    asset when it is unpartitioned."""
+    if partitioned:
+        by_partition = instance.get_latest_storage_id_by_partition(key, dg.DagsterEventType.ASSET_MATERIALIZATION)
+        ids = sorted(set(by_partition.values()))
+    else:
+        latest = instance.fetch_materializations(key, limit=1).records
+        ids = [latest[0].storage_id] if latest else []
+    out = []
+    for first in range(0, len(ids), _FETCH):
+        chunk = ids[first : first + _FETCH]
+        result = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key, storage_ids=chunk), limit=len(chunk))
+        for record in result.records:
+            materialization = record.asset_materialization
+            if materialization is None:
+                continue
+            meta = materialization.metadata
+            writer = meta["committed_by_run"].value if "committed_by_run" in meta else record.run_id
+            version = int(meta["delta_version"].value) if "delta_version" in meta else None  # type: ignore[arg-type]
+            out.append(_Recorded(materialization.partition, version, str(writer or "")))
+    return out
+
+
+def _gone(version: int, run_id: str, current: int, log: dict[int, delta.Commit]) -> bool:
+    """Whether the commit recorded as ``version`` by ``run_id`` is no longer the table's."""
+    return version > current or (version in log and log[version].run_id not in ("", run_id))
+
+
+def _versions(records: list[_Recorded]) -> str:
+    return ", ".join(str(v) for v in sorted({r.version for r in records if r.version is not None}))
+
+
+def _key_of(partitions: dg.TimeWindowPartitionsDefinition, model: SqlModel, interval: str) -> str | None:
+    """The Dagster partition key of the table partition ``ia_interval=<interval>``."""
+    try:
+        start = to_utc(interval)
+    except WindowError:
+        return None
+    return partitions.get_partition_key_for_timestamp(start.timestamp())
+
+
+def _windows(partitions: dg.PartitionsDefinition, keys: list[str | None]) -> tuple[TimeWindow, ...]:
+    assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
+    windows = []
+    for pk in keys:
+        if pk is None or not partitions.has_partition_key(pk):
+            continue  # a key of an older partitions definition
+        tw = partitions.time_window_for_partition_key(pk)
+        windows.append(TimeWindow(to_utc(tw.start), to_utc(tw.end)))
+    return tuple(merge(windows))

@@ -1,0 +1,152 @@
+"""Dagster's record against the tables: a table that lost rows behind a green record is reported by
+`status` and `verify`, and `run --auto` computes exactly the lost intervals again.
+
+Each test damages a real table the way it happens in practice (the newest log file deleted, a data
+file deleted, cut off or overwritten, the whole table folder removed) after real runs recorded in a
+real Dagster instance, then runs the commands a user runs.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from incremental_assets import cli, delta
+from incremental_assets.load.project import load_project
+
+from helpers import EVENTS_SOURCE, table_rows, utc, write_events
+
+DAILY = """
+MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');
+SELECT CAST(ts AS DATE) AS ds, k, COUNT(*) AS n FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1, 2
+"""
+TOTAL = """
+MODEL (name s.total, kind FULL);
+SELECT k, SUM(n) AS n FROM s.daily GROUP BY k
+"""
+# Three runs, three Delta versions: days 1-2, 3-4, 5-7 (a quiet day 6 with no events at all).
+RUNS = [("2024-01-01", "2024-01-03"), ("2024-01-03", "2024-01-05"), ("2024-01-05", "2024-01-08")]
+
+
+@pytest.fixture
+def built(spark, make_project, tmp_path, monkeypatch):
+    root = make_project({"sources.yaml": EVENTS_SOURCE, "models/daily.sql": DAILY, "models/total.sql": TOTAL})
+    write_events(root / "data" / "events", utc(2024, 1, 1), 24 * 5)
+    write_events(root / "data" / "events", utc(2024, 1, 7), 24, mode="append")  # nothing on day 6
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    for start, end in RUNS:
+        assert cli.main(["run", "s.daily", "--start", start, "--end", end, "--project", str(root)]) == 0
+    assert cli.main(["run", "s.total", "--project", str(root)]) == 0
+    project = load_project(root)
+    uri = delta.table_uri(project.settings.warehouse, "s.daily")
+    return root, uri, table_rows(uri), delta.table_uri(project.settings.warehouse, "s.total")
+
+
+def run(root: Path, capsys, *args: str) -> tuple[int, str]:
+    capsys.readouterr()
+    code = cli.main([*args, "--project", str(root)])
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def files_of(uri: str, day: str) -> list[Path]:
+    return sorted((Path(uri) / f"{delta.PARTITION_COLUMN}={day}").rglob("*.parquet")) or sorted(
+        Path(f) for f in delta.committed_files(uri) if f"{delta.PARTITION_COLUMN}={day}" in f
+    )
+
+
+def referenced(uri: str, day: str) -> list[Path]:
+    return [Path(f.uri.replace("file://", "")) for f in delta.snapshot_files(uri) if f.interval == day]
+
+
+def recomputed(out: str) -> list[str]:
+    """The windows `run` reported running for s.daily."""
+    return [line.split("s.daily ", 1)[1].split(":", 1)[0] for line in out.splitlines() if "] s.daily " in line]
+
+
+def test_a_deleted_newest_log_file_is_reported_and_exactly_its_intervals_recomputed(built, capsys):
+    root, uri, clean, _ = built
+    newest = sorted((Path(uri) / "_delta_log").glob("*.json"))[-1]
+    newest.unlink()  # the table falls back a version: days 5-7 are gone from it
+    assert table_rows(uri) != clean
+
+    code, out = run(root, capsys, "status", "s.daily", "--until", "2024-01-08")
+    assert code == 0
+    assert "s.daily: NOT IN TABLE: [2024-01-05, 2024-01-08) recorded but absent (table " in out
+    assert "is at Delta version 1, behind version 2 that Dagster recorded" in out
+    assert "  covered: [2024-01-01, 2024-01-05)" in out and "  lost:    [2024-01-05, 2024-01-08)" in out
+
+    code, out = run(root, capsys, "verify", "s.daily")
+    assert code == 1
+    assert "s.daily: recorded but not in the table: intervals [2024-01-05, 2024-01-08)" in out
+    assert "fix: `incremental-assets run --auto` computes those intervals again" in out
+
+    code, out = run(root, capsys, "run", "s.daily", "--auto", "--end", "2024-01-08")
+    assert code == 0
+    assert "s.daily: recorded but not in its table: [2024-01-05, 2024-01-08)" in out
+    assert recomputed(out) == ["[2024-01-05, 2024-01-08)"]
+    assert table_rows(uri) == clean
+    # The new commit reuses version 2: the record now names the run that made it, so all is consistent.
+    assert run(root, capsys, "verify", "s.daily", "--files")[0] == 0
+    assert recomputed(run(root, capsys, "run", "s.daily", "--auto", "--end", "2024-01-08")[1]) == []
+
+
+@pytest.mark.parametrize("damage", ["deleted", "cut off"])
+def test_a_damaged_data_file_loses_its_interval_and_run_auto_recomputes_only_it(built, capsys, damage):
+    root, uri, clean, _ = built
+    victim = referenced(uri, "2024-01-03")[0]
+    if damage == "deleted":
+        victim.unlink()
+    else:
+        victim.write_bytes(victim.read_bytes()[:100])
+
+    code, out = run(root, capsys, "status", "s.daily", "--until", "2024-01-08")
+    assert "s.daily: NOT IN TABLE: [2024-01-03, 2024-01-04) recorded but absent" in out
+    reason = "is missing" if damage == "deleted" else "bytes where the log recorded"
+    assert f"file {victim}" in out and reason in out
+    assert run(root, capsys, "verify")[0] == 1
+
+    code, out = run(root, capsys, "run", "--auto", "--end", "2024-01-08")
+    assert code == 0 and recomputed(out) == ["[2024-01-03, 2024-01-04)"]
+    assert table_rows(uri) == clean
+    assert run(root, capsys, "verify", "--files")[0] == 0
+
+
+def test_a_file_overwritten_in_place_is_found_by_verify_files(built, capsys):
+    root, uri, clean, _ = built
+    victim = referenced(uri, "2024-01-02")[0]
+    victim.write_bytes(b"\0" * victim.stat().st_size)  # same size: only opening it tells
+
+    assert run(root, capsys, "verify", "s.daily")[0] == 0  # the cheap check cannot see it
+    code, out = run(root, capsys, "verify", "s.daily", "--files")
+    assert code == 1
+    assert "s.daily: recorded but not in the table: intervals [2024-01-02, 2024-01-03)" in out
+    assert f"file {victim} is not readable as Parquet" in out
+    assert "fix: `incremental-assets run s.daily --start 2024-01-02 --end 2024-01-03` computes them again" in out
+    assert run(root, capsys, "run", "s.daily", "--start", "2024-01-02", "--end", "2024-01-03")[0] == 0
+    assert table_rows(uri) == clean
+    assert run(root, capsys, "verify", "s.daily", "--files")[0] == 0
+
+
+def test_a_full_table_behind_its_record_is_rebuilt_and_a_removed_table_recomputed(built, capsys):
+    root, uri, clean, total = built
+    write_events(root / "data" / "events", utc(2024, 1, 1), 24 * 7)  # day 6 gets events now
+    assert run(root, capsys, "run", "s.daily", "s.total", "--start", "2024-01-06", "--end", "2024-01-07")[0] == 0
+    expected_total = table_rows(total)
+    (sorted((Path(total) / "_delta_log").glob("*.json"))[-1]).unlink()
+    assert table_rows(total) != expected_total
+
+    code, out = run(root, capsys, "verify", "s.total")
+    assert code == 1 and "s.total: recorded but not in the table: its rows" in out
+    assert "fix: `incremental-assets run --auto` rebuilds s.total whole" in out
+
+    shutil.rmtree(uri)  # the whole incremental table
+    code, out = run(root, capsys, "status", "--until", "2024-01-08")
+    assert "s.daily: NOT IN TABLE: [2024-01-01, 2024-01-08) recorded but absent (Dagster records intervals of s.daily but there is no table" in out
+    code, out = run(root, capsys, "run", "--auto", "--end", "2024-01-08")
+    assert code == 0
+    assert recomputed(out) == ["[2024-01-01, 2024-01-08)"]
+    assert table_rows(total) == expected_total
+    assert run(root, capsys, "verify", "--files")[0] == 0
