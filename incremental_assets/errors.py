@@ -57,6 +57,10 @@ class StorageError(IncrementalAssetsError):
     """A Delta table could not be written or read as required."""
 
 
+class SourceDataError(IncrementalAssetsError):
+    """A data file of a source (or of a model's table) cannot be read as declared: which file, which column, the fix."""
+
+
 class DamagedTableError(StorageError):
     """A table's Delta log cannot be read: which table, which file, and what to do.
 

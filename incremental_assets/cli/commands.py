@@ -169,6 +169,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     failed = [r for r in report.records if not r.success]
     ok = len(report.records) - len(failed)
     print(f"{ok} run(s) succeeded, {len(failed)} failed")
+    if any(r.bad_input for r in failed):
+        return 2  # input the user must fix, said in the failed run's line
     return 0 if not failed else 1
 
 

@@ -43,6 +43,7 @@ from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.plan.compile import analysis_of, run_size
 from incremental_assets.plan.rebuild import needs_rebuild
 
+BAD_INPUT_ERRORS = ("SourceDataError", "ModelFileError")  # a run failed on these exits 2, as any bad input
 QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
@@ -55,6 +56,7 @@ class RunRecord:
     seconds: float
     rows: int | None = None
     error: str | None = None
+    bad_input: bool = False  # failed on input the user must fix (a source file that cannot be read as declared)
 
 
 @dataclass
@@ -117,6 +119,7 @@ class Runner:
         seconds = time.perf_counter() - began
         rows = None
         error = None
+        bad_input = False
         for event in result.all_events:
             if event.event_type_value == "ASSET_MATERIALIZATION":
                 meta = event.event_specific_data.materialization.metadata  # type: ignore[union-attr]
@@ -124,8 +127,9 @@ class Runner:
                     rows = meta["rows_written"].value
             if event.is_step_failure:
                 data = event.step_failure_data
-                error = data.error.cause.message.strip() if data.error and data.error.cause else (data.error.message if data.error else "failed")
-        return RunRecord(model.name, window, result.success, result.run_id, seconds, rows, error)
+                error = _error_text(data.error)
+                bad_input = bad_input or _is_bad_input(data.error)
+        return RunRecord(model.name, window, result.success, result.run_id, seconds, rows, error, bad_input)
 
     def run(
         self,
@@ -266,6 +270,21 @@ class RunQueue:
     @property
     def intervals(self) -> int:
         return sum(len(batches(w, m.unit, 1)) if w else 1 for m, w in self.runs)
+
+
+def _error_text(error: Any) -> str:
+    """A failed step's error as the user should read it: our own errors without their class name."""
+    if error is None:
+        return "failed"
+    cause = error.cause or error
+    text = cause.message.strip()
+    if cause.cls_name and cause.cls_name.endswith("Error") and text.startswith("incremental_assets.errors."):
+        text = text.split(": ", 1)[-1]
+    return text
+
+
+def _is_bad_input(error: Any) -> bool:
+    return error is not None and (error.cause or error).cls_name in BAD_INPUT_ERRORS
 
 
 def parse_instant(text: str | None, what: str) -> datetime | None:

@@ -23,6 +23,7 @@ from incremental_assets.model.project import Project
 from incremental_assets.plan.run_plan import RunPlan, WriteKind
 from incremental_assets.spark import faults, merge
 from incremental_assets.spark.inputs import Inputs
+from incremental_assets.spark.read_errors import unreadable_input
 from incremental_assets.spark.writes import STRATEGIES, WriteStrategy
 
 log = logging.getLogger("incremental_assets")
@@ -98,12 +99,19 @@ class Executor(Inputs):
         self.sweep(uri)
         strategy = STRATEGIES[first.write](self.spark, self.project, model, uri, delta.new_staging_dir(uri))
         inputs: dict[str, str] = {}
-        for i, plan in enumerate(plans):
-            inputs.update(self.register(plan))
-            if getattr(model, "fetch", None) is not None:
-                inputs["fetched"] = f"{merge.register_fetched(self, model, plan.target)} rows from {model.path.name}"
-            df = strategy.prepare(plan, self.spark.sql(plan.sql))
-            strategy.stage(plan, df, first=i == 0)
+        try:
+            for i, plan in enumerate(plans):
+                inputs.update(self.register(plan))
+                if getattr(model, "fetch", None) is not None:
+                    inputs["fetched"] = f"{merge.register_fetched(self, model, plan.target)} rows from {model.path.name}"
+                df = strategy.prepare(plan, self.spark.sql(plan.sql))
+                strategy.stage(plan, df, first=i == 0)
+        except Exception as exc:
+            unreadable = unreadable_input(exc, self.project)
+            if unreadable is None:
+                raise
+            delta.discard_staging(uri, strategy.staging)
+            raise unreadable from None
         if strategy.schema is not None:
             delta.keep_staged_schema(strategy.staging, strategy.schema)  # an empty window stages no file: its readers still see its columns
         faults.checkpoint("staged")

@@ -13,12 +13,14 @@ from pyspark.sql.types import StructType
 from incremental_assets import delta
 from incremental_assets.errors import StorageError
 from incremental_assets.load.seeds import CSV_SETTINGS
+from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.model.kinds import MergeKind, Seed
 from incremental_assets.model.project import Project, Source
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.plan.rebuild import TargetState
 from incremental_assets.plan.run_plan import InputRead, RunPlan
 from incremental_assets.spark import merge
+from incremental_assets.spark.source_files import files_for_window
 
 
 class Inputs:
@@ -44,6 +46,8 @@ class Inputs:
                 return self._empty(schema), "0 files"
             df = reader.schema(schema).option("basePath", source.location).parquet(*files)
             return df, f"{len(files)} files"
+        if source.format == "parquet" and source.time_column and read.window is not None and delta.is_local(source.location):
+            return self._parquet_window(source, read.window)
         if source.format == "table":
             return self.spark.table(source.location), "catalog table"
         if source.format == "csv":
@@ -51,6 +55,16 @@ class Inputs:
             if not source.columns:
                 reader = reader.option("inferSchema", "true")
         return reader.format(source.format).load(source.location), source.location
+
+    def _parquet_window(self, source: Source, window: TimeWindow) -> tuple[DataFrame, str]:
+        """A Parquet folder source read from only the files whose time statistics overlap ``window``."""
+        location = source.location.removeprefix("file://")
+        files, total, sample = files_for_window(location, source.time_column or "", window)
+        reader = self.spark.read.option("basePath", location)
+        if files or sample is None:
+            return reader.parquet(*(files or [location])), f"{len(files)} of {total} files"
+        # No file holds rows of the window: its columns are those of a file whose footer reads.
+        return self._empty(reader.parquet(sample).schema), f"0 of {total} files"
 
     def read_seed(self, model: SqlModel) -> tuple[DataFrame, str]:
         """A SEED model's CSV with its checked column types (a value Spark cannot parse fails the run)."""

@@ -20,5 +20,6 @@ def build_spark_session(conf: Mapping[str, str], *, remote: str | None = None, a
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     if not remote:
-        session.sparkContext.setLogLevel(conf.get("spark.log.level", "ERROR"))
+        # A failed task is reported once, as the run's error; Spark's own ERROR lines would repeat it as a stack trace.
+        session.sparkContext.setLogLevel(conf.get("spark.log.level", "FATAL"))
     return session

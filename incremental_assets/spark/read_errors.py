@@ -1,0 +1,72 @@
+"""A data file Spark could not read, said in one line: which source (or model table), which file, which
+column, and what to do, instead of a Java stack trace.
+
+Spark reports a file it cannot read as ``[FAILED_READ_FILE.*] Encountered error while reading file
+<path>`` with the cause after it: a column whose type in the file is not the one the source is read with,
+or a file that is not Parquet at all (a stray file, or one still being written).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from incremental_assets import delta
+from incremental_assets.errors import SourceDataError
+from incremental_assets.model.project import Project
+
+_FILE = re.compile(r"(?:reading file|for file:?)\s+(\S+?)\.?(?:\s|$)")
+_TYPE = re.compile(r"Parquet column \[(?P<column>[^\]]+)\]\. Expected Spark type (?P<expected>\S+), actual Parquet type (?P<actual>[A-Za-z0-9_()]+)")
+_NOT_PARQUET = re.compile(r"is not a Parquet file|Could not read footer|CANNOT_READ_FILE_FOOTER|Expected magic number")
+
+
+def unreadable_input(exc: BaseException, project: Project) -> SourceDataError | None:
+    """The one-line error for a Spark failure to read a source's or a model table's file (None: not that)."""
+    text = str(exc)
+    found = _FILE.search(text)
+    if found is None:
+        return None
+    path = found.group(1).removeprefix("file://").removeprefix("file:")
+    owner, folder = _owner_of(path, project)
+    mismatch = _TYPE.search(text)
+    if mismatch is not None:
+        column, expected, actual = mismatch.group("column"), mismatch.group("expected"), mismatch.group("actual")
+        return SourceDataError(
+            f"{owner}: file {path}: column {column} is {actual} in this file, where it is read as {expected} "
+            f"(fix: rewrite the file with {column} as {expected}, or move it out of {folder})"
+        )
+    if _NOT_PARQUET.search(text) or not _footer_reads(path):
+        return SourceDataError(
+            f"{owner}: file {path} is not a Parquet file, or is not complete yet "
+            f"(fix: move it out of {folder}; a file still being written is read by a run after it is complete)"
+        )
+    cause = next((line.split(": ", 1)[-1] for line in text.splitlines() if line.startswith("Caused by:")), None)
+    if cause is None:
+        return None
+    return SourceDataError(f"{owner}: file {path} cannot be read: {cause.strip()[:300]} (fix: replace or move the file out of {folder})")
+
+
+def _footer_reads(path: str) -> bool:
+    """Whether a local file's Parquet footer can be read (a cut-off copy's cannot)."""
+    try:
+        pq.read_metadata(path)
+    except (OSError, pa.ArrowException):
+        return not os.path.exists(path)  # a file gone meanwhile is not said to be damaged
+    return True
+
+
+def _owner_of(path: str, project: Project) -> tuple[str, str]:
+    """Who a file belongs to (a source or a model's table) and the folder it lives in."""
+    best = None
+    for source in project.sources.values():
+        location = source.location.removeprefix("file://").rstrip("/")
+        if path.startswith(location + "/") and (best is None or len(location) > len(best[1])):
+            best = (f"source {source.name}", location)
+    for model in project.models.values():
+        location = delta.table_uri(project.settings.warehouse, model.name).removeprefix("file://").rstrip("/")
+        if path.startswith(location + "/") and (best is None or len(location) > len(best[1])):
+            best = (f"table of model {model.name}", location)
+    return best or ("input", path.rsplit("/", 1)[0])

@@ -1,0 +1,91 @@
+"""A Parquet folder source with a bad file: one line naming the source, the file and the column, exit 2,
+nothing written; a window whose rows are in other files is not affected by it (each file's time
+statistics decide which files a window reads)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from incremental_assets import cli, delta
+from incremental_assets.load.project import load_project
+
+from helpers import table_rows
+
+SOURCE = """\
+- name: raw.ev
+  location: data/ev
+  format: parquet
+  time_column: ts
+"""
+MODEL = """
+MODEL (name s.d, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');
+SELECT CAST(ts AS DATE) AS ds, SUM(v) AS v, COUNT(*) AS n FROM raw.ev WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1
+"""
+
+
+def day_file(folder: Path, day: int, *, value_type=pa.int64(), name: str | None = None) -> Path:
+    ts = [datetime(2024, 1, day, h, tzinfo=timezone.utc) for h in range(0, 24, 2)]
+    values = pa.array([h for h in range(len(ts))]).cast(value_type)
+    path = folder / (name or f"day-{day:02d}.parquet")
+    pq.write_table(pa.table({"ts": pa.array(ts, pa.timestamp("us", tz="UTC")), "v": values}), path)
+    return path
+
+
+@pytest.fixture
+def root(spark, make_project, tmp_path, monkeypatch):
+    root = make_project({"sources.yaml": SOURCE, "models/d.sql": MODEL})
+    folder = root / "data" / "ev"
+    folder.mkdir(parents=True)
+    for day in (1, 2, 4):  # a day without any file: 3
+        day_file(folder, day)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    return root
+
+
+def run(root: Path, capsys, *args: str) -> tuple[int, list[str]]:
+    capsys.readouterr()
+    code = cli.main(["run", "s.d", *args, "--project", str(root)])
+    out = capsys.readouterr()
+    return code, (out.out + out.err).splitlines()
+
+
+def test_a_file_whose_column_changed_type_names_source_file_and_column_and_spares_other_windows(root, capsys):
+    bad = day_file(root / "data" / "ev", 5, value_type=pa.float64())
+    uri = delta.table_uri(load_project(root).settings.warehouse, "s.d")
+
+    code, lines = run(root, capsys, "--start", "2024-01-01", "--end", "2024-01-06")
+    assert code == 2
+    assert f"    source raw.ev: file {bad}: column v is DOUBLE in this file, where it is read as bigint " \
+           f"(fix: rewrite the file with v as bigint, or move it out of {bad.parent})" in lines
+    assert not any("Py4J" in line or "at org.apache" in line or "Traceback" in line for line in lines)
+    assert not delta.exists(uri)  # nothing written
+
+    # The bad file holds only day 5: days 1-4 read other files and run, the quiet day 3 included.
+    code, lines = run(root, capsys, "--start", "2024-01-01", "--end", "2024-01-05")
+    assert code == 0, lines
+    assert [r[0] for r in table_rows(uri)] == [datetime(2024, 1, d).date() for d in (1, 2, 4)]
+    assert all(r[2] == 12 for r in table_rows(uri))
+
+
+def test_a_file_that_is_not_parquet_or_half_written_is_one_line(root, capsys):
+    folder = root / "data" / "ev"
+    whole = day_file(folder, 5).read_bytes()
+    half = folder / "day-06.parquet"
+    half.write_bytes(whole[: len(whole) // 2])  # a file still being copied in
+    uri = delta.table_uri(load_project(root).settings.warehouse, "s.d")
+
+    code, lines = run(root, capsys, "--start", "2024-01-01", "--end", "2024-01-03")
+    assert code == 2
+    assert f"    source raw.ev: file {half} is not a Parquet file, or is not complete yet (fix: move it out of {folder}; " \
+           "a file still being written is read by a run after it is complete)" in lines
+    assert not delta.exists(uri)
+
+    half.write_bytes(day_file(folder, 6, name="tmp.parquet").read_bytes())  # the copy completes
+    (folder / "tmp.parquet").unlink()
+    assert run(root, capsys, "--start", "2024-01-01", "--end", "2024-01-07")[0] == 0
+    assert [r[0] for r in table_rows(uri)] == [datetime(2024, 1, d).date() for d in (1, 2, 4, 5, 6)]
