@@ -346,3 +346,32 @@ def test_run_auto_after_a_changed_upstream_recomputes_every_downstream_interval(
     # Nothing is stale any more, and status says so.
     assert cli.main(["status", "--until", "2024-01-03", "--project", str(root)]) == 0
     assert "STALE" not in capsys.readouterr().out
+
+
+def test_the_automation_sensor_marks_a_killed_cli_run_failed(env):
+    import socket
+    import subprocess
+
+    from dagster._core.storage.dagster_run import DagsterRun
+
+    from incremental_assets.orchestration import tags
+
+    project, instance, defs = env
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    alive = subprocess.Popen(["sleep", "120"])  # a live process: its run must stay as it is
+    try:
+        runs = {}
+        for name, pid in (("dead", gone.pid), ("alive", alive.pid)):
+            run = DagsterRun(job_name="__ASSET_JOB", status=dg.DagsterRunStatus.STARTED,
+                             tags={tags.PID_TAG: str(pid), tags.HOST_TAG: socket.gethostname(), tags.LAUNCHED_BY_TAG: "cli"})
+            runs[name] = instance.add_run(run).run_id
+        sensor = next(s for s in defs.sensors if s.name == SENSOR_NAME)
+        sensor.evaluate_tick(dg.build_sensor_context(instance=instance, definitions=defs))
+    finally:
+        alive.kill()
+        alive.wait()
+    assert instance.get_run_by_id(runs["dead"]).status == dg.DagsterRunStatus.FAILURE
+    assert instance.get_run_by_id(runs["alive"]).status == dg.DagsterRunStatus.STARTED
+    messages = [e.message for e in instance.all_logs(runs["dead"])]
+    assert any(f"(pid {gone.pid}) died without finishing it" in m for m in messages)

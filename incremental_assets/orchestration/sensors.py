@@ -44,6 +44,7 @@ from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.instance import (
     ACTIVE_RUN_STATUSES,
+    fail_dead_runs,
     materialized_windows,
 )
 from incremental_assets.orchestration.schedules import job_name, model_jobs
@@ -447,6 +448,8 @@ def build_automation_sensor(
     )
     def _automate(context: dg.SensorEvaluationContext):
         now = to_utc(os.environ[CLOCK_ENV]) if os.environ.get(CLOCK_ENV) else datetime.now(timezone.utc)
+        for run_id in fail_dead_runs(context.instance):  # a killed CLI run's intervals are failed, not running
+            context.log.info(f"run {run_id} was left running by a process that died: marked failed")
         decision = evaluate(project, translator, context.instance, context.cursor, now)
         for line in decision.notes + decision.waiting:
             context.log.info(line)
