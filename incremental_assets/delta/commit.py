@@ -8,27 +8,35 @@ version.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Mapping, Sequence
 
 import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable, Schema
+from deltalake import CommitProperties, DeltaTable, Schema, Transaction
 from deltalake.transaction import AddAction, create_table_with_add_actions
 
-from incremental_assets.delta.files import filesystem
+from incremental_assets.delta.files import filesystem, is_local
 from incremental_assets.delta.lock import writer_lock
 from incremental_assets.delta.staging import staged_parquet
 from incremental_assets.delta.tables import (
     BUCKET_COLUMN,
     METADATA_PREFIX,
     PARTITION_COLUMN,
+    commit_info,
     exists,
     open_table,
     window_filters,
 )
 from incremental_assets.errors import StorageError
 from incremental_assets.model.intervals import IntervalUnit, TimeWindow
+
+
+# Every commit is one step of this application transaction: two writers committing on the same snapshot
+# conflict (delta-rs's ConcurrentTransaction), where two overwrites of a window nobody had written would not.
+APP_ID = "incremental_assets.writer"
+COMMIT_ATTEMPTS = 8
 
 
 @dataclass(frozen=True)
@@ -153,32 +161,25 @@ def commit_staged(
     delta_schema = Schema.from_arrow(schema)
     custom = {METADATA_PREFIX + k: str(v) for k, v in (metadata or {}).items()}
     custom[METADATA_PREFIX + "staging"] = staging.rstrip("/").rsplit("/", 1)[-1]
-    properties = CommitProperties(custom_metadata=custom)
     owner = f"run {(metadata or {}).get('run_id') or '?'} of {name or uri}"
     with writer_lock(uri, owner=owner):
         # Under the lock the snapshot read here is still the latest when the commit lands, so the
         # overwrite removes every file of the window, including those of a writer that just finished.
-        try:
-            if not exists(uri):
-                create_table_with_add_actions(
-                    uri, delta_schema, actions, mode="error", partition_by=partition_by or None, name=name, commit_properties=properties
-                )
-            else:
-                table = open_table(uri)
-                _check_partitioning(uri, table, mode)
-                table.create_write_transaction(
-                    actions,
-                    mode="append" if isinstance(mode, Append) else "overwrite",
-                    schema=delta_schema,
-                    partition_by=partition_by or None,
-                    partition_filters=mode.filters(),
-                    commit_properties=properties,
-                )
-        except StorageError:
-            raise
-        except Exception as exc:  # delta-rs raises several unrelated exception types
-            raise StorageError(f"the commit to {uri} failed, the table is unchanged: {exc}") from exc
-        version = open_table(uri).version()
+        # On an object store (no lock file) the commit's application transaction makes delta-rs refuse
+        # a commit racing another writer's; it is then made again on the new snapshot.
+        for attempt in range(COMMIT_ATTEMPTS):
+            before = version_or_none(uri)
+            try:
+                _commit_once(uri, actions, delta_schema, partition_by, mode, custom, name)
+                break
+            except StorageError:
+                raise
+            except Exception as exc:  # delta-rs raises several unrelated exception types
+                if version_or_none(uri) != before and attempt + 1 < COMMIT_ATTEMPTS:
+                    time.sleep(min(0.05 * 2**attempt, 2.0))  # another writer committed first: replay on its version
+                    continue
+                raise StorageError(f"the commit to {uri} failed, the table is unchanged: {exc}") from exc
+        version = _version_of(uri, custom[METADATA_PREFIX + "staging"], before)
     return CommitResult(
         version=version,
         rows=rows,
@@ -187,6 +188,47 @@ def commit_staged(
         partitions=len({tuple(a.partition_values.items()) for a in actions}),
         interval_rows=_interval_rows(actions),
     )
+
+
+def _commit_once(
+    uri: str, actions: list[AddAction], schema: Schema, partition_by: list[str], mode: CommitMode, custom: dict[str, str], name: str | None
+) -> None:
+    """One attempt at the commit, on the table's latest snapshot, as one application transaction."""
+    if not exists(uri):
+        if is_local(uri):  # under the writer lock: nobody else creates it meanwhile
+            properties = CommitProperties(custom_metadata=custom, app_transactions=[Transaction(app_id=APP_ID, version=1)])
+            create_table_with_add_actions(uri, schema, actions, mode="error", partition_by=partition_by or None, name=name, commit_properties=properties)
+            return
+        # On an object store two creations can both land (the later one as the next version, keeping
+        # the first one's files): create the table empty, then commit the files as any other write.
+        create_table_with_add_actions(uri, schema, [], mode="ignore", partition_by=partition_by or None, name=name)
+    table = open_table(uri)
+    _check_partitioning(uri, table, mode)
+    sequence = (table.transaction_version(APP_ID) or 0) + 1
+    properties = CommitProperties(custom_metadata=custom, app_transactions=[Transaction(app_id=APP_ID, version=sequence)])
+    table.create_write_transaction(
+        actions,
+        mode="append" if isinstance(mode, Append) else "overwrite",
+        schema=schema,
+        partition_by=partition_by or None,
+        partition_filters=mode.filters(),
+        commit_properties=properties,
+    )
+
+
+def version_or_none(uri: str) -> int | None:
+    return open_table(uri).version() if exists(uri) else None
+
+
+def _version_of(uri: str, staging: str, after: int | None) -> int:
+    """The version of the commit that made ``staging``'s files visible: the first one after ``after``
+    whose commit info names it (other writers may have committed before and since). Read from the commit
+    files themselves: delta-rs's history can number entries wrongly while another writer commits."""
+    latest = open_table(uri).version()
+    for version in range((after if after is not None else -1) + 1, latest + 1):
+        if commit_info(uri, version).get(METADATA_PREFIX + "staging") == staging:
+            return version
+    return latest
 
 
 def _interval_rows(actions: Sequence[AddAction]) -> dict[str, int]:

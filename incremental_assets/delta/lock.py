@@ -12,8 +12,8 @@ however long it holds the lock.
 A holder on another host (a shared file system) is judged by its heartbeat: the holder touches the
 file every :data:`HEARTBEAT_SECONDS`, and its lock is taken over only once it has not been touched for
 :data:`STALE_LOCK_SECONDS` (file systems that share flock across hosts, such as NFSv4, never get that
-far while the holder lives). Object stores have no such file: there delta-rs's own locking (e.g. a
-DynamoDB lock for S3) must arbitrate.
+far while the holder lives). Object stores have no such file: there each commit is one step of an
+application transaction that delta-rs refuses to commit on a stale snapshot (:mod:`.commit`).
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, DeltaProtocolError, TableNotFoundError
 
-from incremental_assets.delta.files import check_credentials, is_local, local_path, short_reason
+from incremental_assets.delta.files import check_credentials, filesystem, is_local, local_path, short_reason
 from incremental_assets.errors import DamagedTableError, StorageError
 from incremental_assets.model.intervals import IntervalUnit, TimeWindow
 
@@ -138,6 +138,23 @@ def _commit_file_problem(path: str) -> str | None:
         if not isinstance(action, dict):
             return f"line {number} is not a Delta action"
     return None
+
+
+def commit_info(uri: str, version: int) -> dict:
+    """The commit info of one version, read from its commit file ({} when it has none)."""
+    fs, base = filesystem(uri)
+    try:
+        with fs.open_input_stream(f"{base.rstrip('/')}/_delta_log/{version:020d}.json") as handle:
+            lines = handle.read().decode("utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise unreadable(uri, exc) from None
+    for line in lines:
+        if '"commitInfo"' in line:
+            try:
+                return dict(json.loads(line).get("commitInfo") or {})
+            except ValueError:
+                raise DamagedTableError(uri, f"_delta_log/{version:020d}.json", "a commit info line is not complete JSON") from None
+    return {}
 
 
 def window_filters(window: TimeWindow, unit: IntervalUnit | str | None) -> list[tuple[str, str, object]]:
