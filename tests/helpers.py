@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -87,3 +88,23 @@ def automation_daemon(root: Path, home: Path, clock: datetime, log: Path, cursor
                     break
                 except subprocess.TimeoutExpired:
                     continue
+
+
+def all_at_once(*jobs) -> list:
+    """Start every job together (a barrier) and return each result or exception."""
+    barrier = threading.Barrier(len(jobs))
+    out: list = [None] * len(jobs)
+
+    def go(i, job):
+        barrier.wait()
+        try:
+            out[i] = job()
+        except Exception as exc:  # reported to the test
+            out[i] = exc
+
+    threads = [threading.Thread(target=go, args=(i, job)) for i, job in enumerate(jobs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out

@@ -27,7 +27,7 @@ from incremental_assets.plan.run_plan import plan_run
 from incremental_assets.load.project import load_project
 from incremental_assets.model.intervals import IntervalUnit, TimeWindow, to_utc
 
-from helpers import EVENTS_SOURCE, table_rows, utc, write_events
+from helpers import EVENTS_SOURCE, all_at_once, table_rows, utc, write_events
 
 SCHEMA = pa.schema([("k", pa.string()), ("v", pa.int64())])
 DAY = "2024-01-01"
@@ -50,26 +50,6 @@ def window(day: str, days: int = 1) -> TimeWindow:
 
 def commit(uri: str, staging: str, day: str, days: int = 1) -> delta.CommitResult:
     return delta.commit_staged(uri, staging, SCHEMA, delta.ReplaceWindow(window(day, days), IntervalUnit.DAY), metadata={"model": "t.x"})
-
-
-def all_at_once(*jobs) -> list:
-    """Start every job together (a barrier) and return each result or exception."""
-    barrier = threading.Barrier(len(jobs))
-    out: list = [None] * len(jobs)
-
-    def go(i, job):
-        barrier.wait()
-        try:
-            out[i] = job()
-        except Exception as exc:  # reported to the test
-            out[i] = exc
-
-    threads = [threading.Thread(target=go, args=(i, job)) for i, job in enumerate(jobs)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return out
 
 
 def test_delta_rs_alone_lets_two_first_writes_of_a_window_both_land(tmp_path):

@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 import uuid
@@ -25,6 +24,8 @@ from deltalake import DeltaTable
 from incremental_assets import delta
 from incremental_assets.delta.files import filesystem
 from incremental_assets.model.intervals import IntervalUnit, TimeWindow, to_utc
+
+from helpers import all_at_once
 
 SCHEMA = pa.schema([("k", pa.string()), ("v", pa.int64())])
 
@@ -83,25 +84,6 @@ def commit(uri: str, staging: str, day: str) -> delta.CommitResult:
     start = to_utc(day)
     window = delta.ReplaceWindow(TimeWindow(start, start + timedelta(days=1)), IntervalUnit.DAY)
     return delta.commit_staged(uri, staging, SCHEMA, window, metadata={"model": "t.x"})
-
-
-def all_at_once(*jobs) -> list:
-    barrier = threading.Barrier(len(jobs))
-    out: list = [None] * len(jobs)
-
-    def go(i, job):
-        barrier.wait()
-        try:
-            out[i] = job()
-        except Exception as exc:  # reported to the test
-            out[i] = exc
-
-    threads = [threading.Thread(target=go, args=(i, job)) for i, job in enumerate(jobs)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return out
 
 
 def rows(uri: str) -> list[tuple]:
