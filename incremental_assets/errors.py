@@ -68,18 +68,22 @@ class DamagedTableError(StorageError):
     table /w/shop/orders (model shop.orders): its Delta log is damaged: _delta_log/00000000000000000003.json: truncated. Nothing was read or written. Restore that file from a backup, or move /w/shop/orders aside and rebuild it with `incremental-assets run shop.orders --full-refresh`
     """
 
-    def __init__(self, uri: str, file: str | None, problem: str, *, model: str | None = None):
-        self.uri, self.file, self.problem, self.model = uri, file, problem, model
+    def __init__(self, uri: str, file: str | None, problem: str, *, model: str | None = None, newest: bool = False):
+        self.uri, self.file, self.problem, self.model, self.newest = uri, file, problem, model, newest
         where = f"table {uri}" + (f" (model {model})" if model else "")
         damage = f"{file}: {problem}" if file else problem
         rebuild = f"`incremental-assets run {model or '<model>'} --full-refresh`"
         restore = "Restore that file from a backup, or move" if file else "Move"
-        super().__init__(f"{where}: its Delta log is damaged: {damage}. Nothing was read or written. "
-                         f"{restore} {uri} aside and rebuild it with {rebuild}")
+        text = f"{where}: its Delta log is damaged: {damage}. Nothing was read or written. {restore} {uri} aside and rebuild it with {rebuild}"
+        if newest and file:
+            # The newest commit only: without it the table is its previous version, whole.
+            text += ("; or delete that file: the table falls back to the version before it, and "
+                     "`incremental-assets run --auto` computes again the intervals that commit held")
+        super().__init__(text)
 
     def of_model(self, model: str) -> "DamagedTableError":
         """The same error, naming the model whose table it is."""
-        return DamagedTableError(self.uri, self.file, self.problem, model=model)
+        return DamagedTableError(self.uri, self.file, self.problem, model=model, newest=self.newest)
 
 
 class SelectionError(IncrementalAssetsError):

@@ -164,8 +164,11 @@ def test_a_damaged_delta_log_names_the_table_the_file_and_what_to_do(tmp_path, c
         line = one_error(capsys, *command, "--project", str(root))
         assert line.startswith(f"error: table {uri} (model s.daily): its Delta log is damaged: _delta_log/{victim.name}: line ")
         assert "is not complete JSON (the file was cut off or overwritten). Nothing was read or written." in line
-        assert line.endswith(f"Restore that file from a backup, or move {uri} aside and rebuild it with "
-                             "`incremental-assets run s.daily --full-refresh`")
+        fix = f"Restore that file from a backup, or move {uri} aside and rebuild it with `incremental-assets run s.daily --full-refresh`"
+        if damage == "truncate newest":  # only the newest commit can simply be dropped
+            fix += ("; or delete that file: the table falls back to the version before it, and "
+                    "`incremental-assets run --auto` computes again the intervals that commit held")
+        assert line.endswith(fix)
     assert {p.name: p.read_bytes() for p in Path(uri).rglob("*") if p.is_file()} == before  # nothing written
 
 

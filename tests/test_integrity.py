@@ -93,6 +93,23 @@ def test_a_deleted_newest_log_file_is_reported_and_exactly_its_intervals_recompu
     assert recomputed(run(root, capsys, "run", "s.daily", "--auto", "--end", "2024-01-08")[1]) == []
 
 
+def test_an_emptied_newest_log_file_is_named_with_the_fix_that_works(built, capsys):
+    root, uri, clean, _ = built
+    newest = sorted((Path(uri) / "_delta_log").glob("*.json"))[-1]
+    newest.write_text("")
+    code, out = run(root, capsys, "status", "s.daily")
+    assert code == 2
+    assert f"_delta_log/{newest.name}: empty. Nothing was read or written." in out
+    assert "or delete that file: the table falls back to the version before it, and `incremental-assets run --auto` computes again" in out
+    assert run(root, capsys, "run", "--auto", "--end", "2024-01-08")[0] == 2  # refuses, writes nothing
+
+    newest.unlink()  # as the message says
+    code, out = run(root, capsys, "run", "s.daily", "--auto", "--end", "2024-01-08")
+    assert code == 0 and recomputed(out) == ["[2024-01-05, 2024-01-08)"]
+    assert table_rows(uri) == clean
+    assert run(root, capsys, "verify", "--files")[0] == 0
+
+
 @pytest.mark.parametrize("damage", ["deleted", "cut off"])
 def test_a_damaged_data_file_loses_its_interval_and_run_auto_recomputes_only_it(built, capsys, damage):
     root, uri, clean, _ = built

@@ -33,6 +33,7 @@ from incremental_assets.delta.tables import (
     added_time_ranges,
     arrow_schema,
     built_with,
+    check_log,
     commits,
     committed_files,
     damaged_log_file,
@@ -50,7 +51,7 @@ from incremental_assets.delta.verify import TableFile, file_problems, snapshot_f
 __all__ = [
     "Append", "BUCKET_COLUMN", "Commit", "CommitMode", "CommitResult", "LOCK_FILE", "LOCK_TIMEOUT_ENV", "METADATA_PREFIX",
     "PARTITION_COLUMN", "ReplaceBuckets", "ReplaceTable", "ReplaceWindow", "TableFile", "file_problems", "snapshot_files", "VacuumResult", "added_time_ranges",
-    "arrow_schema", "built_with", "commit_staged", "commits", "committed_files", "damaged_log_file", "discard_staging", "exists",
+    "arrow_schema", "built_with", "check_log", "commit_staged", "commits", "committed_files", "damaged_log_file", "discard_staging", "exists",
     "history", "is_local", "open_table",
     "has_staged_rows", "keep_staged_schema", "host_tag", "last_commit_metadata", "new_staging_dir", "orphan_staging_dirs",
     "remove_orphan_staging", "source_files", "table_uri", "vacuum", "version", "writer_lock",

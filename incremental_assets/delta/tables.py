@@ -83,8 +83,22 @@ def unreadable(uri: str, exc: BaseException) -> StorageError:
         return StorageError(f"cannot read table {uri}: {reason}")
     damage = damaged_log_file(uri)
     if damage is not None:
-        return DamagedTableError(uri, *damage)
+        return DamagedTableError(uri, *damage, newest=damage[0] == _newest_commit_file(uri))
     return DamagedTableError(uri, None, short_reason(exc))
+
+
+def check_log(uri: str) -> None:
+    """Raise :class:`DamagedTableError` when a file of a local table's log is damaged (an empty newest
+    commit file, for one, reads as a commit that changed nothing)."""
+    damage = damaged_log_file(uri)
+    if damage is not None:
+        raise DamagedTableError(uri, *damage, newest=damage[0] == _newest_commit_file(uri))
+
+
+def _newest_commit_file(uri: str) -> str | None:
+    folder = os.path.join(local_path(uri), "_delta_log")
+    names = sorted(n for n in os.listdir(folder) if n.endswith(".json") and n[:-5].isdigit()) if os.path.isdir(folder) else []
+    return f"_delta_log/{names[-1]}" if names else None
 
 
 def damaged_log_file(uri: str) -> tuple[str, str] | None:

@@ -96,7 +96,10 @@ def check_model(
         problem = f"Dagster records {'intervals' if timed else 'a materialization'} of {model.name} but there is no table at {uri}"
         return Integrity(model.name, None, newest, lost, not timed, (problem,))
     log = {c.version: c for c in delta.commits(uri)}
-    gone = [r for r in records if r.version is not None and _gone(r.version, r.run_id, current, log)]
+    oldest = min(log, default=current + 1)
+    gone = [r for r in records if r.version is not None and _gone(r.version, r.run_id, current, log, oldest)]
+    if gone:
+        delta.check_log(uri)  # a damaged log file (e.g. an empty newest commit) is said as such, with its fix
     problems = []
     if any(r.version is not None and r.version > current for r in gone):
         problems.append(f"table {uri} is at Delta version {current}, behind version {newest} that Dagster recorded (its newest log file was lost)")
@@ -142,9 +145,14 @@ def _recorded(instance: dg.DagsterInstance, key: dg.AssetKey, *, partitioned: bo
     return out
 
 
-def _gone(version: int, run_id: str, current: int, log: dict[int, delta.Commit]) -> bool:
-    """Whether the commit recorded as ``version`` by ``run_id`` is no longer the table's."""
-    return version > current or (version in log and log[version].run_id not in ("", run_id))
+def _gone(version: int, run_id: str, current: int, log: dict[int, delta.Commit], oldest: int) -> bool:
+    """Whether the commit recorded as ``version`` by ``run_id`` is no longer the table's (versions before
+    the oldest commit of ours still in the log cannot be judged)."""
+    if version > current:
+        return True
+    if version in log:
+        return log[version].run_id not in ("", run_id)
+    return version >= oldest  # that version is someone else's commit now
 
 
 def _versions(records: list[_Recorded]) -> str:
