@@ -25,8 +25,41 @@ from pathlib import Path
 from typing import Literal, Optional
 
 import dagster as dg
+from pydantic import BaseModel
+
+# The starter model `dg scaffold defs` writes when no project is named: it runs as it is.
+STARTER_MODEL = """MODEL (
+  name starter.numbers,
+  kind FULL,
+  description 'A first model: replace it with yours (one model per file, SQLMesh syntax)'
+);
+
+SELECT id, id * id AS squared FROM VALUES (1), (2), (3) AS t(id)
+"""
 
 
+class ScaffoldParams(BaseModel):
+    project: Optional[str] = None  # an existing project folder, relative to the new defs folder
+
+
+class IncrementalAssetsScaffolder(dg.Scaffolder[ScaffoldParams]):
+    """``dg scaffold defs incremental_assets.IncrementalAssetsComponent NAME [--project DIR]``: a defs.yaml
+    with the component's settings; without ``--project``, a new project in the defs folder with one model."""
+
+    @classmethod
+    def get_scaffold_params(cls) -> type[ScaffoldParams]:
+        return ScaffoldParams
+
+    def scaffold(self, request: dg.ScaffoldRequest[ScaffoldParams]) -> None:
+        project = request.params.project if request.params else None
+        if project is None:
+            models = Path(request.target_path) / "models"
+            models.mkdir(parents=True, exist_ok=True)
+            (models / "numbers.sql").write_text(STARTER_MODEL)
+        dg.scaffold_component(request, {"project": project or ".", "key_prefix": [], "group_name": None, "tags": {}, "sensors": True})
+
+
+@dg.scaffold_with(IncrementalAssetsScaffolder)
 class IncrementalAssetsComponent(dg.Component, dg.Model, dg.Resolvable):
     """The models of one incremental_assets project as Dagster definitions.
 
