@@ -146,11 +146,10 @@ def git_location(directory: Path) -> tuple[str, str, Path] | None:
         return None
     remote = _git(directory, "remote", "get-url", "origin" if "origin" in remotes else remotes[0])
     url = web_url(remote) if remote else None
-    branch = _git(directory, "rev-parse", "--abbrev-ref", "HEAD")
+    # the branch checked out, else (a detached checkout) the commit
+    branch = _git(directory, "symbolic-ref", "--short", "HEAD") or _git(directory, "rev-parse", "HEAD")
     if url is None or branch is None:
         return None
-    if branch == "HEAD":  # a detached checkout: link the commit
-        branch = _git(directory, "rev-parse", "HEAD") or branch
     return url, branch, Path(root)
 
 
