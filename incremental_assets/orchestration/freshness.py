@@ -1,6 +1,6 @@
 """Freshness policies: how old a model's newest materialization may get before the UI flags it.
 
-By default a model with a cron is expected to have been materialized within one cron period (plus a
+By default a model with a cron (an incremental model without one: its interval) is expected to have been materialized within one cron period (plus a
 tenth for the run itself) and fails its freshness after two: a daily model that missed one night warns,
 one that missed two fails. A model header overrides it with ``freshness '6 hours'`` (or ``'2 days'``,
 ``'90 minutes'``), or turns it off with ``freshness off``.
@@ -53,7 +53,7 @@ def freshness_policy(model: SqlModel) -> dg.FreshnessPolicy | None:
                 hint="write freshness '6 hours' (minutes, hours, days or weeks), or freshness off",
             ) from None
         return dg.FreshnessPolicy.time_window(fail_window=fail) if fail else None
-    period = cron_period(model.cron)
+    period = cron_period(model.cron) or (model.unit.nominal if model.is_incremental else None)
     if period is None:
         return None
     return dg.FreshnessPolicy.time_window(fail_window=2 * period, warn_window=period + period / 10)

@@ -101,8 +101,9 @@ class ModelTranslator:
     def get_automation_condition(self, model: SqlModel) -> dg.AutomationCondition | None:
         if self.automation_condition == "eager":
             return dg.AutomationCondition.eager()
-        if self.automation_condition == "on_cron" and model.cron:
-            return dg.AutomationCondition.on_cron(model.cron, cron_timezone="UTC")
+        cron = model.cron or (model.unit.cron if model.is_incremental else None)  # as the model's schedule
+        if self.automation_condition == "on_cron" and cron:
+            return dg.AutomationCondition.on_cron(cron, cron_timezone="UTC")
         if self.automation_condition == "on_missing":
             return dg.AutomationCondition.on_missing()
         return None
