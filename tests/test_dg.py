@@ -9,7 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from conftest import REPO
+from conftest import REPO, write_project
+from test_component import dg_project_files
 
 DG = str(Path(sys.executable).parent / "dg")
 
@@ -33,29 +34,22 @@ def test_dg_lists_and_checks_the_example_project():
 
 
 def test_dg_scaffold_defs_creates_a_working_component(tmp_path):
-    root = tmp_path / "my_platform"
-    (root / "my_platform" / "defs").mkdir(parents=True)
-    (root / "pyproject.toml").write_text(textwrap.dedent("""
-        [project]
-        name = "my_platform"
-        version = "0.1"
-        [tool.dg]
-        directory_type = "project"
-        [tool.dg.project]
-        root_module = "my_platform"
-    """))
-    (root / "my_platform" / "__init__.py").write_text("")
-    (root / "my_platform" / "defs" / "__init__.py").write_text("")
-    (root / "my_platform" / "definitions.py").write_text(textwrap.dedent("""
-        from pathlib import Path
+    root = write_project(
+        tmp_path / "my_platform",
+        {
+            **dg_project_files("my_platform"),
+            "my_platform/definitions.py": """
+                from pathlib import Path
 
-        import dagster as dg
+                import dagster as dg
 
 
-        @dg.definitions
-        def defs():
-            return dg.load_from_defs_folder(project_root=Path(__file__).parent.parent)
-    """))
+                @dg.definitions
+                def defs():
+                    return dg.load_from_defs_folder(project_root=Path(__file__).parent.parent)
+            """,
+        },
+    )
     listed = dg("list", "components", "--json", cwd=root)
     assert "incremental_assets.IncrementalAssetsComponent" in listed.stdout, listed.stderr[-2000:]
     made = dg("scaffold", "defs", "incremental_assets.IncrementalAssetsComponent", "my_models", cwd=root)
