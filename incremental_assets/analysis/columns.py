@@ -45,6 +45,8 @@ def nested_schema(tables: Mapping[str, Mapping[str, str]]) -> dict:
     """``{"db.table": {col: type}}`` as sqlglot's nested schema mapping (``{"db": {"table": {...}}}``)."""
     out: dict = {}
     for name, columns in tables.items():
+        if not columns:
+            continue  # a table of unknown columns: as if it were not given
         parts = name.lower().split(".")
         level = out
         for part in parts[:-1]:
@@ -62,6 +64,10 @@ def type_name(data_type: exp.DataType | None) -> str | None:
     if data_type is None or data_type.this in (exp.DataType.Type.UNKNOWN, exp.DataType.Type.NULL):
         return None
     return data_type.sql("spark").lower().replace(", ", ",")
+
+
+def _read_tables(query: exp.Expression) -> set[str]:
+    return {".".join(p.name for p in t.parts).lower() for t in query.find_all(exp.Table)}
 
 
 def _projection_type(projection: exp.Expression) -> str | None:
@@ -84,10 +90,18 @@ def _sources_of(column: str, query: exp.Query, schema: dict, scope, dialect: str
     return tuple(found)
 
 
-def describe_columns(query: exp.Expression, tables: Mapping[str, Mapping[str, str]], *, dialect: str = "spark") -> Columns:
-    """Types and lineage of the output columns of ``query`` (macros already rendered) over ``tables``."""
-    schema = nested_schema(tables)
-    query = query.copy().transform(lambda n: exp.Null() if isinstance(n, exp.Parameter) else n)
+def describe_columns(
+    query: exp.Expression,
+    tables: Mapping[str, Mapping[str, str]],
+    *,
+    dialect: str = "spark",
+    macros: Mapping[str, exp.Expression] | None = None,
+) -> Columns:
+    """Types and lineage of the output columns of ``query`` over ``tables`` (only the tables it reads
+    are looked up); ``macros`` give macro values (typed literals), any other macro is NULL."""
+    values = macros or {}
+    schema = nested_schema({t: tables[t] for t in _read_tables(query) if t in tables})
+    query = query.transform(lambda n: values.get(n.name, exp.Null()).copy() if isinstance(n, exp.Parameter) else n)
     try:
         qualified = qualify(query, schema=schema, dialect=dialect, validate_qualify_columns=False, quote_identifiers=False)
         annotated = annotate_types(qualified, schema=schema, dialect=dialect)

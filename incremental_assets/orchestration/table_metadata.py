@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import dagster as dg
+from sqlglot import exp
 
 from incremental_assets import delta
 from incremental_assets.analysis.columns import describe_columns
@@ -25,7 +26,7 @@ from incremental_assets.errors import ModelFileError, StorageError
 from incremental_assets.model.intervals import IntervalUnit, TimeWindow, unit_from_cron
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
-from incremental_assets.plan.macros import render_macros
+from incremental_assets.plan.macros import macro_values
 
 UNKNOWN_TYPE = "unknown"
 
@@ -40,10 +41,13 @@ class ModelColumns:
     stored: bool = False
 
 
-def _sample_query(model: SqlModel) -> Any:
+def _sample_macros(model: SqlModel) -> dict[str, Any]:
+    """Macro values of one interval of the model: typed literals, so the columns they make have types."""
     start = model.start or TimeWindow.parse("2024-01-01", "2024-01-02").start
     unit = model.unit if model.is_incremental else IntervalUnit.of("day")
-    return render_macros(model.query, TimeWindow(start, unit.next(unit.floor(start))), this_model=model.name)
+    values = macro_values(TimeWindow(unit.floor(start), unit.next(unit.floor(start))), execution_time=start)
+    values["this_model"] = exp.to_table(model.name)
+    return values
 
 
 def _stored_types(project: Project, model: SqlModel) -> dict[str, str] | None:
@@ -60,13 +64,13 @@ def project_columns(project: Project) -> dict[str, ModelColumns]:
     known: dict[str, Mapping[str, str]] = {s.name: dict(s.columns) for s in project.sources.values() if s.columns}
     out: dict[str, ModelColumns] = {}
     for model in project.ordered():
-        inferred = describe_columns(_sample_query(model), known)
+        inferred = describe_columns(model.query, known, macros=_sample_macros(model))
         stored = None if model.columns else _stored_types(project, model)
         declared = dict(model.columns) or stored or {}
         names = list(declared) or list(inferred.types)
         types = {n: declared.get(n) or inferred.types.get(n) or UNKNOWN_TYPE for n in names}
         out[model.name] = ModelColumns(types, dict(inferred.lineage), stored is not None)
-        known[model.name] = {n: t for n, t in types.items() if t != UNKNOWN_TYPE}
+        known[model.name] = types  # sqlglot reads "unknown" as a column of unknown type
     return out
 
 
