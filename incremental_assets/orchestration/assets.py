@@ -198,10 +198,14 @@ def model_deps(project: Project, model: SqlModel, translator: ModelTranslator) -
 
 def spec_metadata(project: Project, model: SqlModel, translator: ModelTranslator, columns: ModelColumns | None) -> dict[str, object]:
     """The asset's metadata: the model's properties and its table's (name, location, columns, lineage, code)."""
-    keys = {name: translator.get_asset_key(m) for name, m in project.models.items()}
-    keys.update({name: translator.get_source_key(s) for name, s in project.sources.items()})
+
+    def key_of(table: str) -> dg.AssetKey | None:  # only the tables this model reads are looked up
+        if table in project.models:
+            return translator.get_asset_key(project.models[table])
+        return translator.get_source_key(project.sources[table]) if table in project.sources else None
+
     uri = delta.table_uri(project.settings.warehouse, model.name)
-    return {**translator.get_metadata(model), **translator.get_table_metadata(model, uri, columns, keys.get)}
+    return {**translator.get_metadata(model), **translator.get_table_metadata(model, uri, columns, key_of)}
 
 
 def build_model_asset(project: Project, model: SqlModel, translator: ModelTranslator, columns: ModelColumns | None = None) -> dg.AssetsDefinition:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 import subprocess
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -41,13 +42,17 @@ class ModelColumns:
     stored: bool = False
 
 
+@lru_cache(maxsize=64)
+def _interval_macros(start: datetime, unit: IntervalUnit) -> Mapping[str, Any]:
+    return macro_values(TimeWindow(unit.floor(start), unit.next(unit.floor(start))), execution_time=start)
+
+
 def _sample_macros(model: SqlModel) -> dict[str, Any]:
-    """Macro values of one interval of the model: typed literals, so the columns they make have types."""
+    """Macro values of one interval of the model: typed literals, so the columns they make have types
+    (the models of a project share a few starts and units: the values are made once for each)."""
     start = model.start or TimeWindow.parse("2024-01-01", "2024-01-02").start
     unit = model.unit if model.is_incremental else IntervalUnit.of("day")
-    values = macro_values(TimeWindow(unit.floor(start), unit.next(unit.floor(start))), execution_time=start)
-    values["this_model"] = exp.to_table(model.name)
-    return values
+    return {**_interval_macros(start, unit), "this_model": exp.to_table(model.name)}
 
 
 def _stored_types(project: Project, model: SqlModel) -> dict[str, str] | None:
