@@ -31,3 +31,8 @@ def __getattr__(name: str) -> Any:
 
         return getattr(importlib.import_module(_PUBLIC[name]), name)
     raise AttributeError(f"module 'incremental_assets' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    # `dg` lists a registry module's components from dir(module): the lazy names must be in it.
+    return sorted(set(globals()) | set(__all__))

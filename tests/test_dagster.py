@@ -96,9 +96,9 @@ def test_backfill_across_upstreams_records_intervals_and_metadata(env):
     assert status.gaps == (TimeWindow(utc(2024, 1, 14), utc(2024, 1, 20)),)
     event = instance.get_latest_materialization_event(dg.AssetKey(["s", "weekly"]))
     meta = event.asset_materialization.metadata
-    assert meta["rows_written"].value == 2 and meta["delta_version"].value == 0
-    assert meta["window_start"].value == "2023-12-31T00:00:00+00:00" and meta["window_end"].value == "2024-01-14T00:00:00+00:00"
-    assert "SELECT" in meta["sql"].value and "__window.wk" in meta["sql"].value
+    assert meta["run_rows_written"].value == 2 and meta["delta_version"].value == 0
+    assert meta["run_window_start"].value == "2023-12-31T00:00:00+00:00" and meta["run_window_end"].value == "2024-01-14T00:00:00+00:00"
+    assert "SELECT" in meta["run_sql"].value and "__window.wk" in meta["run_sql"].value
 
 
 def test_downstream_refuses_when_upstream_intervals_are_missing(env):

@@ -189,7 +189,7 @@ def test_cli_runs_over_quiet_hours_an_empty_day_and_past_the_end_of_the_data(env
     out = capsys.readouterr().out
     assert "s.hourly [2024-01-05, 2024-01-06): ok, 0 rows" in out and "s.daily [2024-01-05, 2024-01-06): ok, 0 rows" in out, out
     assert "2 run(s) succeeded, 0 failed" in out
-    assert materialization(instance, "s.daily", "2024-01-05")["rows_written"] == 0
+    assert materialization(instance, "s.daily", "2024-01-05")["run_rows_written"] == 0
     assert_all_checks_passed(instance, defs, "s.daily", 3)
     assert cli.main(["status", "s.daily", "--since", "2024-01-01", "--until", "2024-01-06", "--project", root]) == 0
     out = capsys.readouterr().out
@@ -223,9 +223,9 @@ def test_an_interval_that_loses_its_rows_is_replaced_by_nothing_in_one_commit(en
         rows = table_rows(uri(project, name))
         assert rows == [r for r in before[name] if str(r[0])[:10] != "2024-01-03"], name  # the neighbours are intact
         assert days(rows) == {"2024-01-01"}
-    assert materialization(instance, "s.daily", "2024-01-03")["rows_written"] == 0
+    assert materialization(instance, "s.daily", "2024-01-03")["run_rows_written"] == 0
     assert materialization(instance, "s.daily", "2024-01-03")[ROWS] == 0
-    assert materialization(instance, "s.hourly", "2024-01-03-10:00")["rows_written"] == 0
+    assert materialization(instance, "s.hourly", "2024-01-03-10:00")["run_rows_written"] == 0
     assert partition_statuses(defs, instance, "s.daily", ["2024-01-03"]) == {"2024-01-03": "MATERIALIZED"}
     assert set(partition_statuses(defs, instance, "s.hourly", hour_keys(utc(2024, 1, 3), utc(2024, 1, 4))).values()) == {"MATERIALIZED"}
     assert_all_checks_passed(instance, defs, "s.hourly", 3)
@@ -284,7 +284,7 @@ def test_sensor_requested_ranges_with_quiet_hours_succeed(env, spark, monkeypatc
 
     assert [materialization(instance, "s.hourly", k)[ROWS] for k in hour_keys(utc(2024, 1, 5, 1), utc(2024, 1, 5, 6))] == [1, 0, 0, 0, 1]
     assert [materialization(instance, "s.large", k)[ROWS] for k in hour_keys(utc(2024, 1, 5, 1), utc(2024, 1, 5, 6))] == [0] * 5
-    assert materialization(instance, "s.large", "2024-01-05-03:00")["rows_written"] == 0
+    assert materialization(instance, "s.large", "2024-01-05-03:00")["run_rows_written"] == 0
     assert materialization(instance, "s.plain", "2024-01-05")[ROWS] == 1
     assert (utc(2024, 1, 5).date(), 2) in table_rows(uri(project, "s.plain"))
     assert table_rows(uri(project, "s.large")) == []
@@ -341,7 +341,7 @@ def test_every_other_kind_succeeds_over_a_source_without_rows(make_project, tmp_
     report = runner.run(models)
     assert report.success, [(r.model, r.error) for r in report.records]
     for name in names:
-        assert materialization(instance, name)["rows_written"] == 0, name
+        assert materialization(instance, name)["run_rows_written"] == 0, name
         assert table_rows(uri(project, name), drop=("ia_bucket",)) == [], name
         assert_all_checks_passed(instance, defs, name, 2)
 
@@ -361,12 +361,12 @@ def test_every_other_kind_succeeds_over_a_source_without_rows(make_project, tmp_
     for name in ("s.full", "s.mat"):
         assert table_rows(uri(project, name)) == [], name
         assert DeltaTable(uri(project, name)).version() == versions[name] + 1, name
-        assert materialization(instance, name)["rows_written"] == 0
+        assert materialization(instance, name)["run_rows_written"] == 0
     # Upserts and cursor appends of nothing change nothing; the history keeps its rows.
     assert [r[:2] for r in table_rows(uri(project, "s.uk"), drop=("ia_bucket",))] == [("a", 5), ("b", 7)]
     assert [r[:3] for r in table_rows(uri(project, "s.cursor"))] == [(1, "a", 5), (2, "b", 7)]
     assert DeltaTable(uri(project, "s.cursor")).version() == versions["s.cursor"]
-    assert materialization(instance, "s.cursor")["rows_written"] == 0
+    assert materialization(instance, "s.cursor")["run_rows_written"] == 0
     for name in names:
         assert instance.get_latest_materialization_event(asset_key(name)) is not None
         assert_all_checks_passed(instance, defs, name, 2)

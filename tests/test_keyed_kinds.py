@@ -461,7 +461,7 @@ def test_cli_runs_merge_kinds_as_dagster_materializations(spark, make_project, c
     assert cli.main(["status", "--project", str(root)]) == 0
     out = capsys.readouterr().out
     assert "db.menu_items (SCD_TYPE_2): last materialized" in out and "rows_inserted 1, rows_closed 2, delta_version 1" in out
-    assert "s.feed_copy (INCREMENTAL_BY_CURSOR): last materialized" in out and "rows_written 2, cursor_after 5, delta_version 1" in out
+    assert "s.feed_copy (INCREMENTAL_BY_CURSOR): last materialized" in out and "run_rows_written 2, cursor_after 5, delta_version 1" in out
     assert "raw_api.orders (INCREMENTAL_BY_CURSOR): last materialized" in out and "cursor_after 3" in out
     assert API.calls == [(0, True), (1, False)]
     project = load_project(root)

@@ -183,6 +183,21 @@ def test_ui_shows_assets_and_launches_a_partition_range_backfill(dagster_dev):
         page.goto(f"{base}/assets/shop/order_lines?view=partitions", wait_until="domcontentloaded")
         _wait_for_text(page, "Materialized (3)", "Failed (0)")
         page.screenshot(path=str(ARTIFACTS / "ui-after-backfill.png"), full_page=True)
+
+        # One partition's page: its own row count (the Delta table's rows of that day), beside the run's facts.
+        uri = delta.table_uri(project.settings.warehouse, "shop.order_lines")
+        day_rows = delta.interval_row_counts(uri)["2024-01-02"]
+        page.goto(f"{base}/assets/shop/order_lines?view=partitions&partition=2024-01-02", wait_until="domcontentloaded")
+        try:
+            _wait_for_text(page, "partition_row_count", str(day_rows), "run_window_start")
+        finally:
+            page.screenshot(path=str(ARTIFACTS / "ui-partition.png"), full_page=True)
+        # The asset's overview: typed columns (the revenue column's decimal type), the table's name.
+        page.goto(f"{base}/assets/shop/order_lines?view=overview", wait_until="domcontentloaded")
+        try:
+            _wait_for_text(page, "decimal(18,2)", "shop.order_lines")
+        finally:
+            page.screenshot(path=str(ARTIFACTS / "ui-overview.png"), full_page=True)
         browser.close()
 
     uri = delta.table_uri(project.settings.warehouse, "shop.order_lines")

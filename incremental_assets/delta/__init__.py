@@ -1,7 +1,7 @@
 """Delta Lake storage: the only package that uses ``deltalake``.
 
 Callers use this package's names (``delta.commit_staged(...)``); the modules say where each step lives:
-:mod:`.tables` (locations, the log, reads), :mod:`.staging` (a run's files before the commit),
+:mod:`.tables` (locations, the log, reads), :mod:`.stats` (row counts and column types from the log), :mod:`.staging` (a run's files before the commit),
 :mod:`.commit` (one transaction per run, by commit mode), :mod:`.lock` (one writer per table),
 :mod:`.vacuum` (cleanup), :mod:`.verify` (the files the log references, checked).
 """
@@ -25,6 +25,7 @@ from incremental_assets.delta.staging import (
     orphan_staging_dirs,
     remove_orphan_staging,
 )
+from incremental_assets.delta.stats import column_types, interval_row_counts, row_count
 from incremental_assets.delta.tables import (
     BUCKET_COLUMN,
     METADATA_PREFIX,
@@ -55,4 +56,5 @@ __all__ = [
     "history", "is_local", "open_table",
     "has_staged_rows", "keep_staged_schema", "host_tag", "last_commit_metadata", "new_staging_dir", "orphan_staging_dirs",
     "remove_orphan_staging", "source_files", "table_uri", "vacuum", "version", "writer_lock",
+    "column_types", "interval_row_counts", "row_count",
 ]

@@ -24,6 +24,7 @@ from incremental_assets.orchestration.instance import (
     table_pool,
 )
 from incremental_assets.orchestration.resource import SparkResource
+from incremental_assets.orchestration.table_metadata import ModelColumns, table_row_count, written_schema
 from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.plan.compile import input_bound, run_size
 from incremental_assets.plan.rebuild import (
@@ -103,48 +104,81 @@ def check_upstreams(context: dg.AssetExecutionContext, project: Project, model: 
     if window is not None:
         missing = missing_upstream(context.instance, project, model, window, translator)
         if missing:
-            raise WindowError(
-                f"{model.name} {window}: upstream intervals are not materialized: " + "; ".join(missing)
-                + ". Run them first (select +" + model.name + ")."
-            )
+            raise WindowError(upstream_message(context.run.tags, project, model, window, missing, translator))
+
+
+def upstream_message(run_tags: Any, project: Project, model: SqlModel, window: TimeWindow, missing: list[str], translator: ModelTranslator) -> str:
+    """Why a window cannot run yet, in the words of where the run was launched: the CLI's selection
+    syntax for a CLI run, assets and partitions to materialize for a run launched in Dagster."""
+    head = f"{model.name} {window}: upstream intervals are not materialized: " + "; ".join(missing) + "."
+    if run_tags.get(tags.LAUNCHED_BY_TAG) == "cli":
+        return head + f" Run them first (incremental-assets run +{model.name})."
+    names = [m.split(" ", 1)[0] for m in missing]
+    keys = ", ".join(translator.get_asset_key(project.models[n]).to_user_string() for n in names if n in project.models)
+    return head + (
+        f" Materialize those partitions of {keys} first, or launch this backfill again with the upstream assets"
+        " selected too (Dagster runs them first, in dependency order)."
+    )
 
 
 def materialization_metadata(results: list[RunResult], seconds: float) -> dict[str, Any]:
+    """What the run did, named as the run's (``run_*``): a run over many intervals records one
+    materialization per interval, and these facts are the same in each (each interval's own window and
+    row count are added by :func:`report_intervals`)."""
     last = results[-1]
     rows = sum(r.rows or 0 for r in results)
     meta: dict[str, Any] = {
         "write": str(last.write),
-        "duration_seconds": round(seconds, 3),
-        "spark_seconds": round(sum(r.seconds for r in results), 3),
-        "batches": len(results),
-        "sql": dg.MetadataValue.md(f"```sql\n{last.sql}\n```"),
+        "run_seconds": round(seconds, 3),
+        "run_spark_seconds": round(sum(r.seconds for r in results), 3),
+        "run_batches": len(results),
+        "run_sql": dg.MetadataValue.md(f"```sql\n{last.sql}\n```"),
     }
     if last.window is not None:
-        meta["window_start"] = results[0].window.start.isoformat()  # type: ignore[union-attr]
-        meta["window_end"] = last.window.end.isoformat()  # type: ignore[union-attr]
+        meta["run_window_start"] = results[0].window.start.isoformat()  # type: ignore[union-attr]
+        meta["run_window_end"] = last.window.end.isoformat()  # type: ignore[union-attr]
     if last.write != WriteKind.VIEW:
-        meta["rows_written"] = rows
+        meta["run_rows_written"] = rows
+        meta["run_files_written"] = sum(r.files for r in results)
         meta["delta_version"] = last.version
-        meta["files_written"] = sum(r.files for r in results)
-        meta["table_uri"] = dg.MetadataValue.path(last.table or "")
-        if last.write == WriteKind.REPLACE_TABLE:
-            meta["dagster/row_count"] = rows
     for name, value in last.details.items():
         meta[name] = value if value is not None else "none"
     return meta
 
 
-def report_interval_rows(context: dg.AssetExecutionContext, model: SqlModel, results: list[RunResult]) -> None:
-    """Each partition's own row count (``dagster/partition_row_count``), 0 for an interval without rows:
-    a run over many intervals records one materialization per interval, each with its own count."""
+def table_facts(model: SqlModel, result: RunResult) -> dict[str, Any]:
+    """The table after the run, from its Delta log: location, row count and the columns it holds."""
+    if result.table is None:
+        return {}
+    meta: dict[str, Any] = {"dagster/uri": result.table, "dagster/table_name": model.name}
+    count = table_row_count(result.table)
+    if count is not None:
+        meta["dagster/row_count"] = count
+    schema = written_schema(result.table, model.column_descriptions)
+    if schema is not None:
+        meta["dagster/column_schema"] = schema
+    return meta
+
+
+def report_intervals(context: dg.AssetExecutionContext, model: SqlModel, results: list[RunResult]) -> None:
+    """Each partition's own window and row count (``dagster/partition_row_count``, 0 for an interval
+    without rows): a run over many intervals records one materialization per interval, each with its own."""
     partitions = context.assets_def.partitions_def
     assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
     rows: dict[str, int] = {}
     for result in results:
         rows.update(result.interval_rows)
     for pk in context.partition_keys:
-        start = to_utc(partitions.time_window_for_partition_key(pk).start)
-        context.add_asset_metadata({"dagster/partition_row_count": rows.get(model.unit.partition_key(start), 0)}, partition_key=pk)
+        own = partitions.time_window_for_partition_key(pk)
+        start, end = to_utc(own.start), to_utc(own.end)
+        context.add_asset_metadata(
+            {
+                "window_start": start.isoformat(),
+                "window_end": end.isoformat(),
+                "dagster/partition_row_count": rows.get(model.unit.partition_key(start), 0),
+            },
+            partition_key=pk,
+        )
 
 
 def model_deps(project: Project, model: SqlModel, translator: ModelTranslator) -> list[dg.AssetDep]:
@@ -162,7 +196,19 @@ def model_deps(project: Project, model: SqlModel, translator: ModelTranslator) -
     return deps
 
 
-def build_model_asset(project: Project, model: SqlModel, translator: ModelTranslator) -> dg.AssetsDefinition:
+def spec_metadata(project: Project, model: SqlModel, translator: ModelTranslator, columns: ModelColumns | None) -> dict[str, object]:
+    """The asset's metadata: the model's properties and its table's (name, location, columns, lineage, code)."""
+
+    def key_of(table: str) -> dg.AssetKey | None:  # only the tables this model reads are looked up
+        if table in project.models:
+            return translator.get_asset_key(project.models[table])
+        return translator.get_source_key(project.sources[table]) if table in project.sources else None
+
+    uri = delta.table_uri(project.settings.warehouse, model.name)
+    return {**translator.get_metadata(model), **translator.get_table_metadata(model, uri, columns, key_of)}
+
+
+def build_model_asset(project: Project, model: SqlModel, translator: ModelTranslator, columns: ModelColumns | None = None) -> dg.AssetsDefinition:
     key = translator.get_asset_key(model)
 
     @dg.asset(
@@ -176,7 +222,9 @@ def build_model_asset(project: Project, model: SqlModel, translator: ModelTransl
         code_version=translator.get_code_version(model),
         partitions_def=translator.get_partitions_def(model),
         backfill_policy=translator.get_backfill_policy(model, run_size(project, model)),
-        metadata=translator.get_metadata(model),
+        metadata=spec_metadata(project, model, translator, columns),
+        freshness_policy=translator.get_freshness_policy(model),
+        automation_condition=translator.get_automation_condition(model),
         check_specs=checks.check_specs(project, model, key),
         pool=table_pool(model.name),
     )
@@ -204,11 +252,12 @@ def build_model_asset(project: Project, model: SqlModel, translator: ModelTransl
                 context.log.info(f"{model.name}: running {plan.window or 'full'}")
                 results.append(executor.execute(plan, run_id=context.run_id, before_commit=auditor.before_commit(plan.window)))
         meta = materialization_metadata(results, time.perf_counter() - began)
+        meta.update(table_facts(model, results[-1]))
         meta["fingerprint"] = model.fingerprint
         if plans[-1].safety_class:
             meta["safety_class"] = plans[-1].safety_class + (" (downgraded to a full refresh)" if plans[-1].downgraded else "")
         if window is not None and model.is_incremental:
-            report_interval_rows(context, model, results)
+            report_intervals(context, model, results)
         check_results = auditor.results(window, view_sql=plans[-1].sql if plans[-1].write == WriteKind.VIEW else None)
         return dg.MaterializeResult(metadata=meta, check_results=check_results)
 
@@ -216,7 +265,12 @@ def build_model_asset(project: Project, model: SqlModel, translator: ModelTransl
 
 
 def build_source_spec(source: Source, translator: ModelTranslator) -> dg.AssetSpec:
-    meta: dict[str, Any] = {"format": source.format, "location": dg.MetadataValue.path(source.location)}
+    meta: dict[str, Any] = {
+        "format": source.format,
+        "location": dg.MetadataValue.path(source.location),
+        "dagster/table_name": source.name,
+        "dagster/uri": source.location,
+    }
     if source.time_column:
         meta["time_column"] = source.time_column
         meta["interval_unit"] = source.interval_unit

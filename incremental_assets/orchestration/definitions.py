@@ -13,6 +13,7 @@ from incremental_assets.load.project import load_project
 from incremental_assets.model.project import Project
 from incremental_assets.orchestration.assets import build_model_asset, build_source_spec
 from incremental_assets.orchestration.resource import SparkResource
+from incremental_assets.orchestration.table_metadata import link_to_git, project_columns
 from incremental_assets.orchestration.translator import ModelTranslator
 
 
@@ -24,9 +25,12 @@ def build_definitions(
         project = load_project(project or os.environ.get("INCREMENTAL_ASSETS_PROJECT") or os.getcwd())
     translator = translator or ModelTranslator()
     assets: list[Any] = [build_source_spec(s, translator) for s in project.sources.values()]
+    columns = project_columns(project)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", dg.BetaWarning)  # backfill_policy is beta; we rely on it knowingly
-        assets += [build_model_asset(project, m, translator) for m in project.ordered()]
+        # backfill_policy and git links are beta; we rely on them knowingly
+        warnings.simplefilter("ignore", dg.BetaWarning)
+        assets += [build_model_asset(project, m, translator, columns.get(m.name)) for m in project.ordered()]
+        assets = link_to_git(assets, project.directory)
     from incremental_assets.orchestration.schedules import build_schedules, model_jobs
     from incremental_assets.orchestration.sensors import build_sensors
 

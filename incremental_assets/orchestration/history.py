@@ -78,8 +78,9 @@ def run_history(
                     continue
                 if de.event_type_value == "ASSET_MATERIALIZATION":
                     meta = de.event_specific_data.materialization.metadata  # type: ignore[union-attr]
-                    if "rows_written" in meta and rows is None:
-                        rows = meta["rows_written"].value
+                    written = meta.get("run_rows_written") or meta.get("rows_written")  # older runs recorded it so
+                    if written is not None and rows is None:
+                        rows = written.value
                 elif de.is_step_failure and de.step_failure_data.error is not None:
                     err = de.step_failure_data.error
                     error = (err.cause.message if err.cause else err.message).strip().splitlines()[0]

@@ -123,8 +123,9 @@ class Runner:
         for event in result.all_events:
             if event.event_type_value == "ASSET_MATERIALIZATION":
                 meta = event.event_specific_data.materialization.metadata  # type: ignore[union-attr]
-                if "rows_written" in meta:
-                    rows = meta["rows_written"].value
+                written = meta.get("run_rows_written") or meta.get("rows_written")  # older runs recorded it so
+                if written is not None:
+                    rows = written.value
             if event.is_step_failure:
                 data = event.step_failure_data
                 error = _error_text(data.error)

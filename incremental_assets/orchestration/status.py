@@ -31,7 +31,7 @@ from incremental_assets.plan.rebuild import (
 )
 
 # What `status` shows of an unpartitioned model's last materialization.
-STATUS_DETAILS = ("rows_written", "rows_inserted", "rows_updated", "rows_closed", "cursor_after", "delta_version")
+STATUS_DETAILS = ("run_rows_written", "rows_written", "rows_inserted", "rows_updated", "rows_closed", "cursor_after", "delta_version")
 
 
 @dataclass(frozen=True)

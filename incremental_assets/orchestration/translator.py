@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
+from typing import Any, Mapping, Sequence
 
 import dagster as dg
 
@@ -20,6 +21,9 @@ from incremental_assets.model.intervals import IntervalUnit
 from incremental_assets.model.kinds import IncrementalByTimeRange, Seed, View
 from incremental_assets.model.project import Source
 from incremental_assets.model.sql_model import SqlModel
+from incremental_assets.orchestration import table_metadata
+from incremental_assets.orchestration.freshness import freshness_policy
+from incremental_assets.orchestration.table_metadata import ModelColumns
 
 _TAG_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -41,17 +45,42 @@ def partitions_for(unit: IntervalUnit | str, start: datetime, end: datetime | No
     )
 
 
+# Named automation conditions a component's YAML can ask for (``automation_condition: eager``).
+AUTOMATION_CONDITIONS = ("eager", "on_cron", "on_missing")
+
+
 class ModelTranslator:
-    """Maps models and sources to Dagster concepts; every method can be overridden."""
+    """Maps models and sources to Dagster concepts; every method can be overridden.
+
+    The settings a Component's YAML exposes are constructor arguments: ``key_prefix`` (prepended to
+    every model and source key), ``group_name`` (instead of the model's schema), ``tags`` (added to
+    every model's) and ``automation_condition`` (one of :data:`AUTOMATION_CONDITIONS`, for deployments
+    that drive runs with Dagster's declarative automation instead of the project's sensor).
+    """
+
+    def __init__(
+        self,
+        *,
+        key_prefix: Sequence[str] = (),
+        group_name: str | None = None,
+        tags: Mapping[str, str] | None = None,
+        automation_condition: str | None = None,
+    ):
+        if automation_condition is not None and automation_condition not in AUTOMATION_CONDITIONS:
+            raise ValueError(f"automation_condition '{automation_condition}' is not one of {', '.join(AUTOMATION_CONDITIONS)}")
+        self.key_prefix = tuple(key_prefix)
+        self.group_name = group_name
+        self.extra_tags = dict(tags or {})
+        self.automation_condition = automation_condition
 
     def get_asset_key(self, model: SqlModel) -> dg.AssetKey:
-        return dg.AssetKey(model.name.split("."))
+        return dg.AssetKey([*self.key_prefix, *model.name.split(".")])
 
     def get_source_key(self, source: Source) -> dg.AssetKey:
-        return dg.AssetKey(source.name.split("."))
+        return dg.AssetKey([*self.key_prefix, *source.name.split(".")])
 
     def get_group_name(self, model: SqlModel) -> str:
-        return re.sub(r"[^A-Za-z0-9_]", "_", model.schema)
+        return self.group_name or re.sub(r"[^A-Za-z0-9_]", "_", model.schema)
 
     def get_description(self, model: SqlModel) -> str | None:
         return model.description
@@ -67,7 +96,21 @@ class ModelTranslator:
         return owners
 
     def get_tags(self, model: SqlModel) -> dict[str, str]:
-        return {_TAG_CHARS.sub("_", tag)[:63]: "" for tag in model.tags}
+        return {**{_TAG_CHARS.sub("_", tag)[:63]: "" for tag in model.tags}, **self.extra_tags}
+
+    def get_automation_condition(self, model: SqlModel) -> dg.AutomationCondition | None:
+        if self.automation_condition == "eager":
+            return dg.AutomationCondition.eager()
+        cron = model.cron or (model.unit.cron if model.is_incremental else None)  # as the model's schedule
+        if self.automation_condition == "on_cron" and cron:
+            return dg.AutomationCondition.on_cron(cron, cron_timezone="UTC")
+        if self.automation_condition == "on_missing":
+            return dg.AutomationCondition.on_missing()
+        return None
+
+    def get_freshness_policy(self, model: SqlModel) -> dg.FreshnessPolicy | None:
+        """From the model's cron, or its header's ``freshness`` (see :mod:`.freshness`)."""
+        return freshness_policy(model)
 
     def get_kinds(self, model: SqlModel) -> set[str]:
         return {"spark", "sql"} if isinstance(model.kind, View) and not model.kind.materialized else {"spark", "delta"}
@@ -103,18 +146,41 @@ class ModelTranslator:
         after = -(-bound.after // length)
         return dg.TimeWindowPartitionMapping(start_offset=-int(before), end_offset=int(after))
 
-    def get_column_schema(self, model: SqlModel) -> dg.TableSchema | None:
+    def get_column_schema(self, model: SqlModel, columns: ModelColumns | None = None) -> dg.TableSchema | None:
+        """Typed columns: ``columns`` as :func:`.table_metadata.project_columns` found them (header,
+        table, inference), else the header's types and the query's column names."""
         from incremental_assets.load.query import output_columns
 
+        if columns is not None and columns.types:
+            return table_metadata.column_schema(columns.types, model.column_descriptions)
         names = list(model.columns) or output_columns(model.query) or []
         if not names:
             return None
-        return dg.TableSchema(
-            columns=[
-                dg.TableColumn(name=n, type=model.columns.get(n, "unknown"), description=model.column_descriptions.get(n))
-                for n in names
-            ]
-        )
+        return table_metadata.column_schema({n: model.columns.get(n, table_metadata.UNKNOWN_TYPE) for n in names}, model.column_descriptions)
+
+    def get_table_name(self, model: SqlModel) -> str:
+        """``dagster/table_name``: the model's ``schema.table``, as its SQL readers write it."""
+        return model.name
+
+    def get_code_references(self, model: SqlModel) -> dg.CodeReferencesMetadataValue:
+        return table_metadata.code_references(model)
+
+    def get_table_metadata(self, model: SqlModel, uri: str, columns: ModelColumns | None, key_of: Any) -> dict[str, object]:
+        """Dagster's table metadata of a model's spec: name, location, typed columns, column lineage,
+        code references. ``key_of`` maps a table name to its asset key (None: not an asset)."""
+        meta: dict[str, object] = {
+            "dagster/table_name": self.get_table_name(model),
+            "dagster/code_references": self.get_code_references(model),
+        }
+        if model.has_table:
+            meta["dagster/uri"] = uri
+        schema = self.get_column_schema(model, columns)
+        if schema is not None:
+            meta["dagster/column_schema"] = schema
+        lineage = table_metadata.column_lineage(columns.lineage, key_of) if columns is not None else None
+        if lineage is not None:
+            meta["dagster/column_lineage"] = lineage
+        return meta
 
     def get_metadata(self, model: SqlModel) -> dict[str, object]:
         meta: dict[str, object] = {
@@ -137,6 +203,8 @@ class ModelTranslator:
             meta["grain"] = ", ".join(model.grains)
         if model.cron:
             meta["cron"] = model.cron
+        if isinstance(model.kind, IncrementalByTimeRange):
+            meta["partition_expr"] = model.kind.time_column  # how dagster-deltalake's IO managers read one partition
         schema = self.get_column_schema(model)
         if schema is not None:
             meta["dagster/column_schema"] = schema

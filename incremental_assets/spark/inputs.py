@@ -89,7 +89,7 @@ class Inputs:
                     )
                 schema = ", ".join(f"`{c}` {t}" for c, t in upstream.columns.items())
                 return self.spark.createDataFrame([], schema), "empty (first run)"
-            raise StorageError(f"model {name} has no table yet at {uri}; run it first (select +model to include upstreams)")
+            raise StorageError(f"model {name} has no table yet at {uri}; materialize it (and what it reads) first")
         unit = upstream.interval_unit if upstream is not None else None
         files = delta.committed_files(uri, window=read.window, unit=unit)
         schema = from_arrow_schema(delta.arrow_schema(uri), prefer_timestamp_ntz=False)
