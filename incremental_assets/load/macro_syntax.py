@@ -1,0 +1,244 @@
+"""SQLMesh macro syntax in SQL text -> sqlglot nodes: ``@name``, ``@name(...)``, ``col_@x``, ``@{x}``.
+
+Every dialect's parser must read the text, so before parsing each macro becomes an identifier no SQL
+uses (``@each(`` -> ``__iam_each(``, ``col_@x`` / ``@{x}`` -> ``__iai_x_iai__`` inside the identifier);
+after parsing, ``@name`` columns become ``exp.Parameter`` nodes and calls stay ``exp.Anonymous`` nodes
+with a marked name; :mod:`~incremental_assets.load.macro_eval` expands both. Strings and comments are left alone.
+
+>>> import sqlglot
+>>> protect_macros("SELECT @EACH([a], x -> x AS col_@x) FROM @tbl WHERE y = @{v}_z")
+'SELECT __iam_EACH([a], x -> __ia_alias( x , col___iai_x_iai__)) FROM __iam_tbl WHERE y = __iai_v_iai___z'
+>>> tree = restore_macros(sqlglot.parse_one(protect_macros("SELECT @f(1), @v FROM t")))
+>>> [(call_name(e), var_name(e)) for e in tree.selects]
+[('f', None), (None, 'v')]
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from sqlglot import exp
+
+_NAME = re.compile(r"@([A-Za-z_][A-Za-z0-9_]*)")
+_BRACED = re.compile(r"@\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}")
+CALL_MARK = "__iam_"
+_INTERP = re.compile(r"__iai_([A-Za-z_][A-Za-z0-9_]*?)_iai__")
+_WORD = re.compile(r"[A-Za-z0-9_]")
+
+
+def _interp(name: str) -> str:
+    return f"__iai_{name}_iai__"
+
+
+def _skip_quoted(sql: str, i: int) -> int:
+    """The index after the string, quoted identifier or comment starting at ``i`` (``i`` if none)."""
+    ch, n = sql[i], len(sql)
+    if ch in "'\"`":
+        j = i + 1
+        while j < n and sql[j] != ch:
+            j += 2 if sql[j] == "\\" else 1
+        return j + 1
+    if sql.startswith("--", i):
+        j = sql.find("\n", i)
+        return n if j < 0 else j
+    if sql.startswith("/*", i):
+        j = sql.find("*/", i + 2)
+        return n if j < 0 else j + 2
+    return i
+
+
+def protect_macros(sql: str) -> str:
+    """Turn each macro outside strings and comments into an identifier every dialect can parse
+    (and aliased macro arguments into calls, see :func:`alias_macro_arguments`)."""
+    return alias_macro_arguments(_mark_macros(sql))
+
+
+def _mark_macros(sql: str) -> str:
+    out: list[str] = []
+    i, n = 0, len(sql)
+    while i < n:
+        j = _skip_quoted(sql, i)
+        if j > i:
+            out.append(sql[i:j])
+            i = j
+            continue
+        braced = _BRACED.match(sql, i) if sql[i] == "@" else None
+        plain = _NAME.match(sql, i) if sql[i] == "@" and not braced else None
+        if braced:
+            out.append(_interp(braced.group(1)))
+            i = braced.end()
+        elif plain:
+            glued = bool(out) and bool(out[-1]) and _WORD.match(out[-1][-1]) is not None
+            out.append(_interp(plain.group(1)) if glued else CALL_MARK + plain.group(1))
+            i = plain.end()
+        else:
+            out.append(sql[i])
+            i += 1
+    return "".join(out)
+
+
+def interpolated_names(text: str) -> list[str]:
+    """The macro variables spliced into an identifier's text (``col_@x``, ``@{x}_col``)."""
+    return [m.lower() for m in _INTERP.findall(text)]
+
+
+def splice(text: str, values: dict[str, str]) -> str:
+    """The identifier text with each spliced variable replaced by its value's text."""
+    return _INTERP.sub(lambda m: values[m.group(1).lower()], text)
+
+
+def _marked(name: str) -> str | None:
+    return name[len(CALL_MARK):] if name.startswith(CALL_MARK) else None
+
+
+def call_name(node: exp.Expression) -> str | None:
+    """The lower-cased macro name of ``@name(...)`` (an ``exp.Anonymous`` with a marked name), else None."""
+    if isinstance(node, exp.Anonymous) and isinstance(node.this, str):
+        name = _marked(node.this)
+        return name.lower() if name else None
+    return None
+
+
+def var_name(node: exp.Expression) -> str | None:
+    """The lower-cased name of a macro variable ``@name`` (an ``exp.Parameter``), else None."""
+    return node.name.lower() if isinstance(node, exp.Parameter) else None
+
+
+def table_macro(node: exp.Expression) -> exp.Expression | None:
+    """The macro standing in a table position (``FROM @name``, ``FROM @name(...)``), else None."""
+    if not isinstance(node, exp.Table) or node.db:
+        return None
+    inner = node.this
+    if isinstance(inner, exp.Identifier) and _marked(inner.name):
+        return _with_meta(exp.Parameter(this=exp.var(_marked(inner.name).lower())), inner)  # type: ignore[union-attr]
+    return inner if call_name(inner) else None
+
+
+def _restore(node: exp.Expression) -> exp.Expression:
+    if isinstance(node, exp.Anonymous) and node.this == ALIAS_MARK and len(node.expressions) == 2:
+        expression, alias = node.expressions
+        return exp.Alias(this=restore_macros(expression), alias=exp.to_identifier(alias.name))
+    if isinstance(node, exp.Column) and not node.table and (name := _marked(node.name)):
+        return _with_meta(exp.Parameter(this=exp.var(name.lower())), node.this)
+    return node
+
+
+def _with_meta(new: exp.Expression, old: exp.Expression) -> exp.Expression:
+    new.meta.update(old.meta)
+    if "line" not in new.meta:
+        line = next((n.meta["line"] for n in old.walk() if "line" in n.meta), None)
+        if line is not None:
+            new.meta["line"] = line
+    return new
+
+
+def restore_macros(tree: exp.Expression) -> exp.Expression:
+    """Turn the protected ``@name`` columns of :func:`protect_macros` into ``exp.Parameter`` nodes;
+    calls stay ``exp.Anonymous`` nodes with a marked name (see :func:`call_name`)."""
+    return tree.transform(_restore, copy=False)
+
+
+def has_macros(tree: exp.Expression) -> bool:
+    return any(call_name(n) or isinstance(n, exp.Parameter) or table_macro(n) is not None for n in tree.walk())
+
+
+# --- `expr AS alias` inside macro arguments ---------------------------------------------------------
+# SQL parsers accept an alias only in a projection, but SQLMesh lets a macro argument carry one
+# (`@EACH(xs, x -> x + 1 AS y)`): such arguments are rewritten to `__ia_alias(expr, y)` before parsing.
+
+ALIAS_MARK = "__ia_alias"
+_AS = re.compile(r"(?i)(?<![A-Za-z0-9_])AS(?![A-Za-z0-9_])")
+_ARROW = "->"
+
+
+def _groups(sql: str, i: int, closer: str | None) -> tuple[list[Any], int]:
+    """The text from ``i`` as nested lists: strings for flat text, a list per parenthesised group."""
+    items: list[Any] = []
+    start = i
+    while i < len(sql):
+        j = _skip_quoted(sql, i)
+        if j > i:
+            i = j
+            continue
+        ch = sql[i]
+        if ch in "([":
+            items.append(sql[start : i + 1])
+            inner, i = _groups(sql, i + 1, ")" if ch == "(" else "]")
+            items.append(inner)
+            start, i = i, i + 1
+            continue
+        if closer is not None and ch == closer:
+            items.append(sql[start:i])
+            return items, i
+        i += 1
+    items.append(sql[start:])
+    return items, i
+
+
+_OPENS_CALL = re.compile(CALL_MARK + r"[A-Za-z0-9_]*\($")
+
+
+def _render(items: list[Any], macro: bool) -> str:
+    """The text back, macro call arguments holding a top-level ``AS`` rewritten."""
+    args = _split_args(items)
+    return ",".join(_aliased(arg) for arg in args) if macro else ",".join(args)
+
+
+def _split_args(items: list[Any]) -> list[str]:
+    """The group's text split at its top-level commas (nested groups rendered first)."""
+    args, current = [], ""
+    for k, item in enumerate(items):
+        if isinstance(item, list):
+            opener = items[k - 1] if k else ""
+            current += _render(item, isinstance(opener, str) and _OPENS_CALL.search(opener) is not None)
+            continue
+        parts = item.split(",")
+        for part in parts[:-1]:
+            args.append(current + part)
+            current = ""
+        current += parts[-1]
+    args.append(current)
+    return args
+
+
+def _aliased(arg: str) -> str:
+    masked = _mask_nested(arg)
+    found = list(_AS.finditer(masked))
+    if not found:
+        return arg
+    cut = found[-1]
+    arrow = masked.rfind(_ARROW, 0, cut.start())
+    head, body = (arg[: arrow + 2], arg[arrow + 2 : cut.start()]) if arrow >= 0 else ("", arg[: cut.start()])
+    return f"{head} {ALIAS_MARK}({body}, {arg[cut.end():].strip()})"
+
+
+def _mask_nested(text: str) -> str:
+    """``text`` with everything inside brackets, strings and comments blanked (same length)."""
+    out, depth, i = list(text), 0, 0
+    while i < len(text):
+        j = _skip_quoted(text, i)
+        if j > i:
+            out[i:j] = " " * (j - i)
+            i = j
+            continue
+        if text[i] in "([":
+            depth += 1
+        elif text[i] in ")]":
+            depth -= 1
+        elif depth:
+            out[i] = " "
+        i += 1
+    return "".join(out)
+
+
+def alias_macro_arguments(sql: str) -> str:
+    """Rewrite ``expr AS alias`` arguments of protected macro calls so any dialect parses them.
+
+    >>> alias_macro_arguments("SELECT __iam_each(xs, x -> CAST(x AS INT) AS y), CAST(z AS INT)")
+    'SELECT __iam_each(xs, x -> __ia_alias( CAST(x AS INT) , y)), CAST(z AS INT)'
+    """
+    if CALL_MARK not in sql:
+        return sql
+    items, _ = _groups(sql, 0, None)
+    return _render(items, False)
