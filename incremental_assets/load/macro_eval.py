@@ -115,8 +115,20 @@ class MacroEvaluator:
 
     # --- expansion -----------------------------------------------------------------------------
 
+    def needs_expansion(self, statements: list[exp.Expression]) -> bool:
+        """Whether any statement holds a macro beyond those kept for later (date macros)."""
+        for statement in statements:
+            for node in statement.walk():
+                if call_name(node) or table_macro(node) is not None:
+                    return True
+                if (var_name(node) or "") not in self.keep | {""} or (isinstance(node, exp.Identifier) and interpolated_names(node.name)):
+                    return True
+        return False
+
     def expand_statements(self, statements: list[exp.Expression]) -> list[exp.Expression]:
         """Expand statements in order: ``@DEF`` binds a variable for the ones after it and vanishes."""
+        if not self.needs_expansion(statements):
+            return statements
         out: list[exp.Expression] = []
         for statement in statements:
             if call_name(statement) == "def":
@@ -186,8 +198,9 @@ class MacroEvaluator:
             value = self.context.variables[name]
         else:
             raise MacroError(
-                f"unknown macro variable @{name}", node,
-                hint="define it with @DEF(name, value) before the query, in the project's variables, or use a date macro such as @start_ds",
+                f"unknown macro @{name}", node,
+                hint="use one of " + ", ".join("@" + m for m in sorted(DATE_MACROS))
+                + f", or define it with @DEF({name}, value); before the query or under variables in the project config",
             )
         if isinstance(value, exp.Expression):
             return value.copy() if not isinstance(value, exp.Lambda) else value

@@ -169,7 +169,10 @@ def parse_model_body(
     ('SELECT 3 AS n FROM t', ['SET x = 1'], 1)
     """
     check_nesting(sql, path, line_offset)
-    statements = _expand(_parse_statements(sql, dialect, path, line_offset), dialect, path, line_offset, macros)
+    statements = _parse_statements(sql, dialect, path, line_offset)
+    for statement in statements:
+        check_tree_depth(statement, path, 0)
+    statements = _expand(statements, dialect, path, line_offset, macros)
     queries = [i for i, s in enumerate(statements) if isinstance(s, exp.Query)]
     if not queries:
         if statements:
