@@ -269,7 +269,13 @@ class MacroEvaluator:
         if name in self.context.macros:
             return call_python_macro(self, name, self.context.macros[name], args, kwargs, node)
         if name in OPERATORS:
-            return OPERATORS[name](self, *args, **kwargs)
+            try:
+                return OPERATORS[name](self, *args, **kwargs)
+            except MacroError as exc:
+                exc.node = exc.node if exc.node is not None else node
+                raise
+            except TypeError as exc:
+                raise MacroError(f"wrong arguments for @{name.upper()}: {exc}", node, hint="see docs/macros.md for its arguments") from None
         known = sorted(set(OPERATORS) | set(self.context.macros))
         raise MacroError(
             f"unknown macro @{name.upper()}", node,

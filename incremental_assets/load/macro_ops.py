@@ -50,8 +50,17 @@ def _items(value: Any) -> list[Any]:
 
 def _lambda(value: Any, operator: str) -> exp.Lambda:
     if not isinstance(value, exp.Lambda):
-        raise MacroError(f"@{operator} needs a function such as `x -> x + 1` as its last argument", value if isinstance(value, exp.Expression) else None)
+        args = "(acc, x) -> acc + x" if operator == "REDUCE" else "x -> x + 1"
+        raise MacroError(
+            f"@{operator} needs a function such as `{args}` as its last argument", value if isinstance(value, exp.Expression) else None,
+            hint=f"write @{operator}(items, {args})",
+        )
     return value
+
+
+def shown(node: exp.Expression, dialect: str) -> str:
+    """An expression as the user wrote it, date macros as ``@name``."""
+    return node.transform(lambda n: exp.var("@" + n.name) if isinstance(n, exp.Parameter) else n).sql(dialect)
 
 
 def evaluate_constant(evaluator: MacroEvaluator, node: Any) -> Any:
@@ -60,7 +69,7 @@ def evaluate_constant(evaluator: MacroEvaluator, node: Any) -> Any:
         return node
     if any(isinstance(n, exp.Parameter) for n in node.walk()):
         raise MacroError(
-            f"`{node.sql(evaluator.dialect)}` depends on the run window, which is not known when the model is loaded",
+            f"`{shown(node, evaluator.dialect)}` depends on the run window, which is not known when the model is loaded",
             node, hint="compare date macros in the SQL itself (e.g. WHERE ds >= @start_ds), not inside @IF / @EVAL",
         )
     try:
@@ -68,7 +77,7 @@ def evaluate_constant(evaluator: MacroEvaluator, node: Any) -> Any:
 
         return execute(exp.select(exp.alias_(node.copy(), "v"))).rows[0][0]
     except (ExecuteError, ParseError, TokenError, KeyError, TypeError, ValueError, ArithmeticError) as exc:
-        raise MacroError(f"cannot evaluate `{node.sql(evaluator.dialect)}` while loading: {exc}", node, hint="use constants, @DEF variables and project variables only") from None
+        raise MacroError(f"cannot evaluate `{shown(node, evaluator.dialect)}` while loading: {exc}", node, hint="use constants, @DEF variables and project variables only") from None
 
 
 def _constant(evaluator: MacroEvaluator, node: Any) -> exp.Expression:
@@ -325,7 +334,7 @@ def call_python_macro(
     except MacroError:
         raise
     except Exception as exc:
-        error = MacroError(f"macro @{name.upper()} raised {type(exc).__name__}: {exc}", node, hint="fix the macro or its arguments")
+        error = MacroError(f"macro @{name.upper()} raised {type(exc).__name__}: {exc}", node, hint="correct the macro or its arguments")
         error.__cause__ = exc
         raise error from exc
     return result if isinstance(result, list) else (None if result is None else evaluator.to_expression(result, node))

@@ -151,7 +151,7 @@ def _expand(statements: list[exp.Expression], dialect: str, path: str | Path, li
         hint = exc.hint
         where = macro_error_location(exc.__cause__, macros.macros_dir if macros else None) if exc.__cause__ else None
         if where:
-            hint = f"fix {where}" + (f" ({hint})" if hint and not hint.startswith("fix the macro") else "")
+            hint = f"correct the macro at {where}, or the arguments given to it here"
         raise ModelFileError(path, line or line_offset + 1, exc.message, hint=hint) from None
 
 
