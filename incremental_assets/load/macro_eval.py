@@ -187,7 +187,7 @@ class MacroEvaluator:
             if len(value) != 1:
                 raise MacroError(f"a macro gave {len(value)} values where one is expected", child, hint="use it in a list (SELECT columns, function arguments) or return one value")
             value = value[0]
-        parent.set(key, self.to_expression(value, child))
+        parent.set(key, grouped(self.to_expression(value, child), parent, key))
 
     # --- variables and tables ------------------------------------------------------------------
 
@@ -217,6 +217,8 @@ class MacroEvaluator:
             return exp.Subquery(this=value, alias=alias)
         if isinstance(value, exp.Parameter):  # FROM @this_model: named by the loader, rendered per run
             return node
+        if isinstance(value, exp.Column):
+            value = exp.Table(this=value.this, db=value.args.get("table"), catalog=value.args.get("db"))
         table = value if isinstance(value, exp.Table) else exp.to_table(self._text(value), dialect=self.dialect)
         table.meta.update(held.meta)
         if table.this is not None:
@@ -319,6 +321,29 @@ class MacroEvaluator:
 _MISSING = object()
 
 
+_PRECEDENCE = {exp.Mul: 2, exp.Div: 2, exp.IntDiv: 2, exp.Mod: 2, exp.Add: 1, exp.Sub: 1}
+
+
+def grouped(value: exp.Expression, parent: exp.Expression | None, key: str | None = None) -> exp.Expression:
+    """``value`` in parentheses where an operator holds it, so the tree keeps its grouping as SQL text
+    (``a * @x`` with ``@x`` = ``b + 1`` is ``a * (b + 1)``)."""
+    if parent is None or isinstance(value, exp.Paren):
+        return value
+    arithmetic = isinstance(parent, exp.Binary) and not isinstance(parent, (exp.Connector, exp.Predicate))
+    if isinstance(value, exp.Connector):
+        needed = type(value) is not type(parent) and isinstance(parent, (exp.Binary, exp.Unary, exp.Predicate))
+    elif isinstance(value, (exp.Predicate, exp.Not)):
+        needed = arithmetic or isinstance(parent, (exp.Predicate, exp.Unary)) and not isinstance(parent, exp.Not)
+    elif isinstance(value, exp.Binary) and arithmetic:
+        mine, theirs = _PRECEDENCE.get(type(value), 0), _PRECEDENCE.get(type(parent), 0)
+        needed = not mine or mine < theirs or (mine == theirs and key != "this")
+    elif isinstance(value, exp.Binary):
+        needed = isinstance(parent, exp.Unary)
+    else:
+        needed = False
+    return exp.Paren(this=value) if needed else value
+
+
 def _bind(body: exp.Expression, bindings: Mapping[str, Any], evaluator: MacroEvaluator) -> exp.Expression:
     """Put the lambda's argument values where its body names them (columns, identifiers, tables)."""
 
@@ -326,7 +351,7 @@ def _bind(body: exp.Expression, bindings: Mapping[str, Any], evaluator: MacroEva
         value = bindings[name]
         if isinstance(value, list):
             return exp.Array(expressions=[evaluator.to_expression(v, node) for v in value])
-        return evaluator.to_expression(value, node).copy()
+        return grouped(evaluator.to_expression(value, node).copy(), node.parent, node.arg_key)
 
     def replace(node: exp.Expression) -> exp.Expression:
         if isinstance(node, exp.Column) and not node.table and node.name.lower() in bindings:

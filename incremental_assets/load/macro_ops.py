@@ -253,7 +253,7 @@ def pivot(
         inner: exp.Expression = exp.Distinct(expressions=[case]) if _flag(distinct, False) else case
         projection = exp.func(_word(agg, "SUM"), inner, dialect=evaluator.dialect)
         if _flag(alias, True):
-            name = f"{_word(prefix)}{value.sql(evaluator.dialect)}{_word(suffix)}"
+            name = f"{_word(prefix)}{evaluator._text(value)}{_word(suffix)}"
             projection = exp.alias_(projection, exp.to_identifier(name, quoted=_flag(quote, True)))
         out.append(projection)
     return out
