@@ -1,14 +1,12 @@
-"""Render SQLMesh date macros as typed literals, and clamp a query's output to its window.
+"""Render SQLMesh date macros as typed literals (in the query and the pre/post statements), and clamp a
+query's output to its window.
 
 Ends are exclusive inside the framework; the ``@end_*`` macros keep SQLMesh's inclusive meaning, so
 ``x BETWEEN @start_dt AND @end_dt`` covers exactly the window. Values are built as AST nodes
 (``CAST('2024-01-01' AS DATE)``), never pasted into SQL text.
 
 >>> from incremental_assets.load.query import parse_query
->>> from incremental_assets.load.macro_syntax import table_macro, var_name
-from incremental_assets.load.query import table_name
-from incremental_assets.model.intervals import TimeWindow
-from incremental_assets.model.sql_model import SqlModel
+>>> from incremental_assets.model.intervals import TimeWindow
 >>> q = parse_query("SELECT * FROM t WHERE ds BETWEEN @start_ds AND @end_ds")
 >>> render_macros(q, TimeWindow.parse("2024-01-01", "2024-01-08")).sql("spark")
 "SELECT * FROM t WHERE ds BETWEEN '2024-01-01' AND '2024-01-07'"
