@@ -304,3 +304,16 @@ def test_the_demo_project_gives_sqlmesh_rows_on_spark(spark, demo, tmp_path):
         columns = [f.name for f in DeltaTable(result.table).schema().fields if f.name != "ia_interval"]
         assert columns == theirs[name]["columns"], name
         assert theirs[name]["rows"] and _rows(table_rows(result.table)) == _rows(theirs[name]["rows"]), name
+
+
+def test_if_statements_run_only_when_their_condition_holds_and_keep_later_lines():
+    body = parse_model_body(
+        "SELECT 1 AS x FROM t;\n"
+        "@IF(@runtime_stage = 'evaluating',\n  ALTER TABLE t SET TBLPROPERTIES ('owner' = 'me'));\n"
+        "@IF(1 > 2, DROP TABLE t);\n"
+        "@IF(\n  1 < 2,\n  CACHE TABLE t\n);",
+    )
+    assert [s.sql("spark") for s in body.post_statements] == ["ALTER TABLE t SET TBLPROPERTIES ('owner'='me')", "CACHE TABLE t"]
+    with pytest.raises(ModelFileError) as err:
+        parse_model_body("SELECT 1 AS x FROM t;\n@IF(\n  1 < 2,\n  CACHE TABLE t\n);\nCACHE TABLE u AS SELECT\n  @nope AS y", path="m.sql")
+    assert err.value.line == 7 and "unknown macro @nope" in err.value.message, err.value.render()

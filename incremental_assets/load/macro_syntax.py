@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import sqlglot
 from sqlglot import exp
 
 _NAME = re.compile(r"@([A-Za-z_][A-Za-z0-9_]*)")
@@ -51,7 +52,7 @@ def _skip_quoted(sql: str, i: int) -> int:
 def protect_macros(sql: str) -> str:
     """Turn each macro outside strings and comments into an identifier every dialect can parse
     (and aliased macro arguments into calls, see :func:`alias_macro_arguments`)."""
-    return alias_macro_arguments(_mark_macros(sql))
+    return alias_macro_arguments(statement_ifs(_mark_macros(sql)))
 
 
 def _mark_macros(sql: str) -> str:
@@ -133,10 +134,19 @@ def _with_meta(new: exp.Expression, old: exp.Expression) -> exp.Expression:
     return new
 
 
-def restore_macros(tree: exp.Expression) -> exp.Expression:
+def restore_macros(tree: exp.Expression, dialect: str | None = None) -> exp.Expression:
     """Turn the protected ``@name`` columns of :func:`protect_macros` into ``exp.Parameter`` nodes;
     calls stay ``exp.Anonymous`` nodes with a marked name (see :func:`call_name`)."""
-    return tree.transform(_restore, copy=False)
+    tree = tree.transform(_restore, copy=False)
+    for node in list(tree.find_all(exp.Anonymous)):
+        if node.this == STATEMENT_MARK and node.expressions and isinstance(node.expressions[0], exp.Literal):
+            text = bytes.fromhex(node.expressions[0].name).decode()
+            statement = restore_macros(sqlglot.parse_one(text, read=dialect), dialect)
+            for inner in statement.walk():
+                inner.meta.pop("line", None)
+            statement.meta.update(node.meta)
+            node.replace(statement)
+    return tree
 
 
 def has_macros(tree: exp.Expression) -> bool:
@@ -242,3 +252,69 @@ def alias_macro_arguments(sql: str) -> str:
         return sql
     items, _ = _groups(sql, 0, None)
     return _render(items, False)
+
+
+# --- `@IF(condition, statement);` as a pre/post-statement -------------------------------------------
+# The statement argument (`ALTER TABLE ...`) is no expression any parser reads as an argument: it is
+# carried as `__ia_statement('<hex of its text>')` and parsed on its own when restored.
+
+STATEMENT_MARK = "__ia_statement"
+_STATEMENT_IF = re.compile(r"\s*" + CALL_MARK + r"if\s*\(", re.IGNORECASE)
+_STATEMENT_WORDS = re.compile(
+    r"\s*(ALTER|ANALYZE|CACHE|COMMENT|CREATE|DELETE|DROP|GRANT|INSERT|MERGE|MSCK|OPTIMIZE|REFRESH|REVOKE|SET|"
+    r"TRUNCATE|UNCACHE|UPDATE|USE|VACUUM)\b",
+    re.IGNORECASE,
+)
+
+
+def _top_level(sql: str, start: int, stops: str) -> list[int]:
+    """Positions of ``stops`` characters outside strings, comments and brackets, from ``start`` until
+    the bracket open at ``start`` closes (its position is the last item)."""
+    found, depth, i = [], 0, start
+    while i < len(sql):
+        j = _skip_quoted(sql, i)
+        if j > i:
+            i = j
+            continue
+        ch = sql[i]
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            if depth == 0:
+                return found + [i]
+            depth -= 1
+        elif depth == 0 and ch in stops:
+            found.append(i)
+        i += 1
+    return found + [len(sql)]
+
+
+def statement_ifs(sql: str) -> str:
+    """Wrap the statement arguments of statement-level ``@IF(...)`` calls (text already marked).
+
+    >>> statement_ifs("SELECT 1; __iam_IF(1 > 0, ALTER TABLE t SET x = 'a');")
+    "SELECT 1; __iam_IF(1 > 0, __ia_statement('414c544552205441424c452074205345542078203d20276127'));"
+    """
+    if CALL_MARK not in sql:
+        return sql
+    out, pos = [], 0
+    for end in _top_level(sql, 0, ";"):
+        segment = sql[pos:end]
+        match = _STATEMENT_IF.match(segment)
+        if match:
+            segment = _wrap_statement_args(segment, match.end())
+        out.append(segment + sql[end : end + 1])
+        pos = end + 1
+    return "".join(out)
+
+
+def _wrap_statement_args(segment: str, open_at: int) -> str:
+    cuts = _top_level(segment, open_at, ",")
+    bounds = [open_at, *[c + 1 for c in cuts[:-1]]]
+    pieces = [segment[:open_at]]
+    for k, (begin, stop) in enumerate(zip(bounds, cuts)):
+        arg = segment[begin:stop]
+        if k and _STATEMENT_WORDS.match(arg):
+            arg = f" {STATEMENT_MARK}('{arg.strip().encode().hex()}')" + "\n" * arg.count("\n")  # lines after it keep their numbers
+        pieces.append(arg + segment[stop : stop + 1])
+    return "".join(pieces) + segment[cuts[-1] + 1 :]

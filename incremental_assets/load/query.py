@@ -7,6 +7,7 @@ stage sees plain SQL; date macros such as ``@start_ds`` stay ``exp.Parameter`` n
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,8 +122,11 @@ class ModelBody:
 
 
 def _parse_statements(sql: str, dialect: str, path: str | Path, line_offset: int) -> list[exp.Expression]:
+    quiet = logging.getLogger("sqlglot")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # statements sqlglot keeps as raw commands (SET TIME ZONE ...) are fine here
     try:
-        statements = [s for s in sqlglot.parse(protect_macros(sql), read=dialect) if s is not None]
+        statements = [restore_macros(s, dialect) for s in sqlglot.parse(protect_macros(sql), read=dialect) if s is not None]
     except RecursionError:
         raise ModelFileError(
             path, line_offset + 1, f"the query nests too deeply to be parsed; at most {MAX_QUERY_DEPTH} levels can be analysed", hint=_TOO_DEEP_HINT
@@ -134,11 +138,13 @@ def _parse_statements(sql: str, dialect: str, path: str | Path, line_offset: int
         raise ModelFileError(path, line, f"cannot parse the query ({dialect}): {desc}", hint="fix the SQL syntax") from None
     except TokenError as exc:
         raise ModelFileError(path, line_offset + 1, f"cannot read the query: {exc}") from None
+    finally:
+        quiet.setLevel(level)
     for statement in statements:
         for node in statement.walk():  # line numbers relative to the file
             if "line" in node.meta:
                 node.meta["line"] += line_offset
-    return [restore_macros(s) for s in statements]
+    return statements
 
 
 def _expand(statements: list[exp.Expression], dialect: str, path: str | Path, line_offset: int, macros: MacroContext | None) -> list[exp.Expression]:
