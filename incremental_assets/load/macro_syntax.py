@@ -16,7 +16,7 @@ with a marked name; :mod:`~incremental_assets.load.macro_eval` expands both. Str
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Iterator
 
 import sqlglot
 from sqlglot import exp
@@ -162,28 +162,34 @@ _AS = re.compile(r"(?i)(?<![A-Za-z0-9_])AS(?![A-Za-z0-9_])")
 _ARROW = "->"
 
 
-def _groups(sql: str, i: int, closer: str | None) -> tuple[list[Any], int]:
-    """The text from ``i`` as nested lists: strings for flat text, a list per parenthesised group."""
-    items: list[Any] = []
-    start = i
+def _code_positions(sql: str, start: int = 0) -> Iterator[int]:
+    """The positions of ``sql`` from ``start`` that are code: outside strings, quoted names and comments."""
+    i = start
     while i < len(sql):
         j = _skip_quoted(sql, i)
         if j > i:
             i = j
             continue
-        ch = sql[i]
-        if ch in "([":
-            items.append(sql[start : i + 1])
-            inner, i = _groups(sql, i + 1, ")" if ch == "(" else "]")
-            items.append(inner)
-            start, i = i, i + 1
-            continue
-        if closer is not None and ch == closer:
-            items.append(sql[start:i])
-            return items, i
+        yield i
         i += 1
-    items.append(sql[start:])
-    return items, i
+
+
+def _groups(sql: str) -> list[Any]:
+    """The text as nested lists: strings for flat text, a list per bracketed group."""
+    root: list[Any] = []
+    stack, start = [root], 0
+    for i in _code_positions(sql):
+        if sql[i] in "([":
+            child: list[Any] = []
+            stack[-1].extend([sql[start : i + 1], child])
+            stack.append(child)
+            start = i + 1
+        elif sql[i] in ")]" and len(stack) > 1:
+            stack[-1].append(sql[start:i])
+            stack.pop()
+            start = i
+    stack[-1].append(sql[start:])
+    return root
 
 
 _OPENS_CALL = re.compile(CALL_MARK + r"[A-Za-z0-9_]*\($")
@@ -225,20 +231,13 @@ def _aliased(arg: str) -> str:
 
 def _mask_nested(text: str) -> str:
     """``text`` with everything inside brackets, strings and comments blanked (same length)."""
-    out, depth, i = list(text), 0, 0
-    while i < len(text):
-        j = _skip_quoted(text, i)
-        if j > i:
-            out[i:j] = " " * (j - i)
-            i = j
-            continue
-        if text[i] in "([":
-            depth += 1
-        elif text[i] in ")]":
-            depth -= 1
-        elif depth:
-            out[i] = " "
-        i += 1
+    out, depth = [" "] * len(text), 0
+    for i in _code_positions(text):
+        ch = text[i]
+        depth -= ch in ")]"
+        if depth == 0 or ch in "()[]":
+            out[i] = ch
+        depth += ch in "(["
     return "".join(out)
 
 
@@ -250,8 +249,7 @@ def alias_macro_arguments(sql: str) -> str:
     """
     if CALL_MARK not in sql:
         return sql
-    items, _ = _groups(sql, 0, None)
-    return _render(items, False)
+    return _render(_groups(sql), False)
 
 
 # --- `@IF(condition, statement);` as a pre/post-statement -------------------------------------------
@@ -270,22 +268,14 @@ _STATEMENT_WORDS = re.compile(
 def _top_level(sql: str, start: int, stops: str) -> list[int]:
     """Positions of ``stops`` characters outside strings, comments and brackets, from ``start`` until
     the bracket open at ``start`` closes (its position is the last item)."""
-    found, depth, i = [], 0, start
-    while i < len(sql):
-        j = _skip_quoted(sql, i)
-        if j > i:
-            i = j
-            continue
+    found, depth = [], 0
+    for i in _code_positions(sql, start):
         ch = sql[i]
-        if ch in "([":
-            depth += 1
-        elif ch in ")]":
-            if depth == 0:
-                return found + [i]
-            depth -= 1
-        elif depth == 0 and ch in stops:
+        if ch in ")]" and depth == 0:
+            return found + [i]
+        depth += (ch in "([") - (ch in ")]")
+        if depth == 0 and ch in stops:
             found.append(i)
-        i += 1
     return found + [len(sql)]
 
 
