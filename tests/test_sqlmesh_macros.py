@@ -317,3 +317,24 @@ def test_if_statements_run_only_when_their_condition_holds_and_keep_later_lines(
     with pytest.raises(ModelFileError) as err:
         parse_model_body("SELECT 1 AS x FROM t;\n@IF(\n  1 < 2,\n  CACHE TABLE t\n);\nCACHE TABLE u AS SELECT\n  @nope AS y", path="m.sql")
     assert err.value.line == 7 and "unknown macro @nope" in err.value.message, err.value.render()
+
+
+def test_star_and_union_use_the_declared_source_columns_and_macros_read_locals(make_project):
+    root = make_project({
+        "sources.yaml": "- name: raw.a\n  location: data/a\n  format: parquet\n  columns: {id: BIGINT, name: STRING, amount: DOUBLE}\n"
+                        "- name: raw.b\n  location: data/b\n  format: parquet\n  columns: {id: BIGINT, name: INT, amount: DOUBLE}\n",
+        "macros/m.py": "from sqlmesh import macro\n\n@macro()\ndef local_value(evaluator, name):\n    return evaluator.locals[name]\n",
+        "models/star.sql": "MODEL (name s.star, kind FULL);\n@DEF(Limit_Value, 7);\n"
+                           "SELECT @STAR(raw.a, a, [amount], 'src_'), @local_value('limit_value') AS lim FROM raw.a AS a",
+        "models/both.sql": "MODEL (name s.both, kind FULL);\nSELECT * FROM (@UNION('all', raw.a, raw.b)) AS u",
+    })
+    project = load_project(root)
+    assert project.model("s.star").query.sql("spark") == (
+        "SELECT CAST(`a`.`id` AS BIGINT) AS `src_id`, CAST(`a`.`name` AS STRING) AS `src_name`, 7 AS lim FROM raw.a AS a"
+    )
+    both = project.model("s.both")
+    assert both.query.sql("spark") == (
+        "SELECT * FROM (SELECT CAST(id AS BIGINT) AS id, CAST(amount AS DOUBLE) AS amount FROM raw.a "
+        "UNION ALL SELECT CAST(id AS BIGINT) AS id, CAST(amount AS DOUBLE) AS amount FROM raw.b) AS u"
+    )
+    assert both.depends_on == ("raw.a", "raw.b")

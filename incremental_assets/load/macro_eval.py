@@ -60,6 +60,31 @@ class MacroContext:
     macros_dir: Path | None = None
 
 
+class MacroLocals(dict):  # type: ignore[type-arg]
+    """``evaluator.locals``: names are case-insensitive and may be given as expressions (``'my_var'``)."""
+
+    @staticmethod
+    def _key(key: Any) -> Any:
+        if isinstance(key, exp.Expression):
+            key = key.name
+        return key.lower() if isinstance(key, str) else key
+
+    def __getitem__(self, key: Any) -> Any:
+        return super().__getitem__(self._key(key))
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(self._key(key), value)
+
+    def __contains__(self, key: object) -> bool:
+        return super().__contains__(self._key(key))
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return super().get(self._key(key), default)
+
+    def pop(self, key: Any, *default: Any) -> Any:
+        return super().pop(self._key(key), *default)
+
+
 class MacroEvaluator:
     """The ``evaluator`` a Python macro receives; it also expands a model's statements.
 
@@ -81,7 +106,7 @@ class MacroEvaluator:
         self.runtime_stage = runtime_stage
         self.this_model = this_model
         self.keep = keep
-        self.locals: dict[str, Any] = {name: exp.Parameter(this=exp.var(name)) for name in keep}
+        self.locals: dict[str, Any] = MacroLocals({name: exp.Parameter(this=exp.var(name)) for name in keep})
         self.locals["runtime_stage"] = exp.Literal.string(runtime_stage)
 
     # --- the API Python macros use -------------------------------------------------------------
@@ -214,7 +239,8 @@ class MacroEvaluator:
             value = value[0]
         alias = node.args.get("alias")
         if isinstance(value, exp.Query):
-            return exp.Subquery(this=value, alias=alias)
+            inside = isinstance(node.parent, exp.Subquery) and alias is None  # `FROM (@UNION(...)) AS u`
+            return value if inside else exp.Subquery(this=value, alias=alias)
         if isinstance(value, exp.Parameter):  # FROM @this_model: named by the loader, rendered per run
             return node
         if isinstance(value, exp.Column):
