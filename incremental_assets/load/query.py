@@ -147,9 +147,11 @@ def _parse_statements(sql: str, dialect: str, path: str | Path, line_offset: int
     return statements
 
 
-def _expand(statements: list[exp.Expression], dialect: str, path: str | Path, line_offset: int, macros: MacroContext | None) -> list[exp.Expression]:
+def _expand(
+    statements: list[exp.Expression], dialect: str, path: str | Path, line_offset: int, macros: MacroContext | None, this_model: str | None
+) -> list[exp.Expression]:
     """Expand every macro; a macro's error becomes one file:line error naming the fix."""
-    evaluator = MacroEvaluator(macros or MacroContext(), dialect)
+    evaluator = MacroEvaluator(macros or MacroContext(), dialect, this_model=this_model)
     try:
         return evaluator.expand_statements(statements)
     except MacroError as exc:
@@ -178,7 +180,7 @@ def parse_model_body(
     statements = _parse_statements(sql, dialect, path, line_offset)
     for statement in statements:
         check_tree_depth(statement, path, 0)
-    statements = _expand(statements, dialect, path, line_offset, macros)
+    statements = _expand(statements, dialect, path, line_offset, macros, this_model)
     queries = [i for i, s in enumerate(statements) if isinstance(s, exp.Query)]
     if not queries:
         if statements:
