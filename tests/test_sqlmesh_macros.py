@@ -72,6 +72,10 @@ def rendered(body: str, dialect: str = "spark") -> str:
         ("SELECT @SQL('a + 1') AS b FROM t", "SELECT a + 1 AS b FROM t"),
         ("@DEF(tbl, db.events);\nSELECT * FROM @tbl AS e", "SELECT * FROM db.events AS e"),
         ("SELECT @eAcH([a], x -> x) FROM t", "SELECT a FROM t"),
+        ("@DEF(l, 1);\n@DEF(r, 2);\nSELECT a FROM t @WHERE(@l < @r) a > @l OR b = 2", "SELECT a FROM t WHERE a > 1 OR b = 2"),
+        ("SELECT a FROM t @WHERE(FALSE) a > 1", "SELECT a FROM t"),
+        ("SELECT c, COUNT(*) AS n FROM t @GROUP_BY(TRUE) c @HAVING(1 > 2) n > 1 @ORDER_BY(TRUE) c DESC",
+         "SELECT c, COUNT(*) AS n FROM t GROUP BY c ORDER BY c DESC"),
     ],
 )
 def test_operators_render_as_sqlmesh_documents(body, expected):

@@ -36,8 +36,10 @@ from incremental_assets.load.macro_ops import (
     Value,
     call_python_macro,
     evaluate_constant,
+    resolve_clauses,
 )
 from incremental_assets.load.macro_syntax import (
+    CLAUSE_MARK,
     call_name,
     interpolated_names,
     protect_macros,
@@ -144,7 +146,7 @@ class MacroEvaluator:
         """Whether any statement holds a macro beyond those kept for later (date macros)."""
         for statement in statements:
             for node in statement.walk():
-                if call_name(node) or table_macro(node) is not None:
+                if call_name(node) or table_macro(node) is not None or (isinstance(node, exp.Anonymous) and node.this == CLAUSE_MARK):
                     return True
                 if (var_name(node) or "") not in self.keep | {""} or (isinstance(node, exp.Identifier) and interpolated_names(node.name)):
                     return True
@@ -159,6 +161,7 @@ class MacroEvaluator:
             if call_name(statement) == "def":
                 self.expand(statement)
                 continue
+            resolve_clauses(self, statement)
             value = self.expand(statement)
             for item in value if isinstance(value, list) else [value]:
                 if item is not None:

@@ -52,7 +52,7 @@ def _skip_quoted(sql: str, i: int) -> int:
 def protect_macros(sql: str) -> str:
     """Turn each macro outside strings and comments into an identifier every dialect can parse
     (and aliased macro arguments into calls, see :func:`alias_macro_arguments`)."""
-    return alias_macro_arguments(statement_ifs(_mark_macros(sql)))
+    return alias_macro_arguments(clause_operators(statement_ifs(_mark_macros(sql))))
 
 
 def _mark_macros(sql: str) -> str:
@@ -308,3 +308,33 @@ def _wrap_statement_args(segment: str, open_at: int) -> str:
             arg = f" {STATEMENT_MARK}('{arg.strip().encode().hex()}')" + "\n" * arg.count("\n")  # lines after it keep their numbers
         pieces.append(arg + segment[stop : stop + 1])
     return "".join(pieces) + segment[cuts[-1] + 1 :]
+
+
+# --- clause operators: `@WHERE(condition) a = 1`, `@HAVING(...)`, `@GROUP_BY(...)`, `@ORDER_BY(...)` --
+# Each becomes its clause with a marker first (`WHERE __ia_clause(condition) AND a = 1`); expansion keeps
+# the clause without the marker when the condition holds, and drops the clause when it does not.
+
+CLAUSE_MARK = "__ia_clause"
+_CLAUSES = {"where": "WHERE {} AND ", "having": "HAVING {} AND ", "group_by": "GROUP BY {}, ", "order_by": "ORDER BY {}, "}
+_CLAUSE = re.compile(CALL_MARK + r"(where|having|group_by|order_by)\s*\(", re.IGNORECASE)
+
+
+def clause_operators(sql: str) -> str:
+    """Rewrite clause operators into their clause headed by a marker (text already marked).
+
+    >>> clause_operators("SELECT a FROM t __iam_WHERE(1 > 0) a = 1")
+    'SELECT a FROM t WHERE __ia_clause(1 > 0) AND a = 1'
+    """
+    out, pos = [], 0
+    for match in _CLAUSE.finditer(sql):
+        if match.start() < pos:
+            continue
+        close = _top_level(sql, match.end(), "")[-1]
+        condition = sql[match.end() : close]
+        out.append(sql[pos : match.start()] + _CLAUSES[match.group(1).lower()].format(f"{CLAUSE_MARK}({condition})").rstrip(" "))
+        out.append(" ")
+        pos = close + 1
+        while pos < len(sql) and sql[pos] == " ":
+            pos += 1
+    out.append(sql[pos:])
+    return "".join(out)
