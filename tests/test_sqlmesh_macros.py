@@ -342,3 +342,11 @@ def test_star_and_union_use_the_declared_source_columns_and_macros_read_locals(m
         "UNION ALL SELECT CAST(id AS BIGINT) AS id, CAST(amount AS DOUBLE) AS amount FROM raw.b) AS u"
     )
     assert both.depends_on == ("raw.a", "raw.b")
+
+
+def test_project_variables_render_as_values_by_name_and_with_var():
+    from incremental_assets.load.macro_eval import MacroContext
+
+    context = MacroContext(variables={"str_var": "cat", "int_var": 1, "list_var": [1, 2]})
+    body = "SELECT @STR_VAR AS s, @VAR('int_var') AS i, @VAR('missing', 0) AS m, @EACH(@list_var, x -> x * 10) FROM t"
+    assert parse_model_body(body, macros=context).query.sql("spark") == "SELECT 'cat' AS s, 1 AS i, 0 AS m, 1 * 10, 2 * 10 FROM t"

@@ -223,7 +223,7 @@ class MacroEvaluator:
         if name in self.locals:
             value = self.locals[name]
         elif name in self.context.variables:
-            value = self.context.variables[name]
+            value = python_value(self.context.variables[name])
         else:
             raise MacroError(
                 f"unknown macro @{name}", node,
@@ -348,6 +348,11 @@ class MacroEvaluator:
 
 
 _MISSING = object()
+
+
+def python_value(value: Any) -> Any:
+    """A project variable as SQL: strings as string literals (not parsed), numbers, booleans, lists as arrays."""
+    return value if isinstance(value, exp.Expression) else exp.convert(value)
 
 
 _PRECEDENCE = {exp.Mul: 2, exp.Div: 2, exp.IntDiv: 2, exp.Mod: 2, exp.Add: 1, exp.Sub: 1}

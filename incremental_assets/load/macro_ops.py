@@ -303,7 +303,7 @@ def union(evaluator: MacroEvaluator, kind: Any, *tables: Any) -> exp.Expression:
 def macro_var(evaluator: MacroEvaluator, name: Any, default: Any = None) -> Value:
     """``@VAR('name'[, default])``: a project variable."""
     value = evaluator.var(_word(name), None)
-    return default if value is None else value
+    return default if value is None else (value if isinstance(value, exp.Expression) else exp.convert(value))
 
 
 OPERATORS: dict[str, Callable[..., Value]] = {
