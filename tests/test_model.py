@@ -108,7 +108,7 @@ def test_fingerprint_ignores_formatting_and_metadata_but_not_logic(tmp_path):
         ("MODEL (\n  name a.b,\n  kind FULL,\n  interval_unit fortnight\n);\nSELECT 1", 4, "unknown interval_unit", "use one of hour"),
         ("MODEL (\n  name a.b,\n  kind FULL\n);\nSELECT 1\nFROM t WHERE", 6, "cannot parse the query", "fix the SQL syntax"),
         ("MODEL (\n  name a.b,\n  kind FULL\n);\nSELECT @nope AS x", 5, "unknown macro @nope", "use one of"),
-        ("MODEL (\n  name a.b,\n  kind FULL\n);\nSELECT 1;\nSELECT 2", 6, "2 statements", "own model files"),
+        ("MODEL (\n  name a.b,\n  kind FULL\n);\nSELECT 1;\nSELECT 2", 6, "2 queries", "own model files"),
         ("MODEL (\n  kind FULL\n);\nSELECT 1", 1, "has no name", "add `name schema.table`"),
         ("MODEL (\n  name a.b,\n  name c.d,\n  kind FULL\n);\nSELECT 1", 3, "given twice", None),
     ],

@@ -37,10 +37,11 @@ from incremental_assets.load.header import (
     split_model_file,
 )
 from incremental_assets.load.kinds import read_kind
+from incremental_assets.load.macro_eval import MacroContext
 from incremental_assets.load.query import (
     node_line,
     output_columns,
-    parse_query,
+    parse_model_body,
     table_references,
 )
 from incremental_assets.load.reader import HeaderReader
@@ -61,8 +62,13 @@ from incremental_assets.model.sql_model import SEED_VIEW, SqlModel, TableReferen
 _NAME = re.compile(r"[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*){0,2}")
 
 
-def parse_model_file(path: str | Path, *, default_dialect: str = "spark", text: str | None = None) -> SqlModel:
-    """Read one model file; raise ModelFileError naming the file and line for anything wrong."""
+def parse_model_file(
+    path: str | Path, *, default_dialect: str = "spark", text: str | None = None, macros: MacroContext | None = None
+) -> SqlModel:
+    """Read one model file; raise ModelFileError naming the file and line for anything wrong.
+
+    ``macros`` holds the project's Python macros and variables the body's macros may use.
+    """
     path = Path(path)
     if text is None:
         check_file_size(path)
@@ -92,9 +98,12 @@ def parse_model_file(path: str | Path, *, default_dialect: str = "spark", text: 
     if isinstance(kind, Seed):
         kind, query = _seed_query(reader, kind, values, split.query_text, seen["kind"].line)
         references: tuple[TableReference, ...] = ()
+        statements: dict[str, Any] = {}
     else:
-        query = parse_query(split.query_text, dialect=dialect, path=path, line_offset=split.query_line - 1, this_model=name)
+        body = parse_model_body(split.query_text, dialect=dialect, path=path, line_offset=split.query_line - 1, this_model=name, macros=macros)
+        query = body.query
         references = table_references(query)
+        statements = {"pre_statements": body.pre_statements, "post_statements": body.post_statements}
     if isinstance(kind, IncrementalByTimeRange):
         _check_time_column(reader, query, kind.time_column, seen["kind"].line, values.get("columns", {}))
     _check_keyed_kind(reader, query, kind, seen["kind"].line)
@@ -109,6 +118,7 @@ def parse_model_file(path: str | Path, *, default_dialect: str = "spark", text: 
         header_line=header.line,
         query_line=split.query_line,
         lines={key: prop.line for key, prop in seen.items()},
+        **statements,
         **values,
     )
 

@@ -18,6 +18,8 @@ from sqlglot import exp
 
 from incremental_assets.errors import ModelFileError, ProjectError
 from incremental_assets.load.audits import parse_audit_file
+from incremental_assets.load.macro_eval import MacroContext
+from incremental_assets.load.macro_files import load_macros
 from incremental_assets.load.model_file import parse_model_file
 from incremental_assets.load.python_models import load_python_model
 from incremental_assets.load.query import table_name, table_references
@@ -43,7 +45,8 @@ def load_project(directory: str | Path = ".", *, settings: Settings | None = Non
     except ModelFileError as exc:
         errors.append(exc)
         sources = {}
-    models = _load_models(models_dir, settings, sources, errors)
+    macros = _macro_context(directory, sources, errors)
+    models = _load_models(models_dir, settings, sources, errors, macros)
     errors += _reference_errors(models, sources)
     user_audits = _load_user_audits(directory / "audits", errors)
     errors += _audit_errors(models, user_audits)
@@ -54,13 +57,23 @@ def load_project(directory: str | Path = ".", *, settings: Settings | None = Non
     return Project(directory=directory, settings=settings, models=models, sources=sources, order=tuple(order), audits=user_audits)
 
 
-def _load_models(models_dir: Path, settings: Settings, sources: Mapping[str, Source], errors: list[ModelFileError]) -> dict[str, SqlModel]:
+def _macro_context(directory: Path, sources: Mapping[str, Source], errors: list[ModelFileError]) -> MacroContext:
+    """What the models' macros may use: the project's ``macros/*.py`` and the declared source schemas."""
+    functions, macro_errors = load_macros(directory)
+    errors.extend(macro_errors)
+    schemas = {name: dict(source.columns) for name, source in sources.items() if source.columns}
+    return MacroContext(macros=functions, schemas=schemas, macros_dir=directory / "macros")
+
+
+def _load_models(
+    models_dir: Path, settings: Settings, sources: Mapping[str, Source], errors: list[ModelFileError], macros: MacroContext | None = None
+) -> dict[str, SqlModel]:
     """Every enabled model file (``*.sql``, and ``*.py`` not starting with ``_``), each name once."""
     models: dict[str, SqlModel] = {}
     python_files = [p for p in models_dir.rglob("*.py") if not p.name.startswith("_")]
     for path in sorted([*models_dir.rglob("*.sql"), *python_files]):
         try:
-            model = parse_model_file(path, default_dialect=settings.dialect) if path.suffix == ".sql" else load_python_model(path)
+            model = parse_model_file(path, default_dialect=settings.dialect, macros=macros) if path.suffix == ".sql" else load_python_model(path)
         except ModelFileError as exc:
             errors.append(exc)
             continue

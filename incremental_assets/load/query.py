@@ -1,12 +1,14 @@
-"""Query text -> one sqlglot AST: macros protected while parsing, tables read, output columns.
+"""A model's body text -> its query AST (macros expanded) and pre/post statements; tables read, output columns.
 
-SQLMesh macros such as ``@start_ds`` become ``exp.Parameter`` nodes that :mod:`incremental_assets.plan.macros`
-renders later; line numbers are kept relative to the model file.
+SQLMesh's macro language is expanded here (:mod:`~incremental_assets.load.macro_eval`), so every later
+stage sees plain SQL; date macros such as ``@start_ds`` stay ``exp.Parameter`` nodes that
+:mod:`incremental_assets.plan.macros` renders per run. Line numbers are kept relative to the model file.
 """
 
 from __future__ import annotations
 
-import re
+import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 import sqlglot
@@ -14,54 +16,10 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from incremental_assets.errors import ModelFileError
+from incremental_assets.load.macro_eval import MacroContext, MacroError, MacroEvaluator, macro_error_location
+from incremental_assets.load.macro_syntax import protect_macros, restore_macros, table_macro, var_name
 from incremental_assets.model.kinds import CURSOR_MACROS
 from incremental_assets.model.sql_model import DATE_MACROS, TableReference
-
-_MACRO = re.compile(r"@([A-Za-z_][A-Za-z0-9_]*)")
-
-_PLACEHOLDER = "__ia_macro__"
-
-
-def _protect_macros(sql: str) -> str:
-    """Turn ``@name`` outside strings and comments into an identifier every dialect can parse."""
-    out: list[str] = []
-    i, n = 0, len(sql)
-    while i < n:
-        ch = sql[i]
-        if ch in "'\"`":
-            j = i + 1
-            while j < n and sql[j] != ch:
-                j += 2 if sql[j] == "\\" else 1
-            out.append(sql[i : j + 1])
-            i = j + 1
-        elif sql.startswith("--", i):
-            j = sql.find("\n", i)
-            j = n if j < 0 else j
-            out.append(sql[i:j])
-            i = j
-        elif sql.startswith("/*", i):
-            j = sql.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            out.append(sql[i:j])
-            i = j
-        elif ch == "@" and (m := _MACRO.match(sql, i)):
-            out.append(_PLACEHOLDER + m.group(1))
-            i = m.end()
-        else:
-            out.append(ch)
-            i += 1
-    return "".join(out)
-
-
-def _restore_macros(node: exp.Expression) -> exp.Expression:
-    if isinstance(node, exp.Column) and not node.table and node.name.startswith(_PLACEHOLDER):
-        param = exp.Parameter(this=exp.var(node.name[len(_PLACEHOLDER) :].lower()))
-        param.meta.update(node.this.meta)
-        return param
-    if isinstance(node, (exp.Anonymous,)) and str(node.this).startswith(_PLACEHOLDER):
-        return exp.Parameter(this=exp.var(str(node.this)[len(_PLACEHOLDER) :].lower()), expressions=node.expressions)
-    return node
-
 
 # How deep a query may nest. sqlglot, the analysis and the SQL generator recurse over the tree, about two
 # Python frames per level of nested parentheses, functions or CASEs, and must still fit under Python's
@@ -154,18 +112,21 @@ def check_tree_depth(tree: exp.Expression, path: str | Path, line_offset: int = 
         )
 
 
-def parse_query(
-    sql: str, *, dialect: str = "spark", path: str | Path = "<query>", line_offset: int = 0, this_model: str | None = None
-) -> exp.Query:
-    """Parse exactly one query; macros become ``exp.Parameter`` nodes.
+@dataclass(frozen=True)
+class ModelBody:
+    """A model file's statements after its header: the query, and what runs before and after it."""
 
-    >>> q = parse_query("SELECT a FROM t WHERE ds BETWEEN @start_ds AND @end_ds")
-    >>> sorted(p.name for p in q.find_all(exp.Parameter))
-    ['end_ds', 'start_ds']
-    """
-    check_nesting(sql, path, line_offset)
+    query: exp.Query
+    pre_statements: tuple[exp.Expression, ...] = ()
+    post_statements: tuple[exp.Expression, ...] = ()
+
+
+def _parse_statements(sql: str, dialect: str, path: str | Path, line_offset: int) -> list[exp.Expression]:
+    quiet = logging.getLogger("sqlglot")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # statements sqlglot keeps as raw commands (SET TIME ZONE ...) are fine here
     try:
-        statements = [s for s in sqlglot.parse(_protect_macros(sql), read=dialect) if s is not None]
+        statements = [restore_macros(s, dialect) for s in sqlglot.parse(protect_macros(sql), read=dialect) if s is not None]
     except RecursionError:
         raise ModelFileError(
             path, line_offset + 1, f"the query nests too deeply to be parsed; at most {MAX_QUERY_DEPTH} levels can be analysed", hint=_TOO_DEEP_HINT
@@ -177,46 +138,109 @@ def parse_query(
         raise ModelFileError(path, line, f"cannot parse the query ({dialect}): {desc}", hint="fix the SQL syntax") from None
     except TokenError as exc:
         raise ModelFileError(path, line_offset + 1, f"cannot read the query: {exc}") from None
-    if not statements:
+    finally:
+        quiet.setLevel(level)
+    for statement in statements:
+        for node in statement.walk():  # line numbers relative to the file
+            if "line" in node.meta:
+                node.meta["line"] += line_offset
+    return statements
+
+
+def _expand(
+    statements: list[exp.Expression], dialect: str, path: str | Path, line_offset: int, macros: MacroContext | None, this_model: str | None
+) -> list[exp.Expression]:
+    """Expand every macro; a macro's error becomes one file:line error naming the fix."""
+    evaluator = MacroEvaluator(macros or MacroContext(), dialect, this_model=this_model)
+    try:
+        return evaluator.expand_statements(statements)
+    except MacroError as exc:
+        line = node_line(exc.node, 0) if exc.node is not None else None
+        hint = exc.hint
+        where = macro_error_location(exc.__cause__, macros.macros_dir if macros else None) if exc.__cause__ else None
+        if where:
+            hint = f"correct the macro at {where}, or the arguments given to it here"
+        raise ModelFileError(path, line or line_offset + 1, exc.message, hint=hint) from None
+
+
+def parse_model_body(
+    sql: str, *, dialect: str = "spark", path: str | Path = "<query>", line_offset: int = 0, this_model: str | None = None,
+    macros: MacroContext | None = None,
+) -> ModelBody:
+    """Parse a model's statements, expand its macros, and split them around the one query.
+
+    Statements before the query (``@DEF``, ``SET``, ``CACHE TABLE`` ...) are its pre-statements, those after
+    it post-statements, as in SQLMesh.
+
+    >>> body = parse_model_body("@DEF(n, 3); SET x = 1; SELECT @n AS n FROM t; ANALYZE TABLE t COMPUTE STATISTICS")
+    >>> body.query.sql(), [s.sql() for s in body.pre_statements], len(body.post_statements)
+    ('SELECT 3 AS n FROM t', ['SET x = 1'], 1)
+    """
+    check_nesting(sql, path, line_offset)
+    statements = _parse_statements(sql, dialect, path, line_offset)
+    for statement in statements:
+        check_tree_depth(statement, path, 0)
+    statements = _expand(statements, dialect, path, line_offset, macros, this_model)
+    queries = [i for i, s in enumerate(statements) if isinstance(s, exp.Query)]
+    if not queries:
+        if statements:
+            raise ModelFileError(
+                path, node_line(statements[0], 0) or line_offset + 1, f"a model's body must hold a query (SELECT / WITH / UNION), found only {statements[0].key.upper()}",
+                hint="write one SELECT after the MODEL header",
+            )
         raise ModelFileError(path, line_offset + 1, "the model has no query", hint="write one SELECT after the MODEL header")
-    if len(statements) > 1:
+    if len(queries) > 1:
         raise ModelFileError(
-            path,
-            node_line(statements[1], line_offset) or line_offset + 1,
-            f"the model has {len(statements)} statements; a model holds exactly one query",
-            hint="move the other statements into their own model files",
+            path, node_line(statements[queries[1]], 0) or line_offset + 1, f"the model has {len(queries)} queries; a model holds exactly one",
+            hint="move the other queries into their own model files",
         )
-    query = statements[0]
-    check_tree_depth(query, path, line_offset)
-    if not isinstance(query, exp.Query):
-        raise ModelFileError(
-            path, line_offset + 1, f"a model's body must be a query (SELECT / WITH / UNION), found {query.key.upper()}"
-        )
-    query = query.transform(_restore_macros, copy=False)
+    query = statements[queries[0]]
+    check_tree_depth(query, path, 0)
     if this_model is not None:
-        # `FROM @this_model` reads the model's own table: name it, so analysis sees the self-reference.
-        for table in list(query.find_all(exp.Table)):
-            if table.name == _PLACEHOLDER + "this_model" and not table.db:
-                own = exp.to_table(this_model)
-                own.set("alias", table.args.get("alias") or exp.TableAlias(this=exp.to_identifier(own.name)))
-                own.this.meta.update(table.this.meta)
-                table.replace(own)
-    # Carry line numbers relative to the file.
-    for node in query.walk():
-        if "line" in node.meta:
-            node.meta["line"] += line_offset
+        _name_this_model(query, this_model)
     for param in query.find_all(exp.Parameter):
         if param.name not in DATE_MACROS | CURSOR_MACROS:
             raise ModelFileError(
-                path,
-                node_line(param, 0) or line_offset + 1,
-                f"unknown macro @{param.name}",
+                path, node_line(param, 0) or line_offset + 1, f"unknown macro @{param.name}",
                 hint="use one of " + ", ".join("@" + m for m in sorted(DATE_MACROS)),
             )
-    return query  # type: ignore[return-value]
+    return ModelBody(query, tuple(statements[: queries[0]]), tuple(statements[queries[0] + 1 :]))  # type: ignore[arg-type]
 
 
-def node_line(node: exp.Expression, offset: int) -> int | None:
+def _name_this_model(query: exp.Expression, this_model: str) -> None:
+    """`FROM @this_model` reads the model's own table: name it, so analysis sees the self-reference."""
+    for table in list(query.find_all(exp.Table)):
+        held = table_macro(table)
+        if held is not None and var_name(held) == "this_model":
+            own = exp.to_table(this_model)
+            own.set("alias", table.args.get("alias") or exp.TableAlias(this=exp.to_identifier(own.name)))
+            own.this.meta.update(table.this.meta)
+            table.replace(own)
+
+
+def parse_query(
+    sql: str, *, dialect: str = "spark", path: str | Path = "<query>", line_offset: int = 0, this_model: str | None = None,
+    macros: MacroContext | None = None,
+) -> exp.Query:
+    """Parse exactly one query, macros expanded; date macros become ``exp.Parameter`` nodes.
+
+    >>> q = parse_query("SELECT a FROM t WHERE ds BETWEEN @start_ds AND @end_ds")
+    >>> sorted(p.name for p in q.find_all(exp.Parameter))
+    ['end_ds', 'start_ds']
+    """
+    body = parse_model_body(sql, dialect=dialect, path=path, line_offset=line_offset, this_model=this_model, macros=macros)
+    extra = body.pre_statements + body.post_statements
+    if extra:
+        raise ModelFileError(
+            path, node_line(extra[0], 0) or line_offset + 1, f"the model has {len(extra) + 1} statements; only one query is expected here",
+            hint="keep only the query",
+        )
+    return body.query
+
+
+def node_line(node: exp.Expression | None, offset: int) -> int | None:
+    if node is None:
+        return None
     for sub in node.walk():
         line = sub.meta.get("line")
         if line is not None:

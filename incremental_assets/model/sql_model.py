@@ -68,6 +68,8 @@ class SqlModel:
     lines: Mapping[str, int] = field(default_factory=dict)
     audits: tuple[Audit, ...] = ()
     embeds: tuple[str, ...] = ()  # EMBEDDED models inlined into the query
+    pre_statements: tuple[exp.Expression, ...] = ()  # run before the query, in the same session
+    post_statements: tuple[exp.Expression, ...] = ()  # run after the write
 
     @property
     def schema(self) -> str:
@@ -130,6 +132,9 @@ class SqlModel:
             "columns": dict(self.columns),
             "dialect": "spark",
         }
+        if self.pre_statements or self.post_statements:  # as SQLMesh: they decide the rows too
+            payload["pre_statements"] = [normalized_sql(s) for s in self.pre_statements]
+            payload["post_statements"] = [normalized_sql(s) for s in self.post_statements]
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 

@@ -1,4 +1,5 @@
-"""Render SQLMesh date macros as typed literals, and clamp a query's output to its window.
+"""Render SQLMesh date macros as typed literals (in the query and the pre/post statements), and clamp a
+query's output to its window.
 
 Ends are exclusive inside the framework; the ``@end_*`` macros keep SQLMesh's inclusive meaning, so
 ``x BETWEEN @start_dt AND @end_dt`` covers exactly the window. Values are built as AST nodes
@@ -18,7 +19,10 @@ from typing import Mapping
 
 from sqlglot import exp
 
+from incremental_assets.load.macro_syntax import table_macro, var_name
+from incremental_assets.load.query import table_name
 from incremental_assets.model.intervals import TimeWindow
+from incremental_assets.model.sql_model import SqlModel
 
 ONE_MICROSECOND = timedelta(microseconds=1)
 
@@ -137,3 +141,37 @@ def clamp_to_window(query: exp.Expression, time_column: str, window: TimeWindow,
         exp.LT(this=column.copy(), expression=window_literal(window.end, time_format=time_format)),
     )
     return exp.select("*").from_(exp.Subquery(this=query.copy(), alias=exp.TableAlias(this=exp.to_identifier(WINDOW_ALIAS)))).where(condition)
+
+
+def render_statements(
+    model: SqlModel,
+    window: TimeWindow,
+    *,
+    execution_time: datetime | None = None,
+    extra: Mapping[str, exp.Expression] | None = None,
+    views: Mapping[str, str],
+) -> tuple[tuple[exp.Expression, ...], tuple[exp.Expression, ...]]:
+    """A model's pre- and post-statements for one run: date macros rendered, tables named as the run's views.
+
+    ``@this_model`` (and the model's own name) becomes the view the model's table is registered as.
+    """
+
+    def render(statement: exp.Expression) -> exp.Expression:
+        rendered = render_macros(statement, window, execution_time=execution_time, this_model=model.name, extra=extra)
+        return rendered.transform(lambda node: _view_table(node, model.name, views))
+
+    return tuple(render(s) for s in model.pre_statements), tuple(render(s) for s in model.post_statements)
+
+
+def _view_table(node: exp.Expression, own: str, views: Mapping[str, str]) -> exp.Expression:
+    held = table_macro(node)
+    if held is not None and var_name(held) == "this_model":
+        name = own
+    elif isinstance(node, exp.Table) and node.name and table_name(node) in views:
+        name = table_name(node)
+    else:
+        return node
+    table = exp.Table(this=exp.to_identifier(views[name]))
+    if node.args.get("alias") is not None:
+        table.set("alias", node.args["alias"])
+    return table

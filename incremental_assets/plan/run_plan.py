@@ -52,6 +52,7 @@ from incremental_assets.plan.macros import (
     clamp_to_window,
     cursor_literal,
     render_macros,
+    render_statements,
     window_literal,
 )
 from incremental_assets.plan.rebuild import TargetState
@@ -113,10 +114,20 @@ class RunPlan:
     downgraded: bool = False
     execution_time: datetime | None = None
     target: "TargetState | None" = None  # merge-style kinds: the committed state this plan starts from
+    pre_statements: tuple[exp.Expression, ...] = ()  # run before the query, in the same session
+    post_statements: tuple[exp.Expression, ...] = ()  # run after the write (`@this_model` is the written table)
 
     @property
     def sql(self) -> str:
         return self.query.sql(dialect="spark", pretty=True)
+
+    @property
+    def pre_sql(self) -> list[str]:
+        return [s.sql(dialect="spark") for s in self.pre_statements]
+
+    @property
+    def post_sql(self) -> list[str]:
+        return [s.sql(dialect="spark") for s in self.post_statements]
 
     def explain_inputs(self) -> list[str]:
         lines = []
@@ -130,7 +141,9 @@ class RunPlan:
         header = [f"-- model {self.model}" + (f", window {self.window}" if self.window else "") + f", write: {self.write}"]
         if self.safety_class:
             header.append(f"-- safety class: {self.safety_class}" + (" (refused: downgraded to a full refresh)" if self.downgraded else ""))
-        return "\n".join(header + self.explain_inputs() + [self.sql])
+        pre = [f"{sql};" for sql in self.pre_sql]
+        post = [f"-- after the write:\n{sql};" for sql in self.post_sql]
+        return "\n".join(header + self.explain_inputs() + pre + [self.sql] + post)
 
 
 def view_name(name: str) -> str:
@@ -242,7 +255,11 @@ def plan_run(
     safety = analysis.safety_class if analysis is not None else None
     if analysis is not None and analysis.safety_class == "BoundedSafe":
         safety = f"BoundedSafe({analysis.batch_limit})"
-    return RunPlan(model.name, window, query, tuple(inputs), write, model.fingerprint, safety, downgraded, execution_time, target)
+    pre, post = render_statements(
+        model, macro_window(model, window, execution_time), execution_time=execution_time, extra=cursor_macros(model, state),
+        views={read.name: read.view for read in inputs} | {model.name: view_name(model.name)},
+    )
+    return RunPlan(model.name, window, query, tuple(inputs), write, model.fingerprint, safety, downgraded, execution_time, target, pre, post)
 
 
 def write_kind(model: SqlModel, target: TargetState) -> WriteKind:

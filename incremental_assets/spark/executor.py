@@ -20,7 +20,7 @@ from incremental_assets.errors import StorageError
 from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.model.kinds import IncrementalByCursor, ScdType2, UniqueKey
 from incremental_assets.model.project import Project
-from incremental_assets.plan.run_plan import RunPlan, WriteKind
+from incremental_assets.plan.run_plan import InputRead, RunPlan, WriteKind, view_name
 from incremental_assets.spark import faults, merge
 from incremental_assets.spark.inputs import Inputs
 from incremental_assets.spark.read_errors import unreadable_input
@@ -79,7 +79,9 @@ class Executor(Inputs):
         if plan.write == WriteKind.VIEW:
             began = time.perf_counter()
             inputs = self.register(plan)
+            self.run_statements(plan, plan.pre_statements, "pre")
             self.spark.sql(plan.sql).schema  # analysis only: proves the view resolves, reads nothing
+            self.run_statements(plan, plan.post_statements, "post")
             return RunResult(plan.model, None, plan.write, None, None, 0, 0, plan.sql, time.perf_counter() - began, None, inputs)
         return self.execute_together([plan], run_id=run_id, before_commit=before_commit)
 
@@ -104,6 +106,7 @@ class Executor(Inputs):
                 inputs.update(self.register(plan))
                 if getattr(model, "fetch", None) is not None:
                     inputs["fetched"] = f"{merge.register_fetched(self, model, plan.target)} rows from {model.path.name}"
+                self.run_statements(plan, plan.pre_statements, "pre")
                 df = strategy.prepare(plan, self.spark.sql(plan.sql))
                 strategy.stage(plan, df, first=i == 0)
         except Exception as exc:
@@ -118,11 +121,13 @@ class Executor(Inputs):
         if not strategy.has_changes():
             delta.discard_staging(uri, strategy.staging)
             log.info("%s: nothing changed, nothing to commit", first.model)
+            self.run_statements(last, last.post_statements, "post")
             return self._unchanged(first, uri, inputs, self._unchanged_details(strategy, first), began)
         window = TimeWindow(first.window.start, last.window.end) if first.window and last.window else None
         result = self._commit(strategy, first, window, run_id, before_commit)
         if result.files == 0:
             delta.discard_staging(uri, strategy.staging)  # nothing in it was committed (a window with no rows)
+        self.run_statements(last, last.post_statements, "post")
         details = strategy.details
         if isinstance(model.kind, IncrementalByCursor):
             details["cursor_before"] = first.target.last_value if first.target and first.write == WriteKind.APPEND else None
@@ -133,6 +138,27 @@ class Executor(Inputs):
             first.model, window, first.write, result.rows, result.version, result.files, result.partitions, last.sql, seconds, uri, inputs, details,
             result.interval_rows,
         )
+
+    def run_statements(self, plan: RunPlan, statements: tuple[Any, ...], when: str) -> None:
+        """A model's pre-statements (before its query) or post-statements (after its write), in order.
+
+        Post-statements see the model's committed table as the view ``@this_model`` stands for.
+        """
+        if not statements:
+            return
+        model = self.project.models[plan.model]
+        if when == "post" and model.has_table and delta.exists(delta.table_uri(self.project.settings.warehouse, plan.model)):
+            own = InputRead(plan.model, view_name(plan.model), "table", None)
+            self.read_model_table(plan.model, own)[0].createOrReplaceTempView(own.view)
+        for statement in statements:
+            sql = statement.sql(dialect="spark")
+            try:
+                self.spark.sql(sql).collect()
+            except Exception as exc:  # Spark's error, told with the model file and the statement
+                line = statement.meta.get("line") or next((n.meta["line"] for n in statement.walk() if "line" in n.meta), None)
+                where = f"{model.path}:{line}" if line else str(model.path)
+                message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise StorageError(f"{where}: the {when}-statement `{sql}` failed: {message}") from exc
 
     def _commit(
         self,
