@@ -14,7 +14,10 @@ query by :mod:`~incremental_assets.load.query` (in the model's dialect, Spark by
 
 from __future__ import annotations
 
+import logging
 import re
+from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -23,10 +26,11 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from incremental_assets.errors import ModelFileError
-from incremental_assets.load.audits import parse_audits
+from incremental_assets.load.audits import parse_audits, split_inline_audits
 from incremental_assets.load.header import (
     Header,
     Items,
+    Literal,
     Name,
     Pair,
     Property,
@@ -36,6 +40,7 @@ from incremental_assets.load.header import (
     parse_header,
     split_model_file,
 )
+from incremental_assets.load.jinja import render_jinja_blocks
 from incremental_assets.load.kinds import read_kind
 from incremental_assets.load.query import (
     node_line,
@@ -58,11 +63,23 @@ from incremental_assets.model.kinds import (
 )
 from incremental_assets.model.sql_model import SEED_VIEW, SqlModel, TableReference
 
+log = logging.getLogger(__name__)
 _NAME = re.compile(r"[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*){0,2}")
 
 
-def parse_model_file(path: str | Path, *, default_dialect: str = "spark", text: str | None = None) -> SqlModel:
-    """Read one model file; raise ModelFileError naming the file and line for anything wrong."""
+def parse_model_file(
+    path: str | Path,
+    *,
+    default_dialect: str = "spark",
+    text: str | None = None,
+    defaults: Mapping[str, str] | None = None,
+    variables: Mapping[str, Any] | None = None,
+) -> SqlModel:
+    """Read one model file; raise ModelFileError naming the file and line for anything wrong.
+
+    ``defaults`` are header properties (as header text) of the project's ``model_defaults``, applied where
+    the header does not set them; a header without ``kind`` is a VIEW, as in SQLMesh.
+    """
     path = Path(path)
     if text is None:
         check_file_size(path)
@@ -74,6 +91,7 @@ def parse_model_file(path: str | Path, *, default_dialect: str = "spark", text: 
     split = split_model_file(text, path)
     header = parse_header(split.header_text, path, split.header_line - 1)
     seen = _properties(reader, header)
+    defaulted = _apply_defaults(path, header, seen, defaults or {})
     dialect = _dialect(reader, seen, default_dialect)
     name = reader.text(seen["name"].value, "name").lower()
     if not _NAME.fullmatch(name):
@@ -81,19 +99,25 @@ def parse_model_file(path: str | Path, *, default_dialect: str = "spark", text: 
     metadata: dict[str, str] = {}
     kind = read_kind(reader, seen["kind"], metadata)
     values = _read_values(reader, seen, dialect, metadata)
-    if "start" in values and "end" in values and values["end"] <= values["start"]:
+    inclusive = "end" in values and _is_date_only(seen["end"].value)  # SQLMesh's date-only end: the whole day is in
+    if "start" in values and "end" in values and values["end"] + timedelta(days=inclusive) <= values["start"]:
         raise reader.fail(
             seen["end"].line, f"end {values['end'].isoformat()} is not after start {values['start'].isoformat()}: the model would have no interval",
             hint="set end after start, or remove end (the model then runs up to the present)",
         )
+    if inclusive:
+        values["end"] += timedelta(days=1)
     if isinstance(kind, IncrementalByTimeRange):
-        _time_layout(reader, seen, header, name, values)
+        _time_layout(reader, seen, values, defaulted)
 
+    _warn_unused(path, seen)
+    body = render_jinja_blocks(split.query_text, path, variables or {}, split.query_line - 1)
+    body, inline_audits = split_inline_audits(body, path, split.query_line - 1)
     if isinstance(kind, Seed):
-        kind, query = _seed_query(reader, kind, values, split.query_text, seen["kind"].line)
+        kind, query = _seed_query(reader, kind, values, body, seen["kind"].line)
         references: tuple[TableReference, ...] = ()
     else:
-        query = parse_query(split.query_text, dialect=dialect, path=path, line_offset=split.query_line - 1, this_model=name)
+        query = parse_query(body, dialect=dialect, path=path, line_offset=split.query_line - 1, this_model=name)
         references = table_references(query)
     if isinstance(kind, IncrementalByTimeRange):
         _check_time_column(reader, query, kind.time_column, seen["kind"].line, values.get("columns", {}))
@@ -109,6 +133,7 @@ def parse_model_file(path: str | Path, *, default_dialect: str = "spark", text: 
         header_line=header.line,
         query_line=split.query_line,
         lines={key: prop.line for key, prop in seen.items()},
+        inline_audits=tuple(inline_audits),
         **values,
     )
 
@@ -122,9 +147,54 @@ def _properties(reader: HeaderReader, header: Header) -> dict[str, Property]:
         seen[prop.key] = prop
     if "name" not in seen:
         raise reader.fail(header.line, "the MODEL header has no name", hint="add `name schema.table`")
-    if "kind" not in seen:
-        raise reader.fail(header.line, "the MODEL header has no kind", hint="add `kind FULL` or another kind")
     return seen
+
+
+def _apply_defaults(path: Path, header: Header, seen: dict[str, Property], defaults: Mapping[str, str]) -> set[str]:
+    """Fill properties the header does not set from model_defaults; no kind at all is a VIEW.
+
+    Returns the keys that were filled in.
+    """
+    filled: set[str] = set()
+    for key, text in {**defaults, "kind": defaults.get("kind", "VIEW")}.items():
+        if key in seen:
+            continue
+        try:
+            (prop,) = parse_header(f"MODEL ({key} {text})", "model_defaults").properties
+        except ModelFileError as exc:
+            raise ModelFileError(path, header.line, f"model_defaults {key} '{text}' cannot be read: {exc.message}") from None
+        seen[key] = replace(prop, line=header.line, value=_at_line(prop.value, header.line))
+        filled.add(key)
+    return filled
+
+
+def _at_line(value: Value, line: int) -> Value:
+    return replace(value, line=line)
+
+
+# Header properties with no effect here: said once per model file, never dropped in silence.
+_UNUSED = {
+    "signals": "signals are not evaluated: intervals run when Dagster schedules them (use sensors for readiness)",
+    "partitioned_by": "partitioned_by is not applied: Delta tables are laid out by the time column of incremental models",
+    "allow_partials": "allow_partials is not applied: only complete intervals run",
+    "storage_format": "storage_format is not applied: every table is Delta",
+    "table_format": "table_format is not applied: every table is Delta",
+    "physical_properties": "physical_properties are not applied",
+    "session_properties": "session_properties are not applied: set Spark conf in incremental_assets.yaml",
+}
+
+
+def _warn_unused(path: Path, seen: Mapping[str, Property]) -> None:
+    for key, why in _UNUSED.items():
+        if key in seen:
+            log.warning("%s:%s: %s", path, seen[key].line, why)
+
+
+_DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _is_date_only(value: Value) -> bool:
+    return isinstance(value, Literal) and isinstance(value.value, str) and bool(_DATE_ONLY.fullmatch(value.value.strip()))
 
 
 def _dialect(reader: HeaderReader, seen: Mapping[str, Property], default: str) -> str:
@@ -185,8 +255,13 @@ def _read_values(reader: HeaderReader, seen: Mapping[str, Property], dialect: st
     return values
 
 
-def _time_layout(reader: HeaderReader, seen: Mapping[str, Property], header: Header, name: str, values: dict[str, Any]) -> None:
-    """An incremental model's interval unit (given, derived from cron, or a day) and its aligned start."""
+def _time_layout(reader: HeaderReader, seen: Mapping[str, Property], values: dict[str, Any], defaulted: set[str]) -> None:
+    """An incremental model's interval unit (given, derived from cron, or a day), its aligned start and end.
+
+    Without a start, the project loader derives one (:func:`incremental_assets.load.project.default_starts`).
+    A start from model_defaults is floored to the unit; an end is rounded up to the unit, so the interval
+    holding the last instant is in.
+    """
     unit = values.get("interval_unit")
     if unit is None and values.get("cron"):
         unit = unit_from_cron(values["cron"])
@@ -207,10 +282,14 @@ def _time_layout(reader: HeaderReader, seen: Mapping[str, Property], header: Hea
             hint=f"use a cron at most as frequent as the intervals, e.g. cron '{_CRON_ALIAS.get(unit.value, unit.cron)}', "
                  f"or interval_unit {cron_unit} to cut {cron_unit} intervals",
         )
+    if values.get("end") is not None:
+        values["end"] = unit.ceil(values["end"])
     if "start" not in values:
-        raise reader.fail(header.line, f"incremental model {name} has no start", hint="add `start 'YYYY-MM-DD'`: intervals are counted from it")
+        return
     start = values["start"]
-    if unit.floor(start) != start:
+    if "start" in defaulted:
+        values["start"] = unit.floor(start)
+    elif unit.floor(start) != start:
         raise reader.fail(
             seen["start"].line,
             f"start {start.date().isoformat()} is not on a {unit} boundary",

@@ -15,7 +15,7 @@ from typing import Mapping
 
 from sqlglot import exp
 
-from incremental_assets.model.audits import Audit
+from incremental_assets.model.audits import Audit, UserAudit
 from incremental_assets.model.intervals import IntervalUnit
 from incremental_assets.model.kinds import (
     Embedded,
@@ -68,6 +68,8 @@ class SqlModel:
     lines: Mapping[str, int] = field(default_factory=dict)
     audits: tuple[Audit, ...] = ()
     embeds: tuple[str, ...] = ()  # EMBEDDED models inlined into the query
+    inline_audits: tuple[UserAudit, ...] = ()  # AUDIT (...) blocks of the model file
+    derived_start: bool = False  # start not written: from the upstream models or the previous interval
 
     @property
     def schema(self) -> str:
@@ -126,7 +128,7 @@ class SqlModel:
             "kind": self.kind.name,
             "kind_config": kind,
             "interval_unit": self.interval_unit,
-            "start": self.start.isoformat() if self.start else None,
+            "start": self.start.isoformat() if self.start and not self.derived_start else None,
             "columns": dict(self.columns),
             "dialect": "spark",
         }
