@@ -88,7 +88,7 @@ def _load_models(
             if path.suffix == ".sql":
                 found = [parse_model_file(path, default_dialect=dialect, defaults=defaults, variables=config.variables)]
             else:
-                found = load_python_models(path, root=models_dir.parent, defaults=defaults)
+                found = load_python_models(path, root=models_dir.parent, defaults=defaults, dialect=dialect)
         except ModelFileError as exc:
             errors.append(exc)
             continue

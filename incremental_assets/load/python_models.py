@@ -87,14 +87,16 @@ def _import(path: Path, root: Path | None) -> Any:
     return module
 
 
-def load_python_models(path: str | Path, *, root: Path | None = None, defaults: Mapping[str, str] | None = None) -> list[SqlModel]:
+def load_python_models(
+    path: str | Path, *, root: Path | None = None, defaults: Mapping[str, str] | None = None, dialect: str = "spark"
+) -> list[SqlModel]:
     """The models of one ``models/*.py`` file: a source model (``MODEL`` + ``fetch``), SQLMesh ``@model``
     functions, or none (a helper module other model files import)."""
     path = Path(path)
     module = _import(path, root)
     specs = list(module.__sqlmesh_models__)
     if specs:
-        return [sqlmesh_python_model(path, spec, defaults or {}) for spec in specs]
+        return [sqlmesh_python_model(path, spec, defaults or {}, dialect) for spec in specs]
     if getattr(module, "MODEL", None) is None:
         return []
     return [load_python_model(path, module=module)]

@@ -24,6 +24,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from sqlglot import exp
+
 from incremental_assets.errors import ModelFileError
 from incremental_assets.load.model_file import parse_model_file
 from incremental_assets.load.sqlmesh_config import header_text
@@ -67,19 +69,19 @@ def _decorator_line(text: str, name: str) -> int | None:
     return before.count("\n", 0, at) + 1 if at >= 0 else None
 
 
-def _header(spec: ModelSpec) -> str:
+def _header(spec: ModelSpec, dialect: str) -> str:
     kwargs = spec.kwargs
     columns = plain(kwargs.get("columns") or {})
     props = [f"name {spec.name}", f"kind {_kind_text(kwargs.get('kind') or 'FULL')}"]
     if kwargs.get("dialect"):
         props.append(f"dialect {kwargs['dialect']}")
     props += [f"{key} {header_text(plain(kwargs[key]))}" for key in _HEADER_KEYS if kwargs.get(key) is not None]
-    props.append("columns (" + ", ".join(f"`{c}` {t}" for c, t in columns.items()) + ")")
-    select = ", ".join(f"`{c}`" for c in columns)
+    props.append("columns (" + ", ".join(f"{c} {t}" for c, t in columns.items()) + ")")
+    select = ", ".join(exp.to_identifier(c).sql(dialect=dialect) for c in columns)
     return "MODEL (" + ",\n".join(props) + f");\nSELECT {select} FROM {PYTHON_ROWS_VIEW}"
 
 
-def sqlmesh_python_model(path: Path, spec: ModelSpec, defaults: Mapping[str, str]) -> SqlmeshPythonModel:
+def sqlmesh_python_model(path: Path, spec: ModelSpec, defaults: Mapping[str, str], dialect: str = "spark") -> SqlmeshPythonModel:
     """One ``@model`` declaration -> a model; errors name the file and the decorator's line."""
     text = path.read_text(encoding="utf-8")
     line = _decorator_line(text, spec.name)
@@ -88,7 +90,7 @@ def sqlmesh_python_model(path: Path, spec: ModelSpec, defaults: Mapping[str, str
     if spec.func is None or not callable(spec.func):
         raise ModelFileError(path, line, f"@model {spec.name} does not decorate a function")
     try:
-        model = parse_model_file(path, text=_header(spec), defaults=defaults, default_dialect=str(spec.kwargs.get("dialect") or "spark"))
+        model = parse_model_file(path, text=_header(spec, dialect), defaults=defaults, default_dialect=dialect)
     except ModelFileError as exc:
         raise ModelFileError(path, line, f"@model {spec.name}: {exc.message}", hint=exc.hint) from None
     except ValueError as exc:

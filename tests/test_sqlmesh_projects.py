@@ -1,0 +1,152 @@
+"""A SQLMesh project folder loads and runs unchanged: config.yaml model defaults and variables, a DuckDB
+dialect transpiled to Spark, default kind and start, inclusive date ends, inline audits, Jinja,
+external_models.yaml, SEED headers without ';', `$root` paths and `@model` Python models."""
+
+from __future__ import annotations
+
+import csv
+import logging
+import shutil
+import sys
+from collections import defaultdict
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from incremental_assets import delta
+from incremental_assets.errors import ProjectError
+from incremental_assets.load.project import default_starts, load_project
+from incremental_assets.load.sqlmesh_config import project_variables
+from incremental_assets.load.sqlmesh_shim import real_sqlmesh_installed
+from incremental_assets.model.intervals import TimeWindow
+from incremental_assets.plan.run_plan import plan_run, plan_window
+
+from helpers import table_rows, utc
+
+PROJECT = Path(__file__).parent / "sqlmesh_project"
+
+
+@pytest.fixture
+def bakery(tmp_path):
+    root = tmp_path / "bakery"
+    shutil.copytree(PROJECT, root)
+    return root
+
+
+def _sales() -> list[dict]:
+    with open(PROJECT / "data" / "sales.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def test_config_defaults_and_sqlmesh_semantics_apply(bakery):
+    project = load_project(bakery)
+    daily = project.model("bakery.daily_sales")
+    assert daily.dialect == "duckdb" and daily.cron == "@daily"
+    assert (daily.start, daily.end) == (utc(2024, 1, 1), utc(2024, 1, 4))  # end '2024-01-03' covers that day
+    assert project.model("bakery.item_totals").kind.name == "VIEW"  # no kind: SQLMesh's default
+    assert project_variables(project) == {"min_quantity": 3}
+    assert "WHERE s.quantity >= 3" in project.model("bakery.revenue").query.sql(dialect="spark")  # Jinja with var()
+    assert "positive_quantity" in project.audits  # the inline AUDIT block
+    assert project.sources["raw.sales"].format == "csv" and project.sources["raw.sales"].columns["quantity"] == "INT"
+    assert set(project.models) == {"bakery.daily_sales", "bakery.item_totals", "bakery.item_sizes", "bakery.prices", "bakery.revenue"}
+    assert project.model("bakery.item_sizes").depends_on == ("bakery.item_totals",)
+    assert "sqlmesh" not in sys.modules or real_sqlmesh_installed()  # the served names are gone after loading
+
+
+def test_the_project_runs_on_spark_with_sqlmesh_results(spark, bakery):
+    from incremental_assets.spark.executor import Executor
+
+    project = load_project(bakery)
+    ex = Executor(spark, project)
+    for model in project.ordered():
+        if model.is_incremental:
+            plans = plan_window(project, model, TimeWindow(model.start, model.end))
+            assert (plans[0].window.start, plans[-1].window.end) == (utc(2024, 1, 1), utc(2024, 1, 4))  # the last day is in
+            for plan in plans:
+                ex.execute(plan)
+        else:
+            ex.execute(plan_run(project, model, None))
+    warehouse = project.settings.warehouse
+
+    daily: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])
+    for row in _sales():
+        day = datetime.fromisoformat(row["sold_at"]).date()
+        if day <= datetime(2024, 1, 3).date():
+            daily[(day, row["item"])][0] += int(row["quantity"])
+            daily[(day, row["item"])][1] += 1
+    assert table_rows(delta.table_uri(warehouse, "bakery.daily_sales")) == sorted((d, i, q, n) for (d, i), (q, n) in daily.items())
+
+    prices = {r["item"]: float(r["price"]) for r in csv.DictReader(open(PROJECT / "seeds" / "prices.csv"))}
+    revenue: dict[str, float] = defaultdict(float)
+    for (_, item), (quantity, _) in daily.items():
+        if quantity >= 3:
+            revenue[item] += quantity * prices[item]
+    assert table_rows(delta.table_uri(warehouse, "bakery.revenue")) == sorted((i, round(r, 2)) for i, r in revenue.items())
+
+    totals: dict[str, int] = defaultdict(int)
+    for (_, item), (quantity, _) in daily.items():
+        totals[item] += quantity
+    expected = sorted((i, q, "large" if q >= 8 else "small") for i, q in totals.items())
+    assert table_rows(delta.table_uri(warehouse, "bakery.item_sizes")) == expected
+
+
+def test_config_py_is_read_without_sqlmesh_installed(bakery):
+    (bakery / "config.yaml").unlink()
+    (bakery / "config.py").write_text(
+        "from sqlmesh.core.config import Config, ModelDefaultsConfig, GatewayConfig, DuckDBConnectionConfig\n"
+        "config = Config(\n"
+        "    gateways={'local': GatewayConfig(connection=DuckDBConnectionConfig(database='b.duckdb'))},\n"
+        "    model_defaults=ModelDefaultsConfig(dialect='duckdb', start='2024-01-02', cron='@daily'),\n"
+        "    variables={'MIN_QUANTITY': 5},\n"
+        ")\n"
+    )
+    project = load_project(bakery)
+    assert project.model("bakery.daily_sales").start == utc(2024, 1, 2)
+    assert project.variables == {"min_quantity": 5}
+    assert "WHERE s.quantity >= 5" in project.model("bakery.revenue").query.sql(dialect="spark")
+
+
+def test_an_incremental_model_without_any_start_takes_sqlmesh_default(make_project):
+    root = make_project({
+        "sources.yaml": "- {name: raw.e, location: data/e, format: delta, time_column: ts}\n",
+        "models/a.sql": "MODEL (name s.a, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), start '2023-06-01');\n"
+                        "SELECT ts FROM raw.e WHERE ts BETWEEN @start_ts AND @end_ts",
+        "models/b.sql": "MODEL (name s.b, kind INCREMENTAL_BY_TIME_RANGE (time_column ts));\n"
+                        "SELECT ts FROM s.a WHERE ts BETWEEN @start_ts AND @end_ts",
+        "models/c.sql": "MODEL (name s.c, kind INCREMENTAL_BY_TIME_RANGE (time_column ts));\n"
+                        "SELECT ts FROM raw.e WHERE ts BETWEEN @start_ts AND @end_ts",
+    })
+    project = load_project(root)
+    assert project.model("s.b").start == utc(2023, 6, 1)  # its upstream's start
+    c = project.model("s.c")
+    yesterday = (datetime.now(c.start.tzinfo) - timedelta(days=1)).date()
+    assert c.start.date() == yesterday and c.derived_start  # the last complete interval
+    later = default_starts({"s.c": c}, now=c.start + timedelta(days=30))
+    assert later["s.c"].fingerprint == c.fingerprint  # a derived start is not a definition change
+
+
+def test_helper_python_files_are_not_models_and_bad_model_files_name_their_line(bakery):
+    (bakery / "models" / "broken.py").write_text(
+        "from sqlmesh import model\n\n\n@model('bakery.broken', kind='FULL')\ndef execute(context, start, end, execution_time):\n    return None\n"
+    )
+    with pytest.raises(ProjectError) as err:
+        load_project(bakery)
+    assert str(err.value) == f"{bakery / 'models' / 'broken.py'}:4: Python model bakery.broken declares no columns (fix: add columns={{'name': 'type', ...}} to @model)"
+
+
+def test_an_external_model_without_location_asks_for_one(bakery):
+    (bakery / "external_models.yaml").write_text("- name: raw.sales\n  columns: {sale_id: INTEGER}\n")
+    with pytest.raises(ProjectError) as err:
+        load_project(bakery)
+    assert f"{bakery / 'external_models.yaml'}:1: external model raw.sales does not say where its data lives" in str(err.value)
+    (bakery / "sources.yaml").write_text("- {name: raw.sales, location: data/sales.csv, format: csv}\n")
+    assert load_project(bakery).sources["raw.sales"].columns == {"sale_id": "INT"}  # location from sources.yaml, columns from here
+
+
+def test_ignored_properties_are_said(bakery, caplog):
+    path = bakery / "models" / "item_totals.sql"
+    path.write_text(path.read_text().replace("name bakery.item_totals", "name bakery.item_totals,\n  partitioned_by item,\n  signals [ready()]"))
+    with caplog.at_level(logging.WARNING):
+        load_project(bakery)
+    assert f"{path}:3: partitioned_by is not applied" in caplog.text and f"{path}:4: signals are not evaluated" in caplog.text
