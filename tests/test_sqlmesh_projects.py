@@ -150,3 +150,61 @@ def test_ignored_properties_are_said(bakery, caplog):
     with caplog.at_level(logging.WARNING):
         load_project(bakery)
     assert f"{path}:3: partitioned_by is not applied" in caplog.text and f"{path}:4: signals are not evaluated" in caplog.text
+
+
+def test_scd_type_2_validity_columns_take_the_type_of_updated_at(spark, make_project):
+    from incremental_assets.spark.executor import Executor
+
+    root = make_project({
+        "models/dim.sql": "MODEL (name s.dim, kind SCD_TYPE_2_BY_TIME (unique_key id));\n"
+                          "SELECT 1 AS id, 'a' AS v, CAST('2024-01-01 10:00:00' AS TIMESTAMP_NTZ) AS updated_at",
+    })
+    project = load_project(root)
+    Executor(spark, project).execute(plan_run(project, project.model("s.dim"), None, execution_time=utc(2024, 1, 2)))
+    schema = {f.name: str(f.type) for f in delta.arrow_schema(delta.table_uri(project.settings.warehouse, "s.dim"))}
+    assert schema["updated_at"] == schema["valid_from"] == schema["valid_to"] == "timestamp[us]"  # no time zone, like updated_at
+
+
+RUNNING = """\
+MODEL (
+  name bakery.running_units,
+  kind INCREMENTAL_BY_TIME_RANGE (time_column ds),
+  columns (ds DATE, item TEXT, units INTEGER)
+);
+SELECT s.ds, s.item, (s.quantity + COALESCE(p.units, 0))::INTEGER AS units
+FROM bakery.daily_sales AS s
+LEFT JOIN bakery.running_units AS p
+  ON p.item = s.item AND p.ds = s.ds - INTERVAL 1 DAY
+WHERE s.ds BETWEEN @start_ds AND @end_ds
+"""
+
+MORE_TESTS = """\
+a_test_with_a_missing_input:
+  model: bakery.revenue
+  inputs:
+    bakery.daily_sales: [{ds: '2024-01-01', item: bread, quantity: 3, sales: 1}]
+  outputs:
+    query: [{item: bread, revenue: 10.5}]
+
+test_self_reference_starts_empty:
+  model: bakery.running_units
+  inputs:
+    bakery.daily_sales: [{ds: '2024-01-02', item: bread, quantity: 4, sales: 1}]
+  outputs:
+    query: [{ds: '2024-01-02', item: bread, units: 4}]
+  vars: {start: '2024-01-02', end: '2024-01-02'}
+"""
+
+
+def test_sqlmesh_unit_tests_run_and_one_failure_does_not_stop_the_others(spark, bakery, capsys):
+    from incremental_assets import cli
+
+    (bakery / "models" / "running_units.sql").write_text(RUNNING)
+    (bakery / "tests" / "more.yaml").write_text(MORE_TESTS)
+    assert cli.main(["test", "--project", str(bakery)]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL a_test_with_a_missing_input (bakery.revenue, more.yaml)\n    cannot run: test a_test_with_a_missing_input: no rows given for input bakery.prices" in out
+    for name in ("test_self_reference_starts_empty", "test_one_day_and_its_cte", "test_no_window_given_covers_every_row",
+                 "test_revenue_counts_days_with_enough_units"):
+        assert f"ok   {name} (" in out
+    assert "4 passed, 1 failed" in out

@@ -8,14 +8,18 @@ MODEL (
   audits (positive_quantity)
 );
 
+WITH sales AS (
+  SELECT sold_at::DATE AS ds, item, quantity
+  FROM raw.sales
+  WHERE sold_at::DATE BETWEEN @start_ds AND @end_ds
+)
 SELECT
-  sold_at::DATE AS ds,
+  ds,
   item,
   SUM(quantity)::INTEGER AS quantity,
   COUNT(*)::INTEGER AS sales
-FROM raw.sales
-WHERE sold_at::DATE BETWEEN @start_ds AND @end_ds
-GROUP BY sold_at::DATE, item;
+FROM sales
+GROUP BY ds, item;
 
 AUDIT (name positive_quantity);
 SELECT * FROM @this_model WHERE quantity <= 0;
