@@ -34,7 +34,6 @@ from sqlglot import exp
 from incremental_assets.errors import IncrementalAssetsError, ModelFileError, WindowError
 from incremental_assets.model.intervals import (
     TimeWindow,
-    floor as unit_floor,
     is_boundary,
     next_boundary,
     to_utc,
@@ -137,15 +136,13 @@ def load_model_tests(project: Project) -> list[ModelTest]:
     return tests
 
 
-# A test without `vars.start` covers everything up to its end: every fixture row is in the window.
-_EARLIEST = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+# SQLMesh's test window when `vars` gives no start (nor end): 1970-01-01.
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
 def _window(test: ModelTest, unit: str) -> TimeWindow:
-    start = to_utc(test.start) if test.start is not None else _EARLIEST
-    if test.end is None and test.start is None:
-        return TimeWindow(start, next_boundary(unit_floor(dt.datetime.now(dt.timezone.utc), unit), unit))
-    end = to_utc(test.end if test.end is not None else test.start)
+    start = to_utc(test.start) if test.start is not None else _EPOCH
+    end = to_utc(test.end) if test.end is not None else start
     # SQLMesh's `end` names the last interval (inclusive): the window ends after it.
     if is_boundary(end, unit):
         end = next_boundary(end, unit)
