@@ -102,10 +102,18 @@ def _read_yaml(path: Path) -> tuple[Any, dict[str, int]]:
     return data, lines
 
 
+def _in_nested_project(path: Path, root: Path) -> bool:
+    """Whether a file lies in another project folder (one with its own models/) under ``root``."""
+    return any((folder / "models").is_dir() for folder in path.parents if folder != root and root in folder.parents)
+
+
 def load_model_tests(project: Project) -> list[ModelTest]:
     """Every test in ``<project>/tests/**/*.yaml`` (files whose entries name a ``model``)."""
     tests = []
-    for path in sorted((project.directory / "tests").rglob("*.yaml")):
+    root = project.directory / "tests"
+    for path in sorted(root.rglob("*.yaml")):
+        if _in_nested_project(path, root):
+            continue
         data, lines = _read_yaml(path)
         if not isinstance(data, dict) or not data or not all(isinstance(v, dict) and "model" in v for v in data.values()):
             continue
