@@ -208,3 +208,28 @@ def test_sqlmesh_unit_tests_run_and_one_failure_does_not_stop_the_others(spark, 
                  "test_revenue_counts_days_with_enough_units"):
         assert f"ok   {name} (" in out
     assert "4 passed, 1 failed" in out
+
+
+def test_blueprints_make_one_model_per_entry(make_project):
+    root = make_project({
+        "sources.yaml": "- {name: raw.acme_orders, location: data/a, format: delta}\n"
+                        "- {name: raw.globex_orders, location: data/g, format: delta}\n",
+        "models/orders.sql": "MODEL (\n  name @{customer}.orders,\n  kind FULL,\n  blueprints (\n"
+                             "    (customer := acme, min_amount := 10),\n    (customer := globex, min_amount := 25)\n  )\n);\n"
+                             "SELECT id, amount FROM raw.@{customer}_orders WHERE amount >= @min_amount",
+    })
+    project = load_project(root)
+    assert sorted(project.models) == ["acme.orders", "globex.orders"]
+    globex = project.model("globex.orders")
+    assert globex.depends_on == ("raw.globex_orders",) and "amount >= 25" in globex.query.sql(dialect="spark")
+    assert globex.references[0].line == 9 and globex.line_of("kind") == 3  # lines stay those of the file
+
+
+def test_a_monthly_model_covers_the_month_holding_its_inclusive_end(make_project):
+    root = make_project({
+        "sources.yaml": "- {name: raw.e, location: data/e, format: delta, time_column: ts}\n",
+        "models/m.sql": "MODEL (name s.m, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), start '2025-01-01',\n"
+                        "  end '2025-03-31', interval_unit month);\nSELECT ts FROM raw.e WHERE ts BETWEEN @start_ts AND @end_ts",
+    })
+    model = load_project(root).model("s.m")
+    assert (model.start, model.end) == (utc(2025, 1, 1), utc(2025, 4, 1))

@@ -82,11 +82,7 @@ def parse_model_file(
     """
     path = Path(path)
     if text is None:
-        check_file_size(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise ModelFileError(path, None, "the file is not UTF-8 text") from None
+        text = read_model_text(path)
     reader = HeaderReader(path)
     split = split_model_file(text, path)
     header = parse_header(split.header_text, path, split.header_line - 1)
@@ -136,6 +132,15 @@ def parse_model_file(
         inline_audits=tuple(inline_audits),
         **values,
     )
+
+
+def read_model_text(path: Path) -> str:
+    """A model file's text: at most :data:`MAX_MODEL_FILE_BYTES`, UTF-8."""
+    check_file_size(path)
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ModelFileError(path, None, "the file is not UTF-8 text") from None
 
 
 def _properties(reader: HeaderReader, header: Header) -> dict[str, Property]:

@@ -19,7 +19,8 @@ from sqlglot import exp
 
 from incremental_assets.errors import ModelFileError, ProjectError
 from incremental_assets.load.audits import parse_audit_file
-from incremental_assets.load.model_file import parse_model_file
+from incremental_assets.load.blueprints import expand_blueprints
+from incremental_assets.load.model_file import parse_model_file, read_model_text
 from incremental_assets.load.external_models import EXTERNAL_MODELS_FILE, load_external_models
 from incremental_assets.load.python_models import load_python_models
 from incremental_assets.load.query import table_name, table_references
@@ -86,7 +87,8 @@ def _load_models(
     for path in _model_files(models_dir):
         try:
             if path.suffix == ".sql":
-                found = [parse_model_file(path, default_dialect=dialect, defaults=defaults, variables=config.variables)]
+                texts = expand_blueprints(read_model_text(path), path)
+                found = [parse_model_file(path, text=t, default_dialect=dialect, defaults=defaults, variables=config.variables) for t in texts]
             else:
                 found = load_python_models(path, root=models_dir.parent, defaults=defaults, dialect=dialect)
         except ModelFileError as exc:
