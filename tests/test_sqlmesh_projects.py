@@ -233,3 +233,27 @@ def test_a_monthly_model_covers_the_month_holding_its_inclusive_end(make_project
     })
     model = load_project(root).model("s.m")
     assert (model.start, model.end) == (utc(2025, 1, 1), utc(2025, 4, 1))
+
+
+def test_a_duckdb_construct_without_spark_equivalent_names_file_and_line(bakery):
+    path = bakery / "models" / "item_totals.sql"
+    path.write_text(path.read_text().replace("FROM bakery.daily_sales", "FROM bakery.daily_sales AS s\nASOF JOIN bakery.prices AS p USING (item)"))
+    with pytest.raises(ProjectError) as err:
+        load_project(bakery)
+    assert str(err.value).startswith(f"{path}:7: an ASOF join (duckdb) has no Spark equivalent (fix: ")
+
+
+def test_status_reports_the_inclusive_last_day_as_a_gap(bakery):
+    import dagster as dg
+
+    from incremental_assets.orchestration.status import model_status
+    from incremental_assets.orchestration.translator import ModelTranslator
+
+    model = load_project(bakery).model("bakery.daily_sales")
+    key = ModelTranslator().get_asset_key(model)
+    with dg.DagsterInstance.ephemeral() as instance:
+        for day in ("2024-01-01", "2024-01-02"):
+            instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=key, partition=day))
+        status = model_status(instance, model, now=utc(2024, 6, 1))
+    assert status.expected == TimeWindow(utc(2024, 1, 1), utc(2024, 1, 4))
+    assert status.gaps == (TimeWindow(utc(2024, 1, 3), utc(2024, 1, 4)),)

@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError, TokenError
+from sqlglot.errors import ErrorLevel, ParseError, TokenError, UnsupportedError
 
 from incremental_assets.errors import ModelFileError
 from incremental_assets.load.audits import parse_audits, split_inline_audits
@@ -115,6 +115,8 @@ def parse_model_file(
     else:
         query = parse_query(body, dialect=dialect, path=path, line_offset=split.query_line - 1, this_model=name)
         references = table_references(query)
+    if dialect != "spark":
+        _check_spark_equivalent(reader, query, dialect, split.query_line)
     if isinstance(kind, IncrementalByTimeRange):
         _check_time_column(reader, query, kind.time_column, seen["kind"].line, values.get("columns", {}))
     _check_keyed_kind(reader, query, kind, seen["kind"].line)
@@ -330,6 +332,18 @@ def _seed_query(reader: HeaderReader, kind: Seed, values: dict[str, Any], query_
     values["columns"] = seed.columns
     query = exp.select(*(exp.column(c, quoted=True) for c in seed.columns)).from_(SEED_VIEW)
     return Seed(kind.path, kind.location, kind.csv_settings, seed.content_hash), query
+
+
+def _check_spark_equivalent(reader: HeaderReader, query: exp.Query, dialect: str, line: int) -> None:
+    """A query in another dialect must have a Spark equivalent: refuse what sqlglot cannot transpile."""
+    for join in query.find_all(exp.Join):
+        if str(join.args.get("method") or "").upper() == "ASOF":
+            raise reader.fail(node_line(join, 0) or line, f"an ASOF join ({dialect}) has no Spark equivalent",
+                              hint="rewrite it as a join on the key with a window function picking the latest earlier row")
+    try:
+        query.sql(dialect="spark", unsupported_level=ErrorLevel.RAISE)
+    except UnsupportedError as exc:
+        raise reader.fail(line, f"the query ({dialect}) has no Spark equivalent: {exc}", hint="rewrite that construct in Spark SQL") from None
 
 
 def _check_time_column(reader: HeaderReader, query: exp.Query, column: str, line: int, declared: Mapping[str, str]) -> None:
