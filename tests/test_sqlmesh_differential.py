@@ -11,7 +11,7 @@ import json
 import shutil
 import subprocess
 import sys
-from datetime import date, datetime
+from datetime import date, datetime, timezone
 from decimal import Decimal
 from pathlib import Path
 
@@ -19,7 +19,7 @@ import pytest
 
 from incremental_assets import delta
 from incremental_assets.load.project import load_project
-from incremental_assets.model.intervals import TimeWindow
+from incremental_assets.model.intervals import TimeWindow, last_complete_end
 from incremental_assets.plan.run_plan import plan_run, plan_window
 
 from helpers import table_rows
@@ -91,7 +91,8 @@ def test_sqlmesh_and_we_give_the_same_rows(spark, tmp_path):
     ex = Executor(spark, project)
     for model in project.ordered():
         if model.is_incremental:
-            for plan in plan_window(project, model, TimeWindow(model.start, model.end)):
+            end = model.end or last_complete_end(datetime.now(timezone.utc), model.unit)  # as SQLMesh's plan: up to yesterday
+            for plan in plan_window(project, model, TimeWindow(model.start, end)):
                 ex.execute(plan)
         else:
             ex.execute(plan_run(project, model, None))

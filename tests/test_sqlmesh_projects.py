@@ -49,7 +49,7 @@ def test_config_defaults_and_sqlmesh_semantics_apply(bakery):
     assert "WHERE s.quantity >= 3" in project.model("bakery.revenue").query.sql(dialect="spark")  # Jinja with var()
     assert "positive_quantity" in project.audits  # the inline AUDIT block
     assert project.sources["raw.sales"].format == "csv" and project.sources["raw.sales"].columns["quantity"] == "INT"
-    assert set(project.models) == {"bakery.daily_sales", "bakery.item_totals", "bakery.item_sizes", "bakery.prices", "bakery.revenue"}
+    assert set(project.models) == {"bakery.daily_sales", "bakery.daily_units", "bakery.item_totals", "bakery.item_sizes", "bakery.prices", "bakery.revenue"}
     assert project.model("bakery.item_sizes").depends_on == ("bakery.item_totals",)
     assert "sqlmesh" not in sys.modules or real_sqlmesh_installed()  # the served names are gone after loading
 
@@ -61,7 +61,7 @@ def test_the_project_runs_on_spark_with_sqlmesh_results(spark, bakery):
     ex = Executor(spark, project)
     for model in project.ordered():
         if model.is_incremental:
-            plans = plan_window(project, model, TimeWindow(model.start, model.end))
+            plans = plan_window(project, model, TimeWindow(model.start, model.end or utc(2024, 1, 4)))
             assert (plans[0].window.start, plans[-1].window.end) == (utc(2024, 1, 1), utc(2024, 1, 4))  # the last day is in
             for plan in plans:
                 ex.execute(plan)
@@ -89,6 +89,11 @@ def test_the_project_runs_on_spark_with_sqlmesh_results(spark, bakery):
         totals[item] += quantity
     expected = sorted((i, q, "large" if q >= 8 else "small") for i, q in totals.items())
     assert table_rows(delta.table_uri(warehouse, "bakery.item_sizes")) == expected
+
+    units: dict = defaultdict(int)
+    for (day, _), (quantity, _) in daily.items():
+        units[day] += quantity
+    assert table_rows(delta.table_uri(warehouse, "bakery.daily_units")) == sorted(units.items())  # the incremental Python model
 
 
 def test_config_py_is_read_without_sqlmesh_installed(bakery):
