@@ -3,11 +3,12 @@ from datetime import datetime
 
 import pandas as pd
 from sqlmesh import ExecutionContext, model
+from sqlmesh.core.model.kind import ModelKindName
 
 
 @model(
     "bakery.daily_units",
-    kind=dict(name="INCREMENTAL_BY_TIME_RANGE", time_column="ds"),
+    kind=dict(name=ModelKindName.INCREMENTAL_BY_TIME_RANGE, time_column="ds"),
     columns={"ds": "date", "units": "int"},
     depends_on=["bakery.daily_sales"],
 )
