@@ -130,3 +130,35 @@ def _parse(rows: list[list], like: list[tuple]) -> list[tuple]:
             cells.append(value)
         out.append(tuple(cells))
     return out
+
+
+# Run in SQLMesh's venv: with the real package installed, the loader's shim steps aside and the `@model`
+# declarations are read from SQLMesh's own registry.
+READ_REAL = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("shim", sys.argv[1])
+shim = sys.modules["shim"] = importlib.util.module_from_spec(spec); spec.loader.exec_module(shim)
+sys.path.insert(0, sys.argv[2])
+out = {"installed": shim.real_sqlmesh_installed(), "models": []}
+for path in sys.argv[3:]:
+    s = importlib.util.spec_from_file_location("m_" + path.rsplit("/", 1)[-1][:-3], path)
+    m = importlib.util.module_from_spec(s)
+    with shim.sqlmesh_names():
+        s.loader.exec_module(m)
+    out["models"] += [[x.name, shim.plain(x.kwargs.get("kind")), shim.plain(x.kwargs.get("columns"))] for x in shim.real_model_specs(m.__name__)]
+    out["real_classes"] = type(sys.modules["sqlmesh"]).__name__ == "module"
+print(json.dumps(out))
+"""
+
+
+def test_an_installed_sqlmesh_serves_its_own_names():
+    python = _sqlmesh_python()
+    shim = Path(__file__).parents[1] / "incremental_assets" / "load" / "sqlmesh_shim.py"
+    files = [str(PROJECT / "models" / "item_sizes.py"), str(PROJECT / "models" / "daily_units.py")]
+    done = subprocess.run([str(python), "-c", READ_REAL, str(shim), str(PROJECT), *files], capture_output=True, text=True, check=True)
+    out = json.loads(done.stdout)
+    assert out["installed"] and out["real_classes"]
+    assert out["models"] == [
+        ["bakery.item_sizes", "FULL", {"item": "text", "quantity": "int", "size": "text"}],
+        ["bakery.daily_units", {"name": "INCREMENTAL_BY_TIME_RANGE", "time_column": "ds"}, {"ds": "date", "units": "int"}],
+    ]
