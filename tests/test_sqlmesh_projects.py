@@ -262,3 +262,18 @@ def test_status_reports_the_inclusive_last_day_as_a_gap(bakery):
         status = model_status(instance, model, now=utc(2024, 6, 1))
     assert status.expected == TimeWindow(utc(2024, 1, 1), utc(2024, 1, 4))
     assert status.gaps == (TimeWindow(utc(2024, 1, 3), utc(2024, 1, 4)),)
+
+
+def test_a_refused_construct_inside_an_embedded_model_names_the_embedded_file(make_project):
+    from incremental_assets.errors import UnsafeIncrementalError
+
+    root = make_project({
+        "sources.yaml": "- {name: raw.e, location: data/e, format: delta, time_column: ts}\n",
+        "models/distinct_keys.sql": "MODEL (name s.distinct_keys, kind EMBEDDED);\n\nSELECT DISTINCT ts, k FROM raw.e",
+        "models/m.sql": "MODEL (name s.m, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), start '2024-01-01');\n"
+                        "SELECT ts, k FROM s.distinct_keys WHERE ts BETWEEN @start_ts AND @end_ts",
+    })
+    project = load_project(root)
+    with pytest.raises(UnsafeIncrementalError) as err:
+        plan_run(project, project.model("s.m"), TimeWindow(utc(2024, 1, 1), utc(2024, 1, 2)))
+    assert f"{root / 'models' / 'distinct_keys.sql'}:3: [distinct]" in str(err.value)

@@ -232,6 +232,8 @@ def inline_embedded(models: Mapping[str, SqlModel]) -> dict[str, SqlModel]:
             inner = expand(models[name], stack + (name,))
             inlined |= {name, *inner.embeds}
             body = inner.query.copy()
+            for node in body.walk():  # its constructs are reported against its own file
+                node.meta.setdefault("path", str(inner.path))
             alias = exp.TableAlias(this=exp.to_identifier(table.alias or table.name))
             table.replace(exp.Subquery(this=body, alias=alias))
         return replace(model, query=query, references=table_references(query), embeds=tuple(sorted(inlined)))

@@ -118,9 +118,8 @@ def load_sqlmesh_config(directory: str | Path) -> SqlmeshConfig:
     path = present[0]
     raw = _read_python(path) if path.suffix == ".py" else _read_yaml(path)
     unknown = sorted(set(raw) - KNOWN_KEYS)
-    if unknown:
-        raise ModelFileError(path, _line_of(path, unknown[0]), f"unknown config key(s): {', '.join(unknown)}",
-                             hint="use model_defaults, variables, gateways, default_gateway")
+    if unknown:  # newer SQLMesh versions add keys: say so, do not refuse the project
+        log.warning("%s:%s: config key(s) %s are not known here and not used", path, _line_of(path, unknown[0]), ", ".join(unknown))
     defaults = raw.get("model_defaults") or {}
     if not isinstance(defaults, dict):
         raise ModelFileError(path, _line_of(path, "model_defaults"), "model_defaults must be a mapping", hint="e.g. `model_defaults: {dialect: duckdb}`")
