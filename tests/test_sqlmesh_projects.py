@@ -90,10 +90,27 @@ def test_the_project_runs_on_spark_with_sqlmesh_results(spark, bakery):
     expected = sorted((i, q, "large" if q >= 8 else "small") for i, q in totals.items())
     assert table_rows(delta.table_uri(warehouse, "bakery.item_sizes")) == expected
 
+    from incremental_assets.spark.audits import evaluate, read_committed
+
+    daily_model = project.model("bakery.daily_sales")  # its inline AUDIT block, on the committed rows
+    rows = read_committed(spark, project, daily_model, None)
+    (outcome,) = evaluate(spark, project, daily_model, rows, list(daily_model.audits))
+    assert outcome.audit.name == "positive_quantity" and outcome.failing_rows == 0
+    (outcome,) = evaluate(spark, project, daily_model, rows.withColumn("quantity", rows.quantity - 3), list(daily_model.audits))
+    assert outcome.failing_rows == sum(1 for quantity, _ in daily.values() if quantity <= 3)
+
     units: dict = defaultdict(int)
     for (day, _), (quantity, _) in daily.items():
         units[day] += quantity
     assert table_rows(delta.table_uri(warehouse, "bakery.daily_units")) == sorted(units.items())  # the incremental Python model
+
+
+def test_config_yaml_reads_environment_variables_like_sqlmesh(bakery, monkeypatch):
+    path = bakery / "config.yaml"
+    path.write_text(path.read_text().replace("min_quantity: 3", "min_quantity: {{ env_var('BAKERY_MIN', 4) }}"))
+    assert load_project(bakery).variables == {"min_quantity": 4}
+    monkeypatch.setenv("BAKERY_MIN", "7")
+    assert load_project(bakery).variables == {"min_quantity": 7}
 
 
 def test_config_py_is_read_without_sqlmesh_installed(bakery):
