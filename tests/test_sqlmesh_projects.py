@@ -158,12 +158,16 @@ def test_helper_python_files_are_not_models_and_bad_model_files_name_their_line(
 
 
 def test_an_external_model_without_location_asks_for_one(bakery):
+    (bakery / "sources.yaml").unlink()
     (bakery / "external_models.yaml").write_text("- name: raw.sales\n  columns: {sale_id: INTEGER}\n")
     with pytest.raises(ProjectError) as err:
         load_project(bakery)
     assert f"{bakery / 'external_models.yaml'}:1: external model raw.sales does not say where its data lives" in str(err.value)
     (bakery / "sources.yaml").write_text("- {name: raw.sales, location: data/sales.csv, format: csv}\n")
     assert load_project(bakery).sources["raw.sales"].columns == {"sale_id": "INT"}  # location from sources.yaml, columns from here
+    (bakery / "sources.yaml").unlink()
+    (bakery / "external_models.yaml").write_text("- name: raw.sales\n  columns: {sale_id: INTEGER}\n  location: data/sales.csv\n")
+    assert load_project(bakery).sources["raw.sales"].format == "csv"  # or the location given here
 
 
 def test_ignored_properties_are_said(bakery, caplog):
