@@ -95,17 +95,9 @@ def parse_model_file(
     metadata: dict[str, str] = {}
     kind = read_kind(reader, seen["kind"], metadata)
     values = _read_values(reader, seen, dialect, metadata)
-    inclusive = "end" in values and _is_date_only(seen["end"].value)  # SQLMesh's date-only end: the whole day is in
-    if "start" in values and "end" in values and values["end"] + timedelta(days=inclusive) <= values["start"]:
-        raise reader.fail(
-            seen["end"].line, f"end {values['end'].isoformat()} is not after start {values['start'].isoformat()}: the model would have no interval",
-            hint="set end after start, or remove end (the model then runs up to the present)",
-        )
-    if inclusive:
-        values["end"] += timedelta(days=1)
+    _start_and_end(reader, seen, values)
     if isinstance(kind, IncrementalByTimeRange):
         _time_layout(reader, seen, values, defaulted)
-
     _warn_unused(path, seen)
     body = render_jinja_blocks(split.query_text, path, variables or {}, split.query_line - 1)
     body, inline_audits = split_inline_audits(body, path, split.query_line - 1)
@@ -134,6 +126,18 @@ def parse_model_file(
         inline_audits=tuple(inline_audits),
         **values,
     )
+
+
+def _start_and_end(reader: HeaderReader, seen: Mapping[str, Property], values: dict[str, Any]) -> None:
+    """End after start; a date-only end is inclusive, as in SQLMesh: the whole day is in."""
+    inclusive = "end" in values and _is_date_only(seen["end"].value)
+    if "start" in values and "end" in values and values["end"] + timedelta(days=inclusive) <= values["start"]:
+        raise reader.fail(
+            seen["end"].line, f"end {values['end'].isoformat()} is not after start {values['start'].isoformat()}: the model would have no interval",
+            hint="set end after start, or remove end (the model then runs up to the present)",
+        )
+    if inclusive:
+        values["end"] += timedelta(days=1)
 
 
 def read_model_text(path: Path) -> str:

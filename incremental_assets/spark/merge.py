@@ -191,10 +191,9 @@ def scd_type_2(
     if not rebuild:
         check_buckets(uri, model)
     now = F.lit(execution_time.astimezone(timezone.utc)).cast("timestamp")
-    null_ts = F.lit(None).cast("timestamp")
     updated_at = F.col(f"s.`{kind.updated_at_name}`").cast("timestamp") if kind.by == "time" else None
-
     ts = history_type(kind, df)
+    null_ts = F.lit(None).cast(ts)
     if rebuild:
         return _first_history(model, kind, df, uri, stage, now, ts)
 
@@ -226,7 +225,7 @@ def scd_type_2(
     fresh = fresh.join(ended, _same_key("s", "e", keys), "left")
     start_new = now if kind.by == "column" else F.col(f"s.`{kind.updated_at_name}`").cast("timestamp")
     valid_from = F.coalesce(F.col("__changed_at"), F.greatest(start_new, F.coalesce(F.col("e.__ended"), start_new)))
-    inserts = fresh.select(*[F.col(f"s.`{c}`").alias(c) for c in columns], valid_from.cast(ts).alias(vf), null_ts.cast(ts).alias(vt))
+    inserts = fresh.select(*[F.col(f"s.`{c}`").alias(c) for c in columns], valid_from.cast(ts).alias(vf), null_ts.alias(vt))
     inserts = inserts.withColumn(delta.BUCKET_COLUMN, bucket_of(keys, kind.buckets)).localCheckpoint()
     closes = closes.withColumn(delta.BUCKET_COLUMN, bucket_of(keys, kind.buckets)).localCheckpoint()
 
