@@ -6,7 +6,10 @@ can print ``path:line: message`` and the user can jump straight to the problem.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 class IncrementalAssetsError(Exception):
@@ -23,7 +26,7 @@ class ModelFileError(IncrementalAssetsError):
     def __init__(self, path: str | Path | None, line: int | None, message: str, *, hint: str | None = None):
         self.path = str(path) if path is not None else None
         self.line = line
-        self.message = message
+        self.message = _ANSI.sub("", message)  # parsers underline the bad token with terminal escapes
         self.hint = hint
         super().__init__(self.render())
 

@@ -27,6 +27,7 @@ class Reason:
     rule: str
     message: str
     line: int | None
+    path: str | None = None  # the file of the construct when it is not the model's (an inlined EMBEDDED model)
 
 
 @dataclass(frozen=True)

@@ -93,10 +93,10 @@ def check_safety(lineage: Lineage, *, overrides: frozenset[str] = frozenset()) -
     for hit in hits:
         override = OVERRIDES[hit.rule]
         if override not in overrides:
-            refusals.append(Reason(hit.rule, f"{hit.problem}; {hit.fix}", line_of(hit.node)))
+            refusals.append(Reason(hit.rule, f"{hit.problem}; {hit.fix}", line_of(hit.node), hit.node.meta.get("path")))
             continue
         limited = "" if hit.batch_safe else "; runs cover one interval each"
-        notes.append(Reason(hit.rule, f"admitted by {override}: {hit.problem}{limited}", line_of(hit.node)))
+        notes.append(Reason(hit.rule, f"admitted by {override}: {hit.problem}{limited}", line_of(hit.node), hit.node.meta.get("path")))
         if not hit.batch_safe:
             batch_limit = 1
     if lineage.recursive:

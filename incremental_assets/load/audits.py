@@ -110,7 +110,53 @@ def _example(name: str) -> str:
 def parse_audit_file(path: Path) -> list[UserAudit]:
     """``AUDIT (name x[, blocking false][, defaults (k = v)]); SELECT ...`` (several per file allowed)."""
     check_file_size(path)
-    text = path.read_text()
+    return parse_audit_text(path.read_text(), path)
+
+
+_AUDIT_START = re.compile(r"(?:^|(?<=;))(\s*(?:--[^\n]*\n\s*)*)AUDIT\s*\(", re.IGNORECASE)
+
+
+def _statement_end(text: str, i: int) -> int:
+    """The index just past the ``;`` ending the statement at ``i`` (quotes and comments skipped), or the end."""
+    n, depth = len(text), 0
+    while i < n:
+        ch = text[i]
+        if ch in "'\"`":
+            j = text.find(ch, i + 1)
+            i = n if j < 0 else j + 1
+            continue
+        if text.startswith("--", i) or text.startswith("/*", i):
+            j = text.find("\n" if ch == "-" else "*/", i + 2)
+            i = n if j < 0 else j + (1 if ch == "-" else 2)
+            continue
+        depth += (ch == "(") - (ch == ")")
+        if ch == ";" and depth <= 0:
+            return i + 1
+        i += 1
+    return n
+
+
+def split_inline_audits(text: str, path: Path, line_offset: int = 0) -> tuple[str, list[UserAudit]]:
+    """Take ``AUDIT (...); SELECT ...;`` blocks out of a model body.
+
+    Returns the body with each block blanked (its lines kept, so later lines keep their numbers) and the
+    audits it defined, which the model's ``audits`` property then names like ``audits/*.sql`` ones.
+    """
+    audits: list[UserAudit] = []
+    pos = 0
+    while (match := _AUDIT_START.search(text, pos)) is not None:
+        start = match.start() + len(match.group(1))
+        end = _statement_end(text, _statement_end(text, start))
+        block = text[start:end]
+        lines_before = line_offset + text.count("\n", 0, start)
+        audits += parse_audit_text("\n" * lines_before + block, path)
+        text = text[:start] + re.sub(r"[^\n]", " ", block) + text[end:]
+        pos = end
+    return text, audits
+
+
+def parse_audit_text(text: str, path: Path) -> list[UserAudit]:
+    """The audits of an audit file's text."""
     out = []
     rest, offset = text, 0
     while rest.strip():

@@ -170,7 +170,7 @@ def split_model_file(text: str, path: str | Path) -> SplitFile:
     j = _skip_space_and_comments(text, i)
     if j < n and text[j] == ";":
         j += 1
-    else:
+    elif j < n:  # a header alone (a SEED model) may omit its ';'
         raise ModelFileError(
             path, _line_at(text, i), "the MODEL header must end with ';'", hint="add ';' after the closing parenthesis"
         )

@@ -140,8 +140,12 @@ def _read_seed(reader: HeaderReader, props: KindProperties, line: int, metadata:
                     getattr(pair, "line", sline), f"cannot read csv setting '{pair.text}'", hint="use " + ", ".join(f"{k} = ','" for k in CSV_SETTINGS)
                 )
             settings.append((pair.key.lower(), reader.text(pair.value, pair.key)))
+    if "batch_size" in props:  # SQLMesh's insert batching: Spark reads the CSV in one go
+        metadata["kind.batch_size"] = str(reader.integer(props.pop("batch_size")[0], "batch_size", minimum=1))
     for key, (_, kline) in props.items():
-        raise reader.fail(kline, f"unknown property '{key}' in kind SEED", hint="use path and csv_settings")
+        raise reader.fail(kline, f"unknown property '{key}' in kind SEED", hint="use path, csv_settings and batch_size")
+    # `$root/...` is SQLMesh's project folder: look for the rest above the model file.
+    path = path[len("$root/"):] if path.startswith("$root/") else path
     # Relative to the model file, or to a folder above it (the project folder for `seeds/x.csv`).
     for folder in (reader.path.parent, *reader.path.parent.parents):
         if (folder / path).is_file():

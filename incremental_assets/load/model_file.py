@@ -14,19 +14,23 @@ query by :mod:`~incremental_assets.load.query` (in the model's dialect, Spark by
 
 from __future__ import annotations
 
+import logging
 import re
+from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError, TokenError
+from sqlglot.errors import ErrorLevel, ParseError, TokenError, UnsupportedError
 
 from incremental_assets.errors import ModelFileError
-from incremental_assets.load.audits import parse_audits
+from incremental_assets.load.audits import parse_audits, split_inline_audits
 from incremental_assets.load.header import (
     Header,
     Items,
+    Literal,
     Name,
     Pair,
     Property,
@@ -36,6 +40,7 @@ from incremental_assets.load.header import (
     parse_header,
     split_model_file,
 )
+from incremental_assets.load.jinja import render_jinja_blocks
 from incremental_assets.load.kinds import read_kind
 from incremental_assets.load.macro_eval import MacroContext
 from incremental_assets.load.query import (
@@ -59,27 +64,34 @@ from incremental_assets.model.kinds import (
 )
 from incremental_assets.model.sql_model import SEED_VIEW, SqlModel, TableReference
 
+log = logging.getLogger(__name__)
 _NAME = re.compile(r"[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*){0,2}")
 
 
 def parse_model_file(
-    path: str | Path, *, default_dialect: str = "spark", text: str | None = None, macros: MacroContext | None = None
+    path: str | Path,
+    *,
+    default_dialect: str = "spark",
+    text: str | None = None,
+    defaults: Mapping[str, str] | None = None,
+    variables: Mapping[str, Any] | None = None,
+    macros: MacroContext | None = None,
 ) -> SqlModel:
     """Read one model file; raise ModelFileError naming the file and line for anything wrong.
 
-    ``macros`` holds the project's Python macros and variables the body's macros may use.
+    ``defaults`` are header properties (as header text) of the project's ``model_defaults``, applied where
+    the header does not set them; a header without ``kind`` is a VIEW, as in SQLMesh. ``variables`` are
+    the project's (Jinja blocks read them); ``macros`` holds the project's Python macros and variables the
+    body's macros may use.
     """
     path = Path(path)
     if text is None:
-        check_file_size(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise ModelFileError(path, None, "the file is not UTF-8 text") from None
+        text = read_model_text(path)
     reader = HeaderReader(path)
     split = split_model_file(text, path)
     header = parse_header(split.header_text, path, split.header_line - 1)
     seen = _properties(reader, header)
+    defaulted = _apply_defaults(path, header, seen, defaults or {})
     dialect = _dialect(reader, seen, default_dialect)
     name = reader.text(seen["name"].value, "name").lower()
     if not _NAME.fullmatch(name):
@@ -87,23 +99,25 @@ def parse_model_file(
     metadata: dict[str, str] = {}
     kind = read_kind(reader, seen["kind"], metadata)
     values = _read_values(reader, seen, dialect, metadata)
-    if "start" in values and "end" in values and values["end"] <= values["start"]:
-        raise reader.fail(
-            seen["end"].line, f"end {values['end'].isoformat()} is not after start {values['start'].isoformat()}: the model would have no interval",
-            hint="set end after start, or remove end (the model then runs up to the present)",
-        )
+    _start_and_end(reader, seen, values)
     if isinstance(kind, IncrementalByTimeRange):
-        _time_layout(reader, seen, header, name, values)
-
+        _time_layout(reader, seen, values, defaulted)
+    _warn_unused(path, seen)
+    body = render_jinja_blocks(split.query_text, path, variables or {}, split.query_line - 1)
+    body, inline_audits = split_inline_audits(body, path, split.query_line - 1)
     if isinstance(kind, Seed):
-        kind, query = _seed_query(reader, kind, values, split.query_text, seen["kind"].line)
+        kind, query = _seed_query(reader, kind, values, body, seen["kind"].line)
         references: tuple[TableReference, ...] = ()
         statements: dict[str, Any] = {}
     else:
-        body = parse_model_body(split.query_text, dialect=dialect, path=path, line_offset=split.query_line - 1, this_model=name, macros=macros)
-        query = body.query
+        if macros is None and variables:
+            macros = MacroContext(variables={str(k).lower(): v for k, v in variables.items()})
+        parsed = parse_model_body(body, dialect=dialect, path=path, line_offset=split.query_line - 1, this_model=name, macros=macros)
+        query = parsed.query
         references = table_references(query)
-        statements = {"pre_statements": body.pre_statements, "post_statements": body.post_statements}
+        statements = {"pre_statements": parsed.pre_statements, "post_statements": parsed.post_statements}
+    if dialect != "spark":
+        _check_spark_equivalent(reader, query, dialect, split.query_line)
     if isinstance(kind, IncrementalByTimeRange):
         _check_time_column(reader, query, kind.time_column, seen["kind"].line, values.get("columns", {}))
     _check_keyed_kind(reader, query, kind, seen["kind"].line)
@@ -119,8 +133,30 @@ def parse_model_file(
         query_line=split.query_line,
         lines={key: prop.line for key, prop in seen.items()},
         **statements,
+        inline_audits=tuple(inline_audits),
         **values,
     )
+
+
+def _start_and_end(reader: HeaderReader, seen: Mapping[str, Property], values: dict[str, Any]) -> None:
+    """End after start; a date-only end is inclusive, as in SQLMesh: the whole day is in."""
+    inclusive = "end" in values and _is_date_only(seen["end"].value)
+    if "start" in values and "end" in values and values["end"] + timedelta(days=inclusive) <= values["start"]:
+        raise reader.fail(
+            seen["end"].line, f"end {values['end'].isoformat()} is not after start {values['start'].isoformat()}: the model would have no interval",
+            hint="set end after start, or remove end (the model then runs up to the present)",
+        )
+    if inclusive:
+        values["end"] += timedelta(days=1)
+
+
+def read_model_text(path: Path) -> str:
+    """A model file's text: at most :data:`MAX_MODEL_FILE_BYTES`, UTF-8."""
+    check_file_size(path)
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ModelFileError(path, None, "the file is not UTF-8 text") from None
 
 
 def _properties(reader: HeaderReader, header: Header) -> dict[str, Property]:
@@ -132,9 +168,54 @@ def _properties(reader: HeaderReader, header: Header) -> dict[str, Property]:
         seen[prop.key] = prop
     if "name" not in seen:
         raise reader.fail(header.line, "the MODEL header has no name", hint="add `name schema.table`")
-    if "kind" not in seen:
-        raise reader.fail(header.line, "the MODEL header has no kind", hint="add `kind FULL` or another kind")
     return seen
+
+
+def _apply_defaults(path: Path, header: Header, seen: dict[str, Property], defaults: Mapping[str, str]) -> set[str]:
+    """Fill properties the header does not set from model_defaults; no kind at all is a VIEW.
+
+    Returns the keys that were filled in.
+    """
+    filled: set[str] = set()
+    for key, text in {**defaults, "kind": defaults.get("kind", "VIEW")}.items():
+        if key in seen:
+            continue
+        try:
+            (prop,) = parse_header(f"MODEL ({key} {text})", "model_defaults").properties
+        except ModelFileError as exc:
+            raise ModelFileError(path, header.line, f"model_defaults {key} '{text}' cannot be read: {exc.message}") from None
+        seen[key] = replace(prop, line=header.line, value=_at_line(prop.value, header.line))
+        filled.add(key)
+    return filled
+
+
+def _at_line(value: Value, line: int) -> Value:
+    return replace(value, line=line)
+
+
+# Header properties with no effect here: said once per model file, never dropped in silence.
+_UNUSED = {
+    "signals": "signals are not evaluated: intervals run when Dagster schedules them (use sensors for readiness)",
+    "partitioned_by": "partitioned_by is not applied: Delta tables are laid out by the time column of incremental models",
+    "allow_partials": "allow_partials is not applied: only complete intervals run",
+    "storage_format": "storage_format is not applied: every table is Delta",
+    "table_format": "table_format is not applied: every table is Delta",
+    "physical_properties": "physical_properties are not applied",
+    "session_properties": "session_properties are not applied: set Spark conf in incremental_assets.yaml",
+}
+
+
+def _warn_unused(path: Path, seen: Mapping[str, Property]) -> None:
+    for key, why in _UNUSED.items():
+        if key in seen:
+            log.warning("%s:%s: %s", path, seen[key].line, why)
+
+
+_DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _is_date_only(value: Value) -> bool:
+    return isinstance(value, Literal) and isinstance(value.value, str) and bool(_DATE_ONLY.fullmatch(value.value.strip()))
 
 
 def _dialect(reader: HeaderReader, seen: Mapping[str, Property], default: str) -> str:
@@ -195,8 +276,13 @@ def _read_values(reader: HeaderReader, seen: Mapping[str, Property], dialect: st
     return values
 
 
-def _time_layout(reader: HeaderReader, seen: Mapping[str, Property], header: Header, name: str, values: dict[str, Any]) -> None:
-    """An incremental model's interval unit (given, derived from cron, or a day) and its aligned start."""
+def _time_layout(reader: HeaderReader, seen: Mapping[str, Property], values: dict[str, Any], defaulted: set[str]) -> None:
+    """An incremental model's interval unit (given, derived from cron, or a day), its aligned start and end.
+
+    Without a start, the project loader derives one (:func:`incremental_assets.load.project.default_starts`).
+    A start from model_defaults is floored to the unit; an end is rounded up to the unit, so the interval
+    holding the last instant is in.
+    """
     unit = values.get("interval_unit")
     if unit is None and values.get("cron"):
         unit = unit_from_cron(values["cron"])
@@ -217,10 +303,14 @@ def _time_layout(reader: HeaderReader, seen: Mapping[str, Property], header: Hea
             hint=f"use a cron at most as frequent as the intervals, e.g. cron '{_CRON_ALIAS.get(unit.value, unit.cron)}', "
                  f"or interval_unit {cron_unit} to cut {cron_unit} intervals",
         )
+    if values.get("end") is not None:
+        values["end"] = unit.ceil(values["end"])
     if "start" not in values:
-        raise reader.fail(header.line, f"incremental model {name} has no start", hint="add `start 'YYYY-MM-DD'`: intervals are counted from it")
+        return
     start = values["start"]
-    if unit.floor(start) != start:
+    if "start" in defaulted:
+        values["start"] = unit.floor(start)
+    elif unit.floor(start) != start:
         raise reader.fail(
             seen["start"].line,
             f"start {start.date().isoformat()} is not on a {unit} boundary",
@@ -256,6 +346,18 @@ def _seed_query(reader: HeaderReader, kind: Seed, values: dict[str, Any], query_
     values["columns"] = seed.columns
     query = exp.select(*(exp.column(c, quoted=True) for c in seed.columns)).from_(SEED_VIEW)
     return Seed(kind.path, kind.location, kind.csv_settings, seed.content_hash), query
+
+
+def _check_spark_equivalent(reader: HeaderReader, query: exp.Query, dialect: str, line: int) -> None:
+    """A query in another dialect must have a Spark equivalent: refuse what sqlglot cannot transpile."""
+    for join in query.find_all(exp.Join):
+        if str(join.args.get("method") or "").upper() == "ASOF":
+            raise reader.fail(node_line(join, 0) or line, f"an ASOF join ({dialect}) has no Spark equivalent",
+                              hint="rewrite it as a join on the key with a window function picking the latest earlier row")
+    try:
+        query.sql(dialect="spark", unsupported_level=ErrorLevel.RAISE)
+    except UnsupportedError as exc:
+        raise reader.fail(line, f"the query ({dialect}) has no Spark equivalent: {exc}", hint="rewrite that construct in Spark SQL") from None
 
 
 def _check_time_column(reader: HeaderReader, query: exp.Query, column: str, line: int, declared: Mapping[str, str]) -> None:

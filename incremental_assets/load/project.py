@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Mapping
 
@@ -18,13 +19,16 @@ from sqlglot import exp
 
 from incremental_assets.errors import ModelFileError, ProjectError
 from incremental_assets.load.audits import parse_audit_file
+from incremental_assets.load.blueprints import expand_blueprints
+from incremental_assets.load.external_models import EXTERNAL_MODELS_FILE, load_external_models
 from incremental_assets.load.macro_eval import MacroContext
 from incremental_assets.load.macro_files import load_macros
-from incremental_assets.load.model_file import parse_model_file
-from incremental_assets.load.python_models import load_python_model
+from incremental_assets.load.model_file import parse_model_file, read_model_text
+from incremental_assets.load.python_models import load_python_models
 from incremental_assets.load.query import table_name, table_references
 from incremental_assets.load.settings import load_settings
 from incremental_assets.load.sources import load_sources
+from incremental_assets.load.sqlmesh_config import SqlmeshConfig, load_sqlmesh_config
 from incremental_assets.model.audits import BUILTINS, UserAudit
 from incremental_assets.model.kinds import Embedded
 from incremental_assets.model.project import Project, Source
@@ -41,60 +45,144 @@ def load_project(directory: str | Path = ".", *, settings: Settings | None = Non
         raise ProjectError([ModelFileError(directory, None, "no models/ folder here", hint="pass --project DIR pointing at the project folder")])
     errors: list[ModelFileError] = []
     try:
-        sources = load_sources(directory / "sources.yaml", directory)
+        config = load_sqlmesh_config(directory)
     except ModelFileError as exc:
-        errors.append(exc)
-        sources = {}
-    macros = _macro_context(directory, sources, errors)
-    models = _load_models(models_dir, settings, sources, errors, macros)
+        raise ProjectError([exc]) from None
+    sources = _load_sources(directory, config, errors)
+    macros = _macro_context(directory, sources, config, errors)
+    models = _load_models(models_dir, settings, config, sources, errors, macros)
     errors += _reference_errors(models, sources)
     user_audits = _load_user_audits(directory / "audits", errors)
+    user_audits.update(_inline_audits(models, user_audits, errors))
     errors += _audit_errors(models, user_audits)
     if errors:
         raise ProjectError(errors)
-    models = inline_embedded(models)
+    models = default_starts(inline_embedded(models))
     order = [n for n in _topological_order(models) if not isinstance(models[n].kind, Embedded)]
-    return Project(directory=directory, settings=settings, models=models, sources=sources, order=tuple(order), audits=user_audits)
+    return Project(
+        directory=directory, settings=settings, models=models, sources=sources, order=tuple(order), audits=user_audits,
+        variables=config.variables,
+    )
 
 
-def _macro_context(directory: Path, sources: Mapping[str, Source], errors: list[ModelFileError]) -> MacroContext:
-    """What the models' macros may use: the project's ``macros/*.py`` and the declared source schemas."""
+def _macro_context(directory: Path, sources: Mapping[str, Source], config: SqlmeshConfig, errors: list[ModelFileError]) -> MacroContext:
+    """What the models' macros may use: the project's ``macros/*.py``, its variables and the declared source schemas."""
     functions, macro_errors = load_macros(directory)
     errors.extend(macro_errors)
     schemas = {name: dict(source.columns) for name, source in sources.items() if source.columns}
-    return MacroContext(macros=functions, schemas=schemas, macros_dir=directory / "macros")
+    variables = {str(k).lower(): v for k, v in (config.variables or {}).items()}
+    return MacroContext(macros=functions, schemas=schemas, macros_dir=directory / "macros", variables=variables)
+
+
+def _load_sources(directory: Path, config: SqlmeshConfig, errors: list[ModelFileError]) -> dict[str, Source]:
+    """sources.yaml, completed by SQLMesh's external_models.yaml."""
+    try:
+        sources = load_sources(directory / "sources.yaml", directory)
+        return load_external_models(directory / EXTERNAL_MODELS_FILE, directory, sources, config.dialect or "spark")
+    except ModelFileError as exc:
+        errors.append(exc)
+        return {}
+
+
+def _model_files(models_dir: Path) -> list[Path]:
+    python_files = [p for p in models_dir.rglob("*.py") if not p.name.startswith("_")]
+    return sorted([*models_dir.rglob("*.sql"), *python_files])
 
 
 def _load_models(
-    models_dir: Path, settings: Settings, sources: Mapping[str, Source], errors: list[ModelFileError], macros: MacroContext | None = None
+    models_dir: Path,
+    settings: Settings,
+    config: SqlmeshConfig,
+    sources: Mapping[str, Source],
+    errors: list[ModelFileError],
+    macros: MacroContext | None = None,
 ) -> dict[str, SqlModel]:
-    """Every enabled model file (``*.sql``, and ``*.py`` not starting with ``_``), each name once."""
+    """Every enabled model of the model files (``*.sql``, and ``*.py`` not starting with ``_``), each name once."""
     models: dict[str, SqlModel] = {}
-    python_files = [p for p in models_dir.rglob("*.py") if not p.name.startswith("_")]
-    for path in sorted([*models_dir.rglob("*.sql"), *python_files]):
+    defaults = config.default_properties()
+    dialect = config.dialect or settings.dialect
+    for path in _model_files(models_dir):
         try:
-            model = parse_model_file(path, default_dialect=settings.dialect, macros=macros) if path.suffix == ".sql" else load_python_model(path)
+            if path.suffix == ".sql":
+                texts = expand_blueprints(read_model_text(path), path)
+                found = [
+                    parse_model_file(path, text=t, default_dialect=dialect, defaults=defaults, variables=config.variables, macros=macros)
+                    for t in texts
+                ]
+            else:
+                found = load_python_models(path, root=models_dir.parent, defaults=defaults, dialect=dialect)
         except ModelFileError as exc:
             errors.append(exc)
             continue
-        if not model.enabled:
-            continue
-        if model.name in models:
-            first = models[model.name]
-            errors.append(
-                ModelFileError(
-                    path,
-                    model.line_of("name"),
-                    f"model {model.name} is also defined in {first.path}:{first.line_of('name')}",
-                    hint="give each model a unique name",
-                )
-            )
-            continue
-        if model.name in sources:
-            errors.append(ModelFileError(path, model.line_of("name"), f"model {model.name} has the name of a source in sources.yaml", hint="rename the model or the source"))
-            continue
-        models[model.name] = model
+        for model in found:
+            _add_model(models, model, sources, errors)
     return models
+
+
+def _add_model(models: dict[str, SqlModel], model: SqlModel, sources: Mapping[str, Source], errors: list[ModelFileError]) -> None:
+    """Add one loaded model: enabled ones only, each name once, never a source's name."""
+    path = model.path
+    if not model.enabled:
+        return
+    if model.name in models:
+        first = models[model.name]
+        errors.append(
+            ModelFileError(
+                path,
+                model.line_of("name"),
+                f"model {model.name} is also defined in {first.path}:{first.line_of('name')}",
+                hint="give each model a unique name",
+            )
+        )
+        return
+    if model.name in sources:
+        errors.append(ModelFileError(path, model.line_of("name"), f"model {model.name} has the name of a source in sources.yaml", hint="rename the model or the source"))
+        return
+    models[model.name] = model
+
+
+def _inline_audits(models: Mapping[str, SqlModel], known: Mapping[str, UserAudit], errors: list[ModelFileError]) -> dict[str, UserAudit]:
+    """``AUDIT (...)`` blocks of model files, by name; one name, one definition across the project."""
+    out: dict[str, UserAudit] = {}
+    for model in models.values():
+        for audit in model.inline_audits:
+            first = out.get(audit.name) or known.get(audit.name)
+            if first is not None and first.sql != audit.sql:
+                errors.append(ModelFileError(model.path, None, f"audit {audit.name} is also defined in {first.path}", hint="give each audit a unique name"))
+                continue
+            out[audit.name] = audit
+    return out
+
+
+def default_starts(models: Mapping[str, SqlModel], now: datetime | None = None) -> dict[str, SqlModel]:
+    """Give every incremental model without a start SQLMesh's default: the earliest start of its upstream
+    models (recursively), and at the latest the start of the last complete interval before ``now``
+    (load time). Such a derived start does not enter the fingerprint."""
+    now = now or datetime.now(timezone.utc)
+    cache: dict[str, datetime | None] = {}
+
+    def start_of(name: str, stack: tuple[str, ...]) -> datetime | None:
+        if name in cache or name not in models or name in stack:
+            return cache.get(name)
+        model = models[name]
+        starts = [s for s in (start_of(d, stack + (name,)) for d in model.depends_on if d != name) if s is not None]
+        if model.start is not None and not model.derived_start:
+            found: datetime | None = model.start
+        elif model.is_incremental:
+            previous = model.unit.floor(model.unit.floor(now) - timedelta(microseconds=1))
+            found = min([previous, *starts])
+        else:
+            found = min(starts, default=None)
+        cache[name] = found
+        return found
+
+    out = dict(models)
+    for name, model in models.items():
+        if model.is_incremental and model.start is None:
+            start = model.unit.floor(start_of(name, ()))  # type: ignore[arg-type]
+            end = model.end if model.end is None or model.end > start else None
+            out[name] = replace(model, start=start, end=end, derived_start=True)
+    return out
 
 
 def _reference_errors(models: Mapping[str, SqlModel], sources: Mapping[str, Source]) -> list[ModelFileError]:
@@ -164,6 +252,8 @@ def inline_embedded(models: Mapping[str, SqlModel]) -> dict[str, SqlModel]:
             inner = expand(models[name], stack + (name,))
             inlined |= {name, *inner.embeds}
             body = inner.query.copy()
+            for node in body.walk():  # its constructs are reported against its own file
+                node.meta.setdefault("path", str(inner.path))
             alias = exp.TableAlias(this=exp.to_identifier(table.alias or table.name))
             table.replace(exp.Subquery(this=body, alias=alias))
         return replace(model, query=query, references=table_references(query), embeds=tuple(sorted(inlined)))

@@ -21,13 +21,16 @@ import ast
 import hashlib
 import importlib.util
 import inspect
+import sys
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from incremental_assets.errors import ModelFileError
 from incremental_assets.load.query import parse_query
+from incremental_assets.load.sqlmesh_models import sqlmesh_python_model
+from incremental_assets.load.sqlmesh_shim import MODEL_REGISTRY, real_model_specs, sqlmesh_names
 from incremental_assets.model.intervals import INTERVAL_UNITS
 from incremental_assets.model.kinds import IncrementalByCursor
 from incremental_assets.model.sql_model import SqlModel
@@ -62,19 +65,49 @@ def _line_of_model(text: str) -> int | None:
     return None
 
 
-def load_python_model(path: str | Path) -> PythonModel:
+def _import(path: Path, root: Path | None) -> Any:
+    """Import a project Python file, with SQLMesh's names served and the project folder importable."""
+    spec = importlib.util.spec_from_file_location(f"incremental_assets_model_{path.stem}_{abs(hash(str(path)))}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    added = root is not None and str(root) not in sys.path
+    if added:
+        sys.path.insert(0, str(root))
+    try:
+        with sqlmesh_names():
+            before = len(MODEL_REGISTRY)
+            spec.loader.exec_module(module)
+            module.__sqlmesh_models__ = MODEL_REGISTRY[before:] or real_model_specs(module.__name__)
+    except Exception as exc:  # the user's code: report whatever it raised, with the file
+        lineno = getattr(exc, "lineno", None)
+        raise ModelFileError(path, lineno, f"cannot import the Python model: {type(exc).__name__}: {exc}") from None
+    finally:
+        if added:
+            sys.path.remove(str(root))
+    return module
+
+
+def load_python_models(
+    path: str | Path, *, root: Path | None = None, defaults: Mapping[str, str] | None = None, dialect: str = "spark"
+) -> list[SqlModel]:
+    """The models of one ``models/*.py`` file: a source model (``MODEL`` + ``fetch``), SQLMesh ``@model``
+    functions, or none (a helper module other model files import)."""
+    path = Path(path)
+    module = _import(path, root)
+    specs = list(module.__sqlmesh_models__)
+    if specs:
+        return [sqlmesh_python_model(path, spec, defaults or {}, dialect) for spec in specs]
+    if getattr(module, "MODEL", None) is None:
+        return []
+    return [load_python_model(path, module=module)]
+
+
+def load_python_model(path: str | Path, *, module: Any = None) -> PythonModel:
     """Import a Python source model file; raise ModelFileError naming the file and line for anything wrong."""
     path = Path(path)
     text = path.read_text(encoding="utf-8")
     line = _line_of_model(text)
-    spec = importlib.util.spec_from_file_location(f"incremental_assets_model_{path.stem}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:  # the user's code: report whatever it raised, with the file
-        lineno = getattr(exc, "lineno", None)
-        raise ModelFileError(path, lineno, f"cannot import the Python model: {type(exc).__name__}: {exc}") from None
+    module = module or _import(path, None)
     config = getattr(module, "MODEL", None)
     if not isinstance(config, dict):
         raise ModelFileError(path, None, "a Python model defines MODEL = {...}", hint="add MODEL = {'name': ..., 'kind': 'INCREMENTAL_BY_CURSOR', 'cursor': ...}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from incremental_assets.errors import SelectionError
 from incremental_assets.model.audits import UserAudit
@@ -43,6 +43,7 @@ class Project:
     sources: Mapping[str, Source]
     order: tuple[str, ...]
     audits: Mapping[str, UserAudit] = field(default_factory=dict)
+    variables: Mapping[str, Any] = field(default_factory=dict)  # config `variables`, for @VAR
 
     def ordered(self) -> list[SqlModel]:
         """Models in dependency order (upstreams first); EMBEDDED models are not among them (they are

@@ -15,7 +15,7 @@ from typing import Mapping
 
 from sqlglot import exp
 
-from incremental_assets.model.audits import Audit
+from incremental_assets.model.audits import Audit, UserAudit
 from incremental_assets.model.intervals import IntervalUnit
 from incremental_assets.model.kinds import (
     Embedded,
@@ -70,6 +70,8 @@ class SqlModel:
     embeds: tuple[str, ...] = ()  # EMBEDDED models inlined into the query
     pre_statements: tuple[exp.Expression, ...] = ()  # run before the query, in the same session
     post_statements: tuple[exp.Expression, ...] = ()  # run after the write
+    inline_audits: tuple[UserAudit, ...] = ()  # AUDIT (...) blocks of the model file
+    derived_start: bool = False  # start not written: from the upstream models or the previous interval
 
     @property
     def schema(self) -> str:
@@ -128,7 +130,7 @@ class SqlModel:
             "kind": self.kind.name,
             "kind_config": kind,
             "interval_unit": self.interval_unit,
-            "start": self.start.isoformat() if self.start else None,
+            "start": self.start.isoformat() if self.start and not self.derived_start else None,
             "columns": dict(self.columns),
             "dialect": "spark",
         }

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from weakref import WeakKeyDictionary
 
+from sqlglot import exp
+
 from incremental_assets.analysis import Analysis, SourceBound, analyze_query
+from incremental_assets.load.sqlmesh_models import SqlmeshPythonModel
 from incremental_assets.model.kinds import IncrementalByTimeRange
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
@@ -24,8 +27,12 @@ def analyze_model(project: Project, model: SqlModel) -> Analysis | None:
         return None
     time_columns = {name: project.time_column_of(name) for name in model.depends_on}
     time_columns[model.name] = kind.time_column
+    query = model.query
+    if isinstance(model, SqlmeshPythonModel):
+        # Its function is opaque: it reads its upstreams in full, its rows are clamped to the window.
+        query = exp.select(*(s.copy() for s in query.selects))
     return analyze_query(
-        model.query,
+        query,
         model_name=model.name,
         time_column=kind.time_column,
         time_columns=time_columns,

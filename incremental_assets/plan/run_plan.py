@@ -185,7 +185,8 @@ def refusal_message(model: SqlModel, analysis: Analysis) -> str:
     """A refusal as the user reads it: each reason with its file and line, and the ways out."""
     lines = [f"model {model.name} is not safe to run incrementally:"]
     for reason in analysis.reasons:
-        where = f"{model.path}:{reason.line}" if reason.line else str(model.path)
+        path = reason.path or model.path
+        where = f"{path}:{reason.line}" if reason.line else str(path)
         lines.append(f"  {where}: [{reason.rule}] {reason.message}")
     lines.append(
         "fix the SQL, allow the construct in the kind (e.g. allow_window_functions true), "

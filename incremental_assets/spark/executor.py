@@ -17,6 +17,7 @@ from pyspark.sql import SparkSession
 
 from incremental_assets import delta
 from incremental_assets.errors import StorageError
+from incremental_assets.load.sqlmesh_models import SqlmeshPythonModel
 from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.model.kinds import IncrementalByCursor, ScdType2, UniqueKey
 from incremental_assets.model.project import Project
@@ -24,6 +25,7 @@ from incremental_assets.plan.run_plan import InputRead, RunPlan, WriteKind, view
 from incremental_assets.spark import faults, merge
 from incremental_assets.spark.inputs import Inputs
 from incremental_assets.spark.read_errors import unreadable_input
+from incremental_assets.spark.python_models import register_python_rows
 from incremental_assets.spark.writes import STRATEGIES, WriteStrategy
 
 log = logging.getLogger("incremental_assets")
@@ -106,6 +108,8 @@ class Executor(Inputs):
                 inputs.update(self.register(plan))
                 if getattr(model, "fetch", None) is not None:
                     inputs["fetched"] = f"{merge.register_fetched(self, model, plan.target)} rows from {model.path.name}"
+                if isinstance(model, SqlmeshPythonModel):
+                    inputs["python"] = register_python_rows(self.spark, self.project, model, plan)
                 self.run_statements(plan, plan.pre_statements, "pre")
                 df = strategy.prepare(plan, self.spark.sql(plan.sql))
                 strategy.stage(plan, df, first=i == 0)

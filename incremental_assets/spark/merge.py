@@ -191,11 +191,11 @@ def scd_type_2(
     if not rebuild:
         check_buckets(uri, model)
     now = F.lit(execution_time.astimezone(timezone.utc)).cast("timestamp")
-    null_ts = F.lit(None).cast("timestamp")
     updated_at = F.col(f"s.`{kind.updated_at_name}`").cast("timestamp") if kind.by == "time" else None
-
+    ts = history_type(kind, df)
+    null_ts = F.lit(None).cast(ts)
     if rebuild:
-        return _first_history(model, kind, df, uri, stage, now)
+        return _first_history(model, kind, df, uri, stage, now, ts)
 
     history = committed_rows(executor, uri)
     columns = list(df.columns)
@@ -225,7 +225,7 @@ def scd_type_2(
     fresh = fresh.join(ended, _same_key("s", "e", keys), "left")
     start_new = now if kind.by == "column" else F.col(f"s.`{kind.updated_at_name}`").cast("timestamp")
     valid_from = F.coalesce(F.col("__changed_at"), F.greatest(start_new, F.coalesce(F.col("e.__ended"), start_new)))
-    inserts = fresh.select(*[F.col(f"s.`{c}`").alias(c) for c in columns], valid_from.alias(vf), null_ts.alias(vt))
+    inserts = fresh.select(*[F.col(f"s.`{c}`").alias(c) for c in columns], valid_from.cast(ts).alias(vf), null_ts.alias(vt))
     inserts = inserts.withColumn(delta.BUCKET_COLUMN, bucket_of(keys, kind.buckets)).localCheckpoint()
     closes = closes.withColumn(delta.BUCKET_COLUMN, bucket_of(keys, kind.buckets)).localCheckpoint()
 
@@ -238,14 +238,26 @@ def scd_type_2(
     old = committed_rows(executor, uri, touched).alias("h")
     x = closes.drop(delta.BUCKET_COLUMN).alias("x")
     rewritten = old.join(x, _same_key("h", "x", keys) & F.col(f"h.`{vt}`").isNull(), "left").select(
-        *[F.coalesce(F.col("x.__closed_at"), F.col(f"h.`{vt}`")).alias(vt) if c == vt else F.col(f"h.`{c}`").alias(c) for c in old.columns]
+        *[F.coalesce(F.col("x.__closed_at").cast(ts), F.col(f"h.`{vt}`").cast(ts)).alias(vt) if c == vt else F.col(f"h.`{c}`").alias(c) for c in old.columns]
     )
     result = rewritten.withColumn(delta.BUCKET_COLUMN, bucket_of(keys, kind.buckets)).unionByName(inserts, allowMissingColumns=True)
     stage(result, delta.BUCKET_COLUMN)
     return touched, counts
 
 
-def _first_history(model: Any, kind: ScdType2, df: DataFrame, uri: str, stage: Stage, now: Column) -> tuple[list[str] | None, dict[str, Any]]:
+def history_type(kind: ScdType2, df: DataFrame) -> str:
+    """The type of valid_from / valid_to: updated_at's own timestamp type (with or without time zone), as
+    SQLMesh keeps them alike; a timestamp otherwise."""
+    if kind.by == "time" and kind.updated_at_name in df.columns:
+        name = df.schema[kind.updated_at_name].dataType.simpleString()
+        if name in ("timestamp", "timestamp_ntz"):
+            return name
+    return "timestamp"
+
+
+def _first_history(
+    model: Any, kind: ScdType2, df: DataFrame, uri: str, stage: Stage, now: Column, ts: str = "timestamp"
+) -> tuple[list[str] | None, dict[str, Any]]:
     """An SCD type 2 table started over: one current version per key, replacing every bucket."""
     if kind.execution_time_as_valid_from:
         first_from = now
@@ -254,8 +266,8 @@ def _first_history(model: Any, kind: ScdType2, df: DataFrame, uri: str, stage: S
     else:
         first_from = F.lit(EPOCH).cast("timestamp")
     out = (
-        df.withColumn(kind.valid_from_name, first_from)
-        .withColumn(kind.valid_to_name, F.lit(None).cast("timestamp"))
+        df.withColumn(kind.valid_from_name, first_from.cast(ts))
+        .withColumn(kind.valid_to_name, F.lit(None).cast(ts))
         .withColumn(delta.BUCKET_COLUMN, bucket_of(kind.unique_key, kind.buckets))
     )
     touched, total = _buckets_and_rows(out)

@@ -20,16 +20,18 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import yaml
+from py4j.protocol import Py4JError
+from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 from sqlglot import exp
 
-from incremental_assets.errors import ModelFileError, WindowError
+from incremental_assets.errors import IncrementalAssetsError, ModelFileError, WindowError
 from incremental_assets.model.intervals import (
     TimeWindow,
     is_boundary,
@@ -100,10 +102,18 @@ def _read_yaml(path: Path) -> tuple[Any, dict[str, int]]:
     return data, lines
 
 
+def _in_nested_project(path: Path, root: Path) -> bool:
+    """Whether a file lies in another project folder (one with its own models/) under ``root``."""
+    return any((folder / "models").is_dir() for folder in path.parents if folder != root and root in folder.parents)
+
+
 def load_model_tests(project: Project) -> list[ModelTest]:
     """Every test in ``<project>/tests/**/*.yaml`` (files whose entries name a ``model``)."""
     tests = []
-    for path in sorted((project.directory / "tests").rglob("*.yaml")):
+    root = project.directory / "tests"
+    for path in sorted(root.rglob("*.yaml")):
+        if _in_nested_project(path, root):
+            continue
         data, lines = _read_yaml(path)
         if not isinstance(data, dict) or not data or not all(isinstance(v, dict) and "model" in v for v in data.values()):
             continue
@@ -134,9 +144,13 @@ def load_model_tests(project: Project) -> list[ModelTest]:
     return tests
 
 
+# SQLMesh's test window when `vars` gives no start (nor end): 1970-01-01.
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
 def _window(test: ModelTest, unit: str) -> TimeWindow:
-    start = to_utc(test.start)
-    end = to_utc(test.end if test.end is not None else test.start)
+    start = to_utc(test.start) if test.start is not None else _EPOCH
+    end = to_utc(test.end) if test.end is not None else start
     # SQLMesh's `end` names the last interval (inclusive): the window ends after it.
     if is_boundary(end, unit):
         end = next_boundary(end, unit)
@@ -157,6 +171,9 @@ class _FixtureExecutor(Executor):
     def register(self, plan: RunPlan) -> dict[str, str]:
         for read in plan.inputs:
             rows = self.test.inputs.get(read.name)
+            if rows is None and read.name == plan.model:
+                self._own_table(read.name).createOrReplaceTempView(read.view)  # SQLMesh: its own table starts empty
+                continue
             if rows is None:
                 raise ModelFileError(self.test.path, None, f"test {self.test.name}: no rows given for input {read.name}")
             schema = self._schema(read.name)
@@ -168,6 +185,15 @@ class _FixtureExecutor(Executor):
                 df = self.spark.createDataFrame([{k: _spark_value(v) for k, v in r.items()} for r in rows])
             df.createOrReplaceTempView(read.view)
         return {}
+
+    def _own_table(self, name: str) -> Any:
+        """A self-referencing model's own table, empty: its declared columns, else the expected rows' columns."""
+        schema = self._schema(name)
+        if schema:
+            return self.spark.createDataFrame([], schema)
+        if self.test.query:
+            return self.spark.createDataFrame([{k: _spark_value(v) for k, v in r.items()} for r in self.test.query]).limit(0)
+        raise ModelFileError(self.test.path, None, f"test {self.test.name}: model {name} reads itself; give its rows as an input or declare its columns")
 
 
 def _spark_value(v: Any) -> Any:
@@ -214,8 +240,21 @@ def compare(what: str, expected: list[dict[str, Any]], actual: list[dict[str, An
 
 
 def run_model_test(spark: SparkSession, project: Project, test: ModelTest) -> TestOutcome:
+    """Run one test; anything that stops it (an unsupported model, a Spark error) is its failure alone."""
+    try:
+        return _run_model_test(spark, project, test)
+    except (IncrementalAssetsError, AnalysisException, Py4JError) as exc:
+        message = exc.message if isinstance(exc, ModelFileError) else str(exc).strip().splitlines()[0]
+        return TestOutcome(test, [f"cannot run: {message}"])
+
+
+def _run_model_test(spark: SparkSession, project: Project, test: ModelTest) -> TestOutcome:
     model = project.models[test.model]
-    window = _window(test, model.unit) if model.is_incremental and test.start is not None else None
+    window = _window(test, model.unit) if model.is_incremental else None
+    if window is not None:
+        # SQLMesh runs a test's window whatever the model's start and end.
+        model = replace(model, start=min(model.start or window.start, model.unit.floor(window.start)), end=None)
+        project = replace(project, models={**project.models, model.name: model})
     plan = plan_run(project, model, window, execution_time=window.end if window else None, allow_downgrade=True)
     executor = _FixtureExecutor(spark, project, test)
     outcome = TestOutcome(test)
@@ -230,9 +269,10 @@ def run_model_test(spark: SparkSession, project: Project, test: ModelTest) -> Te
         if name not in ctes:
             outcome.failures.append(f"cte {name}: the query has no CTE of that name (it has {', '.join(ctes) or 'none'})")
             continue
-        with_ = plan.query.args.get("with") or plan.query.args.get("with_")
+        # The WITH that defines the CTE (an incremental query's is inside the window clamp).
+        with_ = ctes[name].parent
         probe = exp.select("*").from_(name)
-        probe.set("with" if "with" in plan.query.args else "with_", with_.copy() if with_ else None)
+        probe.set("with_" if "with_" in exp.Select.arg_types else "with", with_.copy() if isinstance(with_, exp.With) else None)
         actual = [r.asDict() for r in spark.sql(probe.sql(dialect="spark")).collect()]
         problem = compare(f"cte {name}", expected, actual)
         if problem:
