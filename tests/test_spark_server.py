@@ -86,11 +86,18 @@ def test_start_run_through_the_server_and_stop(project, tmp_path):
     down = run_cli(project, "spark", "status")
     assert down.returncode == 1 and down.stdout.startswith("down"), down.stdout + down.stderr
 
-    started = run_cli(project, "spark", "start")
+    secret = "not-on-the-command-line-" + os.urandom(4).hex()
+    conf = json.dumps({"spark.hadoop.fs.s3a.secret.key": secret})
+    started = run_cli(project, "spark", "start", env=clean_env(INCREMENTAL_ASSETS_SPARK_CONF=conf))
     assert started.returncode == 0, started.stdout + started.stderr
     record = server.read_record(settings)
     assert record is not None and f"started: {record.url} (pid {record.pid}" in started.stdout
-    assert server.SERVER_CLASS in Path(f"/proc/{record.pid}/cmdline").read_bytes().decode(errors="replace")
+    command_line = Path(f"/proc/{record.pid}/cmdline").read_bytes().decode(errors="replace")
+    assert server.SERVER_CLASS in command_line and secret not in command_line
+    # The server's settings (a credential among them) are in a file only its owner can read.
+    conf_file = server.state_dir(settings) / server.CONF_FILE
+    assert conf_file.stat().st_mode & 0o777 == 0o600 and secret in conf_file.read_text()
+    assert f"spark.connect.grpc.binding.address {server.LOOPBACK}" in conf_file.read_text()
     again = run_cli(project, "spark", "start")
     assert again.returncode == 0 and f"already running: {record.url} (pid {record.pid}" in again.stdout
     status = run_cli(project, "spark", "status", "--json")
