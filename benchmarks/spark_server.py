@@ -58,6 +58,21 @@ def _in_process_year(spark, project_dir: Path, warehouse: Path, start: date, end
     return times
 
 
+def _summary(in_process: list[float], cli_year: list[float], year_down: float, day_up: list[float], day_down: list[float]) -> dict:
+    med = statistics.median
+    return {
+        "in_process_year_s": round(med(in_process), 2),
+        "cli_year_server_up_s": round(med(cli_year), 2),
+        "cli_year_server_up_over_in_process": round(med(cli_year) / med(in_process), 2),
+        "cli_year_server_down_s": round(year_down, 2),
+        "new_day_server_up_s": round(med(day_up), 2),
+        "new_day_server_down_s": round(med(day_down), 2),
+        "new_day_down_over_up": round(med(day_down) / med(day_up), 2),
+        "every_run_s": {"in_process": [round(t, 2) for t in in_process], "cli_year_up": [round(t, 2) for t in cli_year],
+                        "new_day_up": [round(t, 2) for t in day_up], "new_day_down": [round(t, 2) for t in day_down]},
+    }
+
+
 def scenario_spark_server(spark, root: Path, *, days: int, reps: int, orders_per_day: int) -> dict:
     from peer import our_day_totals, our_model, run
 
@@ -69,7 +84,6 @@ def scenario_spark_server(spark, root: Path, *, days: int, reps: int, orders_per
     new_days = 2 * reps
     generate_demo_data(project, start=date(2024, 1, 1), days=days + new_days, orders_per_day=orders_per_day)
     start, end = date(2024, 1, 1), date(2024, 1, 1) + timedelta(days=days)
-    med = statistics.median
     figures: dict = {"days": days, "orders_per_day": orders_per_day, "reps": reps}
 
     in_process = _in_process_year(spark, project, root / "wh-inproc", start, end, reps)
@@ -104,18 +118,7 @@ def scenario_spark_server(spark, root: Path, *, days: int, reps: int, orders_per
     ours, reference = our_day_totals(str(project / "warehouse"), last), our_day_totals(str(root / "wh-inproc"), last)
     if ours != reference:
         raise RuntimeError(f"the CLI's table differs from the in-process one: {ours} vs {reference}")
-    figures.update({
-        "in_process_year_s": round(med(in_process), 2),
-        "cli_year_server_up_s": round(med(cli_year), 2),
-        "cli_year_server_up_over_in_process": round(med(cli_year) / med(in_process), 2),
-        "cli_year_server_down_s": round(year_down, 2),
-        "new_day_server_up_s": round(med(day_up), 2),
-        "new_day_server_down_s": round(med(day_down), 2),
-        "new_day_down_over_up": round(med(day_down) / med(day_up), 2),
-        "every_run_s": {"in_process": [round(t, 2) for t in in_process], "cli_year_up": [round(t, 2) for t in cli_year],
-                        "new_day_up": [round(t, 2) for t in day_up], "new_day_down": [round(t, 2) for t in day_down]},
-        "tables_checked_equal": ours,
-    })
+    figures.update(_summary(in_process, cli_year, year_down, day_up, day_down), tables_checked_equal=ours)
     print(f"spark-server: new day {figures['new_day_server_up_s']}s up vs {figures['new_day_server_down_s']}s down; CLI year "
           f"{figures['cli_year_server_up_s']}s = {figures['cli_year_server_up_over_in_process']}x the in-process single run", flush=True)
     return figures
