@@ -210,6 +210,29 @@ def check_dbt_against_ours(warehouse: str, dbt_table: Path, last: date) -> dict:
     return ours
 
 
+def _server_env(root: Path) -> dict[str, str]:
+    """Our server's settings: the peers' Spark (local[2], a 4 GB driver), its record under one state folder."""
+    return {**os.environ, "DAGSTER_HOME": str(root / "dagster-server"), "INCREMENTAL_ASSETS_SPARK_CONF": '{"spark.driver.memory": "4g"}'}
+
+
+def start_our_server(project: Path, root: Path) -> str:
+    """``incremental-assets spark start`` for our side (untimed, once); its URL, which every timed command of
+    ours is given as its Spark Connect remote (each repetition has its own Dagster home)."""
+    import json
+
+    cli = [sys.executable, "-m", "incremental_assets.cli", "spark"]
+    seconds = run(cli + ["start", "--project", str(project)], project, _server_env(root))
+    done = subprocess.run(cli + ["status", "--json", "--project", str(project)], cwd=project, env=_server_env(root),
+                          capture_output=True, text=True, check=True)
+    url = json.loads(done.stdout)["url"]
+    print(f"peer: our Spark Connect server started in {seconds:.1f}s: {url}", flush=True)
+    return url
+
+
+def stop_our_server(project: Path, root: Path) -> None:
+    run([sys.executable, "-m", "incremental_assets.cli", "spark", "stop", "--project", str(project)], project, _server_env(root))
+
+
 def scenario_peer(root: Path, *, days: int, reps: int, orders_per_day: int, backfill_reps: int | None = None) -> dict:
     """Daily incremental run and a ``days``-day backfill: each peer (BENCH_PEERS, default dbt and sqlmesh)
     vs incremental-assets, every side as a command in a fresh process, repetitions interleaved."""
@@ -230,8 +253,11 @@ def scenario_peer(root: Path, *, days: int, reps: int, orders_per_day: int, back
 
     cli = [sys.executable, "-m", "incremental_assets.cli", "run", "shop.order_lines", "--project", str(ours)]
 
+    server_url: str | None = None  # BENCH_OURS_SPARK_SERVER=1: our side on its long-lived Spark (started below)
+
     def ours_env(tag: str) -> dict[str, str]:
-        return {**os.environ, "INCREMENTAL_ASSETS_WAREHOUSE": str(root / f"wh-{tag}"), "DAGSTER_HOME": str(root / f"dagster-{tag}")}
+        env = {**os.environ, "INCREMENTAL_ASSETS_WAREHOUSE": str(root / f"wh-{tag}"), "DAGSTER_HOME": str(root / f"dagster-{tag}")}
+        return {**env, "INCREMENTAL_ASSETS_SPARK_REMOTE": server_url} if server_url else env
 
     # Each side: (backfill of [start, end), one day [last, end) on top of it), both taking the repetition's tag.
     sides = {"ours": (lambda tag: run(cli + ["--start", start.isoformat(), "--end", end.isoformat()], ours, ours_env(tag)),
@@ -256,26 +282,33 @@ def scenario_peer(root: Path, *, days: int, reps: int, orders_per_day: int, back
         result["peer_sqlmesh"] = peer_sqlmesh.description()
 
     times: dict[str, dict[str, list[float]]] = {who: {"backfill": [], "day": []} for who in sides}
-    for rep in range(reps):
-        # Later repetitions (past backfill_reps) re-run only the new day on the first backfill's tables.
-        tag = f"r{rep}" if rep < backfill_reps else "r0"
-        # Alternate who goes first so drift in the machine's load hits every side alike.
-        order = list(sides) if rep % 2 == 0 else list(reversed(sides))
-        for phase, index in (("backfill", 0), ("day", 1)):
-            if phase == "backfill" and rep >= backfill_reps:
-                continue
-            for who in order:
-                times[who][phase].append(sides[who][index](tag))
-                label = f"{days}-day backfill" if phase == "backfill" else "one new day"
-                print(f"peer: {label}, {who}: {times[who][phase][-1]:.1f}s", flush=True)
-    if "dbt" in peers:
-        result["dbt_check"] = check_dbt_against_ours(ours_env("r0")["INCREMENTAL_ASSETS_WAREHOUSE"], root / "dbt-warehouse" / "bench_r0.db" / "order_lines", last)
-    if "sqlmesh" in peers:
-        # Once, after the repetitions: the daily `sqlmesh run` on a day the table does not have yet.
-        sqlmesh_run = peer_sqlmesh.new_day_run(root, ours / "data", end)
-        print(f"peer: one new day, sqlmesh run: {sqlmesh_run:.1f}s", flush=True)
-        result["sqlmesh_check"] = peer_sqlmesh.check_against_ours(root, ours_env("r0")["INCREMENTAL_ASSETS_WAREHOUSE"], last)
-
+    if os.environ.get("BENCH_OURS_SPARK_SERVER") == "1":
+        server_url = start_our_server(ours, root)
+    try:
+        for rep in range(reps):
+            # Later repetitions (past backfill_reps) re-run only the new day on the first backfill's tables.
+            tag = f"r{rep}" if rep < backfill_reps else "r0"
+            # Alternate who goes first so drift in the machine's load hits every side alike.
+            order = list(sides) if rep % 2 == 0 else list(reversed(sides))
+            for phase, index in (("backfill", 0), ("day", 1)):
+                if phase == "backfill" and rep >= backfill_reps:
+                    continue
+                for who in order:
+                    times[who][phase].append(sides[who][index](tag))
+                    label = f"{days}-day backfill" if phase == "backfill" else "one new day"
+                    print(f"peer: {label}, {who}: {times[who][phase][-1]:.1f}s", flush=True)
+        if "dbt" in peers:
+            result["dbt_check"] = check_dbt_against_ours(ours_env("r0")["INCREMENTAL_ASSETS_WAREHOUSE"], root / "dbt-warehouse" / "bench_r0.db" / "order_lines", last)
+        if "sqlmesh" in peers:
+            # Once, after the repetitions: the daily `sqlmesh run` on a day the table does not have yet.
+            sqlmesh_run = peer_sqlmesh.new_day_run(root, ours / "data", end)
+            print(f"peer: one new day, sqlmesh run: {sqlmesh_run:.1f}s", flush=True)
+            result["sqlmesh_check"] = peer_sqlmesh.check_against_ours(root, ours_env("r0")["INCREMENTAL_ASSETS_WAREHOUSE"], last)
+    finally:
+        if server_url:
+            stop_our_server(ours, root)
+    if server_url:
+        result["ours_spark"] = "the project's long-lived Spark Connect server (incremental-assets spark start), local[2], 4 GB driver"
     med = statistics.median
     result["backfill_ours_s"] = round(med(times["ours"]["backfill"]), 2)
     for who in peers:

@@ -12,8 +12,11 @@ Scenarios:
                vs 365 one-day runs (one process, one Spark session)
   overhead     one small interval through each layer (Executor, Dagster run, CLI, dagster CLI, Spark
                Connect) as ratios to the bare query; the cost of each extra interval in one command
+  spark_server the project's long-lived Spark Connect server (`incremental-assets spark start`): one new day
+               (`run --auto`) with it up vs down, the CLI's year backfill vs the in-process single run
   automation   new data to every downstream model recomputed by the real dagster-daemon and the automation sensor
   peer         dbt-spark microbatch (installed into benchmarks/.peer-venv) and SQLMesh on Spark (benchmarks/.sqlmesh-venv)
+               (BENCH_OURS_SPARK_SERVER=1: our side on its long-lived Spark Connect server)
                vs our CLI: daily run, backfill (BENCH_PEERS=dbt,sqlmesh chooses the peers)
 
 Results are printed and written to benchmarks/results.json (--quick: results-quick.json; --out=FILE: there); RESULTS.md is
@@ -185,6 +188,13 @@ def scenario_overhead(spark) -> dict:
         return overhead.scenario_overhead(spark, Path(tmp), reps=REPS, orders_per_day=ORDERS_PER_DAY)
 
 
+def scenario_spark_server(spark) -> dict:
+    from spark_server import scenario_spark_server as run
+
+    with tempfile.TemporaryDirectory() as tmp:
+        return run(spark, Path(tmp), days=BACKFILL_DAYS, reps=REPS, orders_per_day=ORDERS_PER_DAY)
+
+
 def scenario_automation() -> dict:
     from automation import scenario_automation as run
 
@@ -229,7 +239,7 @@ def main(argv: list[str]) -> None:
     unknown = [a for a in argv if a.startswith("-") and a != "--quick" and not a.startswith("--out=")]
     if unknown:
         raise SystemExit(f"unknown option {unknown[0]}; see benchmarks/run.py --help")
-    chosen = [a for a in argv if not a.startswith("--")] or ["scale", "incremental", "backfill", "overhead", "automation", "peer"]
+    chosen = [a for a in argv if not a.startswith("--")] or ["scale", "incremental", "backfill", "overhead", "spark_server", "automation", "peer"]
     results: dict = {
         "machine": machine(),
         "command": "benchmarks/run.py " + " ".join(argv),
@@ -240,9 +250,10 @@ def main(argv: list[str]) -> None:
     }
     chosen_out = [a.split("=", 1)[1] for a in argv if a.startswith("--out=")]
     out = Path(chosen_out[0]) if chosen_out else HERE / ("results-quick.json" if QUICK else "results.json")
-    spark = spark_session() if any(s in ("incremental", "backfill", "overhead") for s in chosen) else None
+    spark = spark_session() if any(s in ("incremental", "backfill", "overhead", "spark_server") for s in chosen) else None
     scenarios = {"scale": scenario_scale, "incremental": lambda: scenario_incremental(spark),
                  "backfill": lambda: scenario_backfill(spark), "overhead": lambda: scenario_overhead(spark), "automation": scenario_automation,
+                 "spark_server": lambda: scenario_spark_server(spark),
                  "peer": scenario_peer}
     failed = []
     for name in chosen:

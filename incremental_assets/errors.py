@@ -99,3 +99,11 @@ class DuplicateKeyError(IncrementalAssetsError):
 
 class AuditFailedError(IncrementalAssetsError):
     """A blocking audit found failing rows; the window was not committed."""
+
+
+class SparkServerError(IncrementalAssetsError):
+    """The project's local Spark Connect server could not be started, reached or stopped."""
+
+    def __init__(self, message: str, *, hint: str | None = None):
+        self.hint = hint
+        super().__init__(f"{message} (fix: {hint})" if hint else message)

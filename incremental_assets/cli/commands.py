@@ -310,6 +310,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 def cmd_test(args: argparse.Namespace) -> int:
     from incremental_assets.spark.model_tests import load_model_tests, run_model_test
+    from incremental_assets.spark.connect_server import spark_remote
     from incremental_assets.spark.session import build_spark_session
 
     project = _project(args)
@@ -319,7 +320,7 @@ def cmd_test(args: argparse.Namespace) -> int:
     if not tests:
         print("no model tests found under tests/")
         return 0
-    spark = build_spark_session(project.settings.spark_config(), remote=project.settings.spark_remote)
+    spark = build_spark_session(project.settings.spark_config(), remote=spark_remote(project.settings))
     failed = 0
     for test in tests:
         outcome = run_model_test(spark, project, test)
@@ -445,6 +446,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hours", type=int, help="with --append: add this many hours")
     p.add_argument("--orders-per-day", type=int, default=200)
     p.set_defaults(func=cmd_demo_data)
+
+    from incremental_assets.cli.spark_server import add_spark_command
+
+    add_spark_command(add)
     return parser
 
 

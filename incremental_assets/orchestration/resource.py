@@ -6,6 +6,7 @@ from pydantic import PrivateAttr
 
 from incremental_assets.load.settings import load_settings
 from incremental_assets.model.settings import Settings, is_secret, redact_url
+from incremental_assets.spark.connect_server import spark_remote
 from incremental_assets.spark.session import build_spark_session
 
 
@@ -13,7 +14,8 @@ class SparkResource(LazyPySparkResource):
     """dagster-pyspark's lazy session resource, extended with Spark Connect (``remote``).
 
     The session is created on first use and shared by every asset of the process, so a run over many
-    intervals or models pays Spark's start-up once.
+    intervals or models pays Spark's start-up once; with the project's Spark Connect server up
+    (``incremental-assets spark start``) it pays none.
     """
 
     remote: Optional[str] = None
@@ -29,7 +31,9 @@ class SparkResource(LazyPySparkResource):
             if self.project_dir:
                 settings = load_settings(self.project_dir)
                 conf.update({k: v for k, v in settings.spark_config().items() if is_secret(k)})
-                remote = settings.spark_remote
+                # The project's running Spark Connect server, when no remote is configured (checked when
+                # the session starts, so a server started after `dagster dev` is used by the next run).
+                remote = spark_remote(settings)
             self._spark_session = build_spark_session(conf, remote=remote)
 
     @classmethod

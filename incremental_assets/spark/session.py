@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 from typing import Mapping
 
 from pyspark.sql import SparkSession
@@ -22,4 +23,12 @@ def build_spark_session(conf: Mapping[str, str], *, remote: str | None = None, a
     if not remote:
         # A failed task is reported once, as the run's error; Spark's own ERROR lines would repeat it as a stack trace.
         session.sparkContext.setLogLevel(conf.get("spark.log.level", "FATAL"))
+    elif session not in _RELEASED_AT_EXIT:
+        # A Connect server keeps a session (its temporary views, cached plans) until it idles out unless
+        # the client releases it; a long-lived server serves many short commands.
+        _RELEASED_AT_EXIT.append(session)
+        atexit.register(session.stop)
     return session
+
+
+_RELEASED_AT_EXIT: list = []

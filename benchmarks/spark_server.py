@@ -1,0 +1,124 @@
+"""The long-lived local Spark (``incremental-assets spark start``) against a JVM per command.
+
+One project (the example's shop.order_lines, ``BENCH_ORDERS_PER_DAY`` orders a day, a year of history and
+a few new days after it), every figure from this one run:
+
+  in-process   the year as one single run: ``Executor.execute`` on a warm local session in this process
+               (the backfill scenario's "single run"; the reference for the CLI's year)
+  server start ``incremental-assets spark start`` (JVM start and warm-up), paid once
+  cli year     ``incremental-assets run shop.order_lines --start S --end E`` for the year, in a fresh process,
+               with the server up (and once with it down)
+  new day      ``incremental-assets run --auto --end D`` for a day the table does not have yet, in a fresh
+               process, with the server up and with it down (a new day each time)
+
+The CLI's year table is checked equal (rows and revenue of two days) to the in-process one.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from datetime import date, timedelta
+from pathlib import Path
+
+SETTINGS = """\
+spark:
+  conf:
+    spark.driver.memory: 4g
+"""
+
+
+def _cli(project: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "incremental_assets.cli", *args, "--project", str(project)]
+
+
+def _in_process_year(spark, project_dir: Path, warehouse: Path, start: date, end: date, reps: int) -> list[float]:
+    import dataclasses
+
+    from incremental_assets.load.project import load_project
+    from incremental_assets.model.intervals import TimeWindow, utc
+    from incremental_assets.plan.run_plan import plan_run
+    from incremental_assets.spark.executor import Executor
+
+    project = load_project(project_dir)
+    project = dataclasses.replace(project, settings=dataclasses.replace(project.settings, warehouse=str(warehouse)))
+    model = project.model("shop.order_lines")
+    executor = Executor(spark, project)
+    year = TimeWindow(utc(start.year, start.month, start.day), utc(end.year, end.month, end.day))
+    day = TimeWindow(year.start, year.start + timedelta(days=1))
+    executor.execute(plan_run(project, model, day))  # warm-up: the session's first queries
+    times = []
+    for _ in range(reps):
+        began = time.perf_counter()
+        executor.execute(plan_run(project, model, year))
+        times.append(time.perf_counter() - began)
+        print(f"spark-server: in-process single run of the year {times[-1]:.2f}s", flush=True)
+    return times
+
+
+def _summary(in_process: list[float], cli_year: list[float], year_down: float, day_up: list[float], day_down: list[float]) -> dict:
+    med = statistics.median
+    return {
+        "in_process_year_s": round(med(in_process), 2),
+        "cli_year_server_up_s": round(med(cli_year), 2),
+        "cli_year_server_up_over_in_process": round(med(cli_year) / med(in_process), 2),
+        "cli_year_server_down_s": round(year_down, 2),
+        "new_day_server_up_s": round(med(day_up), 2),
+        "new_day_server_down_s": round(med(day_down), 2),
+        "new_day_down_over_up": round(med(day_down) / med(day_up), 2),
+        "every_run_s": {"in_process": [round(t, 2) for t in in_process], "cli_year_up": [round(t, 2) for t in cli_year],
+                        "new_day_up": [round(t, 2) for t in day_up], "new_day_down": [round(t, 2) for t in day_down]},
+    }
+
+
+def scenario_spark_server(spark, root: Path, *, days: int, reps: int, orders_per_day: int) -> dict:
+    from peer import our_day_totals, our_model, run
+
+    from incremental_assets.demo import generate_demo_data
+
+    project = root / "project"
+    our_model(project)
+    (project / "incremental_assets.yaml").write_text(SETTINGS)
+    new_days = 2 * reps
+    generate_demo_data(project, start=date(2024, 1, 1), days=days + new_days, orders_per_day=orders_per_day)
+    start, end = date(2024, 1, 1), date(2024, 1, 1) + timedelta(days=days)
+    figures: dict = {"days": days, "orders_per_day": orders_per_day, "reps": reps}
+
+    in_process = _in_process_year(spark, project, root / "wh-inproc", start, end, reps)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("INCREMENTAL_ASSETS_", "DAGSTER_HOME"))}
+    year = ["run", "shop.order_lines", "--start", start.isoformat(), "--end", end.isoformat()]
+    new_day = iter(range(1, new_days + 1))
+
+    def one_new_day() -> float:
+        until = end + timedelta(days=next(new_day))
+        return run(_cli(project, "run", "--auto", "--end", until.isoformat()), project, env)
+
+    figures["server_start_s"] = round(run(_cli(project, "spark", "start"), project, env), 2)
+    try:
+        cli_year = []
+        for _ in range(reps):  # each repetition replaces the year in one commit
+            cli_year.append(run(_cli(project, *year), project, env))
+            print(f"spark-server: CLI year backfill, server up {cli_year[-1]:.2f}s", flush=True)
+        day_up = []
+        for _ in range(reps):
+            day_up.append(one_new_day())
+            print(f"spark-server: one new day (run --auto), server up {day_up[-1]:.2f}s", flush=True)
+    finally:
+        run(_cli(project, "spark", "stop"), project, env)
+    day_down = []
+    for _ in range(reps):
+        day_down.append(one_new_day())
+        print(f"spark-server: one new day (run --auto), server down {day_down[-1]:.2f}s", flush=True)
+    year_down = run(_cli(project, *year), project, env)
+    print(f"spark-server: CLI year backfill, server down {year_down:.2f}s", flush=True)
+
+    last = end - timedelta(days=1)
+    ours, reference = our_day_totals(str(project / "warehouse"), last), our_day_totals(str(root / "wh-inproc"), last)
+    if ours != reference:
+        raise RuntimeError(f"the CLI's table differs from the in-process one: {ours} vs {reference}")
+    figures.update(_summary(in_process, cli_year, year_down, day_up, day_down), tables_checked_equal=ours)
+    print(f"spark-server: new day {figures['new_day_server_up_s']}s up vs {figures['new_day_server_down_s']}s down; CLI year "
+          f"{figures['cli_year_server_up_s']}s = {figures['cli_year_server_up_over_in_process']}x the in-process single run", flush=True)
+    return figures

@@ -1,0 +1,95 @@
+"""``incremental-assets spark start|stop|status``: the project's long-lived local Spark Connect server."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Callable
+
+from incremental_assets.model.settings import redact_url
+
+
+def _settings(args: argparse.Namespace):
+    from incremental_assets.load.settings import load_settings
+
+    return load_settings(args.project)
+
+
+def _configured_remote_note(settings) -> str | None:
+    if settings.spark_remote:
+        return (f"note: spark.remote is set ({redact_url(settings.spark_remote)}): commands and runs of this project use "
+                "that server, not this one")
+    return None
+
+
+def cmd_spark_start(args: argparse.Namespace) -> int:
+    from incremental_assets.spark.connect_server import start_server, warm_up
+
+    settings = _settings(args)
+    record, started = start_server(settings, timeout=args.timeout)
+    if started and not args.no_warm_up:
+        warm_up(record.url)
+    verb = "started" if started else "already running"
+    print(f"Spark Connect server {verb}: {record.url} (pid {record.pid}, {record.master}); log: {record.log}")
+    print("commands and Dagster runs of this project now use it; stop it with `incremental-assets spark stop`")
+    note = _configured_remote_note(settings)
+    if note:
+        print(note)
+    return 0
+
+
+def cmd_spark_stop(args: argparse.Namespace) -> int:
+    from incremental_assets.spark.connect_server import stop_server
+
+    record = stop_server(_settings(args), timeout=args.timeout)
+    print(f"Spark Connect server stopped (pid {record.pid})" if record else "no Spark Connect server running for this project")
+    return 0
+
+
+def cmd_spark_status(args: argparse.Namespace) -> int:
+    """Exit code 0 when the server is up, 1 when it is down (for scripts)."""
+    from incremental_assets.spark.connect_server import server_status
+
+    settings = _settings(args)
+    status = server_status(settings)
+    record = status.record
+    if args.json:
+        info = {"up": status.up, "url": record.url if status.up and record else None, "pid": record.pid if status.up and record else None,
+                "configured_remote": redact_url(settings.spark_remote)}
+        print(json.dumps(info))
+        return 0 if status.up else 1
+    if status.up and record:
+        print(f"up: {record.url} (pid {record.pid}, {record.master}, since {record.started_at}); log: {record.log}")
+    elif status.foreign and record:
+        print(f"down: the state folder records the server of another project ({record.project_dir}, pid {record.pid})")
+    elif record and not status.stale:
+        print(f"down: pid {record.pid} is running but not answering on port {record.port}; see {record.log}")
+    else:
+        print("down" + (f" (the server last started, pid {record.pid}, is no longer running)" if record else "")
+              + ": commands start an in-process Spark; `incremental-assets spark start` starts a shared one")
+    note = _configured_remote_note(settings)
+    if note:
+        print(note)
+    return 0 if status.up else 1
+
+
+def add_spark_command(add: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """The ``spark`` command and its three actions, added with ``add`` (which gives each ``--project``)."""
+    spark = add("spark", "a long-lived local Spark Connect server this project's commands and Dagster runs share")
+    actions = spark.add_subparsers(dest="action", required=True)
+    for name, func, help_text in (
+        ("start", cmd_spark_start, "start the server in the background (no-op when it is up)"),
+        ("stop", cmd_spark_stop, "stop the server (by its recorded PID)"),
+        ("status", cmd_spark_status, "up or down, its URL and PID; exit code 1 when down"),
+    ):
+        p = actions.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("--project", default=argparse.SUPPRESS, type=Path,
+                       help="project folder; default: the current directory")
+        if name == "status":
+            p.add_argument("--json", action="store_true")
+        else:
+            p.add_argument("--timeout", type=float, default=180.0 if name == "start" else 30.0, help="seconds to wait")
+        if name == "start":
+            p.add_argument("--no-warm-up", action="store_true", help="skip the few small queries that warm the server's JVM")
+        p.set_defaults(func=func)
