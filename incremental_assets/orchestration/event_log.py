@@ -22,11 +22,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from dagster._config import StringSource
-from dagster._core.events import ASSET_CHECK_EVENTS, ASSET_EVENTS, EVENT_TYPE_TO_PIPELINE_RUN_STATUS
+from dagster._core.events import ASSET_CHECK_EVENTS, ASSET_EVENTS, EVENT_TYPE_TO_PIPELINE_RUN_STATUS, DagsterEventType
 from dagster._core.events.log import EventLogEntry
 from dagster._core.storage.event_log.schema import SqlEventLogStorageTable
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 from dagster._serdes import ConfigurableClassData
+
+from incremental_assets.errors import IncrementalAssetsError
+from incremental_assets.spark import faults
 
 BATCH_SIZE_ENV = "DAGSTER_EVENT_BATCH_SIZE"
 # Dagster ends a batch at the last partition of a run's output anyway; this only caps its memory.
@@ -55,8 +58,20 @@ class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
     """
 
     def __init__(self, dagster_home: str, inst_data: ConfigurableClassData | None = None):
+        self._dagster_home = os.path.abspath(dagster_home)
         super().__init__(event_logs_directory(dagster_home), inst_data=inst_data)
         enable_event_batches()
+
+    def register_instance(self, instance: Any) -> None:
+        """Refuse to serve an instance whose folder is not the configured one: its runs would be
+        recorded with another instance's events (DAGSTER_HOME names the folder of the dagster.yaml)."""
+        root = getattr(instance, "root_directory", None)
+        if root is not None and os.path.realpath(root) != os.path.realpath(self._dagster_home):
+            raise IncrementalAssetsError(
+                f"the Dagster instance in {root} would keep its event log in {self._dagster_home}: "
+                f"set DAGSTER_HOME={root} before opening it (its dagster.yaml reads the folder from DAGSTER_HOME)"
+            )
+        super().register_instance(instance)
 
     @classmethod
     def config_type(cls) -> Any:
@@ -94,6 +109,8 @@ class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
             return
         with self.index_transaction() as conn:
             ids = dict(zip(mirrored, _insert_returning_ids(conn, [rows[i] for i in mirrored])))
+            if any(events[i].dagster_event_type == DagsterEventType.ASSET_MATERIALIZATION for i in mirrored):
+                faults.checkpoint("recording")
             assets = [i for i in mirrored if events[i].dagster_event_type in ASSET_EVENTS]
             if assets:
                 self._store_asset_event_tags(conn, [events[i] for i in assets], [ids[i] for i in assets])

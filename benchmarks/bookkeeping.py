@@ -1,0 +1,194 @@
+"""Dagster's bookkeeping per partition: the same data and query as a daily and as an hourly model.
+
+Two models over one hourly Delta source differ only in their interval unit (``cron '@daily'`` vs
+``'@hourly'``). Each is backfilled over ``days`` days by ``incremental-assets run MODEL --auto --end E``
+(a fresh process each, a fresh Dagster home and warehouse each, as a user runs it), with the project's
+event log storage (``after``: one transaction per batch of events) and with Dagster's default SQLite event
+log writing each event on its own (``before``), repetitions interleaved. Reported: hourly/daily per
+variant and the extra cost per extra partition, ``(hourly - daily) / (hourly partitions - daily partitions)``
+(which includes Spark's and Delta's per-partition cost: more interval values, files and log entries).
+
+The same runs in this process (``Runner.run(auto=True)``, what the command calls, one warm Spark session)
+time the event log storage itself: its seconds per partition are the bookkeeping proper.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+START = datetime(2024, 1, 1, tzinfo=timezone.utc)
+SOURCES = """\
+- name: raw.events
+  location: data/events
+  format: delta
+  time_column: ts
+  interval_unit: hour
+"""
+MODEL = """\
+MODEL (name b.{name}, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), start '2024-01-01', cron '@{name}');
+SELECT ts, k, v FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt
+"""
+MODELS = ("daily", "hourly")
+VARIANTS = ("before", "after")
+
+
+def write_project(root: Path, days: int, per_hour: int) -> Path:
+    from helpers import write_events
+
+    (root / "models").mkdir(parents=True)
+    (root / "sources.yaml").write_text(SOURCES)
+    for name in MODELS:
+        (root / "models" / f"{name}.sql").write_text(MODEL.format(name=name))
+    write_events(root / "data" / "events", START, days * 24, per_hour=per_hour)
+    return root
+
+
+def default_event_log_yaml() -> str:
+    """The project's dagster.yaml without its event log storage (Dagster's default SQLite event log) and
+    without the product's mark, so the CLI keeps it as the user's file."""
+    from incremental_assets.orchestration.instance import dagster_yaml
+
+    text = dagster_yaml(2).split("\n", 1)[1]
+    plain = re.sub(r"# Dagster's SQLite event log.*?env: DAGSTER_HOME\n", "", text, flags=re.S)
+    assert "event_log_storage" not in plain and "QueuedRunCoordinator" in plain
+    return plain
+
+
+def prepare_home(home: Path, variant: str) -> None:
+    home.mkdir(parents=True)
+    if variant == "before":
+        (home / "dagster.yaml").write_text(default_event_log_yaml())
+
+
+def variant_env(variant: str, home: Path, warehouse: Path) -> dict[str, str]:
+    from incremental_assets.orchestration.event_log import BATCH_SIZE_ENV
+
+    env = {**os.environ, "DAGSTER_HOME": str(home), "INCREMENTAL_ASSETS_WAREHOUSE": str(warehouse),
+           "INCREMENTAL_ASSETS_SPARK_MASTER": "local[2]", "PYTHONPATH": str(REPO)}
+    env.pop(BATCH_SIZE_ENV, None)
+    return env
+
+
+def recorded(home: Path, model: str) -> int:
+    import dagster as dg
+
+    from incremental_assets.orchestration.instance import open_instance
+
+    with open_instance(home) as instance:
+        return len(instance.get_materialized_partitions(dg.AssetKey(["b", model])))
+
+
+def cli_runs(root: Path, days: int, reps: int) -> dict[str, dict[str, float]]:
+    """Seconds of ``run --auto`` per variant and model, medians of ``reps`` interleaved repetitions."""
+    from peer import run
+
+    end = (START + timedelta(days=days)).date().isoformat()
+    times: dict[str, dict[str, list[float]]] = {v: {m: [] for m in MODELS} for v in VARIANTS}
+    for rep in range(reps):
+        for variant in VARIANTS if rep % 2 == 0 else VARIANTS[::-1]:
+            for model in MODELS:
+                home, warehouse = root / f"home-{variant}-{model}-{rep}", root / f"wh-{variant}-{model}-{rep}"
+                prepare_home(home, variant)
+                argv = [sys.executable, "-m", "incremental_assets.cli", "run", f"b.{model}", "--auto", "--end", end, "--project", str(root)]
+                seconds = run(argv, root, variant_env(variant, home, warehouse))
+                partitions = days * (24 if model == "hourly" else 1)
+                assert recorded(home, model) == partitions, f"{variant} {model}: not every partition recorded"
+                times[variant][model].append(seconds)
+                print(f"bookkeeping: CLI {variant} {model} ({partitions} partitions) {seconds:.2f}s", flush=True)
+    return {v: {m: statistics.median(ts) for m, ts in by_model.items()} for v, by_model in times.items()}
+
+
+class StorageClock:
+    """Seconds an instance's event log storage spends storing events (nested calls counted once)."""
+
+    def __init__(self, instance):
+        self.seconds, self.depth = 0.0, 0
+        storage = instance.event_log_storage
+        for name in ("store_event", "store_event_batch"):
+            setattr(storage, name, self.timed(getattr(storage, name)))
+
+    def timed(self, fn):
+        def call(*args, **kwargs):
+            self.depth += 1
+            began = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.depth -= 1
+                if self.depth == 0:
+                    self.seconds += time.perf_counter() - began
+        return call
+
+
+def in_process_runs(spark, root: Path, days: int) -> dict[str, dict[str, dict[str, float]]]:
+    """Each variant and model once in this process: the run's seconds and the storage's seconds."""
+    import dataclasses
+
+    from incremental_assets.load.project import load_project
+    from incremental_assets.orchestration.definitions import build_definitions
+    from incremental_assets.orchestration.event_log import BATCH_SIZE_ENV
+    from incremental_assets.orchestration.instance import open_instance
+    from incremental_assets.orchestration.runner import Runner
+
+    end = START + timedelta(days=days)
+    out: dict[str, dict[str, dict[str, float]]] = {v: {} for v in VARIANTS}
+    saved = os.environ.get(BATCH_SIZE_ENV)
+    try:
+        for variant in VARIANTS:
+            for model in MODELS:
+                os.environ.pop(BATCH_SIZE_ENV, None)
+                home = root / f"inproc-home-{variant}-{model}"
+                prepare_home(home, variant)
+                project = load_project(root)
+                project = dataclasses.replace(project, settings=dataclasses.replace(project.settings, warehouse=str(root / f"inproc-wh-{variant}-{model}")))
+                instance = open_instance(home)
+                clock = StorageClock(instance)
+                runner = Runner(project, instance, build_definitions(project))
+                began = time.perf_counter()
+                report = runner.run([project.model(f"b.{model}")], auto=True, end=end)
+                seconds = time.perf_counter() - began
+                assert report.success, [r.error for r in report.records]
+                partitions = days * (24 if model == "hourly" else 1)
+                out[variant][model] = {"partitions": partitions, "run_s": round(seconds, 2), "storage_s": round(clock.seconds, 2),
+                                       "storage_ms_per_partition": round(1000 * clock.seconds / partitions, 2)}
+                print(f"bookkeeping: in process {variant} {model}: run {seconds:.2f}s, event log {clock.seconds:.2f}s "
+                      f"({1000 * clock.seconds / partitions:.2f} ms per partition)", flush=True)
+                instance.dispose()
+    finally:
+        os.environ.pop(BATCH_SIZE_ENV, None)
+        if saved is not None:
+            os.environ[BATCH_SIZE_ENV] = saved
+    return out
+
+
+def scenario_bookkeeping(spark, root: Path, *, days: int, reps: int, per_hour: int = 4) -> dict:
+    write_project(root, days, per_hour)
+    partitions = {"daily": days, "hourly": days * 24}
+    inproc = in_process_runs(spark, root, days)
+    cli = cli_runs(root, days, reps)
+    result: dict = {"days": days, "rows": days * 24 * per_hour, "reps": reps, "partitions": partitions, "in_process": inproc, "cli_s": {}}
+    for variant in VARIANTS:
+        daily, hourly = cli[variant]["daily"], cli[variant]["hourly"]
+        extra_ms = 1000 * (hourly - daily) / (partitions["hourly"] - partitions["daily"])
+        result["cli_s"][variant] = {"daily": round(daily, 2), "hourly": round(hourly, 2), "hourly_over_daily": round(hourly / daily, 2),
+                                    "ms_per_extra_partition": round(extra_ms, 2)}
+        print(f"bookkeeping: CLI {variant}: daily {daily:.2f}s, hourly {hourly:.2f}s: {hourly / daily:.2f}x, "
+              f"{extra_ms:.1f} ms per extra partition", flush=True)
+    return result
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        print(scenario_bookkeeping(None, Path(tmp), days=int(sys.argv[1]) if len(sys.argv) > 1 else 7, reps=1))
