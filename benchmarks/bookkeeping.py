@@ -21,6 +21,7 @@ import sys
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -130,7 +131,7 @@ class StorageClock:
         return call
 
 
-def in_process_runs(spark, root: Path, days: int) -> dict[str, dict[str, dict[str, float]]]:
+def in_process_runs(spark, root: Path, days: int, tag: str = "") -> dict[str, dict[str, Any]]:
     """Each variant and model once in this process: the run's seconds and the storage's seconds."""
     import dataclasses
 
@@ -141,16 +142,16 @@ def in_process_runs(spark, root: Path, days: int) -> dict[str, dict[str, dict[st
     from incremental_assets.orchestration.runner import Runner
 
     end = START + timedelta(days=days)
-    out: dict[str, dict[str, dict[str, float]]] = {v: {} for v in VARIANTS}
+    out: dict[str, dict[str, Any]] = {v: {} for v in VARIANTS}
     saved = os.environ.get(BATCH_SIZE_ENV)
     try:
         for variant in VARIANTS:
             for model in MODELS:
                 os.environ.pop(BATCH_SIZE_ENV, None)
-                home = root / f"inproc-home-{variant}-{model}"
+                home = root / f"{tag}inproc-home-{variant}-{model}"
                 prepare_home(home, variant)
                 project = load_project(root)
-                project = dataclasses.replace(project, settings=dataclasses.replace(project.settings, warehouse=str(root / f"inproc-wh-{variant}-{model}")))
+                project = dataclasses.replace(project, settings=dataclasses.replace(project.settings, warehouse=str(root / f"{tag}inproc-wh-{variant}-{model}")))
                 instance = open_instance(home)
                 clock = StorageClock(instance)
                 runner = Runner(project, instance, build_definitions(project))
@@ -161,7 +162,7 @@ def in_process_runs(spark, root: Path, days: int) -> dict[str, dict[str, dict[st
                 partitions = days * (24 if model == "hourly" else 1)
                 out[variant][model] = {"partitions": partitions, "run_s": round(seconds, 2), "storage_s": round(clock.seconds, 2),
                                        "storage_ms_per_partition": round(1000 * clock.seconds / partitions, 2)}
-                print(f"bookkeeping: in process {variant} {model}: run {seconds:.2f}s, event log {clock.seconds:.2f}s "
+                print(f"bookkeeping: {tag}in process {variant} {model}: run {seconds:.2f}s, event log {clock.seconds:.2f}s "
                       f"({1000 * clock.seconds / partitions:.2f} ms per partition)", flush=True)
                 instance.dispose()
     finally:
@@ -171,15 +172,29 @@ def in_process_runs(spark, root: Path, days: int) -> dict[str, dict[str, dict[st
     return out
 
 
+def per_extra_partition(daily: float, hourly: float, days: int) -> float:
+    """Milliseconds each extra partition costs: the hourly model has 23 more per day."""
+    return round(1000 * (hourly - daily) / (23 * days), 2)
+
+
 def scenario_bookkeeping(spark, root: Path, *, days: int, reps: int, per_hour: int = 4) -> dict:
     write_project(root, days, per_hour)
     partitions = {"daily": days, "hourly": days * 24}
+    in_process_runs(spark, root, 1, tag="warm-up-")  # the session, the instance code, the first table
     inproc = in_process_runs(spark, root, days)
+    for variant, by_model in inproc.items():
+        daily, hourly = by_model["daily"], by_model["hourly"]
+        by_model["hourly_over_daily"] = round(hourly["run_s"] / daily["run_s"], 2)
+        by_model["run_ms_per_extra_partition"] = per_extra_partition(daily["run_s"], hourly["run_s"], days)
+        by_model["event_log_ms_per_extra_partition"] = per_extra_partition(daily["storage_s"], hourly["storage_s"], days)
+        print(f"bookkeeping: in process {variant}: hourly/daily {by_model['hourly_over_daily']}x, "
+              f"{by_model['run_ms_per_extra_partition']} ms per extra partition, "
+              f"of which the event log {by_model['event_log_ms_per_extra_partition']} ms", flush=True)
     cli = cli_runs(root, days, reps)
     result: dict = {"days": days, "rows": days * 24 * per_hour, "reps": reps, "partitions": partitions, "in_process": inproc, "cli_s": {}}
     for variant in VARIANTS:
         daily, hourly = cli[variant]["daily"], cli[variant]["hourly"]
-        extra_ms = 1000 * (hourly - daily) / (partitions["hourly"] - partitions["daily"])
+        extra_ms = per_extra_partition(daily, hourly, days)
         result["cli_s"][variant] = {"daily": round(daily, 2), "hourly": round(hourly, 2), "hourly_over_daily": round(hourly / daily, 2),
                                     "ms_per_extra_partition": round(extra_ms, 2)}
         print(f"bookkeeping: CLI {variant}: daily {daily:.2f}s, hourly {hourly:.2f}s: {hourly / daily:.2f}x, "
