@@ -9,7 +9,9 @@ variant and the extra cost per extra partition, ``(hourly - daily) / (hourly par
 (which includes Spark's and Delta's per-partition cost: more interval values, files and log entries).
 
 The same runs in this process (``Runner.run(auto=True)``, what the command calls, one warm Spark session)
-time the event log storage itself: its seconds per partition are the bookkeeping proper.
+time the event log storage itself: its seconds per partition are the bookkeeping proper. On a real
+PostgreSQL (when its binaries are installed), an asset with no work over 1 vs 240 hourly partitions:
+dagster-postgres as is, with ``DAGSTER_EVENT_BATCH_SIZE`` set, and the project's batched Postgres event log.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ MODEL (name b.{name}, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), start '20
 SELECT ts, k, v FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt
 """
 MODELS = ("daily", "hourly")
+QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 VARIANTS = ("before", "after")
 
 
@@ -199,6 +202,10 @@ def scenario_bookkeeping(spark, root: Path, *, days: int, reps: int, per_hour: i
                                     "ms_per_extra_partition": round(extra_ms, 2)}
         print(f"bookkeeping: CLI {variant}: daily {daily:.2f}s, hourly {hourly:.2f}s: {hourly / daily:.2f}x, "
               f"{extra_ms:.1f} ms per extra partition", flush=True)
+    from cluster.services import postgres_unavailable_reason
+
+    reason = postgres_unavailable_reason()
+    result["postgres"] = {"skipped": reason} if reason else postgres_event_logs(root, 240)
     return result
 
 
@@ -207,3 +214,67 @@ if __name__ == "__main__":
 
     with tempfile.TemporaryDirectory() as tmp:
         print(scenario_bookkeeping(None, Path(tmp), days=int(sys.argv[1]) if len(sys.argv) > 1 else 7, reps=1))
+
+
+POSTGRES_VARIANTS = {
+    # name: (event log module, class, DAGSTER_EVENT_BATCH_SIZE)
+    "dagster-postgres": ("dagster_postgres.event_log", "PostgresEventLogStorage", None),
+    "dagster-postgres, batch size set": ("dagster_postgres.event_log", "PostgresEventLogStorage", "10000"),
+    "ours": ("incremental_assets.orchestration.event_log_postgres", "BatchedPostgresEventLogStorage", None),
+}
+
+
+def postgres_instance_yaml(url: str, module: str, cls: str) -> str:
+    storages = {"run_storage": ("dagster_postgres.run_storage", "PostgresRunStorage"), "event_log_storage": (module, cls),
+                "schedule_storage": ("dagster_postgres.schedule_storage", "PostgresScheduleStorage")}
+    return "telemetry:\n  enabled: false\n" + "".join(
+        f"{key}:\n  module: {m}\n  class: {c}\n  config:\n    postgres_url: \"{url}\"\n" for key, (m, c) in storages.items())
+
+
+def postgres_event_logs(root: Path, partitions: int) -> dict:
+    """Dagster's event log on a real PostgreSQL (started on loopback, fsync off): an hourly asset with no work,
+    one run over 1 and over ``partitions`` partitions, per variant; milliseconds per extra partition."""
+    import dagster as dg
+    from cluster.services import postgres_server
+
+    from incremental_assets.orchestration.event_log import BATCH_SIZE_ENV
+
+    hours = dg.HourlyPartitionsDefinition(start_date="2024-01-01-00:00")
+
+    @dg.asset(partitions_def=hours, backfill_policy=dg.BackfillPolicy.single_run())
+    def nothing(context):  # no annotation: this module's annotations are strings, dg is local
+        return dg.MaterializeResult(metadata={"partitions": len(context.partition_keys)})
+
+    job = dg.Definitions(assets=[nothing]).resolve_implicit_global_asset_job_def()
+    keys = hours.get_partition_keys(current_time=START + timedelta(hours=partitions + 4))
+    out = {}
+    with postgres_server() as server:
+        for n, (name, (module, cls, batch)) in enumerate(POSTGRES_VARIANTS.items()):
+            conn = server.connect("postgres")
+            conn.autocommit = True
+            with conn.cursor() as cur:
+                cur.execute(f'CREATE DATABASE "v{n}"')
+            conn.close()
+            url = f"postgresql+psycopg2://{server.user}:{server.password}@{server.host}:{server.port}/v{n}"
+            home = root / f"pg-home-{n}"
+            home.mkdir()
+            (home / "dagster.yaml").write_text(postgres_instance_yaml(url, module, cls))
+            os.environ.pop(BATCH_SIZE_ENV, None)
+            if batch:
+                os.environ[BATCH_SIZE_ENV] = batch
+            with dg.DagsterInstance.from_config(str(home)) as instance:
+                def run(first: int, last: int) -> float:
+                    began = time.perf_counter()
+                    tags = {"dagster/asset_partition_range_start": keys[first], "dagster/asset_partition_range_end": keys[last]}
+                    assert job.execute_in_process(instance=instance, tags=tags, run_config=QUIET).success
+                    return time.perf_counter() - began
+
+                one = min(run(i, i) for i in range(3))
+                many = run(3, 2 + partitions)
+                assert len(instance.get_materialized_partitions(nothing.key)) == partitions + 3
+            out[name] = {"one_partition_s": round(one, 2), f"{partitions}_partitions_s": round(many, 2),
+                         "ms_per_extra_partition": round(1000 * (many - one) / (partitions - 1), 2)}
+            print(f"bookkeeping: Postgres, {name}: 1 partition {one:.2f}s, {partitions} partitions {many:.2f}s, "
+                  f"{out[name]['ms_per_extra_partition']} ms per extra partition", flush=True)
+    os.environ.pop(BATCH_SIZE_ENV, None)
+    return out

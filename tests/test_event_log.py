@@ -227,3 +227,61 @@ def test_an_instance_opened_with_another_dagster_home_is_refused(tmp_path, monke
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "a"))
     with pytest.raises(IncrementalAssetsError, match=f"set DAGSTER_HOME={tmp_path / 'b'}"):
         dg.DagsterInstance.from_config(str(tmp_path / "b"))
+
+
+def postgres_contents(server, database: str) -> dict:
+    conn = server.connect(database)
+    try:
+        with conn.cursor() as cur:
+            out = {}
+            for name, sql in (("events", "SELECT dagster_event_type, asset_key, partition FROM event_logs WHERE asset_key IS NOT NULL"),
+                              # values: data versions from run ids (the asset has no code version)
+                              ("tags", "SELECT asset_key, key FROM asset_event_tags"),
+                              ("asset_keys", "SELECT asset_key, last_run_id IS NOT NULL, last_materialization IS NOT NULL FROM asset_keys")):
+                cur.execute(sql)
+                out[name] = sorted(cur.fetchall(), key=repr)
+            return out
+    finally:
+        conn.close()
+
+
+@pytest.mark.cluster
+def test_the_batched_postgres_event_log_records_what_dagster_postgres_records(tmp_path, monkeypatch, batch_env):
+    import sys
+
+    from conftest import REPO
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from bookkeeping import POSTGRES_VARIANTS, postgres_instance_yaml
+    from cluster.services import postgres_server, postgres_unavailable_reason
+
+    if postgres_unavailable_reason():
+        pytest.skip(postgres_unavailable_reason())
+    from incremental_assets.orchestration.event_log_postgres import BatchedPostgresEventLogStorage
+
+    with postgres_server() as server:
+        runs = {}
+        for name in ("dagster-postgres", "ours"):
+            conn = server.connect("postgres")
+            conn.autocommit = True
+            with conn.cursor() as cur:
+                cur.execute(f'CREATE DATABASE "{name.replace("-", "_")}"')
+            conn.close()
+            url = f"postgresql+psycopg2://{server.user}:{server.password}@{server.host}:{server.port}/{name.replace('-', '_')}"
+            home = tmp_path / name
+            home.mkdir()
+            module, cls, _ = POSTGRES_VARIANTS[name]
+            (home / "dagster.yaml").write_text(postgres_instance_yaml(url, module, cls))
+            monkeypatch.setenv("DAGSTER_HOME", str(home))
+            with dg.DagsterInstance.from_config(str(home)) as instance:
+                assert isinstance(instance.event_log_storage, BatchedPostgresEventLogStorage) == (name == "ours")
+                run_id = run_range(instance, 0, 47)
+                status = instance.get_status_by_partition(counted.key, HOURS, HOURLY_ASSET)
+                record = instance.get_asset_records([counted.key])[0].asset_entry
+                latest = instance.fetch_materializations(counted.key, limit=1).records[0]
+                runs[name] = (sorted(instance.get_materialized_partitions(counted.key)), status, record.last_materialization_record.storage_id == latest.storage_id,
+                              latest.partition_key, record.last_run_id == run_id, postgres_contents(server, name.replace("-", "_")))
+        assert runs["ours"] == runs["dagster-postgres"]
+        partitions, status, latest_is_last, last_key, *_ = runs["ours"]
+        assert partitions == HOURS and set(status.values()) == {dg.AssetPartitionStatus.MATERIALIZED}
+        assert latest_is_last and last_key == HOURS[-1]

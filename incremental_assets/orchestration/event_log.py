@@ -94,7 +94,7 @@ class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
         Dagster's fallback (storing the events one by one) does not record them twice."""
         rows = [self._event_to_row(event) for event in events]
         with self.run_connection(run_id) as conn:
-            run_ids = _insert_returning_ids(conn, rows)
+            run_ids = insert_returning_ids(conn, rows)
         try:
             self._store_index_batch(events, rows)
         except BaseException:
@@ -108,13 +108,13 @@ class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
         if not mirrored:
             return
         with self.index_transaction() as conn:
-            ids = dict(zip(mirrored, _insert_returning_ids(conn, [rows[i] for i in mirrored])))
+            ids = dict(zip(mirrored, insert_returning_ids(conn, [rows[i] for i in mirrored])))
             if any(events[i].dagster_event_type == DagsterEventType.ASSET_MATERIALIZATION for i in mirrored):
                 faults.checkpoint("recording")
             assets = [i for i in mirrored if events[i].dagster_event_type in ASSET_EVENTS]
             if assets:
                 self._store_asset_event_tags(conn, [events[i] for i in assets], [ids[i] for i in assets])
-            for i in _last_per_asset_and_type(events, assets):
+            for i in last_per_asset_and_type(events, assets):
                 self._store_asset_event(conn, events[i], ids[i])
         for i in mirrored:
             if events[i].dagster_event_type in ASSET_CHECK_EVENTS:
@@ -126,13 +126,13 @@ def _mirrored(event: EventLogEntry) -> bool:
     return kind in ASSET_EVENTS or kind in ASSET_CHECK_EVENTS or kind in EVENT_TYPE_TO_PIPELINE_RUN_STATUS
 
 
-def _insert_returning_ids(conn: Any, rows: list[dict[str, Any]]) -> list[int]:
+def insert_returning_ids(conn: Any, rows: list[dict[str, Any]]) -> list[int]:
     """Insert event rows in one statement execution; their ids, in the rows' order."""
     statement = SqlEventLogStorageTable.insert().returning(SqlEventLogStorageTable.c.id, sort_by_parameter_order=True)
     return [int(row[0]) for row in conn.execute(statement, rows)]
 
 
-def _last_per_asset_and_type(events: list[EventLogEntry], positions: list[int]) -> list[int]:
+def last_per_asset_and_type(events: list[EventLogEntry], positions: list[int]) -> list[int]:
     """The events whose asset keys row update survives the batch: per asset and event type the last
     one (an update of the same type sets the same columns), in the order of the batch.
 
