@@ -231,6 +231,20 @@ def postgres_instance_yaml(url: str, module: str, cls: str) -> str:
         f"{key}:\n  module: {m}\n  class: {c}\n  config:\n    postgres_url: \"{url}\"\n" for key, (m, c) in storages.items())
 
 
+def postgres_home(server, home: Path, database: str, variant: str) -> Path:
+    """A Dagster home whose runs, event log (of ``variant``) and schedules live in a new database."""
+    conn = server.connect("postgres")
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute(f'CREATE DATABASE "{database}"')
+    conn.close()
+    url = f"postgresql+psycopg2://{server.user}:{server.password}@{server.host}:{server.port}/{database}"
+    module, cls, _ = POSTGRES_VARIANTS[variant]
+    home.mkdir()
+    (home / "dagster.yaml").write_text(postgres_instance_yaml(url, module, cls))
+    return home
+
+
 def postgres_event_logs(root: Path, partitions: int) -> dict:
     """Dagster's event log on a real PostgreSQL (started on loopback, fsync off): an hourly asset with no work,
     one run over 1 and over ``partitions`` partitions, per variant; milliseconds per extra partition."""
@@ -249,16 +263,8 @@ def postgres_event_logs(root: Path, partitions: int) -> dict:
     keys = hours.get_partition_keys(current_time=START + timedelta(hours=partitions + 4))
     out = {}
     with postgres_server() as server:
-        for n, (name, (module, cls, batch)) in enumerate(POSTGRES_VARIANTS.items()):
-            conn = server.connect("postgres")
-            conn.autocommit = True
-            with conn.cursor() as cur:
-                cur.execute(f'CREATE DATABASE "v{n}"')
-            conn.close()
-            url = f"postgresql+psycopg2://{server.user}:{server.password}@{server.host}:{server.port}/v{n}"
-            home = root / f"pg-home-{n}"
-            home.mkdir()
-            (home / "dagster.yaml").write_text(postgres_instance_yaml(url, module, cls))
+        for n, (name, (_, _, batch)) in enumerate(POSTGRES_VARIANTS.items()):
+            home = postgres_home(server, root / f"pg-home-{n}", f"v{n}", name)
             os.environ.pop(BATCH_SIZE_ENV, None)
             if batch:
                 os.environ[BATCH_SIZE_ENV] = batch

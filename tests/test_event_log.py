@@ -252,7 +252,7 @@ def test_the_batched_postgres_event_log_records_what_dagster_postgres_records(tm
     from conftest import REPO
 
     sys.path.insert(0, str(REPO / "benchmarks"))
-    from bookkeeping import POSTGRES_VARIANTS, postgres_instance_yaml
+    from bookkeeping import postgres_home
     from cluster.services import postgres_server, postgres_unavailable_reason
 
     if postgres_unavailable_reason():
@@ -262,16 +262,7 @@ def test_the_batched_postgres_event_log_records_what_dagster_postgres_records(tm
     with postgres_server() as server:
         runs = {}
         for name in ("dagster-postgres", "ours"):
-            conn = server.connect("postgres")
-            conn.autocommit = True
-            with conn.cursor() as cur:
-                cur.execute(f'CREATE DATABASE "{name.replace("-", "_")}"')
-            conn.close()
-            url = f"postgresql+psycopg2://{server.user}:{server.password}@{server.host}:{server.port}/{name.replace('-', '_')}"
-            home = tmp_path / name
-            home.mkdir()
-            module, cls, _ = POSTGRES_VARIANTS[name]
-            (home / "dagster.yaml").write_text(postgres_instance_yaml(url, module, cls))
+            home = postgres_home(server, tmp_path / name, name.replace("-", "_"), name)
             monkeypatch.setenv("DAGSTER_HOME", str(home))
             with dg.DagsterInstance.from_config(str(home)) as instance:
                 assert isinstance(instance.event_log_storage, BatchedPostgresEventLogStorage) == (name == "ours")
