@@ -205,15 +205,9 @@ def scenario_bookkeeping(spark, root: Path, *, days: int, reps: int, per_hour: i
     from cluster.services import postgres_unavailable_reason
 
     reason = postgres_unavailable_reason()
+    result["sqlite_options"] = sqlite_event_logs(root, 240)
     result["postgres"] = {"skipped": reason} if reason else postgres_event_logs(root, 240)
     return result
-
-
-if __name__ == "__main__":
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        print(scenario_bookkeeping(None, Path(tmp), days=int(sys.argv[1]) if len(sys.argv) > 1 else 7, reps=1))
 
 
 POSTGRES_VARIANTS = {
@@ -245,13 +239,9 @@ def postgres_home(server, home: Path, database: str, variant: str) -> Path:
     return home
 
 
-def postgres_event_logs(root: Path, partitions: int) -> dict:
-    """Dagster's event log on a real PostgreSQL (started on loopback, fsync off): an hourly asset with no work,
-    one run over 1 and over ``partitions`` partitions, per variant; milliseconds per extra partition."""
+def empty_asset_job():
+    """An hourly asset that does no work (one run over a range of partitions) and its partition keys."""
     import dagster as dg
-    from cluster.services import postgres_server
-
-    from incremental_assets.orchestration.event_log import BATCH_SIZE_ENV
 
     hours = dg.HourlyPartitionsDefinition(start_date="2024-01-01-00:00")
 
@@ -260,27 +250,81 @@ def postgres_event_logs(root: Path, partitions: int) -> dict:
         return dg.MaterializeResult(metadata={"partitions": len(context.partition_keys)})
 
     job = dg.Definitions(assets=[nothing]).resolve_implicit_global_asset_job_def()
-    keys = hours.get_partition_keys(current_time=START + timedelta(hours=partitions + 4))
-    out = {}
-    with postgres_server() as server:
-        for n, (name, (_, _, batch)) in enumerate(POSTGRES_VARIANTS.items()):
-            home = postgres_home(server, root / f"pg-home-{n}", f"v{n}", name)
-            os.environ.pop(BATCH_SIZE_ENV, None)
-            if batch:
-                os.environ[BATCH_SIZE_ENV] = batch
-            with dg.DagsterInstance.from_config(str(home)) as instance:
-                def run(first: int, last: int) -> float:
-                    began = time.perf_counter()
-                    tags = {"dagster/asset_partition_range_start": keys[first], "dagster/asset_partition_range_end": keys[last]}
-                    assert job.execute_in_process(instance=instance, tags=tags, run_config=QUIET).success
-                    return time.perf_counter() - began
+    return job, nothing.key, hours.get_partition_keys(current_time=START + timedelta(days=400))
 
-                one = min(run(i, i) for i in range(3))
-                many = run(3, 2 + partitions)
-                assert len(instance.get_materialized_partitions(nothing.key)) == partitions + 3
-            out[name] = {"one_partition_s": round(one, 2), f"{partitions}_partitions_s": round(many, 2),
-                         "ms_per_extra_partition": round(1000 * (many - one) / (partitions - 1), 2)}
-            print(f"bookkeeping: Postgres, {name}: 1 partition {one:.2f}s, {partitions} partitions {many:.2f}s, "
-                  f"{out[name]['ms_per_extra_partition']} ms per extra partition", flush=True)
+
+def time_partitions(home: Path, batch: str | None, partitions: int, what: str) -> dict:
+    """Runs over 1 partition (best of 3) and over ``partitions`` on the instance in ``home``, with
+    DAGSTER_EVENT_BATCH_SIZE as given (None: unset, unless the instance's event log sets it)."""
+    import dagster as dg
+
+    from incremental_assets.orchestration.event_log import BATCH_SIZE_ENV
+
+    job, key, keys = empty_asset_job()
     os.environ.pop(BATCH_SIZE_ENV, None)
+    if batch:
+        os.environ[BATCH_SIZE_ENV] = batch
+    os.environ["DAGSTER_HOME"] = str(home)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        def run(first: int, last: int) -> float:
+            began = time.perf_counter()
+            tags = {"dagster/asset_partition_range_start": keys[first], "dagster/asset_partition_range_end": keys[last]}
+            assert job.execute_in_process(instance=instance, tags=tags, run_config=QUIET).success
+            return time.perf_counter() - began
+
+        one = min(run(i, i) for i in range(3))
+        many = run(3, 2 + partitions)
+        assert len(instance.get_materialized_partitions(key)) == partitions + 3
+    os.environ.pop(BATCH_SIZE_ENV, None)
+    out = {"one_partition_s": round(one, 2), f"{partitions}_partitions_s": round(many, 2),
+           "ms_per_extra_partition": round(1000 * (many - one) / (partitions - 1), 2)}
+    print(f"bookkeeping: {what}: 1 partition {one:.2f}s, {partitions} partitions {many:.2f}s, "
+          f"{out['ms_per_extra_partition']} ms per extra partition", flush=True)
     return out
+
+
+def postgres_event_logs(root: Path, partitions: int) -> dict:
+    """Dagster's event log on a real PostgreSQL (started on loopback, fsync off), per variant."""
+    from cluster.services import postgres_server
+
+    with postgres_server() as server:
+        return {name: time_partitions(postgres_home(server, root / f"pg-home-{n}", f"v{n}", name), batch, partitions, f"Postgres, {name}")
+                for n, (name, (_, _, batch)) in enumerate(POSTGRES_VARIANTS.items())}
+
+
+def sqlite_event_logs(root: Path, partitions: int) -> dict:
+    """The SQLite options: Dagster's default event log, the same with ``PRAGMA synchronous=NORMAL`` on every
+    connection (its databases are in WAL mode already), and the project's batched event log."""
+    import sqlalchemy
+
+    from incremental_assets.orchestration.instance import dagster_yaml
+
+    def normal_sync(dbapi_connection, _record):
+        dbapi_connection.execute("PRAGMA synchronous=NORMAL")
+
+    out = {}
+    for name in ("default", "synchronous=NORMAL", "batched"):
+        home = root / f"sqlite-options-{len(out)}"
+        home.mkdir()
+        (home / "dagster.yaml").write_text(dagster_yaml(1) if name == "batched" else default_event_log_yaml())
+        if name == "synchronous=NORMAL":
+            sqlalchemy.event.listen(sqlalchemy.engine.Engine, "connect", normal_sync)
+        try:
+            out[name] = time_partitions(home, None, partitions, f"SQLite, {name}")
+        finally:
+            if name == "synchronous=NORMAL":
+                sqlalchemy.event.remove(sqlalchemy.engine.Engine, "connect", normal_sync)
+    return out
+
+
+if __name__ == "__main__":
+    # python benchmarks/bookkeeping.py [DAYS]: the whole scenario, once; `options N`: only the event log
+    # variants on SQLite and Postgres with an asset that does no work, over N partitions.
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        if sys.argv[1:2] == ["options"]:
+            n = int(sys.argv[2]) if len(sys.argv) > 2 else 240
+            print({"sqlite": sqlite_event_logs(Path(tmp), n), "postgres": postgres_event_logs(Path(tmp), n)})
+        else:
+            print(scenario_bookkeeping(None, Path(tmp), days=int(sys.argv[1]) if len(sys.argv) > 1 else 7, reps=1))
