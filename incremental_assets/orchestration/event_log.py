@@ -96,17 +96,22 @@ class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
         with self.run_connection(run_id) as conn:
             run_ids = insert_returning_ids(conn, rows)
         try:
-            self._store_index_batch(events, rows)
+            ids = self._store_index_batch(events, rows)
         except BaseException:
             with self.run_connection(run_id) as conn:
                 conn.execute(SqlEventLogStorageTable.delete().where(SqlEventLogStorageTable.c.id.in_(run_ids)))
             raise
+        # Check executions are written on their own connection (the storage's lock is not re-entrant).
+        for i, event_id in ids.items():
+            if events[i].dagster_event_type in ASSET_CHECK_EVENTS:
+                self.store_asset_check_event(events[i], event_id)
 
-    def _store_index_batch(self, events: list[EventLogEntry], rows: list[dict[str, Any]]) -> None:
-        """What ``SqliteEventLogStorage.store_event`` mirrors into the index, for every event of the batch."""
+    def _store_index_batch(self, events: list[EventLogEntry], rows: list[dict[str, Any]]) -> dict[int, int]:
+        """What ``SqliteEventLogStorage.store_event`` mirrors into the index, for every event of the batch,
+        in one transaction; the index ids by position in the batch."""
         mirrored = [i for i, event in enumerate(events) if _mirrored(event)]
         if not mirrored:
-            return
+            return {}
         with self.index_transaction() as conn:
             ids = dict(zip(mirrored, insert_returning_ids(conn, [rows[i] for i in mirrored])))
             if any(events[i].dagster_event_type == DagsterEventType.ASSET_MATERIALIZATION for i in mirrored):
@@ -116,9 +121,7 @@ class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
                 self._store_asset_event_tags(conn, [events[i] for i in assets], [ids[i] for i in assets])
             for i in last_per_asset_and_type(events, assets):
                 self._store_asset_event(conn, events[i], ids[i])
-        for i in mirrored:
-            if events[i].dagster_event_type in ASSET_CHECK_EVENTS:
-                self.store_asset_check_event(events[i], ids[i])
+        return ids
 
 
 def _mirrored(event: EventLogEntry) -> bool:
