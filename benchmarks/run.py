@@ -15,6 +15,8 @@ Scenarios:
   spark_server the project's long-lived Spark Connect server (`incremental-assets spark start`): one new day
                (`run --auto`) with it up vs down, the CLI's year backfill vs the in-process single run
   automation   new data to every downstream model recomputed by the real dagster-daemon and the automation sensor
+  bookkeeping  the same data as a daily and as an hourly model, 90 days, `run --auto` each: the project's event
+               log (one transaction per batch of events) vs Dagster's default SQLite event log, side by side
   peer         dbt-spark microbatch (installed into benchmarks/.peer-venv) and SQLMesh on Spark (benchmarks/.sqlmesh-venv)
                (BENCH_OURS_SPARK_SERVER=1: our side on its long-lived Spark Connect server)
                vs our CLI: daily run, backfill (BENCH_PEERS=dbt,sqlmesh chooses the peers)
@@ -201,6 +203,14 @@ def scenario_automation() -> dict:
     return run(orders_per_day=ORDERS_PER_DAY // 10, days=8 if QUICK else 37)
 
 
+def scenario_bookkeeping(spark) -> dict:
+    import bookkeeping
+
+    with tempfile.TemporaryDirectory() as tmp:
+        days = int(os.environ.get("BENCH_BOOKKEEPING_DAYS", "7" if QUICK else "90"))
+        return bookkeeping.scenario_bookkeeping(spark, Path(tmp), days=days, reps=REPS)
+
+
 def scenario_peer() -> dict:
     import peer
 
@@ -239,7 +249,7 @@ def main(argv: list[str]) -> None:
     unknown = [a for a in argv if a.startswith("-") and a != "--quick" and not a.startswith("--out=")]
     if unknown:
         raise SystemExit(f"unknown option {unknown[0]}; see benchmarks/run.py --help")
-    chosen = [a for a in argv if not a.startswith("--")] or ["scale", "incremental", "backfill", "overhead", "spark_server", "automation", "peer"]
+    chosen = [a for a in argv if not a.startswith("--")] or ["scale", "incremental", "backfill", "overhead", "bookkeeping", "spark_server", "automation", "peer"]
     results: dict = {
         "machine": machine(),
         "command": "benchmarks/run.py " + " ".join(argv),
@@ -250,9 +260,10 @@ def main(argv: list[str]) -> None:
     }
     chosen_out = [a.split("=", 1)[1] for a in argv if a.startswith("--out=")]
     out = Path(chosen_out[0]) if chosen_out else HERE / ("results-quick.json" if QUICK else "results.json")
-    spark = spark_session() if any(s in ("incremental", "backfill", "overhead", "spark_server") for s in chosen) else None
+    spark = spark_session() if any(s in ("incremental", "backfill", "overhead", "bookkeeping", "spark_server") for s in chosen) else None
     scenarios = {"scale": scenario_scale, "incremental": lambda: scenario_incremental(spark),
-                 "backfill": lambda: scenario_backfill(spark), "overhead": lambda: scenario_overhead(spark), "automation": scenario_automation,
+                 "backfill": lambda: scenario_backfill(spark), "overhead": lambda: scenario_overhead(spark),
+                 "bookkeeping": lambda: scenario_bookkeeping(spark), "automation": scenario_automation,
                  "spark_server": lambda: scenario_spark_server(spark),
                  "peer": scenario_peer}
     failed = []

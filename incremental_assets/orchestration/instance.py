@@ -48,6 +48,14 @@ DAGSTER_YAML = """\
 # the first line) and it is yours, left exactly as you wrote it.
 telemetry:
   enabled: false
+# Dagster's SQLite event log (same files and tables) writing a batch of events, e.g. every partition's
+# materialization of a run over a range, in one transaction instead of one per event.
+event_log_storage:
+  module: incremental_assets.orchestration.event_log
+  class: BatchedSqliteEventLogStorage
+  config:
+    dagster_home:
+      env: DAGSTER_HOME
 # Runs from the UI, schedules, sensors and backfills wait in a queue; the daemon (`dagster dev` or
 # `dagster-daemon run`) starts at most max_concurrent_runs of them at once.
 run_coordinator:

@@ -8,7 +8,9 @@ Stages of every write:
 - ``staging``: Spark is about to write the run's files into its staging folder (a kill while files are
   being written is done from outside, by a test that watches the staging folder fill);
 - ``staged``: every file is written, the Delta commit has not been attempted;
-- ``committed``: the Delta commit succeeded, Dagster has not recorded the materialization.
+- ``committed``: the Delta commit succeeded, Dagster has not recorded the materialization;
+- ``recording``: Dagster is writing the materializations of the run's partitions into its event log
+  (rows inserted, their transaction not committed).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import os
 import signal
 
 ENV = "INCREMENTAL_ASSETS_KILL_AT"
-STAGES = ("staging", "staged", "committed")
+STAGES = ("staging", "staged", "committed", "recording")
 
 
 def checkpoint(stage: str) -> None:
