@@ -45,3 +45,9 @@ def make_project(tmp_path):
         return write_project(tmp_path / name, files)
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def _own_dagster_home(monkeypatch):
+    """Opening an instance sets DAGSTER_HOME in the process: each test starts without the last one's."""
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)

@@ -26,7 +26,7 @@ from incremental_assets.model.intervals import (
     subtract,
     to_utc,
 )
-from incremental_assets.model.kinds import IncrementalByTimeRange
+from incremental_assets.model.kinds import IncrementalByTimeRange, ScdType2
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import tags
@@ -43,7 +43,7 @@ from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.plan.compile import analysis_of, run_size
 from incremental_assets.plan.rebuild import needs_rebuild
 
-BAD_INPUT_ERRORS = ("SourceDataError", "ModelFileError")  # a run failed on these exits 2, as any bad input
+BAD_INPUT_ERRORS = ("SourceDataError",)  # a run failed on unreadable input data exits 2, as any bad input
 QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
@@ -242,7 +242,9 @@ class Runner:
                     queue.runs.extend((model, part) for part in batches(window, model.unit, size))
             else:
                 queue.runs.append((model, None))
-                if (full_refresh or integrity.whole_table) and model.is_merge_style:
+                # A merge-style table that lost rows is rebuilt whole (not SCD type 2: its history cannot be).
+                lost_rows = integrity.whole_table and integrity.table_version is not None and not isinstance(model.kind, ScdType2)
+                if (full_refresh or lost_rows) and model.is_merge_style:
                     queue.rebuilds.add(model.name)  # one run that starts over and replaces the whole table
         return queue
 
