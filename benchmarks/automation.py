@@ -6,10 +6,15 @@ The daemon starts with the automation sensor on; then the last hour of that Satu
 of orders and order lines). The clock the sensor sees is the following midnight, so the new hour
 completes the day and the week: measured is the time until every model is settled again (nothing
 queued or running, and the automation finds nothing more to do), and the runs it took.
+
+Measured twice in one invocation: with every run starting its own JVM (the embedded default as installed),
+and with the project's long-lived Spark Connect server up (``incremental-assets spark start``, untimed),
+which the daemon's runs then share.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import tempfile
 import time
@@ -39,20 +44,27 @@ def settled(project, instance, translator, marker_key, marker_before) -> bool:
 
 
 def scenario_automation(*, orders_per_day: int, days: int = 37) -> dict:
+    """The latency with and without the long-lived Spark server, side by side; each in its own process (a
+    process holds either a local Spark session or a Spark Connect one, not both)."""
+    import json
+    import subprocess
+
+    figures = {}
+    for variant in ("server_down", "server_up"):
+        done = subprocess.run([sys.executable, __file__, str(orders_per_day), str(days), variant],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"automation {variant} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        figures[variant] = json.loads(done.stdout[done.stdout.index("{"):])
+        print(f"automation ({variant}): {figures[variant]['arrival_to_settled_seconds']}s, {figures[variant]['runs']} runs", flush=True)
+    return figures
+
+
+def one_arrival(*, orders_per_day: int, days: int, server: bool) -> dict:
     import shutil
 
-    import dagster as dg
-    from deltalake import DeltaTable
-
-    from helpers import automation_daemon
-    from incremental_assets.demo import append_demo_hours, generate_demo_data
+    from incremental_assets.demo import generate_demo_data
     from incremental_assets.load.project import load_project
-    from incremental_assets.orchestration.definitions import build_definitions
-    from incremental_assets.orchestration.instance import open_instance
-    from incremental_assets.orchestration.runner import Runner
-    from incremental_assets.orchestration.sensors import AutomationCursor
-    from incremental_assets.orchestration.staleness import latest_ids
-    from incremental_assets.orchestration.translator import ModelTranslator
 
     root = Path(tempfile.mkdtemp(prefix="bench-automation-"))
     shutil.copytree(REPO / "models", root / "models")
@@ -60,6 +72,35 @@ def scenario_automation(*, orders_per_day: int, days: int = 37) -> dict:
     start = date(2024, 12, 7) - timedelta(days=days - 1)
     generate_demo_data(root, start=start, days=days, orders_per_day=orders_per_day, until=datetime(2024, 12, 7, 23, tzinfo=timezone.utc))
     project = load_project(root)
+    with (spark_server(project.settings) if server else contextlib.nullcontext()):
+        return {"spark_server": server, **_measure(root, project, orders_per_day)}
+
+
+@contextlib.contextmanager
+def spark_server(settings):
+    from incremental_assets.spark.connect_server import start_server, stop_server, warm_up
+
+    record, _ = start_server(settings)
+    try:
+        warm_up(record.url)
+        yield record
+    finally:
+        stop_server(settings)
+
+
+def _measure(root: Path, project, orders_per_day: int) -> dict:
+    import dagster as dg
+    from deltalake import DeltaTable
+
+    from helpers import automation_daemon
+    from incremental_assets.demo import append_demo_hours
+    from incremental_assets.orchestration.definitions import build_definitions
+    from incremental_assets.orchestration.instance import open_instance
+    from incremental_assets.orchestration.runner import Runner
+    from incremental_assets.orchestration.sensors import AutomationCursor
+    from incremental_assets.orchestration.staleness import latest_ids
+    from incremental_assets.orchestration.translator import ModelTranslator
+
     instance = open_instance(project.settings.dagster_home, project.settings.max_concurrent_runs)
     began = time.perf_counter()
     assert Runner(project, instance, build_definitions(project)).run(project.ordered(), auto=True, now=CLOCK).success
@@ -104,4 +145,8 @@ def scenario_automation(*, orders_per_day: int, days: int = 37) -> dict:
 if __name__ == "__main__":
     import json
 
-    print(json.dumps(scenario_automation(orders_per_day=int(sys.argv[1]) if len(sys.argv) > 1 else 200), indent=2))
+    orders, days = (int(sys.argv[1]), int(sys.argv[2])) if len(sys.argv) > 2 else (200, 37)
+    if len(sys.argv) > 3:  # one variant, as the scenario runs it
+        print(json.dumps(one_arrival(orders_per_day=orders, days=days, server=sys.argv[3] == "server_up"), indent=2))
+    else:
+        print(json.dumps(scenario_automation(orders_per_day=orders, days=days), indent=2))

@@ -17,6 +17,8 @@ Scenarios:
   automation   new data to every downstream model recomputed by the real dagster-daemon and the automation sensor
   bookkeeping  the same data as a daily and as an hourly model, 90 days, `run --auto` each: the project's event
                log (one transaction per batch of events) vs Dagster's default SQLite event log, side by side
+  growth       the same year at 1x, 5x and 10x the orders a day (BENCH_GROWTH_FACTORS): CLI backfill and one new
+               day in fresh processes, peak memory of Python and of the Spark JVM
   peer         dbt-spark microbatch (installed into benchmarks/.peer-venv) and SQLMesh on Spark (benchmarks/.sqlmesh-venv)
                (BENCH_OURS_SPARK_SERVER=1: our side on its long-lived Spark Connect server)
                vs our CLI: daily run, backfill (BENCH_PEERS=dbt,sqlmesh chooses the peers)
@@ -203,6 +205,14 @@ def scenario_automation() -> dict:
     return run(orders_per_day=ORDERS_PER_DAY // 10, days=8 if QUICK else 37)
 
 
+def scenario_growth() -> dict:
+    import growth
+
+    factors = (1, 2) if QUICK else tuple(int(f) for f in os.environ.get("BENCH_GROWTH_FACTORS", "1,5,10").split(","))
+    with tempfile.TemporaryDirectory() as tmp:
+        return growth.scenario_growth(Path(tmp), days=PEER_DAYS, orders_per_day=ORDERS_PER_DAY, factors=factors)
+
+
 def scenario_bookkeeping(spark) -> dict:
     import bookkeeping
 
@@ -249,7 +259,7 @@ def main(argv: list[str]) -> None:
     unknown = [a for a in argv if a.startswith("-") and a != "--quick" and not a.startswith("--out=")]
     if unknown:
         raise SystemExit(f"unknown option {unknown[0]}; see benchmarks/run.py --help")
-    chosen = [a for a in argv if not a.startswith("--")] or ["scale", "incremental", "backfill", "overhead", "bookkeeping", "spark_server", "automation", "peer"]
+    chosen = [a for a in argv if not a.startswith("--")] or ["scale", "incremental", "backfill", "overhead", "bookkeeping", "spark_server", "automation", "peer", "growth"]
     results: dict = {
         "machine": machine(),
         "command": "benchmarks/run.py " + " ".join(argv),
@@ -265,7 +275,7 @@ def main(argv: list[str]) -> None:
                  "backfill": lambda: scenario_backfill(spark), "overhead": lambda: scenario_overhead(spark),
                  "bookkeeping": lambda: scenario_bookkeeping(spark), "automation": scenario_automation,
                  "spark_server": lambda: scenario_spark_server(spark),
-                 "peer": scenario_peer}
+                 "peer": scenario_peer, "growth": scenario_growth}
     failed = []
     for name in chosen:
         if name not in scenarios:

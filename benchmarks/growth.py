@@ -1,0 +1,141 @@
+"""Growth with the data: the same year of ``shop.order_lines`` at 1x and at ``factor`` x the orders a day.
+
+Each size is its own project (the example's model without audits, a 4 GB driver). Every figure is a CLI
+command in a fresh process, as a user runs it, on the embedded default (local Spark started by the command):
+
+  year     ``incremental-assets run shop.order_lines --start S --end E``: the year as one run
+  new day  ``incremental-assets run --auto --end D``: the day after the year, on top of it
+
+While a command runs its process tree is sampled every 0.2 s: the peak resident memory of the Python
+process (``VmHWM``) and of the Spark driver JVM it starts (the largest ``VmHWM`` among its descendants).
+What growth should look like: the year's time linear in its rows (seconds per million rows flat), memory
+flat (Spark streams the rows; nothing is collected to the driver or to Python), the new day flat.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from datetime import date, timedelta
+from pathlib import Path
+
+SETTINGS = """\
+spark:
+  conf:
+    spark.driver.memory: 4g
+"""
+
+
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        tree.setdefault(int(fields[1]), []).append(int(entry))
+    return tree
+
+
+def _hwm_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def _descendants(pid: int) -> list[int]:
+    tree, found, todo = _children(), [], [pid]
+    while todo:
+        for child in tree.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def sampled_run(argv: list[str], cwd: Path, env: dict[str, str]) -> dict:
+    """Run a command; its wall time and the peak memory of its Python process and of its JVM."""
+    began = time.perf_counter()
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peaks = {"python": 0.0, "jvm": 0.0}
+
+    def sample() -> None:
+        while proc.poll() is None:
+            peaks["python"] = max(peaks["python"], _hwm_mb(proc.pid))
+            peaks["jvm"] = max([peaks["jvm"], *(_hwm_mb(p) for p in _descendants(proc.pid))])
+            time.sleep(0.2)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out, err = proc.communicate()
+    seconds = time.perf_counter() - began
+    sampler.join()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv[:4])} failed ({proc.returncode}):\n{out[-3000:]}\n{err[-3000:]}")
+    return {"seconds": round(seconds, 2), "python_peak_mb": round(peaks["python"]), "jvm_peak_mb": round(peaks["jvm"])}
+
+
+def _rows(warehouse: Path) -> int:
+    from deltalake import DeltaTable
+
+    from incremental_assets.delta.tables import table_uri
+
+    return DeltaTable(table_uri(str(warehouse), "shop.order_lines")).to_pyarrow_dataset().count_rows()
+
+
+def one_size(root: Path, *, days: int, orders_per_day: int) -> dict:
+    from peer import our_model
+
+    from incremental_assets.demo import generate_demo_data
+
+    project = root / f"orders-{orders_per_day}"
+    our_model(project)
+    (project / "incremental_assets.yaml").write_text(SETTINGS)
+    began = time.perf_counter()
+    generate_demo_data(project, start=date(2024, 1, 1), days=days + 1, orders_per_day=orders_per_day)
+    generated = time.perf_counter() - began
+    start, end = date(2024, 1, 1), date(2024, 1, 1) + timedelta(days=days)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("INCREMENTAL_ASSETS_", "DAGSTER_HOME"))}
+    cli = [sys.executable, "-m", "incremental_assets.cli"]
+    year = sampled_run(cli + ["run", "shop.order_lines", "--start", start.isoformat(), "--end", end.isoformat(),
+                              "--project", str(project)], project, env)
+    rows = _rows(project / "warehouse")
+    day = sampled_run(cli + ["run", "--auto", "--end", (end + timedelta(days=1)).isoformat(), "--project", str(project)], project, env)
+    day_rows = _rows(project / "warehouse") - rows
+    result = {"orders_per_day": orders_per_day, "generate_s": round(generated, 1), "year": year, "year_rows": rows,
+              "year_s_per_million_rows": round(year["seconds"] / rows * 1e6, 2), "new_day": day, "new_day_rows": day_rows}
+    print(f"growth: {orders_per_day} orders/day: year {year['seconds']}s for {rows} rows "
+          f"({result['year_s_per_million_rows']} s per million), python {year['python_peak_mb']} MB, "
+          f"jvm {year['jvm_peak_mb']} MB; new day {day['seconds']}s ({day_rows} rows)", flush=True)
+    return result
+
+
+def scenario_growth(root: Path, *, days: int, orders_per_day: int, factors: tuple[int, ...]) -> dict:
+    """Every size in turn; the marginal cost between sizes (seconds per extra million rows) is what shows
+    linearity, since each command also pays a fixed start-up."""
+    sizes = [one_size(root, days=days, orders_per_day=orders_per_day * f) for f in factors]
+    base = sizes[0]
+    steps = []
+    for before, after in zip(sizes, sizes[1:]):
+        extra_rows = after["year_rows"] - before["year_rows"]
+        steps.append({"from_orders_per_day": before["orders_per_day"], "to_orders_per_day": after["orders_per_day"],
+                      "year_s_per_extra_million_rows": round((after["year"]["seconds"] - before["year"]["seconds"]) / extra_rows * 1e6, 2)})
+    largest = sizes[-1]
+    return {
+        "days": days, "factors": list(factors), "sizes": sizes, "marginal": steps,
+        "rows_ratio": round(largest["year_rows"] / base["year_rows"], 2),
+        "year_time_ratio": round(largest["year"]["seconds"] / base["year"]["seconds"], 2),
+        "new_day_time_ratio": round(largest["new_day"]["seconds"] / base["new_day"]["seconds"], 2),
+        "python_peak_ratio": round(largest["year"]["python_peak_mb"] / max(base["year"]["python_peak_mb"], 1), 2),
+        "jvm_peak_ratio": round(largest["year"]["jvm_peak_mb"] / max(base["year"]["jvm_peak_mb"], 1), 2),
+    }
