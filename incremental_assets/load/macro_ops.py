@@ -21,7 +21,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ExecuteError, ParseError, TokenError
 
-from incremental_assets.load.macro_syntax import CLAUSE_MARK, protect_macros, restore_macros
+from incremental_assets.load.macro_syntax import CLAUSE_MARK, apply_clause, protect_macros, restore_macros
 
 # What a macro yields: one expression, several (spliced into the surrounding list), or nothing.
 Value = Any
@@ -379,14 +379,4 @@ def resolve_clauses(evaluator: MacroEvaluator, statement: exp.Expression) -> Non
     """Keep or drop each clause written with a clause operator (``@WHERE(condition) ...``), in place."""
     for marker in [n for n in statement.find_all(exp.Anonymous) if n.this == CLAUSE_MARK]:
         condition = evaluator.expand(marker.expressions[0]) if marker.expressions else exp.true()
-        keep = bool(evaluate_constant(evaluator, condition[0] if isinstance(condition, list) else condition))
-        holder = marker.parent
-        if isinstance(holder, exp.Ordered):
-            marker, holder = holder, holder.parent
-        clause = holder.find_ancestor(exp.Where, exp.Having) if isinstance(holder, exp.And) else holder
-        if not keep and clause is not None:
-            clause.pop()
-        elif isinstance(holder, exp.And) and holder.this is marker:
-            holder.replace(holder.expression)
-        else:
-            marker.pop()
+        apply_clause(marker, bool(evaluate_constant(evaluator, condition[0] if isinstance(condition, list) else condition)))
