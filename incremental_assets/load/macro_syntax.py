@@ -392,3 +392,19 @@ def apply_clause(marker: exp.Expression, keep: bool) -> None:
         holder.replace(holder.expression)
     else:
         marker.pop()
+
+
+# --- conditions on the run window, resolved per run (see runtime_macros) ----------------------------
+
+RUNTIME_IF = "__ia_runtime_if"
+RUNTIME_EVAL = "__ia_runtime_eval"
+
+
+def runtime_if(condition: exp.Expression, then: list[exp.Expression], otherwise: list[exp.Expression]) -> exp.Anonymous:
+    """``@IF`` whose condition needs the run window: the condition and both branches, expanded."""
+    return exp.Anonymous(this=RUNTIME_IF, expressions=[condition, exp.Tuple(expressions=then), exp.Tuple(expressions=otherwise)])
+
+
+def runtime_eval(expression: exp.Expression) -> exp.Anonymous:
+    """``@EVAL`` of an expression that needs the run window, computed per run."""
+    return exp.Anonymous(this=RUNTIME_EVAL, expressions=[expression])

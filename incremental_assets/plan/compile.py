@@ -12,6 +12,8 @@ from weakref import WeakKeyDictionary
 from sqlglot import exp
 
 from incremental_assets.analysis import Analysis, SourceBound, analyze_query
+from incremental_assets.analysis.classify import strictest
+from incremental_assets.load.runtime_macros import runtime_variants
 from incremental_assets.load.sqlmesh_models import SqlmeshPythonModel
 from incremental_assets.model.kinds import IncrementalByTimeRange
 from incremental_assets.model.project import Project
@@ -31,16 +33,20 @@ def analyze_model(project: Project, model: SqlModel) -> Analysis | None:
     if isinstance(model, SqlmeshPythonModel):
         # Its function is opaque: it reads its upstreams in full, its rows are clamped to the window.
         query = exp.select(*(s.copy() for s in query.selects))
-    return analyze_query(
-        query,
-        model_name=model.name,
-        time_column=kind.time_column,
-        time_columns=time_columns,
-        interval=model.unit.nominal,
-        overrides=kind.safety_overrides,
-        declared_lookback=kind.lookback,
-        dialect=model.dialect,
-    )
+    # A macro condition on the run window picks one of several queries per run: each is analysed.
+    return strictest([
+        analyze_query(
+            variant,
+            model_name=model.name,
+            time_column=kind.time_column,
+            time_columns=time_columns,
+            interval=model.unit.nominal,
+            overrides=kind.safety_overrides,
+            declared_lookback=kind.lookback,
+            dialect=model.dialect,
+        )
+        for variant in runtime_variants(query)
+    ])
 
 
 def analyses(project: Project) -> dict[str, Analysis | None]:
