@@ -108,3 +108,10 @@ def strictest(analyses: list[Analysis]) -> Analysis:
         return Analysis("FullyBatchSafe", None, reasons, bounds)
     limit = min(limits)
     return Analysis("PerPartitionOnly" if limit == 1 else "BoundedSafe", limit, reasons, bounds)
+
+
+def one_interval_per_run(analysis: Analysis, reason: Reason) -> Analysis:
+    """``analysis`` limited to one interval per run, with ``reason`` noted (a refusal stays a refusal)."""
+    if analysis.refused:
+        return analysis
+    return Analysis("PerPartitionOnly", 1, _ordered(analysis.reasons + (reason,)), analysis.bounds)

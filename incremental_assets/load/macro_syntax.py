@@ -362,7 +362,8 @@ def _join_condition(sql: str, start: int, line: int) -> int:
     found = _ON.search(masked, 0, len(masked) if stop < 0 else stop)
     if found is None:
         message = "@JOIN(condition) needs a join with an ON condition (USING and CROSS joins cannot be made conditional)"
-        raise ParseError(message, errors=[{"description": message, "line": line}])
+        hint = "join with ON (e.g. @JOIN(cond) u ON t.k = u.k), or put the condition in the ON clause of a plain join"
+        raise ParseError(message, errors=[{"description": message, "line": line, "hint": hint}])
     return start + found.end()
 
 

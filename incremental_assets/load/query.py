@@ -136,6 +136,8 @@ def _parse_statements(sql: str, dialect: str, path: str | Path, line_offset: int
         first = exc.errors[0] if exc.errors else {}
         line = (first.get("line") or 1) + line_offset
         desc = first.get("description") or str(exc)
+        if first.get("hint"):  # a macro written where its clause cannot be found
+            raise ModelFileError(path, line, desc, hint=first["hint"]) from None
         raise ModelFileError(path, line, f"cannot parse the query ({dialect}): {desc}", hint="fix the SQL syntax") from None
     except TokenError as exc:
         raise ModelFileError(path, line_offset + 1, f"cannot read the query: {exc}") from None

@@ -45,6 +45,11 @@ def choice_count(tree: exp.Expression) -> int:
     return sum(1 for _ in _choices(tree))
 
 
+def has_runtime_macros(tree: exp.Expression) -> bool:
+    """Whether the tree holds a macro condition or ``@EVAL`` decided per run."""
+    return any(n.this in (RUNTIME_IF, RUNTIME_EVAL, CLAUSE_MARK) for n in tree.find_all(exp.Anonymous))
+
+
 def _attached(node: exp.Expression, root: exp.Expression) -> bool:
     while node.parent is not None:
         node = node.parent

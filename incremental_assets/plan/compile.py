@@ -12,8 +12,9 @@ from weakref import WeakKeyDictionary
 from sqlglot import exp
 
 from incremental_assets.analysis import Analysis, SourceBound, analyze_query
-from incremental_assets.analysis.classify import strictest
-from incremental_assets.load.runtime_macros import runtime_variants
+from incremental_assets.analysis import Reason
+from incremental_assets.analysis.classify import one_interval_per_run, strictest
+from incremental_assets.load.runtime_macros import has_runtime_macros, runtime_variants
 from incremental_assets.load.sqlmesh_models import SqlmeshPythonModel
 from incremental_assets.model.kinds import IncrementalByTimeRange
 from incremental_assets.model.project import Project
@@ -33,8 +34,9 @@ def analyze_model(project: Project, model: SqlModel) -> Analysis | None:
     if isinstance(model, SqlmeshPythonModel):
         # Its function is opaque: it reads its upstreams in full, its rows are clamped to the window.
         query = exp.select(*(s.copy() for s in query.selects))
-    # A macro condition on the run window picks one of several queries per run: each is analysed.
-    return strictest([
+    # A macro condition on the run window picks one of several queries per run: each is analysed, and
+    # since a run decides once for its whole window, a run covers one interval (SQLMesh's batch_size 1).
+    analysis = strictest([
         analyze_query(
             variant,
             model_name=model.name,
@@ -47,6 +49,10 @@ def analyze_model(project: Project, model: SqlModel) -> Analysis | None:
         )
         for variant in runtime_variants(query)
     ])
+    if not has_runtime_macros(query):
+        return analysis
+    reason = Reason("window_condition", "a macro condition on the run window (@IF, @EVAL, a clause operator) is decided per run: one interval per run", model.query_line)
+    return one_interval_per_run(analysis, reason)
 
 
 def analyses(project: Project) -> dict[str, Analysis | None]:
