@@ -177,6 +177,19 @@ def test_relative_starts_count_from_the_load_time_as_in_sqlmesh(make_project, mo
     assert "c.sql:1: start 'last spring' is not a date" in str(err.value) and "'1 year ago'" in str(err.value)
 
 
+def test_a_custom_kind_names_its_materialization_file_and_what_to_use_instead(make_project, capsys):
+    from incremental_assets.cli.commands import main
+
+    root = make_project({
+        "materializations/full.py": "from sqlmesh import CustomMaterialization\n\n\nclass MyFull(CustomMaterialization):\n    NAME = 'my_full'\n",
+        "models/m.sql": "MODEL (\n  name s.m,\n  kind CUSTOM (materialization 'my_full', materialization_properties ('k' = 'v'))\n);\nSELECT 1 AS x",
+    })
+    assert main(["validate", "--project", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "m.sql:3: kind CUSTOM runs materialization 'my_full' (defined in " in err, err
+    assert "materializations/full.py:5)" in err and "FULL for replace_query" in err and "Python model" in err, err
+
+
 def test_helper_python_files_are_not_models_and_bad_model_files_name_their_line(bakery):
     (bakery / "models" / "broken.py").write_text(
         "from sqlmesh import model\n\n\n@model('bakery.broken', kind='FULL')\ndef execute(context, start, end, execution_time):\n    return None\n"

@@ -349,7 +349,7 @@ def clause_operators(sql: str) -> str:
             pos += 1
         if operator == "join":
             on = _join_condition(sql, pos, sql.count("\n", 0, match.start()) + 1)
-            out.append(sql[pos:on] + f" {marker} AND ")
+            out.append(sql[pos:on] + f" {marker} AND")
             pos = on
     out.append(sql[pos:])
     return "".join(out)
