@@ -95,11 +95,19 @@ def _unwrap_evals(tree: exp.Expression, evaluate: bool) -> exp.Expression:
     for node in list(tree.find_all(exp.Anonymous)):
         if node.this == RUNTIME_EVAL:
             inner = node.expressions[0]
-            value = exp.convert(_constant(inner)) if evaluate else inner
+            value = _literal(_constant(inner)) if evaluate else inner
             if node is tree:
                 return value
             node.replace(grouped(value, node.parent, node.arg_key))
     return tree
+
+
+def _literal(value: object) -> exp.Expression:
+    """A computed value as SQL; a float as a DOUBLE, so every run gives the column one type (a bare
+    ``1.0`` is a DECIMAL(2,1) in Spark, ``10.0`` a DECIMAL(3,1))."""
+    if isinstance(value, float):
+        return exp.cast(exp.convert(value), exp.DataType.build("DOUBLE"))
+    return exp.null() if value is None else exp.convert(value)
 
 
 def _constant(node: exp.Expression) -> object:
