@@ -208,6 +208,15 @@ def test_every_branch_of_a_window_condition_is_analysed_and_runs_cover_one_inter
     assert refused.safety_class == "Refused" and [r.rule for r in refused.reasons] == ["limit"], refused.reasons
 
 
+def test_a_window_condition_that_cannot_be_evaluated_names_the_model_file(make_project):
+    root = make_project({"models/m.sql": "MODEL (name s.m, kind FULL);\nSELECT @IF(@start_dt > 'soon', 1, 2) AS x"})
+    project = load_project(root)
+    with pytest.raises(ModelFileError) as err:
+        plan_run(project, project.model("s.m"), None)
+    assert err.value.path == str(root / "models" / "m.sql") and "cannot evaluate" in err.value.message, err.value.render()
+    assert "@start_ds with 'YYYY-MM-DD' text" in err.value.hint
+
+
 def test_a_statement_under_a_window_condition_runs_only_when_it_holds(make_project):
     root = make_project({"models/m.sql": "MODEL (name s.m, kind FULL);\nSELECT 1 AS x;\n@IF(@execution_ds >= '2024-01-01', CACHE TABLE t);\n"
                                          "@IF(@execution_ds < '2024-01-01', UNCACHE TABLE t);"})
