@@ -14,7 +14,7 @@ from sqlglot import exp
 from incremental_assets.analysis import Analysis, SourceBound, analyze_query
 from incremental_assets.analysis import Reason
 from incremental_assets.analysis.classify import one_interval_per_run, strictest
-from incremental_assets.load.runtime_macros import has_runtime_macros, runtime_variants
+from incremental_assets.load.runtime_macros import MAX_RUNTIME_CHOICES, choice_count, has_runtime_macros, runtime_variants
 from incremental_assets.load.sqlmesh_models import SqlmeshPythonModel
 from incremental_assets.model.kinds import IncrementalByTimeRange
 from incremental_assets.model.project import Project
@@ -34,6 +34,9 @@ def analyze_model(project: Project, model: SqlModel) -> Analysis | None:
     if isinstance(model, SqlmeshPythonModel):
         # Its function is opaque: it reads its upstreams in full, its rows are clamped to the window.
         query = exp.select(*(s.copy() for s in query.selects))
+    if choice_count(query) > 2 * MAX_RUNTIME_CHOICES:  # each file has at most 6; EMBEDDED models inlined add theirs
+        reason = Reason("window_condition", f"more than {2 * MAX_RUNTIME_CHOICES} macro conditions on the run window (with the EMBEDDED models inlined) are too many combinations to analyse", model.query_line)
+        return Analysis("Refused", None, (reason,), {})
     # A macro condition on the run window picks one of several queries per run: each is analysed, and
     # since a run decides once for its whole window, a run covers one interval (SQLMesh's batch_size 1).
     analysis = strictest([
