@@ -76,6 +76,15 @@ def rendered(body: str, dialect: str = "spark") -> str:
         ("SELECT a FROM t @WHERE(FALSE) a > 1", "SELECT a FROM t"),
         ("SELECT c, COUNT(*) AS n FROM t @GROUP_BY(TRUE) c @HAVING(1 > 2) n > 1 @ORDER_BY(TRUE) c DESC",
          "SELECT c, COUNT(*) AS n FROM t GROUP BY c ORDER BY c DESC"),
+        ("@WITH(TRUE) all_cities AS (SELECT * FROM city) SELECT * FROM all_cities",
+         "WITH all_cities AS (SELECT * FROM city) SELECT * FROM all_cities"),
+        ("@DEF(flag, 0);\n@WITH(@flag > 0) a AS (SELECT 1 AS x), b AS (SELECT 2 AS x) SELECT * FROM city", "SELECT * FROM city"),
+        ("SELECT * FROM city LEFT OUTER @JOIN(TRUE) country ON city.country = country.name OR country.name IS NULL",
+         "SELECT * FROM city LEFT OUTER JOIN country ON city.country = country.name OR country.name IS NULL"),
+        ("SELECT * FROM city LEFT OUTER @JOIN(1 > 2) country ON city.country = country.name WHERE pop > 1",
+         "SELECT * FROM city WHERE pop > 1"),
+        ("SELECT * FROM city @LIMIT(TRUE) 10", "SELECT * FROM city LIMIT 10"),
+        ("SELECT * FROM city @ORDER_BY(TRUE) pop @LIMIT(FALSE) 10", "SELECT * FROM city ORDER BY pop"),
     ],
 )
 def test_operators_render_as_sqlmesh_documents(body, expected):
@@ -150,6 +159,72 @@ def test_macro_hiding_an_unsafe_construct_is_still_refused(make_project):
     assert any("ROW_NUMBER" in r.message.upper() or r.rule.startswith("window") for r in analysis.reasons), analysis.reasons
 
 
+def test_a_limit_made_by_a_clause_operator_is_refused_like_a_limit(make_project):
+    from incremental_assets.plan.compile import analysis_of
+
+    root = make_project({
+        "models/m.sql": "MODEL (name s.m, kind INCREMENTAL_BY_TIME_RANGE(time_column ds), start '2024-01-01');\n"
+                        "@DEF(sample, TRUE);\nSELECT ds FROM s.src WHERE ds BETWEEN @start_ds AND @end_ds\n@LIMIT(@sample) 5",
+        "sources.yaml": "- name: s.src\n  location: data/src\n  format: parquet\n  time_column: ds\n  interval_unit: day\n",
+    })
+    analysis = analysis_of(load_project(root), "s.m")
+    assert analysis.safety_class == "Refused" and [r.rule for r in analysis.reasons] == ["limit"], analysis.reasons
+
+
+# -- conditions on the run window: decided per run, every branch analysed ------------------------------
+
+WINDOWED = (
+    "MODEL (name s.m, kind INCREMENTAL_BY_TIME_RANGE(time_column ds), start '2024-01-01');\n"
+    "SELECT ds, @IF(@start_ds >= '2024-01-03', amount * 2, amount) AS amount, @EVAL(@start_epoch / 86400) AS day_no\n"
+    "FROM s.src WHERE ds BETWEEN @start_ds AND @end_ds\n@ORDER_BY(@start_ds = '2024-01-02') ds{extra}"
+)
+
+
+def _windowed(make_project, extra=""):
+    return make_project({
+        "models/m.sql": WINDOWED.format(extra=extra),
+        "sources.yaml": "- name: s.src\n  location: data/src\n  format: parquet\n  time_column: ds\n  interval_unit: day\n",
+    })
+
+
+def test_macro_conditions_on_the_run_window_are_decided_per_run(make_project):
+    project = load_project(_windowed(make_project))
+    model = project.model("s.m")
+    sql = {d: plan_run(project, model, TimeWindow.parse(d, f"2024-01-0{int(d[-1]) + 1}")).query.sql("spark") for d in ("2024-01-01", "2024-01-02", "2024-01-03")}
+    assert "amount AS amount, CAST(19723.0 AS DOUBLE) AS day_no" in sql["2024-01-01"] and "ORDER BY" not in sql["2024-01-01"], sql
+    assert "ORDER BY ds" in sql["2024-01-02"] and "CAST(19724.0 AS DOUBLE) AS day_no" in sql["2024-01-02"], sql
+    assert "amount * 2 AS amount" in sql["2024-01-03"] and "ORDER BY" not in sql["2024-01-03"], sql
+
+
+def test_every_branch_of_a_window_condition_is_analysed_and_runs_cover_one_interval(make_project):
+    from incremental_assets.plan.compile import analysis_of, run_size
+
+    project = load_project(_windowed(make_project))
+    analysis = analysis_of(project, "s.m")
+    assert analysis.safety_class == "PerPartitionOnly" and "window_condition" in [r.rule for r in analysis.reasons]
+    assert run_size(project, project.model("s.m")) == 1
+    # a LIMIT only runs from 2024-03-01 on make still refuses the model
+    refused = analysis_of(load_project(_windowed(make_project, extra="\n@LIMIT(@start_ds >= '2024-03-01') 5")), "s.m")
+    assert refused.safety_class == "Refused" and [r.rule for r in refused.reasons] == ["limit"], refused.reasons
+
+
+def test_a_window_condition_that_cannot_be_evaluated_names_the_model_file(make_project):
+    root = make_project({"models/m.sql": "MODEL (name s.m, kind FULL);\nSELECT @IF(@start_dt > 'soon', 1, 2) AS x"})
+    project = load_project(root)
+    with pytest.raises(ModelFileError) as err:
+        plan_run(project, project.model("s.m"), None)
+    assert err.value.path == str(root / "models" / "m.sql") and "cannot evaluate" in err.value.message, err.value.render()
+    assert "@start_ds with 'YYYY-MM-DD' text" in err.value.hint
+
+
+def test_a_statement_under_a_window_condition_runs_only_when_it_holds(make_project):
+    root = make_project({"models/m.sql": "MODEL (name s.m, kind FULL);\nSELECT 1 AS x;\n@IF(@execution_ds >= '2024-01-01', CACHE TABLE t);\n"
+                                         "@IF(@execution_ds < '2024-01-01', UNCACHE TABLE t);"})
+    project = load_project(root)
+    plan = plan_run(project, project.model("s.m"), None)
+    assert [s.sql("spark") for s in plan.post_statements] == ["CACHE TABLE t"]
+
+
 # -- errors: one line, file:line, the fix, exit code 2 ------------------------------------------------
 
 MACRO_FILE = (
@@ -165,7 +240,10 @@ MACRO_FILE = (
         ("SELECT @boom() AS x", 2, "macro @BOOM raised ValueError: no good", "macros/m.py:5"),
         ("SELECT @one(1, 2) AS x", 2, "wrong arguments for @ONE", "@ONE(x)"),
         ("SELECT @EACH([1], 3) AS x", 2, "@EACH needs a function", "x -> x + 1"),
-        ("SELECT @IF(@start_ds > '2024', 1) AS x", 2, "`@start_ds > '2024'` depends on the run window", "in the SQL itself"),
+        ("SELECT @EACH(@FILTER([1, 2], v -> @start_ds > '2024'), v -> v) AS x", 2, "`@start_ds > '2024'` depends on the run window",
+         "@IF, @EVAL or a clause operator"),
+        ("SELECT a FROM t\n@JOIN(TRUE) u USING (k)", 3, "@JOIN(condition) needs a join with an ON condition", "join with ON"),
+        ("SELECT a, @IF(@start_ds > '2024-01-02', b) FROM t", 2, "the query's columns depend on the run window", "same columns"),
         ("SELECT @undefined AS x", 2, "unknown macro @undefined", "@DEF(undefined, value)"),
         ("@DEF(x);\nSELECT 1 AS x", 2, "@DEF takes a name and a value", "@DEF(name, value)"),
         ("SELECT @STAR(s.nothing) FROM t", 2, "the columns of s.nothing are not known", "sources.yaml"),
@@ -254,7 +332,7 @@ for name in sys.argv[2:]:
     out[name] = {"columns": list(df.columns), "rows": json.loads(df.to_json(orient="values", date_format="iso"))}
 print(json.dumps(out))
 """
-MODELS = ["shop.orders", "shop.order_facts", "shop.by_customer", "shop.daily"]
+MODELS = ["shop.orders", "shop.order_facts", "shop.by_customer", "shop.daily", "shop.windowed", "shop.recent", "shop.top_customers"]
 
 
 def _sqlmesh_python() -> Path:
@@ -303,8 +381,10 @@ def test_the_demo_project_gives_sqlmesh_rows_on_spark(spark, demo, tmp_path):
     executor = Executor(spark, project)
     for name in project.order:
         model = project.model(name)
-        window = TimeWindow.parse("2024-01-01", "2024-01-05") if model.is_incremental else None
-        result = executor.execute(plan_run(project, model, window))
+        # one interval per run, as SQLMesh runs shop.windowed (batch_size 1): its @IF / @EVAL read the window
+        windows = [TimeWindow.parse(f"2024-01-0{d}", f"2024-01-0{d + 1}") for d in range(1, 5)] if model.is_incremental else [None]
+        for window in windows:
+            result = executor.execute(plan_run(project, model, window))
         columns = [f.name for f in DeltaTable(result.table).schema().fields if f.name != "ia_interval"]
         assert columns == theirs[name]["columns"], name
         assert theirs[name]["rows"] and _rows(table_rows(result.table)) == _rows(theirs[name]["rows"]), name

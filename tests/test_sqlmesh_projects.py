@@ -148,6 +148,48 @@ def test_an_incremental_model_without_any_start_takes_sqlmesh_default(make_proje
     assert later["s.c"].fingerprint == c.fingerprint  # a derived start is not a definition change
 
 
+def test_relative_starts_count_from_the_load_time_as_in_sqlmesh(make_project, monkeypatch):
+    from dataclasses import replace
+
+    from incremental_assets.model.intervals import relative_instant
+
+    root = make_project({
+        "config.yaml": "model_defaults:\n  dialect: duckdb\n  start: 2 weeks ago\n",
+        "sources.yaml": "- {name: raw.e, location: data/e, format: delta, time_column: ts}\n",
+        "models/a.sql": "MODEL (name s.a, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), cron '@monthly', start '1 year ago');\n"
+                        "SELECT ts FROM raw.e WHERE ts BETWEEN @start_ts AND @end_ts",
+        "models/b.sql": "MODEL (name s.b, kind INCREMENTAL_BY_TIME_RANGE (time_column ts));\n"
+                        "SELECT ts FROM raw.e WHERE ts BETWEEN @start_ts AND @end_ts",
+        "models/c.sql": "MODEL (name s.c, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), start 'yesterday');\n"
+                        "SELECT ts FROM raw.e WHERE ts BETWEEN @start_ts AND @end_ts",
+    })
+    project = load_project(root)
+    now = datetime.now(utc(2024, 1, 1).tzinfo)
+    a, b, c = project.model("s.a"), project.model("s.b"), project.model("s.c")
+    year_ago = relative_instant("1 year ago", now)
+    assert a.start == year_ago.replace(day=1) and a.relative_start == "1 year ago"  # floored to its month
+    assert b.start == relative_instant("2 weeks ago", now) and b.start.date() == (now - timedelta(days=14)).date()
+    assert c.start.date() == (now - timedelta(days=1)).date() and c.start.hour == 0
+    assert replace(c, start=c.start - timedelta(days=3)).fingerprint == c.fingerprint  # the next day's load is no change
+    (root / "models" / "c.sql").write_text("MODEL (name s.c, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), start 'last spring');\nSELECT ts FROM raw.e")
+    with pytest.raises(ProjectError) as err:
+        load_project(root)
+    assert "c.sql:1: start 'last spring' is not a date" in str(err.value) and "'1 year ago'" in str(err.value)
+
+
+def test_a_custom_kind_names_its_materialization_file_and_what_to_use_instead(make_project, capsys):
+    from incremental_assets.cli.commands import main
+
+    root = make_project({
+        "materializations/full.py": "from sqlmesh import CustomMaterialization\n\n\nclass MyFull(CustomMaterialization):\n    NAME = 'my_full'\n",
+        "models/m.sql": "MODEL (\n  name s.m,\n  kind CUSTOM (materialization 'my_full', materialization_properties ('k' = 'v'))\n);\nSELECT 1 AS x",
+    })
+    assert main(["validate", "--project", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "m.sql:3: kind CUSTOM runs materialization 'my_full' (defined in " in err, err
+    assert "materializations/full.py:5)" in err and "FULL for replace_query" in err and "Python model" in err, err
+
+
 def test_helper_python_files_are_not_models_and_bad_model_files_name_their_line(bakery):
     (bakery / "models" / "broken.py").write_text(
         "from sqlmesh import model\n\n\n@model('bakery.broken', kind='FULL')\ndef execute(context, start, end, execution_time):\n    return None\n"

@@ -29,7 +29,7 @@ from sqlglot import exp
 
 from incremental_assets.analysis.lineage import Lineage
 from incremental_assets.analysis.lookback import derive_bounds
-from incremental_assets.analysis.result import Analysis, Reason
+from incremental_assets.analysis.result import Analysis, Reason, SourceBound
 from incremental_assets.analysis.safety import OVERRIDES, check_safety
 
 KNOWN_OVERRIDES = frozenset(OVERRIDES.values())
@@ -75,3 +75,43 @@ def analyze_query(
 def _ordered(reasons: tuple[Reason, ...]) -> tuple[Reason, ...]:
     unique = dict.fromkeys(reasons)
     return tuple(sorted(unique, key=lambda r: (r.line if r.line is not None else 0, r.rule)))
+
+
+def strictest(analyses: list[Analysis]) -> Analysis:
+    """One analysis for several variants of a query (a macro condition on the run window chooses among
+    them per run): refused if any variant is, else the smallest run-size limit, each source's widest bound.
+
+    >>> from datetime import timedelta as td
+    >>> from incremental_assets.analysis.result import SourceBound as B
+    >>> a = Analysis("FullyBatchSafe", None, (), {"s": B(td(0), td(0))})
+    >>> b = Analysis("BoundedSafe", 7, (), {"s": B(td(days=1), td(0))})
+    >>> c = strictest([a, b]); c.safety_class, c.batch_limit, c.bounds["s"].before
+    ('BoundedSafe', 7, datetime.timedelta(days=1))
+    """
+    if len(analyses) == 1:
+        return analyses[0]
+    bounds: dict[str, SourceBound | None] = {}
+    for analysis in analyses:
+        for name, bound in analysis.bounds.items():
+            seen = bounds.get(name)
+            if name not in bounds:
+                bounds[name] = bound
+            elif bound is None or seen is None:
+                bounds[name] = None
+            else:
+                bounds[name] = SourceBound(max(seen.before, bound.before), max(seen.after, bound.after))
+    reasons = _ordered(tuple(r for a in analyses for r in a.reasons))
+    if any(a.refused for a in analyses):
+        return Analysis("Refused", None, _ordered(tuple(r for a in analyses if a.refused for r in a.reasons)), bounds)
+    limits = [a.batch_limit for a in analyses if a.batch_limit is not None]
+    if not limits:
+        return Analysis("FullyBatchSafe", None, reasons, bounds)
+    limit = min(limits)
+    return Analysis("PerPartitionOnly" if limit == 1 else "BoundedSafe", limit, reasons, bounds)
+
+
+def one_interval_per_run(analysis: Analysis, reason: Reason) -> Analysis:
+    """``analysis`` limited to one interval per run, with ``reason`` noted (a refusal stays a refusal)."""
+    if analysis.refused:
+        return analysis
+    return Analysis("PerPartitionOnly", 1, _ordered(analysis.reasons + (reason,)), analysis.bounds)

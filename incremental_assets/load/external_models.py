@@ -21,13 +21,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Mapping
 
-import yaml
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from incremental_assets.errors import ModelFileError
-from incremental_assets.model.intervals import INTERVAL_UNITS
-from incremental_assets.model.project import SOURCE_FORMATS, Source
+from incremental_assets.load.sources import make_source, yaml_entries
+from incremental_assets.model.project import Source
 
 EXTERNAL_MODELS_FILE = "external_models.yaml"
 _KEYS = {"name", "columns", "description", "gateway", "location", "format", "time_column", "interval_unit"}
@@ -37,20 +36,7 @@ _SUFFIX_FORMATS = {".csv": "csv", ".json": "json", ".parquet": "parquet"}
 def load_external_models(path: Path, project_dir: Path, sources: Mapping[str, Source], dialect: str) -> dict[str, Source]:
     """sources.yaml's sources completed by external_models.yaml, plus the externals located there."""
     out = dict(sources)
-    if not path.is_file():
-        return out
-    try:
-        root = yaml.compose(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise ModelFileError(path, mark.line + 1 if mark else None, f"invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
-    if root is None:
-        return out
-    if not isinstance(root, yaml.SequenceNode):
-        raise ModelFileError(path, root.start_mark.line + 1, "external_models.yaml must be a list of tables", hint="start each entry with `- name: raw.orders`")
-    for node in root.value:
-        line = node.start_mark.line + 1
-        entry = yaml.safe_load(yaml.serialize(node)) or {}
+    for entry, line in yaml_entries(path, "external_models.yaml must be a list of tables"):
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
             raise ModelFileError(path, line, "each external model is a mapping with a name", hint="write `- name: raw.orders`")
         unknown = set(entry) - _KEYS
@@ -67,26 +53,9 @@ def load_external_models(path: Path, project_dir: Path, sources: Mapping[str, So
                 path, line, f"external model {name} does not say where its data lives",
                 hint="add `location: <path or URI>` (and `format: delta|parquet|csv|json|table`) here, or declare it in sources.yaml",
             )
-        out[name] = _source(entry, name, columns, project_dir, path, line)
+        fmt = str(entry.get("format") or _SUFFIX_FORMATS.get(Path(str(entry["location"])).suffix.lower(), "delta")).lower()
+        out[name] = make_source(entry, name, fmt, columns, project_dir, path, line, what="external model")
     return out
-
-
-def _source(entry: dict, name: str, columns: dict[str, str], project_dir: Path, path: Path, line: int) -> Source:
-    location = str(entry["location"])
-    fmt = str(entry.get("format") or _SUFFIX_FORMATS.get(Path(location).suffix.lower(), "delta")).lower()
-    if fmt not in SOURCE_FORMATS:
-        raise ModelFileError(path, line, f"external model {name}: unknown format '{fmt}'", hint="use one of " + ", ".join(SOURCE_FORMATS))
-    unit = entry.get("interval_unit")
-    if unit is not None and str(unit).lower() not in INTERVAL_UNITS:
-        raise ModelFileError(path, line, f"external model {name}: unknown interval_unit '{unit}'", hint="use one of " + ", ".join(INTERVAL_UNITS))
-    if fmt != "table" and "://" not in location and not Path(location).is_absolute():
-        location = str((project_dir / location).resolve())
-    time_column = entry.get("time_column")
-    return Source(
-        name=name, location=location, format=fmt, columns=columns,
-        time_column=str(time_column).lower() if time_column else None,
-        interval_unit=str(unit).lower() if unit else ("day" if time_column else None), line=line,
-    )
 
 
 def _spark_columns(columns: object, dialect: str, path: Path, line: int, name: str) -> dict[str, str]:

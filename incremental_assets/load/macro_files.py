@@ -1,7 +1,7 @@
 """A project's ``macros/*.py``: the ``@macro()`` functions its SQL calls as ``@name(...)``.
 
 The files are imported as the package ``macros`` (so ``from macros.utils import between`` works, as in
-SQLMesh) with the ``sqlmesh`` names of :mod:`~incremental_assets.load.sqlmesh_compat`; ``macros`` is
+SQLMesh) with the ``sqlmesh`` names of :mod:`~incremental_assets.load.sqlmesh_shim`; ``macros`` is
 removed from ``sys.modules`` afterwards, so projects loaded one after another never share modules.
 
 >>> import tempfile, pathlib
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from incremental_assets.errors import ModelFileError
-from incremental_assets.load.sqlmesh_compat import sqlmesh_names
+from incremental_assets.load.sqlmesh_shim import macro_names
 
 PACKAGE = "macros"
 
@@ -65,7 +65,7 @@ def load_macros(directory: str | Path) -> tuple[dict[str, Callable[..., Any]], l
     if not folder.is_dir():
         return {}, []
     errors: list[ModelFileError] = []
-    with sqlmesh_names() as registered, _project_package(Path(directory)):
+    with macro_names() as registered, _project_package(Path(directory)):
         for path in sorted(folder.rglob("*.py")):
             if "__pycache__" in path.parts:
                 continue

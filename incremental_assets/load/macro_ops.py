@@ -21,7 +21,12 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ExecuteError, ParseError, TokenError
 
-from incremental_assets.load.macro_syntax import CLAUSE_MARK, protect_macros, restore_macros
+from incremental_assets.load.macro_syntax import CLAUSE_MARK, apply_clause, protect_macros, restore_macros, runtime_eval, runtime_if
+from incremental_assets.model.kinds import CURSOR_MACROS
+from incremental_assets.model.sql_model import DATE_MACROS
+
+# The macros whose value is known only when a run's window is: conditions on them are decided per run.
+WINDOW_MACROS = frozenset((DATE_MACROS | CURSOR_MACROS) - {"this_model"})
 
 # What a macro yields: one expression, several (spliced into the surrounding list), or nothing.
 Value = Any
@@ -63,14 +68,20 @@ def shown(node: exp.Expression, dialect: str) -> str:
     return node.transform(lambda n: exp.var("@" + n.name) if isinstance(n, exp.Parameter) else n).sql(dialect)
 
 
+def runs_per_window(node: Any) -> bool:
+    """Whether an (expanded) expression reads a date or cursor macro, so its value is known per run only."""
+    return isinstance(node, exp.Expression) and any(isinstance(n, exp.Parameter) and n.name in WINDOW_MACROS for n in node.walk())
+
+
 def evaluate_constant(evaluator: MacroEvaluator, node: Any) -> Any:
     """A constant SQL expression's Python value, computed by sqlglot's executor."""
     if not isinstance(node, exp.Expression):
         return node
     if any(isinstance(n, exp.Parameter) for n in node.walk()):
         raise MacroError(
-            f"`{shown(node, evaluator.dialect)}` depends on the run window, which is not known when the model is loaded",
-            node, hint="compare date macros in the SQL itself (e.g. WHERE ds >= @start_ds), not inside @IF / @EVAL",
+            f"`{shown(node, evaluator.dialect)}` depends on the run window, which this macro cannot wait for",
+            node, hint="decide on the run window with @IF, @EVAL or a clause operator (@WHERE(...) ...), which are evaluated per run, "
+                       "or compare date macros in the SQL itself (WHERE ds >= @start_ds)",
         )
     try:
         from sqlglot.executor import execute
@@ -95,8 +106,16 @@ def macro_if(evaluator: MacroEvaluator, node: exp.Expression, args: list[exp.Exp
     condition = evaluator.expand(args[0])
     if isinstance(condition, list):
         condition = condition[0] if condition else exp.false()
+    if runs_per_window(condition):
+        branches = [_branch(evaluator, arg) for arg in args[1:]]
+        return runtime_if(condition, branches[0], branches[1] if len(branches) == 2 else [])
     chosen = args[1] if evaluate_constant(evaluator, condition) else (args[2] if len(args) == 3 else None)
     return None if chosen is None else evaluator.expand(chosen)
+
+
+def _branch(evaluator: MacroEvaluator, arg: exp.Expression) -> list[exp.Expression]:
+    value = evaluator.expand(arg)
+    return [evaluator.to_expression(v, arg) for v in (value if isinstance(value, list) else [value]) if v is not None]
 
 
 def macro_def(evaluator: MacroEvaluator, node: exp.Expression, args: list[exp.Expression]) -> Value:
@@ -142,7 +161,10 @@ def macro_reduce(evaluator: MacroEvaluator, items: Any, function: Any) -> Value:
 
 
 def macro_eval(evaluator: MacroEvaluator, value: Any) -> exp.Expression:
-    """``@EVAL(expr)``: a constant expression computed while loading (``@EVAL(5 + 1)`` -> 6)."""
+    """``@EVAL(expr)``: a constant expression computed while loading (``@EVAL(5 + 1)`` -> 6), or per run
+    when it reads the run window."""
+    if runs_per_window(value):
+        return runtime_eval(value)
     return _constant(evaluator, value)
 
 
@@ -379,14 +401,8 @@ def resolve_clauses(evaluator: MacroEvaluator, statement: exp.Expression) -> Non
     """Keep or drop each clause written with a clause operator (``@WHERE(condition) ...``), in place."""
     for marker in [n for n in statement.find_all(exp.Anonymous) if n.this == CLAUSE_MARK]:
         condition = evaluator.expand(marker.expressions[0]) if marker.expressions else exp.true()
-        keep = bool(evaluate_constant(evaluator, condition[0] if isinstance(condition, list) else condition))
-        holder = marker.parent
-        if isinstance(holder, exp.Ordered):
-            marker, holder = holder, holder.parent
-        clause = holder.find_ancestor(exp.Where, exp.Having) if isinstance(holder, exp.And) else holder
-        if not keep and clause is not None:
-            clause.pop()
-        elif isinstance(holder, exp.And) and holder.this is marker:
-            holder.replace(holder.expression)
-        else:
-            marker.pop()
+        condition = condition[0] if isinstance(condition, list) else condition
+        if runs_per_window(condition):  # decided per run (runtime_macros)
+            marker.set("expressions", [condition])
+            continue
+        apply_clause(marker, bool(evaluate_constant(evaluator, condition)))

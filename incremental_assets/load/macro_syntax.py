@@ -20,6 +20,7 @@ from typing import Any, Iterator
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.errors import ParseError
 
 _NAME = re.compile(r"@([A-Za-z_][A-Za-z0-9_]*)")
 _BRACED = re.compile(r"@\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}")
@@ -310,31 +311,101 @@ def _wrap_statement_args(segment: str, open_at: int) -> str:
     return "".join(pieces) + segment[cuts[-1] + 1 :]
 
 
-# --- clause operators: `@WHERE(condition) a = 1`, `@HAVING(...)`, `@GROUP_BY(...)`, `@ORDER_BY(...)` --
-# Each becomes its clause with a marker first (`WHERE __ia_clause(condition) AND a = 1`); expansion keeps
-# the clause without the marker when the condition holds, and drops the clause when it does not.
+# --- clause operators: `@WHERE(condition) a = 1`, `@HAVING`, `@GROUP_BY`, `@ORDER_BY`, `@LIMIT`, `@WITH`, `@JOIN` --
+# Each becomes its clause with a marker in it (`WHERE __ia_clause(condition) AND a = 1`, `LIMIT
+# __ia_clause(condition) + 10`, a first CTE `__ia_clause_cte AS (SELECT __ia_clause(condition))`, a join's
+# `ON __ia_clause(condition) AND ...`); expansion keeps the clause without the marker when the condition
+# holds, and drops the whole clause (a join with its side, every CTE of the WITH) when it does not.
 
 CLAUSE_MARK = "__ia_clause"
-_CLAUSES = {"where": "WHERE {} AND ", "having": "HAVING {} AND ", "group_by": "GROUP BY {}, ", "order_by": "ORDER BY {}, "}
-_CLAUSE = re.compile(CALL_MARK + r"(where|having|group_by|order_by)\s*\(", re.IGNORECASE)
+CLAUSE_CTE = "__ia_clause_cte"
+_CLAUSES = {
+    "where": "WHERE {} AND ", "having": "HAVING {} AND ", "group_by": "GROUP BY {}, ", "order_by": "ORDER BY {}, ",
+    "limit": "LIMIT {} + ", "with": "WITH " + CLAUSE_CTE + " AS (SELECT {}), ", "join": "JOIN ",
+}
+_CLAUSE = re.compile(CALL_MARK + r"(where|having|group_by|order_by|limit|with|join)\s*\(", re.IGNORECASE)
+_ON = re.compile(r"(?i)(?<![A-Za-z0-9_])ON(?![A-Za-z0-9_])")
 
 
 def clause_operators(sql: str) -> str:
-    """Rewrite clause operators into their clause headed by a marker (text already marked).
+    """Rewrite clause operators into their clause holding a marker (text already marked).
 
     >>> clause_operators("SELECT a FROM t __iam_WHERE(1 > 0) a = 1")
     'SELECT a FROM t WHERE __ia_clause(1 > 0) AND a = 1'
+    >>> clause_operators("SELECT a FROM t LEFT __iam_JOIN(x) u ON t.k = u.k __iam_LIMIT(x) 5")
+    'SELECT a FROM t LEFT JOIN u ON __ia_clause(x) AND t.k = u.k LIMIT __ia_clause(x) + 5'
     """
     out, pos = [], 0
     for match in _CLAUSE.finditer(sql):
         if match.start() < pos:
             continue
         close = _top_level(sql, match.end(), "")[-1]
-        condition = sql[match.end() : close]
-        out.append(sql[pos : match.start()] + _CLAUSES[match.group(1).lower()].format(f"{CLAUSE_MARK}({condition})").rstrip(" "))
+        marker = f"{CLAUSE_MARK}({sql[match.end() : close]})"
+        operator = match.group(1).lower()
+        out.append(sql[pos : match.start()] + _CLAUSES[operator].format(marker).rstrip(" "))
         out.append(" ")
         pos = close + 1
         while pos < len(sql) and sql[pos] == " ":
             pos += 1
+        if operator == "join":
+            on = _join_condition(sql, pos, sql.count("\n", 0, match.start()) + 1)
+            out.append(sql[pos:on] + f" {marker} AND")
+            pos = on
     out.append(sql[pos:])
     return "".join(out)
+
+
+def _join_condition(sql: str, start: int, line: int) -> int:
+    """Where the condition of the join starting at ``start`` begins (after its top-level ``ON``)."""
+    masked = _mask_nested(sql[start:])
+    stop = masked.find(";")
+    found = _ON.search(masked, 0, len(masked) if stop < 0 else stop)
+    if found is None:
+        message = "@JOIN(condition) needs a join with an ON condition (USING and CROSS joins cannot be made conditional)"
+        hint = "join with ON (e.g. @JOIN(cond) u ON t.k = u.k), or put the condition in the ON clause of a plain join"
+        raise ParseError(message, errors=[{"description": message, "line": line, "hint": hint}])
+    return start + found.end()
+
+
+def apply_clause(marker: exp.Expression, keep: bool) -> None:
+    """Keep a clause operator's clause without its marker, or drop the whole clause, in place.
+
+    >>> tree = sqlglot.parse_one("SELECT a FROM t LIMIT __ia_clause(x) + 5")
+    >>> apply_clause(next(n for n in tree.find_all(exp.Anonymous)), True); tree.sql()
+    'SELECT a FROM t LIMIT 5'
+    """
+    holder = marker.parent
+    if isinstance(holder, exp.Ordered):
+        marker, holder = holder, holder.parent
+    if isinstance(holder, exp.And):
+        clause = holder.find_ancestor(exp.Where, exp.Having, exp.Join)
+    elif isinstance(holder, exp.Add):
+        clause = holder.find_ancestor(exp.Limit)
+    elif isinstance(holder, exp.Select) and marker.find_ancestor(exp.CTE) is not None:
+        clause = holder.find_ancestor(exp.With)
+        marker = marker.find_ancestor(exp.CTE)
+    else:
+        clause = holder
+    if not keep:
+        if clause is not None:
+            clause.pop()
+    elif isinstance(holder, (exp.And, exp.Add)) and holder.this is marker:
+        holder.replace(holder.expression)
+    else:
+        marker.pop()
+
+
+# --- conditions on the run window, resolved per run (see runtime_macros) ----------------------------
+
+RUNTIME_IF = "__ia_runtime_if"
+RUNTIME_EVAL = "__ia_runtime_eval"
+
+
+def runtime_if(condition: exp.Expression, then: list[exp.Expression], otherwise: list[exp.Expression]) -> exp.Anonymous:
+    """``@IF`` whose condition needs the run window: the condition and both branches, expanded."""
+    return exp.Anonymous(this=RUNTIME_IF, expressions=[condition, exp.Tuple(expressions=then), exp.Tuple(expressions=otherwise)])
+
+
+def runtime_eval(expression: exp.Expression) -> exp.Anonymous:
+    """``@EVAL`` of an expression that needs the run window, computed per run."""
+    return exp.Anonymous(this=RUNTIME_EVAL, expressions=[expression])

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -51,7 +51,7 @@ from incremental_assets.load.query import (
 )
 from incremental_assets.load.reader import HeaderReader
 from incremental_assets.load.seeds import read_seed
-from incremental_assets.model.intervals import IntervalUnit, unit_from_cron
+from incremental_assets.model.intervals import IntervalUnit, relative_instant, unit_from_cron
 from incremental_assets.model.kinds import (
     CURSOR_MACROS,
     IncrementalByCursor,
@@ -100,6 +100,8 @@ def parse_model_file(
     kind = read_kind(reader, seen["kind"], metadata)
     values = _read_values(reader, seen, dialect, metadata)
     _start_and_end(reader, seen, values)
+    if "start" in values and is_relative_time(seen["start"].value):
+        values["relative_start"] = str(seen["start"].value.value).strip()  # type: ignore[union-attr]
     if isinstance(kind, IncrementalByTimeRange):
         _time_layout(reader, seen, values, defaulted)
     _warn_unused(path, seen)
@@ -211,6 +213,11 @@ def _warn_unused(path: Path, seen: Mapping[str, Property]) -> None:
             log.warning("%s:%s: %s", path, seen[key].line, why)
 
 
+def is_relative_time(value: Value) -> bool:
+    """Whether a header value is a relative time (``'1 year ago'``), which moves with the load time."""
+    return isinstance(value, (Literal, Name)) and isinstance(value.value, str) and relative_instant(value.value, datetime.now(timezone.utc)) is not None
+
+
 _DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
@@ -308,7 +315,7 @@ def _time_layout(reader: HeaderReader, seen: Mapping[str, Property], values: dic
     if "start" not in values:
         return
     start = values["start"]
-    if "start" in defaulted:
+    if "start" in defaulted or "relative_start" in values:
         values["start"] = unit.floor(start)
     elif unit.floor(start) != start:
         raise reader.fail(

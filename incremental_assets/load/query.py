@@ -18,6 +18,7 @@ from sqlglot.errors import ParseError, TokenError
 from incremental_assets.errors import ModelFileError
 from incremental_assets.load.macro_eval import MacroContext, MacroError, MacroEvaluator, macro_error_location
 from incremental_assets.load.macro_syntax import protect_macros, restore_macros, table_macro, var_name
+from incremental_assets.load.runtime_macros import MAX_RUNTIME_CHOICES, choice_count, first_variant, runtime_variants
 from incremental_assets.model.kinds import CURSOR_MACROS
 from incremental_assets.model.sql_model import DATE_MACROS, TableReference
 
@@ -135,6 +136,8 @@ def _parse_statements(sql: str, dialect: str, path: str | Path, line_offset: int
         first = exc.errors[0] if exc.errors else {}
         line = (first.get("line") or 1) + line_offset
         desc = first.get("description") or str(exc)
+        if first.get("hint"):  # a macro written where its clause cannot be found
+            raise ModelFileError(path, line, desc, hint=first["hint"]) from None
         raise ModelFileError(path, line, f"cannot parse the query ({dialect}): {desc}", hint="fix the SQL syntax") from None
     except TokenError as exc:
         raise ModelFileError(path, line_offset + 1, f"cannot read the query: {exc}") from None
@@ -204,7 +207,27 @@ def parse_model_body(
                 path, node_line(param, 0) or line_offset + 1, f"unknown macro @{param.name}",
                 hint="use one of " + ", ".join("@" + m for m in sorted(DATE_MACROS)),
             )
+    _check_runtime_choices(query, path, line_offset)
     return ModelBody(query, tuple(statements[: queries[0]]), tuple(statements[queries[0] + 1 :]))  # type: ignore[arg-type]
+
+
+def _check_runtime_choices(query: exp.Expression, path: str | Path, line_offset: int) -> None:
+    """Conditions on the run window: few enough to analyse every combination, and none changing the columns."""
+    count = choice_count(query)
+    if count > MAX_RUNTIME_CHOICES:
+        raise ModelFileError(
+            path, node_line(query, 0) or line_offset + 1,
+            f"the query holds {count} macro conditions on the run window; at most {MAX_RUNTIME_CHOICES} can be analysed (every combination is)",
+            hint="compare date macros in the SQL itself (CASE WHEN @start_ds >= '2024-02-01' THEN ... END) for the others",
+        )
+    if count:
+        shapes = {tuple(_named_outputs(v) or ()) for v in runtime_variants(query)}
+        if len(shapes) > 1:
+            raise ModelFileError(
+                path, node_line(query, 0) or line_offset + 1,
+                "the query's columns depend on the run window (" + " / ".join(", ".join(s) for s in sorted(shapes)) + "): a table keeps one set of columns",
+                hint="give every branch of @IF the same columns, e.g. @IF(cond, a, NULL) AS x",
+            )
 
 
 def _name_this_model(query: exp.Expression, this_model: str) -> None:
@@ -268,7 +291,12 @@ def table_name(table: exp.Table) -> str:
 
 
 def output_columns(query: exp.Query) -> list[str] | None:
-    """Names of the columns the query outputs, or None when a ``*`` hides them."""
+    """Names of the columns the query outputs, or None when a ``*`` hides them (the same for every run
+    window: a query whose columns depend on it is refused when it loads)."""
+    return _named_outputs(first_variant(query))
+
+
+def _named_outputs(query: exp.Expression) -> list[str] | None:
     select = query
     while isinstance(select, exp.SetOperation):
         select = select.left  # type: ignore[assignment]

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 from incremental_assets.errors import ModelFileError, WindowError
 from incremental_assets.load.header import Items, Literal, Name, Value
-from incremental_assets.model.intervals import to_utc
+from incremental_assets.model.intervals import relative_instant, to_utc
 
 
 class HeaderReader:
@@ -43,13 +43,18 @@ class HeaderReader:
             return tuple(self.text(i, what) for i in v.items)
         return (self.text(v, what),)
 
-    def instant(self, v: Value, what: str) -> datetime:
+    def instant(self, v: Value, what: str, now: datetime | None = None) -> datetime:
+        """A date, a timestamp, epoch milliseconds, or a relative time SQLMesh accepts (``'1 year ago'``,
+        ``'yesterday'``), which counts from ``now`` (the load time)."""
         if isinstance(v, Literal) and isinstance(v.value, int) and not isinstance(v.value, bool):
             return to_utc(datetime.utcfromtimestamp(v.value / 1000))
         raw = self.text(v, what)
+        relative = relative_instant(raw, now or datetime.now(timezone.utc))
+        if relative is not None:
+            return relative
         try:
             return to_utc(raw)
         except WindowError as exc:
             if "precise" in str(exc):
                 raise self.fail(v.line, f"{what} {exc}") from None
-            raise self.fail(v.line, f"{what} '{raw}' is not a date", hint="write it as 'YYYY-MM-DD'") from None
+            raise self.fail(v.line, f"{what} '{raw}' is not a date", hint="write it as 'YYYY-MM-DD', or relative as SQLMesh does ('1 year ago', '2 months ago', 'yesterday')") from None

@@ -1,8 +1,13 @@
-"""sources.yaml -> Source values: tables no model produces (SQLMesh's EXTERNAL models)."""
+"""sources.yaml -> Source values: tables no model produces (SQLMesh's EXTERNAL models).
+
+The YAML reading (:func:`yaml_entries`) and the making of one source (:func:`make_source`) are shared
+with SQLMesh's ``external_models.yaml`` (:mod:`~incremental_assets.load.external_models`).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -10,33 +15,58 @@ from incremental_assets.errors import ModelFileError
 from incremental_assets.model.intervals import INTERVAL_UNITS
 from incremental_assets.model.project import SOURCE_FORMATS, Source
 
+_SOURCE_KEYS = {"name", "location", "format", "columns", "time_column", "interval_unit", "description"}
+
 
 def _node_line(node: yaml.Node) -> int:
     return node.start_mark.line + 1
 
 
-def load_sources(path: Path, project_dir: Path) -> dict[str, Source]:
-    """Read sources.yaml: a list of {name, location, format, columns?, time_column?, interval_unit?}."""
-    if not path.exists():
-        return {}
+def yaml_entries(path: Path, not_a_list: str, *, under: str | None = None) -> list[tuple[Any, int]]:
+    """The entries of a YAML list file with the line each starts on (None for an entry that is not a
+    mapping; a top-level ``under:`` key may hold the list); errors name the file and line, ``not_a_list``
+    is the message when the file holds no list."""
+    if not path.is_file():
+        return []
     try:
         root = yaml.compose(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise ModelFileError(path, mark.line + 1 if mark else None, f"invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
     if root is None:
-        return {}
-    if isinstance(root, yaml.MappingNode) and any(k.value == "sources" for k, _ in root.value):
-        root = next(v for k, v in root.value if k.value == "sources")
+        return []
+    if under and isinstance(root, yaml.MappingNode) and any(k.value == under for k, _ in root.value):
+        root = next(v for k, v in root.value if k.value == under)
     if not isinstance(root, yaml.SequenceNode):
-        raise ModelFileError(path, _node_line(root), "sources.yaml must be a list of sources", hint="start each entry with `- name: raw.orders`")
+        raise ModelFileError(path, _node_line(root), not_a_list, hint="start each entry with `- name: raw.orders`")
+    return [(yaml.safe_load(yaml.serialize(node)) if isinstance(node, yaml.MappingNode) else None, _node_line(node)) for node in root.value]
+
+
+def make_source(entry: dict, name: str, fmt: str, columns: dict[str, str], project_dir: Path, path: Path, line: int, *, what: str = "source") -> Source:
+    """One source from its entry: format and interval unit checked, a relative location made absolute."""
+    if fmt not in SOURCE_FORMATS:
+        raise ModelFileError(path, line, f"{what} {name}: unknown format '{fmt}'", hint="use one of " + ", ".join(SOURCE_FORMATS))
+    unit = entry.get("interval_unit")
+    if unit is not None and str(unit).lower() not in INTERVAL_UNITS:
+        raise ModelFileError(path, line, f"{what} {name}: unknown interval_unit '{unit}'", hint="use one of " + ", ".join(INTERVAL_UNITS))
+    location = str(entry["location"])
+    if fmt != "table" and "://" not in location and not Path(location).is_absolute():
+        location = str((project_dir / location).resolve())
+    time_column = entry.get("time_column")
+    return Source(
+        name=name, location=location, format=fmt, columns=columns,
+        time_column=str(time_column).lower() if time_column else None,
+        interval_unit=str(unit).lower() if unit else ("day" if time_column else None), line=line,
+    )
+
+
+def load_sources(path: Path, project_dir: Path) -> dict[str, Source]:
+    """Read sources.yaml: a list of {name, location, format, columns?, time_column?, interval_unit?}."""
     sources: dict[str, Source] = {}
-    for node in root.value:
-        line = _node_line(node)
-        if not isinstance(node, yaml.MappingNode):
+    for entry, line in yaml_entries(path, "sources.yaml must be a list of sources", under="sources"):
+        if not isinstance(entry, dict):
             raise ModelFileError(path, line, "each source must be a mapping with name, location and format")
-        entry = yaml.safe_load(yaml.serialize(node)) or {}
-        unknown = set(entry) - {"name", "location", "format", "columns", "time_column", "interval_unit", "description"}
+        unknown = set(entry) - _SOURCE_KEYS
         if unknown:
             raise ModelFileError(path, line, f"unknown key(s) {', '.join(sorted(unknown))} in a source", hint="use name, location, format, columns, time_column, interval_unit")
         for key in ("name", "location", "format"):
@@ -46,28 +76,10 @@ def load_sources(path: Path, project_dir: Path) -> dict[str, Source]:
             if "\x00" in str(entry.get(key) or ""):
                 raise ModelFileError(path, line, f"source {key} contains a NUL character")
         name = entry["name"].lower()
-        fmt = entry["format"].lower()
-        if fmt not in SOURCE_FORMATS:
-            raise ModelFileError(path, line, f"source {name}: unknown format '{fmt}'", hint="use one of " + ", ".join(SOURCE_FORMATS))
         if name in sources:
             raise ModelFileError(path, line, f"source {name} is declared twice (first on line {sources[name].line})")
-        columns = _columns(entry.get("columns") or {}, path, line, name)
-        unit = entry.get("interval_unit")
-        if unit is not None and str(unit).lower() not in INTERVAL_UNITS:
-            raise ModelFileError(path, line, f"source {name}: unknown interval_unit '{unit}'", hint="use one of " + ", ".join(INTERVAL_UNITS))
-        time_column = entry.get("time_column")
-        location = entry["location"]
-        if fmt != "table" and "://" not in location and not Path(location).is_absolute():
-            location = str((project_dir / location).resolve())
-        sources[name] = Source(
-            name=name,
-            location=location,
-            format=fmt,
-            columns={str(k).lower(): str(v) for k, v in columns.items()},
-            time_column=str(time_column).lower() if time_column else None,
-            interval_unit=str(unit).lower() if unit else ("day" if time_column else None),
-            line=line,
-        )
+        columns = {str(k).lower(): str(v) for k, v in _columns(entry.get("columns") or {}, path, line, name).items()}
+        sources[name] = make_source(entry, name, entry["format"].lower(), columns, project_dir, path, line)
     return sources
 
 

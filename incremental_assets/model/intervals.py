@@ -12,6 +12,7 @@ A window is half-open: ``start`` is included, ``end`` is excluded. Intervals are
 
 from __future__ import annotations
 
+import calendar
 import re
 
 from dataclasses import dataclass
@@ -351,3 +352,44 @@ def unit_from_cron(cron: str) -> str | None:
     if dom != star:
         return "year"
     return None
+
+
+_RELATIVE_DAYS = {"today": 0, "yesterday": -1, "tomorrow": 1}
+_RELATIVE_PART = re.compile(r"(\d+|an?|one)\s+(second|minute|hour|day|week|month|year)s?", re.IGNORECASE)
+_RELATIVE = re.compile(r"\s*((?:(?:\d+|an?|one)\s+(?:second|minute|hour|day|week|month|year)s?[\s,]*(?:and\s+)?)+)ago\s*", re.IGNORECASE)
+_CLOCK_UNITS = {"second", "minute", "hour"}
+
+
+def relative_instant(text: str, now: datetime) -> datetime | None:
+    """A relative time as SQLMesh reads it (``'1 year ago'``, ``'2 months ago'``, ``'yesterday'``), else None.
+
+    Day-or-longer amounts count from midnight UTC of ``now``'s day, hours and minutes from ``now`` to
+    the minute; months and years keep the day of the month, clipped to the month's last day.
+
+    >>> now = datetime(2024, 3, 31, 15, 42, 7, tzinfo=timezone.utc)
+    >>> [relative_instant(t, now).isoformat() for t in ("1 year ago", "1 month ago", "yesterday", "2 hours ago")]
+    ['2023-03-31T00:00:00+00:00', '2024-02-29T00:00:00+00:00', '2024-03-30T00:00:00+00:00', '2024-03-31T13:42:00+00:00']
+    >>> relative_instant("2024-01-01", now) is None
+    True
+    """
+    word = text.strip().lower()
+    midnight = now.astimezone(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+    if word in _RELATIVE_DAYS:
+        return midnight + timedelta(days=_RELATIVE_DAYS[word])
+    if word == "now":
+        return now.astimezone(timezone.utc).replace(second=0, microsecond=0)
+    match = _RELATIVE.fullmatch(word)
+    if match is None:
+        return None
+    parts = [(1 if n in ("a", "an", "one") else int(n), unit) for n, unit in _RELATIVE_PART.findall(match.group(1))]
+    base = now.astimezone(timezone.utc).replace(second=0, microsecond=0) if any(u in _CLOCK_UNITS for _, u in parts) else midnight
+    months = sum(n * (12 if u == "year" else 1) for n, u in parts if u in ("month", "year"))
+    seconds = sum(n * {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 604800}[u] for n, u in parts if u not in ("month", "year"))
+    return _months_back(base, months) - timedelta(seconds=seconds)
+
+
+def _months_back(value: datetime, months: int) -> datetime:
+    index = value.year * 12 + value.month - 1 - months
+    year, month = divmod(index, 12)
+    last_day = calendar.monthrange(year, month + 1)[1]
+    return value.replace(year=year, month=month + 1, day=min(value.day, last_day))

@@ -72,6 +72,7 @@ class SqlModel:
     post_statements: tuple[exp.Expression, ...] = ()  # run after the write
     inline_audits: tuple[UserAudit, ...] = ()  # AUDIT (...) blocks of the model file
     derived_start: bool = False  # start not written: from the upstream models or the previous interval
+    relative_start: str | None = None  # a start written relative to the load time ('1 year ago'), as written
 
     @property
     def schema(self) -> str:
@@ -130,7 +131,7 @@ class SqlModel:
             "kind": self.kind.name,
             "kind_config": kind,
             "interval_unit": self.interval_unit,
-            "start": self.start.isoformat() if self.start and not self.derived_start else None,
+            "start": self.relative_start or (self.start.isoformat() if self.start and not self.derived_start else None),
             "columns": dict(self.columns),
             "dialect": "spark",
         }

@@ -24,6 +24,7 @@ from sqlglot import exp
 from incremental_assets import delta
 from incremental_assets.analysis.columns import describe_columns
 from incremental_assets.errors import ModelFileError, StorageError
+from incremental_assets.load.runtime_macros import first_variant
 from incremental_assets.model.intervals import IntervalUnit, TimeWindow, unit_from_cron
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
@@ -69,7 +70,7 @@ def project_columns(project: Project) -> dict[str, ModelColumns]:
     known: dict[str, Mapping[str, str]] = {s.name: dict(s.columns) for s in project.sources.values() if s.columns}
     out: dict[str, ModelColumns] = {}
     for model in project.ordered():
-        inferred = describe_columns(model.query, known, macros=_sample_macros(model))
+        inferred = describe_columns(first_variant(model.query), known, macros=_sample_macros(model))
         stored = None if model.columns else _stored_types(project, model)
         declared = dict(model.columns) or stored or {}
         names = list(declared) or list(inferred.types)

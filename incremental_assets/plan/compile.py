@@ -12,6 +12,9 @@ from weakref import WeakKeyDictionary
 from sqlglot import exp
 
 from incremental_assets.analysis import Analysis, SourceBound, analyze_query
+from incremental_assets.analysis import Reason
+from incremental_assets.analysis.classify import one_interval_per_run, strictest
+from incremental_assets.load.runtime_macros import MAX_RUNTIME_CHOICES, choice_count, has_runtime_macros, runtime_variants
 from incremental_assets.load.sqlmesh_models import SqlmeshPythonModel
 from incremental_assets.model.kinds import IncrementalByTimeRange
 from incremental_assets.model.project import Project
@@ -31,16 +34,28 @@ def analyze_model(project: Project, model: SqlModel) -> Analysis | None:
     if isinstance(model, SqlmeshPythonModel):
         # Its function is opaque: it reads its upstreams in full, its rows are clamped to the window.
         query = exp.select(*(s.copy() for s in query.selects))
-    return analyze_query(
-        query,
-        model_name=model.name,
-        time_column=kind.time_column,
-        time_columns=time_columns,
-        interval=model.unit.nominal,
-        overrides=kind.safety_overrides,
-        declared_lookback=kind.lookback,
-        dialect=model.dialect,
-    )
+    if choice_count(query) > 2 * MAX_RUNTIME_CHOICES:  # each file has at most 6; EMBEDDED models inlined add theirs
+        reason = Reason("window_condition", f"more than {2 * MAX_RUNTIME_CHOICES} macro conditions on the run window (with the EMBEDDED models inlined) are too many combinations to analyse", model.query_line)
+        return Analysis("Refused", None, (reason,), {})
+    # A macro condition on the run window picks one of several queries per run: each is analysed, and
+    # since a run decides once for its whole window, a run covers one interval (SQLMesh's batch_size 1).
+    analysis = strictest([
+        analyze_query(
+            variant,
+            model_name=model.name,
+            time_column=kind.time_column,
+            time_columns=time_columns,
+            interval=model.unit.nominal,
+            overrides=kind.safety_overrides,
+            declared_lookback=kind.lookback,
+            dialect=model.dialect,
+        )
+        for variant in runtime_variants(query)
+    ])
+    if not has_runtime_macros(query):
+        return analysis
+    reason = Reason("window_condition", "a macro condition on the run window (@IF, @EVAL, a clause operator) is decided per run: one interval per run", model.query_line)
+    return one_interval_per_run(analysis, reason)
 
 
 def analyses(project: Project) -> dict[str, Analysis | None]:

@@ -21,6 +21,7 @@ from sqlglot import exp
 
 from incremental_assets.load.macro_syntax import table_macro, var_name
 from incremental_assets.load.query import table_name
+from incremental_assets.load.runtime_macros import resolve_runtime
 from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.model.sql_model import SqlModel
 
@@ -80,7 +81,8 @@ def render_macros(
     extra: Mapping[str, exp.Expression] | None = None,
 ) -> exp.Expression:
     """A copy of ``query`` with every date macro replaced by its typed literal for ``window``
-    (and the ``extra`` macros, e.g. a cursor model's ``@last_value``, by theirs)."""
+    (and the ``extra`` macros, e.g. a cursor model's ``@last_value``, by theirs), and every macro
+    condition on the run window decided (a statement an ``@IF`` leaves out gives None)."""
     values = macro_values(window, execution_time=execution_time)
     values.update(extra or {})
     if this_model is not None:
@@ -93,7 +95,9 @@ def render_macros(
                 return value.copy()
         return node
 
-    return query.copy().transform(replace)
+    rendered = resolve_runtime(query.copy().transform(replace))
+    assert rendered is not None or not isinstance(query, exp.Query), "a query is never left out"
+    return rendered  # type: ignore[return-value]
 
 
 def window_literal(instant: datetime, *, time_format: str | None = None) -> exp.Expression:
@@ -156,11 +160,12 @@ def render_statements(
     ``@this_model`` (and the model's own name) becomes the view the model's table is registered as.
     """
 
-    def render(statement: exp.Expression) -> exp.Expression:
+    def render(statement: exp.Expression) -> exp.Expression | None:
         rendered = render_macros(statement, window, execution_time=execution_time, this_model=model.name, extra=extra)
-        return rendered.transform(lambda node: _view_table(node, model.name, views))
+        return None if rendered is None else rendered.transform(lambda node: _view_table(node, model.name, views))
 
-    return tuple(render(s) for s in model.pre_statements), tuple(render(s) for s in model.post_statements)
+    pre = tuple(r for r in (render(s) for s in model.pre_statements) if r is not None)
+    return pre, tuple(r for r in (render(s) for s in model.post_statements) if r is not None)
 
 
 def _view_table(node: exp.Expression, own: str, views: Mapping[str, str]) -> exp.Expression:

@@ -26,7 +26,7 @@ from typing import Literal, Mapping
 from sqlglot import exp
 
 from incremental_assets.analysis import Analysis, SourceBound, pushdown
-from incremental_assets.errors import UnsafeIncrementalError, WindowError
+from incremental_assets.errors import ModelFileError, UnsafeIncrementalError, WindowError
 from incremental_assets.load.query import table_name
 from incremental_assets.model.intervals import (
     IntervalUnit,
@@ -228,13 +228,7 @@ def plan_run(
     else:
         window = None
 
-    rendered = render_macros(
-        model.query,
-        macro_window(model, window, execution_time),
-        execution_time=execution_time,
-        this_model=model.name,
-        extra=cursor_macros(model, state),
-    )
+    rendered = _rendered_query(model, window, execution_time, state)
     if window is not None and bounds:
         rendered = pushdown(
             rendered,
@@ -261,6 +255,18 @@ def plan_run(
         views={read.name: read.view for read in inputs} | {model.name: view_name(model.name)},
     )
     return RunPlan(model.name, window, query, tuple(inputs), write, model.fingerprint, safety, downgraded, execution_time, target, pre, post)
+
+
+def _rendered_query(model: SqlModel, window: TimeWindow | None, execution_time: datetime, state: TargetState) -> exp.Expression:
+    """The model's query with the run's macro values; a macro condition on the run window that cannot be
+    evaluated for this one names the model file."""
+    try:
+        return render_macros(
+            model.query, macro_window(model, window, execution_time), execution_time=execution_time, this_model=model.name,
+            extra=cursor_macros(model, state),
+        )
+    except ModelFileError as exc:
+        raise ModelFileError(model.path, model.query_line, exc.message, hint=exc.hint) from None
 
 
 def write_kind(model: SqlModel, target: TargetState) -> WriteKind:
