@@ -178,7 +178,10 @@ def _bounds_by_name(lineage: Lineage, per_ref: dict[int, list[timedelta | None]]
         current = bounds.get(ref.name)
         if current is not None:
             before, after = max(before, current.before), max(after, current.after)
-        bounds[ref.name] = SourceBound(before, after)
+        if ref.event_column:
+            bounds[ref.name] = SourceBound(before, after, ref.event_column, ref.time_column, ref.partition_unit)
+        else:
+            bounds[ref.name] = SourceBound(before, after, ref.time_column)
     return {name: bound for name, bound in bounds.items() if name not in underivable}
 
 
@@ -456,7 +459,7 @@ def _side_bound(
         return demand
     if declared is not None:
         return _declared(lineage, ref, declared, report) if side == BEFORE else ZERO
-    column = ref.time_column
+    column = ref.event_column or ref.time_column
     if not any(e.ref is ref for e in state.edges) and state.demand[id(ref)] == [None, None]:
         if side == BEFORE:  # one refusal for the reference, not one per side
             report.refusals.append(Reason(

@@ -1,7 +1,7 @@
 """SQLMesh's ``external_models.yaml``: the columns of tables no model produces, and where they live.
 
 Each entry is SQLMesh's ``{name, columns, description?, gateway?}``; we also take the keys of a
-sources.yaml entry (``location``, ``format``, ``time_column``, ``interval_unit``), since SQLMesh finds the
+sources.yaml entry (``location``, ``format``, ``time_column``, ``event_time_column``, ``interval_unit``), since SQLMesh finds the
 tables through its gateway and we need to be told where they are. A name declared in ``sources.yaml`` too
 takes its location from there and its columns from here when sources.yaml gives none. The format defaults
 from the location's suffix (``.csv``, ``.json``, ``.parquet``; otherwise Delta). Column types are in the
@@ -26,11 +26,12 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from incremental_assets.errors import ModelFileError
+from incremental_assets.load.sources import read_event_time_column
 from incremental_assets.model.intervals import INTERVAL_UNITS
 from incremental_assets.model.project import SOURCE_FORMATS, Source
 
 EXTERNAL_MODELS_FILE = "external_models.yaml"
-_KEYS = {"name", "columns", "description", "gateway", "location", "format", "time_column", "interval_unit"}
+_KEYS = {"name", "columns", "description", "gateway", "location", "format", "time_column", "event_time_column", "interval_unit"}
 _SUFFIX_FORMATS = {".csv": "csv", ".json": "json", ".parquet": "parquet"}
 
 
@@ -86,6 +87,7 @@ def _source(entry: dict, name: str, columns: dict[str, str], project_dir: Path, 
         name=name, location=location, format=fmt, columns=columns,
         time_column=str(time_column).lower() if time_column else None,
         interval_unit=str(unit).lower() if unit else ("day" if time_column else None), line=line,
+        event_time_column=read_event_time_column(entry, path, line, name),
     )
 
 

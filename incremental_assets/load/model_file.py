@@ -120,6 +120,8 @@ def parse_model_file(
         _check_spark_equivalent(reader, query, dialect, split.query_line)
     if isinstance(kind, IncrementalByTimeRange):
         _check_time_column(reader, query, kind.time_column, seen["kind"].line, values.get("columns", {}))
+    if "event_time_column" in values:
+        _check_event_time_column(reader, query, kind, values, seen["event_time_column"].line)
     _check_keyed_kind(reader, query, kind, seen["kind"].line)
     return SqlModel(
         name=name,
@@ -258,6 +260,8 @@ _PROPERTY_READERS: dict[str, tuple[str, Callable[[HeaderReader, Property, str], 
     "column_descriptions": ("column_descriptions", lambda r, p, d: _column_descriptions(r, p)),
     "columns": ("columns", lambda r, p, d: _read_columns(r, p.value, d)),
     "enabled": ("enabled", lambda r, p, d: r.flag(p.value, "enabled")),
+    # Ours, not SQLMesh's: the event time of each row, of which the kind's time_column is the truncation.
+    "event_time_column": ("event_time_column", lambda r, p, d: r.text(p.value, "event_time_column").lower()),
 }
 
 
@@ -372,6 +376,20 @@ def _check_time_column(reader: HeaderReader, query: exp.Query, column: str, line
             f"time_column '{column}' is not an output column of the query (outputs: {', '.join(names)})",
             hint=f"select the time column, e.g. `... AS {column}`, or name the right column in the kind",
         )
+
+
+def _check_event_time_column(reader: HeaderReader, query: exp.Query, kind: Kind, values: Mapping[str, Any], line: int) -> None:
+    """An event-time column refines the time column of a time-partitioned model and is one of its outputs."""
+    column = values["event_time_column"]
+    if not isinstance(kind, IncrementalByTimeRange):
+        raise reader.fail(line, f"event_time_column {column} needs a time column: the model is {kind.name}",
+                          hint="use kind INCREMENTAL_BY_TIME_RANGE (time_column <partition column>), or remove event_time_column")
+    if column == kind.time_column.lower():
+        raise reader.fail(line, f"event_time_column and the time_column are both {column}", hint="remove event_time_column")
+    names = output_columns(query)
+    if names is not None and column not in names:
+        raise reader.fail(line, f"event_time_column '{column}' is not an output column of the query (outputs: {', '.join(names)})",
+                          hint=f"select the event time, e.g. `... AS {column}`")
 
 
 def _check_keyed_kind(reader: HeaderReader, query: exp.Query, kind: Kind, line: int) -> None:

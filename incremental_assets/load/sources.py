@@ -16,7 +16,7 @@ def _node_line(node: yaml.Node) -> int:
 
 
 def load_sources(path: Path, project_dir: Path) -> dict[str, Source]:
-    """Read sources.yaml: a list of {name, location, format, columns?, time_column?, interval_unit?}."""
+    """Read sources.yaml: a list of {name, location, format, columns?, time_column?, event_time_column?, interval_unit?}."""
     if not path.exists():
         return {}
     try:
@@ -36,13 +36,16 @@ def load_sources(path: Path, project_dir: Path) -> dict[str, Source]:
         if not isinstance(node, yaml.MappingNode):
             raise ModelFileError(path, line, "each source must be a mapping with name, location and format")
         entry = yaml.safe_load(yaml.serialize(node)) or {}
-        unknown = set(entry) - {"name", "location", "format", "columns", "time_column", "interval_unit", "description"}
+        unknown = set(entry) - {"name", "location", "format", "columns", "time_column", "event_time_column", "interval_unit", "description"}
         if unknown:
-            raise ModelFileError(path, line, f"unknown key(s) {', '.join(sorted(unknown))} in a source", hint="use name, location, format, columns, time_column, interval_unit")
+            raise ModelFileError(
+                path, line, f"unknown key(s) {', '.join(sorted(unknown))} in a source",
+                hint="use name, location, format, columns, time_column, event_time_column, interval_unit",
+            )
         for key in ("name", "location", "format"):
             if not entry.get(key) or not isinstance(entry.get(key), str):
                 raise ModelFileError(path, line, f"source is missing '{key}'", hint=f"add `{key}: ...` to the entry")
-        for key in ("name", "location", "time_column"):
+        for key in ("name", "location", "time_column", "event_time_column"):
             if "\x00" in str(entry.get(key) or ""):
                 raise ModelFileError(path, line, f"source {key} contains a NUL character")
         name = entry["name"].lower()
@@ -56,6 +59,7 @@ def load_sources(path: Path, project_dir: Path) -> dict[str, Source]:
         if unit is not None and str(unit).lower() not in INTERVAL_UNITS:
             raise ModelFileError(path, line, f"source {name}: unknown interval_unit '{unit}'", hint="use one of " + ", ".join(INTERVAL_UNITS))
         time_column = entry.get("time_column")
+        event_time = read_event_time_column(entry, path, line, name)
         location = entry["location"]
         if fmt != "table" and "://" not in location and not Path(location).is_absolute():
             location = str((project_dir / location).resolve())
@@ -67,8 +71,26 @@ def load_sources(path: Path, project_dir: Path) -> dict[str, Source]:
             time_column=str(time_column).lower() if time_column else None,
             interval_unit=str(unit).lower() if unit else ("day" if time_column else None),
             line=line,
+            event_time_column=event_time,
         )
     return sources
+
+
+def read_event_time_column(entry: dict, path: Path, line: int, name: str) -> str | None:
+    """The event-time column: a finer time of each row, of which ``time_column`` is the truncation."""
+    value = entry.get("event_time_column")
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ModelFileError(path, line, f"source {name}: event_time_column must be a column name", hint="write `event_time_column: event_ts`")
+    if not entry.get("time_column"):
+        raise ModelFileError(
+            path, line, f"source {name}: event_time_column {value} needs a time_column (the partition column it is truncated to)",
+            hint="add `time_column: event_date` (and `interval_unit: day`), the column whose value is the event time truncated to the unit",
+        )
+    if value.lower() == str(entry["time_column"]).lower():
+        raise ModelFileError(path, line, f"source {name}: event_time_column and time_column are both {value}", hint="remove event_time_column")
+    return value.lower()
 
 
 def _columns(columns: object, path: Path, line: int, name: str) -> dict:

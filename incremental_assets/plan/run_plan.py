@@ -243,6 +243,7 @@ def plan_run(
             run_start=window.start,
             run_end=window.end,
             literal=lambda name, instant: window_literal(instant, time_format=_time_format(project, name)),
+            event_time_columns={name: found for name in bounds if (found := project.event_time_of(name))},
         )
     inputs = [_plan_input(project, model, name, window, execution_time, bounds) for name in model.depends_on]
     if isinstance(kind, Seed):
@@ -343,6 +344,10 @@ def _plan_input(
     bound = bounds.get(name) if bounds else None
     if window is not None and bound is not None and project.time_column_of(name):
         read_window = window.widen(bound.before, bound.after)
+        event = project.event_time_of(name)
+        if event is not None:  # a bound in event time reads whole partitions of the time column
+            unit = IntervalUnit.of(event[1])
+            read_window = TimeWindow(unit.floor(read_window.start), unit.ceil(read_window.end))
     if name in project.sources:
         return InputRead(name, view_name(name), "source", read_window)
     upstream = project.models[name] if name in project.models else consumer
