@@ -12,6 +12,11 @@ A time-series reference gets its bound from, in order of trust:
    AND a.ts``) is needed for the other's range, shifted.
 3. A declared lookback, for the before-bound of references nothing else bounds.
 
+A reference to a table with an event-time column is measured in event time: the event-time column
+is its exact time and the partition (time) column that time truncated to the partition unit, so a
+frame over ``event_ts`` in ``event_date`` partitions gets a bound of minutes, which pushdown widens
+to whole partitions for reading.
+
 Anything else is refused (``lookback_underivable``), naming the source. Filters are checked against
 the demand: a filter narrower than what frames or joins need (``lookback_truncated``) is refused, and
 a filter anchored on the other end of the window (``ds = @start_ds``, ``ts >= @end_dt - INTERVAL 7 DAY``)

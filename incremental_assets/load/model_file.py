@@ -121,7 +121,8 @@ def parse_model_file(
     if isinstance(kind, IncrementalByTimeRange):
         _check_time_column(reader, query, kind.time_column, seen["kind"].line, values.get("columns", {}))
     if "event_time_column" in values:
-        _check_event_time_column(reader, query, kind, values, seen["event_time_column"].line)
+        declared = seen.get("event_time_column") or seen["physical_properties"]
+        _check_event_time_column(reader, query, kind, values, declared.line)
     _check_keyed_kind(reader, query, kind, seen["kind"].line)
     return SqlModel(
         name=name,
@@ -202,7 +203,7 @@ _UNUSED = {
     "allow_partials": "allow_partials is not applied: only complete intervals run",
     "storage_format": "storage_format is not applied: every table is Delta",
     "table_format": "table_format is not applied: every table is Delta",
-    "physical_properties": "physical_properties are not applied",
+    "physical_properties": "physical_properties are not applied (but event_time_column)",
     "session_properties": "session_properties are not applied: set Spark conf in incremental_assets.yaml",
 }
 
@@ -277,7 +278,20 @@ def _read_values(reader: HeaderReader, seen: Mapping[str, Property], dialect: st
             values["audits"] = values.get("audits", ()) + parse_audits(prop.value, reader.path, origin=key)
         else:
             metadata[key] = prop.value.text
+    physical = _physical_event_time(reader, seen.get("physical_properties"))
+    if physical is not None:
+        values.setdefault("event_time_column", physical)
     return values
+
+
+def _physical_event_time(reader: HeaderReader, prop: Property | None) -> str | None:
+    """``physical_properties (event_time_column = 'event_ts')``: the spelling a file SQLMesh loads too may use."""
+    if prop is None or not isinstance(prop.value, Items):
+        return None
+    for item in prop.value.items:
+        if isinstance(item, Pair) and item.key.lower() == "event_time_column":
+            return reader.text(item.value, "event_time_column").lower()
+    return None
 
 
 def _time_layout(reader: HeaderReader, seen: Mapping[str, Property], values: dict[str, Any], defaulted: set[str]) -> None:

@@ -48,6 +48,7 @@ from incremental_assets.model.kinds import (
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SEED_VIEW, SqlModel
 from incremental_assets.plan.compile import analysis_of, run_size
+from incremental_assets.plan.frames import navigation_frames
 from incremental_assets.plan.macros import (
     clamp_to_window,
     cursor_literal,
@@ -235,6 +236,7 @@ def plan_run(
         this_model=model.name,
         extra=cursor_macros(model, state),
     )
+    rendered = navigation_frames(rendered)
     if window is not None and bounds:
         rendered = pushdown(
             rendered,
