@@ -120,9 +120,7 @@ def parse_model_file(
         _check_spark_equivalent(reader, query, dialect, split.query_line)
     if isinstance(kind, IncrementalByTimeRange):
         _check_time_column(reader, query, kind.time_column, seen["kind"].line, values.get("columns", {}))
-    if "event_time_column" in values:
-        declared = seen.get("event_time_column") or seen["physical_properties"]
-        _check_event_time_column(reader, query, kind, values, declared.line)
+    _check_event_time_column(reader, query, kind, values, seen)
     _check_keyed_kind(reader, query, kind, seen["kind"].line)
     return SqlModel(
         name=name,
@@ -392,9 +390,12 @@ def _check_time_column(reader: HeaderReader, query: exp.Query, column: str, line
         )
 
 
-def _check_event_time_column(reader: HeaderReader, query: exp.Query, kind: Kind, values: Mapping[str, Any], line: int) -> None:
+def _check_event_time_column(reader: HeaderReader, query: exp.Query, kind: Kind, values: Mapping[str, Any], seen: Mapping[str, Property]) -> None:
     """An event-time column refines the time column of a time-partitioned model and is one of its outputs."""
-    column = values["event_time_column"]
+    column = values.get("event_time_column")
+    if column is None:
+        return
+    line = (seen.get("event_time_column") or seen["physical_properties"]).line
     if not isinstance(kind, IncrementalByTimeRange):
         raise reader.fail(line, f"event_time_column {column} needs a time column: the model is {kind.name}",
                           hint="use kind INCREMENTAL_BY_TIME_RANGE (time_column <partition column>), or remove event_time_column")

@@ -236,17 +236,7 @@ def plan_run(
         this_model=model.name,
         extra=cursor_macros(model, state),
     )
-    rendered = navigation_frames(rendered)
-    if window is not None and bounds:
-        rendered = pushdown(
-            rendered,
-            bounds=bounds,
-            time_columns={name: project.time_column_of(name) for name in bounds},
-            run_start=window.start,
-            run_end=window.end,
-            literal=lambda name, instant: window_literal(instant, time_format=_time_format(project, name)),
-            event_time_columns={name: found for name in bounds if (found := project.event_time_of(name))},
-        )
+    rendered = _bounded_reads(project, navigation_frames(rendered), window, bounds)
     inputs = [_plan_input(project, model, name, window, execution_time, bounds) for name in model.depends_on]
     if isinstance(kind, Seed):
         inputs = [InputRead(model.name, SEED_VIEW, "seed", None)]
@@ -264,6 +254,23 @@ def plan_run(
         views={read.name: read.view for read in inputs} | {model.name: view_name(model.name)},
     )
     return RunPlan(model.name, window, query, tuple(inputs), write, model.fingerprint, safety, downgraded, execution_time, target, pre, post)
+
+
+def _bounded_reads(
+    project: Project, rendered: exp.Expression, window: TimeWindow | None, bounds: Mapping[str, SourceBound | None] | None
+) -> exp.Expression:
+    """The query with each time-series input read only for the window widened by its bound."""
+    if window is None or not bounds:
+        return rendered
+    return pushdown(
+        rendered,
+        bounds=bounds,
+        time_columns={name: project.time_column_of(name) for name in bounds},
+        run_start=window.start,
+        run_end=window.end,
+        literal=lambda name, instant: window_literal(instant, time_format=_time_format(project, name)),
+        event_time_columns={name: found for name in bounds if (found := project.event_time_of(name))},
+    )
 
 
 def write_kind(model: SqlModel, target: TargetState) -> WriteKind:
