@@ -209,7 +209,19 @@ def source_files(uri: str, *, time_column: str | None = None, window: TimeWindow
     table = open_table(uri)
     if window is None or time_column is None:
         return table.file_uris()
-    return table.file_uris(file_pruning_predicate=[(time_column, ">=", window.start), (time_column, "<", window.end)])
+    low: object = window.start
+    high: object = window.end
+    if _is_date_column(table, time_column):
+        # A DATE column compares with dates (a timestamp does not parse as one): every day the window touches.
+        low, high = IntervalUnit.DAY.floor(window.start).date(), IntervalUnit.DAY.ceil(window.end).date()
+    return table.file_uris(file_pruning_predicate=[(time_column, ">=", low), (time_column, "<", high)])
+
+
+def _is_date_column(table: DeltaTable, column: str) -> bool:
+    for schema_field in table.schema().fields:
+        if schema_field.name.lower() == column.lower():
+            return getattr(schema_field.type, "type", None) == "date"
+    return False
 
 
 def arrow_schema(uri: str, *, drop: Sequence[str] = (PARTITION_COLUMN, BUCKET_COLUMN)) -> pa.Schema:
