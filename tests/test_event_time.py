@@ -25,7 +25,7 @@ from incremental_assets.errors import ModelFileError
 from incremental_assets.load.project import load_project
 from incremental_assets.model.intervals import TimeWindow, batches
 from incremental_assets.orchestration.definitions import build_definitions
-from incremental_assets.orchestration.sensors import touched_by_sources
+from incremental_assets.orchestration.sensors import source_changes, touched_by_sources
 from incremental_assets.plan.compile import analyses, analysis_of
 from incremental_assets.plan.run_plan import plan_run, plan_window
 from incremental_assets.spark.executor import Executor
@@ -201,8 +201,12 @@ def test_late_rows_recompute_the_days_they_reach(spark, project, tmp_path):
     p = with_warehouse(project, tmp_path / "w")
     for name in ORDER:
         run(spark, p, name, batches(WHOLE, "day", 1))
+    source = p.sources["raw.clicks"]
+    marker, _, _ = source_changes(source, None)
     write_clicks(p.directory / "data" / "clicks", LATE, mode="append")
-    late_days = [TimeWindow(utc(2024, 1, 1), utc(2024, 1, 2)), TimeWindow(utc(2024, 1, 4), utc(2024, 1, 5))]
+    # The new files' partitions (no statistics: the time column is the partition column) are the late days.
+    _, late_days, _ = source_changes(source, marker)
+    assert late_days == [TimeWindow(utc(2024, 1, 1), utc(2024, 1, 2)), TimeWindow(utc(2024, 1, 4), utc(2024, 1, 5))]
     now = utc(2024, 1, 10)
     touched = touched_by_sources(p, {"raw.clicks": late_days}, now)
     # A late click at 23:58 reaches 30 minutes into the next day: that day is recomputed too.
