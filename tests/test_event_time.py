@@ -16,17 +16,19 @@ from datetime import date, datetime, timedelta
 import dagster as dg
 import pyarrow as pa
 import pytest
+import sqlglot
 from deltalake import write_deltalake
 
 from helpers import table_rows, utc
 from incremental_assets import cli, delta
 from incremental_assets.analysis import SourceBound
-from incremental_assets.errors import ModelFileError
+from incremental_assets.errors import ProjectError
 from incremental_assets.load.project import load_project
 from incremental_assets.model.intervals import TimeWindow, batches
 from incremental_assets.orchestration.definitions import build_definitions
 from incremental_assets.orchestration.sensors import source_changes, touched_by_sources
 from incremental_assets.plan.compile import analyses, analysis_of
+from incremental_assets.plan.frames import navigation_frames
 from incremental_assets.plan.run_plan import plan_run, plan_window
 from incremental_assets.spark.executor import Executor
 
@@ -221,7 +223,7 @@ def test_late_rows_recompute_the_days_they_reach(spark, project, tmp_path):
 def test_event_time_declarations_are_checked(make_project, capsys):
     bad_source = SOURCES.replace("  time_column: event_date\n", "")
     root = make_project({"sources.yaml": bad_source, **MODELS}, name="bad_source")
-    with pytest.raises(ModelFileError) as err:
+    with pytest.raises(ProjectError) as err:
         load_project(root)
     assert "sources.yaml:1" in str(err.value) and "needs a time_column" in str(err.value)
 
@@ -254,3 +256,27 @@ def test_a_frame_over_an_undeclared_column_is_refused_naming_it(make_project, ca
     out = capsys.readouterr().err
     assert "gaps.sql:8" in out and "RANGE frame over event_ts of raw.clicks" in out
     assert "`event_time_column: event_ts` in its sources.yaml entry" in out
+
+
+def test_lag_and_lead_with_a_range_frame_see_only_rows_inside_it(spark):
+    minutes = [("a", 0, 1), ("a", 10, 2), ("a", 45, 3), ("a", 50, 4), ("b", 5, 5)]
+    spark.createDataFrame(
+        [(k, datetime(2024, 1, 1) + timedelta(minutes=m), v) for k, m, v in minutes], "k string, ts timestamp, v bigint"
+    ).createOrReplaceTempView("navigation")
+    sql = """
+        SELECT k, ts,
+          LAG(v) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN INTERVAL '30' MINUTE PRECEDING AND CURRENT ROW) AS lag_asc,
+          LEAD(v, 1, -1) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN CURRENT ROW AND INTERVAL '30' MINUTE FOLLOWING) AS lead_asc,
+          LAG(v) OVER (PARTITION BY k ORDER BY ts DESC RANGE BETWEEN INTERVAL '30' MINUTE PRECEDING AND CURRENT ROW) AS lag_desc
+        FROM navigation
+    """
+    rewritten = navigation_frames(sqlglot.parse_one(sql, read="spark")).sql("spark")
+    got = sorted((r.k, int((r.ts - datetime(2024, 1, 1)).total_seconds() // 60), r.lag_asc, r.lead_asc, r.lag_desc)
+                 for r in spark.sql(rewritten).collect())
+    assert got == [
+        ("a", 0, None, 2, 2),
+        ("a", 10, 1, -1, None),  # the next row is 35 minutes later: outside both frames
+        ("a", 45, None, 4, 4),
+        ("a", 50, 3, -1, None),
+        ("b", 5, None, -1, None),
+    ]
