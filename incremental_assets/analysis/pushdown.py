@@ -85,21 +85,21 @@ def pushdown(
             low, high = run_start - bound.before, run_end + bound.after
             event = by_lower_event.get(written)
             if event is None:
-                condition = _in_range(column, make_literal(name, low), make_literal(name, high))
+                condition = exp.and_(*_in_range(column, make_literal(name, low), make_literal(name, high)))
             else:
                 unit = IntervalUnit.of(event[1])
                 condition = exp.and_(
-                    _in_range(column, make_literal(name, unit.floor(low)), make_literal(name, unit.ceil(high))),
-                    _in_range(event[0], timestamp_literal(name, low), timestamp_literal(name, high)),
+                    *_in_range(column, make_literal(name, unit.floor(low)), make_literal(name, unit.ceil(high))),
+                    *_in_range(event[0], timestamp_literal(name, low), timestamp_literal(name, high)),
                 )
             _drop_table_qualifier(scope, table)
             table.replace(_bounded(table, condition))
     return result
 
 
-def _in_range(column: str, low: exp.Expression, high: exp.Expression) -> exp.Expression:
+def _in_range(column: str, low: exp.Expression, high: exp.Expression) -> tuple[exp.Expression, exp.Expression]:
     time = exp.column(exp.to_identifier(column))
-    return exp.and_(exp.GTE(this=time, expression=low), exp.LT(this=time.copy(), expression=high))
+    return exp.GTE(this=time, expression=low), exp.LT(this=time.copy(), expression=high)
 
 
 def _bounded(table: exp.Table, condition: exp.Expression) -> exp.Subquery:
