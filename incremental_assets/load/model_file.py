@@ -201,7 +201,7 @@ _UNUSED = {
     "allow_partials": "allow_partials is not applied: only complete intervals run",
     "storage_format": "storage_format is not applied: every table is Delta",
     "table_format": "table_format is not applied: every table is Delta",
-    "physical_properties": "physical_properties are not applied (but event_time_column)",
+    "physical_properties": "physical_properties other than event_time_column are not applied",
     "session_properties": "session_properties are not applied: set Spark conf in incremental_assets.yaml",
 }
 
