@@ -168,6 +168,8 @@ def test_explain_shows_the_bound_and_its_column(project, capsys):
     }
     assert cli.main(["explain", "s.chained", "--json", "--project", str(project.directory)]) == 0
     assert json.loads(capsys.readouterr().out)["sources"]["s.gaps"]["column"] == "event_ts"
+    assert cli.main(["explain", "s.gaps", "--project", str(project.directory)]) == 0
+    assert "reads raw.clicks: before PT30M, after PT0S on event_ts (whole event_date partitions: 1 before, 0 after)" in capsys.readouterr().out
 
 
 def test_lookback_in_event_time_becomes_a_one_day_partition_mapping(project, tmp_path, monkeypatch):
