@@ -177,10 +177,10 @@ def test_explain_json(project, capsys):
     assert cli.main(["explain", "s.trailing", "--json", "--project", str(project.directory)]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["safety_class"] == "FullyBatchSafe"
-    assert info["sources"] == {"raw.events": {"before": "P1D", "after": "PT0S"}}
+    assert info["sources"] == {"raw.events": {"before": "P1D", "after": "PT0S", "column": "ts"}}
     assert info["partitions"]["interval_unit"] == "day" and info["backfill_policy"].startswith("single run")
     assert cli.main(["explain", "s.rolling", "--json", "--project", str(project.directory)]) == 0
-    assert json.loads(capsys.readouterr().out)["sources"]["raw.events"] == {"before": "PT2H", "after": "PT0S"}
+    assert json.loads(capsys.readouterr().out)["sources"]["raw.events"] == {"before": "PT2H", "after": "PT0S", "column": "ts"}
     assert cli.main(["explain", "s.weekahead", "--json", "--project", str(project.directory)]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["safety_class"] == "BoundedSafe(7)" and info["reasons"][0]["rule"] == "window_relative"

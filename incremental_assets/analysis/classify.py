@@ -45,18 +45,22 @@ def analyze_query(
     overrides: frozenset[str] = frozenset(),
     declared_lookback: int | None = None,
     dialect: str = "spark",
+    event_time_columns: Mapping[str, tuple[str, str]] | None = None,
 ) -> Analysis:
     """Classify an incremental-by-time model's query and derive the read bound of each source.
 
     ``query`` is parsed with ``read=dialect`` before macro rendering; ``time_columns`` gives, per
     referenced table name, its time column or None; ``interval`` is the model's interval length
-    (nominal 7/31/92/366 days for week/month/quarter/year). The query is not modified.
+    (nominal 7/31/92/366 days for week/month/quarter/year). ``event_time_columns`` gives, per table
+    with one, its event-time column and the unit its time column truncates it to: the table's bound is
+    then derived in event time. The query is not modified.
     """
     unknown = set(overrides) - KNOWN_OVERRIDES
     if unknown:
         raise ValueError(f"unknown safety override(s) {sorted(unknown)}; known: {sorted(KNOWN_OVERRIDES)}")
     lineage = Lineage(
-        query, model_name=model_name, time_column=time_column, time_columns=time_columns, interval=interval, dialect=dialect
+        query, model_name=model_name, time_column=time_column, time_columns=time_columns, interval=interval, dialect=dialect,
+        event_time_columns=event_time_columns,
     )
     safety = check_safety(lineage, overrides=overrides)
     bounds, lookback = derive_bounds(lineage, declared_lookback=declared_lookback)

@@ -72,6 +72,11 @@ class Ref:
     known: bool
     is_self: bool
     scope: Scope
+    # A declared event-time column: the row's time, of which time_column is the truncation to
+    # partition_grain. The analysis then measures this reference in event time.
+    event_column: str | None = None
+    partition_unit: str | None = None
+    partition_grain: Grain = "exact"
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,16 @@ class TimeKey:
     ref: Ref
     grain: Grain
     path: tuple[Scope, ...]
+
+
+def partition_grain(unit: str) -> Grain:
+    """The grain a partition column of ``unit`` truncates event time to (intervals' weeks start on Sunday).
+
+    >>> partition_grain("day"), partition_grain("week")
+    ('day', 'week:sunday')
+    """
+    unit = unit.lower()
+    return "week:sunday" if unit == "week" else unit
 
 
 def inline_ctes(query: exp.Expression) -> tuple[exp.Expression, bool]:
@@ -150,7 +165,10 @@ class Lineage:
         time_columns: Mapping[str, str | None],
         interval: timedelta,
         dialect: str = "spark",
+        event_time_columns: Mapping[str, tuple[str, str]] | None = None,
     ):
+        """``event_time_columns`` maps a table name to its event-time column and the unit (``day``,
+        ``hour``, ...) its time column truncates that column to."""
         self.model_name = model_name
         self.time_column = time_column
         self.interval = interval
@@ -166,7 +184,7 @@ class Lineage:
         self._ref_by_table: dict[int, Ref] = {}
         self._refs_under: dict[int, list[Ref]] = {}
         self.memo: dict[str, dict] = {}  # per-pass caches keyed by scope id
-        self._collect_refs(time_columns)
+        self._collect_refs(time_columns, event_time_columns or {})
         self.unit: ModelInterval = interval_unit(interval)
         if self.unit == "week":
             # A weekly model's intervals start on the weekday its own time column is truncated to.
@@ -176,8 +194,9 @@ class Lineage:
 
     # --- references ------------------------------------------------------------------------
 
-    def _collect_refs(self, time_columns: Mapping[str, str | None]) -> None:
+    def _collect_refs(self, time_columns: Mapping[str, str | None], event_time_columns: Mapping[str, tuple[str, str]]) -> None:
         by_lower = {name.lower(): name for name in time_columns}
+        events = {name.lower(): value for name, value in event_time_columns.items()}
         for scope in self.scopes:
             source_ids = {id(s) for s in scope.sources.values() if isinstance(s, exp.Table)}
             for table in scope.tables:
@@ -189,9 +208,17 @@ class Lineage:
                 known = name in time_columns or is_self
                 column = time_columns.get(name) if name in time_columns else self.time_column if is_self else None
                 ref = Ref(table, f"__ref{len(self.refs)}", name, column, known, is_self, scope)
+                event = events.get(name.lower()) if column else None
+                if event is not None:
+                    ref.event_column, ref.partition_unit = event[0].lower(), event[1].lower()
+                    ref.partition_grain = partition_grain(ref.partition_unit)
                 self.refs.append(ref)
                 self._ref_by_key[ref.key] = ref
                 self._ref_by_table[id(table)] = ref
+
+    def time_column_names(self, ref: Ref) -> set[str]:
+        """The columns of ``ref`` that say when a row happened (its time column, its event-time column)."""
+        return {c.lower() for c in (ref.time_column, ref.event_column) if c}
 
     def ref_of_column(self, column: exp.Column) -> Ref | None:
         return self._ref_by_key.get(column.table)
@@ -287,7 +314,7 @@ class Lineage:
     def _known_outputs(self, source: exp.Table | Scope) -> set[str]:
         if isinstance(source, exp.Table):
             ref = self._ref_by_table.get(id(source))
-            return {ref.time_column.lower()} if ref is not None and ref.time_column else set()
+            return self.time_column_names(ref) if ref is not None else set()
         if source.outer_columns:
             return {c.lower() for c in source.outer_columns}
         query = source.expression
@@ -362,9 +389,18 @@ class Lineage:
                 return None
             grain, node = combined, step[1]
         ref = self.ref_of_column(node)
-        if ref is None or not ref.time_column or node.name.lower() != ref.time_column.lower():
+        if ref is None or not ref.time_column:
             return None
-        return ref, grain
+        name = node.name.lower()
+        if ref.event_column is None:
+            return (ref, grain) if name == ref.time_column.lower() else None
+        if name == ref.event_column:
+            return ref, grain
+        if name != ref.time_column.lower():
+            return None
+        # The partition column is the event time truncated to the partition unit.
+        combined = coarser(grain, ref.partition_grain)
+        return (ref, combined) if combined is not None else None
 
     def time_keys(self, expr: exp.Expression, scope: Scope, *, aliases: bool = False) -> list[TimeKey] | None:
         """The time keys ``expr`` stands for (one per union branch), or None if it is not one."""

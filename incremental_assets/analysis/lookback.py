@@ -12,6 +12,11 @@ A time-series reference gets its bound from, in order of trust:
    AND a.ts``) is needed for the other's range, shifted.
 3. A declared lookback, for the before-bound of references nothing else bounds.
 
+A reference to a table with an event-time column is measured in event time: the event-time column
+is its exact time and the partition (time) column that time truncated to the partition unit, so a
+frame over ``event_ts`` in ``event_date`` partitions gets a bound of minutes, which pushdown widens
+to whole partitions for reading.
+
 Anything else is refused (``lookback_underivable``), naming the source. Filters are checked against
 the demand: a filter narrower than what frames or joins need (``lookback_truncated``) is refused, and
 a filter anchored on the other end of the window (``ds = @start_ds``, ``ts >= @end_dt - INTERVAL 7 DAY``)
@@ -178,7 +183,10 @@ def _bounds_by_name(lineage: Lineage, per_ref: dict[int, list[timedelta | None]]
         current = bounds.get(ref.name)
         if current is not None:
             before, after = max(before, current.before), max(after, current.after)
-        bounds[ref.name] = SourceBound(before, after)
+        if ref.event_column:
+            bounds[ref.name] = SourceBound(before, after, ref.event_column, ref.time_column, ref.partition_unit)
+        else:
+            bounds[ref.name] = SourceBound(before, after, ref.time_column)
     return {name: bound for name, bound in bounds.items() if name not in underivable}
 
 
@@ -456,7 +464,7 @@ def _side_bound(
         return demand
     if declared is not None:
         return _declared(lineage, ref, declared, report) if side == BEFORE else ZERO
-    column = ref.time_column
+    column = ref.event_column or ref.time_column
     if not any(e.ref is ref for e in state.edges) and state.demand[id(ref)] == [None, None]:
         if side == BEFORE:  # one refusal for the reference, not one per side
             report.refusals.append(Reason(

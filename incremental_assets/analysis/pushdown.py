@@ -4,6 +4,10 @@ Every reference to a time-series table (in the main query, CTEs, subqueries, eac
 self-join) becomes a derived table under the reference's own alias, filtered on the table's time
 column to ``[run_start - before, run_end + after)``. The model's own output clamp is separate.
 
+A table with an event-time column has its bound in event time: it is read in whole partitions of its
+time column (for pruning) and filtered on the event time itself (exact), since each partition holds
+exactly the rows whose event time truncates to it.
+
 >>> import sqlglot
 >>> from datetime import datetime, timedelta
 >>> q = sqlglot.parse_one("SELECT o.id FROM raw.orders AS o JOIN dim.c ON c.id = o.cid", read="spark")
@@ -12,6 +16,13 @@ column to ``[run_start - before, run_end + after)``. The model's own output clam
 ...                run_start=datetime(2024, 1, 2), run_end=datetime(2024, 1, 3))
 >>> print(out.sql("spark"))
 SELECT o.id FROM (SELECT * FROM raw.orders WHERE ts >= CAST('2024-01-01 23:00:00' AS TIMESTAMP) AND ts < CAST('2024-01-03 00:00:00' AS TIMESTAMP)) AS o JOIN dim.c ON c.id = o.cid
+>>> from datetime import timezone
+>>> out = pushdown(sqlglot.parse_one("SELECT * FROM raw.e", read="spark"),
+...                bounds={"raw.e": SourceBound(timedelta(minutes=30), timedelta(0))}, time_columns={"raw.e": "ds"},
+...                event_time_columns={"raw.e": ("ts", "day")},
+...                run_start=datetime(2024, 1, 2, tzinfo=timezone.utc), run_end=datetime(2024, 1, 3, tzinfo=timezone.utc))
+>>> print(out.find(exp.Where).sql("spark"))
+WHERE ds >= CAST('2024-01-01 00:00:00' AS TIMESTAMP) AND ds < CAST('2024-01-03 00:00:00' AS TIMESTAMP) AND ts >= CAST('2024-01-01 23:30:00' AS TIMESTAMP) AND ts < CAST('2024-01-03 00:00:00' AS TIMESTAMP)
 """
 
 from __future__ import annotations
@@ -23,6 +34,7 @@ from sqlglot import exp
 from sqlglot.optimizer.scope import build_scope
 
 from incremental_assets.analysis.result import SourceBound
+from incremental_assets.model.intervals import IntervalUnit
 
 
 def timestamp_literal(table_name: str, value: datetime) -> exp.Expression:
@@ -41,16 +53,19 @@ def pushdown(
     run_start: datetime,
     run_end: datetime,
     literal: Callable[[str, datetime], exp.Expression] | None = None,
+    event_time_columns: Mapping[str, tuple[str, str]] | None = None,
 ) -> exp.Expression:
     """A new query in which every time-series table reference reads only its bounded range.
 
     ``literal(table_name, instant)`` builds the value compared with that table's time column
-    (default: a UTC ``TIMESTAMP``). Tables with no bound (None, or absent) are read in full. The
-    input expression is not modified.
+    (default: a UTC ``TIMESTAMP``). Tables with no bound (None, or absent) are read in full.
+    ``event_time_columns`` maps a table to its event-time column and its partition unit. The input
+    expression is not modified.
     """
     make_literal = literal or timestamp_literal
     by_lower_bound = {name.lower(): (name, bound) for name, bound in bounds.items()}
     by_lower_column = {name.lower(): column for name, column in time_columns.items()}
+    by_lower_event = {name.lower(): event for name, event in (event_time_columns or {}).items()}
     result = query.copy()
     root = build_scope(result)
     if root is None:
@@ -68,19 +83,31 @@ def pushdown(
             if bound is None or not column:
                 continue
             low, high = run_start - bound.before, run_end + bound.after
+            event = by_lower_event.get(written)
+            if event is None:
+                condition = exp.and_(*_in_range(column, make_literal(name, low), make_literal(name, high)))
+            else:
+                unit = IntervalUnit.of(event[1])
+                condition = exp.and_(
+                    *_in_range(column, make_literal(name, unit.floor(low)), make_literal(name, unit.ceil(high))),
+                    *_in_range(event[0], timestamp_literal(name, low), timestamp_literal(name, high)),
+                )
             _drop_table_qualifier(scope, table)
-            table.replace(_bounded(table, column, make_literal(name, low), make_literal(name, high)))
+            table.replace(_bounded(table, condition))
     return result
 
 
-def _bounded(table: exp.Table, column: str, low: exp.Expression, high: exp.Expression) -> exp.Subquery:
+def _in_range(column: str, low: exp.Expression, high: exp.Expression) -> tuple[exp.Expression, exp.Expression]:
+    time = exp.column(exp.to_identifier(column))
+    return exp.GTE(this=time, expression=low), exp.LT(this=time.copy(), expression=high)
+
+
+def _bounded(table: exp.Table, condition: exp.Expression) -> exp.Subquery:
     alias = table.args.get("alias")
     inner = table.copy()
     inner.set("alias", None)
     if alias is None:
         alias = exp.TableAlias(this=table.this.copy())
-    time = exp.column(exp.to_identifier(column))
-    condition = exp.and_(exp.GTE(this=time, expression=low), exp.LT(this=time.copy(), expression=high))
     return exp.Subquery(this=exp.select("*").from_(inner).where(condition), alias=alias.copy())
 
 

@@ -13,6 +13,11 @@ from datetime import timedelta
 from types import MappingProxyType
 from typing import Literal
 
+from incremental_assets.model.intervals import IntervalUnit
+
+_SHORTEST = {"hour": timedelta(hours=1), "day": timedelta(days=1), "week": timedelta(days=7),
+             "month": timedelta(days=28), "quarter": timedelta(days=89), "year": timedelta(days=365)}
+
 SafetyClass = Literal["FullyBatchSafe", "BoundedSafe", "PerPartitionOnly", "Refused"]
 
 
@@ -32,10 +37,17 @@ class Reason:
 
 @dataclass(frozen=True)
 class SourceBound:
-    """How far outside a run window a source is read: ``[run_start - before, run_end + after)``."""
+    """How far outside a run window a source is read: ``[run_start - before, run_end + after)``.
+
+    ``column`` is the column the bound is measured in. When it is the table's event-time column,
+    ``partition_column`` (its truncation to ``partition_unit``) is read in whole partitions around it.
+    """
 
     before: timedelta
     after: timedelta
+    column: str | None = field(default=None, compare=False, repr=False)
+    partition_column: str | None = field(default=None, compare=False, repr=False)
+    partition_unit: str | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -91,10 +103,26 @@ def iso_duration(value: timedelta) -> str:
     return "PT" + text
 
 
-def describe_bound(bound: SourceBound) -> dict[str, str]:
-    """A bound as ISO-8601 durations, the form ``explain --json`` shows.
+def describe_bound(bound: SourceBound) -> dict[str, object]:
+    """A bound as ISO-8601 durations and the column it is in, the form ``explain --json`` shows.
+
+    A bound in an event-time column also says how many whole partitions of the partition column a
+    run reads beyond a window on partition boundaries.
 
     >>> describe_bound(SourceBound(timedelta(minutes=30), timedelta(days=1)))
     {'before': 'PT30M', 'after': 'P1D'}
+    >>> describe_bound(SourceBound(timedelta(minutes=30), timedelta(0), "event_ts", "event_date", "day"))["partitions"]
+    {'column': 'event_date', 'unit': 'day', 'before': 1, 'after': 0}
     """
-    return {"before": iso_duration(bound.before), "after": iso_duration(bound.after)}
+    described: dict[str, object] = {"before": iso_duration(bound.before), "after": iso_duration(bound.after)}
+    if bound.column:
+        described["column"] = bound.column
+    if bound.partition_column and bound.partition_unit:
+        length = _SHORTEST[IntervalUnit.of(bound.partition_unit).value]  # at most this many partitions
+        described["partitions"] = {
+            "column": bound.partition_column,
+            "unit": bound.partition_unit,
+            "before": -(-bound.before // length),
+            "after": -(-bound.after // length),
+        }
+    return described

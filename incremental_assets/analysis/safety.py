@@ -169,17 +169,40 @@ def _subquery(lineage: Lineage, scope: Scope) -> _Hit:
 
 
 def _windows(lineage: Lineage, scope: Scope) -> list[_Hit]:
-    return [
-        _Hit(
+    hits = []
+    for use in window_uses(lineage, scope):
+        if use.kind != "history":
+            continue
+        if use.untimed_order is not None:
+            hits.append(_untimed_frame(lineage, use.node, *use.untimed_order))
+            continue
+        hits.append(_Hit(
             "window_function", use.node,
             f"window function {snippet(use.node, lineage.dialect)} is not partitioned by the time column "
             f"{lineage.time_column}, so a run sees only part of each partition",
             f"partition it by {lineage.time_column} (or an expression of it at the model's grain), bound it with "
             "RANGE BETWEEN INTERVAL ... PRECEDING AND CURRENT ROW, or set allow_window_functions",
+        ))
+    return hits
+
+
+def _untimed_frame(lineage: Lineage, node: exp.Window, table: str, time_column: str, event_column: str | None, column: str) -> _Hit:
+    """A RANGE frame over a column of a time-series table that says nothing about its time."""
+    message = (
+        f"window function {snippet(node, lineage.dialect)} has a RANGE frame over {column} of {table}, which is "
+        f"neither its time column ({time_column}) nor "
+        + (f"its event-time column ({event_column})" if event_column else "a declared event-time column")
+        + ", so how far it reaches in time is unknown"
+    )
+    if event_column:
+        hint = f"order the frame by {event_column} or {time_column}, or set allow_window_functions"
+    else:
+        hint = (
+            f"declare {column} as the event-time column of {table} (`event_time_column: {column}` in its sources.yaml "
+            f"entry, or `event_time_column {column}` in its MODEL header; {time_column} must hold {column} truncated "
+            "to the table's interval unit), or set allow_window_functions"
         )
-        for use in window_uses(lineage, scope)
-        if use.kind == "history"
-    ]
+    return _Hit("window_function", node, message, hint)
 
 
 def _aggregates(lineage: Lineage, scope: Scope, *, per_interval: bool) -> list[_Hit]:

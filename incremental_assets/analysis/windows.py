@@ -46,6 +46,10 @@ class WindowUse:
     node: exp.Window
     kind: WindowKind
     reach: Reach
+    # A RANGE frame ordered by a column of a time-series table that is not one of its time columns:
+    # (table name, its time column, its event-time column or None, the column), so the refusal can
+    # say what to declare.
+    untimed_order: tuple[str, str, str | None, str] | None = None
 
 
 def add_reach(a: Reach, b: Reach) -> Reach:
@@ -71,8 +75,26 @@ def window_uses(lineage: Lineage, scope: Scope) -> list[WindowUse]:
     for node in find_all_in_scope(scope.expression, exp.Window):
         if node.arg_key == "windows":
             continue  # a WINDOW w AS (...) definition, used through OVER w
-        uses.append(WindowUse(node, *_classify(lineage, scope, node, named)))
+        kind, reach = _classify(lineage, scope, node, named)
+        untimed = _untimed_order(lineage, scope, node, named) if kind == "history" else None
+        uses.append(WindowUse(node, kind, reach, untimed))
     return uses
+
+
+def _untimed_order(
+    lineage: Lineage, scope: Scope, node: exp.Window, named: dict[str, exp.Window]
+) -> tuple[str, str, str | None, str] | None:
+    _, order, spec = _spec(node, named)
+    if len(order) != 1 or spec is None or str(spec.args.get("kind", "")).upper() != "RANGE":
+        return None
+    origins = lineage.resolve(order[0].this, scope, aliases=True)
+    if not origins or len(origins) != 1 or not isinstance(origins[0].expr, exp.Column):
+        return None
+    column = origins[0].expr
+    ref = lineage.ref_of_column(column)
+    if ref is None or not ref.time_column or column.name.lower() in lineage.time_column_names(ref):
+        return None
+    return ref.name, ref.time_column, ref.event_column, column.name.lower()
 
 
 def scope_reach(lineage: Lineage, scope: Scope) -> Reach:

@@ -116,13 +116,23 @@ def cmd_explain(args: argparse.Namespace) -> int:
         for r in info["reasons"]:
             print(f"  reason:          [{r['rule']}] line {r['line']}: {r['message']}")
         for name, bound in info["sources"].items():
-            text = f"before {bound['before']}, after {bound['after']}" if isinstance(bound, dict) else bound
-            print(f"  reads {name}: {text}")
+            print(f"  reads {name}: {_bound_text(bound)}")
         if info["partitions"]:
             p = info["partitions"]
             print(f"  partitions:      {p['interval_unit']} from {p['first_key']} on {p['time_column']}")
         print(f"  backfill policy: {info['backfill_policy']}")
     return 0
+
+
+def _bound_text(bound: dict | str) -> str:
+    """``before PT30M, after PT0S on event_ts (whole event_date partitions: 1 before, 0 after)``."""
+    if not isinstance(bound, dict):
+        return bound
+    text = f"before {bound['before']}, after {bound['after']}" + (f" on {bound['column']}" if "column" in bound else "")
+    parts = bound.get("partitions")
+    if parts:
+        text += f" (whole {parts['column']} partitions: {parts['before']} before, {parts['after']} after)"
+    return text
 
 
 def cmd_render(args: argparse.Namespace) -> int:

@@ -29,8 +29,8 @@ from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, DeltaProtocolError, TableNotFoundError
 
 from incremental_assets.delta.files import check_credentials, filesystem, is_local, local_path, short_reason
-from incremental_assets.errors import DamagedTableError, StorageError
-from incremental_assets.model.intervals import IntervalUnit, TimeWindow
+from incremental_assets.errors import DamagedTableError, StorageError, WindowError
+from incremental_assets.model.intervals import IntervalUnit, TimeWindow, to_utc
 
 PARTITION_COLUMN = "ia_interval"
 # Keyed tables (unique key, SCD type 2) are partitioned by a hash bucket of the key instead.
@@ -209,7 +209,29 @@ def source_files(uri: str, *, time_column: str | None = None, window: TimeWindow
     table = open_table(uri)
     if window is None or time_column is None:
         return table.file_uris()
-    return table.file_uris(file_pruning_predicate=[(time_column, ">=", window.start), (time_column, "<", window.end)])
+    low: object = window.start
+    high: object = window.end
+    if _is_date_column(table, time_column):
+        # A DATE column compares with dates (a timestamp does not parse as one): every day the window touches.
+        low, high = IntervalUnit.DAY.floor(window.start).date(), IntervalUnit.DAY.ceil(window.end).date()
+    return table.file_uris(file_pruning_predicate=[(time_column, ">=", low), (time_column, "<", high)])
+
+
+def _instant(value: object) -> datetime | None:
+    """A partition value as an instant (a date is its midnight, UTC)."""
+    if value is None or isinstance(value, datetime):
+        return value
+    try:
+        return to_utc(value)
+    except (WindowError, TypeError, ValueError):
+        return None
+
+
+def _is_date_column(table: DeltaTable, column: str) -> bool:
+    for schema_field in table.schema().fields:
+        if schema_field.name.lower() == column.lower():
+            return getattr(schema_field.type, "type", None) == "date"
+    return False
 
 
 def arrow_schema(uri: str, *, drop: Sequence[str] = (PARTITION_COLUMN, BUCKET_COLUMN)) -> pa.Schema:
@@ -257,6 +279,8 @@ def added_time_ranges(uri: str, since_version: int, time_column: str) -> tuple[i
             continue
         lo = row.get(f"min.{time_column}") if f"min.{time_column}" in names else None
         hi = row.get(f"max.{time_column}") if f"max.{time_column}" in names else None
+        if lo is None and f"partition.{time_column}" in names:  # partitioned by its time column: no statistics
+            lo = hi = _instant(row[f"partition.{time_column}"])
         ranges.append((lo, hi))
     return version, ranges
 

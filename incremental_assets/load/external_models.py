@@ -1,7 +1,7 @@
 """SQLMesh's ``external_models.yaml``: the columns of tables no model produces, and where they live.
 
 Each entry is SQLMesh's ``{name, columns, description?, gateway?}``; we also take the keys of a
-sources.yaml entry (``location``, ``format``, ``time_column``, ``interval_unit``), since SQLMesh finds the
+sources.yaml entry (``location``, ``format``, ``time_column``, ``event_time_column``, ``interval_unit``), since SQLMesh finds the
 tables through its gateway and we need to be told where they are. A name declared in ``sources.yaml`` too
 takes its location from there and its columns from here when sources.yaml gives none. The format defaults
 from the location's suffix (``.csv``, ``.json``, ``.parquet``; otherwise Delta). Column types are in the
@@ -29,7 +29,7 @@ from incremental_assets.load.sources import make_source, yaml_entries
 from incremental_assets.model.project import Source
 
 EXTERNAL_MODELS_FILE = "external_models.yaml"
-_KEYS = {"name", "columns", "description", "gateway", "location", "format", "time_column", "interval_unit"}
+_KEYS = {"name", "columns", "description", "gateway", "location", "format", "time_column", "event_time_column", "interval_unit"}
 _SUFFIX_FORMATS = {".csv": "csv", ".json": "json", ".parquet": "parquet"}
 
 

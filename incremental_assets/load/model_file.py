@@ -122,6 +122,7 @@ def parse_model_file(
         _check_spark_equivalent(reader, query, dialect, split.query_line)
     if isinstance(kind, IncrementalByTimeRange):
         _check_time_column(reader, query, kind.time_column, seen["kind"].line, values.get("columns", {}))
+    _check_event_time_column(reader, query, kind, values, seen)
     _check_keyed_kind(reader, query, kind, seen["kind"].line)
     return SqlModel(
         name=name,
@@ -202,7 +203,7 @@ _UNUSED = {
     "allow_partials": "allow_partials is not applied: only complete intervals run",
     "storage_format": "storage_format is not applied: every table is Delta",
     "table_format": "table_format is not applied: every table is Delta",
-    "physical_properties": "physical_properties are not applied",
+    "physical_properties": "physical_properties other than event_time_column are not applied",
     "session_properties": "session_properties are not applied: set Spark conf in incremental_assets.yaml",
 }
 
@@ -265,6 +266,8 @@ _PROPERTY_READERS: dict[str, tuple[str, Callable[[HeaderReader, Property, str], 
     "column_descriptions": ("column_descriptions", lambda r, p, d: _column_descriptions(r, p)),
     "columns": ("columns", lambda r, p, d: _read_columns(r, p.value, d)),
     "enabled": ("enabled", lambda r, p, d: r.flag(p.value, "enabled")),
+    # Ours, not SQLMesh's: the event time of each row, of which the kind's time_column is the truncation.
+    "event_time_column": ("event_time_column", lambda r, p, d: r.text(p.value, "event_time_column").lower()),
 }
 
 
@@ -280,7 +283,20 @@ def _read_values(reader: HeaderReader, seen: Mapping[str, Property], dialect: st
             values["audits"] = values.get("audits", ()) + parse_audits(prop.value, reader.path, origin=key)
         else:
             metadata[key] = prop.value.text
+    physical = _physical_event_time(reader, seen.get("physical_properties"))
+    if physical is not None:
+        values.setdefault("event_time_column", physical)
     return values
+
+
+def _physical_event_time(reader: HeaderReader, prop: Property | None) -> str | None:
+    """``physical_properties (event_time_column = 'event_ts')``: the spelling a file SQLMesh loads too may use."""
+    if prop is None or not isinstance(prop.value, Items):
+        return None
+    for item in prop.value.items:
+        if isinstance(item, Pair) and item.key.lower() == "event_time_column":
+            return reader.text(item.value, "event_time_column").lower()
+    return None
 
 
 def _time_layout(reader: HeaderReader, seen: Mapping[str, Property], values: dict[str, Any], defaulted: set[str]) -> None:
@@ -379,6 +395,23 @@ def _check_time_column(reader: HeaderReader, query: exp.Query, column: str, line
             f"time_column '{column}' is not an output column of the query (outputs: {', '.join(names)})",
             hint=f"select the time column, e.g. `... AS {column}`, or name the right column in the kind",
         )
+
+
+def _check_event_time_column(reader: HeaderReader, query: exp.Query, kind: Kind, values: Mapping[str, Any], seen: Mapping[str, Property]) -> None:
+    """An event-time column refines the time column of a time-partitioned model and is one of its outputs."""
+    column = values.get("event_time_column")
+    if column is None:
+        return
+    line = (seen.get("event_time_column") or seen["physical_properties"]).line
+    if not isinstance(kind, IncrementalByTimeRange):
+        raise reader.fail(line, f"event_time_column {column} needs a time column: the model is {kind.name}",
+                          hint="use kind INCREMENTAL_BY_TIME_RANGE (time_column <partition column>), or remove event_time_column")
+    if column == kind.time_column.lower():
+        raise reader.fail(line, f"event_time_column and the time_column are both {column}", hint="remove event_time_column")
+    names = output_columns(query)
+    if names is not None and column not in names:
+        raise reader.fail(line, f"event_time_column '{column}' is not an output column of the query (outputs: {', '.join(names)})",
+                          hint=f"select the event time, e.g. `... AS {column}`")
 
 
 def _check_keyed_kind(reader: HeaderReader, query: exp.Query, kind: Kind, line: int) -> None:

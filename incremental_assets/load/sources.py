@@ -15,7 +15,7 @@ from incremental_assets.errors import ModelFileError
 from incremental_assets.model.intervals import INTERVAL_UNITS
 from incremental_assets.model.project import SOURCE_FORMATS, Source
 
-_SOURCE_KEYS = {"name", "location", "format", "columns", "time_column", "interval_unit", "description"}
+_SOURCE_KEYS = {"name", "location", "format", "columns", "time_column", "event_time_column", "interval_unit", "description"}
 
 
 def _node_line(node: yaml.Node) -> int:
@@ -57,22 +57,26 @@ def make_source(entry: dict, name: str, fmt: str, columns: dict[str, str], proje
         name=name, location=location, format=fmt, columns=columns,
         time_column=str(time_column).lower() if time_column else None,
         interval_unit=str(unit).lower() if unit else ("day" if time_column else None), line=line,
+        event_time_column=read_event_time_column(entry, path, line, name),
     )
 
 
 def load_sources(path: Path, project_dir: Path) -> dict[str, Source]:
-    """Read sources.yaml: a list of {name, location, format, columns?, time_column?, interval_unit?}."""
+    """Read sources.yaml: a list of {name, location, format, columns?, time_column?, event_time_column?, interval_unit?}."""
     sources: dict[str, Source] = {}
     for entry, line in yaml_entries(path, "sources.yaml must be a list of sources", under="sources"):
         if not isinstance(entry, dict):
             raise ModelFileError(path, line, "each source must be a mapping with name, location and format")
         unknown = set(entry) - _SOURCE_KEYS
         if unknown:
-            raise ModelFileError(path, line, f"unknown key(s) {', '.join(sorted(unknown))} in a source", hint="use name, location, format, columns, time_column, interval_unit")
+            raise ModelFileError(
+                path, line, f"unknown key(s) {', '.join(sorted(unknown))} in a source",
+                hint="use name, location, format, columns, time_column, event_time_column, interval_unit",
+            )
         for key in ("name", "location", "format"):
             if not entry.get(key) or not isinstance(entry.get(key), str):
                 raise ModelFileError(path, line, f"source is missing '{key}'", hint=f"add `{key}: ...` to the entry")
-        for key in ("name", "location", "time_column"):
+        for key in ("name", "location", "time_column", "event_time_column"):
             if "\x00" in str(entry.get(key) or ""):
                 raise ModelFileError(path, line, f"source {key} contains a NUL character")
         name = entry["name"].lower()
@@ -81,6 +85,23 @@ def load_sources(path: Path, project_dir: Path) -> dict[str, Source]:
         columns = {str(k).lower(): str(v) for k, v in _columns(entry.get("columns") or {}, path, line, name).items()}
         sources[name] = make_source(entry, name, entry["format"].lower(), columns, project_dir, path, line)
     return sources
+
+
+def read_event_time_column(entry: dict, path: Path, line: int, name: str) -> str | None:
+    """The event-time column: a finer time of each row, of which ``time_column`` is the truncation."""
+    value = entry.get("event_time_column")
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ModelFileError(path, line, f"source {name}: event_time_column must be a column name", hint="write `event_time_column: event_ts`")
+    if not entry.get("time_column"):
+        raise ModelFileError(
+            path, line, f"source {name}: event_time_column {value} needs a time_column (the partition column it is truncated to)",
+            hint="add `time_column: event_date` (and `interval_unit: day`), the column whose value is the event time truncated to the unit",
+        )
+    if value.lower() == str(entry["time_column"]).lower():
+        raise ModelFileError(path, line, f"source {name}: event_time_column and time_column are both {value}", hint="remove event_time_column")
+    return value.lower()
 
 
 def _columns(columns: object, path: Path, line: int, name: str) -> dict:

@@ -26,9 +26,10 @@ class Source:
     location: str
     format: str
     columns: Mapping[str, str] = field(default_factory=dict)
-    time_column: str | None = None
+    time_column: str | None = None  # the partition column
     interval_unit: str | None = None
     line: int | None = None
+    event_time_column: str | None = None  # the row's event time; time_column is it truncated to interval_unit
 
     @property
     def is_time_series(self) -> bool:
@@ -67,6 +68,16 @@ class Project:
             return self.models[name].time_column
         if name in self.sources:
             return self.sources[name].time_column
+        return None
+
+    def event_time_of(self, name: str) -> tuple[str, str] | None:
+        """A relation's event-time column and the unit its time (partition) column truncates it to, if declared."""
+        if name in self.models:
+            model = self.models[name]
+            return (model.event_time_column, model.unit.value) if model.event_time_column and model.time_column else None
+        source = self.sources.get(name)
+        if source is not None and source.event_time_column and source.time_column:
+            return source.event_time_column, source.interval_unit or "day"
         return None
 
     def select(self, selection: str | Iterable[str] | None) -> list[SqlModel]:

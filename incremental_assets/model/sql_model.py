@@ -71,6 +71,7 @@ class SqlModel:
     pre_statements: tuple[exp.Expression, ...] = ()  # run before the query, in the same session
     post_statements: tuple[exp.Expression, ...] = ()  # run after the write
     inline_audits: tuple[UserAudit, ...] = ()  # AUDIT (...) blocks of the model file
+    event_time_column: str | None = None  # the row's event time; the kind's time_column is it truncated to the unit
     derived_start: bool = False  # start not written: from the upstream models or the previous interval
     relative_start: str | None = None  # a start written relative to the load time ('1 year ago'), as written
 

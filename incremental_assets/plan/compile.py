@@ -30,6 +30,7 @@ def analyze_model(project: Project, model: SqlModel) -> Analysis | None:
         return None
     time_columns = {name: project.time_column_of(name) for name in model.depends_on}
     time_columns[model.name] = kind.time_column
+    event_time_columns = {name: found for name in (*model.depends_on, model.name) if (found := project.event_time_of(name))}
     query = model.query
     if isinstance(model, SqlmeshPythonModel):
         # Its function is opaque: it reads its upstreams in full, its rows are clamped to the window.
@@ -49,6 +50,7 @@ def analyze_model(project: Project, model: SqlModel) -> Analysis | None:
             overrides=kind.safety_overrides,
             declared_lookback=kind.lookback,
             dialect=model.dialect,
+            event_time_columns=event_time_columns,
         )
         for variant in runtime_variants(query)
     ])

@@ -48,6 +48,7 @@ from incremental_assets.model.kinds import (
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SEED_VIEW, SqlModel
 from incremental_assets.plan.compile import analysis_of, run_size
+from incremental_assets.plan.frames import navigation_frames
 from incremental_assets.plan.macros import (
     clamp_to_window,
     cursor_literal,
@@ -229,15 +230,7 @@ def plan_run(
         window = None
 
     rendered = _rendered_query(model, window, execution_time, state)
-    if window is not None and bounds:
-        rendered = pushdown(
-            rendered,
-            bounds=bounds,
-            time_columns={name: project.time_column_of(name) for name in bounds},
-            run_start=window.start,
-            run_end=window.end,
-            literal=lambda name, instant: window_literal(instant, time_format=_time_format(project, name)),
-        )
+    rendered = _bounded_reads(project, navigation_frames(rendered), window, bounds)
     inputs = [_plan_input(project, model, name, window, execution_time, bounds) for name in model.depends_on]
     if isinstance(kind, Seed):
         inputs = [InputRead(model.name, SEED_VIEW, "seed", None)]
@@ -267,6 +260,23 @@ def _rendered_query(model: SqlModel, window: TimeWindow | None, execution_time: 
         )
     except ModelFileError as exc:
         raise ModelFileError(model.path, model.query_line, exc.message, hint=exc.hint) from None
+
+
+def _bounded_reads(
+    project: Project, rendered: exp.Expression, window: TimeWindow | None, bounds: Mapping[str, SourceBound | None] | None
+) -> exp.Expression:
+    """The query with each time-series input read only for the window widened by its bound."""
+    if window is None or not bounds:
+        return rendered
+    return pushdown(
+        rendered,
+        bounds=bounds,
+        time_columns={name: project.time_column_of(name) for name in bounds},
+        run_start=window.start,
+        run_end=window.end,
+        literal=lambda name, instant: window_literal(instant, time_format=_time_format(project, name)),
+        event_time_columns={name: found for name in bounds if (found := project.event_time_of(name))},
+    )
 
 
 def write_kind(model: SqlModel, target: TargetState) -> WriteKind:
@@ -349,6 +359,10 @@ def _plan_input(
     bound = bounds.get(name) if bounds else None
     if window is not None and bound is not None and project.time_column_of(name):
         read_window = window.widen(bound.before, bound.after)
+        event = project.event_time_of(name)
+        if event is not None:  # a bound in event time reads whole partitions of the time column
+            unit = IntervalUnit.of(event[1])
+            read_window = TimeWindow(unit.floor(read_window.start), unit.ceil(read_window.end))
     if name in project.sources:
         return InputRead(name, view_name(name), "source", read_window)
     upstream = project.models[name] if name in project.models else consumer

@@ -4,6 +4,7 @@ Header (leading ``--`` comment lines, YAML)::
 
     -- why: what the case shows
     -- sources: {raw.events: ts, dim.users: null}   # table -> time column (null: no time dimension)
+    -- event_time_columns: {raw.events: [event_ts, day]}   # optional: event-time column, partition unit
     -- time_column: ds          # the model's output time column
     -- interval: 1d             # 1h, 1d, 7d (week), 31d (month), 92d, 366d, or 15m ...
     -- dialect: spark           # optional
@@ -14,6 +15,7 @@ Header (leading ``--`` comment lines, YAML)::
     --   batch_limit: 1         # optional; default None
     --   reasons: [window_function@7, lookback_underivable]   # rule, or rule@line (line in this file)
     --   bounds: {raw.events: [PT30M, PT0S], dim.users: null}
+    --   columns: {raw.events: event_ts}   # optional: the column each bound is in
 
 The whole file is parsed, so reported lines are lines of the file.
 """
@@ -72,6 +74,7 @@ def test_corpus_case(path: Path):
         overrides=frozenset(case.get("overrides", [])),
         declared_lookback=case.get("declared_lookback"),
         dialect=dialect,
+        event_time_columns={name: tuple(v) for name, v in (case.get("event_time_columns") or {}).items()},
     )
     shown = "\n".join(f"  {r.rule}@{r.line}: {r.message}" for r in analysis.reasons)
 
@@ -93,3 +96,5 @@ def test_corpus_case(path: Path):
         for name, bound in analysis.bounds.items()
     }
     assert bounds == expect.get("bounds", {}), shown
+    for name, column in (expect.get("columns") or {}).items():
+        assert analysis.bounds[name].column == column, shown
