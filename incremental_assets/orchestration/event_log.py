@@ -17,24 +17,22 @@ from the Delta log by the next run (``reconcile``).
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as db
 from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from dagster._config import StringSource
 from dagster._core.events import ASSET_CHECK_EVENTS, ASSET_EVENTS, EVENT_TYPE_TO_PIPELINE_RUN_STATUS, DagsterEventType
 from dagster._core.events.log import EventLogEntry
 from dagster._core.storage.event_log.schema import SqlEventLogStorageMetadata, SqlEventLogStorageTable
-from dagster._core.storage.event_log.sqlite import sqlite_event_log
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
-from dagster._core.storage.sql import get_alembic_config, safe_commit
+from dagster._core.storage.sql import safe_commit
 from dagster._serdes import ConfigurableClassData
 
 from incremental_assets.errors import IncrementalAssetsError
+from incremental_assets.orchestration.sqlite_storage import migration_scripts
 from incremental_assets.spark import faults
 
 BATCH_SIZE_ENV = "DAGSTER_EVENT_BATCH_SIZE"
@@ -153,14 +151,6 @@ class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
 
 class _DagstersPath(Exception):
     """A database this storage leaves to Dagster's own set-up."""
-
-
-@functools.lru_cache(maxsize=1)
-def migration_scripts() -> ScriptDirectory:
-    """Dagster's schema migration scripts, read once per process (they are the same for every database)."""
-    script = ScriptDirectory.from_config(get_alembic_config(sqlite_event_log.__file__))
-    script.as_revision_number("head")  # reads the scripts now, once
-    return script
 
 
 def _mirrored(event: EventLogEntry) -> bool:
