@@ -167,3 +167,45 @@ def test_a_full_table_behind_its_record_is_rebuilt_and_a_removed_table_recompute
     assert recomputed(out) == ["[2024-01-01, 2024-01-08)"]
     assert table_rows(total) == expected_total
     assert run(root, capsys, "verify", "--files")[0] == 0
+
+
+def test_recorded_versions_read_per_run_are_what_every_record_says(tmp_path, monkeypatch):
+    """The record of each partition (Delta version, writing run) is read once per run, not decoded per
+    partition; it must equal decoding every partition's materialization: runs whose partitions share one
+    version, a run whose partitions say different versions, and runless (reconciled) materializations."""
+    import dagster as dg
+
+    from incremental_assets.orchestration import integrity
+    from incremental_assets.orchestration.instance import open_instance
+
+    daily = dg.DailyPartitionsDefinition(start_date="2024-01-01")
+
+    @dg.asset(partitions_def=daily)
+    def counted(context):
+        version = int(context.run.tags["version"])
+        if context.run.tags.get("per_partition"):
+            for i, pk in enumerate(context.partition_keys):
+                context.add_asset_metadata({"delta_version": version + i}, partition_key=pk)
+            return dg.MaterializeResult()
+        return dg.MaterializeResult(metadata={"delta_version": version})
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    instance = open_instance(tmp_path / "home")
+    job = dg.Definitions(assets=[counted]).resolve_implicit_global_asset_job_def()
+    keys = daily.get_partition_keys(current_time=utc(2024, 2, 1))
+    for first, last, tags in ((0, 9, {"version": "1"}), (10, 19, {"version": "2"}), (5, 14, {"version": "3", "per_partition": "1"})):
+        run_tags = {"dagster/asset_partition_range_start": keys[first], "dagster/asset_partition_range_end": keys[last], **tags}
+        assert job.execute_in_process(instance=instance, tags=run_tags).success
+    for pk, version in (("2024-01-03", 7), ("2024-01-20", 8)):  # recorded from the Delta log
+        meta = {"delta_version": version, "committed_by_run": f"run-{version}"}
+        instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=counted.key, partition=pk, metadata=meta))
+
+    key = counted.key
+    ids = sorted(set(instance.get_latest_storage_id_by_partition(key, dg.DagsterEventType.ASSET_MATERIALIZATION).values()))
+    every = sorted(integrity._read(instance, key, ids).values(), key=repr)
+    recorded = sorted(integrity._recorded(instance, key, partitioned=True), key=repr)
+    assert recorded == every and len(recorded) == 20
+    by_partition = {r.partition: r for r in recorded}
+    assert by_partition["2024-01-03"].version == 7 and by_partition["2024-01-03"].run_id == "run-7"
+    assert by_partition["2024-01-06"].version == 3 and by_partition["2024-01-15"].version == 12  # one run, many versions
+    assert by_partition["2024-01-01"].version == 1 and by_partition["2024-01-19"].version == 2

@@ -21,14 +21,18 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+import sqlalchemy as db
+from alembic.runtime.migration import MigrationContext
 from dagster._config import StringSource
 from dagster._core.events import ASSET_CHECK_EVENTS, ASSET_EVENTS, EVENT_TYPE_TO_PIPELINE_RUN_STATUS, DagsterEventType
 from dagster._core.events.log import EventLogEntry
-from dagster._core.storage.event_log.schema import SqlEventLogStorageTable
+from dagster._core.storage.event_log.schema import SqlEventLogStorageMetadata, SqlEventLogStorageTable
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
+from dagster._core.storage.sql import safe_commit
 from dagster._serdes import ConfigurableClassData
 
 from incremental_assets.errors import IncrementalAssetsError
+from incremental_assets.orchestration.sqlite_storage import migration_scripts
 from incremental_assets.spark import faults
 
 BATCH_SIZE_ENV = "DAGSTER_EVENT_BATCH_SIZE"
@@ -81,6 +85,27 @@ class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
     def from_config_value(cls, inst_data: ConfigurableClassData | None, config_value: Any) -> "BatchedSqliteEventLogStorage":
         return cls(inst_data=inst_data, **config_value)
 
+    def _initdb(self, engine: Any, for_index_shard: bool = False) -> None:
+        """Dagster's per-database set-up, with its schema scripts read once per process.
+
+        Dagster reads every one of its ~90 migration scripts to learn the newest schema revision each
+        time it opens a database of the log: the index once per process, and each run's new database
+        twice (to check, then to stamp it). A database already stamped needs nothing (as in Dagster);
+        a new one is created and stamped with the scripts read once. Anything else (the rare index
+        set-up, a concurrent creation) is Dagster's own code path."""
+        try:
+            with engine.connect() as connection:
+                if MigrationContext.configure(connection).get_current_revision():
+                    return
+                if for_index_shard or db.inspect(connection).get_table_names():
+                    raise _DagstersPath()
+                SqlEventLogStorageMetadata.create_all(connection)
+                connection.execute(db.text("PRAGMA journal_mode=WAL;"))
+                MigrationContext.configure(connection).stamp(migration_scripts(), "head")
+                safe_commit(connection)
+        except Exception:  # Dagster's set-up retries concurrent creation and stamps older databases
+            super()._initdb(engine, for_index_shard=for_index_shard)
+
     def store_event_batch(self, events: Sequence[EventLogEntry]) -> None:
         runs: dict[str, list[EventLogEntry]] = {}
         for event in events:
@@ -122,6 +147,10 @@ class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
             for i in last_per_asset_and_type(events, assets):
                 self._store_asset_event(conn, events[i], ids[i])
         return ids
+
+
+class _DagstersPath(Exception):
+    """A database this storage leaves to Dagster's own set-up."""
 
 
 def _mirrored(event: EventLogEntry) -> bool:

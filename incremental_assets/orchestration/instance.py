@@ -48,6 +48,20 @@ DAGSTER_YAML = """\
 # the first line) and it is yours, left exactly as you wrote it.
 telemetry:
   enabled: false
+# Dagster's SQLite run and schedule storage (same files and tables), opened without reading Dagster's
+# schema scripts once the databases are set up.
+run_storage:
+  module: incremental_assets.orchestration.sqlite_storage
+  class: ProjectSqliteRunStorage
+  config:
+    dagster_home:
+      env: DAGSTER_HOME
+schedule_storage:
+  module: incremental_assets.orchestration.sqlite_storage
+  class: ProjectSqliteScheduleStorage
+  config:
+    dagster_home:
+      env: DAGSTER_HOME
 # Dagster's SQLite event log (same files and tables) writing a batch of events, e.g. every partition's
 # materialization of a run over a range, in one transaction instead of one per event.
 event_log_storage:

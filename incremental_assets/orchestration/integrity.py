@@ -22,6 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import dagster as dg
+import sqlalchemy as db
+from dagster._core.storage.event_log.schema import SqlEventLogStorageTable
+from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
 
 from incremental_assets import delta
 from incremental_assets.errors import WindowError
@@ -124,13 +127,50 @@ def check_model(
 def _recorded(instance: dg.DagsterInstance, key: dg.AssetKey, *, partitioned: bool) -> list[_Recorded]:
     """The Delta version (and writing run) of the latest materialization of each partition, or of the
     asset when it is unpartitioned."""
-    if partitioned:
-        by_partition = instance.get_latest_storage_id_by_partition(key, dg.DagsterEventType.ASSET_MATERIALIZATION)
-        ids = sorted(set(by_partition.values()))
-    else:
+    if not partitioned:
         latest = instance.fetch_materializations(key, limit=1).records
-        ids = [latest[0].storage_id] if latest else []
+        return list(_read(instance, key, [latest[0].storage_id] if latest else []).values())
+    by_partition = instance.get_latest_storage_id_by_partition(key, dg.DagsterEventType.ASSET_MATERIALIZATION)
+    ids = sorted(set(by_partition.values()))
+    runs = run_ids_of(instance, ids)
+    if runs is None:
+        return list(_read(instance, key, ids).values())
+    # A run records one materialization per partition with the same Delta version and writer: read the
+    # first and last of each run's, and all of a run whose two differ (and every runless one).
+    groups: dict[str, list[int]] = {}
+    for sid in ids:
+        groups.setdefault(runs.get(sid, ""), []).append(sid)
+    read = _read(instance, key, sorted({sid for run, sids in groups.items() for sid in ((sids[0], sids[-1]) if run else sids)}))
+    partition_of = {sid: pk for pk, sid in by_partition.items()}
     out = []
+    for run, sids in groups.items():
+        first, last = read.get(sids[0]), read.get(sids[-1])
+        if not run or first is None or last is None or (first.version, first.run_id) != (last.version, last.run_id):
+            read.update(_read(instance, key, [sid for sid in sids if sid not in read]))
+            out += [read[sid] for sid in sids if sid in read]
+        else:
+            out += [_Recorded(partition_of[sid], first.version, first.run_id) for sid in sids]
+    return out
+
+
+def run_ids_of(instance: dg.DagsterInstance, ids: list[int]) -> dict[int, str] | None:
+    """The run of each event (by storage id), read from the event log's index without decoding the
+    events; None when the storage is not Dagster's SQL event log."""
+    storage = instance.event_log_storage
+    if not isinstance(storage, SqlEventLogStorage):
+        return None
+    table = SqlEventLogStorageTable
+    runs: dict[int, str] = {}
+    with storage.index_connection() as conn:
+        for first in range(0, len(ids), _FETCH):
+            query = db.select(table.c.id, table.c.run_id).where(table.c.id.in_(ids[first : first + _FETCH]))
+            runs.update((int(sid), run or "") for sid, run in conn.execute(query))
+    return runs
+
+
+def _read(instance: dg.DagsterInstance, key: dg.AssetKey, ids: list[int]) -> dict[int, _Recorded]:
+    """The materializations with these storage ids, decoded: partition, Delta version, writing run."""
+    out: dict[int, _Recorded] = {}
     for first in range(0, len(ids), _FETCH):
         chunk = ids[first : first + _FETCH]
         result = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key, storage_ids=chunk), limit=len(chunk))
@@ -141,7 +181,7 @@ def _recorded(instance: dg.DagsterInstance, key: dg.AssetKey, *, partitioned: bo
             meta = materialization.metadata
             writer = meta["committed_by_run"].value if "committed_by_run" in meta else record.run_id
             version = int(meta["delta_version"].value) if "delta_version" in meta else None  # type: ignore[arg-type]
-            out.append(_Recorded(materialization.partition, version, str(writer or "")))
+            out[record.storage_id] = _Recorded(materialization.partition, version, str(writer or ""))
     return out
 
 
