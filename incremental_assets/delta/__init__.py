@@ -28,6 +28,7 @@ from incremental_assets.delta.staging import (
 from incremental_assets.delta.stats import column_types, interval_row_counts, row_count
 from incremental_assets.delta.tables import (
     BUCKET_COLUMN,
+    DAY_COLUMN,
     METADATA_PREFIX,
     PARTITION_COLUMN,
     Commit,
@@ -41,7 +42,11 @@ from incremental_assets.delta.tables import (
     exists,
     history,
     last_commit_metadata,
+    interval_bounds,
     open_table,
+    partial_days,
+    partitioned_by_day,
+    row_filter,
     source_files,
     table_uri,
     version,
@@ -50,11 +55,11 @@ from incremental_assets.delta.vacuum import VacuumResult, vacuum
 from incremental_assets.delta.verify import TableFile, file_problems, snapshot_files
 
 __all__ = [
-    "Append", "BUCKET_COLUMN", "Commit", "CommitMode", "CommitResult", "LOCK_FILE", "LOCK_TIMEOUT_ENV", "METADATA_PREFIX",
+    "Append", "BUCKET_COLUMN", "Commit", "DAY_COLUMN", "CommitMode", "CommitResult", "LOCK_FILE", "LOCK_TIMEOUT_ENV", "METADATA_PREFIX",
     "PARTITION_COLUMN", "ReplaceBuckets", "ReplaceTable", "ReplaceWindow", "TableFile", "file_problems", "snapshot_files", "VacuumResult", "added_time_ranges",
     "arrow_schema", "built_with", "check_log", "commit_staged", "commits", "committed_files", "damaged_log_file", "discard_staging", "exists",
     "history", "is_local", "open_table",
     "has_staged_rows", "keep_staged_schema", "host_tag", "last_commit_metadata", "new_staging_dir", "orphan_staging_dirs",
     "remove_orphan_staging", "source_files", "table_uri", "vacuum", "version", "writer_lock",
-    "column_types", "interval_row_counts", "row_count",
+    "column_types", "interval_row_counts", "row_count", "partitioned_by_day", "row_filter", "interval_bounds", "partial_days",
 ]

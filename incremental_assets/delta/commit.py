@@ -19,13 +19,15 @@ from deltalake.transaction import AddAction, create_table_with_add_actions
 
 from incremental_assets.delta.files import filesystem, is_local
 from incremental_assets.delta.lock import writer_lock
-from incremental_assets.delta.staging import staged_parquet
+from incremental_assets.delta.staging import staged_interval_rows, staged_parquet
 from incremental_assets.delta.tables import (
     BUCKET_COLUMN,
+    DAY_COLUMN,
     METADATA_PREFIX,
     PARTITION_COLUMN,
     commit_info,
     exists,
+    interval_bounds,
     open_table,
     window_filters,
 )
@@ -79,14 +81,24 @@ def _add_actions(uri: str, staging: str) -> tuple[list[AddAction], int]:
 
 @dataclass(frozen=True)
 class ReplaceWindow:
-    """Replace every interval partition the window overlaps (widened to boundaries); others are untouched."""
+    """Replace every interval partition the window overlaps (widened to boundaries); others are untouched.
+
+    On a table cut by day (``by_day``) every day the window touches is replaced: the staged files then
+    hold the window's rows and the rows of the day's other intervals, copied from ``copied_from`` (the
+    files of ``copied_days`` the copy read; the commit refuses when they are no longer the table's)."""
 
     window: TimeWindow
     unit: IntervalUnit
-    partition_by: tuple[str, ...] = (PARTITION_COLUMN,)
+    by_day: bool = False
+    copied_days: tuple[str, ...] = ()
+    copied_from: tuple[str, ...] = ()
+
+    @property
+    def partition_by(self) -> tuple[str, ...]:
+        return (DAY_COLUMN,) if self.by_day else (PARTITION_COLUMN,)
 
     def filters(self) -> list[tuple[str, str, object]] | None:
-        return window_filters(self.window, self.unit)
+        return window_filters(self.window, self.unit, by_day=self.by_day)
 
 
 @dataclass(frozen=True)
@@ -102,13 +114,17 @@ class ReplaceBuckets:
 
 @dataclass(frozen=True)
 class ReplaceTable:
-    """Replace the whole table (its schema too), by an interval-partitioned table when ``partitioned``."""
+    """Replace the whole table (its schema too), by an interval-partitioned table when ``partitioned``
+    (cut by day when ``by_day``)."""
 
     partitioned: bool = False
+    by_day: bool = False
 
     @property
     def partition_by(self) -> tuple[str, ...]:
-        return (PARTITION_COLUMN,) if self.partitioned else ()
+        if not self.partitioned:
+            return ()
+        return (DAY_COLUMN,) if self.by_day else (PARTITION_COLUMN,)
 
     def filters(self) -> list[tuple[str, str, object]] | None:
         return None
@@ -155,7 +171,8 @@ def commit_staged(
     """
     actions, rows = _add_actions(uri, staging)
     partition_by = list(mode.partition_by)
-    for column in partition_by:
+    # A day-cut table's files hold each row's interval key as a plain column.
+    for column in [PARTITION_COLUMN, *partition_by] if DAY_COLUMN in partition_by else partition_by:
         if column not in schema.names:
             schema = schema.append(pa.field(column, pa.string()))
     delta_schema = Schema.from_arrow(schema)
@@ -186,7 +203,7 @@ def commit_staged(
         files=len(actions),
         bytes=sum(a.size for a in actions),
         partitions=len({tuple(a.partition_values.items()) for a in actions}),
-        interval_rows=_interval_rows(actions),
+        interval_rows=_interval_rows(actions) if DAY_COLUMN not in partition_by else _window_rows(staging, mode),
     )
 
 
@@ -204,6 +221,8 @@ def _commit_once(
         create_table_with_add_actions(uri, schema, [], mode="ignore", partition_by=partition_by or None, name=name)
     table = open_table(uri)
     _check_partitioning(uri, table, mode)
+    if isinstance(mode, ReplaceWindow) and mode.copied_days:
+        _check_copied(uri, table, mode)
     sequence = (table.transaction_version(APP_ID) or 0) + 1
     properties = CommitProperties(custom_metadata=custom, app_transactions=[Transaction(app_id=APP_ID, version=sequence)])
     table.create_write_transaction(
@@ -214,6 +233,17 @@ def _commit_once(
         partition_filters=mode.filters(),
         commit_properties=properties,
     )
+
+
+def _check_copied(uri: str, table: DeltaTable, mode: ReplaceWindow) -> None:
+    """Refuse a day rewrite whose copied rows came from files the table no longer has (another run
+    replaced hours of those days since): committing would bring that run's replaced rows back."""
+    current = set(table.file_uris(file_pruning_predicate=[(DAY_COLUMN, "in", sorted(mode.copied_days))]))
+    if current != set(mode.copied_from):
+        raise StorageError(
+            f"table {uri}: another run changed {', '.join(mode.copied_days)} while this run copied the other hours of those days; "
+            "nothing was committed, run the window again"
+        )
 
 
 def version_or_none(uri: str) -> int | None:
@@ -229,6 +259,16 @@ def _version_of(uri: str, staging: str, after: int | None) -> int:
         if commit_info(uri, version).get(METADATA_PREFIX + "staging") == staging:
             return version
     return latest
+
+
+def _window_rows(staging: str, mode: CommitMode) -> dict[str, int]:
+    """Rows staged per interval key of a day-cut table, those of the window only (the copied rows of the
+    days' other intervals are not new)."""
+    counts = staged_interval_rows(staging, PARTITION_COLUMN)
+    if isinstance(mode, ReplaceWindow):
+        first, end = interval_bounds(mode.window, mode.unit)
+        return {k: n for k, n in counts.items() if first <= k < end}
+    return counts
 
 
 def _interval_rows(actions: Sequence[AddAction]) -> dict[str, int]:

@@ -57,6 +57,21 @@ def staged_parquet(staging: str) -> Iterator[tuple[pafs.FileInfo, int]]:
             yield info, pq.ParquetFile(handle).metadata.num_rows
 
 
+def staged_interval_rows(staging: str, column: str) -> dict[str, int]:
+    """Rows per value of ``column`` over the parquet files under ``staging`` (only that column is read)."""
+    fs, _ = filesystem(staging)
+    out: dict[str, int] = {}
+    for info, rows in staged_parquet(staging):
+        if not rows:
+            continue
+        with fs.open_input_file(info.path) as handle:
+            values = pq.read_table(handle, columns=[column]).column(column)
+        for item in values.value_counts().to_pylist():
+            key = str(item["values"])
+            out[key] = out.get(key, 0) + int(item["counts"])
+    return out
+
+
 EMPTY_STAGED_FILE = "part-00000-ia-no-rows.parquet"
 
 
