@@ -194,19 +194,30 @@ def test_a_table_with_one_file_per_hour_keeps_its_layout(root, tmp_path, monkeyp
     assert table_rows(uri_of(root, "s.per_hour")) == [(utc(2024, 1, 1, 5).replace(tzinfo=None), 4, 3)]
 
 
-def test_a_day_rewrite_refuses_when_its_copied_files_were_replaced_meanwhile(root):
+def test_a_replace_refuses_when_the_files_it_copied_were_replaced_meanwhile(root):
     run(root, "s.hourly", *TWO_DAYS)
     uri = uri_of(root)
-    before = tuple(delta.committed_files(uri, days=["2024-01-01"]))
-    run(root, "s.hourly", *HOUR_5)  # another run rewrote the day since `before` was read
+    window = TimeWindow(utc(2024, 1, 1, 6), utc(2024, 1, 1, 7))
+    before = tuple(delta.copied_files(uri, window, IntervalUnit.HOUR, whole_days=False))
+    assert len(before) == 1  # the day's file holds hour 6 and 23 others
+    run(root, "s.hourly", *HOUR_5)  # another run rewrote that file since `before` was read
     staging = delta.new_staging_dir(uri)
     Path(staging).mkdir()
-    window = TimeWindow(utc(2024, 1, 1, 6), utc(2024, 1, 1, 7))
-    mode = delta.ReplaceWindow(window, IntervalUnit.HOUR, by_day=True, copied_days=("2024-01-01",), copied_from=before)
+    mode = delta.ReplaceWindow(window, IntervalUnit.HOUR, by_day=True, copied_from=before)
     version = DeltaTable(uri).version()
-    with pytest.raises(StorageError, match="another run changed 2024-01-01 while this run copied"):
+    with pytest.raises(StorageError, match="another run replaced hours of the days of"):
         delta.commit_staged(uri, staging, delta.arrow_schema(uri), mode, metadata={"model": "s.hourly"})
     assert DeltaTable(uri).version() == version
+
+
+def test_a_new_hour_is_added_without_rewriting_its_day(root, tmp_path):
+    run(root, "s.hourly", "--start", "2024-01-01", "--end", "2024-01-01T12:00")
+    uri = uri_of(root)
+    (morning,) = [f.uri for f in delta.snapshot_files(uri)]
+    run(root, "s.hourly", "--start", "2024-01-01T12:00", "--end", "2024-01-01T13:00")
+    files = sorted(f.uri for f in delta.snapshot_files(uri))
+    assert len(files) == 2 and morning in files  # the morning's file is kept as it is: nothing copied
+    assert table_rows(uri) == recompute(root, tmp_path, "--start", "2024-01-01", "--end", "2024-01-01T13:00")
 
 
 def test_the_setting_names_its_file_and_fix(tmp_path):

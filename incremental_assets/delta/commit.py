@@ -15,8 +15,9 @@ from typing import Mapping, Sequence
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Schema, Transaction
-from deltalake.transaction import AddAction, create_table_with_add_actions
+from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
 
+from incremental_assets.delta.day_files import copied_files, interval_range, replaced_files
 from incremental_assets.delta.files import filesystem, is_local
 from incremental_assets.delta.lock import writer_lock
 from incremental_assets.delta.staging import staged_interval_rows, staged_parquet
@@ -51,8 +52,8 @@ class CommitResult:
     interval_rows: Mapping[str, int] = field(default_factory=dict)  # rows added per ``ia_interval`` value (none: no key)
 
 
-def _add_actions(uri: str, staging: str) -> tuple[list[AddAction], int]:
-    _, table_base = filesystem(uri)
+def _add_actions(uri: str, staging: str, *, by_day: bool = False) -> tuple[list[AddAction], int]:
+    fs, table_base = filesystem(uri)
     prefix = table_base.rstrip("/") + "/"
     actions: list[AddAction] = []
     rows = 0
@@ -66,6 +67,12 @@ def _add_actions(uri: str, staging: str) -> tuple[list[AddAction], int]:
                 key, value = part.split("=", 1)
                 partition_values[key] = None if value == "__HIVE_DEFAULT_PARTITION__" else value
         rows += num_rows
+        stats: dict[str, object] = {"numRecords": num_rows}
+        if by_day:  # the intervals a day-cut table's file holds: what a later replace of some of them reads
+            with fs.open_input_file(info.path) as handle:
+                span = interval_range(handle)
+            if span is not None:
+                stats.update(minValues={PARTITION_COLUMN: span[0]}, maxValues={PARTITION_COLUMN: span[1]})
         actions.append(
             AddAction(
                 path=relative,
@@ -73,7 +80,7 @@ def _add_actions(uri: str, staging: str) -> tuple[list[AddAction], int]:
                 partition_values=partition_values,
                 modification_time=int((info.mtime or datetime.now(timezone.utc)).timestamp() * 1000),
                 data_change=True,
-                stats=json.dumps({"numRecords": num_rows}),
+                stats=json.dumps(stats),
             )
         )
     return actions, rows
@@ -83,14 +90,16 @@ def _add_actions(uri: str, staging: str) -> tuple[list[AddAction], int]:
 class ReplaceWindow:
     """Replace every interval partition the window overlaps (widened to boundaries); others are untouched.
 
-    On a table cut by day (``by_day``) every day the window touches is replaced: the staged files then
-    hold the window's rows and the rows of the day's other intervals, copied from ``copied_from`` (the
-    files of ``copied_days`` the copy read; the commit refuses when they are no longer the table's)."""
+    On a table cut by day (``by_day``) the files holding rows of the window's intervals are removed (see
+    :mod:`.day_files`); the staged files then also hold those files' rows of other intervals, copied
+    from ``copied_from``. With ``whole_days`` (the table's columns change) every file of the days the
+    window touches is replaced instead. The commit refuses when the files to copy from are no longer
+    those the copy read (another run replaced hours of those days since)."""
 
     window: TimeWindow
     unit: IntervalUnit
     by_day: bool = False
-    copied_days: tuple[str, ...] = ()
+    whole_days: bool = False
     copied_from: tuple[str, ...] = ()
 
     @property
@@ -169,8 +178,8 @@ def commit_staged(
 
     The schema given becomes the table's: columns added to it read as NULL in older files.
     """
-    actions, rows = _add_actions(uri, staging)
     partition_by = list(mode.partition_by)
+    actions, rows = _add_actions(uri, staging, by_day=DAY_COLUMN in partition_by)
     # A day-cut table's files hold each row's interval key as a plain column.
     for column in [PARTITION_COLUMN, *partition_by] if DAY_COLUMN in partition_by else partition_by:
         if column not in schema.names:
@@ -221,29 +230,37 @@ def _commit_once(
         create_table_with_add_actions(uri, schema, [], mode="ignore", partition_by=partition_by or None, name=name)
     table = open_table(uri)
     _check_partitioning(uri, table, mode)
-    if isinstance(mode, ReplaceWindow) and mode.copied_days:
-        _check_copied(uri, table, mode)
     sequence = (table.transaction_version(APP_ID) or 0) + 1
     properties = CommitProperties(custom_metadata=custom, app_transactions=[Transaction(app_id=APP_ID, version=sequence)])
+    write_mode, filters, removes = "append" if isinstance(mode, Append) else "overwrite", mode.filters(), []
+    if isinstance(mode, ReplaceWindow) and mode.by_day:
+        removes = _day_removes(uri, table, mode)
+        if not mode.whole_days:
+            write_mode, filters = "append", None  # only the files holding the window's rows are removed
     table.create_write_transaction(
-        actions,
-        mode="append" if isinstance(mode, Append) else "overwrite",
+        [*actions, *removes],
+        mode=write_mode,
         schema=schema,
         partition_by=partition_by or None,
-        partition_filters=mode.filters(),
+        partition_filters=filters,
         commit_properties=properties,
     )
 
 
-def _check_copied(uri: str, table: DeltaTable, mode: ReplaceWindow) -> None:
-    """Refuse a day rewrite whose copied rows came from files the table no longer has (another run
-    replaced hours of those days since): committing would bring that run's replaced rows back."""
-    current = set(table.file_uris(file_pruning_predicate=[(DAY_COLUMN, "in", sorted(mode.copied_days))]))
-    if current != set(mode.copied_from):
+def _day_removes(uri: str, table: DeltaTable, mode: ReplaceWindow) -> list[RemoveAction]:
+    """The remove actions of a day-cut table's window replace, after checking that the files its staged
+    copy read are still exactly those to copy from: otherwise another run replaced hours of those days
+    since, and committing would bring its replaced rows back or drop its new ones."""
+    if set(copied_files(table, mode.window, mode.unit, whole_days=mode.whole_days)) != set(mode.copied_from):
         raise StorageError(
-            f"table {uri}: another run changed {', '.join(mode.copied_days)} while this run copied the other hours of those days; "
+            f"table {uri}: another run replaced hours of the days of {mode.window} while this run copied their other hours; "
             "nothing was committed, run the window again"
         )
+    if mode.whole_days:
+        return []  # the overwrite removes every file of the days
+    now = int(datetime.now(timezone.utc).timestamp() * 1000)
+    removed, _ = replaced_files(table, mode.window, mode.unit)
+    return [RemoveAction(f.path, True, now, f.size, {DAY_COLUMN: f.day}) for f in removed]
 
 
 def version_or_none(uri: str) -> int | None:

@@ -15,10 +15,11 @@ Incremental tables are partitioned by the interval that holds each row (column `
 interval start as text, e.g. ``2024-01-01`` or ``2024-01-01T05``), so replacing a window is a partition
 replace, and reading a window prunes to exactly its partitions. New tables of hourly models are
 partitioned by the day instead (column ``ia_day``, ``ia_interval`` then a plain column of the data
-files): a day's rows are one file, not 24, so a long backfill writes, lists and commits 24x fewer files.
-Replacing some hours of such a day rewrites the day (its other hours copied into the new files, in the
-same commit), and readers of a window prune by day and filter rows on ``ia_interval``. A table keeps
-the layout it was created with (read from its Delta metadata); see :func:`partitioned_by_day`.
+files): a backfilled day's rows are one file, not 24, so a long backfill writes, lists and commits 24x
+fewer files. Replacing some hours removes the files holding them, rewriting in the same commit those
+that hold other hours too (see :mod:`.day_files`); readers of a window prune by day and by each file's
+interval statistics, and filter rows on ``ia_interval``. A table keeps the layout it was created with
+(read from its Delta metadata); see :func:`partitioned_by_day`.
 """
 
 from __future__ import annotations
@@ -259,7 +260,10 @@ def committed_files(
     if buckets is not None and BUCKET_COLUMN in columns:
         return table.file_uris(file_pruning_predicate=[(BUCKET_COLUMN, "in", sorted(buckets))]) if buckets else []
     if window is not None and DAY_COLUMN in columns:
-        return table.file_uris(file_pruning_predicate=window_filters(window, unit, by_day=True))
+        # By day, then by the first and last interval each file holds (its statistics).
+        first, end = interval_bounds(window, unit)
+        intervals = [(PARTITION_COLUMN, ">=", first), (PARTITION_COLUMN, "<", end)] if day_window(window) != window else []
+        return table.file_uris(file_pruning_predicate=window_filters(window, unit, by_day=True) + intervals)
     if window is None or PARTITION_COLUMN not in columns:
         return table.file_uris()
     return table.file_uris(file_pruning_predicate=window_filters(window, unit))

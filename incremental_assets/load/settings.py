@@ -19,9 +19,10 @@ cluster or Spark Connect, where the driver still plans, collects and commits): 1
 More runs than that only make every run slower and can exhaust memory (a JVM each).
 
 ``hourly_files`` is how the table of an hourly model created from now on is cut into files: ``day`` (one
-file set per day, partitioned by ``ia_day``; replacing some hours rewrites their day in the same commit)
-or ``hour`` (one per hour, partitioned by ``ia_interval``: each hour replaced alone, but a 90-day
-backfill writes and commits 2,160 files instead of 90). An existing table keeps the layout it has.
+file per backfilled day, partitioned by ``ia_day``; replacing an hour of such a file rewrites it in the
+same commit, its other hours copied) or ``hour`` (one per hour, partitioned by ``ia_interval``: each hour
+replaced alone, but a 90-day backfill writes and commits 2,160 files instead of 90). An existing table
+keeps the layout it has.
 
 >>> import tempfile
 >>> s = load_settings(tempfile.mkdtemp(), environ={"INCREMENTAL_ASSETS_SPARK_MASTER": "local[1]"})

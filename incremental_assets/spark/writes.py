@@ -192,11 +192,11 @@ class _IntervalWrite(WriteStrategy):
 class ReplaceWindowWrite(_IntervalWrite):
     """Replace exactly the window's intervals; the schema is checked against the table's.
 
-    On a table cut by day, a window that covers only part of a day also stages the day's other rows,
-    copied from its committed files (:meth:`complete`): the commit replaces whole days."""
+    On a table cut by day, the files holding the window's rows are replaced: those that hold other
+    hours too are rewritten, their other rows copied into the staged files (:meth:`complete`)."""
 
     kind = WriteKind.REPLACE_WINDOW
-    copied_days: tuple[str, ...] = ()
+    whole_days: bool = False
     copied_from: tuple[str, ...] = ()
 
     def prepare(self, plan: RunPlan, df: DataFrame) -> DataFrame:
@@ -205,16 +205,20 @@ class ReplaceWindowWrite(_IntervalWrite):
     def complete(self, window: TimeWindow | None) -> None:
         if window is None or not self.by_day or not delta.exists(self.uri):
             return
-        self.copied_days = delta.partial_days(window)
-        if not self.copied_days:
-            return  # whole days: nothing of them is kept
-        self.copied_from = tuple(delta.committed_files(self.uri, days=self.copied_days))
+        # A commit that changes the table's columns cannot keep files written with the old ones.
+        self.whole_days = not same_columns(delta.arrow_schema(self.uri), self.schema)
+        self.copied_from = tuple(delta.copied_files(self.uri, window, self.model.unit, whole_days=self.whole_days))
         if self.copied_from:
             copy_other_intervals(self, window)
 
     def commit_mode(self, window: TimeWindow | None) -> delta.CommitMode:
         assert window is not None
-        return delta.ReplaceWindow(window, self.model.unit, by_day=self.by_day, copied_days=self.copied_days, copied_from=self.copied_from)
+        return delta.ReplaceWindow(window, self.model.unit, by_day=self.by_day, whole_days=self.whole_days, copied_from=self.copied_from)
+
+
+def same_columns(table: pa.Schema, staged: pa.Schema | None) -> bool:
+    """Whether staged files have the table's columns and types (names compared case-insensitively)."""
+    return staged is not None and sorted((f.name.lower(), str(f.type)) for f in table) == sorted((f.name.lower(), str(f.type)) for f in staged)
 
 
 def copy_other_intervals(strategy: _IntervalWrite, window: TimeWindow) -> None:
