@@ -21,6 +21,7 @@ from incremental_assets.errors import StorageError
 from incremental_assets.load.project import load_project
 from incremental_assets.model.intervals import IntervalUnit, TimeWindow
 from incremental_assets.orchestration.instance import open_instance
+from incremental_assets.spark.inputs import read_table_window
 
 from helpers import EVENTS_SOURCE, table_rows, utc, write_events
 from test_crash import killed_run
@@ -29,10 +30,9 @@ HOURLY = """
 MODEL (name s.hourly, kind INCREMENTAL_BY_TIME_RANGE (time_column h), start '2024-01-01', cron '@hourly');
 SELECT date_trunc('HOUR', ts) AS h, k, COUNT(*) AS n, SUM(v) AS v FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1, 2
 """
-# Reads its upstream with no time filter: only the pruning and row filter of the reader keep it to its window.
 PER_HOUR = """
 MODEL (name s.per_hour, kind INCREMENTAL_BY_TIME_RANGE (time_column h), start '2024-01-01', cron '@hourly');
-SELECT MIN(h) AS h, SUM(n) AS n, COUNT(*) AS keys FROM s.hourly
+SELECT h, SUM(n) AS n, COUNT(*) AS keys FROM s.hourly WHERE h BETWEEN @start_dt AND @end_dt GROUP BY h
 """
 FILES = {"sources.yaml": EVENTS_SOURCE, "models/hourly.sql": HOURLY, "models/per_hour.sql": PER_HOUR}
 TWO_DAYS = ["--start", "2024-01-01", "--end", "2024-01-03"]
@@ -106,11 +106,15 @@ def test_a_backfill_writes_a_file_per_day_and_a_late_row_rewrites_only_its_day(r
     assert len(counts) == 48 and set(counts.values()) == {3}  # three keys each hour
     day2 = sorted(f.uri for f in delta.snapshot_files(uri) if f.day == "2024-01-02")
 
+    def hour_5_k0(rows):
+        return [r for r in rows if r[0].hour == 5 and r[0].day == 1 and r[1] == "k0"][0][2:]
+
+    n, v = hour_5_k0(table_rows(uri))
     late_row(root, 5)
     run(root, "s.hourly", *HOUR_5)
     rows = table_rows(uri)
     assert rows == recompute(root, tmp_path, *TWO_DAYS)  # the day's 23 other hours kept their rows
-    assert [r for r in rows if r[0].hour == 5 and r[0].day == 1 and r[1] == "k0"][0][2:] == (2, 100)
+    assert hour_5_k0(rows) == (n + 1, v + 100)
     assert sum(1 for r in rows if r[0].day == 1) == 24 * 3
     assert files_per_day(uri) == {"2024-01-01": 2, "2024-01-02": 1}  # the hour and the day's other hours
     assert sorted(f.uri for f in delta.snapshot_files(uri) if f.day == "2024-01-02") == day2  # untouched
@@ -119,14 +123,19 @@ def test_a_backfill_writes_a_file_per_day_and_a_late_row_rewrites_only_its_day(r
     instance = open_instance(load_project(root).settings.dagster_home)
     recorded = row_counts(instance, ["s", "hourly"])
     assert len(recorded) == 48 and recorded["2024-01-01-05:00"] == 3 and recorded["2024-01-01-04:00"] == 3
+    latest = instance.fetch_materializations(dg.AssetKey(["s", "hourly"]), limit=1).records[0].asset_materialization
+    assert latest.partition == "2024-01-01-05:00" and latest.metadata["run_rows_written"].value == 3  # not the 69 copied
 
 
-def test_an_empty_hour_and_a_reader_of_one_hour(root, tmp_path):
+def test_an_empty_hour_and_a_reader_of_one_hour(root, tmp_path, spark):
     run(root, "s.hourly", *TWO_DAYS)
     run(root, "s.per_hour", "--start", "2024-01-01T05:00", "--end", "2024-01-01T07:00")
     down = uri_of(root, "s.per_hour")
-    # The upstream's day file holds 24 hours; the reader keeps exactly the run's hour of them.
     assert table_rows(down) == [(utc(2024, 1, 1, 5).replace(tzinfo=None), 3, 3), (utc(2024, 1, 1, 6).replace(tzinfo=None), 3, 3)]
+    # A reader of two hours opens the one day file holding them and keeps exactly their rows.
+    rows, files = read_table_window(spark, uri_of(root), TimeWindow(utc(2024, 1, 1, 5), utc(2024, 1, 1, 7)), "hour")
+    assert files == 1 and sorted({r["h"].hour for r in rows.collect()}) == [5, 6] and rows.count() == 6
+    assert "ia_interval" not in rows.columns and "ia_day" not in rows.columns
 
     # Hour 7 of day 1 loses its events at the source: replacing it leaves it empty, the day otherwise whole.
     events = DeltaTable(str(root / EVENTS)).to_pyarrow_table()
@@ -170,11 +179,12 @@ def test_a_lost_day_file_is_24_lost_hours_and_only_they_are_recomputed(root, cap
     capsys.readouterr()
     assert cli.main(["status", "s.hourly", "--until", "2024-01-03", "--project", str(root)]) == 0
     out = capsys.readouterr().out
-    assert "s.hourly: NOT IN TABLE: [2024-01-02 00:00, 2024-01-03 00:00) recorded but absent" in out, out
+    assert "s.hourly: NOT IN TABLE: [2024-01-02, 2024-01-03) recorded but absent" in out, out
+    assert "s.hourly (hour): 24/48 intervals up to 2024-01-03" in out and "lost:    [2024-01-02, 2024-01-03)" in out
     assert cli.main(["run", "s.hourly", "--auto", "--end", "2024-01-03", "--project", str(root)]) == 0
-    out = capsys.readouterr().out + capsys.readouterr().err
+    ran = [line for line in capsys.readouterr().out.splitlines() if "] s.hourly " in line]
+    assert len(ran) == 1 and "[24/24 intervals" in ran[0] and "s.hourly [2024-01-02, 2024-01-03): ok" in ran[0], ran
     assert table_rows(uri) == clean
-    assert [line for line in out.splitlines() if "] s.hourly " in line and "2024-01-01" in line.split("s.hourly ", 1)[1][:14]] == []
 
 
 def test_a_table_with_one_file_per_hour_keeps_its_layout(root, tmp_path, monkeypatch):
@@ -192,6 +202,7 @@ def test_a_table_with_one_file_per_hour_keeps_its_layout(root, tmp_path, monkeyp
     assert table_rows(uri) == recompute(root, tmp_path, *TWO_DAYS)
     run(root, "s.per_hour", "--start", "2024-01-01T05:00", "--end", "2024-01-01T06:00")
     assert table_rows(uri_of(root, "s.per_hour")) == [(utc(2024, 1, 1, 5).replace(tzinfo=None), 4, 3)]
+    assert DeltaTable(uri_of(root, "s.per_hour")).metadata().partition_columns == [delta.DAY_COLUMN]  # a new table
 
 
 def test_a_replace_refuses_when_the_files_it_copied_were_replaced_meanwhile(root):
@@ -210,13 +221,15 @@ def test_a_replace_refuses_when_the_files_it_copied_were_replaced_meanwhile(root
     assert DeltaTable(uri).version() == version
 
 
-def test_a_new_hour_is_added_without_rewriting_its_day(root, tmp_path):
+def test_a_new_hour_is_added_without_rewriting_its_day(root, tmp_path, spark):
     run(root, "s.hourly", "--start", "2024-01-01", "--end", "2024-01-01T12:00")
     uri = uri_of(root)
     (morning,) = [f.uri for f in delta.snapshot_files(uri)]
     run(root, "s.hourly", "--start", "2024-01-01T12:00", "--end", "2024-01-01T13:00")
     files = sorted(f.uri for f in delta.snapshot_files(uri))
     assert len(files) == 2 and morning in files  # the morning's file is kept as it is: nothing copied
+    noon, count = read_table_window(spark, uri, TimeWindow(utc(2024, 1, 1, 12), utc(2024, 1, 1, 13)), "hour")
+    assert count == 1 and noon.count() == 3  # pruned to the new hour's file by the hours each file holds
     assert table_rows(uri) == recompute(root, tmp_path, "--start", "2024-01-01", "--end", "2024-01-01T13:00")
 
 

@@ -206,13 +206,16 @@ def commit_staged(
                     continue
                 raise StorageError(f"the commit to {uri} failed, the table is unchanged: {exc}") from exc
         version = _version_of(uri, custom[METADATA_PREFIX + "staging"], before)
+    by_interval = _interval_rows(actions) if DAY_COLUMN not in partition_by else _window_rows(staging, mode)
+    if DAY_COLUMN in partition_by:
+        rows = sum(by_interval.values())  # the rows of other hours copied into rewritten files are not new
     return CommitResult(
         version=version,
         rows=rows,
         files=len(actions),
         bytes=sum(a.size for a in actions),
         partitions=len({tuple(a.partition_values.items()) for a in actions}),
-        interval_rows=_interval_rows(actions) if DAY_COLUMN not in partition_by else _window_rows(staging, mode),
+        interval_rows=by_interval,
     )
 
 
