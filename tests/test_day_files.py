@@ -244,3 +244,19 @@ def test_the_setting_names_its_file_and_fix(tmp_path):
     assert load_settings(tmp_path, environ={"INCREMENTAL_ASSETS_HOURLY_FILES": "hour"}).hourly_files == "hour"
     (tmp_path / "other").mkdir()
     assert load_settings(tmp_path / "other", environ={}).hourly_files == "day"
+
+
+def test_a_new_column_on_a_replaced_hour_rewrites_its_day_with_the_new_columns(root):
+    forward_only = HOURLY.replace("(time_column h)", "(time_column h, forward_only true)")
+    (root / "models" / "hourly.sql").write_text(forward_only)
+    run(root, "s.hourly", *TWO_DAYS)
+    uri = uri_of(root)
+    version = DeltaTable(uri).version()
+    (root / "models" / "hourly.sql").write_text(forward_only.replace("SUM(v) AS v", "SUM(v) AS v, MAX(v) AS top"))
+    run(root, "s.hourly", *HOUR_5)
+    assert DeltaTable(uri).version() == version + 1
+    assert [f.name for f in delta.arrow_schema(uri)] == ["h", "k", "n", "v", "top"]
+    rows = table_rows(uri)
+    assert len(rows) == 48 * 3
+    assert all((r[4] is not None) == (r[0].day == 1 and r[0].hour == 5) for r in rows)  # older rows read NULL
+    assert files_per_day(uri) == {"2024-01-01": 2, "2024-01-02": 1}
