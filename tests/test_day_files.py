@@ -260,3 +260,19 @@ def test_a_new_column_on_a_replaced_hour_rewrites_its_day_with_the_new_columns(r
     assert len(rows) == 48 * 3
     assert all((r[4] is not None) == (r[0].day == 1 and r[0].hour == 5) for r in rows)  # older rows read NULL
     assert files_per_day(uri) == {"2024-01-01": 2, "2024-01-02": 1}
+
+
+def test_a_blocking_audit_sees_the_replaced_hour_only_not_the_copied_hours(root, capsys):
+    run(root, "s.hourly", *TWO_DAYS)
+    # Each key once per hour: over a whole day the keys repeat, so this fails if copied hours are audited.
+    audited = HOURLY.replace("(time_column h)", "(time_column h, forward_only true)").replace(
+        "cron '@hourly')", "cron '@hourly', audits (unique_values(columns := [k])))")
+    (root / "models" / "hourly.sql").write_text(audited)
+    late_row(root, 5)
+    run(root, "s.hourly", *HOUR_5)
+    counts = delta.interval_row_counts(uri_of(root))
+    assert counts["2024-01-01T05"] == 3 and len(counts) == 48
+    # Over two hours of one day the keys do repeat: the audit blocks the commit.
+    capsys.readouterr()
+    assert cli.main(["run", "s.hourly", "--start", "2024-01-01T05:00", "--end", "2024-01-01T07:00", "--project", str(root)]) == 1
+    assert "blocking audit failed, nothing was committed" in capsys.readouterr().out
