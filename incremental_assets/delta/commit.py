@@ -20,7 +20,7 @@ from deltalake.transaction import AddAction, RemoveAction, create_table_with_add
 from incremental_assets.delta.day_files import copied_files, interval_range, replaced_files
 from incremental_assets.delta.files import filesystem, is_local
 from incremental_assets.delta.lock import writer_lock
-from incremental_assets.delta.staging import staged_interval_rows, staged_parquet
+from incremental_assets.delta.staging import staged_footers, staged_interval_rows
 from incremental_assets.delta.tables import (
     BUCKET_COLUMN,
     DAY_COLUMN,
@@ -53,11 +53,12 @@ class CommitResult:
 
 
 def _add_actions(uri: str, staging: str, *, by_day: bool = False) -> tuple[list[AddAction], int]:
-    fs, table_base = filesystem(uri)
+    _, table_base = filesystem(uri)
     prefix = table_base.rstrip("/") + "/"
     actions: list[AddAction] = []
     rows = 0
-    for info, num_rows in staged_parquet(staging):
+    for info, footer in staged_footers(staging):
+        num_rows = footer.num_rows
         if num_rows == 0:
             continue  # a row-less file adds nothing to any interval or bucket: a window with no rows commits no file
         relative = info.path[len(prefix) :] if info.path.startswith(prefix) else info.path
@@ -68,11 +69,9 @@ def _add_actions(uri: str, staging: str, *, by_day: bool = False) -> tuple[list[
                 partition_values[key] = None if value == "__HIVE_DEFAULT_PARTITION__" else value
         rows += num_rows
         stats: dict[str, object] = {"numRecords": num_rows}
-        if by_day:  # the intervals a day-cut table's file holds: what a later replace of some of them reads
-            with fs.open_input_file(info.path) as handle:
-                span = interval_range(handle)
-            if span is not None:
-                stats.update(minValues={PARTITION_COLUMN: span[0]}, maxValues={PARTITION_COLUMN: span[1]})
+        span = interval_range(footer) if by_day else None  # the intervals a day-cut table's file holds
+        if span is not None:  # what a later replace of some of them reads
+            stats.update(minValues={PARTITION_COLUMN: span[0]}, maxValues={PARTITION_COLUMN: span[1]})
         actions.append(
             AddAction(
                 path=relative,

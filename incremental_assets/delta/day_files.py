@@ -64,20 +64,31 @@ def replaced_files(table: DeltaTable, window: TimeWindow, unit: IntervalUnit | s
     return removed, [f for f in removed if not f.inside(first, end)]
 
 
-def interval_range(handle: pa.NativeFile) -> tuple[str, str] | None:
-    """The first and last ``ia_interval`` of a Parquet file, from its footer's statistics (None: not recorded)."""
-    metadata = pq.ParquetFile(handle).metadata
+def column_range(metadata: pq.FileMetaData, column: str) -> tuple[list[object], list[object]] | None:
+    """The min and max statistics of ``column`` in each row group of a Parquet file that holds rows (None:
+    no such column, or a row group with rows but without statistics, so nothing is known)."""
     names = [metadata.schema.column(i).name for i in range(metadata.num_columns)]
-    if PARTITION_COLUMN not in names or metadata.num_row_groups == 0:
+    if column not in names:
         return None
-    index = names.index(PARTITION_COLUMN)
+    index = names.index(column)
     lows, highs = [], []
     for group in range(metadata.num_row_groups):
         stats = metadata.row_group(group).column(index).statistics
         if stats is None or not stats.has_min_max:
-            return None
-        lows.append(stats.min.decode() if isinstance(stats.min, bytes) else str(stats.min))
-        highs.append(stats.max.decode() if isinstance(stats.max, bytes) else str(stats.max))
+            if metadata.row_group(group).num_rows:
+                return None
+            continue
+        lows.append(stats.min)
+        highs.append(stats.max)
+    return lows, highs
+
+
+def interval_range(metadata: pq.FileMetaData) -> tuple[str, str] | None:
+    """The first and last ``ia_interval`` of a Parquet file, from its footer's statistics (None: not recorded)."""
+    found = column_range(metadata, PARTITION_COLUMN)
+    if not found or not found[0]:
+        return None
+    lows, highs = ([v.decode() if isinstance(v, bytes) else str(v) for v in values] for values in found)
     return min(lows), max(highs)
 
 
