@@ -276,3 +276,17 @@ def test_a_blocking_audit_sees_the_replaced_hour_only_not_the_copied_hours(root,
     capsys.readouterr()
     assert cli.main(["run", "s.hourly", "--start", "2024-01-01T05:00", "--end", "2024-01-01T07:00", "--project", str(root)]) == 1
     assert "blocking audit failed, nothing was committed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("layout", ["day", "hour"])
+def test_a_changed_model_is_rebuilt_in_the_layout_its_table_has(root, tmp_path, monkeypatch, layout):
+    monkeypatch.setenv("INCREMENTAL_ASSETS_HOURLY_FILES", layout)
+    run(root, "s.hourly", *TWO_DAYS)
+    uri = uri_of(root)
+    columns = DeltaTable(uri).metadata().partition_columns
+    monkeypatch.setenv("INCREMENTAL_ASSETS_HOURLY_FILES", "hour" if layout == "day" else "day")  # the setting applies to new tables only
+    (root / "models" / "hourly.sql").write_text(HOURLY.replace("SUM(v) AS v", "SUM(v) * 2 AS v"))
+    run(root, "s.hourly", "--auto", "--end", "2024-01-03")
+    assert DeltaTable(uri).metadata().partition_columns == columns == [delta.DAY_COLUMN if layout == "day" else delta.PARTITION_COLUMN]
+    assert table_rows(uri) == recompute(root, tmp_path, *TWO_DAYS)
+    assert len(delta.snapshot_files(uri)) == (2 if layout == "day" else 48)
