@@ -37,7 +37,7 @@ def write_events(path, start: datetime, hours: int, *, per_hour: int = 1, mode: 
     write_deltalake(str(path), table, mode=mode)
 
 
-def table_rows(uri: str, *, drop=("ia_interval",)) -> list[tuple]:
+def table_rows(uri: str, *, drop=("ia_interval", "ia_day")) -> list[tuple]:
     """Every row of the current Delta version, as sorted tuples (what any Delta reader sees)."""
     t = DeltaTable(uri).to_pyarrow_table()
     t = t.select([c for c in t.column_names if c not in drop])

@@ -15,6 +15,7 @@ from incremental_assets.delta.commit import (
     ReplaceWindow,
     commit_staged,
 )
+from incremental_assets.delta.day_files import column_range, copied_files
 from incremental_assets.delta.files import host_tag, is_local
 from incremental_assets.delta.lock import LOCK_FILE, LOCK_TIMEOUT_ENV, writer_lock
 from incremental_assets.delta.staging import (
@@ -28,6 +29,7 @@ from incremental_assets.delta.staging import (
 from incremental_assets.delta.stats import column_types, interval_row_counts, row_count
 from incremental_assets.delta.tables import (
     BUCKET_COLUMN,
+    DAY_COLUMN,
     METADATA_PREFIX,
     PARTITION_COLUMN,
     Commit,
@@ -41,7 +43,11 @@ from incremental_assets.delta.tables import (
     exists,
     history,
     last_commit_metadata,
+    interval_bounds,
     open_table,
+    partial_days,
+    partitioned_by_day,
+    row_filter,
     source_files,
     table_uri,
     version,
@@ -50,11 +56,11 @@ from incremental_assets.delta.vacuum import VacuumResult, vacuum
 from incremental_assets.delta.verify import TableFile, file_problems, snapshot_files
 
 __all__ = [
-    "Append", "BUCKET_COLUMN", "Commit", "CommitMode", "CommitResult", "LOCK_FILE", "LOCK_TIMEOUT_ENV", "METADATA_PREFIX",
+    "Append", "BUCKET_COLUMN", "Commit", "DAY_COLUMN", "CommitMode", "CommitResult", "LOCK_FILE", "LOCK_TIMEOUT_ENV", "METADATA_PREFIX",
     "PARTITION_COLUMN", "ReplaceBuckets", "ReplaceTable", "ReplaceWindow", "TableFile", "file_problems", "snapshot_files", "VacuumResult", "added_time_ranges",
     "arrow_schema", "built_with", "check_log", "commit_staged", "commits", "committed_files", "damaged_log_file", "discard_staging", "exists",
     "history", "is_local", "open_table",
     "has_staged_rows", "keep_staged_schema", "host_tag", "last_commit_metadata", "new_staging_dir", "orphan_staging_dirs",
     "remove_orphan_staging", "source_files", "table_uri", "vacuum", "version", "writer_lock",
-    "column_types", "interval_row_counts", "row_count",
+    "column_types", "interval_row_counts", "row_count", "partitioned_by_day", "row_filter", "interval_bounds", "partial_days", "copied_files", "column_range",
 ]

@@ -15,17 +15,20 @@ from typing import Mapping, Sequence
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Schema, Transaction
-from deltalake.transaction import AddAction, create_table_with_add_actions
+from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
 
+from incremental_assets.delta.day_files import copied_files, interval_range, replaced_files
 from incremental_assets.delta.files import filesystem, is_local
 from incremental_assets.delta.lock import writer_lock
-from incremental_assets.delta.staging import staged_parquet
+from incremental_assets.delta.staging import staged_footers, staged_interval_rows
 from incremental_assets.delta.tables import (
     BUCKET_COLUMN,
+    DAY_COLUMN,
     METADATA_PREFIX,
     PARTITION_COLUMN,
     commit_info,
     exists,
+    interval_bounds,
     open_table,
     window_filters,
 )
@@ -49,12 +52,13 @@ class CommitResult:
     interval_rows: Mapping[str, int] = field(default_factory=dict)  # rows added per ``ia_interval`` value (none: no key)
 
 
-def _add_actions(uri: str, staging: str) -> tuple[list[AddAction], int]:
+def _add_actions(uri: str, staging: str, *, by_day: bool = False) -> tuple[list[AddAction], int]:
     _, table_base = filesystem(uri)
     prefix = table_base.rstrip("/") + "/"
     actions: list[AddAction] = []
     rows = 0
-    for info, num_rows in staged_parquet(staging):
+    for info, footer in staged_footers(staging):
+        num_rows = footer.num_rows
         if num_rows == 0:
             continue  # a row-less file adds nothing to any interval or bucket: a window with no rows commits no file
         relative = info.path[len(prefix) :] if info.path.startswith(prefix) else info.path
@@ -64,6 +68,10 @@ def _add_actions(uri: str, staging: str) -> tuple[list[AddAction], int]:
                 key, value = part.split("=", 1)
                 partition_values[key] = None if value == "__HIVE_DEFAULT_PARTITION__" else value
         rows += num_rows
+        stats: dict[str, object] = {"numRecords": num_rows}
+        span = interval_range(footer) if by_day else None  # the intervals a day-cut table's file holds
+        if span is not None:  # what a later replace of some of them reads
+            stats.update(minValues={PARTITION_COLUMN: span[0]}, maxValues={PARTITION_COLUMN: span[1]})
         actions.append(
             AddAction(
                 path=relative,
@@ -71,7 +79,7 @@ def _add_actions(uri: str, staging: str) -> tuple[list[AddAction], int]:
                 partition_values=partition_values,
                 modification_time=int((info.mtime or datetime.now(timezone.utc)).timestamp() * 1000),
                 data_change=True,
-                stats=json.dumps({"numRecords": num_rows}),
+                stats=json.dumps(stats),
             )
         )
     return actions, rows
@@ -79,14 +87,26 @@ def _add_actions(uri: str, staging: str) -> tuple[list[AddAction], int]:
 
 @dataclass(frozen=True)
 class ReplaceWindow:
-    """Replace every interval partition the window overlaps (widened to boundaries); others are untouched."""
+    """Replace every interval partition the window overlaps (widened to boundaries); others are untouched.
+
+    On a table cut by day (``by_day``) the files holding rows of the window's intervals are removed (see
+    :mod:`.day_files`); the staged files then also hold those files' rows of other intervals, copied
+    from ``copied_from``. With ``whole_days`` (the table's columns change) every file of the days the
+    window touches is replaced instead. The commit refuses when the files to copy from are no longer
+    those the copy read (another run replaced hours of those days since)."""
 
     window: TimeWindow
     unit: IntervalUnit
-    partition_by: tuple[str, ...] = (PARTITION_COLUMN,)
+    by_day: bool = False
+    whole_days: bool = False
+    copied_from: tuple[str, ...] = ()
+
+    @property
+    def partition_by(self) -> tuple[str, ...]:
+        return (DAY_COLUMN,) if self.by_day else (PARTITION_COLUMN,)
 
     def filters(self) -> list[tuple[str, str, object]] | None:
-        return window_filters(self.window, self.unit)
+        return window_filters(self.window, self.unit, by_day=self.by_day)
 
 
 @dataclass(frozen=True)
@@ -102,13 +122,17 @@ class ReplaceBuckets:
 
 @dataclass(frozen=True)
 class ReplaceTable:
-    """Replace the whole table (its schema too), by an interval-partitioned table when ``partitioned``."""
+    """Replace the whole table (its schema too), by an interval-partitioned table when ``partitioned``
+    (cut by day when ``by_day``)."""
 
     partitioned: bool = False
+    by_day: bool = False
 
     @property
     def partition_by(self) -> tuple[str, ...]:
-        return (PARTITION_COLUMN,) if self.partitioned else ()
+        if not self.partitioned:
+            return ()
+        return (DAY_COLUMN,) if self.by_day else (PARTITION_COLUMN,)
 
     def filters(self) -> list[tuple[str, str, object]] | None:
         return None
@@ -153,9 +177,10 @@ def commit_staged(
 
     The schema given becomes the table's: columns added to it read as NULL in older files.
     """
-    actions, rows = _add_actions(uri, staging)
     partition_by = list(mode.partition_by)
-    for column in partition_by:
+    actions, rows = _add_actions(uri, staging, by_day=DAY_COLUMN in partition_by)
+    # A day-cut table's files hold each row's interval key as a plain column.
+    for column in [PARTITION_COLUMN, *partition_by] if DAY_COLUMN in partition_by else partition_by:
         if column not in schema.names:
             schema = schema.append(pa.field(column, pa.string()))
     delta_schema = Schema.from_arrow(schema)
@@ -180,13 +205,16 @@ def commit_staged(
                     continue
                 raise StorageError(f"the commit to {uri} failed, the table is unchanged: {exc}") from exc
         version = _version_of(uri, custom[METADATA_PREFIX + "staging"], before)
+    by_interval = _interval_rows(actions) if DAY_COLUMN not in partition_by else _window_rows(staging, mode)
+    if DAY_COLUMN in partition_by:
+        rows = sum(by_interval.values())  # the rows of other hours copied into rewritten files are not new
     return CommitResult(
         version=version,
         rows=rows,
         files=len(actions),
         bytes=sum(a.size for a in actions),
         partitions=len({tuple(a.partition_values.items()) for a in actions}),
-        interval_rows=_interval_rows(actions),
+        interval_rows=by_interval,
     )
 
 
@@ -206,14 +234,35 @@ def _commit_once(
     _check_partitioning(uri, table, mode)
     sequence = (table.transaction_version(APP_ID) or 0) + 1
     properties = CommitProperties(custom_metadata=custom, app_transactions=[Transaction(app_id=APP_ID, version=sequence)])
+    write_mode, filters, removes = "append" if isinstance(mode, Append) else "overwrite", mode.filters(), []
+    if isinstance(mode, ReplaceWindow) and mode.by_day:
+        removes = _day_removes(uri, table, mode)
+        if not mode.whole_days:
+            write_mode, filters = "append", None  # only the files holding the window's rows are removed
     table.create_write_transaction(
-        actions,
-        mode="append" if isinstance(mode, Append) else "overwrite",
+        [*actions, *removes],
+        mode=write_mode,
         schema=schema,
         partition_by=partition_by or None,
-        partition_filters=mode.filters(),
+        partition_filters=filters,
         commit_properties=properties,
     )
+
+
+def _day_removes(uri: str, table: DeltaTable, mode: ReplaceWindow) -> list[RemoveAction]:
+    """The remove actions of a day-cut table's window replace, after checking that the files its staged
+    copy read are still exactly those to copy from: otherwise another run replaced hours of those days
+    since, and committing would bring its replaced rows back or drop its new ones."""
+    if set(copied_files(table, mode.window, mode.unit, whole_days=mode.whole_days)) != set(mode.copied_from):
+        raise StorageError(
+            f"table {uri}: another run replaced hours of the days of {mode.window} while this run copied their other hours; "
+            "nothing was committed, run the window again"
+        )
+    if mode.whole_days:
+        return []  # the overwrite removes every file of the days
+    now = int(datetime.now(timezone.utc).timestamp() * 1000)
+    removed, _ = replaced_files(table, mode.window, mode.unit)
+    return [RemoveAction(f.path, True, now, f.size, {DAY_COLUMN: f.day}) for f in removed]
 
 
 def version_or_none(uri: str) -> int | None:
@@ -229,6 +278,16 @@ def _version_of(uri: str, staging: str, after: int | None) -> int:
         if commit_info(uri, version).get(METADATA_PREFIX + "staging") == staging:
             return version
     return latest
+
+
+def _window_rows(staging: str, mode: CommitMode) -> dict[str, int]:
+    """Rows staged per interval key of a day-cut table, those of the window only (the copied rows of the
+    days' other intervals are not new)."""
+    counts = staged_interval_rows(staging, PARTITION_COLUMN)
+    if isinstance(mode, ReplaceWindow):
+        first, end = interval_bounds(mode.window, mode.unit)
+        return {k: n for k, n in counts.items() if first <= k < end}
+    return counts
 
 
 def _interval_rows(actions: Sequence[AddAction]) -> dict[str, int]:

@@ -43,8 +43,8 @@ def new_staging_dir(uri: str) -> str:
     return f"{uri.rstrip('/')}/{STAGING_PREFIX}{stamp}-{host_tag()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
-def staged_parquet(staging: str) -> Iterator[tuple[pafs.FileInfo, int]]:
-    """Each parquet file under ``staging`` (in path order) with its row count, read from its footer."""
+def staged_footers(staging: str) -> Iterator[tuple[pafs.FileInfo, pq.FileMetaData]]:
+    """Each parquet file under ``staging`` (in path order) with its footer."""
     fs, base = filesystem(staging)
     try:
         infos = fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
@@ -54,7 +54,28 @@ def staged_parquet(staging: str) -> Iterator[tuple[pafs.FileInfo, int]]:
         if info.type != pafs.FileType.File or not info.base_name.endswith(".parquet"):
             continue
         with fs.open_input_file(info.path) as handle:
-            yield info, pq.ParquetFile(handle).metadata.num_rows
+            yield info, pq.ParquetFile(handle).metadata
+
+
+def staged_parquet(staging: str) -> Iterator[tuple[pafs.FileInfo, int]]:
+    """Each parquet file under ``staging`` (in path order) with its row count, read from its footer."""
+    for info, metadata in staged_footers(staging):
+        yield info, metadata.num_rows
+
+
+def staged_interval_rows(staging: str, column: str) -> dict[str, int]:
+    """Rows per value of ``column`` over the parquet files under ``staging`` (only that column is read)."""
+    fs, _ = filesystem(staging)
+    out: dict[str, int] = {}
+    for info, rows in staged_parquet(staging):
+        if not rows:
+            continue
+        with fs.open_input_file(info.path) as handle:
+            values = pq.read_table(handle, columns=[column]).column(column)
+        for item in values.value_counts().to_pylist():
+            key = str(item["values"])
+            out[key] = out.get(key, 0) + int(item["counts"])
+    return out
 
 
 EMPTY_STAGED_FILE = "part-00000-ia-no-rows.parquet"

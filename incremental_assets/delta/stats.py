@@ -12,7 +12,7 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
-from incremental_assets.delta.tables import BUCKET_COLUMN, PARTITION_COLUMN, exists, open_table
+from incremental_assets.delta.tables import BUCKET_COLUMN, DAY_COLUMN, PARTITION_COLUMN, exists, open_table
 
 # Delta's primitive type names that Spark SQL spells differently.
 _SPARK_NAMES = {"long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint"}
@@ -36,7 +36,7 @@ def spark_type(delta_type: object) -> str:
     return _SPARK_NAMES.get(str(kind), str(kind))
 
 
-def column_types(uri: str, *, drop: tuple[str, ...] = (PARTITION_COLUMN, BUCKET_COLUMN)) -> dict[str, str] | None:
+def column_types(uri: str, *, drop: tuple[str, ...] = (PARTITION_COLUMN, DAY_COLUMN, BUCKET_COLUMN)) -> dict[str, str] | None:
     """The table's columns and their Spark SQL types, in table order (None: no table yet).
 
     The interval and bucket partition columns are the framework's own and are left out."""
@@ -69,10 +69,15 @@ def row_count(uri: str) -> int | None:
 
 def interval_row_counts(uri: str) -> dict[str, int] | None:
     """Rows per interval partition (the interval's key, as in ``ia_interval``) of the current version,
-    from the log's file statistics; None when the table is not partitioned by interval or lacks statistics."""
+    from the log's file statistics; None when the table is not partitioned by interval or lacks statistics.
+
+    A table cut by day holds several intervals per file: its counts come from the ``ia_interval`` column
+    of its files (that column only is read)."""
     if not exists(uri):
         return None
     table = open_table(uri)
+    if DAY_COLUMN in table.metadata().partition_columns:
+        return _counted(table)
     if PARTITION_COLUMN not in table.metadata().partition_columns:
         return None
     actions = _add_actions(table)
@@ -84,3 +89,9 @@ def interval_row_counts(uri: str) -> dict[str, int] | None:
             return None
         out[str(key)] = out.get(str(key), 0) + int(count)
     return out
+
+
+def _counted(table: DeltaTable) -> dict[str, int]:
+    """Rows per ``ia_interval`` value of a day-cut table, counted from that column of its files."""
+    values = table.to_pyarrow_dataset().to_table(columns=[PARTITION_COLUMN]).column(PARTITION_COLUMN)
+    return {str(item["values"]): int(item["counts"]) for item in values.value_counts().to_pylist()}

@@ -13,7 +13,13 @@ replaces to the new version: delta-rs alone lets two concurrent first writes of 
 
 Incremental tables are partitioned by the interval that holds each row (column ``ia_interval``: the
 interval start as text, e.g. ``2024-01-01`` or ``2024-01-01T05``), so replacing a window is a partition
-replace, and reading a window prunes to exactly its partitions.
+replace, and reading a window prunes to exactly its partitions. New tables of hourly models are
+partitioned by the day instead (column ``ia_day``, ``ia_interval`` then a plain column of the data
+files): a backfilled day's rows are one file, not 24, so a long backfill writes, lists and commits 24x
+fewer files. Replacing some hours removes the files holding them, rewriting in the same commit those
+that hold other hours too (see :mod:`.day_files`); readers of a window prune by day and by each file's
+interval statistics, and filter rows on ``ia_interval``. A table keeps the layout it was created with
+(read from its Delta metadata); see :func:`partitioned_by_day`.
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ from incremental_assets.errors import DamagedTableError, StorageError, WindowErr
 from incremental_assets.model.intervals import IntervalUnit, TimeWindow, to_utc
 
 PARTITION_COLUMN = "ia_interval"
+# Hourly tables are partitioned by the day of the interval; ``ia_interval`` is then a data column.
+DAY_COLUMN = "ia_day"
 # Keyed tables (unique key, SCD type 2) are partitioned by a hash bucket of the key instead.
 BUCKET_COLUMN = "ia_bucket"
 METADATA_PREFIX = "incremental_assets."
@@ -171,13 +179,54 @@ def commit_info(uri: str, version: int) -> dict:
     return {}
 
 
-def window_filters(window: TimeWindow, unit: IntervalUnit | str | None) -> list[tuple[str, str, object]]:
-    """Partition filters selecting every interval partition that overlaps ``window`` (widened to boundaries)."""
-    unit = IntervalUnit.of(unit)
+def window_filters(window: TimeWindow, unit: IntervalUnit | str | None, *, by_day: bool = False) -> list[tuple[str, str, object]]:
+    """Partition filters selecting every interval partition that overlaps ``window`` (widened to boundaries),
+    or with ``by_day`` every day partition.
+
+    >>> from incremental_assets.model.intervals import utc
+    >>> window_filters(TimeWindow(utc(2024, 1, 1, 5), utc(2024, 1, 2, 1)), "hour", by_day=True)
+    [('ia_day', '>=', '2024-01-01'), ('ia_day', '<', '2024-01-03')]
+    """
+    if by_day:
+        window, unit, column = day_window(window), IntervalUnit.DAY, DAY_COLUMN
+    else:
+        unit, column = IntervalUnit.of(unit), PARTITION_COLUMN
     return [
-        (PARTITION_COLUMN, ">=", unit.partition_key(unit.floor(window.start))),
-        (PARTITION_COLUMN, "<", unit.partition_key(unit.ceil(window.end))),
+        (column, ">=", unit.partition_key(unit.floor(window.start))),
+        (column, "<", unit.partition_key(unit.ceil(window.end))),
     ]
+
+
+def day_window(window: TimeWindow) -> TimeWindow:
+    """``window`` widened to whole days (the day partitions it touches)."""
+    return TimeWindow(IntervalUnit.DAY.floor(window.start), IntervalUnit.DAY.ceil(window.end))
+
+
+def partial_days(window: TimeWindow) -> tuple[str, ...]:
+    """The ``ia_day`` keys of the days ``window`` covers only in part (their other rows must be kept).
+
+    >>> from incremental_assets.model.intervals import utc
+    >>> partial_days(TimeWindow(utc(2024, 1, 1, 5), utc(2024, 1, 3, 2))), partial_days(TimeWindow(utc(2024, 1, 1), utc(2024, 1, 3)))
+    (('2024-01-01', '2024-01-03'), ())
+    >>> partial_days(TimeWindow(utc(2024, 1, 1, 5), utc(2024, 1, 1, 6)))
+    ('2024-01-01',)
+    """
+    day = IntervalUnit.DAY
+    candidates = {day.floor(window.start)} | ({day.floor(window.end)} if not day.is_boundary(window.end) else set())
+    return tuple(day.partition_key(d) for d in sorted(candidates) if d < window.start or day.next(d) > window.end)
+
+
+def interval_bounds(window: TimeWindow, unit: IntervalUnit | str | None) -> tuple[str, str]:
+    """The ``ia_interval`` keys ``[first, end)`` of the intervals ``window`` overlaps: rows of a day file
+    belong to the window when their key is in this range (keys sort as their instants)."""
+    unit = IntervalUnit.of(unit)
+    return unit.partition_key(unit.floor(window.start)), unit.partition_key(unit.ceil(window.end))
+
+
+def partitioned_by_day(table: DeltaTable | str) -> bool:
+    """Whether a table's files are cut by day (partition column ``ia_day``) rather than by interval."""
+    table = open_table(table) if isinstance(table, str) else table
+    return DAY_COLUMN in table.metadata().partition_columns
 
 
 def last_commit_metadata(uri: str) -> dict[str, str]:
@@ -193,15 +242,41 @@ def last_commit_metadata(uri: str) -> dict[str, str]:
 
 
 def committed_files(
-    uri: str, *, window: TimeWindow | None = None, unit: str | None = None, buckets: Sequence[str] | None = None
+    uri: str,
+    *,
+    window: TimeWindow | None = None,
+    unit: str | None = None,
+    buckets: Sequence[str] | None = None,
+    days: Sequence[str] | None = None,
 ) -> list[str]:
-    """The files of the current version, pruned to the partitions of ``window`` or to ``buckets`` when given."""
+    """The files of the current version, pruned to the partitions of ``window``, to ``buckets`` or to the
+    ``days`` of a table cut by day when given.
+
+    On a table cut by day the files are those of the days ``window`` touches: see :func:`row_filter`."""
     table = open_table(uri)
-    if buckets is not None and BUCKET_COLUMN in table.metadata().partition_columns:
+    columns = table.metadata().partition_columns
+    if days is not None:
+        return table.file_uris(file_pruning_predicate=[(DAY_COLUMN, "in", sorted(days))]) if days else []
+    if buckets is not None and BUCKET_COLUMN in columns:
         return table.file_uris(file_pruning_predicate=[(BUCKET_COLUMN, "in", sorted(buckets))]) if buckets else []
-    if window is None or PARTITION_COLUMN not in table.metadata().partition_columns:
+    if window is not None and DAY_COLUMN in columns:
+        # By day, then by the first and last interval each file holds (its statistics).
+        first, end = interval_bounds(window, unit)
+        intervals = [(PARTITION_COLUMN, ">=", first), (PARTITION_COLUMN, "<", end)] if day_window(window) != window else []
+        return table.file_uris(file_pruning_predicate=window_filters(window, unit, by_day=True) + intervals)
+    if window is None or PARTITION_COLUMN not in columns:
         return table.file_uris()
     return table.file_uris(file_pruning_predicate=window_filters(window, unit))
+
+
+def row_filter(uri: str, window: TimeWindow | None, unit: str | None) -> tuple[str, str] | None:
+    """The ``ia_interval`` range ``[first, end)`` a reader of :func:`committed_files` must keep rows in:
+    None when the files hold exactly the window's rows (no window, a table cut by interval, whole days)."""
+    if window is None or not partitioned_by_day(uri):
+        return None
+    if day_window(window) == window:
+        return None
+    return interval_bounds(window, unit)
 
 
 def source_files(uri: str, *, time_column: str | None = None, window: TimeWindow | None = None) -> list[str]:
@@ -234,8 +309,8 @@ def _is_date_column(table: DeltaTable, column: str) -> bool:
     return False
 
 
-def arrow_schema(uri: str, *, drop: Sequence[str] = (PARTITION_COLUMN, BUCKET_COLUMN)) -> pa.Schema:
-    """The table's schema as Arrow, without the interval partition column readers don't need."""
+def arrow_schema(uri: str, *, drop: Sequence[str] = (PARTITION_COLUMN, DAY_COLUMN, BUCKET_COLUMN)) -> pa.Schema:
+    """The table's schema as Arrow, without the framework's partition columns readers don't need."""
     schema = pa.schema(open_table(uri).schema().to_arrow())
     for name in drop:
         index = schema.get_field_index(name)

@@ -18,7 +18,7 @@ from pyarrow import fs as pafs
 
 from incremental_assets.delta.files import filesystem as open_filesystem
 from incremental_assets.delta.files import local_path
-from incremental_assets.delta.tables import BUCKET_COLUMN, PARTITION_COLUMN, open_table
+from incremental_assets.delta.tables import BUCKET_COLUMN, DAY_COLUMN, PARTITION_COLUMN, open_table
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,7 @@ class TableFile:
     rows: int | None
     interval: str | None = None  # the ``ia_interval`` partition it belongs to (time-partitioned tables)
     bucket: str | None = None  # the ``ia_bucket`` partition it belongs to (keyed tables)
+    day: str | None = None  # the ``ia_day`` partition it belongs to (hourly tables cut by day: every interval of that day)
 
 
 def snapshot_files(uri: str) -> list[TableFile]:
@@ -48,6 +49,7 @@ def snapshot_files(uri: str) -> list[TableFile]:
                 rows=row.get("num_records"),
                 interval=row.get(f"partition.{PARTITION_COLUMN}"),
                 bucket=row.get(f"partition.{BUCKET_COLUMN}"),
+                day=row.get(f"partition.{DAY_COLUMN}"),
             )
         )
     return out

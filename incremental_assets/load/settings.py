@@ -10,12 +10,19 @@
 | spark.conf        | a few small-machine defaults | ``INCREMENTAL_ASSETS_SPARK_CONF`` (JSON object, merged) |
 | dagster_home      | ``<project>/.dagster``       | ``DAGSTER_HOME``                       |
 | max_concurrent_runs | CPU cores / cores per run, at least 1 (see below) | ``INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS`` |
+| hourly_files      | ``day``                      | ``INCREMENTAL_ASSETS_HOURLY_FILES``    |
 
 ``max_concurrent_runs`` is how many runs the project's Dagster instance lets run at once (its run queue).
 Each run is a Spark driver that, on the embedded default, computes with ``local[N]``'s N threads: the
 default gives each run N cores (N = 2 for the default ``local[2]``, all cores for ``local[*]``, 2 for a
 cluster or Spark Connect, where the driver still plans, collects and commits): 1 run on 2 cores, 2 on 4.
 More runs than that only make every run slower and can exhaust memory (a JVM each).
+
+``hourly_files`` is how the table of an hourly model created from now on is cut into files: ``day`` (one
+file per backfilled day, partitioned by ``ia_day``; replacing an hour of such a file rewrites it in the
+same commit, its other hours copied) or ``hour`` (one per hour, partitioned by ``ia_interval``: each hour
+replaced alone, but a 90-day backfill writes and commits 2,160 files instead of 90). An existing table
+keeps the layout it has.
 
 >>> import tempfile
 >>> s = load_settings(tempfile.mkdtemp(), environ={"INCREMENTAL_ASSETS_SPARK_MASTER": "local[1]"})
@@ -139,7 +146,7 @@ def load_settings(project_dir: str | Path, *, environ: Mapping[str, str] | None 
         if loaded is not None and not isinstance(loaded, dict):
             raise ModelFileError(path, 1, "settings must be a mapping of keys to values")
         raw = loaded or {}
-    known = {"warehouse", "dialect", "timezone", "spark", "dagster_home", "max_concurrent_runs"}
+    known = {"warehouse", "dialect", "timezone", "spark", "dagster_home", "max_concurrent_runs", "hourly_files"}
     unknown = {str(k) for k in raw} - known
     if unknown:
         raise ModelFileError(path, None, f"unknown setting(s): {', '.join(sorted(unknown))}", hint="use " + ", ".join(sorted(known)))
@@ -194,4 +201,17 @@ def load_settings(project_dir: str | Path, *, environ: Mapping[str, str] | None 
         spark_conf=conf,
         dagster_home=Path(_resolve(project_dir, str(home))),
         max_concurrent_runs=max_runs,
+        hourly_files=_hourly_files(raw, env, path, text),
     )
+
+
+HOURLY_FILES = ("day", "hour")
+
+
+def _hourly_files(raw: dict, env: Mapping[str, str], path: Path, text: str) -> str:
+    value = str(env.get("INCREMENTAL_ASSETS_HOURLY_FILES") or raw.get("hourly_files") or "day").strip().lower()
+    if value not in HOURLY_FILES:
+        where, line = _origin("hourly_files", "INCREMENTAL_ASSETS_HOURLY_FILES", env, path, text)
+        raise ModelFileError(where, line, f"hourly_files must be day or hour, not {value!r}",
+                             hint="`hourly_files: day` (one file per day of an hourly table, the default) or `hourly_files: hour`")
+    return value

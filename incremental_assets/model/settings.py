@@ -57,6 +57,7 @@ class Settings:
     spark_conf: Mapping[str, str] = field(default_factory=dict)
     dagster_home: Path | None = None
     max_concurrent_runs: int = 1
+    hourly_files: str = "day"  # how new tables of hourly models are cut into files: "day" or "hour"
 
     def spark_config(self) -> dict[str, str]:
         conf = dict(DEFAULT_SPARK_CONF)

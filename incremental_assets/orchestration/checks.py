@@ -79,7 +79,7 @@ class WindowAuditor:
             return None
 
         def audit_staged(staging: str) -> None:
-            outcomes = evaluate(self.spark, self.project, self.model, read_staged(self.spark, staging), self.blocking)
+            outcomes = evaluate(self.spark, self.project, self.model, read_staged(self.spark, staging, window, self.model.interval_unit), self.blocking)
             for o in outcomes:
                 self.blocking_outcomes.setdefault(o.audit.check_name, []).append(o)
             if not all(o.passed for o in outcomes):

@@ -28,7 +28,7 @@ from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
 
 from incremental_assets import delta
 from incremental_assets.errors import WindowError
-from incremental_assets.model.intervals import TimeWindow, format_instant, merge, to_utc
+from incremental_assets.model.intervals import IntervalUnit, TimeWindow, format_instant, merge, to_utc
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration.translator import ModelTranslator
@@ -117,9 +117,11 @@ def check_model(
         problems.append(f"... and {len(damaged) - 3} more damaged file(s)")
     # Only opening a file shows it unreadable: `run --auto` (which does not open them) cannot see it.
     seen = bool(gone) or any(not reason.startswith("not readable") for _, reason in damaged)
-    if not timed or any(item.interval is None for item, _ in damaged):
+    if not timed or any(item.interval is None and item.day is None for item, _ in damaged):
         return Integrity(model.name, current, newest, (), bool(problems), tuple(problems), seen)
-    keys = {r.partition for r in gone} | {_key_of(partitions, model, item.interval) for item, _ in damaged}
+    keys = {r.partition for r in gone}
+    for item, _ in damaged:
+        keys |= _keys_of_day(partitions, item.day) if item.day is not None else {_key_of(partitions, model, item.interval)}
     lost = _windows(partitions, sorted(k for k in keys if k))
     return Integrity(model.name, current, newest, lost, False, tuple(problems), seen)
 
@@ -206,6 +208,18 @@ def _key_of(partitions: dg.TimeWindowPartitionsDefinition, model: SqlModel, inte
     except WindowError:
         return None
     return partitions.get_partition_key_for_timestamp(start.timestamp())
+
+
+def _keys_of_day(partitions: dg.TimeWindowPartitionsDefinition, day: str) -> set[str | None]:
+    """The Dagster partition keys of every interval of the table partition ``ia_day=<day>`` (a file of a
+    table cut by day holds all of them)."""
+    try:
+        start = to_utc(day)
+    except WindowError:
+        return set()
+    end = IntervalUnit.DAY.next(start)
+    keys = partitions.get_partition_keys_in_time_window(dg.TimeWindow(start, end))
+    return set(keys)
 
 
 def _windows(partitions: dg.PartitionsDefinition, keys: list[str | None]) -> tuple[TimeWindow, ...]:

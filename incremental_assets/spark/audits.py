@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql import functions as F
 
 from incremental_assets import delta
 from incremental_assets.model.audits import Audit
@@ -14,6 +14,7 @@ from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.plan.audit_sql import failing_rows_sql, is_blocking
+from incremental_assets.spark.inputs import read_table_window
 
 SAMPLE_ROWS = 5
 
@@ -34,7 +35,7 @@ class AuditOutcome:
 def evaluate(spark: SparkSession, project: Project, model: SqlModel, rows: DataFrame, audits: list[Audit]) -> list[AuditOutcome]:
     """Run each audit's failing-rows query over ``rows``; count the failures and keep a sample."""
     view = "ia_audited_" + model.name.replace(".", "_")
-    rows.drop(delta.PARTITION_COLUMN, delta.BUCKET_COLUMN).createOrReplaceTempView(view)
+    rows.drop(delta.PARTITION_COLUMN, delta.DAY_COLUMN, delta.BUCKET_COLUMN).createOrReplaceTempView(view)
     sqls = [failing_rows_sql(audit, view, project.audits.get(audit.name)) for audit in audits]
     if not sqls:
         return []
@@ -50,17 +51,20 @@ def evaluate(spark: SparkSession, project: Project, model: SqlModel, rows: DataF
     return outcomes
 
 
-def read_staged(spark: SparkSession, staging: str) -> DataFrame:
+def read_staged(spark: SparkSession, staging: str, window: TimeWindow | None = None, unit: str | None = None) -> DataFrame:
+    """The rows a run staged, those of ``window`` only: on a table cut by day the staged files also hold
+    the other hours of the days the window covers in part, copied, not written by this run."""
     # A staging folder always holds a file with its columns, even for a window with no rows.
-    return spark.read.parquet(staging)
+    rows = spark.read.parquet(staging)
+    if window is None or delta.DAY_COLUMN not in rows.columns:
+        return rows
+    first, end = delta.interval_bounds(window, unit)
+    interval = F.col(delta.PARTITION_COLUMN)
+    return rows.where((interval >= first) & (interval < end))
 
 
 def read_committed(spark: SparkSession, project: Project, model: SqlModel, window: TimeWindow | None) -> DataFrame:
     """The committed rows of ``window`` (all rows without one), with the table's columns even when the
     window holds no row: audits of an empty window evaluate over zero rows."""
     uri = delta.table_uri(project.settings.warehouse, model.name)
-    files = delta.committed_files(uri, window=window, unit=model.interval_unit)
-    schema = from_arrow_schema(delta.arrow_schema(uri), prefer_timestamp_ntz=False)
-    if not files:
-        return spark.createDataFrame([], schema)
-    return spark.read.schema(schema).parquet(*files)
+    return read_table_window(spark, uri, window, model.interval_unit)[0]

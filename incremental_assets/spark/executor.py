@@ -113,6 +113,8 @@ class Executor(Inputs):
                 self.run_statements(plan, plan.pre_statements, "pre")
                 df = strategy.prepare(plan, self.spark.sql(plan.sql))
                 strategy.stage(plan, df, first=i == 0)
+            window = TimeWindow(first.window.start, last.window.end) if first.window and last.window else None
+            strategy.complete(window)
         except Exception as exc:
             unreadable = unreadable_input(exc, self.project)
             if unreadable is None:
@@ -127,7 +129,6 @@ class Executor(Inputs):
             log.info("%s: nothing changed, nothing to commit", first.model)
             self.run_statements(last, last.post_statements, "post")
             return self._unchanged(first, uri, inputs, self._unchanged_details(strategy, first), began)
-        window = TimeWindow(first.window.start, last.window.end) if first.window and last.window else None
         result = self._commit(strategy, first, window, run_id, before_commit)
         if result.files == 0:
             delta.discard_staging(uri, strategy.staging)  # nothing in it was committed (a window with no rows)

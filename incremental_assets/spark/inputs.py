@@ -7,6 +7,7 @@ replaced files too), pruned to the partitions the plan's read window needs.
 from __future__ import annotations
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
@@ -21,6 +22,24 @@ from incremental_assets.plan.rebuild import TargetState
 from incremental_assets.plan.run_plan import InputRead, RunPlan
 from incremental_assets.spark import merge
 from incremental_assets.spark.source_files import files_for_window
+
+
+def read_table_window(spark: SparkSession, uri: str, window: TimeWindow | None, unit: str | None) -> tuple[DataFrame, int]:
+    """A model table's committed rows of ``window`` (all without one) and how many files were read.
+
+    Files are pruned by partition; on a table cut by day a window that is not whole days also keeps
+    only the rows of its intervals (a filter on ``ia_interval``, pushed down to the Parquet reader)."""
+    files = delta.committed_files(uri, window=window, unit=unit)
+    schema = from_arrow_schema(delta.arrow_schema(uri), prefer_timestamp_ntz=False)
+    if not files:
+        return spark.createDataFrame([], schema), 0
+    bounds = delta.row_filter(uri, window, unit)
+    if bounds is None:
+        return spark.read.schema(schema).parquet(*files), len(files)
+    keyed = from_arrow_schema(delta.arrow_schema(uri, drop=(delta.DAY_COLUMN, delta.BUCKET_COLUMN)), prefer_timestamp_ntz=False)
+    interval = F.col(delta.PARTITION_COLUMN)
+    rows = spark.read.schema(keyed).parquet(*files).where((interval >= bounds[0]) & (interval < bounds[1]))
+    return rows.drop(delta.PARTITION_COLUMN), len(files)
 
 
 class Inputs:
@@ -91,11 +110,8 @@ class Inputs:
                 return self.spark.createDataFrame([], schema), "empty (first run)"
             raise StorageError(f"model {name} has no table yet at {uri}; materialize it (and what it reads) first")
         unit = upstream.interval_unit if upstream is not None else None
-        files = delta.committed_files(uri, window=read.window, unit=unit)
-        schema = from_arrow_schema(delta.arrow_schema(uri), prefer_timestamp_ntz=False)
-        if not files:
-            return self._empty(schema), "0 files"
-        return self.spark.read.schema(schema).parquet(*files), f"{len(files)} files"
+        df, files = read_table_window(self.spark, uri, read.window, unit)
+        return df, f"{files} files"
 
     def register(self, plan: RunPlan) -> dict[str, str]:
         """Register every input of ``plan`` as a temporary view; returns what was read per view."""

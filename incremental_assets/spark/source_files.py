@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
+from incremental_assets import delta
 from incremental_assets.model.intervals import TimeWindow
 
 
@@ -37,19 +38,10 @@ def time_range(path: str, column: str) -> tuple[datetime | None, datetime | None
         meta = pq.read_metadata(path)
     except (OSError, pa.ArrowException):
         return None
-    names = [meta.schema.column(i).name for i in range(meta.num_columns)]
-    if column not in names:
+    found = delta.column_range(meta, column)
+    if found is None:
         return None
-    index = names.index(column)
-    lows, highs = [], []
-    for group in range(meta.num_row_groups):
-        stats = meta.row_group(group).column(index).statistics
-        if stats is None or not stats.has_min_max:
-            if meta.row_group(group).num_rows:
-                return None
-            continue
-        lows.append(_instant(stats.min))
-        highs.append(_instant(stats.max))
+    lows, highs = ([_instant(v) for v in values] for values in found)
     if any(v is None for v in lows + highs):
         return None
     return (min(lows), max(highs)) if lows else (None, None)  # type: ignore[type-var]

@@ -7,6 +7,7 @@ the one Delta commit uses. Nothing here decides WHAT to run: plans do.
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -16,10 +17,11 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.types import StructType
 from sqlglot import exp
 
 from incremental_assets import delta
-from incremental_assets.model.intervals import TimeWindow
+from incremental_assets.model.intervals import IntervalUnit, TimeWindow
 from incremental_assets.model.kinds import IncrementalByTimeRange
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
@@ -138,6 +140,9 @@ class WriteStrategy:
         # Spark Connect knows "error", not "errorifexists"
         df.write.mode("error" if first else "append").parquet(self.staging)
 
+    def complete(self, window: TimeWindow | None) -> None:
+        """After every plan is staged: stage what else the commit of ``window`` needs (default: nothing)."""
+
     def has_changes(self) -> bool:
         """Whether there is anything to commit (False: the table keeps its version)."""
         return True
@@ -156,30 +161,79 @@ class ReplaceTableWrite(WriteStrategy):
 
 
 class _IntervalWrite(WriteStrategy):
-    """Rows keyed by the interval that holds them (``ia_interval``), one file per interval."""
+    """Rows keyed by the interval that holds them (``ia_interval``): one file per interval, or one per day
+    on a table cut by day (new tables of hourly models, see :mod:`incremental_assets.delta.tables`)."""
+
+    staged_columns: StructType | None = None  # the columns of the staged files, the interval key included
+
+    @functools.cached_property
+    def by_day(self) -> bool:
+        """Whether the table's files are cut by day: an existing table's own layout, else the setting's."""
+        if delta.exists(self.uri):
+            return delta.partitioned_by_day(self.uri)
+        return self.model.unit == IntervalUnit.HOUR and self.project.settings.hourly_files == "day"
 
     def stage(self, plan: RunPlan, df: DataFrame, *, first: bool) -> None:
         self.schema = self.schema or to_arrow_schema(df.schema, timezone="UTC")
         if first:
             faults.checkpoint("staging")
         keyed = df.withColumn(delta.PARTITION_COLUMN, F.expr(spark_partition_expression(self.model)))
-        # A one-interval window needs no shuffle; a longer one is grouped by interval.
-        one_interval = plan.window is not None and self.model.unit.next(plan.window.start) >= plan.window.end
-        keyed = keyed.coalesce(1) if one_interval else keyed.repartition(delta.PARTITION_COLUMN)
-        keyed.write.mode("error" if first else "append").partitionBy(delta.PARTITION_COLUMN).parquet(self.staging)
+        column, unit = delta.PARTITION_COLUMN, self.model.unit
+        if self.by_day:
+            keyed = keyed.withColumn(delta.DAY_COLUMN, F.substring(delta.PARTITION_COLUMN, 1, 10))
+            column, unit = delta.DAY_COLUMN, IntervalUnit.DAY
+        # A window inside one partition needs no shuffle; a longer one is grouped by partition.
+        one_partition = plan.window is not None and unit.next(unit.floor(plan.window.start)) >= plan.window.end
+        keyed = keyed.coalesce(1) if one_partition else keyed.repartition(column)
+        self.staged_columns = keyed.schema
+        keyed.write.mode("error" if first else "append").partitionBy(column).parquet(self.staging)
 
 
 class ReplaceWindowWrite(_IntervalWrite):
-    """Replace exactly the window's intervals; the schema is checked against the table's."""
+    """Replace exactly the window's intervals; the schema is checked against the table's.
+
+    On a table cut by day, the files holding the window's rows are replaced: those that hold other
+    hours too are rewritten, their other rows copied into the staged files (:meth:`complete`)."""
 
     kind = WriteKind.REPLACE_WINDOW
+    whole_days: bool = False
+    copied_from: tuple[str, ...] = ()
 
     def prepare(self, plan: RunPlan, df: DataFrame) -> DataFrame:
         return conform(self.model, self.uri, df) if delta.exists(self.uri) else df
 
+    def complete(self, window: TimeWindow | None) -> None:
+        if window is None or not self.by_day or not delta.exists(self.uri):
+            return
+        # A commit that changes the table's columns cannot keep files written with the old ones.
+        self.whole_days = not same_columns(delta.arrow_schema(self.uri), self.schema)
+        self.copied_from = tuple(delta.copied_files(self.uri, window, self.model.unit, whole_days=self.whole_days))
+        if self.copied_from:
+            copy_other_intervals(self, window)
+
     def commit_mode(self, window: TimeWindow | None) -> delta.CommitMode:
         assert window is not None
-        return delta.ReplaceWindow(window, self.model.unit)
+        return delta.ReplaceWindow(window, self.model.unit, by_day=self.by_day, whole_days=self.whole_days, copied_from=self.copied_from)
+
+
+def same_columns(table: pa.Schema, staged: pa.Schema | None) -> bool:
+    """Whether staged files have the table's columns and types (names compared case-insensitively)."""
+    return staged is not None and sorted((f.name.lower(), str(f.type)) for f in table) == sorted((f.name.lower(), str(f.type)) for f in staged)
+
+
+def copy_other_intervals(strategy: _IntervalWrite, window: TimeWindow) -> None:
+    """Stage the committed rows of ``strategy.copied_from`` outside ``window``, as the staged rows' columns."""
+    assert strategy.staged_columns is not None
+    first, end = delta.interval_bounds(window, strategy.model.unit)
+    schema = from_arrow_schema(delta.arrow_schema(strategy.uri, drop=(delta.DAY_COLUMN,)), prefer_timestamp_ntz=False)
+    interval = F.col(delta.PARTITION_COLUMN)
+    kept = strategy.spark.read.schema(schema).parquet(*strategy.copied_from).where((interval < first) | (interval >= end))
+    kept = kept.withColumn(delta.DAY_COLUMN, F.substring(delta.PARTITION_COLUMN, 1, 10))
+    present = {c.lower() for c in kept.columns}
+    kept = kept.select(
+        *[(F.col(f"`{f.name}`") if f.name.lower() in present else F.lit(None)).cast(f.dataType).alias(f.name) for f in strategy.staged_columns.fields]
+    )
+    kept.coalesce(1).write.mode("append").partitionBy(delta.DAY_COLUMN).parquet(strategy.staging)
 
 
 class RebuildWrite(_IntervalWrite):
@@ -188,7 +242,7 @@ class RebuildWrite(_IntervalWrite):
     kind = WriteKind.REBUILD
 
     def commit_mode(self, window: TimeWindow | None) -> delta.CommitMode:
-        return delta.ReplaceTable(partitioned=True)
+        return delta.ReplaceTable(partitioned=True, by_day=self.by_day)
 
 
 class AppendWrite(WriteStrategy):
