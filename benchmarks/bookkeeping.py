@@ -2,9 +2,11 @@
 
 Two models over one hourly Delta source differ only in their interval unit (``cron '@daily'`` vs
 ``'@hourly'``). Each is backfilled over ``days`` days by ``incremental-assets run MODEL --auto --end E``
-(a fresh process each, a fresh Dagster home and warehouse each, as a user runs it), with the project's
-event log storage (``after``: one transaction per batch of events) and with Dagster's default SQLite event
-log writing each event on its own (``before``), repetitions interleaved. Reported: hourly/daily per
+(a fresh process each, a fresh Dagster home and warehouse each, as a user runs it), in three variants,
+repetitions interleaved: ``before``, Dagster's default SQLite event log writing each event on its own and
+the hourly table cut into one file per hour; ``hour_files``, the project's event log storage (one
+transaction per batch of events), still one file per hour; ``after``, the project's event log and one file
+per day (``hourly_files: day``, the default). Reported: hourly/daily per
 variant and the extra cost per extra partition, ``(hourly - daily) / (hourly partitions - daily partitions)``
 (which includes Spark's and Delta's per-partition cost: more interval values, files and log entries).
 
@@ -43,7 +45,10 @@ SELECT ts, k, v FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt
 """
 MODELS = ("daily", "hourly")
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
-VARIANTS = ("before", "after")
+# before: Dagster's own SQLite event log and one file per hour (the state before both changes);
+# hour_files: the project's batched event log, one file per hour; after: batched, one file per day.
+VARIANTS = ("before", "hour_files", "after")
+HOURLY_FILES = {"before": "hour", "hour_files": "hour", "after": "day"}
 
 
 def write_project(root: Path, days: int, per_hour: int) -> Path:
@@ -78,7 +83,7 @@ def variant_env(variant: str, home: Path, warehouse: Path) -> dict[str, str]:
     from incremental_assets.orchestration.event_log import BATCH_SIZE_ENV
 
     env = {**os.environ, "DAGSTER_HOME": str(home), "INCREMENTAL_ASSETS_WAREHOUSE": str(warehouse),
-           "INCREMENTAL_ASSETS_SPARK_MASTER": "local[2]", "PYTHONPATH": str(REPO)}
+           "INCREMENTAL_ASSETS_SPARK_MASTER": "local[2]", "PYTHONPATH": str(REPO), "INCREMENTAL_ASSETS_HOURLY_FILES": HOURLY_FILES[variant]}
     env.pop(BATCH_SIZE_ENV, None)
     return env
 
@@ -154,7 +159,8 @@ def in_process_runs(spark, root: Path, days: int, tag: str = "") -> dict[str, di
                 home = root / f"{tag}inproc-home-{variant}-{model}"
                 prepare_home(home, variant)
                 project = load_project(root)
-                project = dataclasses.replace(project, settings=dataclasses.replace(project.settings, warehouse=str(root / f"{tag}inproc-wh-{variant}-{model}")))
+                settings = dataclasses.replace(project.settings, warehouse=str(root / f"{tag}inproc-wh-{variant}-{model}"), hourly_files=HOURLY_FILES[variant])
+                project = dataclasses.replace(project, settings=settings)
                 instance = open_instance(home)
                 clock = StorageClock(instance)
                 runner = Runner(project, instance, build_definitions(project))

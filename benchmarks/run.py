@@ -15,8 +15,9 @@ Scenarios:
   spark_server the project's long-lived Spark Connect server (`incremental-assets spark start`): one new day
                (`run --auto`) with it up vs down, the CLI's year backfill vs the in-process single run
   automation   new data to every downstream model recomputed by the real dagster-daemon and the automation sensor
-  bookkeeping  the same data as a daily and as an hourly model, 90 days, `run --auto` each: the project's event
-               log (one transaction per batch of events) vs Dagster's default SQLite event log, side by side
+  bookkeeping  the same data as a daily and as an hourly model, 90 days, `run --auto` each: Dagster's default
+               SQLite event log and one file per hour (before), the project's batched event log with one file
+               per hour, and with one file per day (after), side by side (BENCH_BOOKKEEPING_REPS)
   growth       the same year at 1x, 5x and 10x the orders a day (BENCH_GROWTH_FACTORS): CLI backfill and one new
                day in fresh processes, peak memory of Python and of the Spark JVM
   peer         dbt-spark microbatch (installed into benchmarks/.peer-venv) and SQLMesh on Spark (benchmarks/.sqlmesh-venv)
@@ -218,7 +219,8 @@ def scenario_bookkeeping(spark) -> dict:
 
     with tempfile.TemporaryDirectory() as tmp:
         days = int(os.environ.get("BENCH_BOOKKEEPING_DAYS", "7" if QUICK else "90"))
-        return bookkeeping.scenario_bookkeeping(spark, Path(tmp), days=days, reps=REPS)
+        reps = int(os.environ.get("BENCH_BOOKKEEPING_REPS", str(REPS)))
+        return bookkeeping.scenario_bookkeeping(spark, Path(tmp), days=days, reps=reps)
 
 
 def scenario_peer() -> dict:

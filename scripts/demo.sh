@@ -22,7 +22,9 @@ cat <<TXT
 
 Done. The tables are Delta tables under ./warehouse; runs are recorded in ./.dagster.
 Open the UI (same instance, so the CLI runs above are there; the command also starts the daemon that
-runs the queue, the sensors and the schedules):
+runs the queue, the sensors and the schedules), with the project's long-lived Spark up first so the runs
+the daemon launches share one JVM (stop it with: $ia spark stop):
+  $ia spark start
   DAGSTER_HOME=$PWD/.dagster .venv/bin/dagster dev -h 127.0.0.1 -p 3000
 Then watch new data arrive (README, "Watch the automation pick up new data"):
   $ia demo-data --append --hours 1 --orders-per-day $ORDERS     # or: --append  (up to now)
