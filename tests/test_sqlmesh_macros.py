@@ -244,6 +244,7 @@ MACRO_FILE = (
          "@IF, @EVAL or a clause operator"),
         ("SELECT a FROM t\n@JOIN(TRUE) u USING (k)", 3, "@JOIN(condition) needs a join with an ON condition", "join with ON"),
         ("SELECT a, @IF(@start_ds > '2024-01-02', b) FROM t", 2, "the query's columns depend on the run window", "same columns"),
+        ("SELECT a\nFROM @IF(@start_ds < '2024-06-01', s.old, s.new)", 3, "a table chosen by a condition on the run window", "UNION ALL"),
         ("SELECT @undefined AS x", 2, "unknown macro @undefined", "@DEF(undefined, value)"),
         ("@DEF(x);\nSELECT 1 AS x", 2, "@DEF takes a name and a value", "@DEF(name, value)"),
         ("SELECT @STAR(s.nothing) FROM t", 2, "the columns of s.nothing are not known", "sources.yaml"),

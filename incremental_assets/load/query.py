@@ -18,6 +18,7 @@ from sqlglot.errors import ParseError, TokenError
 from incremental_assets.errors import ModelFileError
 from incremental_assets.load.macro_eval import MacroContext, MacroError, MacroEvaluator, macro_error_location
 from incremental_assets.load.macro_syntax import protect_macros, restore_macros, table_macro, var_name
+from incremental_assets.load.macro_syntax import RUNTIME_IF
 from incremental_assets.load.runtime_macros import MAX_RUNTIME_CHOICES, choice_count, first_variant, runtime_variants
 from incremental_assets.model.kinds import CURSOR_MACROS
 from incremental_assets.model.sql_model import DATE_MACROS, TableReference
@@ -213,6 +214,13 @@ def parse_model_body(
 
 def _check_runtime_choices(query: exp.Expression, path: str | Path, line_offset: int) -> None:
     """Conditions on the run window: few enough to analyse every combination, and none changing the columns."""
+    for node in query.find_all(exp.Anonymous):
+        if str(node.this).lower() == RUNTIME_IF and isinstance(node.parent, exp.Table):
+            raise ModelFileError(
+                path, node_line(node, 0) or line_offset + 1,
+                "a table chosen by a condition on the run window (FROM @IF(@start_ds ..., a, b)): the tables a model reads must be known when it loads",
+                hint="read both tables with UNION ALL, each filtered by the condition (WHERE @start_ds < '2024-06-01'), or make two models",
+            )
     count = choice_count(query)
     if count > MAX_RUNTIME_CHOICES:
         raise ModelFileError(
