@@ -270,7 +270,21 @@ def time_partitions(home: Path, batch: str | None, partitions: int, what: str) -
     os.environ.pop(BATCH_SIZE_ENV, None)
     if batch:
         os.environ[BATCH_SIZE_ENV] = batch
-    os.environ["DAGSTER_HOME"] = str(home)
+    saved_home = os.environ.get("DAGSTER_HOME")
+    os.environ["DAGSTER_HOME"] = str(home)  # the project's event log storages read their folder from it
+    try:
+        out = _time_partitions(dg, job, key, keys, home, partitions)
+    finally:  # later scenarios (their subprocesses) must not inherit this home
+        os.environ.pop(BATCH_SIZE_ENV, None)
+        os.environ.pop("DAGSTER_HOME", None)
+        if saved_home is not None:
+            os.environ["DAGSTER_HOME"] = saved_home
+    print(f"bookkeeping: {what}: 1 partition {out['one_partition_s']:.2f}s, {partitions} partitions {out[f'{partitions}_partitions_s']:.2f}s, "
+          f"{out['ms_per_extra_partition']} ms per extra partition", flush=True)
+    return out
+
+
+def _time_partitions(dg, job, key, keys, home: Path, partitions: int) -> dict:
     with dg.DagsterInstance.from_config(str(home)) as instance:
         def run(first: int, last: int) -> float:
             began = time.perf_counter()
@@ -281,12 +295,8 @@ def time_partitions(home: Path, batch: str | None, partitions: int, what: str) -
         one = min(run(i, i) for i in range(3))
         many = run(3, 2 + partitions)
         assert len(instance.get_materialized_partitions(key)) == partitions + 3
-    os.environ.pop(BATCH_SIZE_ENV, None)
-    out = {"one_partition_s": round(one, 2), f"{partitions}_partitions_s": round(many, 2),
-           "ms_per_extra_partition": round(1000 * (many - one) / (partitions - 1), 2)}
-    print(f"bookkeeping: {what}: 1 partition {one:.2f}s, {partitions} partitions {many:.2f}s, "
-          f"{out['ms_per_extra_partition']} ms per extra partition", flush=True)
-    return out
+    return {"one_partition_s": round(one, 2), f"{partitions}_partitions_s": round(many, 2),
+            "ms_per_extra_partition": round(1000 * (many - one) / (partitions - 1), 2)}
 
 
 def postgres_event_logs(root: Path, partitions: int) -> dict:
