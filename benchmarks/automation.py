@@ -149,6 +149,9 @@ if __name__ == "__main__":
 
     orders, days = (int(sys.argv[1]), int(sys.argv[2])) if len(sys.argv) > 2 else (200, 37)
     if len(sys.argv) > 3:  # one variant, as the scenario runs it
-        print(json.dumps(one_arrival(orders_per_day=orders, days=days, server=sys.argv[3] == "server_up"), indent=2))
+        print(json.dumps(one_arrival(orders_per_day=orders, days=days, server=sys.argv[3] == "server_up"), indent=2), flush=True)
+        # The backfill's Spark Connect session outlives its server (stopped above): at a normal exit its
+        # client would retry the stopped server for minutes before giving up.
+        os._exit(0)
     else:
         print(json.dumps(scenario_automation(orders_per_day=orders, days=days), indent=2))
