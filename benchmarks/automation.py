@@ -50,11 +50,12 @@ def scenario_automation(*, orders_per_day: int, days: int = 37) -> dict:
     import json
     import subprocess
 
+    from peer import fresh_env
+
     figures = {}
     for variant in ("server_down", "server_up"):
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("INCREMENTAL_ASSETS_", "DAGSTER_HOME"))}
         done = subprocess.run([sys.executable, __file__, str(orders_per_day), str(days), variant],
-                              capture_output=True, text=True, env=env)  # each variant its own project and Dagster home
+                              capture_output=True, text=True, env=fresh_env())  # each variant its own project and Dagster home
         if done.returncode != 0:
             raise RuntimeError(f"automation {variant} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
         figures[variant] = json.loads(done.stdout[done.stdout.index("{"):])

@@ -94,7 +94,7 @@ def _rows(warehouse: Path) -> int:
 
 
 def one_size(root: Path, *, days: int, orders_per_day: int) -> dict:
-    from peer import our_model
+    from peer import fresh_env, our_model
 
     from incremental_assets.demo import generate_demo_data
 
@@ -105,7 +105,7 @@ def one_size(root: Path, *, days: int, orders_per_day: int) -> dict:
     generate_demo_data(project, start=date(2024, 1, 1), days=days + 1, orders_per_day=orders_per_day)
     generated = time.perf_counter() - began
     start, end = date(2024, 1, 1), date(2024, 1, 1) + timedelta(days=days)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("INCREMENTAL_ASSETS_", "DAGSTER_HOME"))}
+    env = fresh_env()
     cli = [sys.executable, "-m", "incremental_assets.cli"]
     year = sampled_run(cli + ["run", "shop.order_lines", "--start", start.isoformat(), "--end", end.isoformat(),
                               "--project", str(project)], project, env)

@@ -153,6 +153,12 @@ def dbt_project(root: Path, data: Path) -> Path:
     return project
 
 
+
+def fresh_env() -> dict[str, str]:
+    """This environment without the project settings or Dagster home a caller may have set: a command then
+    uses its own project's defaults."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("INCREMENTAL_ASSETS_", "DAGSTER_HOME"))}
+
 def run(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
     began = time.perf_counter()
     done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)

@@ -16,7 +16,6 @@ The CLI's year table is checked equal (rows and revenue of two days) to the in-p
 
 from __future__ import annotations
 
-import os
 import statistics
 import sys
 import time
@@ -74,7 +73,7 @@ def _summary(in_process: list[float], cli_year: list[float], year_down: float, d
 
 
 def scenario_spark_server(spark, root: Path, *, days: int, reps: int, orders_per_day: int) -> dict:
-    from peer import our_day_totals, our_model, run
+    from peer import fresh_env, our_day_totals, our_model, run
 
     from incremental_assets.demo import generate_demo_data
 
@@ -87,7 +86,7 @@ def scenario_spark_server(spark, root: Path, *, days: int, reps: int, orders_per
     figures: dict = {"days": days, "orders_per_day": orders_per_day, "reps": reps}
 
     in_process = _in_process_year(spark, project, root / "wh-inproc", start, end, reps)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("INCREMENTAL_ASSETS_", "DAGSTER_HOME"))}
+    env = fresh_env()
     year = ["run", "shop.order_lines", "--start", start.isoformat(), "--end", end.isoformat()]
     new_day = iter(range(1, new_days + 1))
 
