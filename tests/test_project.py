@@ -5,6 +5,7 @@ import pytest
 from incremental_assets.errors import ModelFileError, ProjectError, SelectionError
 from incremental_assets.load.project import load_project
 from incremental_assets.load.settings import load_settings
+from incremental_assets.model.settings import LISTING_JOB_THRESHOLD
 
 SOURCES = """\
 - name: raw.orders
@@ -69,6 +70,18 @@ def test_settings_defaults_file_and_environment(tmp_path):
     })
     assert s.warehouse == "s3://bucket/wh" and s.spark_master == "spark://h:7077"
     assert s.spark_config()["spark.executor.memory"] == "2g" and s.spark_config()["spark.sql.shuffle.partitions"] == "8"
+
+
+def test_a_local_spark_lists_a_reads_files_on_the_driver(tmp_path):
+    """On one local JVM a read's files are listed by the driver, never by a Spark job (~1.4 s a read of a
+    year's files); a cluster, a remote server or an object store keeps Spark's default."""
+    local = load_settings(tmp_path, environ={})
+    assert local.spark_config()[LISTING_JOB_THRESHOLD] == "100000"
+    for environ in ({"INCREMENTAL_ASSETS_SPARK_MASTER": "spark://h:7077"}, {"INCREMENTAL_ASSETS_WAREHOUSE": "s3://bucket/wh"},
+                    {"INCREMENTAL_ASSETS_SPARK_REMOTE": "sc://h:15002"}):
+        assert LISTING_JOB_THRESHOLD not in load_settings(tmp_path, environ=environ).spark_config(), environ
+    (tmp_path / "incremental_assets.yaml").write_text(f"spark:\n  conf:\n    {LISTING_JOB_THRESHOLD}: 64\n")
+    assert load_settings(tmp_path, environ={}).spark_config()[LISTING_JOB_THRESHOLD] == "64"  # the user's own value wins
 
 
 def test_settings_errors(tmp_path):

@@ -2,6 +2,6 @@
 
 import sys
 
-from incremental_assets.cli.commands import main
+from incremental_assets.cli.commands import console_main
 
-sys.exit(main())
+sys.exit(console_main())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -481,5 +482,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 141
 
 
+def console_main() -> int:
+    """The ``incremental-assets`` process: ``main`` with the garbage collector set for a short-lived command.
+
+    Dagster, SQLAlchemy, pandas and Spark's client leave ~300,000 objects after import that live until the
+    process ends; walking them on every full collection, and once more at exit, cost a year's backfill
+    ~0.8 s of collection and ~0.5 s of exit. Collections are made rarer and, at the end, what is left is
+    moved out of the collector's reach (it is still freed by reference counting as the interpreter exits).
+    """
+    gc.set_threshold(50_000, 20, 100)
+    try:
+        return main()
+    finally:
+        gc.freeze()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console_main())

@@ -22,6 +22,8 @@ DEFAULT_SPARK_CONF: dict[str, str] = {
     "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
 }
 
+LISTING_JOB_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+
 SECRET_KEY = re.compile(r"secret|password|passwd|token|credential|private|(^|[._-])(access|api|account|sas)?[._-]?key($|[._-])", re.IGNORECASE)
 
 REDACTED = "<redacted>"
@@ -65,4 +67,8 @@ class Settings:
         conf.update(self.spark_conf)
         if not self.spark_remote:
             conf.setdefault("spark.master", self.spark_master)
+        if conf.get("spark.master", "").startswith("local") and ("://" not in self.warehouse or self.warehouse.startswith("file://")):
+            # A read names its files (a year's backfill hundreds); past this many Spark lists them with a
+            # job, which on one local JVM costs ~1.4 s a read against ~0.1 s listed by the driver.
+            conf.setdefault(LISTING_JOB_THRESHOLD, "100000")
         return conf
