@@ -8,6 +8,9 @@ command in a fresh process, as a user runs it, on the embedded default (local Sp
 
 While a command runs its process tree is sampled every 0.2 s: the peak resident memory of the Python
 process (``VmHWM``) and of the Spark driver JVM it starts (the largest ``VmHWM`` among its descendants).
+The driver's collections are logged (``-Xlog:gc``): the largest heap left after a collection is what the
+JVM really held, where its resident peak also counts garbage a 4 GB heap lets pile up before collecting.
+At the largest size the year runs once more with a 1 GB driver: it must finish, in about the same time.
 What growth should look like: the year's time linear in its rows (seconds per million rows flat), memory
 flat (Spark streams the rows; nothing is collected to the driver or to Python), the new day flat.
 """
@@ -15,6 +18,7 @@ flat (Spark streams the rows; nothing is collected to the driver or to Python), 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -25,8 +29,18 @@ from pathlib import Path
 SETTINGS = """\
 spark:
   conf:
-    spark.driver.memory: 4g
+    spark.driver.memory: {memory}
+    spark.driver.extraJavaOptions: -Duser.timezone=UTC -Xlog:gc:file={gc_log}
 """
+GC_PAUSE = re.compile(r"Pause .*?(\d+)M->(\d+)M\((\d+)M\)")
+
+
+def heap_after_gc_mb(log: Path) -> int | None:
+    """The largest heap the driver JVM still held after a collection (its live data at most), from its GC log."""
+    if not log.exists():
+        return None
+    after = [int(m.group(2)) for m in GC_PAUSE.finditer(log.read_text())]
+    return max(after, default=None)
 
 
 def _children() -> dict[int, list[int]]:
@@ -64,7 +78,10 @@ def _descendants(pid: int) -> list[int]:
 
 
 def sampled_run(argv: list[str], cwd: Path, env: dict[str, str]) -> dict:
-    """Run a command; its wall time and the peak memory of its Python process and of its JVM."""
+    """Run a command; its wall time, the peak memory of its Python process and of its JVM, and the JVM's
+    largest heap after a collection (the project's settings log the driver's collections to gc.log)."""
+    gc_log = cwd / "gc.log"
+    gc_log.unlink(missing_ok=True)
     began = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     peaks = {"python": 0.0, "jvm": 0.0}
@@ -82,7 +99,8 @@ def sampled_run(argv: list[str], cwd: Path, env: dict[str, str]) -> dict:
     sampler.join()
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(argv[:4])} failed ({proc.returncode}):\n{out[-3000:]}\n{err[-3000:]}")
-    return {"seconds": round(seconds, 2), "python_peak_mb": round(peaks["python"]), "jvm_peak_mb": round(peaks["jvm"])}
+    return {"seconds": round(seconds, 2), "python_peak_mb": round(peaks["python"]), "jvm_peak_mb": round(peaks["jvm"]),
+            "jvm_heap_after_gc_peak_mb": heap_after_gc_mb(gc_log)}
 
 
 def _rows(warehouse: Path) -> int:
@@ -93,37 +111,43 @@ def _rows(warehouse: Path) -> int:
     return DeltaTable(table_uri(str(warehouse), "shop.order_lines")).to_pyarrow_dataset().count_rows()
 
 
-def one_size(root: Path, *, days: int, orders_per_day: int) -> dict:
+def one_size(root: Path, *, days: int, orders_per_day: int, small_driver: str | None = None) -> dict:
     from peer import fresh_env, our_model
 
     from incremental_assets.demo import generate_demo_data
 
     project = root / f"orders-{orders_per_day}"
     our_model(project)
-    (project / "incremental_assets.yaml").write_text(SETTINGS)
+    settings = project / "incremental_assets.yaml"
+    settings.write_text(SETTINGS.format(memory="4g", gc_log=project / "gc.log"))
     began = time.perf_counter()
     generate_demo_data(project, start=date(2024, 1, 1), days=days + 1, orders_per_day=orders_per_day)
     generated = time.perf_counter() - began
     start, end = date(2024, 1, 1), date(2024, 1, 1) + timedelta(days=days)
     env = fresh_env()
     cli = [sys.executable, "-m", "incremental_assets.cli"]
-    year = sampled_run(cli + ["run", "shop.order_lines", "--start", start.isoformat(), "--end", end.isoformat(),
-                              "--project", str(project)], project, env)
+    year_argv = cli + ["run", "shop.order_lines", "--start", start.isoformat(), "--end", end.isoformat(), "--project", str(project)]
+    year = sampled_run(year_argv, project, env)
     rows = _rows(project / "warehouse")
     day = sampled_run(cli + ["run", "--auto", "--end", (end + timedelta(days=1)).isoformat(), "--project", str(project)], project, env)
     day_rows = _rows(project / "warehouse") - rows
     result = {"orders_per_day": orders_per_day, "generate_s": round(generated, 1), "year": year, "year_rows": rows,
               "year_s_per_million_rows": round(year["seconds"] / rows * 1e6, 2), "new_day": day, "new_day_rows": day_rows}
+    if small_driver:  # the year again (replaced in one commit) with a quarter of the driver's memory
+        settings.write_text(SETTINGS.format(memory=small_driver, gc_log=project / "gc.log"))
+        result["year_small_driver"] = {"driver_memory": small_driver, **sampled_run(year_argv, project, env)}
+        print(f"growth: {orders_per_day} orders/day: year again with a {small_driver} driver "
+              f"{result['year_small_driver']['seconds']}s", flush=True)
     print(f"growth: {orders_per_day} orders/day: year {year['seconds']}s for {rows} rows "
           f"({result['year_s_per_million_rows']} s per million), python {year['python_peak_mb']} MB, "
-          f"jvm {year['jvm_peak_mb']} MB; new day {day['seconds']}s ({day_rows} rows)", flush=True)
+          f"jvm {year['jvm_peak_mb']} MB (heap after GC {year['jvm_heap_after_gc_peak_mb']} MB); new day {day['seconds']}s ({day_rows} rows)", flush=True)
     return result
 
 
 def scenario_growth(root: Path, *, days: int, orders_per_day: int, factors: tuple[int, ...]) -> dict:
     """Every size in turn; the marginal cost between sizes (seconds per extra million rows) is what shows
     linearity, since each command also pays a fixed start-up."""
-    sizes = [one_size(root, days=days, orders_per_day=orders_per_day * f) for f in factors]
+    sizes = [one_size(root, days=days, orders_per_day=orders_per_day * f, small_driver="1g" if f == factors[-1] else None) for f in factors]
     base = sizes[0]
     steps = []
     for before, after in zip(sizes, sizes[1:]):
@@ -138,4 +162,6 @@ def scenario_growth(root: Path, *, days: int, orders_per_day: int, factors: tupl
         "new_day_time_ratio": round(largest["new_day"]["seconds"] / base["new_day"]["seconds"], 2),
         "python_peak_ratio": round(largest["year"]["python_peak_mb"] / max(base["year"]["python_peak_mb"], 1), 2),
         "jvm_peak_ratio": round(largest["year"]["jvm_peak_mb"] / max(base["year"]["jvm_peak_mb"], 1), 2),
+        "jvm_heap_after_gc_ratio": round(largest["year"]["jvm_heap_after_gc_peak_mb"] / max(base["year"]["jvm_heap_after_gc_peak_mb"], 1), 2)
+        if largest["year"]["jvm_heap_after_gc_peak_mb"] and base["year"]["jvm_heap_after_gc_peak_mb"] else None,
     }

@@ -55,6 +55,8 @@ SPARK_CONF = {  # both peers' local Spark, like ours (run.py): 2 cores, a 4 GB d
     "spark.sql.shuffle.partitions": "4",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.sources.partitionOverwriteMode": "dynamic",
+    # Files or partition folders listed by the driver, not by a job: ours does this on a local master.
+    "spark.sql.sources.parallelPartitionDiscovery.threshold": "100000",
 }
 
 SOURCES = """\

@@ -77,10 +77,11 @@ def example_project(root: Path, days: int, orders_per_day: int):
 
 def spark_session():
     from incremental_assets.spark.session import build_spark_session
-    from incremental_assets.model.settings import DEFAULT_SPARK_CONF
+    from incremental_assets.model.settings import DEFAULT_SPARK_CONF, LISTING_JOB_THRESHOLD
 
     conf = dict(DEFAULT_SPARK_CONF)
-    conf.update({"spark.master": "local[2]", "spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "4"})
+    conf.update({"spark.master": "local[2]", "spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "4",
+                 LISTING_JOB_THRESHOLD: "100000"})  # as a project's local Spark has it (Settings.spark_config)
     return build_spark_session(conf, app_name="incremental_assets_bench")
 
 

@@ -4,7 +4,8 @@ One project (the example's shop.order_lines, ``BENCH_ORDERS_PER_DAY`` orders a d
 a few new days after it), every figure from this one run:
 
   in-process   the year as one single run: ``Executor.execute`` on a warm local session in this process
-               (the backfill scenario's "single run"; the reference for the CLI's year)
+               (the backfill scenario's "single run"; the reference for the CLI's year), in turns with
+               the CLI's year so that both see the same machine
   server start ``incremental-assets spark start`` (JVM start and warm-up), paid once
   cli year     ``incremental-assets run shop.order_lines --start S --end E`` for the year, in a fresh process,
                with the server up (and once with it down)
@@ -33,28 +34,31 @@ def _cli(project: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "incremental_assets.cli", *args, "--project", str(project)]
 
 
-def _in_process_year(spark, project_dir: Path, warehouse: Path, start: date, end: date, reps: int) -> list[float]:
-    import dataclasses
+class _InProcess:
+    """The year as one single run on this process's warm session (the reference for the CLI's year)."""
 
-    from incremental_assets.load.project import load_project
-    from incremental_assets.model.intervals import TimeWindow, utc
-    from incremental_assets.plan.run_plan import plan_run
-    from incremental_assets.spark.executor import Executor
+    def __init__(self, spark, project_dir: Path, warehouse: Path, start: date, end: date):
+        import dataclasses
 
-    project = load_project(project_dir)
-    project = dataclasses.replace(project, settings=dataclasses.replace(project.settings, warehouse=str(warehouse)))
-    model = project.model("shop.order_lines")
-    executor = Executor(spark, project)
-    year = TimeWindow(utc(start.year, start.month, start.day), utc(end.year, end.month, end.day))
-    day = TimeWindow(year.start, year.start + timedelta(days=1))
-    executor.execute(plan_run(project, model, day))  # warm-up: the session's first queries
-    times = []
-    for _ in range(reps):
+        from incremental_assets.load.project import load_project
+        from incremental_assets.model.intervals import TimeWindow, utc
+        from incremental_assets.plan.run_plan import plan_run
+        from incremental_assets.spark.executor import Executor
+
+        project = load_project(project_dir)
+        self.project = dataclasses.replace(project, settings=dataclasses.replace(project.settings, warehouse=str(warehouse)))
+        self.model = self.project.model("shop.order_lines")
+        self.executor = Executor(spark, self.project)
+        self.plan_run = plan_run
+        self.year = TimeWindow(utc(start.year, start.month, start.day), utc(end.year, end.month, end.day))
+        self.executor.execute(plan_run(self.project, self.model, TimeWindow(self.year.start, self.year.start + timedelta(days=1))))
+
+    def year_run(self) -> float:
         began = time.perf_counter()
-        executor.execute(plan_run(project, model, year))
-        times.append(time.perf_counter() - began)
-        print(f"spark-server: in-process single run of the year {times[-1]:.2f}s", flush=True)
-    return times
+        self.executor.execute(self.plan_run(self.project, self.model, self.year))
+        seconds = time.perf_counter() - began
+        print(f"spark-server: in-process single run of the year {seconds:.2f}s", flush=True)
+        return seconds
 
 
 def _summary(in_process: list[float], cli_year: list[float], year_down: float, day_up: list[float], day_down: list[float]) -> dict:
@@ -85,7 +89,7 @@ def scenario_spark_server(spark, root: Path, *, days: int, reps: int, orders_per
     start, end = date(2024, 1, 1), date(2024, 1, 1) + timedelta(days=days)
     figures: dict = {"days": days, "orders_per_day": orders_per_day, "reps": reps}
 
-    in_process = _in_process_year(spark, project, root / "wh-inproc", start, end, reps)
+    single_run = _InProcess(spark, project, root / "wh-inproc", start, end)  # warmed up on one day
     env = fresh_env()
     year = ["run", "shop.order_lines", "--start", start.isoformat(), "--end", end.isoformat()]
     new_day = iter(range(1, new_days + 1))
@@ -96,8 +100,9 @@ def scenario_spark_server(spark, root: Path, *, days: int, reps: int, orders_per
 
     figures["server_start_s"] = round(run(_cli(project, "spark", "start"), project, env), 2)
     try:
-        cli_year = []
-        for _ in range(reps):  # each repetition replaces the year in one commit
+        in_process, cli_year = [], []
+        for _ in range(reps):  # side by side, in turns; each repetition replaces the year in one commit
+            in_process.append(single_run.year_run())
             cli_year.append(run(_cli(project, *year), project, env))
             print(f"spark-server: CLI year backfill, server up {cli_year[-1]:.2f}s", flush=True)
         day_up = []
