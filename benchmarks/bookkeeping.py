@@ -13,7 +13,8 @@ variant and the extra cost per extra partition, ``(hourly - daily) / (hourly par
 The same runs in this process (``Runner.run(auto=True)``, what the command calls, one warm Spark session)
 time the event log storage itself: its seconds per partition are the bookkeeping proper. On a real
 PostgreSQL (when its binaries are installed), an asset with no work over 1 vs 240 hourly partitions:
-dagster-postgres as is, with ``DAGSTER_EVENT_BATCH_SIZE`` set, and the project's batched Postgres event log.
+dagster-postgres as is, with ``DAGSTER_EVENT_BATCH_SIZE`` set, and the project's batched Postgres event log;
+and the CLI's daily and hourly ``run --auto`` with the Dagster home on that PostgreSQL.
 """
 
 from __future__ import annotations
@@ -213,6 +214,7 @@ def scenario_bookkeeping(spark, root: Path, *, days: int, reps: int, per_hour: i
     reason = postgres_unavailable_reason()
     result["sqlite_options"] = sqlite_event_logs(root, 240)
     result["postgres"] = {"skipped": reason} if reason else postgres_event_logs(root, 240)
+    result["postgres_cli_s"] = {"skipped": reason} if reason else postgres_cli_runs(root, days, reps)
     return result
 
 
@@ -308,6 +310,29 @@ def postgres_event_logs(root: Path, partitions: int) -> dict:
                 for n, (name, (_, _, batch)) in enumerate(POSTGRES_VARIANTS.items())}
 
 
+def postgres_cli_runs(root: Path, days: int, reps: int) -> dict:
+    """``run --auto`` of the daily and the hourly model, as in :func:`cli_runs` (one file per day), with the
+    Dagster home's runs, event log (the project's batched Postgres one) and schedules on a real PostgreSQL."""
+    from cluster.services import postgres_server
+    from peer import run
+
+    end = (START + timedelta(days=days)).date().isoformat()
+    times: dict[str, list[float]] = {m: [] for m in MODELS}
+    with postgres_server() as server:
+        for rep in range(reps):
+            for model in MODELS if rep % 2 == 0 else MODELS[::-1]:
+                home = postgres_home(server, root / f"pg-cli-{model}-{rep}", f"cli_{model}_{rep}", "ours")
+                argv = [sys.executable, "-m", "incremental_assets.cli", "run", f"b.{model}", "--auto", "--end", end, "--project", str(root)]
+                seconds = run(argv, root, variant_env("after", home, root / f"wh-pg-{model}-{rep}"))
+                partitions = days * (24 if model == "hourly" else 1)
+                assert recorded(home, model) == partitions, f"Postgres {model}: not every partition recorded"
+                times[model].append(seconds)
+                print(f"bookkeeping: CLI on Postgres {model} ({partitions} partitions) {seconds:.2f}s", flush=True)
+    daily, hourly = statistics.median(times["daily"]), statistics.median(times["hourly"])
+    return {"daily": round(daily, 2), "hourly": round(hourly, 2), "hourly_over_daily": round(hourly / daily, 2),
+            "ms_per_extra_partition": round(per_extra_partition(daily, hourly, days), 2), "every_run_s": times}
+
+
 def sqlite_event_logs(root: Path, partitions: int) -> dict:
     """The SQLite options: Dagster's default event log, the same with ``PRAGMA synchronous=NORMAL`` on every
     connection (its databases are in WAL mode already), and the project's batched event log."""
@@ -339,7 +364,11 @@ if __name__ == "__main__":
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        if sys.argv[1:2] == ["options"]:
+        if sys.argv[1:2] == ["postgres-cli"]:  # `postgres-cli DAYS REPS`: only the CLI's hourly/daily on Postgres
+            days = int(sys.argv[2]) if len(sys.argv) > 2 else 90
+            write_project(Path(tmp), days, 4)
+            print(postgres_cli_runs(Path(tmp), days, int(sys.argv[3]) if len(sys.argv) > 3 else 2))
+        elif sys.argv[1:2] == ["options"]:
             n = int(sys.argv[2]) if len(sys.argv) > 2 else 240
             print({"sqlite": sqlite_event_logs(Path(tmp), n), "postgres": postgres_event_logs(Path(tmp), n)})
         else:
