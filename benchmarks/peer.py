@@ -22,6 +22,8 @@ import time
 from datetime import date
 from pathlib import Path
 
+from incremental_assets.model.settings import LISTING_JOB_THRESHOLD
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 VENV = HERE / ".peer-venv"
@@ -55,8 +57,7 @@ SPARK_CONF = {  # both peers' local Spark, like ours (run.py): 2 cores, a 4 GB d
     "spark.sql.shuffle.partitions": "4",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.sources.partitionOverwriteMode": "dynamic",
-    # Files or partition folders listed by the driver, not by a job: ours does this on a local master.
-    "spark.sql.sources.parallelPartitionDiscovery.threshold": "100000",
+    LISTING_JOB_THRESHOLD: "100000",  # files or partition folders listed by the driver, as our local Spark does
 }
 
 SOURCES = """\
@@ -155,11 +156,11 @@ def dbt_project(root: Path, data: Path) -> Path:
     return project
 
 
-
 def fresh_env() -> dict[str, str]:
     """This environment without the project settings or Dagster home a caller may have set: a command then
     uses its own project's defaults."""
     return {k: v for k, v in os.environ.items() if not k.startswith(("INCREMENTAL_ASSETS_", "DAGSTER_HOME"))}
+
 
 def run(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
     began = time.perf_counter()

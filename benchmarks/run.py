@@ -76,13 +76,12 @@ def example_project(root: Path, days: int, orders_per_day: int):
 
 
 def spark_session():
+    from incremental_assets.model.settings import Settings
     from incremental_assets.spark.session import build_spark_session
-    from incremental_assets.model.settings import DEFAULT_SPARK_CONF, LISTING_JOB_THRESHOLD
 
-    conf = dict(DEFAULT_SPARK_CONF)
-    conf.update({"spark.master": "local[2]", "spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "4",
-                 LISTING_JOB_THRESHOLD: "100000"})  # as a project's local Spark has it (Settings.spark_config)
-    return build_spark_session(conf, app_name="incremental_assets_bench")
+    # A project's local Spark (local[2], 4 shuffle partitions, UTC, ...) with the benchmarks' 4 GB driver.
+    settings = Settings(project_dir=REPO, warehouse=str(REPO / "warehouse"), spark_conf={"spark.driver.memory": "4g"})
+    return build_spark_session(settings.spark_config(), app_name="incremental_assets_bench")
 
 
 def scenario_scale() -> dict:

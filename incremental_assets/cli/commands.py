@@ -487,7 +487,7 @@ def console_main() -> int:
 
     Dagster, SQLAlchemy, pandas and Spark's client leave ~300,000 objects after import that live until the
     process ends; walking them on every full collection, and once more at exit, cost a year's backfill
-    ~0.8 s of collection and ~0.5 s of exit. Collections are made rarer and, at the end, what is left is
+    0.5-0.9 s of collection and ~1 s of exit. Collections are made rarer and, at the end, what is left is
     moved out of the collector's reach (it is still freed by reference counting as the interpreter exits).
     """
     gc.set_threshold(50_000, 20, 100)

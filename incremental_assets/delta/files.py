@@ -12,6 +12,7 @@ from typing import Mapping
 from pyarrow import fs as pafs
 
 from incremental_assets.errors import StorageError
+from incremental_assets.model.settings import is_local  # noqa: F401 (the delta package's name for it)
 
 
 # Where the AWS SDKs (delta-rs, pyarrow) find credentials, besides an EC2 instance role.
@@ -96,10 +97,6 @@ def process_started(pid: int) -> str | None:
     same pid; None where ``/proc`` is not available."""
     fields = _proc_stat(pid)
     return fields[19] if len(fields) > 19 else None
-
-
-def is_local(uri: str) -> bool:
-    return "://" not in uri or uri.startswith("file://")
 
 
 def local_path(uri: str) -> str:

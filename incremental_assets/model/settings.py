@@ -29,6 +29,11 @@ SECRET_KEY = re.compile(r"secret|password|passwd|token|credential|private|(^|[._
 REDACTED = "<redacted>"
 
 
+def is_local(uri: str) -> bool:
+    """Whether a location is on this machine's file system (a path or a ``file://`` URI), not an object store."""
+    return "://" not in uri or uri.startswith("file://")
+
+
 def is_secret(key: str) -> bool:
     """Whether a setting's name says it holds a credential: its value is never shown or stored.
 
@@ -67,7 +72,7 @@ class Settings:
         conf.update(self.spark_conf)
         if not self.spark_remote:
             conf.setdefault("spark.master", self.spark_master)
-        if conf.get("spark.master", "").startswith("local") and ("://" not in self.warehouse or self.warehouse.startswith("file://")):
+        if conf.get("spark.master", "").startswith("local") and is_local(self.warehouse):
             # A read names its files (a year's backfill hundreds); past this many Spark lists them with a
             # job, which on one local JVM costs ~1.4 s a read against ~0.1 s listed by the driver.
             conf.setdefault(LISTING_JOB_THRESHOLD, "100000")
