@@ -38,6 +38,7 @@ from incremental_assets.load.header import (
     Value,
     check_file_size,
     parse_header,
+    read_utf8,
     split_model_file,
 )
 from incremental_assets.load.jinja import render_jinja_blocks
@@ -51,6 +52,7 @@ from incremental_assets.load.query import (
 )
 from incremental_assets.load.reader import HeaderReader
 from incremental_assets.load.seeds import read_seed
+from incremental_assets.model.cron import CRON_HINT, cron_problem
 from incremental_assets.model.intervals import IntervalUnit, relative_instant, unit_from_cron
 from incremental_assets.model.kinds import (
     CURSOR_MACROS,
@@ -156,10 +158,7 @@ def _start_and_end(reader: HeaderReader, seen: Mapping[str, Property], values: d
 def read_model_text(path: Path) -> str:
     """A model file's text: at most :data:`MAX_MODEL_FILE_BYTES`, UTF-8."""
     check_file_size(path)
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ModelFileError(path, None, "the file is not UTF-8 text") from None
+    return read_utf8(path)
 
 
 def _properties(reader: HeaderReader, header: Header) -> dict[str, Property]:
@@ -244,6 +243,15 @@ def _interval_unit(reader: HeaderReader, prop: Property) -> IntervalUnit:
     return IntervalUnit(unit)
 
 
+def _cron(reader: HeaderReader, prop: Property) -> str:
+    """The cron as written, once it is known to fire (the scheduler only ever sees valid ones)."""
+    cron = reader.text(prop.value, "cron")
+    problem = cron_problem(cron)
+    if problem:
+        raise reader.fail(prop.line, f"invalid cron '{cron}': {problem}", hint=CRON_HINT)
+    return cron
+
+
 def _column_descriptions(reader: HeaderReader, prop: Property) -> dict[str, str]:
     v = prop.value
     if not isinstance(v, Items) or not all(isinstance(i, Pair) for i in v.items):
@@ -256,7 +264,7 @@ def _column_descriptions(reader: HeaderReader, prop: Property) -> dict[str, str]
 _PROPERTY_READERS: dict[str, tuple[str, Callable[[HeaderReader, Property, str], Any]]] = {
     "start": ("start", lambda r, p, d: r.instant(p.value, "start")),
     "end": ("end", lambda r, p, d: r.instant(p.value, "end")),
-    "cron": ("cron", lambda r, p, d: r.text(p.value, "cron")),
+    "cron": ("cron", lambda r, p, d: _cron(r, p)),
     "interval_unit": ("interval_unit", lambda r, p, d: _interval_unit(r, p)),
     "owner": ("owner", lambda r, p, d: r.text(p.value, "owner")),
     "tags": ("tags", lambda r, p, d: r.names(p.value, "tags")),

@@ -30,6 +30,7 @@ from incremental_assets.load.settings import load_settings
 from incremental_assets.load.sources import load_sources
 from incremental_assets.load.sqlmesh_config import SqlmeshConfig, load_sqlmesh_config
 from incremental_assets.model.audits import BUILTINS, UserAudit
+from incremental_assets.model.cron import CRON_HINT, cron_problem
 from incremental_assets.model.kinds import Embedded
 from incremental_assets.model.project import Project, Source
 from incremental_assets.model.settings import Settings
@@ -38,6 +39,22 @@ from incremental_assets.model.sql_model import SqlModel
 
 def load_project(directory: str | Path = ".", *, settings: Settings | None = None) -> Project:
     """Load every model under ``models/`` and the sources; raise ProjectError listing every problem."""
+    project, errors, _ = _load(directory, settings)
+    if errors:
+        raise ProjectError(errors)
+    return project
+
+
+def load_valid_models(directory: str | Path = ".", *, settings: Settings | None = None) -> tuple[Project, list[ModelFileError]]:
+    """The project of every model that loads, with the errors of those that do not: a model whose file,
+    references or audits are wrong is left out, and so is every model reading one left out.
+
+    Commands that report (``status``) show the others; commands that build refuse the project."""
+    project, errors, left_out = _load(directory, settings)
+    return project, errors + left_out
+
+
+def _load(directory: str | Path, settings: Settings | None) -> tuple[Project, list[ModelFileError], list[ModelFileError]]:
     directory = Path(directory).resolve()
     settings = settings or load_settings(directory)
     models_dir = directory / "models"
@@ -55,14 +72,33 @@ def load_project(directory: str | Path = ".", *, settings: Settings | None = Non
     user_audits = _load_user_audits(directory / "audits", errors)
     user_audits.update(_inline_audits(models, user_audits, errors))
     errors += _audit_errors(models, user_audits)
-    if errors:
-        raise ProjectError(errors)
-    models = default_starts(inline_embedded(models))
+    left_out: list[ModelFileError] = []
+    models = default_starts(inline_embedded(_without_invalid(models, sources, errors, left_out)))
     order = [n for n in _topological_order(models) if not isinstance(models[n].kind, Embedded)]
-    return Project(
+    project = Project(
         directory=directory, settings=settings, models=models, sources=sources, order=tuple(order), audits=user_audits,
         variables=config.variables,
     )
+    return project, errors, left_out
+
+
+def _without_invalid(
+    models: Mapping[str, SqlModel], sources: Mapping[str, Source], errors: list[ModelFileError], left_out: list[ModelFileError]
+) -> dict[str, SqlModel]:
+    """The models no error names, less those reading an invalid model (said in ``left_out``); a reference
+    to a model that did not load at all is already an error of its own."""
+    bad_files = {str(Path(e.path).resolve()) for e in errors if e.path}
+    kept = {n: m for n, m in models.items() if str(m.path.resolve()) not in bad_files}
+    while True:
+        missing = {n: d for n, m in kept.items() for d in m.depends_on if d != n and d not in kept and d not in sources}
+        if not missing:
+            return kept
+        for name, upstream in missing.items():
+            model = kept.pop(name)
+            if upstream in models:
+                line = next((r.line for r in model.references if r.name == upstream), model.query_line)
+                left_out.append(ModelFileError(model.path, line, f"model {name} is left out: it reads {upstream}, which is invalid",
+                                               hint=f"fix {upstream} first"))
 
 
 def _macro_context(directory: Path, sources: Mapping[str, Source], config: SqlmeshConfig, errors: list[ModelFileError]) -> MacroContext:
@@ -134,6 +170,10 @@ def _add_model(models: dict[str, SqlModel], model: SqlModel, sources: Mapping[st
                 hint="give each model a unique name",
             )
         )
+        return
+    problem = cron_problem(model.cron) if model.cron else None
+    if problem:  # a Python model's cron; a model file's is refused as its header is read
+        errors.append(ModelFileError(path, model.line_of("cron"), f"invalid cron '{model.cron}': {problem}", hint=CRON_HINT))
         return
     if model.name in sources:
         errors.append(ModelFileError(path, model.line_of("name"), f"model {model.name} has the name of a source in sources.yaml", hint="rename the model or the source"))
