@@ -428,3 +428,10 @@ def test_a_thousand_unary_minus_signs_are_reported_on_the_query_line(tmp_path, c
     root = project(tmp_path, {"models/m.sql": HEADER + "\n-- the query\nSELECT " + "- " * 1000 + "1 AS x\n"})
     line = one_error(capsys, "validate", "--project", str(root))
     assert line.startswith(f"error: {root}/models/m.sql:4: the query nests too deeply to be parsed; at most 200")
+
+
+def test_an_invalid_cron_of_a_python_model_is_one_line_too(tmp_path, capsys):
+    module = "import pandas as pd\n\nMODEL = {'name': 's.py', 'cursor': 'id', 'cron': '0 0 30 feb *'}\n\n\ndef fetch(last_value):\n    return pd.DataFrame({'id': [1]})\n"
+    root = project(tmp_path, {"models/py.py": module, "models/other.sql": OTHER})
+    line = one_error(capsys, "validate", "--project", str(root))
+    assert line.startswith(f"error: {root}/models/py.py:3: invalid cron '0 0 30 feb *': it never fires: no month it names (feb) has a day 30")
