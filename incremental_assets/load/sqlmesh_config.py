@@ -38,7 +38,7 @@ from typing import Any, Mapping
 import yaml
 
 from incremental_assets.errors import ModelFileError
-from incremental_assets.load.sqlmesh_shim import plain, sqlmesh_names
+from incremental_assets.load.sqlmesh_shim import import_failure, plain, sqlmesh_names
 
 log = logging.getLogger(__name__)
 
@@ -187,7 +187,7 @@ def _read_python(path: Path) -> dict[str, Any]:
         try:
             spec.loader.exec_module(module)
         except Exception as exc:  # the user's code: report whatever it raised, with the file
-            raise ModelFileError(path, getattr(exc, "lineno", None), f"cannot import the config: {type(exc).__name__}: {exc}") from None
+            raise import_failure(path, exc, "the config") from None
     config = getattr(module, "config", None)
     if config is None:
         raise ModelFileError(path, None, "config.py defines no `config`", hint="assign `config = Config(...)`")
