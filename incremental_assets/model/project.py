@@ -45,6 +45,10 @@ class Project:
     order: tuple[str, ...]
     audits: Mapping[str, UserAudit] = field(default_factory=dict)
     variables: Mapping[str, Any] = field(default_factory=dict)  # config `variables`, for @VAR
+    # config `before_all` / `after_all`, macros expanded, in the order of the project folders; Spark SQL
+    before_all: tuple[str, ...] = ()
+    after_all: tuple[str, ...] = ()
+    directories: tuple[Path, ...] = ()  # every folder of a project loaded from several (the first is `directory`)
 
     def ordered(self) -> list[SqlModel]:
         """Models in dependency order (upstreams first); EMBEDDED models are not among them (they are
