@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -88,6 +89,15 @@ def load_project(directory: str | Path | Sequence[str | Path] = ".", *, settings
     )
 
 
+def project_folders(text: str) -> list[str]:
+    """The folders of ``$INCREMENTAL_ASSETS_PROJECT``: one, or several separated by ``os.pathsep``.
+
+    >>> project_folders(os.pathsep.join(["repo_1", "repo_2"]))
+    ['repo_1', 'repo_2']
+    """
+    return [part for part in text.split(os.pathsep) if part]
+
+
 def _project_directories(directory: str | Path | Sequence[str | Path]) -> list[Path]:
     folders = [directory] if isinstance(directory, (str, Path)) else list(directory)
     out: list[Path] = []
@@ -123,17 +133,13 @@ def _line_of_text(path: Path | None, text: str) -> int | None:
 def catalog_tables(
     models: Mapping[str, SqlModel], sources: Mapping[str, Source], unlocated: Mapping[str, Unlocated], statements: Sequence[exp.Expression]
 ) -> dict[str, Source]:
-    """Tables and views that ``before_all`` or a model's pre-statements create, read from Spark's catalog
-    by the models that name them (with an external model's columns where one declares them).
-
-    >>> import sqlglot
-    >>> made = catalog_tables({}, {}, {}, [sqlglot.parse_one("CREATE VIEW raw.d AS SELECT 1 AS x")])
-    >>> made["raw.d"].format, made["raw.d"].location
-    ('table', 'raw.d')
+    """Tables and views that ``before_all`` or a model's pre-statements create and a model reads: sources
+    read from Spark's catalog (with an external model's columns where one declares them).
     """
     created = list(statements)
     for model in models.values():
         created += list(model.pre_statements)
+    read = {ref.name for model in models.values() for ref in model.references}
     out: dict[str, Source] = {}
     for statement in created:
         if not isinstance(statement, exp.Create) or str(statement.args.get("kind") or "").upper() not in ("TABLE", "VIEW"):
@@ -142,7 +148,7 @@ def catalog_tables(
         if not isinstance(target, exp.Table):
             continue
         name = table_name(target)
-        if name in models or name in sources:
+        if name in models or name in sources or name not in read:
             continue
         declared = unlocated.get(name)
         out[name] = declared.as_catalog_table() if declared else Source(name=name, location=name, format="table")

@@ -50,6 +50,14 @@ class Project:
     after_all: tuple[str, ...] = ()
     directories: tuple[Path, ...] = ()  # every folder of a project loaded from several (the first is `directory`)
 
+    def relative_path(self, path: Path) -> Path:
+        """A project file as the user knows it: relative to the project folder, or for a file of a further
+        folder (a project loaded from several), relative to that folder's parent (``repo_2/models/c.sql``)."""
+        for folder in (self.directory, *self.directories):
+            if folder in path.parents:
+                return path.relative_to(folder if folder == self.directory else folder.parent)
+        return path
+
     def ordered(self) -> list[SqlModel]:
         """Models in dependency order (upstreams first); EMBEDDED models are not among them (they are
         inlined into their consumers and never run on their own)."""
