@@ -21,7 +21,7 @@ from incremental_assets.plan.compile import analysis_of, run_size
 def _project(args: argparse.Namespace):
     from incremental_assets.load.project import load_project
 
-    return load_project(args.projects)
+    return load_project(getattr(args, "projects", None) or args.project)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
