@@ -204,7 +204,8 @@ def test_an_external_model_without_location_asks_for_one(bakery):
     (bakery / "external_models.yaml").write_text("- name: raw.sales\n  columns: {sale_id: INTEGER}\n")
     with pytest.raises(ProjectError) as err:
         load_project(bakery)
-    assert f"{bakery / 'external_models.yaml'}:1: external model raw.sales does not say where its data lives" in str(err.value)
+    assert "reads external model raw.sales, which does not say where its data lives" in str(err.value)
+    assert f"to its entry at {bakery / 'external_models.yaml'}:1" in str(err.value)
     (bakery / "sources.yaml").write_text("- {name: raw.sales, location: data/sales.csv, format: csv}\n")
     assert load_project(bakery).sources["raw.sales"].columns == {"sale_id": "INT"}  # location from sources.yaml, columns from here
     (bakery / "sources.yaml").unlink()

@@ -22,7 +22,7 @@ from incremental_assets.plan.compile import analysis_of, run_size
 def _project(args: argparse.Namespace):
     from incremental_assets.load.project import load_project
 
-    return load_project(args.project)
+    return load_project(getattr(args, "projects", None) or args.project)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -31,7 +31,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for model in project.ordered():
         analysis = analysis_of(project, model.name)
         unit = f", {model.interval_unit}" if model.is_incremental else ""
-        rel = model.path.relative_to(project.directory)
+        rel = project.relative_path(model.path)
         if analysis is not None and analysis.refused:
             refused += 1
             for reason in analysis.reasons:
@@ -41,7 +41,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(f"ok  {model.name} ({model.kind.name}{unit}{cls})  {rel}")
     for model in project.models.values():
         if model.name not in project.order:
-            print(f"ok  {model.name} ({model.kind.name}, {explain_model(project, model)['safety_class']})  {model.path.relative_to(project.directory)}")
+            print(f"ok  {model.name} ({model.kind.name}, {explain_model(project, model)['safety_class']})  {project.relative_path(model.path)}")
     if refused:
         print(
             f"{refused} model(s) refused by the safety analysis: fix the SQL, allow the construct in the MODEL kind "
@@ -68,7 +68,7 @@ def explain_model(project, model) -> dict:
 
     translator = ModelTranslator()
     analysis = analysis_of(project, model.name)
-    info: dict = {"model": model.name, "kind": model.kind.name, "file": str(model.path.relative_to(project.directory))}
+    info: dict = {"model": model.name, "kind": model.kind.name, "file": str(project.relative_path(model.path))}
     info["safety_class"] = _class_text(analysis)
     write = describe_write(model.kind)
     if write:
@@ -413,13 +413,17 @@ def cmd_demo_data(args: argparse.Namespace) -> int:
     return 0
 
 
+PROJECT_HELP = ("project folder (holds models/); default: the current directory. Repeat it to load several folders as one "
+                "project (SQLMesh's -p repo_1 -p repo_2); settings and warehouse are the first folder's")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="incremental-assets", description="SQL models as incremental Dagster assets on Spark and Delta Lake")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def add(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("--project", default=".", type=Path, help="project folder (holds models/); default: the current directory")
+        p.add_argument("--project", action="append", type=Path, help=PROJECT_HELP)
         return p
 
     add("validate", "load and check every model; exit non-zero with file:line diagnostics").set_defaults(func=cmd_validate)
@@ -490,6 +494,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.projects = getattr(args, "project", None) or [Path(".")]
+    args.project = args.projects[0]  # settings, warehouse, Dagster home and the Spark server are the first folder's
     try:
         return args.func(args)
     except ProjectError as exc:

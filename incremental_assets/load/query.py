@@ -169,6 +169,19 @@ def _expand(
         raise ModelFileError(path, line or line_offset + 1, exc.message, hint=hint) from None
 
 
+def parse_statements(
+    sql: str, *, dialect: str, path: str | Path, line_offset: int = 0, macros: MacroContext | None = None
+) -> list[exp.Expression]:
+    """SQL statements outside a model (a config's ``before_all``), parsed and their macros expanded.
+
+    >>> [s.sql(dialect="spark") for s in parse_statements("CREATE SCHEMA IF NOT EXISTS raw; SELECT @x", dialect="duckdb", path="c",
+    ...     macros=MacroContext(variables={"x": 1}))][0]
+    'CREATE SCHEMA IF NOT EXISTS raw'
+    """
+    check_nesting(sql, path, line_offset)
+    return _expand(_parse_statements(sql, dialect, path, line_offset), dialect, path, line_offset, macros, None)
+
+
 def parse_model_body(
     sql: str, *, dialect: str = "spark", path: str | Path = "<query>", line_offset: int = 0, this_model: str | None = None,
     macros: MacroContext | None = None,
