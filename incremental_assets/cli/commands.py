@@ -205,7 +205,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     since, until = parse_instant(args.since, "since"), parse_instant(args.until, "until")
     check_range(since, until)
-    project, invalid = load_valid_models(args.project)
+    project, invalid = load_valid_models(getattr(args, "projects", None) or args.project)
     for error in invalid:  # said first; every valid model's status follows
         print(f"error: {error.render()}", file=sys.stderr)
     if args.model and args.model.lower() not in project.models and invalid:
