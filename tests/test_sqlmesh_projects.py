@@ -333,9 +333,9 @@ def test_a_refused_construct_inside_an_embedded_model_names_the_embedded_file(ma
 
     root = make_project({
         "sources.yaml": "- {name: raw.e, location: data/e, format: delta, time_column: ts}\n",
-        "models/distinct_keys.sql": "MODEL (name s.distinct_keys, kind EMBEDDED);\n\nSELECT DISTINCT ts, k FROM raw.e",
+        "models/distinct_keys.sql": "MODEL (name s.distinct_keys, kind EMBEDDED);\n\nSELECT DISTINCT k FROM raw.e",
         "models/m.sql": "MODEL (name s.m, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), start '2024-01-01');\n"
-                        "SELECT ts, k FROM s.distinct_keys WHERE ts BETWEEN @start_ts AND @end_ts",
+                        "SELECT e.ts, e.k FROM raw.e AS e JOIN s.distinct_keys AS d ON d.k = e.k WHERE e.ts BETWEEN @start_ts AND @end_ts",
     })
     project = load_project(root)
     with pytest.raises(UnsafeIncrementalError) as err:

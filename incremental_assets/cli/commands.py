@@ -44,8 +44,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
             print(f"ok  {model.name} ({model.kind.name}, {explain_model(project, model)['safety_class']})  {project.relative_path(model.path)}")
     if refused:
         print(
-            f"{refused} model(s) refused by the safety analysis: fix the SQL, allow the construct in the MODEL kind "
-            "(allow_window_functions, allow_having, ...), or run with --allow-downgrade",
+            f"{refused} model(s) refused by the safety analysis: fix the SQL, allow the construct in the MODEL header "
+            "(physical_properties (allow_distinct = true), ...), or run with --allow-downgrade",
             file=sys.stderr,
         )
         return 1

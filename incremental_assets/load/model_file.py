@@ -57,6 +57,7 @@ from incremental_assets.model.intervals import IntervalUnit, relative_instant, u
 from incremental_assets.model.kinds import (
     CURSOR_MACROS,
     IncrementalByCursor,
+    SAFETY_OVERRIDE_FLAGS,
     IncrementalByTimeRange,
     Kind,
     MergeKind,
@@ -100,6 +101,7 @@ def parse_model_file(
         raise reader.fail(seen["name"].line, f"model name '{name}' is not a table name", hint="use schema.table")
     metadata: dict[str, str] = {}
     kind = read_kind(reader, seen["kind"], metadata)
+    kind = _physical_overrides(reader, kind, seen.get("physical_properties"))
     values = _read_values(reader, seen, dialect, metadata)
     _start_and_end(reader, seen, values)
     if "start" in values and is_relative_time(seen["start"].value):
@@ -202,7 +204,7 @@ _UNUSED = {
     "allow_partials": "allow_partials is not applied: only complete intervals run",
     "storage_format": "storage_format is not applied: every table is Delta",
     "table_format": "table_format is not applied: every table is Delta",
-    "physical_properties": "physical_properties other than event_time_column are not applied",
+    "physical_properties": "physical_properties other than event_time_column and the safety overrides (allow_...) are not applied",
     "session_properties": "session_properties are not applied: set Spark conf in incremental_assets.yaml",
 }
 
@@ -295,6 +297,19 @@ def _read_values(reader: HeaderReader, seen: Mapping[str, Property], dialect: st
     if physical is not None:
         values.setdefault("event_time_column", physical)
     return values
+
+
+def _physical_overrides(reader: HeaderReader, kind: Any, prop: Property | None) -> Any:
+    """``physical_properties (allow_distinct = true)``: safety overrides in a spelling SQLMesh loads too
+    (it refuses unknown properties in the kind)."""
+    if prop is None or not isinstance(prop.value, Items) or not isinstance(kind, IncrementalByTimeRange):
+        return kind  # other kinds are never cut into intervals: nothing to admit
+    on = {
+        item.key.lower()
+        for item in prop.value.items
+        if isinstance(item, Pair) and item.key.lower() in SAFETY_OVERRIDE_FLAGS and reader.flag(item.value, item.key.lower())
+    }
+    return replace(kind, safety_overrides=kind.safety_overrides | on) if on else kind
 
 
 def _physical_event_time(reader: HeaderReader, prop: Property | None) -> str | None:
