@@ -171,9 +171,8 @@ def _base_name(base: ast.expr) -> str | None:
 def _materialization(node: ast.ClassDef, file: Path, origin: str, imported: set[str]) -> Materialization:
     name = node.name
     for stmt in node.body:
-        if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "NAME" for t in stmt.targets):
-            if isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str):
-                name = stmt.value.value
+        if _is_name_assignment(stmt) and isinstance(stmt.value.value, str):
+            name = stmt.value.value
     return Materialization(name.lower(), node.name, file, node.lineno, origin, _problem(node, file, imported))
 
 
@@ -219,11 +218,9 @@ def _is_inert(stmt: ast.stmt) -> bool:
 
 
 def _is_name_assignment(stmt: ast.stmt) -> bool:
-    return (
-        isinstance(stmt, ast.Assign)
-        and all(isinstance(t, ast.Name) and t.id == "NAME" for t in stmt.targets)
-        and isinstance(stmt.value, ast.Constant)
-    )
+    """``NAME = "..."`` or ``NAME: str = "..."``."""
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+    return bool(targets) and all(isinstance(t, ast.Name) and t.id == "NAME" for t in targets) and isinstance(stmt.value, ast.Constant)
 
 
 def _method_problem(method: ast.FunctionDef, file: Path) -> str | None:
