@@ -215,7 +215,7 @@ def _reference_errors(models: Mapping[str, SqlModel], sources: Mapping[str, Sour
 
 def _load_user_audits(folder: Path, errors: list[ModelFileError]) -> dict[str, UserAudit]:
     user_audits: dict[str, UserAudit] = {}
-    for path in sorted(folder.glob("*.sql")):
+    for path in sorted(folder.rglob("*.sql")):  # subfolders too, as SQLMesh
         try:
             user_audits.update((a.name, a) for a in parse_audit_file(path))
         except ModelFileError as exc:

@@ -176,8 +176,9 @@ def _entrypoint_sql(path: Path, spec: ModelSpec, line: int | None, dialect: str,
     except Exception as exc:  # the user's code: name the model and what it raised
         message = getattr(exc, "message", None) or str(exc)
         raise ModelFileError(path, line, f"@model {spec.name}: entrypoint raised {type(exc).__name__}: {message}") from None
-    if isinstance(result, exp.Expression):
-        return result.sql(dialect=dialect)
+    if isinstance(result, exp.Expression):  # macro variables left for the run (@start_ds) stay macros in the text
+        as_macro = result.transform(lambda n: exp.var(f"@{n.name}") if isinstance(n, exp.Parameter) else n)
+        return as_macro.sql(dialect=dialect)
     if isinstance(result, str):
         return result
     raise ModelFileError(path, line, f"@model {spec.name}: an is_sql entrypoint returns SQL text or a sqlglot expression, found {type(result).__name__}")
@@ -220,12 +221,13 @@ def sqlmesh_python_model(
         raise ModelFileError(path, line, f"@model {spec.name}: {exc.message}", hint=exc.hint) from None
     except ValueError as exc:
         raise ModelFileError(path, line, f"@model {spec.name}: {exc}") from None
+    audits = tuple(replace(a, line=line or 1) for a in model.audits)  # the header is ours: point at the decorator
     if kwargs.get("is_sql"):
-        return replace(model, header_line=line or 1, query_line=line or 1)
+        return replace(model, header_line=line or 1, query_line=line or 1, audits=audits, lines={})
     depends = plain(kwargs.get("depends_on"))
     if depends is None:
         depends = resolved_tables(path, text, spec.func.__globals__, variables)
     references = tuple(TableReference(str(d).replace('"', "").replace("`", "").lower(), line) for d in dict.fromkeys(depends))
     fields = {k: v for k, v in vars(model).items() if not k.startswith("_") and k != "fingerprint"}
-    fields.update(references=references, header_line=line or 1, query_line=line or 1)
+    fields.update(references=references, header_line=line or 1, query_line=line or 1, audits=audits, lines={})
     return SqlmeshPythonModel(**fields, execute=spec.func, source_text=text)

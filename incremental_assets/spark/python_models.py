@@ -113,7 +113,16 @@ def _spark_frame(spark: SparkSession, value: Any, columns: dict[str, str], schem
     value = value[list(columns)]
     loose = ", ".join(f"`{c}` {_LOOSE.get(value[c].dtype.kind, t)}" for c, t in columns.items())
     rows = value.astype(object).where(value.notna(), None).itertuples(index=False, name=None)
-    return spark.createDataFrame(list(rows), schema=loose)
+    return spark.createDataFrame([tuple(_python_value(v) for v in row) for row in rows], schema=loose)
+
+
+def _python_value(value: Any) -> Any:
+    """pandas' and numpy's scalars (``Timestamp``, ``int64``) as the Python values Spark accepts."""
+    if hasattr(value, "to_pydatetime"):
+        return value.to_pydatetime()
+    if hasattr(value, "item") and type(value).__module__ == "numpy":
+        return value.item()
+    return value
 
 
 def execute_arguments(model: SqlmeshPythonModel, plan: RunPlan, variables: dict[str, Any]) -> dict[str, Any]:
