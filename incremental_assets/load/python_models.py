@@ -91,7 +91,9 @@ def _import(path: Path, root: Path | None) -> Any:
             sys.path.remove(str(root))
         if root is not None:
             for name in set(sys.modules) - before_modules:
-                if str(getattr(sys.modules[name], "__file__", None) or "").startswith(str(root)):
+                module_ = sys.modules[name]
+                places = [getattr(module_, "__file__", None) or "", *(getattr(module_, "__path__", None) or [])]
+                if any(str(place).startswith(str(root)) for place in places):  # namespace packages have no file
                     del sys.modules[name]
     return module
 
