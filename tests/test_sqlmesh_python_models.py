@@ -156,3 +156,16 @@ def test_wursthall_loads_unchanged(tmp_path):
     order_f = project.model("db.order_f")
     assert (order_f.kind.time_column, order_f.kind.time_format) == ("order_ds", "%Y-%m-%d")
     assert dict(order_f.columns)["order_total"] == "DECIMAL(7, 2)" and order_f.depends_on == ("db.item_d", "db.order_item_f")
+
+
+def test_the_test_command_reports_a_failing_python_model_in_one_line(spark, shop, capfd):
+    from incremental_assets import cli
+
+    path = shop / "models" / "orders.py"
+    path.write_text(path.read_text().replace("SELECT item, price FROM", "SELECT nope, price FROM"))
+    assert cli.main(["test", "--project", str(shop)]) == 1
+    out, err = capfd.readouterr()
+    assert f"    cannot run: model shop.orders ({path}): execute raised AnalysisException: [UNRESOLVED_COLUMN" in out
+    assert "0 passed, 2 failed" in out
+    for text in (out, err):
+        assert "Traceback" not in text and "\tat org.apache" not in text and "at org.apache.spark" not in text, text
