@@ -63,11 +63,11 @@ def test_python_models_macros_and_audits_load_as_sqlmesh_reads_them(shop):
     "file, text, expected",
     [
         ("models/orders.py", ("context.resolve_table(ITEMS)", "context.resolve_table(ITEMS + unknown_name)"),
-         "models/orders.py:29: cannot tell which table context.resolve_table(ITEMS + unknown_name) reads when the file loads"),
+         "models/orders.py:28: cannot tell which table context.resolve_table(ITEMS + unknown_name) reads when the file loads"),
         ("models/item_totals.py", ("return 'SELECT", "raise ValueError('no table'); return 'SELECT"),
          "models/item_totals.py:7: @model shop.item_totals: entrypoint raised ValueError: no table"),
         ("models/orders.py", ('"not_null", {', '"not_null", "columns", {'),
-         "models/orders.py:15: @model shop.orders: audits: an audit is a name, a (name, {arguments}) tuple"),
+         "models/orders.py:14: @model shop.orders: audits: an audit is a name, a (name, {arguments}) tuple"),
         ("macros/jinja_macros.sql", ("{{ y }}", "{{ y }"), "macros/jinja_macros.sql:1: cannot read the Jinja macros"),
     ],
 )

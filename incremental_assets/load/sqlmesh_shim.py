@@ -39,7 +39,6 @@ What the served names do:
 
 from __future__ import annotations
 
-import datetime
 import enum
 import importlib.abc
 import importlib.machinery
@@ -146,38 +145,7 @@ class ExecutionContext(Recorded):
     """What a Python model's ``execute`` receives as ``context`` (provided by the Python-model runner)."""
 
 
-# --- sqlmesh.utils.date: the date helpers Python models call (SQLMesh's behaviour for the common inputs) ---
-
-
-def to_datetime(value: Any) -> datetime.datetime:
-    """A datetime in UTC from a datetime, a date, epoch milliseconds or ISO-8601 text."""
-    if isinstance(value, datetime.datetime):
-        return value if value.tzinfo else value.replace(tzinfo=datetime.timezone.utc)
-    if isinstance(value, datetime.date):
-        return datetime.datetime(value.year, value.month, value.day, tzinfo=datetime.timezone.utc)
-    if isinstance(value, (int, float)):
-        return datetime.datetime.fromtimestamp(value / 1000, tz=datetime.timezone.utc)
-    return to_datetime(datetime.datetime.fromisoformat(str(value).strip()))
-
-
-def to_date(value: Any) -> datetime.date:
-    return to_datetime(value).date()
-
-
-def to_ds(value: Any) -> str:
-    return to_datetime(value).strftime("%Y-%m-%d")
-
-
-def to_ts(value: Any) -> str:
-    return to_datetime(value).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def to_timestamp(value: Any) -> int:
-    return int(to_datetime(value).timestamp() * 1000)
-
-
-_NAMED = {"model": model, "macro": macro, "ModelKindName": ModelKindName, "SQL": SQL, "ExecutionContext": ExecutionContext,
-          "to_datetime": to_datetime, "to_date": to_date, "to_ds": to_ds, "to_ts": to_ts, "to_timestamp": to_timestamp}
+_NAMED = {"model": model, "macro": macro, "ModelKindName": ModelKindName, "SQL": SQL, "ExecutionContext": ExecutionContext}
 
 
 class _ShimModule(types.ModuleType):

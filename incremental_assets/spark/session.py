@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import atexit
-import logging
 from typing import Mapping
 
 from pyspark.sql import SparkSession
@@ -23,6 +22,8 @@ def build_spark_session(conf: Mapping[str, str], *, remote: str | None = None, a
     session = builder.getOrCreate()
     # PySpark logs every failed SQL statement with its Java stack trace (as JSON, on stderr); the command
     # reports the error itself, in one line.
+    import logging
+
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
     if not remote:
         # A failed task is reported once, as the run's error; Spark's own ERROR lines would repeat it as a stack trace.

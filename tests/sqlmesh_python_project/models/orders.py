@@ -7,7 +7,6 @@ from sqlglot.expressions import to_column
 
 from sqlmesh import model
 from sqlmesh.core.model import IncrementalByTimeRangeKind, TimeColumn
-from sqlmesh.utils.date import to_ds
 
 ITEMS = "shop.items"
 
@@ -31,5 +30,5 @@ def execute(context, start: datetime, end: datetime, orders_per_day: int, **kwar
     for day in days(start, end):
         for n in range(orders_per_day):
             item = prices["item"][n % len(prices)]
-            rows.append({"order_id": day.day * 10 + n, "item": item, "amount": float(prices["price"][n % len(prices)]) * (n + 1), "order_ds": to_ds(day)})
+            rows.append({"order_id": day.day * 10 + n, "item": item, "amount": float(prices["price"][n % len(prices)]) * (n + 1), "order_ds": day.isoformat()})
     return pd.DataFrame(rows)
