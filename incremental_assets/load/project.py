@@ -83,7 +83,7 @@ def _load(directory: str | Path | Sequence[str | Path], settings: Settings | Non
     for folder, config in zip(directories, configs):
         macros = _macro_context(folder, sources, config, errors)
         for model in _load_models(folder / "models", settings, config, sources, errors, macros).values():
-            _add_model(models, model, sources, errors)
+            _add_model(models, _in_default_catalog(model, config.default_catalog), sources, errors)
         before += _config_statements(config, "before_all", settings, macros, errors)
         after += _config_statements(config, "after_all", settings, macros, errors)
     sources.update(catalog_tables(models, sources, unlocated, before))
@@ -255,6 +255,21 @@ def _load_models(
         except ModelFileError as exc:
             errors.append(exc)
     return models
+
+
+def _in_default_catalog(model: SqlModel, catalog: str | None) -> SqlModel:
+    """The model with its three-part table names in the gateway's default catalog read as two-part names
+    (SQLMesh names its models ``catalog.schema.table``; here a model is ``schema.table``)."""
+    if not catalog or model.query is None:
+        return model
+    tables = [t for t in model.query.find_all(exp.Table) if t.catalog and t.catalog.lower() == catalog and t.db]
+    if not tables:
+        return model
+    query = model.query.copy()
+    for table in query.find_all(exp.Table):
+        if table.catalog and table.catalog.lower() == catalog and table.db:
+            table.set("catalog", None)
+    return replace(model, query=query, references=table_references(query))
 
 
 def _add_model(models: dict[str, SqlModel], model: SqlModel, sources: Mapping[str, Source], errors: list[ModelFileError]) -> None:
