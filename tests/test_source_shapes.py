@@ -21,6 +21,7 @@ import pytest
 from deltalake import write_deltalake
 
 from incremental_assets import cli, delta
+from incremental_assets.errors import SourceDataError
 from incremental_assets.load.project import load_project
 from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.orchestration.sensors import source_changes
@@ -31,8 +32,12 @@ from helpers import table_rows
 
 UTC = timezone.utc
 START, END = datetime(2025, 3, 1, tzinfo=UTC), datetime(2025, 3, 7, tzinfo=UTC)
-FIRST_RUNS = (TimeWindow(START, datetime(2025, 3, 3, tzinfo=UTC)), TimeWindow(datetime(2025, 3, 3, tzinfo=UTC), datetime(2025, 3, 5, tzinfo=UTC)))
-LAST_RUN = TimeWindow(datetime(2025, 3, 5, tzinfo=UTC), END)
+FIRST_RUN = TimeWindow(START, datetime(2025, 3, 4, tzinfo=UTC))
+LAST_RUN = TimeWindow(FIRST_RUN.end, END)
+
+
+def window(first: int, end: int) -> TimeWindow:
+    return TimeWindow(at(first), at(end))
 
 
 def at(day: int, hour: int = 0, minute: int = 0, second: int = 0, micro: int = 0) -> datetime:
@@ -170,9 +175,22 @@ def make(make_project, shape: str, time_type: str) -> tuple[Path, Path]:
     return root, location
 
 
+def late_windows(source, marker: str, shape: str) -> list[TimeWindow]:
+    """What the automation sees of the late row: its day (a one-file source rewritten in place: every day
+    the file holds, the late one among them)."""
+    _, changed, note = source_changes(source, marker)
+    assert note is None
+    late_day = window(2, 3)
+    assert any(w.start <= late_day.start and late_day.end <= w.end for w in changed), changed
+    if not shape.endswith("_file"):
+        assert changed == [late_day]
+    return [late_day]
+
+
 @pytest.mark.parametrize("time_type", TIME_TYPES)
 @pytest.mark.parametrize("shape", SHAPES)
 def test_a_daily_model_over_each_shape_and_time_type_equals_pandas(spark, make_project, shape, time_type):
+    """Three runs: the first days, the day a late row arrived for, the rest."""
     root, location = make(make_project, shape, time_type)
     project = load_project(root)
     source, model = project.sources["raw.src"], project.model("s.daily")
@@ -180,19 +198,67 @@ def test_a_daily_model_over_each_shape_and_time_type_equals_pandas(spark, make_p
     executor = Executor(spark, project)
     uri = delta.table_uri(project.settings.warehouse, model.name)
 
-    for window in FIRST_RUNS:
-        for plan in plan_window(project, model, window):
-            executor.execute(plan)
-    assert table_rows(uri) == expected(ROWS, FIRST_RUNS[-1].end)
+    for plan in plan_window(project, model, FIRST_RUN):
+        executor.execute(plan)
+    assert table_rows(uri) == expected(ROWS, FIRST_RUN.end)
 
     write_source(location, shape, time_type, LATE, late=True)
-    _, changed, note = source_changes(source, marker)
-    assert note is None
-    late_day = TimeWindow(at(2), at(3))
-    assert any(w.start <= late_day.start and late_day.end <= w.end for w in changed), changed
-    if not shape.endswith("_file"):  # only the rewritten file of a one-file source holds the other days too
-        assert changed == [late_day]
-    for window in (late_day, LAST_RUN):
-        for plan in plan_window(project, model, window):
+    for run in [*late_windows(source, marker, shape), LAST_RUN]:
+        for plan in plan_window(project, model, run):
             executor.execute(plan)
     assert table_rows(uri) == expected(ROWS + LATE)
+
+
+@pytest.mark.parametrize("shape, time_type", [
+    ("parquet_file", "timestamp_ntz"), ("delta", "timestamp_ntz"), ("json_hive", "text"),
+])
+def test_the_cli_runs_a_shape_in_windows_and_with_auto(spark, make_project, tmp_path, monkeypatch, capsys, shape, time_type):
+    """The command a user types: a window, then ``--auto`` up to an end, then the late day again."""
+    root, location = make(make_project, shape, time_type)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    project = load_project(root)
+    source = project.sources["raw.src"]
+    marker = source_changes(source, None)[0]
+    uri = delta.table_uri(project.settings.warehouse, "s.daily")
+
+    def run(*args: str) -> None:
+        code = cli.main(["run", "s.daily", *args, "--project", str(root)])
+        out = capsys.readouterr()
+        assert code == 0, out.out + out.err
+
+    run("--start", "2025-03-01", "--end", "2025-03-03")
+    run("--auto", "--end", "2025-03-05")
+    assert table_rows(uri) == expected(ROWS, at(5))
+    write_source(location, shape, time_type, LATE, late=True)
+    late = late_windows(source, marker, shape)[0]
+    run("--start", late.start.date().isoformat(), "--end", late.end.date().isoformat())
+    run("--auto", "--end", END.date().isoformat())
+    assert table_rows(uri) == expected(ROWS + LATE)
+
+
+BAD = {
+    "json_folder": ("part-x.json", '{"t": "2025-03-01", "v": 1}\n{"t": "2025-03-01", "v": \n', "line 2 is not a complete JSON record (fix: correct or remove that line)"),
+    "csv_file": (None, "t,v\n2025-03-01 10:00:00,1\n2025-03-01 11:00:00,abc\n",
+                 "line 3: column v holds 'abc', which is not a double (fix: correct the value, or declare the column's type in sources.yaml)"),
+    "csv_folder": ("part-x.csv", "t,v\n2025-03-01 10:00:00,1\nsoon,2\n",
+                   "line 3: column t holds 'soon', which is not a timestamp "
+                   "(fix: correct the value, or declare the column's type and its time_column_format in sources.yaml)"),
+    "parquet_file": (None, "PAR1 not really", "is not a Parquet file, or is not complete yet (fix: move it out of {folder}; "
+                     "a file still being written is read by a run after it is complete)"),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(BAD))
+def test_a_bad_record_is_one_line_naming_source_file_line_and_column(spark, make_project, shape):
+    name, content, message = BAD[shape]
+    root, location = make(make_project, shape, "timestamp_ntz")
+    bad = location / name if name else location
+    bad.write_text(content)
+    project = load_project(root)
+    model = project.model("s.daily")
+    line = f"source raw.src: file {bad} " + message.format(folder=bad.parent)
+    with pytest.raises(SourceDataError) as failed:
+        for plan in plan_window(project, model, FIRST_RUN):
+            Executor(spark, project).execute(plan)
+    assert str(failed.value) == line
+    assert not delta.exists(delta.table_uri(project.settings.warehouse, model.name))

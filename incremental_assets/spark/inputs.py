@@ -76,6 +76,9 @@ class Inputs:
             return self._parquet_window(source, read.window)
         if source.format == "table":
             return self.spark.table(source.location), "catalog table"
+        if source.format in ("csv", "json"):
+            # A malformed line or a value of the wrong type fails the run (named by file), never a silent NULL row.
+            reader = reader.option("mode", "FAILFAST")
         if source.format == "csv":
             reader = reader.option("header", "true")
             if not source.columns:

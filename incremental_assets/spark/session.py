@@ -20,6 +20,7 @@ def build_spark_session(conf: Mapping[str, str], *, remote: str | None = None, a
             continue
         builder = builder.config(key, value)
     session = builder.getOrCreate()
+    _quiet_query_context_loggers()
     if not remote:
         # A failed task is reported once, as the run's error; Spark's own ERROR lines would repeat it as a stack trace.
         session.sparkContext.setLogLevel(conf.get("spark.log.level", "FATAL"))
@@ -32,3 +33,14 @@ def build_spark_session(conf: Mapping[str, str], *, remote: str | None = None, a
 
 
 _RELEASED_AT_EXIT: list = []
+
+
+def _quiet_query_context_loggers() -> None:
+    """PySpark logs every SQL error with a query context as a JSON line on stderr when it is raised; the
+    run reports the error itself, in one line where it is a known one (a bad source value)."""
+    try:
+        from pyspark.logger import PySparkLogger
+    except ImportError:  # PySpark before 4.0 has no such loggers
+        return
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).disabled = True
