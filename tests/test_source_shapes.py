@@ -11,7 +11,7 @@ at midnight and one microsecond before it, rows without a time, and a late row f
 from __future__ import annotations
 
 import json
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, timezone
 from pathlib import Path
 
 import pandas as pd
