@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta, timezone, tzinfo
 from typing import Sequence
 
 import pyarrow as pa
@@ -37,6 +37,7 @@ from deltalake.exceptions import DeltaError, DeltaProtocolError, TableNotFoundEr
 from incremental_assets.delta.files import check_credentials, filesystem, is_local, local_path, short_reason
 from incremental_assets.errors import DamagedTableError, StorageError, WindowError
 from incremental_assets.model.intervals import IntervalUnit, TimeWindow, to_utc
+from incremental_assets.model.source_time import sorts_as_time, wall_time
 
 PARTITION_COLUMN = "ia_interval"
 # Hourly tables are partitioned by the day of the interval; ``ia_interval`` is then a data column.
@@ -279,17 +280,45 @@ def row_filter(uri: str, window: TimeWindow | None, unit: str | None) -> tuple[s
     return interval_bounds(window, unit)
 
 
-def source_files(uri: str, *, time_column: str | None = None, window: TimeWindow | None = None) -> list[str]:
-    """Files of a Delta source, pruned by partition values or min/max statistics of its time column."""
+def source_files(
+    uri: str, *, time_column: str | None = None, window: TimeWindow | None = None, time_format: str | None = None, tz: tzinfo = timezone.utc
+) -> list[str]:
+    """Files of a Delta source, pruned by partition values or min/max statistics of its time column, the
+    window's bounds given in the column's own type (see :mod:`~incremental_assets.model.source_time`)."""
     table = open_table(uri)
     if window is None or time_column is None:
         return table.file_uris()
-    low: object = window.start
-    high: object = window.end
-    if _is_date_column(table, time_column):
+    bounds = _bounds_in_type(_column_type(table, time_column), window, time_format, tz)
+    if bounds is None:
+        return table.file_uris()  # a type the window cannot be said in (text of no sortable format): every file
+    (low_op, low), (high_op, high) = bounds
+    return table.file_uris(file_pruning_predicate=[(time_column, low_op, low), (time_column, high_op, high)])
+
+
+def _bounds_in_type(column_type: str | None, window: TimeWindow, time_format: str | None, tz: tzinfo) -> tuple[tuple[str, object], tuple[str, object]] | None:
+    """The window as two comparisons with values of the time column's type.
+
+    >>> from incremental_assets.model.intervals import utc
+    >>> w = TimeWindow(utc(2025, 3, 1), utc(2025, 3, 2))
+    >>> _bounds_in_type("timestamp_ntz", w, None, timezone.utc)
+    (('>=', datetime.datetime(2025, 3, 1, 0, 0)), ('<', datetime.datetime(2025, 3, 2, 0, 0)))
+    >>> _bounds_in_type("string", w, "%Y-%m-%d", timezone.utc)
+    (('>=', '2025-03-01'), ('<=', '2025-03-01'))
+    """
+    start, end = wall_time(window.start, tz), wall_time(window.end, tz)
+    if column_type == "date":
         # A DATE column compares with dates (a timestamp does not parse as one): every day the window touches.
-        low, high = IntervalUnit.DAY.floor(window.start).date(), IntervalUnit.DAY.ceil(window.end).date()
-    return table.file_uris(file_pruning_predicate=[(time_column, ">=", low), (time_column, "<", high)])
+        last = end - timedelta(microseconds=1)
+        return (">=", start.date()), ("<=", last.date())
+    if column_type == "timestamp_ntz":
+        return (">=", start), ("<", end)
+    if column_type == "timestamp":
+        return (">=", window.start), ("<", window.end)
+    if column_type == "string" and sorts_as_time(time_format):
+        # Text truncates (a day for %Y-%m-%d): the last text of the window is that of its last instant.
+        assert time_format is not None
+        return (">=", start.strftime(time_format)), ("<=", (end - timedelta(microseconds=1)).strftime(time_format))
+    return None
 
 
 def _instant(value: object) -> datetime | None:
@@ -302,11 +331,12 @@ def _instant(value: object) -> datetime | None:
         return None
 
 
-def _is_date_column(table: DeltaTable, column: str) -> bool:
+def _column_type(table: DeltaTable, column: str) -> str | None:
+    """A column's Delta type name (``date``, ``timestamp``, ``timestamp_ntz``, ``string``, ...)."""
     for schema_field in table.schema().fields:
         if schema_field.name.lower() == column.lower():
-            return getattr(schema_field.type, "type", None) == "date"
-    return False
+            return getattr(schema_field.type, "type", None)
+    return None
 
 
 def arrow_schema(uri: str, *, drop: Sequence[str] = (PARTITION_COLUMN, DAY_COLUMN, BUCKET_COLUMN)) -> pa.Schema:

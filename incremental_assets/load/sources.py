@@ -6,6 +6,7 @@ with SQLMesh's ``external_models.yaml`` (:mod:`~incremental_assets.load.external
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from incremental_assets.errors import ModelFileError
 from incremental_assets.model.intervals import INTERVAL_UNITS
 from incremental_assets.model.project import SOURCE_FORMATS, Source
 
-_SOURCE_KEYS = {"name", "location", "format", "columns", "time_column", "event_time_column", "interval_unit", "description"}
+_SOURCE_KEYS = {"name", "location", "format", "columns", "time_column", "time_column_format", "event_time_column", "interval_unit", "description"}
 
 
 def _node_line(node: yaml.Node) -> int:
@@ -58,6 +59,7 @@ def make_source(entry: dict, name: str, fmt: str, columns: dict[str, str], proje
         time_column=str(time_column).lower() if time_column else None,
         interval_unit=str(unit).lower() if unit else ("day" if time_column else None), line=line,
         event_time_column=read_event_time_column(entry, path, line, name),
+        time_format=read_time_format(entry, path, line, name),
     )
 
 
@@ -71,7 +73,7 @@ def load_sources(path: Path, project_dir: Path) -> dict[str, Source]:
         if unknown:
             raise ModelFileError(
                 path, line, f"unknown key(s) {', '.join(sorted(unknown))} in a source",
-                hint="use name, location, format, columns, time_column, event_time_column, interval_unit",
+                hint="use name, location, format, columns, time_column, time_column_format, event_time_column, interval_unit",
             )
         for key in ("name", "location", "format"):
             if not entry.get(key) or not isinstance(entry.get(key), str):
@@ -102,6 +104,29 @@ def read_event_time_column(entry: dict, path: Path, line: int, name: str) -> str
     if value.lower() == str(entry["time_column"]).lower():
         raise ModelFileError(path, line, f"source {name}: event_time_column and time_column are both {value}", hint="remove event_time_column")
     return value.lower()
+
+
+def read_time_format(entry: dict, path: Path, line: int, name: str) -> str | None:
+    """The strftime format of a text time column (``time_column_format: '%Y-%m-%d'``).
+
+    >>> read_time_format({"time_column": "ds", "time_column_format": "%Y-%m-%d"}, Path("sources.yaml"), 1, "raw.a")
+    '%Y-%m-%d'
+    """
+    value = entry.get("time_column_format")
+    if value is None:
+        return None
+    if not entry.get("time_column"):
+        raise ModelFileError(path, line, f"source {name}: time_column_format needs a time_column", hint="add `time_column: ds`")
+    if not isinstance(value, str) or "%" not in value:
+        raise ModelFileError(
+            path, line, f"source {name}: time_column_format {value!r} is not a strftime format",
+            hint="write the format of the text, e.g. `time_column_format: '%Y-%m-%d'`",
+        )
+    try:
+        datetime(2024, 1, 2, 3, 4, 5).strftime(value)
+    except ValueError:
+        raise ModelFileError(path, line, f"source {name}: time_column_format {value!r} is not a strftime format", hint="e.g. '%Y-%m-%d'") from None
+    return value
 
 
 def _columns(columns: object, path: Path, line: int, name: str) -> dict:

@@ -30,6 +30,7 @@ class Source:
     interval_unit: str | None = None
     line: int | None = None
     event_time_column: str | None = None  # the row's event time; time_column is it truncated to interval_unit
+    time_format: str | None = None  # a text time column's strftime format (SQLMesh's `time_column (col, format)`)
 
     @property
     def is_time_series(self) -> bool:

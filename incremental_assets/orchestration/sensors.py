@@ -24,7 +24,7 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone, tzinfo
 from pathlib import Path
 
 import dagster as dg
@@ -40,6 +40,7 @@ from incremental_assets.model.intervals import (
 )
 from incremental_assets.model.kinds import IncrementalByTimeRange
 from incremental_assets.model.project import Project, Source
+from incremental_assets.model.source_time import instant, zone
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.instance import (
@@ -114,12 +115,10 @@ def changed_windows(ranges: list[tuple[datetime | None, datetime | None]], unit:
     return merge(out)
 
 
-def _file_ranges(source: Source, since: float) -> tuple[float, list[tuple[datetime | None, datetime | None]], list[str]]:
-    """Files of a file source modified after ``since``: the mtime to continue from, each readable file's
-    intervals, and the files that could not be read yet (half-written: read again next tick)."""
-    import pyarrow.compute as pc
-    import pyarrow.dataset as ds
-
+def _file_ranges(source: Source, since: float, tz: tzinfo = timezone.utc) -> tuple[float, list[tuple[datetime | None, datetime | None]], list[str]]:
+    """Files of a file source modified after ``since`` (a one-file source rewritten in place is new data):
+    the mtime to continue from, each readable file's intervals, and the files that could not be read yet
+    (half-written: read again next tick)."""
     root = Path(source.location)
     files = [p for p in ([root] if root.is_file() else root.rglob("*")) if p.is_file() and not p.name.startswith((".", "_"))]
     new = [(p, p.stat().st_mtime) for p in files if p.stat().st_mtime > since]
@@ -128,13 +127,11 @@ def _file_ranges(source: Source, since: float) -> tuple[float, list[tuple[dateti
     grain = "hour" if source.interval_unit == "hour" else "day"
     for path, _ in new:
         try:
-            column = ds.dataset(str(path), format=source.format).to_table(columns=[source.time_column]).column(0)
+            starts = _interval_starts(source, root, path, grain, tz)
         except Exception:  # noqa: BLE001 - a file still being written, or not of this format
             unreadable.append((path, path.stat().st_mtime))
             continue
-        # Each distinct interval the file's rows fall in, not the file's whole min..max span.
-        for start in pc.unique(pc.floor_temporal(column.drop_null(), unit=grain)).to_pylist():
-            ranges.append((start, start))
+        ranges.extend((start, start) for start in starts)
     if unreadable:
         # Continue from just before the oldest unreadable file: it is read again (others twice, harmlessly).
         resume = min(m for _, m in unreadable) - 1e-6
@@ -143,7 +140,26 @@ def _file_ranges(source: Source, since: float) -> tuple[float, list[tuple[dateti
     return resume, ranges, [str(p) for p, _ in unreadable]
 
 
-def source_changes(source: Source, marker: str | None) -> tuple[str, list[TimeWindow], str | None]:
+def _interval_starts(source: Source, root: Path, path: Path, grain: str, tz: tzinfo) -> list[datetime]:
+    """Each distinct interval the rows of one file fall in (not the file's whole min..max span); a time
+    column held by the file's ``key=value`` folder is read from its path."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    if path.stat().st_size == 0:
+        return []  # an empty file (a day without rows): nothing to read
+    hive = {"partitioning": "hive", "partition_base_dir": str(root)} if root.is_dir() else {}
+    column = ds.dataset([str(path)], format=source.format, **hive).to_table(columns=[source.time_column]).column(0).drop_null()
+    if pa.types.is_timestamp(column.type):
+        # Fewer values to look at: floored where the floor is UTC's (wall time elsewhere is not).
+        if (column.type.tz or "") in ("UTC", "+00:00") or (column.type.tz is None and tz == timezone.utc):
+            column = pc.floor_temporal(column, unit=grain)
+    found = (instant(v, time_format=source.time_format, tz=tz) for v in pc.unique(column).to_pylist())
+    return sorted({IntervalUnit.of(grain).floor(t) for t in found if t is not None})
+
+
+def source_changes(source: Source, marker: str | None, tz: tzinfo = timezone.utc) -> tuple[str, list[TimeWindow], str | None]:
     """A source's new marker, the source intervals its new data touches, and a note (or None).
 
     Without a marker (first tick) the current state is remembered and nothing counts as new: intervals
@@ -160,12 +176,13 @@ def source_changes(source: Source, marker: str | None) -> tuple[str, list[TimeWi
         if current is not None and current < seen:
             return f"v{current}", [], f"{source.name}: the table went back from version {seen} to {current}; watching from there"
         version, ranges = delta.added_time_ranges(source.location, seen, source.time_column or "")
+        ranges = [(instant(lo, time_format=source.time_format, tz=tz), instant(hi, time_format=source.time_format, tz=tz)) for lo, hi in ranges]
         return f"v{version}", changed_windows(ranges, unit), None
     if not marker or not marker.startswith("t"):
         root = Path(source.location)
         files = [root] if root.is_file() else [p for p in root.rglob("*") if p.is_file()] if root.is_dir() else []
         return f"t{max((p.stat().st_mtime for p in files), default=0.0)!r}", [], None
-    resume, ranges, unreadable = _file_ranges(source, float(marker[1:]))
+    resume, ranges, unreadable = _file_ranges(source, float(marker[1:]), tz)
     note = f"{source.name}: {len(unreadable)} file(s) not readable yet (half-written?), read again next tick" if unreadable else None
     return f"t{resume!r}", changed_windows(ranges, unit), note
 
@@ -408,7 +425,7 @@ def evaluate(project: Project, translator: ModelTranslator, instance: dg.Dagster
     for source in project.sources.values():
         if source.name not in read or not source.time_column or source.format not in ("delta", "parquet", "csv", "json"):
             continue
-        marker, windows, source_note = source_changes(source, cursor.sources.get(source.name))
+        marker, windows, source_note = source_changes(source, cursor.sources.get(source.name), zone(project.settings.timezone))
         cursor.sources[source.name] = marker
         changed[source.name] = windows
         if source_note:

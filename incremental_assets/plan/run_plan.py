@@ -344,7 +344,8 @@ def _time_format(project: Project, name: str) -> str | None:
     upstream = project.models.get(name)
     if upstream is not None and isinstance(upstream.kind, IncrementalByTimeRange):
         return upstream.kind.time_format
-    return None
+    source = project.sources.get(name)
+    return source.time_format if source is not None else None
 
 
 def _plan_input(

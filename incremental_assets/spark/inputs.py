@@ -6,6 +6,8 @@ replaced files too), pruned to the partitions the plan's read window needs.
 
 from __future__ import annotations
 
+import os
+
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
@@ -17,6 +19,7 @@ from incremental_assets.load.seeds import CSV_SETTINGS
 from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.model.kinds import MergeKind, Seed
 from incremental_assets.model.project import Project, Source
+from incremental_assets.model.source_time import zone
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.plan.rebuild import TargetState
 from incremental_assets.plan.run_plan import InputRead, RunPlan
@@ -59,8 +62,12 @@ class Inputs:
         if source.format == "delta":
             if not delta.exists(source.location):
                 raise StorageError(f"source {source.name}: no Delta table at {source.location}")
-            files = delta.source_files(source.location, time_column=source.time_column, window=read.window)
-            schema = from_arrow_schema(delta.arrow_schema(source.location, drop=()), prefer_timestamp_ntz=False)
+            files = delta.source_files(
+                source.location, time_column=source.time_column, window=read.window, time_format=source.time_format,
+                tz=zone(self.project.settings.timezone),
+            )
+            # A timestamp without time zone stays one, as Spark reads it from Parquet: wall time in the session's zone.
+            schema = from_arrow_schema(delta.arrow_schema(source.location, drop=()), prefer_timestamp_ntz=True)
             if not files:
                 return self._empty(schema), "0 files"
             df = reader.schema(schema).option("basePath", source.location).parquet(*files)
@@ -69,6 +76,9 @@ class Inputs:
             return self._parquet_window(source, read.window)
         if source.format == "table":
             return self.spark.table(source.location), "catalog table"
+        if source.format in ("csv", "json"):
+            # A malformed line or a value of the wrong type fails the run (named by file), never a silent NULL row.
+            reader = reader.option("mode", "FAILFAST")
         if source.format == "csv":
             reader = reader.option("header", "true")
             if not source.columns:
@@ -76,10 +86,13 @@ class Inputs:
         return reader.format(source.format).load(source.location), source.location
 
     def _parquet_window(self, source: Source, window: TimeWindow) -> tuple[DataFrame, str]:
-        """A Parquet folder source read from only the files whose time statistics overlap ``window``."""
+        """A Parquet source (one file or a folder) read from only the files whose time statistics overlap
+        ``window``; a folder's ``key=value`` subfolders stay columns."""
         location = source.location.removeprefix("file://")
-        files, total, sample = files_for_window(location, source.time_column or "", window)
-        reader = self.spark.read.option("basePath", location)
+        files, total, sample = files_for_window(
+            location, source.time_column or "", window, time_format=source.time_format, tz=zone(self.project.settings.timezone)
+        )
+        reader = self.spark.read.option("basePath", location) if os.path.isdir(location) else self.spark.read
         if files or sample is None:
             return reader.parquet(*(files or [location])), f"{len(files)} of {total} files"
         # No file holds rows of the window: its columns are those of a file whose footer reads.

@@ -3,7 +3,10 @@ column, and what to do, instead of a Java stack trace.
 
 Spark reports a file it cannot read as ``[FAILED_READ_FILE.*] Encountered error while reading file
 <path>`` with the cause after it: a column whose type in the file is not the one the source is read with,
-or a file that is not Parquet at all (a stray file, or one still being written).
+or a file that is not Parquet at all (a stray file, or one still being written). A CSV or JSON source is
+read strictly (a malformed record fails the run); Spark does not always name the file then (a JSON line
+that does not parse while the schema is inferred, a text time that does not cast), so the record is
+found in the source's files (see :mod:`.text_records`).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import pyarrow.parquet as pq
 from incremental_assets import delta
 from incremental_assets.errors import SourceDataError
 from incremental_assets.model.project import Project
+from incremental_assets.spark.text_records import bad_record
 
 _FILE = re.compile(r"(?:reading file|for file:?)\s+(\S+?)\.?(?:\s|$)")
 _TYPE = re.compile(r"Parquet column \[(?P<column>[^\]]+)\]\. Expected Spark type (?P<expected>\S+), actual Parquet type (?P<actual>[A-Za-z0-9_()]+)")
@@ -28,9 +32,14 @@ def unreadable_input(exc: BaseException, project: Project) -> SourceDataError | 
     text = str(exc)
     found = _FILE.search(text)
     if found is None:
-        return None
+        return bad_record(text, project)
     path = found.group(1).removeprefix("file://").removeprefix("file:")
     owner, folder = _owner_of(path, project)
+    source = project.sources.get(owner.removeprefix("source "))
+    if source is not None and source.format in ("csv", "json"):
+        return bad_record(text, project, source=source, path=path) or SourceDataError(
+            f"{owner}: file {path} cannot be read as {source.format.upper()} (fix: correct the file or move it out of {folder})"
+        )
     mismatch = _TYPE.search(text)
     if mismatch is not None:
         column, expected, actual = mismatch.group("column"), mismatch.group("expected"), mismatch.group("actual")
@@ -63,6 +72,8 @@ def _owner_of(path: str, project: Project) -> tuple[str, str]:
     best = None
     for source in project.sources.values():
         location = source.location.removeprefix("file://").rstrip("/")
+        if path == location:  # a one-file source
+            return f"source {source.name}", os.path.dirname(location)
         if path.startswith(location + "/") and (best is None or len(location) > len(best[1])):
             best = (f"source {source.name}", location)
     for model in project.models.values():

@@ -24,11 +24,7 @@ def build_spark_session(conf: Mapping[str, str], *, remote: str | None = None, a
             continue
         builder = builder.config(key, value)
     session = builder.getOrCreate()
-    # PySpark logs every failed SQL statement with its Java stack trace (as JSON, on stderr); the command
-    # reports the error itself, in one line.
-    import logging
-
-    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
+    _quiet_query_context_loggers()
     if not remote:
         # A failed task is reported once, as the run's error; Spark's own ERROR lines would repeat it as a stack trace.
         session.sparkContext.setLogLevel(conf.get("spark.log.level", "FATAL"))
@@ -69,3 +65,14 @@ def run_project_statements(spark: SparkSession, project: Project, when: str) -> 
                 _STATEMENTS_RUN[spark].discard((str(project.directory), statements))
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise StorageError(f"the {when} statement `{sql}` of the project config failed: {message}") from exc
+
+
+def _quiet_query_context_loggers() -> None:
+    """PySpark logs every SQL error with a query context as a JSON line on stderr when it is raised; the
+    run reports the error itself, in one line where it is a known one (a bad source value)."""
+    try:
+        from pyspark.logger import PySparkLogger
+    except ImportError:  # PySpark before 4.0 has no such loggers
+        return
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).disabled = True

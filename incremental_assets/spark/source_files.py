@@ -9,7 +9,8 @@ cannot be read (it then fails the run with a clear message), is always given.
 
 from __future__ import annotations
 
-from datetime import date, datetime, timezone
+import os
+from datetime import date, datetime, timedelta, timezone, tzinfo
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -17,10 +18,16 @@ from pyarrow import fs as pafs
 
 from incremental_assets import delta
 from incremental_assets.model.intervals import TimeWindow
+from incremental_assets.model.source_time import instant, sorts_as_time
+
+_TICK = timedelta(microseconds=1)
 
 
 def parquet_files(location: str) -> list[str]:
-    """Every Parquet data file under a local folder (hidden and ``_``-prefixed entries skipped, as Spark does)."""
+    """Every Parquet data file of a local source: the file itself for a one-file source, else every file
+    under the folder (hidden and ``_``-prefixed entries skipped, as Spark does)."""
+    if os.path.isfile(location):
+        return [location]
     selector = pafs.FileSelector(location, recursive=True, allow_not_found=True)
     out = []
     for info in pafs.LocalFileSystem().get_file_info(selector):
@@ -31,9 +38,10 @@ def parquet_files(location: str) -> list[str]:
     return sorted(out)
 
 
-def time_range(path: str, column: str) -> tuple[datetime | None, datetime | None] | None:
+def time_range(path: str, column: str, *, time_format: str | None = None, tz: tzinfo = timezone.utc) -> tuple[datetime | None, datetime | None] | None:
     """(min, max) of ``column`` over a file's row groups; None when the footer says nothing usable
-    (unreadable, no such column, or no statistics), so the file cannot be pruned."""
+    (unreadable, no such column, no statistics, or text whose order is not the time order), so the file
+    cannot be pruned."""
     try:
         meta = pq.read_metadata(path)
     except (OSError, pa.ArrowException):
@@ -41,20 +49,29 @@ def time_range(path: str, column: str) -> tuple[datetime | None, datetime | None
     found = delta.column_range(meta, column)
     if found is None:
         return None
-    lows, highs = ([_instant(v) for v in values] for values in found)
+    if any(isinstance(v, (str, bytes)) for values in found for v in values) and time_format and not sorts_as_time(time_format):
+        return None
+    lows, highs = ([instant(v, time_format=time_format, tz=tz) for v in values] for values in found)
     if any(v is None for v in lows + highs):
         return None
+    if any(isinstance(v, date) and not isinstance(v, datetime) for v in found[1]):
+        highs = [h + timedelta(days=1) - _TICK for h in highs]  # type: ignore[operator]  # a date holds its whole day
     return (min(lows), max(highs)) if lows else (None, None)  # type: ignore[type-var]
 
 
-def files_for_window(location: str, column: str, window: TimeWindow) -> tuple[list[str], int, str | None]:
-    """The files that may hold rows of ``window``, how many files the folder holds, and one file whose
-    footer reads (for the folder's schema when no file is kept)."""
+def files_for_window(
+    location: str, column: str, window: TimeWindow, *, time_format: str | None = None, tz: tzinfo = timezone.utc
+) -> tuple[list[str], int, str | None]:
+    """The files that may hold rows of ``window``, how many files the source holds, and one file whose
+    footer reads (for the source's schema when no file is kept).
+
+    A text time column's statistics are its first and last text: with a format that truncates (a day
+    for ``%Y-%m-%d``), a file is kept when its range of truncated times meets the window's."""
     files = parquet_files(location)
     keep = []
     sample = None
     for path in files:
-        found = time_range(path, column)
+        found = time_range(path, column, time_format=time_format, tz=tz)
         if found is None:
             keep.append(path)
             continue
@@ -62,21 +79,13 @@ def files_for_window(location: str, column: str, window: TimeWindow) -> tuple[li
         low, high = found
         if low is None or high is None:
             continue  # a file without rows
-        if high >= window.start and low < window.end:
+        if high >= _truncated(window.start, time_format, tz) and low < window.end:
             keep.append(path)
     return keep, len(files), sample
 
 
-def _instant(value: object) -> datetime | None:
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-    if isinstance(value, date):
-        return datetime(value.year, value.month, value.day, tzinfo=timezone.utc)
-    if isinstance(value, (str, bytes)):
-        text = value.decode() if isinstance(value, bytes) else value
-        try:
-            parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-        except ValueError:
-            return None
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
-    return None
+def _truncated(moment: datetime, time_format: str | None, tz: tzinfo) -> datetime:
+    """``moment`` as the time its text in ``time_format`` reads back as (itself without a format)."""
+    if not time_format:
+        return moment
+    return instant(moment.astimezone(tz).strftime(time_format), time_format=time_format, tz=tz) or moment

@@ -1,0 +1,80 @@
+"""What a source's time value means, whatever its type: the one reading shared by every reader that prunes a
+source (Parquet footers, Delta statistics and partition values) and the automation that watches it.
+
+- a timestamp with a time zone is that instant;
+- a timestamp without one (``timestamp_ntz``, what pandas and pyarrow write by default) is wall time in the
+  project's time zone (setting ``timezone``, UTC by default), as Spark reads it in that session zone;
+- a date is its midnight in that zone;
+- text is parsed with the source's ``time_column_format`` (ISO-8601 without one).
+"""
+
+from __future__ import annotations
+
+import re
+import zoneinfo
+from datetime import date, datetime, timedelta, timezone, tzinfo
+
+_OFFSET = re.compile(r"(?:UTC|GMT)?(?P<sign>[+-])(?P<hours>\d{2})(?::?(?P<minutes>\d{2}))?")
+# strftime directives from the most to the least significant: a format listing them in this order,
+# with nothing else between them but fixed separators, sorts as text in time order.
+_ORDER = ("Y", "m", "d", "H", "M", "S", "f")
+
+
+def zone(name: str | None) -> tzinfo:
+    """The time zone of the project's ``timezone`` setting (an IANA name or a UTC offset).
+
+    >>> zone("UTC"), zone("+01:30").utcoffset(None)
+    (datetime.timezone.utc, datetime.timedelta(seconds=5400))
+    """
+    if not name or name.upper() in ("UTC", "Z", "GMT"):
+        return timezone.utc
+    found = _OFFSET.fullmatch(name)
+    if found:
+        offset = timedelta(hours=int(found["hours"]), minutes=int(found["minutes"] or 0))
+        return timezone(-offset if found["sign"] == "-" else offset)
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return timezone.utc
+
+
+def instant(value: object, *, time_format: str | None = None, tz: tzinfo = timezone.utc) -> datetime | None:
+    """A time value as an aware instant (None: not a time, or text that does not parse).
+
+    >>> instant("2025-03-01", time_format="%Y-%m-%d"), instant(datetime(2025, 3, 1, 10), tz=zone("+01:00"))
+    (datetime.datetime(2025, 3, 1, 0, 0, tzinfo=datetime.timezone.utc), datetime.datetime(2025, 3, 1, 9, 0, tzinfo=datetime.timezone.utc))
+    """
+    if isinstance(value, datetime):
+        return (value if value.tzinfo else value.replace(tzinfo=tz)).astimezone(timezone.utc)
+    if isinstance(value, date):
+        return datetime(value.year, value.month, value.day, tzinfo=tz).astimezone(timezone.utc)
+    if isinstance(value, (str, bytes)):
+        text = value.decode() if isinstance(value, bytes) else value
+        try:
+            parsed = datetime.strptime(text, time_format) if time_format else datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        return instant(parsed, tz=tz)
+    return None
+
+
+def wall_time(moment: datetime, tz: tzinfo = timezone.utc) -> datetime:
+    """An instant as the naive wall time a ``timestamp_ntz`` column holds for it.
+
+    >>> wall_time(datetime(2025, 3, 1, tzinfo=timezone.utc), zone("-02:00"))
+    datetime.datetime(2025, 2, 28, 22, 0)
+    """
+    return moment.astimezone(tz).replace(tzinfo=None)
+
+
+def sorts_as_time(time_format: str | None) -> bool:
+    """Whether text in ``time_format`` sorts as the times it holds (so min/max statistics of the text bound
+    the times): the directives go from year down, none skipped, with fixed separators between.
+
+    >>> [sorts_as_time(f) for f in ("%Y-%m-%d", "%Y%m%d%H", "%d/%m/%Y", "%Y-%d", "%Y-%m-%dT%H:%M:%S")]
+    [True, True, False, False, True]
+    """
+    if not time_format:
+        return False
+    directives = re.findall(r"%(.)", time_format)
+    return bool(directives) and tuple(directives) == _ORDER[: len(directives)]
