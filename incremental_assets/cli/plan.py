@@ -42,11 +42,11 @@ def print_plan(changes: list[ModelChange], environment: str | None) -> None:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from incremental_assets import delta
-    from incremental_assets.cli.commands import _project
+    from incremental_assets.load.project import load_project
     from incremental_assets.plan.changes import plan_changes
     from incremental_assets.plan.definition import project_definitions
 
-    project = _project(args)
+    project = load_project(getattr(args, "projects", None) or args.project)
     warehouse = project.settings.warehouse
     tables = {
         m.name: delta.table_state(delta.table_uri(warehouse, m.name), by_interval=m.is_incremental)
