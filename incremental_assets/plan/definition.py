@@ -104,17 +104,38 @@ def model_definition(model: SqlModel, known: Mapping[str, Mapping[str, str]], co
 _BY_PROJECT: "weakref.WeakKeyDictionary[Project, dict[str, dict[str, Any]]]" = weakref.WeakKeyDictionary()
 
 
+def _known(project: Project) -> dict[str, Mapping[str, str]]:
+    return {s.name: dict(s.columns) for s in project.sources.values() if s.columns}
+
+
+def definition_of(project: Project, name: str) -> dict[str, Any] | None:
+    """One model's definition: only it and its upstream models are analysed (each once per loaded
+    project), their column types feeding its inference."""
+    done = _BY_PROJECT.setdefault(project, {})
+    if name in done or name not in project.models:
+        return done.get(name)
+    needed, stack = set(), [name]
+    while stack:
+        current = stack.pop()
+        if current in needed or current not in project.models:
+            continue
+        needed.add(current)
+        stack.extend(project.models[current].depends_on)
+    known = _known(project)
+    for model in project.ordered():
+        if model.name in needed and model.name not in done:
+            done[model.name] = model_definition(model, {**known, **_types(done)})
+    return done.get(name)
+
+
+def _types(done: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, str]]:
+    return {n: {c: v["type"] for c, v in d["columns"].items()} for n, d in done.items()}
+
+
 def project_definitions(project: Project) -> dict[str, dict[str, Any]]:
     """Every model's definition, upstreams first: each model's column types feed its downstream models'
     inference (sources declare theirs). Made once per loaded project."""
-    cached = _BY_PROJECT.get(project)
-    if cached is not None:
-        return cached
-    known: dict[str, Mapping[str, str]] = {s.name: dict(s.columns) for s in project.sources.values() if s.columns}
-    out: dict[str, dict[str, Any]] = {}
     for model in project.ordered():
-        definition = model_definition(model, known)
-        out[model.name] = definition
-        known[model.name] = {n: c["type"] for n, c in definition["columns"].items()}
-    _BY_PROJECT[project] = out
-    return out
+        definition_of(project, model.name)
+    done = _BY_PROJECT.get(project, {})
+    return {m.name: done[m.name] for m in project.ordered() if m.name in done}

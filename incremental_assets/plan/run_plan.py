@@ -48,7 +48,7 @@ from incremental_assets.model.kinds import (
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SEED_VIEW, SqlModel
 from incremental_assets.plan.compile import analysis_of, run_size
-from incremental_assets.plan.definition import project_definitions
+from incremental_assets.plan.definition import definition_of
 from incremental_assets.plan.frames import navigation_frames
 from incremental_assets.plan.macros import (
     clamp_to_window,
@@ -249,7 +249,7 @@ def plan_run(
         model, macro_window(model, window, execution_time), execution_time=execution_time, extra=cursor_macros(model, state),
         views={read.name: read.view for read in inputs} | {model.name: view_name(model.name)},
     )
-    definition = project_definitions(project).get(model.name)
+    definition = definition_of(project, model.name)
     return RunPlan(model.name, window, query, tuple(inputs), write, model.fingerprint, safety, downgraded, execution_time, target, pre, post, definition)
 
 
