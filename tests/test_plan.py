@@ -119,7 +119,7 @@ def test_description_only_is_metadata(project, capsys):
     (project / "models" / "daily.sql").write_text(daily(description="rows per day"))
     models = plan(project, capsys)
     assert (models["s.daily"]["category"], models["s.daily"]["recompute"]) == ("metadata", [])
-    assert models["s.totals"]["category"] == "unchanged"
+    assert (models["s.totals"]["change"], models["s.totals"]["category"], models["s.totals"]["recompute"]) == ("indirectly modified", "metadata", [])
 
 
 def test_added_and_removed_models(project, capsys):

@@ -181,6 +181,7 @@ def plan_changes(
     ``current`` holds the models' current definitions, ``tables`` what each model's table says."""
     changed: dict[str, set[str] | None] = {}  # model -> its columns whose values change
     forward: set[str] = set()  # models whose change applies to new intervals only
+    meta: set[str] = set()  # models whose change is metadata only
     out: list[ModelChange] = []
     for model in project.ordered():
         key, state, definition = model.name.lower(), tables.get(model.name, TableState()), current.get(model.name)
@@ -214,7 +215,12 @@ def plan_changes(
             category = METADATA if metadata else INDIRECT_NON_BREAKING
             out.append(ModelChange(model.name, "indirectly modified", category, reasons=tuple(reasons)))
         elif metadata:
+            meta.add(key)
             out.append(ModelChange(model.name, "modified", METADATA, reasons=("only metadata changed (description, owner, tags, audits, cron, grain)",)))
+        elif any(u.lower() in meta for u in model.depends_on):
+            meta.add(key)  # as SQLMesh: downstream of a metadata change, a metadata change itself
+            upstream = ", ".join(sorted(u for u in model.depends_on if u.lower() in meta))
+            out.append(ModelChange(model.name, "indirectly modified", METADATA, reasons=(f"{upstream} changed only metadata",)))
         else:
             reasons_ = () if state.stored is not None else ("built before definitions were kept with tables",)
             out.append(ModelChange(model.name, "unchanged", UNCHANGED, reasons=reasons_))
