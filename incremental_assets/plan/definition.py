@@ -24,6 +24,7 @@ from functools import lru_cache
 from typing import Any, Mapping
 
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
 from incremental_assets.analysis.columns import Columns, describe_columns
 from incremental_assets.load.runtime_macros import first_variant
@@ -101,7 +102,7 @@ def model_definition(model: SqlModel, known: Mapping[str, Mapping[str, str]], co
     }
 
 
-_BY_PROJECT: "weakref.WeakKeyDictionary[Project, dict[str, dict[str, Any]]]" = weakref.WeakKeyDictionary()
+_BY_PROJECT: "weakref.WeakKeyDictionary[Project, dict[str, dict[str, Any] | None]]" = weakref.WeakKeyDictionary()
 
 
 def _known(project: Project) -> dict[str, Mapping[str, str]]:
@@ -124,12 +125,17 @@ def definition_of(project: Project, name: str) -> dict[str, Any] | None:
     known = _known(project)
     for model in project.ordered():
         if model.name in needed and model.name not in done:
-            done[model.name] = model_definition(model, {**known, **_types(done)})
+            try:
+                done[model.name] = model_definition(model, {**known, **_types(done)})
+            except (SqlglotError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
+                # A definition that cannot be described is not kept: a later plan then finds none and
+                # treats a change of the model as breaking, which is never wrong; the run goes on.
+                done[model.name] = None
     return done.get(name)
 
 
-def _types(done: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, str]]:
-    return {n: {c: v["type"] for c, v in d["columns"].items()} for n, d in done.items()}
+def _types(done: Mapping[str, Mapping[str, Any] | None]) -> dict[str, dict[str, str]]:
+    return {n: {c: v["type"] for c, v in d["columns"].items()} for n, d in done.items() if d is not None}
 
 
 def project_definitions(project: Project) -> dict[str, dict[str, Any]]:
@@ -138,4 +144,4 @@ def project_definitions(project: Project) -> dict[str, dict[str, Any]]:
     for model in project.ordered():
         definition_of(project, model.name)
     done = _BY_PROJECT.get(project, {})
-    return {m.name: done[m.name] for m in project.ordered() if m.name in done}
+    return {m.name: d for m in project.ordered() if (d := done.get(m.name)) is not None}
