@@ -2,7 +2,7 @@
 
 Callers use this package's names (``delta.commit_staged(...)``); the modules say where each step lives:
 :mod:`.tables` (locations, the log, reads), :mod:`.stats` (row counts and column types from the log), :mod:`.staging` (a run's files before the commit),
-:mod:`.commit` (one transaction per run, by commit mode), :mod:`.lock` (one writer per table),
+:mod:`.commit` (one transaction per run, by commit mode), :mod:`.definition` (the definition a table was built with), :mod:`.lock` (one writer per table),
 :mod:`.vacuum` (cleanup), :mod:`.verify` (the files the log references, checked).
 """
 
@@ -15,6 +15,7 @@ from incremental_assets.delta.commit import (
     ReplaceWindow,
     commit_staged,
 )
+from incremental_assets.delta.definition import stored_definition, table_names, table_state, write_definition
 from incremental_assets.delta.day_files import column_range, copied_files
 from incremental_assets.delta.files import host_tag, is_local
 from incremental_assets.delta.lock import LOCK_FILE, LOCK_TIMEOUT_ENV, writer_lock
@@ -62,5 +63,6 @@ __all__ = [
     "history", "is_local", "open_table",
     "has_staged_rows", "keep_staged_schema", "host_tag", "last_commit_metadata", "new_staging_dir", "orphan_staging_dirs",
     "remove_orphan_staging", "source_files", "table_uri", "vacuum", "version", "writer_lock",
+    "stored_definition", "table_names", "table_state", "write_definition",
     "column_types", "interval_row_counts", "row_count", "partitioned_by_day", "row_filter", "interval_bounds", "partial_days", "copied_files", "column_range",
 ]

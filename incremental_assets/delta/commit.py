@@ -11,16 +11,18 @@ import json
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Schema, Transaction
 from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
 
+from incremental_assets.delta.definition import keep_only, write_definition
 from incremental_assets.delta.day_files import copied_files, interval_range, replaced_files
 from incremental_assets.delta.files import filesystem, is_local
 from incremental_assets.delta.lock import writer_lock
 from incremental_assets.delta.staging import staged_footers, staged_interval_rows
+from incremental_assets.delta.stats import spark_type
 from incremental_assets.delta.tables import (
     BUCKET_COLUMN,
     DAY_COLUMN,
@@ -172,10 +174,13 @@ def commit_staged(
     *,
     metadata: Mapping[str, str] | None = None,
     name: str | None = None,
+    definition: Mapping[str, Any] | None = None,
 ) -> CommitResult:
     """Commit the files Spark wrote under ``staging`` as one Delta transaction doing what ``mode`` says.
 
-    The schema given becomes the table's: columns added to it read as NULL in older files.
+    The schema given becomes the table's: columns added to it read as NULL in older files. The model's
+    ``definition`` (naming the fingerprint ``metadata`` records) is kept with the table (see
+    :mod:`.definition`), its column types those the commit gives the table.
     """
     partition_by = list(mode.partition_by)
     actions, rows = _add_actions(uri, staging, by_day=DAY_COLUMN in partition_by)
@@ -188,6 +193,8 @@ def commit_staged(
     custom[METADATA_PREFIX + "staging"] = staging.rstrip("/").rsplit("/", 1)[-1]
     owner = f"run {(metadata or {}).get('run_id') or '?'} of {name or uri}"
     with writer_lock(uri, owner=owner):
+        if definition is not None:
+            write_definition(uri, _with_types(definition, delta_schema))
         # Under the lock the snapshot read here is still the latest when the commit lands, so the
         # overwrite removes every file of the window, including those of a writer that just finished.
         # On an object store (no lock file) the commit's application transaction makes delta-rs refuse
@@ -205,6 +212,8 @@ def commit_staged(
                     continue
                 raise StorageError(f"the commit to {uri} failed, the table is unchanged: {exc}") from exc
         version = _version_of(uri, custom[METADATA_PREFIX + "staging"], before)
+        if definition is not None:
+            keep_only(uri, str(definition["fingerprint"]))
     by_interval = _interval_rows(actions) if DAY_COLUMN not in partition_by else _window_rows(staging, mode)
     if DAY_COLUMN in partition_by:
         rows = sum(by_interval.values())  # the rows of other hours copied into rewritten files are not new
@@ -216,6 +225,13 @@ def commit_staged(
         partitions=len({tuple(a.partition_values.items()) for a in actions}),
         interval_rows=by_interval,
     )
+
+
+def _with_types(definition: Mapping[str, Any], schema: Schema) -> dict[str, Any]:
+    """The definition with each column's type as the table holds it (inference may not know them all)."""
+    written = {f.name.lower(): spark_type(f.type) for f in schema.fields}
+    columns = {name: {**column, "type": written.get(name.lower(), column.get("type"))} for name, column in definition.get("columns", {}).items()}
+    return {**definition, "columns": columns}
 
 
 def _commit_once(

@@ -125,6 +125,10 @@ class SqlModel:
         Owner, tags and descriptions are left out: changing them does not change a single row; so are a
         kind's lifecycle settings (forward_only, on_*_change), which say how a change is applied.
         """
+        return hashlib.sha256(json.dumps(self.data_payload(), sort_keys=True, default=str).encode()).hexdigest()
+
+    def data_payload(self) -> dict:
+        """What the fingerprint hashes (JSON values): the definition a table is built with."""
         skip = getattr(self.kind, "not_in_fingerprint", frozenset())
         kind = {k: sorted(v) if isinstance(v, frozenset) else v for k, v in vars(self.kind).items() if k not in skip}
         payload = {
@@ -139,7 +143,7 @@ class SqlModel:
         if self.pre_statements or self.post_statements:  # as SQLMesh: they decide the rows too
             payload["pre_statements"] = [normalized_sql(s) for s in self.pre_statements]
             payload["post_statements"] = [normalized_sql(s) for s in self.post_statements]
-        return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+        return payload
 
 
 def normalized_sql(query: exp.Expression) -> str:

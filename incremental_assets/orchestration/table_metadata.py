@@ -13,22 +13,19 @@ from __future__ import annotations
 import re
 import subprocess
 from dataclasses import dataclass, field
-from datetime import datetime
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import dagster as dg
-from sqlglot import exp
 
 from incremental_assets import delta
 from incremental_assets.analysis.columns import describe_columns
 from incremental_assets.errors import ModelFileError, StorageError
 from incremental_assets.load.runtime_macros import first_variant
-from incremental_assets.model.intervals import IntervalUnit, TimeWindow, unit_from_cron
+from incremental_assets.model.intervals import unit_from_cron
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
-from incremental_assets.plan.macros import macro_values
+from incremental_assets.plan.definition import sample_macros
 
 UNKNOWN_TYPE = "unknown"
 
@@ -41,19 +38,6 @@ class ModelColumns:
     types: Mapping[str, str] = field(default_factory=dict)
     lineage: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
     stored: bool = False
-
-
-@lru_cache(maxsize=64)
-def _interval_macros(start: datetime, unit: IntervalUnit) -> Mapping[str, Any]:
-    return macro_values(TimeWindow(unit.floor(start), unit.next(unit.floor(start))), execution_time=start)
-
-
-def _sample_macros(model: SqlModel) -> dict[str, Any]:
-    """Macro values of one interval of the model: typed literals, so the columns they make have types
-    (the models of a project share a few starts and units: the values are made once for each)."""
-    start = model.start or TimeWindow.parse("2024-01-01", "2024-01-02").start
-    unit = model.unit if model.is_incremental else IntervalUnit.of("day")
-    return {**_interval_macros(start, unit), "this_model": exp.to_table(model.name)}
 
 
 def _stored_types(project: Project, model: SqlModel) -> dict[str, str] | None:
@@ -70,7 +54,7 @@ def project_columns(project: Project) -> dict[str, ModelColumns]:
     known: dict[str, Mapping[str, str]] = {s.name: dict(s.columns) for s in project.sources.values() if s.columns}
     out: dict[str, ModelColumns] = {}
     for model in project.ordered():
-        inferred = describe_columns(first_variant(model.query), known, macros=_sample_macros(model))
+        inferred = describe_columns(first_variant(model.query), known, macros=sample_macros(model))
         stored = None if model.columns else _stored_types(project, model)
         declared = dict(model.columns) or stored or {}
         names = list(declared) or list(inferred.types)

@@ -21,7 +21,7 @@ import logging
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from enum import Enum
-from typing import Literal, Mapping
+from typing import Any, Literal, Mapping
 
 from sqlglot import exp
 
@@ -48,6 +48,7 @@ from incremental_assets.model.kinds import (
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SEED_VIEW, SqlModel
 from incremental_assets.plan.compile import analysis_of, run_size
+from incremental_assets.plan.definition import definition_of
 from incremental_assets.plan.frames import navigation_frames
 from incremental_assets.plan.macros import (
     clamp_to_window,
@@ -117,6 +118,7 @@ class RunPlan:
     target: "TargetState | None" = None  # merge-style kinds: the committed state this plan starts from
     pre_statements: tuple[exp.Expression, ...] = ()  # run before the query, in the same session
     post_statements: tuple[exp.Expression, ...] = ()  # run after the write (`@this_model` is the written table)
+    definition: Mapping[str, Any] | None = None  # kept with the table by its commit (see plan.definition)
 
     @property
     def sql(self) -> str:
@@ -247,7 +249,8 @@ def plan_run(
         model, macro_window(model, window, execution_time), execution_time=execution_time, extra=cursor_macros(model, state),
         views={read.name: read.view for read in inputs} | {model.name: view_name(model.name)},
     )
-    return RunPlan(model.name, window, query, tuple(inputs), write, model.fingerprint, safety, downgraded, execution_time, target, pre, post)
+    definition = definition_of(project, model.name)
+    return RunPlan(model.name, window, query, tuple(inputs), write, model.fingerprint, safety, downgraded, execution_time, target, pre, post, definition)
 
 
 def _rendered_query(model: SqlModel, window: TimeWindow | None, execution_time: datetime, state: TargetState) -> exp.Expression:

@@ -193,7 +193,8 @@ class Executor(Inputs):
             if before_commit is not None:
                 before_commit(strategy.staging)
             result = delta.commit_staged(
-                strategy.uri, strategy.staging, strategy.schema, strategy.commit_mode(window), metadata=metadata, name=first.model
+                strategy.uri, strategy.staging, strategy.schema, strategy.commit_mode(window), metadata=metadata, name=first.model,
+                definition=first.definition,
             )
         except BaseException:
             delta.discard_staging(strategy.uri, strategy.staging)  # refused or failed: these files will never be committed

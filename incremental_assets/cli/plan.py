@@ -1,0 +1,71 @@
+"""``incremental-assets plan``: what a change of the project would recompute, changing nothing."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Callable
+
+from incremental_assets.plan.changes import UNCHANGED, ModelChange
+
+
+def _ranges(change: ModelChange) -> str:
+    if change.recompute == ((None, None),):
+        return "the whole table" + (f" (~{change.rows:,} rows)" if change.rows is not None else "")
+    spans = ", ".join(f"[{s}, {e})" for s, e in change.recompute)
+    rows = f", ~{change.rows:,} rows" if change.rows is not None else ""
+    return f"{spans}: {change.partitions} partition(s){rows}"
+
+
+def print_plan(changes: list[ModelChange], environment: str | None) -> None:
+    if environment:
+        print(f"environment {environment} (not built yet): the plan compares the project with production")
+    shown = [c for c in changes if c.category != UNCHANGED or c.change != "unchanged"]
+    for change in shown:
+        print(f"{change.name}: {change.change}, {change.category}")
+        for reason in change.reasons:
+            print(f"  {reason}")
+        for what, names in change.columns.items():
+            print(f"  columns {what}: {', '.join(names)}")
+        print(f"  recomputes: {_ranges(change) if change.recompute else 'nothing already built'}")
+        if change.diff:
+            print("\n".join(f"    {line}" for line in change.diff.splitlines()))
+    unchanged = len(changes) - len(shown)
+    total_rows = sum(c.rows or 0 for c in changes if c.recompute)
+    print(f"{len(shown)} model(s) changed or affected, {unchanged} unchanged; ~{total_rows:,} row(s) to recompute")
+    if any(c.category in ("non-breaking", "indirect-non-breaking") for c in shown):
+        print(
+            "note: `run --auto` does not apply non-breaking changes yet: it rebuilds every model whose definition "
+            "changed from its start and recomputes the downstream intervals Dagster then marks stale"
+        )
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from incremental_assets import delta
+    from incremental_assets.load.project import load_project
+    from incremental_assets.plan.changes import plan_changes
+    from incremental_assets.plan.definition import project_definitions
+
+    project = load_project(getattr(args, "projects", None) or args.project)
+    warehouse = project.settings.warehouse
+    tables = {
+        m.name: delta.table_state(delta.table_uri(warehouse, m.name), by_interval=m.is_incremental)
+        for m in project.ordered()
+        if m.has_table
+    }
+    names = {m.lower() for m in project.models}
+    removed = [t for t in delta.table_names(warehouse) if t.lower() not in names]
+    changes = plan_changes(project, project_definitions(project), tables, forward_only=args.forward_only, removed=removed)
+    if args.json:
+        print(json.dumps({"environment": args.env, "models": [c.as_json() for c in changes]}, indent=2))
+    else:
+        print_plan(changes, args.env)
+    return 0
+
+
+def add_plan_command(sub, add: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    p = add("plan", "what a change of the models would recompute, by category (breaking, non-breaking, ...); changes nothing")
+    p.add_argument("--env", help="the environment to plan for (environments are not built yet: compares with production)")
+    p.add_argument("--forward-only", action="store_true", help="apply every change to new intervals only: nothing built is recomputed")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_plan)

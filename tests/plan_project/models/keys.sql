@@ -1,0 +1,2 @@
+MODEL (name s.keys, kind FULL);
+SELECT k FROM s.daily
