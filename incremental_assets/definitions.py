@@ -4,8 +4,6 @@
 the same instance when ``DAGSTER_HOME`` points at the project's ``.dagster`` folder (the CLI's default).
 """
 
-import os
-
 from incremental_assets.orchestration.definitions import build_definitions
 
-defs = build_definitions(os.environ.get("INCREMENTAL_ASSETS_PROJECT") or os.getcwd())
+defs = build_definitions()  # $INCREMENTAL_ASSETS_PROJECT (folders separated by os.pathsep) or the current folder

@@ -232,3 +232,206 @@ def test_a_time_with_nanoseconds_gets_one_consistent_message(tmp_path, capsys):
         assert line.startswith(f"error: --start: {NANOS}")
     text = DAILY.replace("'2024-01-01'", "'2024-01-01T00:00:00.000000001'") + "SELECT ts FROM raw.e"
     assert refused(tmp_path, text).startswith(f"m.sql:1: start {NANOS}")
+
+
+# -- cron: checked when the model loads, never first by Dagster ------------------------------------------
+
+
+CRON_MODEL = "MODEL (\n  name s.m,\n  kind {kind},\n  start '2024-01-01',\n  cron '{cron}'\n);\nSELECT CAST('2024-01-01' AS TIMESTAMP) AS ts, 1 AS x\n"
+OTHER = "MODEL (name s.other, kind FULL);\nSELECT 1 AS y\n"
+
+
+@pytest.mark.parametrize("kind", ["FULL", "INCREMENTAL_BY_TIME_RANGE (time_column ts)"])
+@pytest.mark.parametrize("cron, problem", [
+    ("61 25 * * *", "minute 61 is out of range 0-59"),
+    ("0 0 31 2 *", "it never fires: no month it names (feb) has a day 31"),
+    ("banana", "a cron has 5 fields (minute hour day-of-month month day-of-week), this has 1"),
+    ("0 0 * * 1-9", "day of week 9 is out of range 0-7"),
+    ("*/0 * * * *", "minute step '/0' must be a whole number of at least 1"),
+    ("@fortnightly", "unknown cron alias '@fortnightly'"),
+])
+def test_an_invalid_cron_is_one_line_naming_its_line_and_never_reaches_dagster(tmp_path, capsys, kind, cron, problem):
+    root = project(tmp_path, {"models/m.sql": CRON_MODEL.format(kind=kind, cron=cron), "models/other.sql": OTHER})
+    for command in (["validate"], ["run", "s.other"], ["run", "--auto"]):
+        line = one_error(capsys, *command, "--project", str(root))
+        assert line.startswith(f"error: {root}/models/m.sql:5: invalid cron '{cron}': {problem}"), line
+        assert line.endswith("(fix: write five fields, minute hour day-of-month month day-of-week, e.g. cron '0 6 * * *' "
+                             "(06:00 every day), or @hourly, @daily, @weekly, @monthly, @yearly)")
+    assert not (root / ".dagster").exists()  # refused before any Dagster instance or definition
+    from incremental_assets.errors import ProjectError
+    from incremental_assets.orchestration.definitions import build_definitions
+
+    with pytest.raises(ProjectError, match=r"m.sql:5: invalid cron"):  # the code location: the same one line
+        build_definitions(root)
+
+
+CRON_ATOMS = ["*", "0", "7", "29", "30", "31", "59", "60", "*/5", "*/100", "1-5", "5-1", "5/15", "0-59/7", "jan", "feb",
+              "apr", "mon-fri", "sun", "7", "1,15", "2,3", "L", "?", "-1", "*/0", "1-31/2", "12", "24", "13"]
+
+
+def test_every_cron_the_loader_accepts_dagster_accepts():
+    from hypothesis import given, settings, strategies as st
+    from dagster._utils.schedules import is_valid_cron_string
+
+    from incremental_assets.model.cron import ALIASES, CronError, expand_cron
+
+    accepted = []
+
+    @settings(max_examples=3000, deadline=None, database=None)
+    @given(st.lists(st.sampled_from(CRON_ATOMS), min_size=5, max_size=5))
+    def check(fields):
+        try:
+            cron = expand_cron(" ".join(fields))
+        except CronError:
+            return
+        accepted.append(cron)
+        assert is_valid_cron_string(cron), cron
+
+    check()
+    assert len(accepted) > 50  # the property saw valid crons, not only refusals
+    for alias in ALIASES:
+        assert is_valid_cron_string(expand_cron(alias))
+    for valid in ("0 0 29 2 *", "0 0 30 1-2 *", "*/15 9-17 * jan-mar mon-fri", "0 0 * * 7", "5/15 * * * *", "0 6 * * MON"):
+        assert is_valid_cron_string(expand_cron(valid))
+
+
+def test_a_cron_alias_dagster_has_no_name_for_is_scheduled_in_five_fields(tmp_path):
+    from incremental_assets.load.project import load_project
+    from incremental_assets.orchestration.schedules import build_schedules
+
+    root = project(tmp_path, {
+        "models/q.sql": "MODEL (name s.q, kind FULL, cron '@quarterly');\nSELECT 1 AS x",
+        "models/w.sql": "MODEL (name s.w, kind FULL, cron '*/30 9-17 * JAN-MAR Mon-Fri');\nSELECT 1 AS x",
+    })
+    crons = {s.name: s.cron_schedule for s in build_schedules(load_project(root))}
+    assert crons == {"s__q_schedule": "0 0 1 */3 *", "s__w_schedule": "*/30 9-17 * jan-mar mon-fri"}
+
+
+# -- time zones out of range -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("zone, problem", [
+    ("+99:99", "time zone offset '+99:99' has minutes or seconds past 59"),
+    ("+25:00", "time zone offset '+25:00' is out of range: an offset lies within 18 hours of UTC (-18:00 to +18:00)"),
+    ("-18:30", "time zone offset '-18:30' is out of range"),
+    ("Europe/Atlantis", "unknown time zone 'Europe/Atlantis'"),
+])
+def test_a_time_zone_spark_would_refuse_is_one_line_naming_the_setting(tmp_path, capsys, monkeypatch, zone, problem):
+    root = project(tmp_path, {"models/m.sql": HEADER + "SELECT 1 AS x"})
+    monkeypatch.setenv("INCREMENTAL_ASSETS_TIMEZONE", zone)
+    for command in (["validate"], ["run", "--auto"], ["status"]):
+        line = one_error(capsys, *command, "--project", str(root))
+        assert line.startswith(f"error: INCREMENTAL_ASSETS_TIMEZONE: {problem}"), line
+        assert line.endswith("(fix: use an IANA zone such as UTC or Europe/Berlin, or an offset such as +01:00)")
+    monkeypatch.delenv("INCREMENTAL_ASSETS_TIMEZONE")
+    (root / "incremental_assets.yaml").write_text(f"warehouse: wh\ntimezone: '{zone}'\n")
+    assert one_error(capsys, "validate", "--project", str(root)).startswith(f"error: {root}/incremental_assets.yaml:2: {problem}")
+
+
+def test_an_unquoted_offset_yaml_reads_as_a_number_is_named(tmp_path, capsys):
+    root = project(tmp_path, {"models/m.sql": HEADER + "SELECT 1 AS x", "incremental_assets.yaml": "timezone: +25:00\n"})
+    assert one_error(capsys, "validate", "--project", str(root)) == (
+        f"error: {root}/incremental_assets.yaml:1: timezone is the number 1500: YAML reads an unquoted offset such as +1:00 "
+        "as a number (fix: quote it, e.g. `timezone: '+01:00'`)")
+
+
+# -- ranges that hold no time ----------------------------------------------------------------------------
+
+
+def test_a_range_ending_before_it_starts_is_refused(tmp_path, capsys):
+    root = project(tmp_path, {"models/daily.sql": DAILY + "SELECT CAST('2024-01-01' AS TIMESTAMP) AS ts, 1 AS v"})
+    assert one_error(capsys, "status", "--since", "2024-01-05", "--until", "2024-01-01", "--project", str(root)) == (
+        "error: --until 2024-01-01 is not after --since 2024-01-05: the range holds no time "
+        "(fix: give --since the earlier instant, e.g. --since 2024-01-01 --until 2024-01-05)")
+    assert one_error(capsys, "history", "--since", "2024-01-05", "--until", "2024-01-05", "--project", str(root)).startswith(
+        "error: --until 2024-01-05 is not after --since 2024-01-05")
+    assert one_error(capsys, "run", "--start", "2024-01-05", "--end", "2024-01-01", "--project", str(root)).startswith(
+        "error: --end 2024-01-01 is not after --start 2024-01-05: the range holds no time")
+
+
+# -- one invalid model does not hide the others ----------------------------------------------------------
+
+
+def test_status_shows_every_valid_model_and_the_invalid_ones_lines(tmp_path, capsys):
+    root = project(tmp_path, {
+        "models/bad.sql": "MODEL (name s.bad, kind FULL);\nSELECT x FROM raw.nowhere",
+        "models/down.sql": "MODEL (name s.down, kind FULL);\nSELECT x FROM s.bad",
+        "models/cron.sql": "MODEL (name s.cron, kind FULL, cron 'banana');\nSELECT 1 AS x",
+        "models/daily.sql": DAILY + "SELECT CAST('2024-01-01' AS TIMESTAMP) AS ts, 1 AS v",
+        "models/other.sql": OTHER,
+    })
+    code = main(["status", "--until", "2024-01-03", "--project", str(root)])
+    out = capsys.readouterr()
+    assert code == 2 and "Traceback" not in out.err
+    assert sorted(out.err.splitlines()) == [
+        f"error: {root}/models/bad.sql:2: unknown table 'raw.nowhere' in model s.bad (fix: declare it in sources.yaml or create a model with that name)",
+        f"error: {root}/models/cron.sql:1: invalid cron 'banana': a cron has 5 fields (minute hour day-of-month month day-of-week), this has 1 "
+        "(fix: write five fields, minute hour day-of-month month day-of-week, e.g. cron '0 6 * * *' (06:00 every day), or @hourly, @daily, @weekly, @monthly, @yearly)",
+        f"error: {root}/models/down.sql:2: model s.down is left out: it reads s.bad, which is invalid (fix: fix s.bad first)",
+    ]
+    assert "s.daily (day): 0/2 intervals up to 2024-01-03" in out.out
+    assert "s.other (FULL): last materialized never" in out.out
+    assert "s.bad" not in out.out and "s.down" not in out.out
+    # validate and run still refuse the whole project, with the same lines
+    code, lines = cli(capsys, "validate", "--project", str(root))
+    assert code == 2 and lines[-1] == "2 error(s)"
+
+
+# -- a window outside a model's range, a window given to a model without time intervals -------------------
+
+
+def test_a_window_outside_every_selected_model_is_refused_before_anything_runs(tmp_path, capsys):
+    ended = DAILY.replace("start '2024-01-01'", "start '2024-01-01', end '2024-01-31'").replace("s.daily", "s.ended")
+    root = project(tmp_path, {"models/daily.sql": DAILY + "SELECT CAST('2024-01-01' AS TIMESTAMP) AS ts, 1 AS v",
+                              "models/ended.sql": ended + "SELECT CAST('2024-01-01' AS TIMESTAMP) AS ts, 1 AS v"})
+    line = one_error(capsys, "run", "s.daily", "--start", "1900-01-01", "--end", "1900-01-05", "--project", str(root))
+    assert line == ("error: the window [1900-01-01, 1900-01-05) lies outside every selected model's range (s.daily starts 2024-01-01): "
+                    "nothing would run (fix: give --start/--end inside a model's range, or --auto to fill its missing intervals)")
+    line = one_error(capsys, "run", "s.ended", "--start", "2024-03-01", "--end", "2024-03-02", "--project", str(root))
+    assert "(s.ended starts 2024-01-01 and ends 2024-02-01)" in line
+    assert not (root / ".dagster").exists()
+
+
+def test_a_clipped_window_and_a_window_without_effect_are_said_per_model(tmp_path):
+    from incremental_assets.cli.window_notes import window_notes
+    from incremental_assets.load.project import load_project
+
+    root = project(tmp_path, {"models/daily.sql": DAILY + "SELECT CAST('2024-01-01' AS TIMESTAMP) AS ts, 1 AS v",
+                              "models/other.sql": OTHER, "models/v.sql": "MODEL (name s.v, kind VIEW);\nSELECT 1 AS z"})
+    models = load_project(root).ordered()
+    notes, empty = window_notes(models, to_utc("2023-12-30"), to_utc("2024-01-03"))
+    assert sorted(notes) == [
+        "s.daily: runs [2024-01-01, 2024-01-03) of the window [2023-12-30, 2024-01-03): the model starts 2024-01-01",
+        "s.other is FULL: --start/--end do not apply to it; it is rebuilt whole",
+        "s.v is VIEW: --start/--end do not apply to it; its view is replaced",
+    ]
+    assert empty == []
+    assert window_notes([m for m in models if m.name == "s.daily"], to_utc("2024-01-01"), to_utc("2024-01-03")) == ([], [])
+
+
+# -- a file in another encoding, a deep unary chain -------------------------------------------------------
+
+
+def test_a_model_file_not_in_utf8_names_line_and_byte(tmp_path, capsys):
+    root = project(tmp_path, {"models/ok.sql": OTHER})
+    (root / "models" / "m.sql").write_bytes("MODEL (name s.m, kind FULL);\n-- prix en €\nSELECT 'café' AS x\n".encode("cp1252"))
+    line = one_error(capsys, "validate", "--project", str(root))
+    offset = len("MODEL (name s.m, kind FULL);\n-- prix en ")
+    assert line == (f"error: {root}/models/m.sql:2: byte 0x80 at offset {offset} (line 2, column 12) is not UTF-8: the file is in "
+                    "another encoding (fix: save the file as UTF-8 (an editor's Save with Encoding, or `iconv -t utf-8`))")
+    (root / "models" / "m.sql").unlink()
+    (root / "incremental_assets.yaml").write_bytes(b"warehouse: wh\n# \xff\n")
+    assert one_error(capsys, "status", "--project", str(root)).startswith(f"error: {root}/incremental_assets.yaml:2: byte 0xff at offset 16 ")
+
+
+def test_a_thousand_unary_minus_signs_are_reported_on_the_query_line(tmp_path, capsys):
+    root = project(tmp_path, {"models/m.sql": HEADER + "\n-- the query\nSELECT " + "- " * 1000 + "1 AS x\n"})
+    line = one_error(capsys, "validate", "--project", str(root))
+    assert line.startswith(f"error: {root}/models/m.sql:4: the query nests too deeply to be parsed; at most 200")
+
+
+def test_an_invalid_cron_of_a_python_model_is_one_line_too(tmp_path, capsys):
+    module = "import pandas as pd\n\nMODEL = {'name': 's.py', 'cursor': 'id', 'cron': '0 0 30 feb *'}\n\n\ndef fetch(last_value):\n    return pd.DataFrame({'id': [1]})\n"
+    root = project(tmp_path, {"models/py.py": module, "models/other.sql": OTHER})
+    line = one_error(capsys, "validate", "--project", str(root))
+    assert line.startswith(f"error: {root}/models/py.py:3: invalid cron '0 0 30 feb *': it never fires: no month it names (feb) has a day 30")

@@ -175,3 +175,12 @@ def test_all_file_errors_are_reported_together(make_project):
 def test_disabled_models_are_skipped(make_project):
     root = make_project({"models/a.sql": "MODEL (name s.a, kind FULL, enabled false); SELECT 1 AS x"})
     assert load_project(root).models == {}
+
+
+def test_safety_overrides_in_physical_properties(tmp_path):
+    header = "MODEL (name a.b, kind INCREMENTAL_BY_TIME_RANGE (time_column ts, allow_limit true),\n  physical_properties ({}));\nSELECT ts FROM t"
+    m = parse_model_file(write(tmp_path, header.format("allow_distinct = true, allow_having = false, retention = 30")))
+    assert m.kind.safety_overrides == {"allow_distinct", "allow_limit"}
+    with pytest.raises(ModelFileError) as err:
+        parse_model_file(write(tmp_path, header.format("allow_distinct = 'maybe'")))
+    assert err.value.line == 2 and "allow_distinct must be true or false" in str(err.value)

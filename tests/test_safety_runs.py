@@ -184,3 +184,89 @@ def test_explain_json(project, capsys):
     assert cli.main(["explain", "s.weekahead", "--json", "--project", str(project.directory)]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["safety_class"] == "BoundedSafe(7)" and info["reasons"][0]["rule"] == "window_relative"
+
+
+PAGE_VIEWS = {
+    "sources.yaml": """
+        - name: raw.page_views
+          location: data/page_views
+          format: delta
+          time_column: viewed_at
+          interval_unit: hour
+    """,
+    # The everyday metric: distinct users per day, admitted without an override. The source is read
+    # 12 hours before the window, so each run also computes a partial earlier day, which the clamp drops.
+    "models/daily_users.sql": """
+        MODEL (name s.daily_users, kind INCREMENTAL_BY_TIME_RANGE (time_column view_date), start '2024-01-01');
+        SELECT CAST(viewed_at AS DATE) AS view_date, COUNT(DISTINCT user_id) AS users, COUNT(*) AS views
+        FROM raw.page_views
+        WHERE viewed_at BETWEEN @start_dt - INTERVAL 12 HOUR AND @end_dt
+        GROUP BY CAST(viewed_at AS DATE)
+        HAVING COUNT(DISTINCT user_id) > 1
+    """,
+    # Distinct users over the whole run: not aligned with the day, so refused...
+    "models/run_users.sql": """
+        MODEL (name s.run_users, kind INCREMENTAL_BY_TIME_RANGE (time_column viewed_at), start '2024-01-01');
+        SELECT p.viewed_at, p.user_id, r.users
+        FROM raw.page_views AS p
+        CROSS JOIN (SELECT COUNT(DISTINCT user_id) AS users FROM raw.page_views WHERE viewed_at BETWEEN @start_dt AND @end_dt) AS r
+        WHERE p.viewed_at BETWEEN @start_dt AND @end_dt
+    """,
+    # ... unless admitted in the spelling the refusal names (one SQLMesh loads too): one day per run.
+    "models/run_users_admitted.sql": """
+        MODEL (
+          name s.run_users_admitted,
+          kind INCREMENTAL_BY_TIME_RANGE (time_column viewed_at),
+          start '2024-01-01',
+          physical_properties (allow_distinct = true, allow_aggregates = true)
+        );
+        SELECT p.viewed_at, p.user_id, r.users
+        FROM raw.page_views AS p
+        CROSS JOIN (SELECT COUNT(DISTINCT user_id) AS users FROM raw.page_views WHERE viewed_at BETWEEN @start_dt AND @end_dt) AS r
+        WHERE p.viewed_at BETWEEN @start_dt AND @end_dt
+    """,
+}
+
+
+@pytest.fixture(scope="module")
+def page_views(tmp_path_factory):
+    import pyarrow as pa
+    from conftest import write_project
+    from deltalake import write_deltalake
+
+    root = write_project(tmp_path_factory.mktemp("page_views"), PAGE_VIEWS)
+    rng = random.Random(11)
+    # Users come back on other days; how many distinct ones a day has varies.
+    views = sorted(
+        (utc(2024, 1, 1) + timedelta(days=day, minutes=rng.randrange(24 * 60)), rng.randrange(1, 8 + 4 * day))
+        for day in range(7) for _ in range(30)
+    )
+    write_deltalake(str(root / "data" / "page_views"), pa.table({
+        "viewed_at": pa.array([t for t, _ in views], pa.timestamp("us", tz="UTC")),
+        "user_id": pa.array([u for _, u in views], pa.int64()),
+    }))
+    return load_project(root), views
+
+
+def test_daily_count_distinct_is_admitted_and_two_chunks_equal_one_full_run(spark, page_views, tmp_path):
+    project, views = page_views
+    analysis = analysis_of(project, "s.daily_users")
+    assert (analysis.safety_class, analysis.reasons) == ("FullyBatchSafe", ())
+    whole = TimeWindow(utc(2024, 1, 2), utc(2024, 1, 7))
+    expected = build(spark, project, "s.daily_users", [whole], tmp_path / "whole")
+    chunks = [TimeWindow(utc(2024, 1, 2), utc(2024, 1, 4)), TimeWindow(utc(2024, 1, 4), utc(2024, 1, 7))]
+    assert build(spark, project, "s.daily_users", chunks, tmp_path / "chunks") == expected
+    # And the table is the recount over all the data, day by day.
+    recount = {}
+    for t, user in views:
+        if whole.start <= t < whole.end:
+            recount.setdefault(t.date(), []).append(user)
+    assert expected == sorted((day, len(set(users)), len(users)) for day, users in recount.items())
+
+
+def test_unaligned_count_distinct_is_refused_naming_an_override_sqlmesh_loads(page_views):
+    project, _ = page_views
+    (reason,) = [r for r in analysis_of(project, "s.run_users").reasons if r.rule == "distinct"]
+    assert reason.line == 4 and "set `physical_properties (allow_distinct = true)` in the MODEL header" in reason.message
+    admitted = analysis_of(project, "s.run_users_admitted")
+    assert (admitted.safety_class, admitted.batch_limit) == ("PerPartitionOnly", 1)

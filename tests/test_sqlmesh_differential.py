@@ -140,3 +140,35 @@ def test_an_installed_sqlmesh_serves_its_own_names():
         ["bakery.item_sizes", "FULL", {"item": "text", "quantity": "int", "size": "text"}],
         ["bakery.daily_units", {"name": "INCREMENTAL_BY_TIME_RANGE", "time_column": "ds"}, {"ds": "date", "units": "int"}],
     ]
+
+
+def test_the_override_a_refusal_names_loads_in_sqlmesh_and_here(tmp_path):
+    """A refusal's fix, written into the MODEL header as it says, admits the model here and SQLMesh loads the file."""
+    import re
+
+    from incremental_assets.plan.compile import analysis_of
+
+    python = _sqlmesh_python()
+    header = "name s.run_users,\n  kind INCREMENTAL_BY_TIME_RANGE (time_column viewed_at),\n  start '2024-01-01'"
+    body = (
+        "SELECT p.viewed_at, p.user_id, r.users FROM raw.page_views AS p\n"
+        "CROSS JOIN (SELECT COUNT(DISTINCT user_id) AS users FROM raw.page_views\n"
+        "            WHERE viewed_at BETWEEN @start_dt AND @end_dt) AS r\n"
+        "WHERE p.viewed_at BETWEEN @start_dt AND @end_dt\n"
+    )
+    (tmp_path / "models").mkdir()
+    (tmp_path / "sources.yaml").write_text("- {name: raw.page_views, location: data/pv, format: delta, time_column: viewed_at}\n")
+    (tmp_path / "config.yaml").write_text(
+        "gateways: {local: {connection: {type: duckdb, database: db.duckdb}}}\ndefault_gateway: local\n"
+        "model_defaults: {dialect: spark}\n"
+    )
+    model = tmp_path / "models" / "run_users.sql"
+    model.write_text(f"MODEL (\n  {header}\n);\n{body}")
+    refused = analysis_of(load_project(tmp_path), "s.run_users")
+    fixes = [re.search(r"`physical_properties \((\w+ = true)\)`", r.message) for r in refused.reasons]
+    assert sorted(r.rule for r in refused.reasons) == ["aggregate", "distinct"] and all(fixes)
+    model.write_text(f"MODEL (\n  {header},\n  physical_properties ({', '.join(f.group(1) for f in fixes)})\n);\n{body}")
+    admitted = analysis_of(load_project(tmp_path), "s.run_users")
+    assert (admitted.safety_class, admitted.batch_limit) == ("PerPartitionOnly", 1)
+    rendered = _sqlmesh(tmp_path, "render", "s.run_users")
+    assert rendered.returncode == 0 and "COUNT(DISTINCT" in rendered.stdout, rendered.stdout + rendered.stderr

@@ -177,17 +177,115 @@ def test_relative_starts_count_from_the_load_time_as_in_sqlmesh(make_project, mo
     assert "c.sql:1: start 'last spring' is not a date" in str(err.value) and "'1 year ago'" in str(err.value)
 
 
+REPLACE_ONLY = """\
+from sqlmesh import CustomMaterialization
+
+
+class MyFull(CustomMaterialization):
+    \"\"\"Rebuilds the table.\"\"\"
+
+    NAME = "my_full"
+
+    def insert(self, table_name, query_or_df, model, is_first_insert, render_kwargs, **kwargs):
+        assert is_first_insert in (True, False)
+        self._replace_query_for_model(model, table_name, query_or_df, render_kwargs)
+
+    def create(self, table_name, model, is_table_deployable, render_kwargs, skip_grants, **kwargs):
+        super().create(table_name, model, is_table_deployable, render_kwargs, skip_grants, **kwargs)
+"""
+CUSTOM_MODEL = "MODEL (\n  name s.m,\n  kind CUSTOM (materialization 'my_full', materialization_properties ('k' = 'v'))\n);\n"
+
+
+def test_a_custom_kind_whose_class_only_replaces_the_table_runs_as_full(spark, make_project, caplog):
+    from incremental_assets.spark.executor import Executor
+
+    root = make_project({"materializations/full.py": REPLACE_ONLY, "models/m.sql": CUSTOM_MODEL + "SELECT 1 AS x UNION ALL SELECT 2 AS x"})
+    with caplog.at_level(logging.WARNING):
+        project = load_project(root)
+    model = project.model("s.m")
+    assert model.kind.name == "FULL" and model.metadata["kind.materialization_properties"] == "('k' = 'v')"
+    said = [r.getMessage() for r in caplog.records if "kind CUSTOM" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith(f"{root / 'models' / 'm.sql'}:3: kind CUSTOM materialization 'my_full' (class MyFull in "), said
+    assert f"{root / 'materializations' / 'full.py'}:4)" in said[0] and said[0].endswith("so it runs as FULL"), said
+    uri = delta.table_uri(project.settings.warehouse, "s.m")
+    for day in (2, 3):  # each run replaces the table: the rows are the query's, once
+        Executor(spark, project).execute(plan_run(project, model, None, execution_time=utc(2024, 1, day)))
+        assert table_rows(uri) == [(1,), (2,)]
+
+
 def test_a_custom_kind_names_its_materialization_file_and_what_to_use_instead(make_project, capsys):
     from incremental_assets.cli.commands import main
 
-    root = make_project({
-        "materializations/full.py": "from sqlmesh import CustomMaterialization\n\n\nclass MyFull(CustomMaterialization):\n    NAME = 'my_full'\n",
-        "models/m.sql": "MODEL (\n  name s.m,\n  kind CUSTOM (materialization 'my_full', materialization_properties ('k' = 'v'))\n);\nSELECT 1 AS x",
-    })
+    writes = {
+        "self.adapter.execute(f'INSERT INTO {table_name} SELECT 1')": "full.py:11: insert calls self.adapter.execute(...)",
+        "self.adapter.insert_append(table_name, query_or_df)": "full.py:11: insert calls self.adapter.insert_append(...)",
+        "self.adapter.replace_query(table_name, 'SELECT 1 AS x')": "full.py:11: insert calls self.adapter.replace_query(...) with `'SELECT 1 AS x'` as the query",
+        "for q in [query_or_df]: self.adapter.replace_query(table_name, q)": "full.py:11: insert runs `for q in [query_or_df]:",
+    }
+    for write, said in writes.items():
+        root = make_project({
+            "materializations/full.py": REPLACE_ONLY.replace("self._replace_query_for_model(model, table_name, query_or_df, render_kwargs)", write),
+            "models/m.sql": CUSTOM_MODEL + "SELECT 1 AS x",
+        })
+        assert main(["validate", "--project", str(root)]) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and "m.sql:3: kind CUSTOM runs materialization 'my_full' (class MyFull in " in err, err
+        assert "materializations/full.py:4), which cannot run here: " + said in err, err
+        assert "FULL for replace_query" in err and "Python model" in err, err
+    (root / "materializations" / "full.py").unlink()
     assert main(["validate", "--project", str(root)]) == 2
     err = capsys.readouterr().err
-    assert "Traceback" not in err and "m.sql:3: kind CUSTOM runs materialization 'my_full' (defined in " in err, err
-    assert "materializations/full.py:5)" in err and "FULL for replace_query" in err and "Python model" in err, err
+    assert "m.sql:3: kind CUSTOM runs materialization 'my_full', which was found neither among the installed " \
+           "'sqlmesh.materializations' entry points nor in a materializations/ folder of the project " \
+           "(fix: install the package that provides it" in err, err
+
+
+@pytest.mark.parametrize("change, said", [
+    ("", None),
+    ("    def delete(self, name, **kwargs):\n        super().delete(name, **kwargs)\n", None),
+    ("    def migrate(self, *args, **kwargs):\n        pass\n", "full.py:16: class MyFull defines method migrate besides NAME, insert, create and delete"),
+    ("    def delete(self, name, **kwargs):\n        self.adapter.drop_table(name)\n", "full.py:17: delete calls self.adapter.drop_table(...)"),
+    ("    def delete(self, name, **kwargs):\n        super().create(name)\n", "full.py:17: delete calls super().create(...)"),
+    ("    extra = 1\n", "full.py:16: class MyFull defines a statement besides"),
+    ("class Other(dict, CustomMaterialization):\n    NAME = 'MY_FULL'\n", "full.py:16: class Other does not subclass sqlmesh's CustomMaterialization alone"),
+])
+def test_only_a_class_whose_every_write_replaces_the_table_with_the_query_counts_as_full(tmp_path, change, said):
+    from incremental_assets.load.materializations import find_materialization
+
+    folder = tmp_path / "materializations"
+    folder.mkdir()
+    (folder / "full.py").write_text(REPLACE_ONLY + "\n" + change)
+    found = find_materialization("my_full", [folder])
+    assert (found.problem or "").startswith(said or ""), found.problem
+    assert (found.problem is None) == (said is None)
+
+
+def test_a_custom_materialization_of_an_installed_package_is_read_without_importing_it(make_project, tmp_path, monkeypatch, caplog):
+    site = tmp_path / "site"
+    never = "raise RuntimeError('imported')\n"  # importing the package would fail the load
+    for rel, text in {
+        "tinymat/__init__.py": never,
+        "tinymat/kinds/__init__.py": never,
+        "tinymat/kinds/full.py": never + REPLACE_ONLY.replace("my_full", "pkg_full"),
+        "tinymat/kinds/append.py": never + REPLACE_ONLY.replace("my_full", "pkg_append").replace(
+            "self._replace_query_for_model(model, table_name, query_or_df, render_kwargs)", "self.adapter.insert_append(table_name, query_or_df)"),
+        "tinymat-0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: tinymat\nVersion: 0.1\n",
+        "tinymat-0.1.dist-info/entry_points.txt": "[sqlmesh.materializations]\n"
+                                                  "full = tinymat.kinds.full:MyFull\nappend = tinymat.kinds.append:MyFull\n",
+    }.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_text(text)
+    monkeypatch.syspath_prepend(str(site))
+    root = make_project({"models/m.sql": CUSTOM_MODEL.replace("my_full", "PKG_FULL") + "SELECT 1 AS x"})
+    with caplog.at_level(logging.WARNING):
+        assert load_project(root).model("s.m").kind.name == "FULL"
+    assert f"(class MyFull in {site / 'tinymat' / 'kinds' / 'full.py'}:5, installed package tinymat)" in caplog.text
+    assert "tinymat" not in sys.modules
+    (root / "models" / "m.sql").write_text(CUSTOM_MODEL.replace("my_full", "pkg_append") + "SELECT 1 AS x")
+    with pytest.raises(ProjectError) as err:
+        load_project(root)
+    assert f"m.sql:3: kind CUSTOM runs materialization 'pkg_append' (class MyFull in {site / 'tinymat' / 'kinds' / 'append.py'}:5, " \
+           "installed package tinymat), which cannot run here: append.py:12: insert calls self.adapter.insert_append(...)" in str(err.value)
 
 
 def test_helper_python_files_are_not_models_and_bad_model_files_name_their_line(bakery):
@@ -204,7 +302,8 @@ def test_an_external_model_without_location_asks_for_one(bakery):
     (bakery / "external_models.yaml").write_text("- name: raw.sales\n  columns: {sale_id: INTEGER}\n")
     with pytest.raises(ProjectError) as err:
         load_project(bakery)
-    assert f"{bakery / 'external_models.yaml'}:1: external model raw.sales does not say where its data lives" in str(err.value)
+    assert "reads external model raw.sales, which does not say where its data lives" in str(err.value)
+    assert f"to its entry at {bakery / 'external_models.yaml'}:1" in str(err.value)
     (bakery / "sources.yaml").write_text("- {name: raw.sales, location: data/sales.csv, format: csv}\n")
     assert load_project(bakery).sources["raw.sales"].columns == {"sale_id": "INT"}  # location from sources.yaml, columns from here
     (bakery / "sources.yaml").unlink()
@@ -332,9 +431,9 @@ def test_a_refused_construct_inside_an_embedded_model_names_the_embedded_file(ma
 
     root = make_project({
         "sources.yaml": "- {name: raw.e, location: data/e, format: delta, time_column: ts}\n",
-        "models/distinct_keys.sql": "MODEL (name s.distinct_keys, kind EMBEDDED);\n\nSELECT DISTINCT ts, k FROM raw.e",
+        "models/distinct_keys.sql": "MODEL (name s.distinct_keys, kind EMBEDDED);\n\nSELECT DISTINCT k FROM raw.e",
         "models/m.sql": "MODEL (name s.m, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), start '2024-01-01');\n"
-                        "SELECT ts, k FROM s.distinct_keys WHERE ts BETWEEN @start_ts AND @end_ts",
+                        "SELECT e.ts, e.k FROM raw.e AS e JOIN s.distinct_keys AS d ON d.k = e.k WHERE e.ts BETWEEN @start_ts AND @end_ts",
     })
     project = load_project(root)
     with pytest.raises(UnsafeIncrementalError) as err:

@@ -449,9 +449,10 @@ class Lineage:
     def aligned(self, expr: exp.Expression, scope: Scope) -> bool:
         """Whether equal values of ``expr`` always fall in one interval of the model.
 
-        True for a time column truncated to a grain that divides the interval, for the model's own
-        output time column (the interval is defined on it), and for a column named like the model's
-        time column in a time-series table.
+        True for a time column truncated to a grain that divides the interval (not for a coarser
+        one, even as the model's output time column), for the model's own output time column
+        otherwise (the interval is defined on it), and for a column named like the model's time
+        column in a time-series table.
         """
         origins = self.resolve(expr, scope, aliases=True)
         if not origins:
@@ -459,8 +460,10 @@ class Lineage:
         outputs = [o.expr for o in self.output_time() or []]
         for origin in origins:
             found = self.time_key_of(origin.expr)
-            if found is not None and divides(found[1], self.unit):
-                continue
+            if found is not None:
+                if divides(found[1], self.unit):
+                    continue
+                return False  # a coarser truncation (a month in a daily model) spans several intervals
             if any(origin.expr == out for out in outputs):
                 continue
             column = origin.expr

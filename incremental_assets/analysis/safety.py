@@ -1,7 +1,9 @@
 """Safety rules: constructs that give a different answer on a slice of the data than on all of it.
 
-Refused by default, each admitted by its override (the construct then stays in the notes, and when a
-multi-interval run could still differ from one interval at a time, runs cover one interval each):
+Refused by default, each admitted by its override, set in the MODEL header as
+``physical_properties (allow_distinct = true)`` (a spelling SQLMesh loads too) or in the kind
+(``allow_distinct true``). An admitted construct stays in the notes, and when a multi-interval run
+could still differ from one interval at a time, runs cover one interval each:
 
 ========================  =========================  ============================================
 rule                      override                   refused
@@ -11,13 +13,22 @@ window_function           allow_window_functions     windows not partitioned by 
                                                      totals, whole-partition aggregates)
 aggregate                 allow_aggregates           GROUP BY (or a global aggregate) over time
                                                      series with no key aligned to the interval
-having                    allow_having               HAVING with an aggregate
-distinct                  allow_distinct             SELECT DISTINCT, aggregate DISTINCT, UNION
+having                    allow_having               HAVING with an aggregate, on such groups
+distinct                  allow_distinct             aggregate DISTINCT on such groups; SELECT
+                                                     DISTINCT and UNION without a column aligned
+                                                     to the interval
 limit                     allow_limit                LIMIT / FETCH anywhere
 nondeterministic          allow_nondeterministic     rand, uuid, now, current_*, TABLESAMPLE, ...
 subquery                  allow_subqueries           an expression subquery (scalar, IN, EXISTS)
                                                      that reads time-series data
 ========================  =========================  ============================================
+
+A key is aligned with the interval (:meth:`Lineage.aligned`, the notion partition-aligned windows
+use too) when it is the model's time column or a source's time column truncated to the model's grain
+or finer (``CAST(ts AS DATE)`` or ``DATE_TRUNC('hour', ts)`` in a daily model; not a month). Each of
+its groups then lies inside one interval, which a run reads whole (a wider read, for a lookback,
+only adds groups outside the window, which the clamp on the output drops), so HAVING, COUNT(DISTINCT)
+and SELECT DISTINCT over aligned keys are admitted without an override.
 
 Window, aggregate, HAVING and DISTINCT rules only look at parts of the query that read time-series
 data: computed from tables read in full, they give the same answer on every run. Derived tables and
@@ -32,6 +43,14 @@ refused (``recursive_cte``).
 >>> lin = Lineage(q, model_name="m", time_column="ds", time_columns={"raw.e": "ds"}, interval=timedelta(days=1))
 >>> [r.rule for r in check_safety(lin).refusals]
 ['nondeterministic']
+>>> def refused(sql):
+...     q = sqlglot.parse_one(sql, read="spark")
+...     lin = Lineage(q, model_name="m", time_column="ds", time_columns={"raw.e": "ts"}, interval=timedelta(days=1))
+...     return [r.rule for r in check_safety(lin).refusals]
+>>> refused("SELECT CAST(ts AS DATE) AS ds, COUNT(DISTINCT u) AS n FROM raw.e GROUP BY 1 HAVING COUNT(*) > 1")
+[]
+>>> refused("SELECT DATE_TRUNC('month', ts) AS ds, COUNT(DISTINCT u) AS n FROM raw.e GROUP BY 1")
+['aggregate', 'distinct']
 """
 
 from __future__ import annotations
@@ -87,7 +106,7 @@ def check_safety(lineage: Lineage, *, overrides: frozenset[str] = frozenset()) -
             hits += _windows(lineage, scope)
             hits += _aggregates(lineage, scope, per_interval=per_interval)
         elif isinstance(scope.expression, exp.SetOperation) and scope.expression.args.get("distinct"):
-            hits.append(_set_distinct(lineage, scope))
+            hits += filter(None, [_set_distinct(lineage, scope)])
 
     refusals, notes, batch_limit = [], [], None
     for hit in hits:
@@ -110,6 +129,16 @@ def check_safety(lineage: Lineage, *, overrides: frozenset[str] = frozenset()) -
             ))
             batch_limit = 1
     return Findings(tuple(refusals), tuple(notes), batch_limit)
+
+
+def override_hint(rule: str) -> str:
+    """How a model admits ``rule`` anyway, in a spelling SQLMesh loads too (it refuses unknown kind
+    properties, and keeps physical properties as they are).
+
+    >>> override_hint("distinct")
+    'set `physical_properties (allow_distinct = true)` in the MODEL header'
+    """
+    return f"set `physical_properties ({OVERRIDES[rule]} = true)` in the MODEL header"
 
 
 def _inside_time_series_subquery(lineage: Lineage, scope: Scope | None) -> bool:
@@ -140,7 +169,7 @@ def _nondeterministic(lineage: Lineage, scope: Scope) -> list[_Hit]:
         hits.append(_Hit(
             "nondeterministic", node,
             f"{what} {changes} on every run, so re-running a window would not reproduce its rows",
-            "compute it elsewhere or set allow_nondeterministic",
+            f"compute it elsewhere or {override_hint('nondeterministic')}",
             batch_safe=True,
         ))
     return hits
@@ -154,7 +183,7 @@ def _limit(lineage: Lineage, scope: Scope) -> list[_Hit]:
         "limit", node,
         f"{snippet(node, lineage.dialect, 40)} keeps a subset of each run's rows, which depends on how the "
         "window is cut into runs",
-        "remove it or set allow_limit",
+        f"remove it or {override_hint('limit')}",
     )]
 
 
@@ -164,7 +193,7 @@ def _subquery(lineage: Lineage, scope: Scope) -> _Hit:
         "subquery", scope.expression,
         f"subquery ({snippet(scope.expression, lineage.dialect, 60)}) reads time-series data "
         f"({', '.join(names)}) that a run only has for its window",
-        "join it as a table or CTE, or set allow_subqueries",
+        f"join it as a table or CTE, or {override_hint('subquery')}",
     )
 
 
@@ -181,7 +210,7 @@ def _windows(lineage: Lineage, scope: Scope) -> list[_Hit]:
             f"window function {snippet(use.node, lineage.dialect)} is not partitioned by the time column "
             f"{lineage.time_column}, so a run sees only part of each partition",
             f"partition it by {lineage.time_column} (or an expression of it at the model's grain), bound it with "
-            "RANGE BETWEEN INTERVAL ... PRECEDING AND CURRENT ROW, or set allow_window_functions",
+            f"RANGE BETWEEN INTERVAL ... PRECEDING AND CURRENT ROW, or {override_hint('window_function')}",
         ))
     return hits
 
@@ -195,12 +224,12 @@ def _untimed_frame(lineage: Lineage, node: exp.Window, table: str, time_column: 
         + ", so how far it reaches in time is unknown"
     )
     if event_column:
-        hint = f"order the frame by {event_column} or {time_column}, or set allow_window_functions"
+        hint = f"order the frame by {event_column} or {time_column}, or {override_hint('window_function')}"
     else:
         hint = (
             f"declare {column} as the event-time column of {table} (`event_time_column: {column}` in its sources.yaml "
             f"entry, or `event_time_column {column}` in its MODEL header; {time_column} must hold {column} truncated "
-            "to the table's interval unit), or set allow_window_functions"
+            f"to the table's interval unit), or {override_hint('window_function')}"
         )
     return _Hit("window_function", node, message, hint)
 
@@ -220,44 +249,47 @@ def _aggregates(lineage: Lineage, scope: Scope, *, per_interval: bool) -> list[_
             "aggregate", group if group is not None else aggregates[0],
             f"{what} over time-series data has no key aligned with the time column {lineage.time_column}: "
             "a group can span several intervals and a run sees only part of it",
-            f"group by {lineage.time_column} (or an expression of it at the model's grain) or set allow_aggregates",
+            f"group by {lineage.time_column} (or an expression of it at the model's grain) or {override_hint('aggregate')}",
         ))
+    # Groups aligned with the time column lie inside one interval, which a run reads whole: HAVING
+    # and DISTINCT then see every row of their group and are admitted as they are.
     having = select.args.get("having")
-    if having is not None and having.find(exp.AggFunc) is not None:
-        safe = " (the groups are aligned with the time column, so this is safe to allow)" if aligned else ""
+    if having is not None and having.find(exp.AggFunc) is not None and not aligned:
         hits.append(_Hit(
             "having", having,
             f"{snippet(having, lineage.dialect, 60)} filters groups on aggregates, which differ when a group is "
-            f"only partly in a run{safe}",
-            "set allow_having if every group is complete within an interval",
-            batch_safe=aligned,
+            "only partly in a run",
+            f"group by {lineage.time_column} (or an expression of it at the model's grain) or {override_hint('having')}",
         ))
-    if select.args.get("distinct") is not None:
-        projections = [p.unalias() for p in select.expressions]
-        if any(isinstance(p, exp.Star) for p in projections):
-            projections = [exp.column(lineage.time_column)]
-        keeps_time = any(lineage.aligned(p, scope) for p in projections)
-        safe = " (it keeps the time column, so this is safe to allow)" if keeps_time else ""
+    if select.args.get("distinct") is not None and not _keeps_time(lineage, scope, per_interval=per_interval):
         hits.append(_Hit(
             "distinct", select.expressions[0],
-            f"SELECT DISTINCT removes duplicates only among the rows of one run{safe}",
-            "set allow_distinct if duplicates never span intervals",
-            batch_safe=keeps_time,
+            f"SELECT DISTINCT without a column aligned with the time column {lineage.time_column} removes "
+            "duplicates only among the rows of one run",
+            f"select {lineage.time_column} (or an expression of it at the model's grain) too, or {override_hint('distinct')}",
         ))
-    for aggregate in aggregates:
-        if isinstance(aggregate.this, exp.Distinct):
-            safe = " (the groups are aligned with the time column, so this is safe to allow)" if aligned else ""
-            hits.append(_Hit(
-                "distinct", aggregate,
-                f"{snippet(aggregate, lineage.dialect, 40)} counts distinct values only among the rows of one "
-                f"run{safe}",
-                "set allow_distinct if duplicates never span intervals",
-                batch_safe=aligned,
-            ))
+    if not aligned:
+        for aggregate in aggregates:
+            if isinstance(aggregate.this, exp.Distinct):
+                hits.append(_Hit(
+                    "distinct", aggregate,
+                    f"{snippet(aggregate, lineage.dialect, 40)} counts distinct values only among the rows of one run",
+                    f"group by {lineage.time_column} (or an expression of it at the model's grain) or {override_hint('distinct')}",
+                ))
     return hits
 
 
-def _set_distinct(lineage: Lineage, scope: Scope) -> _Hit:
+def _keeps_time(lineage: Lineage, scope: Scope, *, per_interval: bool) -> bool:
+    """Whether SELECT DISTINCT keeps a column aligned with the time column (each row stays in one interval)."""
+    if per_interval:
+        return True
+    projections = [p.unalias() for p in scope.expression.expressions]
+    if any(isinstance(p, exp.Star) for p in projections):
+        projections = [exp.column(lineage.time_column)]  # the star brings the time column along
+    return any(lineage.aligned(p, scope) for p in projections)
+
+
+def _set_distinct(lineage: Lineage, scope: Scope) -> _Hit | None:
     operation = scope.expression
     branches = _leaf_queries(scope)
     width = min((len(branch.expression.expressions) for branch in branches), default=0)
@@ -265,13 +297,14 @@ def _set_distinct(lineage: Lineage, scope: Scope) -> _Hit:
         all(lineage.aligned(branch.expression.expressions[i].unalias(), branch) for branch in branches)
         for i in range(width)
     )
+    if keeps_time:
+        return None
     keyword = operation.key.upper()
-    safe = " (it keeps the time column, so this is safe to allow)" if keeps_time else ""
     return _Hit(
         "distinct", operation.expression,  # the right-hand query, just after the keyword
-        f"{keyword} without ALL removes duplicates only among the rows of one run{safe}",
-        f"write {keyword} ALL or set allow_distinct",
-        batch_safe=keeps_time,
+        f"{keyword} without ALL and without a column aligned with the time column {lineage.time_column} in every "
+        "branch removes duplicates only among the rows of one run",
+        f"write {keyword} ALL or {override_hint('distinct')}",
     )
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Sequence
 
 from incremental_assets.cli.verify import add_verify_command
+from incremental_assets.cli.window_notes import check_window_reaches
 from incremental_assets.errors import DamagedTableError, IncrementalAssetsError, ProjectError
 from incremental_assets.model.intervals import TimeWindow, format_instant
 from incremental_assets.model.kinds import describe_write
@@ -21,7 +22,7 @@ from incremental_assets.plan.compile import analysis_of, run_size
 def _project(args: argparse.Namespace):
     from incremental_assets.load.project import load_project
 
-    return load_project(args.project)
+    return load_project(getattr(args, "projects", None) or args.project)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -30,7 +31,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for model in project.ordered():
         analysis = analysis_of(project, model.name)
         unit = f", {model.interval_unit}" if model.is_incremental else ""
-        rel = model.path.relative_to(project.directory)
+        rel = project.relative_path(model.path)
         if analysis is not None and analysis.refused:
             refused += 1
             for reason in analysis.reasons:
@@ -40,11 +41,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(f"ok  {model.name} ({model.kind.name}{unit}{cls})  {rel}")
     for model in project.models.values():
         if model.name not in project.order:
-            print(f"ok  {model.name} ({model.kind.name}, {explain_model(project, model)['safety_class']})  {model.path.relative_to(project.directory)}")
+            print(f"ok  {model.name} ({model.kind.name}, {explain_model(project, model)['safety_class']})  {project.relative_path(model.path)}")
     if refused:
         print(
-            f"{refused} model(s) refused by the safety analysis: fix the SQL, allow the construct in the MODEL kind "
-            "(allow_window_functions, allow_having, ...), or run with --allow-downgrade",
+            f"{refused} model(s) refused by the safety analysis: fix the SQL, allow the construct in the MODEL header "
+            "(physical_properties (allow_distinct = true), ...), or run with --allow-downgrade",
             file=sys.stderr,
         )
         return 1
@@ -67,7 +68,7 @@ def explain_model(project, model) -> dict:
 
     translator = ModelTranslator()
     analysis = analysis_of(project, model.name)
-    info: dict = {"model": model.name, "kind": model.kind.name, "file": str(model.path.relative_to(project.directory))}
+    info: dict = {"model": model.name, "kind": model.kind.name, "file": str(project.relative_path(model.path))}
     info["safety_class"] = _class_text(analysis)
     write = describe_write(model.kind)
     if write:
@@ -168,11 +169,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise IncrementalAssetsError("give both --start and --end, or --auto")
     project = _project(args)
     models = project.select(" ".join(args.selection) if args.selection else None)
-    runner = _runner(project)
     start = parse_instant(args.start, "start")
     end = parse_instant(args.end, "end")
     if not args.auto and not args.full_refresh and start is None and any(m.is_incremental for m in models):
         raise IncrementalAssetsError("incremental models need --start S --end E, or --auto to fill the missing intervals")
+    if start is not None and end is not None:
+        check_range(start, end, ("--start", "--end"))
+        if not args.auto and not args.full_refresh:
+            for note in check_window_reaches(models, start, end):
+                print(f"warning: {note}", file=sys.stderr)
+    runner = _runner(project)
     print(f"running {len(models)} model(s): {', '.join(m.name for m in models)}", flush=True)
     report = runner.run(
         models, start=start, end=end, auto=args.auto, allow_downgrade=args.allow_downgrade, full_refresh=args.full_refresh,
@@ -195,11 +201,18 @@ def cmd_status(args: argparse.Namespace) -> int:
     from incremental_assets.orchestration.status import describe_windows, model_status
     from incremental_assets.orchestration.translator import ModelTranslator
 
-    project = _project(args)
+    from incremental_assets.load.project import load_valid_models
+
+    since, until = parse_instant(args.since, "since"), parse_instant(args.until, "until")
+    check_range(since, until)
+    project, invalid = load_valid_models(getattr(args, "projects", None) or args.project)
+    for error in invalid:  # said first; every valid model's status follows
+        print(f"error: {error.render()}", file=sys.stderr)
+    if args.model and args.model.lower() not in project.models and invalid:
+        return 2
     instance = open_instance(project.settings.dagster_home, project.settings.max_concurrent_runs)
     fail_dead_runs(instance)  # a killed CLI run's intervals show as failed, not as running
     models = [project.model(args.model)] if args.model else project.ordered()
-    since, until = parse_instant(args.since, "since"), parse_instant(args.until, "until")
     rows = []
     problems_by = {}
     stale_by = {}
@@ -264,7 +277,16 @@ def cmd_status(args: argparse.Namespace) -> int:
              "last_materialized": s.last_materialized.isoformat() if s.last_materialized else None, "last_run": dict(s.last_details)}
             for s in rows
         ], indent=2))
-    return 2 if damaged else 0
+    return 2 if damaged or invalid else 0
+
+
+def check_range(since, until, names: tuple[str, str] = ("--since", "--until")) -> None:
+    """Refuse a time range that holds no instant: its end is not after its start."""
+    if since is not None and until is not None and until <= since:
+        raise IncrementalAssetsError(
+            f"{names[1]} {format_instant(until)} is not after {names[0]} {format_instant(since)}: the range holds no time "
+            f"(fix: give {names[0]} the earlier instant, e.g. {names[0]} {format_instant(until)} {names[1]} {format_instant(since)})"
+        )
 
 
 def cmd_vacuum(args: argparse.Namespace) -> int:
@@ -309,6 +331,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     from incremental_assets.orchestration.runner import parse_instant
 
     project = _project(args)
+    check_range(parse_instant(args.since, "since"), parse_instant(args.until, "until"))
     entries = run_history(
         open_instance(project.settings.dagster_home, project.settings.max_concurrent_runs), project, args.model, limit=args.limit,
         since=parse_instant(args.since, "since"), until=parse_instant(args.until, "until"),
@@ -390,13 +413,17 @@ def cmd_demo_data(args: argparse.Namespace) -> int:
     return 0
 
 
+PROJECT_HELP = ("project folder (holds models/); default: the current directory. Repeat it to load several folders as one "
+                "project (SQLMesh's -p repo_1 -p repo_2); settings and warehouse are the first folder's")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="incremental-assets", description="SQL models as incremental Dagster assets on Spark and Delta Lake")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def add(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("--project", default=".", type=Path, help="project folder (holds models/); default: the current directory")
+        p.add_argument("--project", action="append", type=Path, help=PROJECT_HELP)
         return p
 
     add("validate", "load and check every model; exit non-zero with file:line diagnostics").set_defaults(func=cmd_validate)
@@ -467,6 +494,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.projects = getattr(args, "project", None) or [Path(".")]
+    args.project = args.projects[0]  # settings, warehouse, Dagster home and the Spark server are the first folder's
     try:
         return args.func(args)
     except ProjectError as exc:

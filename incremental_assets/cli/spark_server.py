@@ -84,8 +84,8 @@ def add_spark_command(add: Callable[[str, str], argparse.ArgumentParser]) -> Non
         ("status", cmd_spark_status, "up or down, its URL and PID; exit code 1 when down"),
     ):
         p = actions.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("--project", default=argparse.SUPPRESS, type=Path,
-                       help="project folder; default: the current directory")
+        p.add_argument("--project", action="append", default=argparse.SUPPRESS, type=Path,
+                       help="project folder; default: the current directory (of several, the first's server)")
         if name == "status":
             p.add_argument("--json", action="store_true")
         else:

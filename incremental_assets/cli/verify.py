@@ -17,7 +17,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from incremental_assets.orchestration.status import describe_windows
     from incremental_assets.orchestration.translator import ModelTranslator
 
-    project = load_project(args.project)
+    project = load_project(getattr(args, "projects", None) or args.project)
     instance = open_instance(project.settings.dagster_home, project.settings.max_concurrent_runs)
     models = [project.model(args.model)] if args.model else project.ordered()
     translator = ModelTranslator()

@@ -28,6 +28,7 @@ from incremental_assets.load.header import (
     Value,
     check_file_size,
     parse_header,
+    read_utf8,
     split_model_file,
 )
 from incremental_assets.model.audits import BUILTINS, Audit, Origin, UserAudit
@@ -110,7 +111,7 @@ def _example(name: str) -> str:
 def parse_audit_file(path: Path) -> list[UserAudit]:
     """``AUDIT (name x[, blocking false][, defaults (k = v)]); SELECT ...`` (several per file allowed)."""
     check_file_size(path)
-    return parse_audit_text(path.read_text(), path)
+    return parse_audit_text(read_utf8(path), path)
 
 
 _AUDIT_START = re.compile(r"(?:^|(?<=;))(\s*(?:--[^\n]*\n\s*)*)AUDIT\s*\(", re.IGNORECASE)

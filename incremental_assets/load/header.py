@@ -105,7 +105,7 @@ class SplitFile:
     query_offset: int
 
 
-def _skip_space_and_comments(text: str, i: int) -> int:
+def skip_space_and_comments(text: str, i: int) -> int:
     n = len(text)
     while i < n:
         if text[i].isspace():
@@ -127,7 +127,7 @@ def _line_at(text: str, i: int) -> int:
 
 def split_model_file(text: str, path: str | Path) -> SplitFile:
     """Find the ``MODEL (...)`` block at the top of the file and the query after it."""
-    i = _skip_space_and_comments(text, 0)
+    i = skip_space_and_comments(text, 0)
     if not text[i : i + 5].upper() == "MODEL" or (i + 5 < len(text) and (text[i + 5].isalnum() or text[i + 5] == "_")):
         raise ModelFileError(
             path,
@@ -136,7 +136,7 @@ def split_model_file(text: str, path: str | Path) -> SplitFile:
             hint="begin the file with MODEL (name schema.table, kind FULL); then the query",
         )
     start = i
-    i = _skip_space_and_comments(text, i + 5)
+    i = skip_space_and_comments(text, i + 5)
     if i >= len(text) or text[i] != "(":
         raise ModelFileError(path, _line_at(text, i), "expected '(' after MODEL", hint="write MODEL ( ... );")
     depth = 0
@@ -152,7 +152,7 @@ def split_model_file(text: str, path: str | Path) -> SplitFile:
             i = j + 1
             continue
         if text.startswith("--", i) or text.startswith("/*", i):
-            i = _skip_space_and_comments(text, i)
+            i = skip_space_and_comments(text, i)
             continue
         if ch == "(":
             depth += 1
@@ -167,7 +167,7 @@ def split_model_file(text: str, path: str | Path) -> SplitFile:
             path, _line_at(text, start), "the MODEL header is not closed", hint="balance the parentheses of MODEL ( ... );"
         )
     header_text = text[start:i]
-    j = _skip_space_and_comments(text, i)
+    j = skip_space_and_comments(text, i)
     if j < n and text[j] == ";":
         j += 1
     elif j < n:  # a header alone (a SEED model) may omit its ';'
@@ -192,6 +192,28 @@ def check_file_size(path: Path) -> None:
             path, None, f"the file is {size:,} bytes; a model or audit file may be at most {MAX_MODEL_FILE_BYTES:,}",
             hint="keep data in a source or SEED table, not in the SQL; split a generated query into several models",
         )
+
+
+def read_utf8(path: Path) -> str:
+    """A project file's text; not UTF-8, the error names the line and byte offset of the first bad byte.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "m.sql"
+    >>> _ = p.write_bytes("MODEL (name s.m);\\n-- café".encode("latin-1"))
+    >>> try: read_utf8(p)
+    ... except ModelFileError as e: print(e.message)
+    byte 0xe9 at offset 24 (line 2, column 7) is not UTF-8: the file is in another encoding
+    """
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ModelFileError(
+            path, line, f"byte 0x{data[exc.start]:02x} at offset {exc.start} (line {line}, column {column}) is not UTF-8: the file is in another encoding",
+            hint="save the file as UTF-8 (an editor's Save with Encoding, or `iconv -t utf-8`)",
+        ) from None
 
 
 MAX_HEADER_DEPTH = 32  # brackets in a header nest two or three deep; the parser recurses once per level

@@ -7,12 +7,12 @@ updated_at_as_valid_from) and OndatraSQL's for the cursor (cursor, initial_value
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
+import logging
 from typing import Any
 
-from incremental_assets.errors import ModelFileError
-from incremental_assets.load.header import Call, Items, Literal, Name, Pair, Property, Seq, Value
+from incremental_assets.load.header import Call, Items, Name, Pair, Property, Seq, Value
+from incremental_assets.load.materializations import GROUP as MATERIALIZATIONS_GROUP
+from incremental_assets.load.materializations import find_materialization
 from incremental_assets.load.reader import HeaderReader
 from incremental_assets.load.seeds import CSV_SETTINGS
 from incremental_assets.model.kinds import (
@@ -35,6 +35,7 @@ from incremental_assets.model.kinds import (
 
 KNOWN_KINDS = frozenset(k.value for k in KindName)
 LATER_KINDS = {"EXTERNAL", "INCREMENTAL_UNMANAGED", "MANAGED"}
+log = logging.getLogger(__name__)
 KindProperties = dict[str, tuple[Value, int]]  # {key: (value, line)} as written inside the kind's parentheses
 
 
@@ -42,7 +43,7 @@ def read_kind(reader: HeaderReader, prop: Property, metadata: dict[str, str]) ->
     """The kind named by a ``kind`` property; properties no kind knows go to ``metadata`` as ``kind.<key>``."""
     name, args, line = _kind_call(prop.value)
     if name == "CUSTOM":
-        raise _custom_kind(reader, _kind_properties(reader, args, name), line)
+        return _custom_kind(reader, _kind_properties(reader, args, name), line, metadata)
     if name in LATER_KINDS:
         raise reader.fail(line, f"kind {name} is not supported yet", hint="use INCREMENTAL_BY_TIME_RANGE, FULL or VIEW")
     if name not in KNOWN_KINDS:
@@ -54,33 +55,44 @@ def read_kind(reader: HeaderReader, prop: Property, metadata: dict[str, str]) ->
     return _READERS[kind](reader, props, line, metadata)
 
 
-def _custom_kind(reader: HeaderReader, props: KindProperties, line: int) -> ModelFileError:
+def _custom_kind(reader: HeaderReader, props: KindProperties, line: int, metadata: dict[str, str]) -> Full:
     """SQLMesh's CUSTOM kind names a Python class that writes through SQLMesh's engine adapter (any SQL
-    on the target engine, its own create and delete): here every write is staged by Spark and committed
-    to Delta once, under the table's lock, so such a class has nothing it could run on. The message
-    names the class's file when the project's ``materializations/`` folder holds it."""
-    value = props.get("materialization", (None, line))[0]
-    name = value.value if isinstance(value, (Literal, Name)) else None
-    where = _materialization_file(reader.path, str(name)) if name else None
-    defined = f" (defined in {where})" if where else ""
-    what = f"materialization '{name}'{defined}" if name else "a custom materialization"
-    return reader.fail(
-        line, f"kind CUSTOM runs {what}, a SQLMesh Python class writing through SQLMesh's engine adapter, which cannot run here",
-        hint="use the built-in kind that writes the same way (FULL for replace_query, INCREMENTAL_BY_TIME_RANGE for "
-             "insert_overwrite_by_time_partition, INCREMENTAL_BY_UNIQUE_KEY for merge, SCD_TYPE_2 for history), "
-             "or a Python model (@model with execute) for processing of your own; see docs/sqlmesh.md",
-    )
+    on the target engine, its own create and delete). Here every write is staged by Spark and committed
+    to Delta once, under the table's lock, so such a class has nothing it could run on, except one whose
+    writes provably replace the whole table with the model's query: that is a FULL model, and runs as one
+    (said once in the log). The class is found and judged from its source, never imported
+    (:mod:`incremental_assets.load.materializations`)."""
+    if "materialization" not in props:
+        raise reader.fail(line, "kind CUSTOM needs a materialization", hint="write kind CUSTOM (materialization 'name'), or use a built-in kind")
+    value, mline = props.pop("materialization")
+    name = reader.text(value, "materialization")
+    folders = [parent / "materializations" for parent in list(reader.path.parents)[:4]]
+    found = find_materialization(name, folders)
+    if found is None:
+        raise reader.fail(
+            mline, f"kind CUSTOM runs materialization '{name}', which was found neither among the installed "
+            f"'{MATERIALIZATIONS_GROUP}' entry points nor in a materializations/ folder of the project",
+            hint="install the package that provides it (as SQLMesh needs too), or use a built-in kind: " + _INSTEAD,
+        )
+    where = f"class {found.class_name} in {found.path}:{found.line}" + (f", {found.origin}" if found.origin else "")
+    if found.problem:
+        raise reader.fail(
+            mline, f"kind CUSTOM runs materialization '{name}' ({where}), which cannot run here: {found.problem}; "
+            "only a class whose insert just replaces the table with the model's query runs (as FULL): other writes "
+            "go through SQLMesh's engine adapter, which does not exist here",
+            hint="use the built-in kind that writes the same way: " + _INSTEAD,
+        )
+    log.warning("%s:%s: kind CUSTOM materialization '%s' (%s) only replaces the table with the model's query, so it runs as FULL",
+                reader.path, mline, name, where)
+    _rest_to_metadata(props, metadata)
+    return Full()
 
 
-def _materialization_file(model_path: Path, name: str) -> str | None:
-    """``materializations/x.py:LINE`` of the class named ``name`` (its NAME or its class name), if found."""
-    pattern = re.compile(rf"""(NAME\s*=\s*['"]{re.escape(name)}['"])|(class\s+{re.escape(name)}\b)""")
-    for folder in (parent / "materializations" for parent in list(model_path.parents)[:4]):
-        for file in sorted(folder.glob("*.py")) if folder.is_dir() else []:
-            for number, text in enumerate(file.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
-                if pattern.search(text):
-                    return f"{file}:{number}"
-    return None
+_INSTEAD = (
+    "FULL for replace_query, INCREMENTAL_BY_TIME_RANGE for insert_overwrite_by_time_partition, "
+    "INCREMENTAL_BY_UNIQUE_KEY for merge, SCD_TYPE_2 for history, or a Python model (@model with execute) "
+    "for processing of your own; see docs/sqlmesh.md"
+)
 
 
 def _kind_call(value: Value) -> tuple[str, tuple[Value, ...], int]:

@@ -38,6 +38,7 @@ from incremental_assets.load.header import (
     Value,
     check_file_size,
     parse_header,
+    read_utf8,
     split_model_file,
 )
 from incremental_assets.load.jinja import render_jinja_blocks
@@ -51,10 +52,12 @@ from incremental_assets.load.query import (
 )
 from incremental_assets.load.reader import HeaderReader
 from incremental_assets.load.seeds import read_seed
+from incremental_assets.model.cron import CRON_HINT, cron_problem
 from incremental_assets.model.intervals import IntervalUnit, relative_instant, unit_from_cron
 from incremental_assets.model.kinds import (
     CURSOR_MACROS,
     IncrementalByCursor,
+    SAFETY_OVERRIDE_FLAGS,
     IncrementalByTimeRange,
     Kind,
     MergeKind,
@@ -98,6 +101,7 @@ def parse_model_file(
         raise reader.fail(seen["name"].line, f"model name '{name}' is not a table name", hint="use schema.table")
     metadata: dict[str, str] = {}
     kind = read_kind(reader, seen["kind"], metadata)
+    kind = _physical_overrides(reader, kind, seen.get("physical_properties"))
     values = _read_values(reader, seen, dialect, metadata)
     _start_and_end(reader, seen, values)
     if "start" in values and is_relative_time(seen["start"].value):
@@ -156,10 +160,7 @@ def _start_and_end(reader: HeaderReader, seen: Mapping[str, Property], values: d
 def read_model_text(path: Path) -> str:
     """A model file's text: at most :data:`MAX_MODEL_FILE_BYTES`, UTF-8."""
     check_file_size(path)
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ModelFileError(path, None, "the file is not UTF-8 text") from None
+    return read_utf8(path)
 
 
 def _properties(reader: HeaderReader, header: Header) -> dict[str, Property]:
@@ -203,7 +204,7 @@ _UNUSED = {
     "allow_partials": "allow_partials is not applied: only complete intervals run",
     "storage_format": "storage_format is not applied: every table is Delta",
     "table_format": "table_format is not applied: every table is Delta",
-    "physical_properties": "physical_properties other than event_time_column are not applied",
+    "physical_properties": "physical_properties other than event_time_column and the safety overrides (allow_...) are not applied",
     "session_properties": "session_properties are not applied: set Spark conf in incremental_assets.yaml",
 }
 
@@ -244,6 +245,15 @@ def _interval_unit(reader: HeaderReader, prop: Property) -> IntervalUnit:
     return IntervalUnit(unit)
 
 
+def _cron(reader: HeaderReader, prop: Property) -> str:
+    """The cron as written, once it is known to fire (the scheduler only ever sees valid ones)."""
+    cron = reader.text(prop.value, "cron")
+    problem = cron_problem(cron)
+    if problem:
+        raise reader.fail(prop.line, f"invalid cron '{cron}': {problem}", hint=CRON_HINT)
+    return cron
+
+
 def _column_descriptions(reader: HeaderReader, prop: Property) -> dict[str, str]:
     v = prop.value
     if not isinstance(v, Items) or not all(isinstance(i, Pair) for i in v.items):
@@ -256,7 +266,7 @@ def _column_descriptions(reader: HeaderReader, prop: Property) -> dict[str, str]
 _PROPERTY_READERS: dict[str, tuple[str, Callable[[HeaderReader, Property, str], Any]]] = {
     "start": ("start", lambda r, p, d: r.instant(p.value, "start")),
     "end": ("end", lambda r, p, d: r.instant(p.value, "end")),
-    "cron": ("cron", lambda r, p, d: r.text(p.value, "cron")),
+    "cron": ("cron", lambda r, p, d: _cron(r, p)),
     "interval_unit": ("interval_unit", lambda r, p, d: _interval_unit(r, p)),
     "owner": ("owner", lambda r, p, d: r.text(p.value, "owner")),
     "tags": ("tags", lambda r, p, d: r.names(p.value, "tags")),
@@ -287,6 +297,19 @@ def _read_values(reader: HeaderReader, seen: Mapping[str, Property], dialect: st
     if physical is not None:
         values.setdefault("event_time_column", physical)
     return values
+
+
+def _physical_overrides(reader: HeaderReader, kind: Any, prop: Property | None) -> Any:
+    """``physical_properties (allow_distinct = true)``: safety overrides in a spelling SQLMesh loads too
+    (it refuses unknown properties in the kind)."""
+    if prop is None or not isinstance(prop.value, Items) or not isinstance(kind, IncrementalByTimeRange):
+        return kind  # other kinds are never cut into intervals: nothing to admit
+    on = {
+        item.key.lower()
+        for item in prop.value.items
+        if isinstance(item, Pair) and item.key.lower() in SAFETY_OVERRIDE_FLAGS and reader.flag(item.value, item.key.lower())
+    }
+    return replace(kind, safety_overrides=kind.safety_overrides | on) if on else kind
 
 
 def _physical_event_time(reader: HeaderReader, prop: Property | None) -> str | None:

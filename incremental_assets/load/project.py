@@ -10,59 +10,185 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping, Sequence
 
 from sqlglot import exp
 
 from incremental_assets.errors import ModelFileError, ProjectError
 from incremental_assets.load.audits import parse_audit_file
 from incremental_assets.load.blueprints import expand_blueprints
-from incremental_assets.load.external_models import EXTERNAL_MODELS_FILE, load_external_models
+from incremental_assets.load.external_models import Unlocated, external_model_files, load_external_models
 from incremental_assets.load.macro_eval import MacroContext
 from incremental_assets.load.macro_files import load_macros
 from incremental_assets.load.model_file import parse_model_file, read_model_text
 from incremental_assets.load.python_models import load_python_models
-from incremental_assets.load.query import table_name, table_references
+from incremental_assets.load.query import parse_statements, table_name, table_references
 from incremental_assets.load.settings import load_settings
 from incremental_assets.load.sources import load_sources
 from incremental_assets.load.sqlmesh_config import SqlmeshConfig, load_sqlmesh_config
 from incremental_assets.model.audits import BUILTINS, UserAudit
+from incremental_assets.model.cron import CRON_HINT, cron_problem
 from incremental_assets.model.kinds import Embedded
 from incremental_assets.model.project import Project, Source
 from incremental_assets.model.settings import Settings
 from incremental_assets.model.sql_model import SqlModel
 
 
-def load_project(directory: str | Path = ".", *, settings: Settings | None = None) -> Project:
-    """Load every model under ``models/`` and the sources; raise ProjectError listing every problem."""
-    directory = Path(directory).resolve()
-    settings = settings or load_settings(directory)
-    models_dir = directory / "models"
-    if not models_dir.is_dir():
-        raise ProjectError([ModelFileError(directory, None, "no models/ folder here", hint="pass --project DIR pointing at the project folder")])
-    errors: list[ModelFileError] = []
-    try:
-        config = load_sqlmesh_config(directory)
-    except ModelFileError as exc:
-        raise ProjectError([exc]) from None
-    sources = _load_sources(directory, config, errors)
-    macros = _macro_context(directory, sources, config, errors)
-    models = _load_models(models_dir, settings, config, sources, errors, macros)
-    errors += _reference_errors(models, sources)
-    user_audits = _load_user_audits(directory / "audits", errors)
-    user_audits.update(_inline_audits(models, user_audits, errors))
-    errors += _audit_errors(models, user_audits)
+def load_project(directory: str | Path | Sequence[str | Path] = ".", *, settings: Settings | None = None) -> Project:
+    """Load every model under ``models/`` and the sources; raise ProjectError listing every problem.
+
+    ``directory`` may be several folders (SQLMesh's ``-p repo_1 -p repo_2``): they load as one project,
+    each folder's config (model defaults, variables, ``macros/``, ``before_all``) applying to its own
+    models, models of one folder reading those of another; settings and the warehouse are the first's.
+    """
+    project, errors, _ = _load(directory, settings)
     if errors:
         raise ProjectError(errors)
-    models = default_starts(inline_embedded(models))
+    return project
+
+
+def load_valid_models(directory: str | Path | Sequence[str | Path] = ".", *, settings: Settings | None = None) -> tuple[Project, list[ModelFileError]]:
+    """The project of every model that loads, with the errors of those that do not: a model whose file,
+    references or audits are wrong is left out, and so is every model reading one left out.
+
+    Commands that report (``status``) show the others; commands that build refuse the project."""
+    project, errors, left_out = _load(directory, settings)
+    return project, errors + left_out
+
+
+def _load(directory: str | Path | Sequence[str | Path], settings: Settings | None) -> tuple[Project, list[ModelFileError], list[ModelFileError]]:
+    directories = _project_directories(directory)
+    settings = settings or load_settings(directories[0])
+    errors: list[ModelFileError] = []
+    configs: list[SqlmeshConfig] = []
+    for folder in directories:
+        if not (folder / "models").is_dir():
+            raise ProjectError([ModelFileError(folder, None, "no models/ folder here", hint="pass --project DIR pointing at the project folder")])
+        try:
+            configs.append(load_sqlmesh_config(folder))
+        except ModelFileError as exc:
+            raise ProjectError([exc]) from None
+    unlocated: dict[str, Unlocated] = {}
+    sources: dict[str, Source] = {}
+    for folder, config in zip(directories, configs):
+        sources.update(_load_sources(folder, config, errors, unlocated))
+    models: dict[str, SqlModel] = {}
+    before: list[exp.Expression] = []
+    after: list[exp.Expression] = []
+    for folder, config in zip(directories, configs):
+        macros = _macro_context(folder, sources, config, errors)
+        for model in _load_models(folder / "models", settings, config, sources, errors, macros).values():
+            _add_model(models, model, sources, errors)
+        before += _config_statements(config, "before_all", settings, macros, errors)
+        after += _config_statements(config, "after_all", settings, macros, errors)
+    sources.update(catalog_tables(models, sources, unlocated, before))
+    errors += _reference_errors(models, sources, unlocated)
+    user_audits: dict[str, UserAudit] = {}
+    for folder in directories:
+        user_audits.update(_load_user_audits(folder / "audits", errors))
+    user_audits.update(_inline_audits(models, user_audits, errors))
+    errors += _audit_errors(models, user_audits)
+    left_out: list[ModelFileError] = []
+    models = default_starts(inline_embedded(_without_invalid(models, sources, errors, left_out)))
     order = [n for n in _topological_order(models) if not isinstance(models[n].kind, Embedded)]
-    return Project(
-        directory=directory, settings=settings, models=models, sources=sources, order=tuple(order), audits=user_audits,
-        variables=config.variables,
+    variables: dict[str, Any] = {}
+    for config in reversed(configs):  # the first folder's variables win
+        variables.update(config.variables)
+    project = Project(
+        directory=directories[0], settings=settings, models=models, sources=sources, order=tuple(order), audits=user_audits,
+        variables=variables, before_all=tuple(s.sql(dialect="spark") for s in before), after_all=tuple(s.sql(dialect="spark") for s in after),
+        directories=tuple(directories),
     )
+    return project, errors, left_out
+
+
+def _without_invalid(
+    models: Mapping[str, SqlModel], sources: Mapping[str, Source], errors: list[ModelFileError], left_out: list[ModelFileError]
+) -> dict[str, SqlModel]:
+    """The models no error names, less those reading an invalid model (said in ``left_out``); a reference
+    to a model that did not load at all is already an error of its own."""
+    bad_files = {str(Path(e.path).resolve()) for e in errors if e.path}
+    kept = {n: m for n, m in models.items() if str(m.path.resolve()) not in bad_files}
+    while True:
+        missing = {n: d for n, m in kept.items() for d in m.depends_on if d != n and d not in kept and d not in sources}
+        if not missing:
+            return kept
+        for name, upstream in missing.items():
+            model = kept.pop(name)
+            if upstream in models:
+                line = next((r.line for r in model.references if r.name == upstream), model.query_line)
+                left_out.append(ModelFileError(model.path, line, f"model {name} is left out: it reads {upstream}, which is invalid",
+                                               hint=f"fix {upstream} first"))
+
+
+def project_folders(text: str) -> list[str]:
+    """The folders of ``$INCREMENTAL_ASSETS_PROJECT``: one, or several separated by ``os.pathsep``.
+
+    >>> project_folders(os.pathsep.join(["repo_1", "repo_2"]))
+    ['repo_1', 'repo_2']
+    """
+    return [part for part in text.split(os.pathsep) if part]
+
+
+def _project_directories(directory: str | Path | Sequence[str | Path]) -> list[Path]:
+    folders = [directory] if isinstance(directory, (str, Path)) else list(directory)
+    out: list[Path] = []
+    for folder in folders:
+        resolved = Path(folder).resolve()
+        if resolved not in out:
+            out.append(resolved)
+    return out or [Path(".").resolve()]
+
+
+def _config_statements(
+    config: SqlmeshConfig, key: str, settings: Settings, macros: MacroContext, errors: list[ModelFileError]
+) -> list[exp.Expression]:
+    """A config's ``before_all`` / ``after_all``, parsed in the project dialect with its folder's macros."""
+    out: list[exp.Expression] = []
+    for text in getattr(config, key):
+        try:
+            out += parse_statements(text, dialect=config.dialect or settings.dialect, path=config.path or key, macros=macros)
+        except ModelFileError as exc:
+            errors.append(ModelFileError(exc.path, _line_of_text(config.path, text) or exc.line, f"{key}: {exc.message}", hint=exc.hint))
+    return out
+
+
+def _line_of_text(path: Path | None, text: str) -> int | None:
+    try:
+        content = path.read_text(encoding="utf-8") if path else ""
+    except OSError:
+        return None
+    at = content.find(text[:40])
+    return content.count("\n", 0, at) + 1 if at >= 0 else None
+
+
+def catalog_tables(
+    models: Mapping[str, SqlModel], sources: Mapping[str, Source], unlocated: Mapping[str, Unlocated], statements: Sequence[exp.Expression]
+) -> dict[str, Source]:
+    """Tables and views that ``before_all`` or a model's pre-statements create and a model reads: sources
+    read from Spark's catalog (with an external model's columns where one declares them).
+    """
+    created = list(statements)
+    for model in models.values():
+        created += list(model.pre_statements)
+    read = {ref.name for model in models.values() for ref in model.references}
+    out: dict[str, Source] = {}
+    for statement in created:
+        if not isinstance(statement, exp.Create) or str(statement.args.get("kind") or "").upper() not in ("TABLE", "VIEW"):
+            continue
+        target = statement.this.this if isinstance(statement.this, exp.Schema) else statement.this
+        if not isinstance(target, exp.Table):
+            continue
+        name = table_name(target)
+        if name in models or name in sources or name not in read:
+            continue
+        declared = unlocated.get(name)
+        out[name] = declared.as_catalog_table() if declared else Source(name=name, location=name, format="table")
+    return out
 
 
 def _macro_context(directory: Path, sources: Mapping[str, Source], config: SqlmeshConfig, errors: list[ModelFileError]) -> MacroContext:
@@ -74,11 +200,13 @@ def _macro_context(directory: Path, sources: Mapping[str, Source], config: Sqlme
     return MacroContext(macros=functions, schemas=schemas, macros_dir=directory / "macros", variables=variables)
 
 
-def _load_sources(directory: Path, config: SqlmeshConfig, errors: list[ModelFileError]) -> dict[str, Source]:
-    """sources.yaml, completed by SQLMesh's external_models.yaml."""
+def _load_sources(directory: Path, config: SqlmeshConfig, errors: list[ModelFileError], unlocated: dict[str, Unlocated]) -> dict[str, Source]:
+    """sources.yaml, completed by SQLMesh's external models (``external_models.yaml``, ``external_models/``)."""
     try:
         sources = load_sources(directory / "sources.yaml", directory)
-        return load_external_models(directory / EXTERNAL_MODELS_FILE, directory, sources, config.dialect or "spark")
+        for path in external_model_files(directory):
+            sources = load_external_models(path, directory, sources, config.dialect or "spark", gateway=config.gateway, unlocated=unlocated)
+        return sources
     except ModelFileError as exc:
         errors.append(exc)
         return {}
@@ -135,6 +263,10 @@ def _add_model(models: dict[str, SqlModel], model: SqlModel, sources: Mapping[st
             )
         )
         return
+    problem = cron_problem(model.cron) if model.cron else None
+    if problem:  # a Python model's cron; a model file's is refused as its header is read
+        errors.append(ModelFileError(path, model.line_of("cron"), f"invalid cron '{model.cron}': {problem}", hint=CRON_HINT))
+        return
     if model.name in sources:
         errors.append(ModelFileError(path, model.line_of("name"), f"model {model.name} has the name of a source in sources.yaml", hint="rename the model or the source"))
         return
@@ -185,11 +317,17 @@ def default_starts(models: Mapping[str, SqlModel], now: datetime | None = None) 
     return out
 
 
-def _reference_errors(models: Mapping[str, SqlModel], sources: Mapping[str, Source]) -> list[ModelFileError]:
+def _reference_errors(models: Mapping[str, SqlModel], sources: Mapping[str, Source], unlocated: Mapping[str, Unlocated]) -> list[ModelFileError]:
     errors = []
     for model in models.values():
         for ref in model.references:
-            if ref.name not in models and ref.name not in sources and ref.name != model.name:
+            if ref.name in unlocated and ref.name not in sources:
+                declared = unlocated[ref.name]
+                errors.append(ModelFileError(
+                    model.path, ref.line, f"model {model.name} reads external model {ref.name}, which does not say where its data lives",
+                    hint=f"add `location: <path or URI>` (and `format:`) to its entry at {declared.path}:{declared.line}, or create it in before_all",
+                ))
+            elif ref.name not in models and ref.name not in sources and ref.name != model.name:
                 errors.append(
                     ModelFileError(
                         model.path,

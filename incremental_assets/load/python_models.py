@@ -30,7 +30,7 @@ from typing import Any, Callable, Mapping
 from incremental_assets.errors import ModelFileError
 from incremental_assets.load.query import parse_query
 from incremental_assets.load.sqlmesh_models import sqlmesh_python_model
-from incremental_assets.load.sqlmesh_shim import MODEL_REGISTRY, real_model_specs, sqlmesh_names
+from incremental_assets.load.sqlmesh_shim import MODEL_REGISTRY, import_failure, real_model_specs, sqlmesh_names
 from incremental_assets.model.intervals import INTERVAL_UNITS
 from incremental_assets.model.kinds import IncrementalByCursor
 from incremental_assets.model.sql_model import SqlModel
@@ -79,8 +79,7 @@ def _import(path: Path, root: Path | None) -> Any:
             spec.loader.exec_module(module)
             module.__sqlmesh_models__ = MODEL_REGISTRY[before:] or real_model_specs(module.__name__)
     except Exception as exc:  # the user's code: report whatever it raised, with the file
-        lineno = getattr(exc, "lineno", None)
-        raise ModelFileError(path, lineno, f"cannot import the Python model: {type(exc).__name__}: {exc}") from None
+        raise import_failure(path, exc, "the Python model") from None
     finally:
         if added:
             sys.path.remove(str(root))

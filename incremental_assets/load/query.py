@@ -16,6 +16,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from incremental_assets.errors import ModelFileError
+from incremental_assets.load.header import skip_space_and_comments
 from incremental_assets.load.macro_eval import MacroContext, MacroError, MacroEvaluator, macro_error_location
 from incremental_assets.load.macro_syntax import protect_macros, restore_macros, table_macro, var_name
 from incremental_assets.load.macro_syntax import RUNTIME_IF
@@ -129,9 +130,10 @@ def _parse_statements(sql: str, dialect: str, path: str | Path, line_offset: int
     quiet.setLevel(logging.ERROR)  # statements sqlglot keeps as raw commands (SET TIME ZONE ...) are fine here
     try:
         statements = [restore_macros(s, dialect) for s in sqlglot.parse(protect_macros(sql), read=dialect) if s is not None]
-    except RecursionError:
+    except RecursionError:  # reported where the statement begins: its deepest point is not known
+        begins = sql.count("\n", 0, skip_space_and_comments(sql, 0))
         raise ModelFileError(
-            path, line_offset + 1, f"the query nests too deeply to be parsed; at most {MAX_QUERY_DEPTH} levels can be analysed", hint=_TOO_DEEP_HINT
+            path, line_offset + 1 + begins, f"the query nests too deeply to be parsed; at most {MAX_QUERY_DEPTH} levels can be analysed", hint=_TOO_DEEP_HINT
         ) from None
     except ParseError as exc:
         first = exc.errors[0] if exc.errors else {}
@@ -165,6 +167,19 @@ def _expand(
         if where:
             hint = f"correct the macro at {where}, or the arguments given to it here"
         raise ModelFileError(path, line or line_offset + 1, exc.message, hint=hint) from None
+
+
+def parse_statements(
+    sql: str, *, dialect: str, path: str | Path, line_offset: int = 0, macros: MacroContext | None = None
+) -> list[exp.Expression]:
+    """SQL statements outside a model (a config's ``before_all``), parsed and their macros expanded.
+
+    >>> [s.sql(dialect="spark") for s in parse_statements("CREATE SCHEMA IF NOT EXISTS raw; SELECT @x", dialect="duckdb", path="c",
+    ...     macros=MacroContext(variables={"x": 1}))][0]
+    'CREATE SCHEMA IF NOT EXISTS raw'
+    """
+    check_nesting(sql, path, line_offset)
+    return _expand(_parse_statements(sql, dialect, path, line_offset), dialect, path, line_offset, macros, None)
 
 
 def parse_model_body(

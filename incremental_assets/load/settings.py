@@ -43,6 +43,7 @@ import yaml
 from sqlglot.dialects.dialect import Dialect, Dialects
 
 from incremental_assets.errors import ModelFileError
+from incremental_assets.load.header import read_utf8
 from incremental_assets.model.settings import Settings
 
 SETTINGS_FILE = "incremental_assets.yaml"
@@ -92,22 +93,38 @@ def _run_limit(value: object, where: Path | None, source: str) -> int:
 
 DIALECTS = tuple(sorted(d.value for d in Dialects if d.value))
 
-_OFFSET = re.compile(r"(?:UTC|GMT)?[+-]\d{2}(?::\d{2})?|Z|UTC|GMT")
+# What Spark's spark.sql.session.timeZone takes as an offset (java.time.ZoneOffset, after Spark widens `+5:30`).
+_OFFSET = re.compile(r"(?:UTC|GMT|UT)?([+-])(\d{1,2})(?::(\d{2})(?::(\d{2}))?)?|(?:UTC|GMT|UT)?([+-])(\d{2})(\d{2})(\d{2})?")
+_ZONE_HINT = "use an IANA zone such as UTC or Europe/Berlin, or an offset such as +01:00"
 
 
-def valid_timezone(name: str) -> bool:
-    """Whether Spark's ``spark.sql.session.timeZone`` takes ``name``: an IANA zone or a UTC offset.
+def timezone_problem(name: str) -> str | None:
+    """Why Spark's ``spark.sql.session.timeZone`` would refuse ``name`` (an IANA zone or a UTC offset
+    within 18 hours), or None when it takes it.
 
-    >>> [valid_timezone(z) for z in ("UTC", "Europe/Berlin", "+01:00", "Mars/Olympus", "")]
-    [True, True, True, False, False]
+    >>> [timezone_problem(z) for z in ("UTC", "Europe/Berlin", "+01:00", "-18:00", "GMT+5:30")]
+    [None, None, None, None, None]
+    >>> timezone_problem("+25:00")
+    "time zone offset '+25:00' is out of range: an offset lies within 18 hours of UTC (-18:00 to +18:00)"
+    >>> timezone_problem("+99:99"), timezone_problem("Mars/Olympus")
+    ("time zone offset '+99:99' has minutes or seconds past 59", "unknown time zone 'Mars/Olympus'")
     """
-    if _OFFSET.fullmatch(name):
-        return True
+    if name in ("Z", "UTC", "GMT", "UT"):
+        return None
+    match = _OFFSET.fullmatch(name)
+    if match:
+        hours, minutes, seconds = (int(g or 0) for g in (match.groups()[1:4] if match.group(1) else match.groups()[5:8]))
+        if minutes > 59 or seconds > 59:
+            return f"time zone offset '{name}' has minutes or seconds past 59"
+        if hours * 3600 + minutes * 60 + seconds > 18 * 3600:
+            return f"time zone offset '{name}' is out of range: an offset lies within 18 hours of UTC (-18:00 to +18:00)"
+        return None
     try:
         zoneinfo.ZoneInfo(name)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        return not zoneinfo.available_timezones()  # no zone database here: Spark will judge
-    return True
+        if zoneinfo.available_timezones():  # else no zone database here: Spark will judge
+            return f"unknown time zone '{name}'"
+    return None
 
 
 def _known_dialect(name: str) -> bool:
@@ -138,7 +155,7 @@ def load_settings(project_dir: str | Path, *, environ: Mapping[str, str] | None 
     text = ""
     if path.exists():
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_utf8(path)
             loaded = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
@@ -186,11 +203,7 @@ def load_settings(project_dir: str | Path, *, environ: Mapping[str, str] | None 
     if not _known_dialect(dialect):
         where, line = _origin("dialect", "INCREMENTAL_ASSETS_DIALECT", env, path, text)
         raise ModelFileError(where, line, f"unknown SQL dialect '{dialect}'", hint="use one of " + ", ".join(DIALECTS))
-    timezone = str(env.get("INCREMENTAL_ASSETS_TIMEZONE") or raw.get("timezone") or "UTC")
-    if not valid_timezone(timezone):
-        where, line = _origin("timezone", "INCREMENTAL_ASSETS_TIMEZONE", env, path, text)
-        raise ModelFileError(where, line, f"unknown time zone '{timezone}'",
-                             hint="use an IANA zone such as UTC or Europe/Berlin, or an offset such as +01:00")
+    timezone = _timezone(raw, env, path, text)
     return Settings(
         project_dir=project_dir,
         warehouse=_resolve(project_dir, str(warehouse)),
@@ -203,6 +216,19 @@ def load_settings(project_dir: str | Path, *, environ: Mapping[str, str] | None 
         max_concurrent_runs=max_runs,
         hourly_files=_hourly_files(raw, env, path, text),
     )
+
+
+def _timezone(raw: dict, env: Mapping[str, str], path: Path, text: str) -> str:
+    if not env.get("INCREMENTAL_ASSETS_TIMEZONE") and isinstance(raw.get("timezone"), (int, float)):
+        _, line = _origin("timezone", "INCREMENTAL_ASSETS_TIMEZONE", env, path, text)
+        raise ModelFileError(path, line, f"timezone is the number {raw['timezone']}: YAML reads an unquoted offset such as +1:00 as a number",
+                             hint="quote it, e.g. `timezone: '+01:00'`")
+    timezone = str(env.get("INCREMENTAL_ASSETS_TIMEZONE") or raw.get("timezone") or "UTC")
+    problem = timezone_problem(timezone)
+    if problem:
+        where, line = _origin("timezone", "INCREMENTAL_ASSETS_TIMEZONE", env, path, text)
+        raise ModelFileError(where, line, problem, hint=_ZONE_HINT)
+    return timezone
 
 
 HOURLY_FILES = ("day", "hour")

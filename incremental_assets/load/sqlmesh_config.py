@@ -9,8 +9,11 @@ What is read:
   ignored with one log line naming them.
 - ``variables`` (and the default gateway's ``variables``, which win): the values of ``@VAR('name')``,
   read by the macro evaluator through :func:`project_variables`.
-- ``gateways`` / ``default_gateway`` are accepted and not used: where models run is the Spark session of
-  ``incremental_assets.yaml``; one log line says so.
+- ``gateways`` / ``default_gateway`` are not used to connect: where models run is the Spark session of
+  ``incremental_assets.yaml``; one log line says so. The selected gateway (``default_gateway``, else the
+  first) picks the gateway's ``variables`` and the external models declared for it.
+- ``before_all`` / ``after_all``: SQL statements (macros allowed) run on Spark before and after the models
+  of a run; the tables and views they create are readable by models.
 
 ``config.yaml`` is rendered with Jinja first (``{{ env_var('NAME', 'default') }}``), as SQLMesh does;
 ``config.py`` is imported with SQLMesh's names served by :mod:`.sqlmesh_shim` when SQLMesh is not
@@ -38,7 +41,7 @@ from typing import Any, Mapping
 import yaml
 
 from incremental_assets.errors import ModelFileError
-from incremental_assets.load.sqlmesh_shim import plain, sqlmesh_names
+from incremental_assets.load.sqlmesh_shim import import_failure, plain, sqlmesh_names
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +63,9 @@ class SqlmeshConfig:
     path: Path | None = None
     model_defaults: Mapping[str, Any] = field(default_factory=dict)
     variables: Mapping[str, Any] = field(default_factory=dict)
+    gateway: str | None = None  # the selected gateway: ``default_gateway``, else the first one
+    before_all: tuple[str, ...] = ()  # statements run before the models of a run, in the project dialect
+    after_all: tuple[str, ...] = ()
 
     @property
     def dialect(self) -> str | None:
@@ -128,7 +134,23 @@ def load_sqlmesh_config(directory: str | Path) -> SqlmeshConfig:
         log.info("%s: model_defaults %s concern SQLMesh's engines and are not used here", path, ", ".join(ignored))
     if raw.get("gateways"):
         log.info("%s: gateways are not used; models run on the Spark session of incremental_assets.yaml", path)
-    return SqlmeshConfig(path, defaults, _variables(raw, path))
+    return SqlmeshConfig(
+        path, defaults, _variables(raw, path), _selected_gateway(raw),
+        _statements(raw, "before_all", path), _statements(raw, "after_all", path),
+    )
+
+
+def _selected_gateway(raw: Mapping[str, Any]) -> str | None:
+    gateways = raw.get("gateways") or {}
+    name = raw.get("default_gateway") or (next(iter(gateways)) if isinstance(gateways, dict) and gateways else None)
+    return str(name).lower() if name else None
+
+
+def _statements(raw: Mapping[str, Any], key: str, path: Path) -> tuple[str, ...]:
+    value = raw.get(key) or []
+    if not isinstance(value, (list, tuple)) or not all(isinstance(s, str) for s in value):
+        raise ModelFileError(path, _line_of(path, key), f"{key} must be a list of SQL statements", hint=f"e.g. `{key}: [\"CREATE SCHEMA IF NOT EXISTS raw\"]`")
+    return tuple(value)
 
 
 def _variables(raw: Mapping[str, Any], path: Path) -> dict[str, Any]:
@@ -187,7 +209,7 @@ def _read_python(path: Path) -> dict[str, Any]:
         try:
             spec.loader.exec_module(module)
         except Exception as exc:  # the user's code: report whatever it raised, with the file
-            raise ModelFileError(path, getattr(exc, "lineno", None), f"cannot import the config: {type(exc).__name__}: {exc}") from None
+            raise import_failure(path, exc, "the config") from None
     config = getattr(module, "config", None)
     if config is None:
         raise ModelFileError(path, None, "config.py defines no `config`", hint="assign `config = Config(...)`")

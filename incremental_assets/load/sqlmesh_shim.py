@@ -4,8 +4,10 @@ A SQLMesh project's Python files (``config.py``, ``models/*.py``, ``macros/*.py`
 ``from sqlmesh import model, macro, ExecutionContext`` or ``from sqlmesh.core.config import Config, ...``.
 A meta path finder serves them, in one of two ways, and nothing outside the ``with`` block:
 
-- :func:`sqlmesh_names` (``config.py`` and Python models): every ``sqlmesh`` and ``sqlmesh.*`` module is
-  served from here, but only when the real package cannot be imported: an installed SQLMesh always wins.
+- :func:`sqlmesh_names` (``config.py`` and Python models): the modules and names of
+  :func:`_served_modules`, only when the real package cannot be imported (an installed SQLMesh always
+  wins). Any other ``sqlmesh`` name fails the import, and :func:`import_failure` reports it with the
+  file, the line and the name: a stand-in never computes a value SQLMesh would compute differently.
 - :func:`macro_names` (``macros/*.py``): the names of :data:`MACRO_EXPORTS` are served whether or not
   SQLMesh is installed (an installed one is set aside meanwhile and put back after, so its classes never
   mix with our :class:`MacroEvaluator`); any other ``sqlmesh.*`` module is refused with an ImportError
@@ -19,15 +21,26 @@ What the served names do:
   arguments in :data:`MODEL_REGISTRY`; ``macro(name=None)`` registers a macro function with the
   :func:`macro_names` block it is loaded in; both return the function unchanged.
 - ``ModelKindName`` is the enum of SQLMesh's kind names (its members are plain strings).
-- Every other name (``Config``, ``ModelDefaultsConfig``, ``GatewayConfig``, ``DuckDBConnectionConfig``,
-  ``ExecutionContext``, ``MacroEvaluator``, ...) is a :class:`Recorded` class: it keeps the keyword
-  arguments it was built with as attributes, so a ``config.py`` evaluates to values we can read.
+- SQLMesh's config enums (``AutoCategorizationMode``, ``EnvironmentSuffixTarget``, ``UserRole``, ...) are
+  real enums with SQLMesh's members and values; ``sqlmesh.utils.date`` is :mod:`.sqlmesh_dates`.
+- The config classes (``Config``, ``ModelDefaultsConfig``, ``GatewayConfig``, ``DuckDBConnectionConfig``,
+  notification targets, ``User``, ...) are :class:`Recorded` classes: they keep the keyword arguments
+  they were built with as attributes (and copy with ``copy``/``model_copy(update=...)``), so a
+  ``config.py`` evaluates to values we can read.
 
 >>> with sqlmesh_names(force=True):
 ...     from sqlmesh.core.config import Config, ModelDefaultsConfig
 ...     c = Config(model_defaults=ModelDefaultsConfig(dialect="duckdb"), variables={"x": 1})
 >>> plain(c)
 {'model_defaults': {'dialect': 'duckdb'}, 'variables': {'x': 1}}
+>>> plain(c.copy(update={"variables": {"x": 2}}))["variables"]
+{'x': 2}
+>>> with sqlmesh_names(force=True):
+...     try:
+...         from sqlmesh.core.config import NoSuchConfig
+...     except ImportError as exc:
+...         print(unserved_name(exc))
+sqlmesh.core.config.NoSuchConfig
 >>> with macro_names() as registered:
 ...     from sqlmesh import macro
 ...     @macro()
@@ -40,6 +53,7 @@ What the served names do:
 from __future__ import annotations
 
 import enum
+import re
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -76,7 +90,8 @@ class ModelKindName(str, enum.Enum):
 
 
 class Recorded:
-    """Any SQLMesh class a project file builds: its arguments become attributes."""
+    """A SQLMesh config class a project file builds: its keyword arguments become attributes, and it
+    copies itself as SQLMesh's pydantic models do (``copy(update=...)``, ``model_copy(update=...)``)."""
 
     def __init__(self, *args: Any, **kwargs: Any):
         self._args = args
@@ -85,9 +100,22 @@ class Recorded:
             setattr(self, key, value)
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
+        if name.startswith("_"):
             raise AttributeError(name)
-        return None
+        return None  # a field the file did not set
+
+    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> Any:
+        return type(self)(*self._args, **{**self._fields, **(update or {})})
+
+    copy = model_copy
+
+    def model_dump(self, **_options: Any) -> dict[str, Any]:
+        return plain(self)
+
+    dict = model_dump
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self._fields.items())})"
 
 
 @dataclass
@@ -145,42 +173,172 @@ class ExecutionContext(Recorded):
     """What a Python model's ``execute`` receives as ``context`` (provided by the Python-model runner)."""
 
 
-_NAMED = {"model": model, "macro": macro, "ModelKindName": ModelKindName, "SQL": SQL, "ExecutionContext": ExecutionContext}
+# --- config.py and Python models without SQLMesh installed: an explicit set of names ----------------
+# Only these names are served; any other ``sqlmesh`` name fails the import (see :func:`import_failure`),
+# so a project never computes with a stand-in where SQLMesh would give a value.
 
 
-class _ShimModule(types.ModuleType):
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        if name in _NAMED:
-            return _NAMED[name]
-        recorded = type(name, (Recorded,), {"__module__": self.__name__})
-        setattr(self, name, recorded)
-        return recorded
+class AutoCategorizationMode(enum.Enum):
+    FULL = "full"
+    SEMI = "semi"
+    OFF = "off"
 
 
-class _ShimLoader(importlib.abc.Loader):
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
-        module = _ShimModule(spec.name)
-        module.__path__ = []  # a package: every sqlmesh.* submodule is served too
-        return module
+class EnvironmentSuffixTarget(str, enum.Enum):
+    SCHEMA = "schema"
+    TABLE = "table"
+    CATALOG = "catalog"
 
-    def exec_module(self, module: types.ModuleType) -> None:
+
+class VirtualEnvironmentMode(str, enum.Enum):
+    FULL = "full"
+    DEV_ONLY = "dev_only"
+
+
+class TableNamingConvention(str, enum.Enum):
+    SCHEMA_AND_TABLE = "schema_and_table"
+    TABLE_ONLY = "table_only"
+    HASH_MD5 = "hash_md5"
+
+
+class UserRole(str, enum.Enum):
+    REQUIRED_APPROVER = "required_approver"
+
+
+class CategorizerConfig(Recorded):
+    """How SQLMesh categorizes changes per model type (plans are not ours: recorded, not used)."""
+
+    @classmethod
+    def _all(cls, mode: AutoCategorizationMode) -> "CategorizerConfig":
+        return cls(external=mode, python=mode, sql=mode, seed=mode)
+
+    @classmethod
+    def all_full(cls) -> "CategorizerConfig":
+        return cls._all(AutoCategorizationMode.FULL)
+
+    @classmethod
+    def all_semi(cls) -> "CategorizerConfig":
+        return cls._all(AutoCategorizationMode.SEMI)
+
+    @classmethod
+    def all_off(cls) -> "CategorizerConfig":
+        return cls._all(AutoCategorizationMode.OFF)
+
+
+def _recorded(*names: str) -> dict[str, type]:
+    return {name: type(name, (Recorded,), {"__module__": __name__}) for name in names}
+
+
+_CONNECTIONS = _recorded(*(
+    f"{engine}ConnectionConfig" for engine in (
+        "Athena", "BigQuery", "ClickHouse", "Databricks", "DuckDB", "Fabric", "GCPPostgres", "MSSQL", "MotherDuck", "MySQL",
+        "Postgres", "Redshift", "RisingWave", "Snowflake", "Spark", "StarRocks", "Trino", "AzureSQL",
+    )
+))
+_CONFIGS = {
+    **_recorded("Config", "ModelDefaultsConfig", "GatewayConfig", "PlanConfig", "LinterConfig", "FormatConfig", "UIConfig", "RunConfig",
+                "MigrationConfig", "JanitorConfig", "NameInferenceConfig", "BuiltInSchedulerConfig", "DbtConfig"),
+    "CategorizerConfig": CategorizerConfig, "AutoCategorizationMode": AutoCategorizationMode,
+    "EnvironmentSuffixTarget": EnvironmentSuffixTarget, "TableNamingConvention": TableNamingConvention,
+}
+_NOTIFICATIONS = _recorded("BasicSMTPNotificationTarget", "ConsoleNotificationTarget", "SlackApiNotificationTarget",
+                           "SlackWebhookNotificationTarget")
+
+
+def _served_modules() -> dict[str, dict[str, Any]]:
+    """Module path -> the names :func:`sqlmesh_names` serves from it."""
+    from incremental_assets.load import sqlmesh_dates  # not at the top: this module runs alone too
+
+    common = {"EnvironmentSuffixTarget": EnvironmentSuffixTarget, "VirtualEnvironmentMode": VirtualEnvironmentMode,
+              "TableNamingConvention": TableNamingConvention}
+    kinds = {"ModelKindName": ModelKindName, **_recorded("IncrementalByTimeRangeKind", "TimeColumn", "FullKind", "ViewKind",
+                                                          "IncrementalByUniqueKeyKind", "SeedKind")}
+    return {
+        ROOT: {"model": model, "macro": macro, "SQL": SQL, "ExecutionContext": ExecutionContext},
+        ROOT + ".core": {},
+        ROOT + ".core.config": {**_CONFIGS, **_CONNECTIONS},
+        ROOT + ".core.config.common": common,
+        ROOT + ".core.config.categorizer": {"AutoCategorizationMode": AutoCategorizationMode, "CategorizerConfig": CategorizerConfig},
+        ROOT + ".core.config.connection": dict(_CONNECTIONS),
+        ROOT + ".core.config.gateway": {"GatewayConfig": _CONFIGS["GatewayConfig"]},
+        ROOT + ".core.config.linter": {"LinterConfig": _CONFIGS["LinterConfig"]},
+        ROOT + ".core.config.model": {"ModelDefaultsConfig": _CONFIGS["ModelDefaultsConfig"]},
+        ROOT + ".core.config.plan": {"PlanConfig": _CONFIGS["PlanConfig"]},
+        ROOT + ".core.config.root": {"Config": _CONFIGS["Config"]},
+        ROOT + ".core.config.scheduler": {"BuiltInSchedulerConfig": _CONFIGS["BuiltInSchedulerConfig"]},
+        ROOT + ".core.notification_target": dict(_NOTIFICATIONS),
+        ROOT + ".core.user": {"User": _recorded("User")["User"], "UserRole": UserRole},
+        ROOT + ".core.context": {"ExecutionContext": ExecutionContext},
+        ROOT + ".core.macros": {"macro": macro, "SQL": SQL, "MacroEvaluator": _recorded("MacroEvaluator")["MacroEvaluator"]},
+        ROOT + ".core.model": {"model": model, **kinds},
+        ROOT + ".core.model.kind": kinds,
+        ROOT + ".utils": {},
+        ROOT + ".utils.date": sqlmesh_dates.EXPORTS,
+    }
+
+
+class _ExportFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Serves the modules of a table {module path: {name: value}}; any other ``sqlmesh.*`` module is not found."""
+
+    def __init__(self, exports: dict[str, dict[str, Any]]) -> None:
+        self.exports = exports
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname in self.exports:
+            package = any(other.startswith(fullname + ".") for other in self.exports)
+            return importlib.machinery.ModuleSpec(fullname, self, is_package=package)
+        if _is_sqlmesh(fullname):
+            raise ModuleNotFoundError(f"No module named '{fullname}'", name=fullname)
         return None
 
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
+        return None
 
-class _ShimFinder(importlib.abc.MetaPathFinder):
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        if fullname != ROOT and not fullname.startswith(ROOT + "."):
-            return None
-        return importlib.machinery.ModuleSpec(fullname, _ShimLoader(), is_package=True)
+    def exec_module(self, module: types.ModuleType) -> None:
+        module.__dict__.update(self.exports[module.__name__])
+        if module.__spec__ is not None and module.__spec__.submodule_search_locations is not None:
+            module.__path__ = []
+
+
+def unserved_name(exc: BaseException) -> str | None:
+    """The ``sqlmesh`` name an import or attribute error is about (``sqlmesh.utils.date.to_ds``), if any."""
+    if isinstance(exc, ModuleNotFoundError) and exc.name and _is_sqlmesh(exc.name):
+        return exc.name
+    if isinstance(exc, ImportError) and exc.name and _is_sqlmesh(exc.name):
+        found = re.search(r"cannot import name '([^']+)'", str(exc))
+        return f"{exc.name}.{found.group(1)}" if found else exc.name
+    owner = getattr(exc, "obj", None)
+    if isinstance(exc, AttributeError) and isinstance(owner, types.ModuleType) and _is_sqlmesh(owner.__name__):
+        return f"{owner.__name__}.{exc.name}"
+    return None
+
+
+def import_failure(path: Any, exc: BaseException, what: str) -> Any:
+    """The :class:`ModelFileError` for a project file that failed to import: the file's own line that
+    raised, and for a ``sqlmesh`` name not served here, that name."""
+    import traceback
+
+    from incremental_assets.errors import ModelFileError
+
+    if isinstance(exc, SyntaxError):
+        line = exc.lineno
+    else:
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if str(f.filename) == str(path)]
+        line = frames[-1].lineno if frames else None
+    name = unserved_name(exc)
+    if name is not None:
+        return ModelFileError(
+            path, line, f"{name} is not available: SQLMesh is not installed here and its stand-in does not provide it",
+            hint="install sqlmesh next to incremental_assets, or use only the names listed in docs/sqlmesh.md",
+        )
+    return ModelFileError(path, line, f"cannot import {what}: {type(exc).__name__}: {exc}")
 
 
 def real_sqlmesh_installed() -> bool:
     """Whether the real SQLMesh package is importable here (it then serves its own names)."""
     loaded = sys.modules.get(ROOT)
     if loaded is not None:
-        return not isinstance(loaded, _ShimModule)
+        return not isinstance(getattr(loaded.__spec__, "loader", None), _ExportFinder)
     return importlib.util.find_spec(ROOT) is not None
 
 
@@ -209,7 +367,7 @@ def sqlmesh_names(*, force: bool = False) -> Iterator[None]:
     if real_sqlmesh_installed() and not force:
         yield
         return
-    with _served_by(_ShimFinder()):
+    with _served_by(_ExportFinder(_served_modules())):
         yield
 
 
@@ -230,29 +388,18 @@ def macro_exports() -> dict[str, dict[str, Any]]:
     }
 
 
-class _MacroFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+class _MacroFinder(_ExportFinder):
     def __init__(self) -> None:
-        self.exports = macro_exports()
+        super().__init__(macro_exports())
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        if fullname in self.exports:
-            package = any(other.startswith(fullname + ".") for other in self.exports)
-            return importlib.machinery.ModuleSpec(fullname, self, is_package=package)
-        if _is_sqlmesh(fullname):
+        if _is_sqlmesh(fullname) and fullname not in self.exports:
             raise ImportError(
                 f"{fullname} is not available: a SQLMesh project here may import only "
                 + ", ".join(f"{m} ({', '.join(sorted(v))})" for m, v in self.exports.items() if v),
                 name=fullname,
             )
-        return None
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
-        return None
-
-    def exec_module(self, module: types.ModuleType) -> None:
-        module.__dict__.update(self.exports[module.__name__])
-        if module.__spec__ is not None and module.__spec__.submodule_search_locations is not None:
-            module.__path__ = []
+        return super().find_spec(fullname, path, target)
 
 
 @contextmanager

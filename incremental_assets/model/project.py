@@ -45,6 +45,18 @@ class Project:
     order: tuple[str, ...]
     audits: Mapping[str, UserAudit] = field(default_factory=dict)
     variables: Mapping[str, Any] = field(default_factory=dict)  # config `variables`, for @VAR
+    # config `before_all` / `after_all`, macros expanded, in the order of the project folders; Spark SQL
+    before_all: tuple[str, ...] = ()
+    after_all: tuple[str, ...] = ()
+    directories: tuple[Path, ...] = ()  # every folder of a project loaded from several (the first is `directory`)
+
+    def relative_path(self, path: Path) -> Path:
+        """A project file as the user knows it: relative to the project folder, or for a file of a further
+        folder (a project loaded from several), relative to that folder's parent (``repo_2/models/c.sql``)."""
+        for folder in (self.directory, *self.directories):
+            if folder in path.parents:
+                return path.relative_to(folder if folder == self.directory else folder.parent)
+        return path
 
     def ordered(self) -> list[SqlModel]:
         """Models in dependency order (upstreams first); EMBEDDED models are not among them (they are

@@ -53,6 +53,10 @@ def redact_url(url: str | None) -> str | None:
     return re.sub(r"(?i)((?:token|password|secret)=)[^;&]*", r"\1" + REDACTED, url) if url else url
 
 
+CATALOG_DIR_KEY = "spark.sql.warehouse.dir"
+CATALOG_DIR = "_spark_catalog"
+
+
 @dataclass(frozen=True)
 class Settings:
     project_dir: Path
@@ -72,6 +76,9 @@ class Settings:
         conf.update(self.spark_conf)
         if not self.spark_remote:
             conf.setdefault("spark.master", self.spark_master)
+            # Tables and schemas that before_all or pre-statements create in Spark's catalog live under
+            # the warehouse, never in a `spark-warehouse/` folder of the current directory.
+            conf.setdefault(CATALOG_DIR_KEY, self.warehouse.rstrip("/") + "/" + CATALOG_DIR)
         if conf.get("spark.master", "").startswith("local") and is_local(self.warehouse):
             # A read names its files (a year's backfill hundreds); past this many Spark lists them with a
             # job, which on one local JVM costs ~1.4 s a read against ~0.1 s listed by the driver.

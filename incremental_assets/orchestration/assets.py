@@ -40,6 +40,7 @@ from incremental_assets.plan.run_plan import (
     plan_window,
 )
 from incremental_assets.spark.executor import Executor, RunResult
+from incremental_assets.spark.session import run_project_statements
 
 
 def upstream_wait() -> tuple[int, float]:
@@ -251,6 +252,7 @@ def build_model_asset(project: Project, model: SqlModel, translator: ModelTransl
                     context.log.warning(f"{model.name} is refused by the safety analysis: rebuilding {plan.window} in full (allow downgrade)")
                 context.log.info(f"{model.name}: running {plan.window or 'full'}")
                 results.append(executor.execute(plan, run_id=context.run_id, before_commit=auditor.before_commit(plan.window)))
+        run_project_statements(spark.spark_session, project, "after_all")
         meta = materialization_metadata(results, time.perf_counter() - began)
         meta.update(table_facts(model, results[-1]))
         meta["fingerprint"] = model.fingerprint

@@ -22,7 +22,7 @@ checks, schedules, sensors and the ``spark`` resource are the same as with the P
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal, Optional, Union
 
 import dagster as dg
 from pydantic import BaseModel
@@ -64,11 +64,11 @@ class IncrementalAssetsComponent(dg.Component, dg.Model, dg.Resolvable):
     """The models of one incremental_assets project as Dagster definitions.
 
     ``project`` is the project folder (holding ``models/``), absolute or relative to the folder of the
-    ``defs.yaml``; ``schedules`` and ``sensors`` can be switched off when a deployment drives runs itself
+    ``defs.yaml``, or a list of folders loaded as one project (SQLMesh's multi-repo projects); ``schedules`` and ``sensors`` can be switched off when a deployment drives runs itself
     (for instance with ``automation_condition``).
     """
 
-    project: str = "."
+    project: Union[str, list[str]] = "."
     schedules: bool = True
     sensors: bool = True
     key_prefix: list[str] = []
@@ -86,9 +86,8 @@ class IncrementalAssetsComponent(dg.Component, dg.Model, dg.Resolvable):
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
         from incremental_assets.orchestration.definitions import build_definitions
 
-        root = Path(self.project)
-        if not root.is_absolute():
-            root = (context.path / root).resolve()
+        folders = [self.project] if isinstance(self.project, str) else list(self.project)
+        root = [Path(f) if Path(f).is_absolute() else (context.path / f).resolve() for f in folders]
         extra: dict = {}
         if not self.schedules:
             extra["schedules"] = []

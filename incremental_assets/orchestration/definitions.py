@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import dagster as dg
 
-from incremental_assets.load.project import load_project
+from incremental_assets.load.project import load_project, project_folders
 from incremental_assets.model.project import Project
 from incremental_assets.orchestration.assets import build_model_asset, build_source_spec
 from incremental_assets.orchestration.resource import SparkResource
@@ -18,11 +18,12 @@ from incremental_assets.orchestration.translator import ModelTranslator
 
 
 def build_definitions(
-    project: Project | str | Path | None = None, *, translator: ModelTranslator | None = None, **extra: Any
+    project: Project | str | Path | Sequence[str | Path] | None = None, *, translator: ModelTranslator | None = None, **extra: Any
 ) -> dg.Definitions:
-    """Definitions for a project: model assets, source specs and the ``spark`` resource."""
+    """Definitions for a project (a folder, several folders loaded as one, or ``$INCREMENTAL_ASSETS_PROJECT``
+    whose folders are separated by ``os.pathsep``): model assets, source specs and the ``spark`` resource."""
     if not isinstance(project, Project):
-        project = load_project(project or os.environ.get("INCREMENTAL_ASSETS_PROJECT") or os.getcwd())
+        project = load_project(project or project_folders(os.environ.get("INCREMENTAL_ASSETS_PROJECT") or os.getcwd()))
     translator = translator or ModelTranslator()
     assets: list[Any] = [build_source_spec(s, translator) for s in project.sources.values()]
     columns = project_columns(project)

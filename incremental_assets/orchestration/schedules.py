@@ -12,8 +12,8 @@ from datetime import datetime, timezone
 
 import dagster as dg
 
+from incremental_assets.model.cron import expand_cron
 from incremental_assets.model.intervals import (
-    IntervalUnit,
     TimeWindow,
     subtract,
     to_utc,
@@ -31,10 +31,10 @@ def schedule_name(model: SqlModel) -> str:
 
 
 def cron_of(model: SqlModel) -> str | None:
-    """The model's cron, else the cron of its interval unit; None for models that are never scheduled."""
+    """The model's cron in five fields (aliases expanded), else the cron of its interval unit; None for
+    models that are never scheduled. A model's cron was checked when it loaded."""
     if model.cron:
-        aliases = {"@hourly": IntervalUnit.HOUR, "@daily": IntervalUnit.DAY, "@weekly": IntervalUnit.WEEK, "@monthly": IntervalUnit.MONTH, "@yearly": IntervalUnit.YEAR}
-        return aliases[model.cron].cron if model.cron in aliases else model.cron
+        return expand_cron(model.cron)
     if isinstance(model.kind, IncrementalByTimeRange):
         return model.unit.cron
     return None

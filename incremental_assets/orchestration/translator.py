@@ -17,6 +17,7 @@ from typing import Any, Mapping, Sequence
 import dagster as dg
 
 from incremental_assets.analysis import SourceBound
+from incremental_assets.model.cron import expand_cron
 from incremental_assets.model.intervals import IntervalUnit
 from incremental_assets.model.kinds import IncrementalByTimeRange, Seed, View
 from incremental_assets.model.project import Source
@@ -101,7 +102,7 @@ class ModelTranslator:
     def get_automation_condition(self, model: SqlModel) -> dg.AutomationCondition | None:
         if self.automation_condition == "eager":
             return dg.AutomationCondition.eager()
-        cron = model.cron or (model.unit.cron if model.is_incremental else None)  # as the model's schedule
+        cron = expand_cron(model.cron) if model.cron else (model.unit.cron if model.is_incremental else None)  # as the model's schedule
         if self.automation_condition == "on_cron" and cron:
             return dg.AutomationCondition.on_cron(cron, cron_timezone="UTC")
         if self.automation_condition == "on_missing":

@@ -190,7 +190,7 @@ def refusal_message(model: SqlModel, analysis: Analysis) -> str:
         where = f"{path}:{reason.line}" if reason.line else str(path)
         lines.append(f"  {where}: [{reason.rule}] {reason.message}")
     lines.append(
-        "fix the SQL, allow the construct in the kind (e.g. allow_window_functions true), "
+        "fix the SQL, allow the construct in the MODEL header (e.g. physical_properties (allow_window_functions = true)), "
         "or run with --allow-downgrade to rebuild the model in full this time"
     )
     return "\n".join(lines)

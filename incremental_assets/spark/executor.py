@@ -26,6 +26,7 @@ from incremental_assets.spark import faults, merge
 from incremental_assets.spark.inputs import Inputs
 from incremental_assets.spark.read_errors import unreadable_input
 from incremental_assets.spark.python_models import register_python_rows
+from incremental_assets.spark.session import run_project_statements
 from incremental_assets.spark.writes import STRATEGIES, WriteStrategy
 
 log = logging.getLogger("incremental_assets")
@@ -78,6 +79,7 @@ class Executor(Inputs):
         before_commit: Callable[[str], None] | None = None,
     ) -> RunResult:
         """Run a plan and commit its output atomically; returns rows written and the new table version."""
+        run_project_statements(self.spark, self.project, "before_all")
         if plan.write == WriteKind.VIEW:
             began = time.perf_counter()
             inputs = self.register(plan)
@@ -96,6 +98,7 @@ class Executor(Inputs):
     ) -> RunResult:
         """Run plans of one model into one staging folder and commit them as ONE Delta transaction,
         by the write strategy of their kind of write (:mod:`.writes`)."""
+        run_project_statements(self.spark, self.project, "before_all")
         began = time.perf_counter()
         first, last = plans[0], plans[-1]
         model = self.project.models[first.model]

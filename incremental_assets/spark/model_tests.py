@@ -108,10 +108,10 @@ def _in_nested_project(path: Path, root: Path) -> bool:
 
 
 def load_model_tests(project: Project) -> list[ModelTest]:
-    """Every test in ``<project>/tests/**/*.yaml`` (files whose entries name a ``model``)."""
+    """Every test in ``<project>/tests/**/*.yaml`` of each project folder (files whose entries name a ``model``)."""
     tests = []
-    root = project.directory / "tests"
-    for path in sorted(root.rglob("*.yaml")):
+    roots = [folder / "tests" for folder in (project.directories or (project.directory,))]
+    for root, path in [(root, path) for root in roots for path in sorted(root.rglob("*.yaml"))]:
         if _in_nested_project(path, root):
             continue
         data, lines = _read_yaml(path)

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import atexit
+import weakref
 from typing import Mapping
 
 from pyspark.sql import SparkSession
+
+from incremental_assets.errors import StorageError
+from incremental_assets.model.project import Project
 
 
 def build_spark_session(conf: Mapping[str, str], *, remote: str | None = None, app_name: str = "incremental_assets") -> SparkSession:
@@ -14,9 +18,9 @@ def build_spark_session(conf: Mapping[str, str], *, remote: str | None = None, a
     if remote:
         builder = builder.remote(remote)
     for key, value in conf.items():
-        if remote and not key.startswith("spark.sql."):
+        if remote and (not key.startswith("spark.sql.") or key == "spark.sql.warehouse.dir"):
             # A Spark Connect session may only change SQL settings; the rest (master, UI, driver and
-            # executor options) belong to the server, which warns on every attempt to set them.
+            # executor options, the catalog's folder) belong to the server, which warns on every attempt to set them.
             continue
         builder = builder.config(key, value)
     session = builder.getOrCreate()
@@ -32,3 +36,31 @@ def build_spark_session(conf: Mapping[str, str], *, remote: str | None = None, a
 
 
 _RELEASED_AT_EXIT: list = []
+
+
+_STATEMENTS_RUN: "weakref.WeakKeyDictionary[SparkSession, set]" = weakref.WeakKeyDictionary()
+
+
+def run_project_statements(spark: SparkSession, project: Project, when: str) -> None:
+    """The project's ``before_all`` or ``after_all`` statements (SQLMesh's config), in order, on ``spark``.
+
+    ``before_all`` runs once per session and project (the first model a process runs); ``after_all``
+    after each model, as the statements are written to be repeatable (``IF NOT EXISTS``, ``DROP ... IF EXISTS``).
+    """
+    statements = project.before_all if when == "before_all" else project.after_all
+    if not statements:
+        return
+    if when == "before_all":
+        done = _STATEMENTS_RUN.setdefault(spark, set())
+        key = (str(project.directory), statements)
+        if key in done:
+            return
+        done.add(key)
+    for sql in statements:
+        try:
+            spark.sql(sql).collect()
+        except Exception as exc:  # Spark's error, told with the statement and where it comes from
+            if when == "before_all":
+                _STATEMENTS_RUN[spark].discard((str(project.directory), statements))
+            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise StorageError(f"the {when} statement `{sql}` of the project config failed: {message}") from exc

@@ -49,6 +49,20 @@ ADMITTED = {
         "GROUP BY a.ts, a.id",
         (timedelta(hours=2), ZERO),
     ),
+    # DISTINCT and HAVING on groups keyed by the time column: admitted without an override.
+    "count_distinct_per_time": ("SELECT ts, COUNT(DISTINCT id) AS ids FROM raw.events GROUP BY ts", (ZERO, ZERO)),
+    "select_distinct_with_time": ("SELECT DISTINCT ts, id FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt", (ZERO, ZERO)),
+    "having_per_time": (
+        "SELECT ts, id, SUM(x) AS total FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt "
+        "GROUP BY ts, id HAVING COUNT(*) > 1",
+        (ZERO, ZERO),
+    ),
+    # A read wider than the window: the earlier groups it adds are partial, and dropped by the clamp.
+    "count_distinct_with_lookback": (
+        "SELECT ts, COUNT(DISTINCT id) AS ids, COUNT(DISTINCT x) AS xs FROM raw.events "
+        "WHERE ts BETWEEN @start_dt - INTERVAL '30' MINUTE AND @end_dt GROUP BY ts HAVING COUNT(*) >= 1",
+        (timedelta(minutes=30), ZERO),
+    ),
 }
 
 # Rows that a run needs from before (or after) its window, around the cut at 01:00.
@@ -151,3 +165,16 @@ def test_a_start_anchored_filter_is_limited_to_what_it_covers():
     one_at_a_time = _runs(query, analysis.bounds, rows, set(range(1, HOURS)))
     assert _runs(query, analysis.bounds, rows, {2, 4}) == one_at_a_time  # runs of 2 intervals
     assert _runs(query, analysis.bounds, rows, {3}) != one_at_a_time  # runs of 3 intervals lose rows
+
+
+def test_a_refused_count_distinct_without_the_time_column_really_differs_when_cut():
+    sql = (
+        "SELECT e.ts, e.id, c.ids FROM raw.events AS e CROSS JOIN "
+        "(SELECT COUNT(DISTINCT id) AS ids FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt) AS c "
+        "WHERE e.ts BETWEEN @start_dt AND @end_dt"
+    )
+    query, analysis = _analyze(sql)
+    assert sorted(r.rule for r in analysis.reasons) == ["aggregate", "distinct"]
+    assert "physical_properties (allow_distinct = true)" in next(r.message for r in analysis.reasons if r.rule == "distinct")
+    rows = _rows([(10, 1, 1), (70, 2, 1)])
+    assert _runs(query, analysis.bounds, rows, {1}) != _runs(query, analysis.bounds, rows, set())

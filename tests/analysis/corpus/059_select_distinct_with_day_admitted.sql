@@ -1,10 +1,9 @@
--- why: SELECT DISTINCT is refused by default
+-- why: SELECT DISTINCT that keeps the day dedupes within one interval; admitted, no flag
 -- sources: {raw.page_views: viewed_at}
 -- time_column: view_date
 -- interval: 1d
 -- expect:
---   class: Refused
---   reasons: [distinct@10]
+--   class: FullyBatchSafe
 --   bounds: {raw.page_views: [PT0S, PT0S]}
 SELECT DISTINCT
   CAST(viewed_at AS DATE) AS view_date,

@@ -1,10 +1,9 @@
--- why: HAVING with an aggregate is refused by default, even when groups are whole
+-- why: HAVING on groups keyed by the day sees whole groups (a run reads whole days); admitted, no flag
 -- sources: {raw.orders: order_ts}
 -- time_column: order_date
 -- interval: 1d
 -- expect:
---   class: Refused
---   reasons: [having@13]
+--   class: FullyBatchSafe
 --   bounds: {raw.orders: [PT0S, PT0S]}
 SELECT CAST(order_ts AS DATE) AS order_date, customer_id, COUNT(*) AS orders
 FROM raw.orders

@@ -1,10 +1,9 @@
--- why: COUNT(DISTINCT x) is refused by default
+-- why: daily COUNT(DISTINCT x) grouped by the day counts within one interval; admitted, no flag
 -- sources: {raw.page_views: viewed_at}
 -- time_column: view_date
 -- interval: 1d
 -- expect:
---   class: Refused
---   reasons: [distinct@11]
+--   class: FullyBatchSafe
 --   bounds: {raw.page_views: [PT0S, PT0S]}
 SELECT
   CAST(viewed_at AS DATE) AS view_date,
