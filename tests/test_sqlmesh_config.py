@@ -175,3 +175,19 @@ def test_sqlmesh_sushi_example_gets_past_config_and_external_models():
     text = str(err.value)
     for fixed in ("config.py", "external_models", "raw.demographics", "not available"):
         assert fixed not in text, text
+
+
+def test_a_name_in_the_gateways_default_catalog_names_the_model(make_project):
+    """SQLMesh prefixes every model with the gateway's default catalog; generated SQL (ibis.to_sql) writes
+    `local.s.a`: it reads model s.a. A catalog that is not the default stays an unknown table."""
+    root = make_project({
+        "config.yaml": "gateways:\n  g:\n    connection:\n      type: duckdb\n      catalogs:\n        local: data/l.duckdb\nmodel_defaults:\n  dialect: duckdb\n",
+        **MODEL,
+        "models/b.sql": "MODEL (name s.b, kind FULL); SELECT x FROM local.s.a",
+    })
+    project = load_project(root)
+    assert project.model("s.b").depends_on == ("s.a",)
+    assert "local" not in project.model("s.b").query.sql(dialect="spark")
+    (root / "models" / "c.sql").write_text("MODEL (name s.c, kind FULL); SELECT x FROM other.s.a")
+    with pytest.raises(ProjectError, match="other.s.a"):
+        load_project(root)

@@ -12,7 +12,9 @@ Built-ins are checked when the model loads (unknown names are resolved against t
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
+from typing import Callable
 
 import sqlglot
 from sqlglot import exp
@@ -32,12 +34,13 @@ from incremental_assets.load.header import (
     split_model_file,
 )
 from incremental_assets.model.audits import BUILTINS, Audit, Origin, UserAudit
+from incremental_assets.load.macro_syntax import call_name, protect_macros, restore_macros
 from incremental_assets.load.query import check_nesting, check_tree_depth
 
 
 def _expr(value: Value, path: str | Path) -> exp.Expression:
     try:
-        return sqlglot.parse_one(value.text, dialect="spark")
+        return restore_macros(sqlglot.parse_one(protect_macros(value.text), dialect="spark"), "spark")
     except ParseError as e:
         raise ModelFileError(path, value.line, f"cannot parse '{value.text}' as SQL: {e}") from None
 
@@ -95,6 +98,20 @@ def parse_audits(value: Value, path: str | Path, *, origin: Origin) -> tuple[Aud
     return tuple(audits)
 
 
+def expand_audit_arguments(audits: tuple[Audit, ...], expand: Callable[[exp.Expression], exp.Expression]) -> tuple[Audit, ...]:
+    """The audits with every macro call in their arguments (``threshold := @limit()``) replaced by its
+    value when the model loads, as SQLMesh renders audit arguments; date macros stay for the run."""
+
+    def one(value: exp.Expression) -> exp.Expression:
+        return expand(value) if any(call_name(n) for n in value.walk()) else value
+
+    out = []
+    for audit in audits:
+        args = {k: tuple(one(x) for x in v) if isinstance(v, tuple) else one(v) for k, v in audit.args.items()}
+        out.append(replace(audit, args=args))
+    return tuple(out)
+
+
 def _example(name: str) -> str:
     return {
         "not_null": "not_null(columns := [id, ts])",
@@ -145,15 +162,16 @@ def split_inline_audits(text: str, path: Path, line_offset: int = 0) -> tuple[st
     """
     audits: list[UserAudit] = []
     pos = 0
+    blanked = text  # blocks blanked in a copy: the ';' before the next block must still be seen
     while (match := _AUDIT_START.search(text, pos)) is not None:
         start = match.start() + len(match.group(1))
         end = _statement_end(text, _statement_end(text, start))
         block = text[start:end]
         lines_before = line_offset + text.count("\n", 0, start)
         audits += parse_audit_text("\n" * lines_before + block, path)
-        text = text[:start] + re.sub(r"[^\n]", " ", block) + text[end:]
+        blanked = blanked[:start] + re.sub(r"[^\n]", " ", block) + blanked[end:]
         pos = end
-    return text, audits
+    return blanked, audits
 
 
 def parse_audit_text(text: str, path: Path) -> list[UserAudit]:

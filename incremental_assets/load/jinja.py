@@ -4,7 +4,9 @@
 post-statement) are rendered with jinja2, then read like any other SQL. The run window is not known when
 a file loads, so ``{{ start_ds }}``, ``{{ end_ts }}``, ... render to the macros ``@start_ds``, ... which the
 run renders as typed literals (a quoted ``'{{ start_ds }}'`` too); ``{{ var('name', default) }}`` renders
-the project variable as a SQL literal, and ``{{ this_model }}`` the model's own table.
+the project variable as a SQL literal, and ``{{ this_model }}`` the model's own table. The
+``{% macro name(...) %}`` definitions of the project's ``macros/**/*.sql`` are callable in every block, as in
+SQLMesh.
 
 >>> print(render_jinja_blocks("JINJA_QUERY_BEGIN;\\nSELECT {{ var('n') }} AS n WHERE ds = '{{ start_ds }}'\\nJINJA_END;", "m.sql", {"n": 3}))
 <BLANKLINE>
@@ -35,7 +37,28 @@ def _sql_literal(value: Any) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
 
-def render_jinja_blocks(text: str, path: str | Path, variables: Mapping[str, Any], line_offset: int = 0) -> str:
+def _project_macros(env: Any, macros_dir: Path | None) -> dict[str, Any]:
+    """The Jinja macros of ``macros/**/*.sql`` by name; all files share one namespace, so macros call
+    each other across files."""
+    import jinja2
+
+    files = sorted(macros_dir.rglob("*.sql")) if macros_dir is not None and macros_dir.is_dir() else []
+    out: dict[str, Any] = {}
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        if "{%" not in text:
+            continue
+        try:
+            module = env.from_string(text, globals=out).module
+        except jinja2.TemplateError as exc:
+            raise ModelFileError(path, getattr(exc, "lineno", None), f"cannot read the Jinja macros: {exc}") from None
+        out.update((name, getattr(module, name)) for name in dir(module) if not name.startswith("_"))
+    return out
+
+
+def render_jinja_blocks(
+    text: str, path: str | Path, variables: Mapping[str, Any], line_offset: int = 0, macros_dir: Path | None = None
+) -> str:
     """The model body with every Jinja block rendered; lines outside the blocks keep their numbers."""
     if "JINJA_" not in text.upper():
         return text
@@ -47,9 +70,10 @@ def render_jinja_blocks(text: str, path: str | Path, variables: Mapping[str, Any
     def var(name: str, default: Any = None) -> str:
         return _sql_literal(variables.get(str(name).lower(), default))
 
-    context: dict[str, Any] = {name: "@" + name for name in DATE_MACROS}
-    context["var"] = var
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    context: dict[str, Any] = _project_macros(env, macros_dir)
+    context.update({name: "@" + name for name in DATE_MACROS})
+    context["var"] = var
 
     def render(match: re.Match[str]) -> str:
         line = line_offset + text.count("\n", 0, match.start()) + 1

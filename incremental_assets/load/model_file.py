@@ -26,7 +26,7 @@ from sqlglot import exp
 from sqlglot.errors import ErrorLevel, ParseError, TokenError, UnsupportedError
 
 from incremental_assets.errors import ModelFileError
-from incremental_assets.load.audits import parse_audits, split_inline_audits
+from incremental_assets.load.audits import expand_audit_arguments, parse_audits, split_inline_audits
 from incremental_assets.load.header import (
     Header,
     Items,
@@ -43,7 +43,8 @@ from incremental_assets.load.header import (
 )
 from incremental_assets.load.jinja import render_jinja_blocks
 from incremental_assets.load.kinds import read_kind
-from incremental_assets.load.macro_eval import MacroContext
+from incremental_assets.load.macro_eval import MacroContext, MacroEvaluator
+from incremental_assets.load.macro_ops import MacroError
 from incremental_assets.load.query import (
     node_line,
     output_columns,
@@ -103,13 +104,15 @@ def parse_model_file(
     kind = read_kind(reader, seen["kind"], metadata)
     kind = _physical_overrides(reader, kind, seen.get("physical_properties"))
     values = _read_values(reader, seen, dialect, metadata)
+    if values.get("audits"):
+        values["audits"] = _expanded_audits(reader, seen, values["audits"], macros)
     _start_and_end(reader, seen, values)
     if "start" in values and is_relative_time(seen["start"].value):
         values["relative_start"] = str(seen["start"].value.value).strip()  # type: ignore[union-attr]
     if isinstance(kind, IncrementalByTimeRange):
         _time_layout(reader, seen, values, defaulted)
     _warn_unused(path, seen)
-    body = render_jinja_blocks(split.query_text, path, variables or {}, split.query_line - 1)
+    body = render_jinja_blocks(split.query_text, path, variables or {}, split.query_line - 1, macros.macros_dir if macros else None)
     body, inline_audits = split_inline_audits(body, path, split.query_line - 1)
     if isinstance(kind, Seed):
         kind, query = _seed_query(reader, kind, values, body, seen["kind"].line)
@@ -143,6 +146,21 @@ def parse_model_file(
         inline_audits=tuple(inline_audits),
         **values,
     )
+
+
+def _expanded_audits(reader: HeaderReader, seen: Mapping[str, Property], audits: tuple[Any, ...], macros: MacroContext | None) -> tuple[Any, ...]:
+    """Audit arguments with their macro calls evaluated (the project's Python macros)."""
+    evaluator = MacroEvaluator(macros or MacroContext(), "spark", runtime_stage="loading")
+    line = seen["audits"].line if "audits" in seen else None
+
+    def expand(node: exp.Expression) -> exp.Expression:
+        try:
+            value = evaluator.transform(node)
+            return evaluator.to_expression(value[0] if isinstance(value, list) and len(value) == 1 else value, node)
+        except MacroError as exc:
+            raise reader.fail(line, f"audits: {exc.message}", hint=exc.hint) from None
+
+    return expand_audit_arguments(audits, expand)
 
 
 def _start_and_end(reader: HeaderReader, seen: Mapping[str, Property], values: dict[str, Any]) -> None:

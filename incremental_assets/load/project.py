@@ -14,7 +14,7 @@ import os
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from sqlglot import exp
 
@@ -30,6 +30,7 @@ from incremental_assets.load.query import parse_statements, table_name, table_re
 from incremental_assets.load.settings import load_settings
 from incremental_assets.load.sources import load_sources
 from incremental_assets.load.sqlmesh_config import SqlmeshConfig, load_sqlmesh_config
+from incremental_assets.load.sqlmesh_models import SqlmeshPythonModel
 from incremental_assets.model.audits import BUILTINS, UserAudit
 from incremental_assets.model.cron import CRON_HINT, cron_problem
 from incremental_assets.model.kinds import Embedded
@@ -82,7 +83,7 @@ def _load(directory: str | Path | Sequence[str | Path], settings: Settings | Non
     for folder, config in zip(directories, configs):
         macros = _macro_context(folder, sources, config, errors)
         for model in _load_models(folder / "models", settings, config, sources, errors, macros).values():
-            _add_model(models, model, sources, errors)
+            _add_model(models, _in_default_catalog(model, config.default_catalog), sources, errors)
         before += _config_statements(config, "before_all", settings, macros, errors)
         after += _config_statements(config, "after_all", settings, macros, errors)
     sources.update(catalog_tables(models, sources, unlocated, before))
@@ -229,6 +230,7 @@ def _load_models(
     models: dict[str, SqlModel] = {}
     defaults = config.default_properties()
     dialect = config.dialect or settings.dialect
+    deferred: list[Callable[..., SqlModel]] = []
     for path in _model_files(models_dir):
         try:
             if path.suffix == ".sql":
@@ -238,13 +240,36 @@ def _load_models(
                     for t in texts
                 ]
             else:
-                found = load_python_models(path, root=models_dir.parent, defaults=defaults, dialect=dialect)
+                found = load_python_models(path, root=models_dir.parent, defaults=defaults, dialect=dialect, macros=macros, deferred=deferred)
         except ModelFileError as exc:
             errors.append(exc)
             continue
         for model in found:
             _add_model(models, model, sources, errors)
+    if deferred and macros is not None:  # is_sql entrypoints may ask for any model's columns
+        known = {name: dict(m.columns) for name, m in models.items() if m.columns}
+        macros = replace(macros, schemas={**known, **macros.schemas})
+    for build in deferred:
+        try:
+            _add_model(models, build(macros=macros), sources, errors)
+        except ModelFileError as exc:
+            errors.append(exc)
     return models
+
+
+def _in_default_catalog(model: SqlModel, catalog: str | None) -> SqlModel:
+    """The model with its three-part table names in the gateway's default catalog read as two-part names
+    (SQLMesh names its models ``catalog.schema.table``; here a model is ``schema.table``)."""
+    if not catalog or model.query is None:
+        return model
+    tables = [t for t in model.query.find_all(exp.Table) if t.catalog and t.catalog.lower() == catalog and t.db]
+    if not tables:
+        return model
+    query = model.query.copy()
+    for table in query.find_all(exp.Table):
+        if table.catalog and table.catalog.lower() == catalog and table.db:
+            table.set("catalog", None)
+    return replace(model, query=query, references=table_references(query))
 
 
 def _add_model(models: dict[str, SqlModel], model: SqlModel, sources: Mapping[str, Source], errors: list[ModelFileError]) -> None:
@@ -336,14 +361,14 @@ def _reference_errors(models: Mapping[str, SqlModel], sources: Mapping[str, Sour
                         hint="declare it in sources.yaml or create a model with that name",
                     )
                 )
-            if ref.name == model.name and not model.is_incremental:
+            if ref.name == model.name and not model.is_incremental and not isinstance(model, SqlmeshPythonModel):  # its rows are read before the write
                 errors.append(ModelFileError(model.path, ref.line, f"model {model.name} reads itself; only incremental models may"))
     return errors
 
 
 def _load_user_audits(folder: Path, errors: list[ModelFileError]) -> dict[str, UserAudit]:
     user_audits: dict[str, UserAudit] = {}
-    for path in sorted(folder.glob("*.sql")):
+    for path in sorted(folder.rglob("*.sql")):  # subfolders too, as SQLMesh
         try:
             user_audits.update((a.name, a) for a in parse_audit_file(path))
         except ModelFileError as exc:

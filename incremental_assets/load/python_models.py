@@ -23,11 +23,12 @@ import importlib.util
 import inspect
 import sys
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from incremental_assets.errors import ModelFileError
+from incremental_assets.load.macro_eval import MacroContext
 from incremental_assets.load.query import parse_query
 from incremental_assets.load.sqlmesh_models import sqlmesh_python_model
 from incremental_assets.load.sqlmesh_shim import MODEL_REGISTRY, import_failure, real_model_specs, sqlmesh_names
@@ -66,13 +67,17 @@ def _line_of_model(text: str) -> int | None:
 
 
 def _import(path: Path, root: Path | None) -> Any:
-    """Import a project Python file, with SQLMesh's names served and the project folder importable."""
+    """Import a project Python file, with SQLMesh's names served and the project folder importable.
+
+    The project modules it imports (``helper``, ``macros.*``, ``models.*``) are dropped from
+    ``sys.modules`` after, so projects loaded one after another never share them."""
     spec = importlib.util.spec_from_file_location(f"incremental_assets_model_{path.stem}_{abs(hash(str(path)))}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     added = root is not None and str(root) not in sys.path
     if added:
         sys.path.insert(0, str(root))
+    before_modules = set(sys.modules)
     try:
         with sqlmesh_names():
             before = len(MODEL_REGISTRY)
@@ -83,19 +88,39 @@ def _import(path: Path, root: Path | None) -> Any:
     finally:
         if added:
             sys.path.remove(str(root))
+        if root is not None:
+            for name in set(sys.modules) - before_modules:
+                module_ = sys.modules[name]
+                places = [getattr(module_, "__file__", None) or "", *(getattr(module_, "__path__", None) or [])]
+                if any(str(place).startswith(str(root)) for place in places):  # namespace packages have no file
+                    del sys.modules[name]
     return module
 
 
 def load_python_models(
-    path: str | Path, *, root: Path | None = None, defaults: Mapping[str, str] | None = None, dialect: str = "spark"
+    path: str | Path,
+    *,
+    root: Path | None = None,
+    defaults: Mapping[str, str] | None = None,
+    dialect: str = "spark",
+    macros: MacroContext | None = None,
+    deferred: list[Callable[..., SqlModel]] | None = None,
 ) -> list[SqlModel]:
     """The models of one ``models/*.py`` file: a source model (``MODEL`` + ``fetch``), SQLMesh ``@model``
-    functions, or none (a helper module other model files import)."""
+    functions, or none (a helper module other model files import). ``is_sql`` models, whose entrypoint may
+    read the columns of any other model, go to ``deferred`` when given (called with ``macros=`` once every model is known)."""
     path = Path(path)
     module = _import(path, root)
     specs = list(module.__sqlmesh_models__)
     if specs:
-        return [sqlmesh_python_model(path, spec, defaults or {}, dialect) for spec in specs]
+        out = []
+        for spec in specs:
+            build = partial(sqlmesh_python_model, path, spec, defaults or {}, dialect)
+            if deferred is not None and spec.kwargs.get("is_sql"):
+                deferred.append(build)
+            else:
+                out.append(build(macros=macros))
+        return out
     if getattr(module, "MODEL", None) is None:
         return []
     return [load_python_model(path, module=module)]

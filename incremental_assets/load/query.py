@@ -199,8 +199,13 @@ def parse_model_body(
     statements = _parse_statements(sql, dialect, path, line_offset)
     for statement in statements:
         check_tree_depth(statement, path, 0)
+    for statement in statements:  # the query is the statement written as one (SQLMesh): a macro statement
+        if isinstance(statement, exp.Query):  # expanding to a SELECT stays a pre- or post-statement
+            statement.meta["model_query"] = True
     statements = _expand(statements, dialect, path, line_offset, macros, this_model)
     queries = [i for i, s in enumerate(statements) if isinstance(s, exp.Query)]
+    written = [i for i in queries if statements[i].meta.get("model_query")]
+    queries = written if len(written) == 1 else queries
     if not queries:
         if statements:
             raise ModelFileError(

@@ -66,6 +66,7 @@ class SqlmeshConfig:
     gateway: str | None = None  # the selected gateway: ``default_gateway``, else the first one
     before_all: tuple[str, ...] = ()  # statements run before the models of a run, in the project dialect
     after_all: tuple[str, ...] = ()
+    default_catalog: str | None = None  # the selected gateway's default catalog: `local.s.t` names model s.t
 
     @property
     def dialect(self) -> str | None:
@@ -136,8 +137,41 @@ def load_sqlmesh_config(directory: str | Path) -> SqlmeshConfig:
         log.info("%s: gateways are not used; models run on the Spark session of incremental_assets.yaml", path)
     return SqlmeshConfig(
         path, defaults, _variables(raw, path), _selected_gateway(raw),
-        _statements(raw, "before_all", path), _statements(raw, "after_all", path),
+        _statements(raw, "before_all", path), _statements(raw, "after_all", path), default_catalog(raw),
     )
+
+
+def default_catalog(raw: Mapping[str, Any]) -> str | None:
+    """The catalog SQLMesh puts in front of every model name on the selected gateway, so that a
+    three-part name in it (``local.ibis.orders``, as generated SQL often writes) names a model here.
+
+    As SQLMesh's DuckDB connection: the first of ``catalogs``, else the stem of ``database``, else
+    ``memory``; other engines: their ``catalog`` (or ``database``) setting.
+
+    >>> default_catalog({"gateways": {"g": {"connection": {"type": "duckdb", "catalogs": {"local": "data/l.duckdb"}}}}})
+    'local'
+    >>> default_catalog({"gateways": {"g": {"connection": {"type": "duckdb", "database": "db.duckdb"}}}})
+    'db'
+    >>> default_catalog({"default_connection": {"type": "duckdb"}}), default_catalog({})
+    ('memory', None)
+    """
+    gateways = raw.get("gateways") or {}
+    connection: Any = raw.get("default_connection")
+    if isinstance(gateways, dict) and gateways:
+        name = raw.get("default_gateway") or next(iter(gateways))
+        gateway = gateways.get(name) or {}
+        connection = gateway.get("connection") if isinstance(gateway, dict) else None
+    if not isinstance(connection, dict):
+        return None
+    engine = str(connection.get("type") or "duckdb").lower()
+    catalogs = connection.get("catalogs")
+    if isinstance(catalogs, dict) and catalogs:
+        return str(next(iter(catalogs))).lower()
+    database = connection.get("database") or connection.get("catalog")
+    if database:
+        stem = Path(str(database)).stem if engine == "duckdb" else str(database)
+        return stem.lower() if stem not in ("", ":memory:") else "memory"
+    return "memory" if engine == "duckdb" else None
 
 
 def _selected_gateway(raw: Mapping[str, Any]) -> str | None:

@@ -9,12 +9,16 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import sqlglot
 from sqlglot import exp
 
 from incremental_assets.errors import ModelFileError
 from incremental_assets.model.audits import Audit, UserAudit
+from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.model.project import Project
+from incremental_assets.plan.macros import macro_values
 
 
 def _or(conditions: list[exp.Expression]) -> exp.Expression:
@@ -24,7 +28,7 @@ def _or(conditions: list[exp.Expression]) -> exp.Expression:
     return out
 
 
-def failing_rows_sql(audit: Audit, table: str, user: UserAudit | None = None) -> str:
+def failing_rows_sql(audit: Audit, table: str, user: UserAudit | None = None, model_name: str | None = None) -> str:
     """Spark SQL returning the rows of ``table`` that break ``audit`` (no rows: it passes)."""
     src = exp.to_table(table)
     a = audit.args
@@ -73,12 +77,18 @@ def failing_rows_sql(audit: Audit, table: str, user: UserAudit | None = None) ->
         q = select.where(_or([exp.Not(this=exp.Coalesce(this=exp.paren(c.copy()), expressions=[exp.false()])) for c in a["criteria"]]))  # type: ignore[union-attr]
     else:
         assert user is not None, f"unresolved audit {name}"
-        return render_user_audit(user, audit, table)
+        return render_user_audit(user, audit, table, model_name)
     return q.sql(dialect="spark")
 
 
-def render_user_audit(user: UserAudit, audit: Audit, table: str) -> str:
-    """The user audit's query with ``@this_model`` and its parameters replaced as AST nodes."""
+# An audit runs over the rows of the run's window only: its date macros (``order_ds BETWEEN @start_ds AND
+# @end_ds``) select all of them, as SQLMesh's do over the same window.
+_ALL_TIME = macro_values(TimeWindow(datetime(1970, 1, 1, tzinfo=timezone.utc), datetime(9999, 12, 31, tzinfo=timezone.utc)))
+
+
+def render_user_audit(user: UserAudit, audit: Audit, table: str, model_name: str | None = None) -> str:
+    """The user audit's query with ``@this_model`` (and the audited model's own name, as SQLMesh reads
+    it), its parameters and date macros replaced as AST nodes."""
     tree = sqlglot.parse_one(user.query, dialect="spark")
     values: dict[str, exp.Expression] = {k: sqlglot.parse_one(v, dialect="spark") for k, v in user.defaults.items()}
     for key, v in audit.args.items():
@@ -91,7 +101,11 @@ def render_user_audit(user: UserAudit, audit: Audit, table: str) -> str:
                 return exp.to_table(table)
             if key in values:
                 return values[key].copy()
+            if key in _ALL_TIME:
+                return _ALL_TIME[key].copy()
             raise ModelFileError(user.path, None, f"audit {user.name} uses @{key}, which the model does not pass")
+        if model_name and isinstance(node, exp.Table) and ".".join(p for p in (node.db, node.name) if p).lower() == model_name and not node.catalog:
+            return exp.to_table(table).as_(node.alias) if node.alias else exp.to_table(table)
         return node
 
     return tree.transform(swap).sql(dialect="spark")

@@ -36,7 +36,7 @@ def evaluate(spark: SparkSession, project: Project, model: SqlModel, rows: DataF
     """Run each audit's failing-rows query over ``rows``; count the failures and keep a sample."""
     view = "ia_audited_" + model.name.replace(".", "_")
     rows.drop(delta.PARTITION_COLUMN, delta.DAY_COLUMN, delta.BUCKET_COLUMN).createOrReplaceTempView(view)
-    sqls = [failing_rows_sql(audit, view, project.audits.get(audit.name)) for audit in audits]
+    sqls = [failing_rows_sql(audit, view, project.audits.get(audit.name), model.name) for audit in audits]
     if not sqls:
         return []
     # Every audit's failing rows are counted in ONE Spark job (a UNION ALL of the counts): a job costs

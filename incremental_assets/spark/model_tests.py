@@ -40,7 +40,9 @@ from incremental_assets.model.intervals import (
 )
 from incremental_assets.model.project import Project
 from incremental_assets.plan.run_plan import RunPlan, plan_run
+from incremental_assets.load.sqlmesh_models import SqlmeshPythonModel
 from incremental_assets.spark.executor import Executor
+from incremental_assets.spark.python_models import register_python_rows
 
 
 @dataclass(frozen=True)
@@ -164,8 +166,11 @@ class _FixtureExecutor(Executor):
         super().__init__(spark, project)
         self.test = test
 
+    def _declared(self, name: str) -> dict[str, str]:
+        return dict(self.project.sources[name].columns if name in self.project.sources else self.project.models[name].columns)
+
     def _schema(self, name: str) -> str | None:
-        declared = self.project.sources[name].columns if name in self.project.sources else self.project.models[name].columns
+        declared = self._declared(name)
         return ", ".join(f"`{c}` {t}" for c, t in declared.items()) if declared else None
 
     def register(self, plan: RunPlan) -> dict[str, str]:
@@ -176,11 +181,10 @@ class _FixtureExecutor(Executor):
                 continue
             if rows is None:
                 raise ModelFileError(self.test.path, None, f"test {self.test.name}: no rows given for input {read.name}")
-            schema = self._schema(read.name)
-            if schema:
-                cols = [c.split("`")[1] for c in schema.split(", ")]
-                data = [tuple(_spark_value(r.get(c)) for c in cols) for r in rows]
-                df = self.spark.createDataFrame(data, "struct<" + ", ".join(f"{c}: {t.split(' ', 1)[1]}" for c, t in zip(cols, schema.split(", "))) + ">")
+            declared = self._declared(read.name)
+            if declared:
+                data = [tuple(_typed_value(r.get(c), t) for c, t in declared.items()) for r in rows]
+                df = self.spark.createDataFrame(data, "struct<" + ", ".join(f"`{c}`: {t}" for c, t in declared.items()) + ">")
             else:
                 df = self.spark.createDataFrame([{k: _spark_value(v) for k, v in r.items()} for r in rows])
             df.createOrReplaceTempView(read.view)
@@ -194,6 +198,20 @@ class _FixtureExecutor(Executor):
         if self.test.query:
             return self.spark.createDataFrame([{k: _spark_value(v) for k, v in r.items()} for r in self.test.query]).limit(0)
         raise ModelFileError(self.test.path, None, f"test {self.test.name}: model {name} reads itself; give its rows as an input or declare its columns")
+
+
+def _typed_value(v: Any, spark_type: str) -> Any:
+    """A YAML value for a column of a declared type (YAML reads ``1.23`` as a float, ``'1'`` for text as 1)."""
+    if v is None:
+        return None
+    kind = spark_type.strip().lower()
+    if kind.startswith("decimal"):
+        return Decimal(str(v))
+    if kind in ("string", "varchar", "text") or kind.startswith(("varchar", "char")):
+        return str(v)
+    if kind in ("double", "float") and isinstance(v, int) and not isinstance(v, bool):
+        return float(v)
+    return _spark_value(v)
 
 
 def _spark_value(v: Any) -> Any:
@@ -244,8 +262,11 @@ def run_model_test(spark: SparkSession, project: Project, test: ModelTest) -> Te
     try:
         return _run_model_test(spark, project, test)
     except (IncrementalAssetsError, AnalysisException, Py4JError) as exc:
-        message = exc.message if isinstance(exc, ModelFileError) else str(exc).strip().splitlines()[0]
+        message = exc.message if isinstance(exc, ModelFileError) else (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         return TestOutcome(test, [f"cannot run: {message}"])
+    except Exception as exc:  # anything else the model's own code raised: one line, never a traceback
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return TestOutcome(test, [f"cannot run: {type(exc).__name__}: {first}"])
 
 
 def _run_model_test(spark: SparkSession, project: Project, test: ModelTest) -> TestOutcome:
@@ -259,6 +280,8 @@ def _run_model_test(spark: SparkSession, project: Project, test: ModelTest) -> T
     executor = _FixtureExecutor(spark, project, test)
     outcome = TestOutcome(test)
     executor.register(plan)
+    if isinstance(model, SqlmeshPythonModel):  # its rows come from execute, reading the fixture views
+        register_python_rows(spark, project, model, plan)
     if test.query is not None:
         actual = [r.asDict() for r in spark.sql(plan.sql).collect()]
         problem = compare("query", test.query, actual)

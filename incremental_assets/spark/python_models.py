@@ -1,12 +1,16 @@
 """SQLMesh Python models on Spark: call ``execute`` for a run window and register what it returns.
 
-``execute(context, start, end, execution_time, **kwargs)`` gets SQLMesh's arguments: ``start`` the window's
-first instant, ``end`` its last (SQLMesh's inclusive end), ``execution_time`` the run's time. The context
-offers what SQLMesh's ``ExecutionContext`` does for reading: ``resolve_table(name)`` / ``table(name)`` give
-the temporary view the run registered for an upstream model, ``fetchdf(sql)`` runs Spark SQL and returns
-pandas, ``var(name, default)`` reads a config variable, ``spark`` is the session. The function may return a
-pandas or Spark DataFrame, a pyarrow Table, or yield several of them; the rows are registered as the view
-the model's query reads, with the declared column types.
+``execute`` is called as SQLMesh calls it, with keyword arguments only: ``context``, ``start`` (the window's
+first instant), ``end`` (its last: SQLMesh's inclusive end), ``execution_time`` (and its old name
+``latest``) and the project's variables; a function without ``**kwargs`` gets the ones it names. A model
+without a run window (FULL) gets the last complete interval of its cron: ``end`` just before, and
+``execution_time`` at, that interval's end. The context offers what SQLMesh's ``ExecutionContext`` does
+for reading: ``resolve_table(name)`` / ``table(name)`` give the temporary view the run registered for an
+upstream model (or for the model's own table: empty on its first run), ``fetchdf(sql)`` runs a query on
+Spark and returns pandas (SQL text in the model's dialect or a sqlglot expression), ``engine_adapter``
+(dialect ``spark``, ``fetchdf``, ``execute``), ``var(name, default)`` reads a config variable, ``spark`` is
+the session. The function may return a pandas or Spark DataFrame, a pyarrow Table, or yield several of
+them; the rows are registered as the view the model's query reads, with the declared column types.
 """
 
 from __future__ import annotations
@@ -17,11 +21,29 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
+from sqlglot import exp, parse_one
 
 from incremental_assets.errors import StorageError
 from incremental_assets.load.sqlmesh_models import PYTHON_ROWS_VIEW, SqlmeshPythonModel
 from incremental_assets.model.project import Project
 from incremental_assets.plan.run_plan import RunPlan, view_name
+
+SPARK = "spark"
+
+
+class EngineAdapter:
+    """``context.engine_adapter``: the engine the model runs on, Spark, as far as reading goes."""
+
+    dialect = SPARK
+
+    def __init__(self, context: ExecutionContext):
+        self._context = context
+
+    def fetchdf(self, query: Any, quote_identifiers: bool = False) -> Any:
+        return self._context.fetchdf(query, quote_identifiers=quote_identifiers)
+
+    def execute(self, query: Any, quote_identifiers: bool = False, **_kwargs: Any) -> None:
+        self._context.spark.sql(self._context.spark_sql(query, quote_identifiers))
 
 
 class ExecutionContext:
@@ -31,9 +53,10 @@ class ExecutionContext:
         self.spark = spark
         self._project = project
         self._model = model
+        self.engine_adapter = EngineAdapter(self)
 
-    def resolve_table(self, name: str) -> str:
-        key = name.replace('"', "").replace("`", "").lower()
+    def resolve_table(self, model_name: str) -> str:
+        key = str(model_name).replace('"', "").replace("`", "").lower()
         if key not in self._model.depends_on:
             raise StorageError(
                 f"model {self._model.name} ({self._model.path}) reads {key}, which it does not depend on: "
@@ -43,11 +66,23 @@ class ExecutionContext:
 
     table = resolve_table
 
-    def fetchdf(self, sql: Any) -> Any:
-        return self.spark.sql(sql if isinstance(sql, str) else sql.sql(dialect="spark")).toPandas()
+    def spark_sql(self, query: Any, quote_identifiers: bool = False) -> str:
+        """A query as Spark SQL: an expression as is, SQL text read in the model's dialect."""
+        if not isinstance(query, exp.Expression):
+            query = parse_one(str(query), read=self._model.dialect or SPARK)
+        return query.sql(dialect=SPARK, identify=quote_identifiers)
+
+    def fetchdf(self, query: Any, quote_identifiers: bool = False) -> Any:
+        return self.spark.sql(self.spark_sql(query, quote_identifiers)).toPandas()
 
     def var(self, name: str, default: Any = None) -> Any:
         return self._project.variables.get(name.lower(), default)
+
+    blueprint_var = var
+
+    @property
+    def gateway(self) -> str:
+        return SPARK
 
 
 def _frames(result: Any) -> Iterable[Any]:
@@ -58,35 +93,71 @@ def _frames(result: Any) -> Iterable[Any]:
     return [result]
 
 
-def _spark_frame(spark: SparkSession, value: Any, schema: str) -> DataFrame:
+_LOOSE = {"f": "double", "i": "bigint", "u": "bigint", "b": "boolean", "M": "timestamp"}
+
+
+def _spark_frame(spark: SparkSession, value: Any, columns: dict[str, str], schema: str) -> DataFrame:
+    """Rows as a Spark frame with the declared column names; numbers and times keep pandas' type here
+    (a float column into ``decimal(7, 2)`` or ``int``) and the caller casts them to the declared types."""
     if isinstance(value, DataFrame):
         return value
     if isinstance(value, pa.Table):
         value = value.to_pandas()
+    if not hasattr(value, "columns"):
+        return spark.createDataFrame(value, schema=schema)
     if len(value) == 0:
         return spark.createDataFrame([], schema)
-    names = [c.split("`")[1] for c in schema.split(", ")]
-    return spark.createDataFrame(value[names] if hasattr(value, "columns") else value, schema=schema)
+    missing = [c for c in columns if c not in value.columns]
+    if missing:
+        raise ValueError(f"the rows have no column(s) {', '.join(missing)} (they have {', '.join(map(str, value.columns))})")
+    value = value[list(columns)]
+    loose = ", ".join(f"`{c}` {_LOOSE.get(value[c].dtype.kind, t)}" for c, t in columns.items())
+    rows = value.astype(object).where(value.notna(), None).itertuples(index=False, name=None)
+    return spark.createDataFrame([tuple(_python_value(v) for v in row) for row in rows], schema=loose)
+
+
+def _python_value(value: Any) -> Any:
+    """pandas' and numpy's scalars (``Timestamp``, ``int64``) as the Python values Spark accepts."""
+    if hasattr(value, "to_pydatetime"):
+        return value.to_pydatetime()
+    if hasattr(value, "item") and type(value).__module__ == "numpy":
+        return value.item()
+    return value
+
+
+def execute_arguments(model: SqlmeshPythonModel, plan: RunPlan, variables: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of ``execute`` for a run, as SQLMesh gives them."""
+    execution_time = plan.execution_time or datetime.now(timezone.utc)
+    window = plan.window
+    if window is not None:
+        start, end = window.start, window.end
+    else:  # FULL: the last complete interval of the model's cron
+        end = model.unit.floor(execution_time)
+        start, execution_time = model.start or datetime(1970, 1, 1, tzinfo=timezone.utc), end
+    given = {**variables, "start": start, "end": end - timedelta(microseconds=1), "execution_time": execution_time, "latest": execution_time}
+    assert model.execute is not None
+    params = inspect.signature(model.execute).parameters
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        given = {k: v for k, v in given.items() if k in params}
+    return given
 
 
 def register_python_rows(spark: SparkSession, project: Project, model: SqlmeshPythonModel, plan: RunPlan) -> str:
     """Call the model's function for the plan's window; register its rows as the model's input view."""
     assert model.execute is not None
-    window = plan.window
-    start = window.start if window else (model.start or datetime(1970, 1, 1, tzinfo=timezone.utc))
-    end = window.end - timedelta(microseconds=1) if window else (plan.execution_time or datetime.now(timezone.utc))
-    execution_time = plan.execution_time or datetime.now(timezone.utc)
     context = ExecutionContext(spark, project, model)
+    columns = dict(model.columns)
+    schema = ", ".join(f"`{c}` {t}" for c, t in columns.items())
     try:
-        result = model.execute(context, start=start, end=end, execution_time=execution_time)
+        result = model.execute(context=context, **execute_arguments(model, plan, dict(project.variables or {})))
         frames = list(_frames(result))
+        df = spark.createDataFrame([], schema)
+        for frame in frames:
+            df = df.unionByName(_spark_frame(spark, frame, columns, schema).selectExpr(*(f"CAST(`{c}` AS {t}) AS `{c}`" for c, t in columns.items())))
     except StorageError:
         raise
-    except Exception as exc:  # the user's code: say which model and file raised
-        raise StorageError(f"model {model.name} ({model.path}): execute raised {type(exc).__name__}: {exc}") from exc
-    schema = ", ".join(f"`{c}` {t}" for c, t in model.columns.items())
-    df = spark.createDataFrame([], schema)
-    for frame in frames:
-        df = df.unionByName(_spark_frame(spark, frame, schema).selectExpr(*(f"CAST(`{c}` AS {t}) AS `{c}`" for c, t in model.columns.items())))
+    except Exception as exc:  # the user's code: say which model and file raised, in one line
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise StorageError(f"model {model.name} ({model.path}): execute raised {type(exc).__name__}: {message}") from None
     df.createOrReplaceTempView(PYTHON_ROWS_VIEW)
     return f"{len(frames)} frame(s) from {model.path.name}"

@@ -24,6 +24,11 @@ def build_spark_session(conf: Mapping[str, str], *, remote: str | None = None, a
             continue
         builder = builder.config(key, value)
     session = builder.getOrCreate()
+    # PySpark logs every failed SQL statement with its Java stack trace (as JSON, on stderr); the command
+    # reports the error itself, in one line.
+    import logging
+
+    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
     if not remote:
         # A failed task is reported once, as the run's error; Spark's own ERROR lines would repeat it as a stack trace.
         session.sparkContext.setLogLevel(conf.get("spark.log.level", "FATAL"))

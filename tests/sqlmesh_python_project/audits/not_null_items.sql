@@ -1,0 +1,2 @@
+AUDIT (name not_null_items);
+SELECT * FROM @this_model WHERE item IS NULL;

@@ -1,0 +1,1 @@
+{% macro identity(y) %}{{ y }}{% endmacro %}

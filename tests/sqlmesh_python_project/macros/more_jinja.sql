@@ -1,0 +1,1 @@
+{% macro labelled(expr, name) %}{{ identity(expr) }} AS {{ name }}{% endmacro %}
