@@ -1,7 +1,7 @@
 """Differential: the SQLMesh-style project of tests/sqlmesh_project, run by real SQLMesh on DuckDB and by us
 on Spark and Delta, gives the same rows in every table; SQLMesh passes the project's unit tests too.
 
-SQLMesh (0.236, with DuckDB) is installed once into ``tests/.sqlmesh-venv`` (git-ignored), never into our
+SQLMesh (0.236.4, with DuckDB) is installed once into ``tests/.sqlmesh-venv`` (git-ignored), never into our
 environment; the test is skipped when it cannot be installed (no package index).
 """
 
@@ -10,9 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from datetime import date, datetime, timezone
-from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -23,13 +21,12 @@ from incremental_assets.model.intervals import TimeWindow, last_complete_end
 from incremental_assets.plan.run_plan import plan_run, plan_window
 
 from helpers import table_rows
+from sqlmesh_venv import VENV, sqlmesh_python, text_rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.sqlmesh]
 
 HERE = Path(__file__).parent
 PROJECT = HERE / "sqlmesh_project"
-VENV = HERE / ".sqlmesh-venv"
-REQUIREMENTS = ["sqlmesh~=0.236.0"]
 
 # Run in SQLMesh's venv, in the project folder: the external table, then every model's rows as JSON.
 LOAD_SOURCE = """
@@ -47,30 +44,11 @@ print(json.dumps({t: c.execute(f"SELECT * FROM bakery.bakery.{t.split('.')[1]}")
 
 
 def _sqlmesh_python() -> Path:
-    python = VENV / "bin" / "python"
-    if not (VENV / "bin" / "sqlmesh").exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        done = subprocess.run([str(VENV / "bin" / "pip"), "install", "-q", *REQUIREMENTS], capture_output=True, text=True)
-        if done.returncode != 0:
-            pytest.skip(f"cannot install SQLMesh: {done.stderr.strip().splitlines()[-1:]}")
-    return python
+    return sqlmesh_python()
 
 
 def _sqlmesh(root: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(VENV / "bin" / "sqlmesh"), *args], cwd=root, capture_output=True, text=True, timeout=600)
-
-
-def _plain(value) -> str:
-    """One cell as text both sides agree on: dates as ISO days, numbers rounded."""
-    if isinstance(value, (datetime, date)):
-        return value.isoformat()[:10] if isinstance(value, date) and not isinstance(value, datetime) else value.isoformat(sep=" ")
-    if isinstance(value, (float, Decimal)) or isinstance(value, int) and not isinstance(value, bool):
-        return repr(round(float(value), 6))
-    return str(value)
-
-
-def _rows(rows) -> list[tuple[str, ...]]:
-    return sorted(tuple(_plain(v) for v in row) for row in rows)
 
 
 def test_sqlmesh_and_we_give_the_same_rows(spark, tmp_path):
@@ -106,7 +84,7 @@ def test_sqlmesh_and_we_give_the_same_rows(spark, tmp_path):
             ours = table_rows(delta.table_uri(project.settings.warehouse, name))
         else:  # a view: its rows as a query over the committed tables
             ours = _view_rows(spark, ex, project, model)
-        assert _rows(ours) == _rows(_parse(theirs[name], ours)), name
+        assert text_rows(ours) == text_rows(_parse(theirs[name], ours)), name
     assert len(theirs["bakery.daily_sales"]) == 6  # the inclusive end day is in, the day after is not
 
 
