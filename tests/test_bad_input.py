@@ -435,3 +435,20 @@ def test_an_invalid_cron_of_a_python_model_is_one_line_too(tmp_path, capsys):
     root = project(tmp_path, {"models/py.py": module, "models/other.sql": OTHER})
     line = one_error(capsys, "validate", "--project", str(root))
     assert line.startswith(f"error: {root}/models/py.py:3: invalid cron '0 0 30 feb *': it never fires: no month it names (feb) has a day 30")
+
+
+def test_a_query_failing_on_spark_is_said_as_spark_says_it_blaming_no_source(spark, tmp_path, capsys):
+    """A value the query itself cannot cast: Spark's message with its error class, not PySpark's exception
+    path, no stack trace, and no source blamed when the model reads none."""
+    root = project(tmp_path, {
+        "models/m.sql": HEADER + "SELECT CAST('abc' AS INT) AS x",
+        "sources.yaml": "- name: raw.other\n  location: data/other.csv\n  format: csv\n",
+        "data/other.csv": "a\n1\n",
+    })
+    code = main(["run", "--project", str(root)])
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert code != 0 and "Traceback" not in text and "\tat org.apache" not in text
+    failure = next(line for line in text.splitlines() if "[CAST_INVALID_INPUT]" in line)
+    assert failure.strip().startswith("[CAST_INVALID_INPUT] The value 'abc'"), failure
+    assert "pyspark.errors" not in text and "raw.other" not in text and "source" not in failure

@@ -283,6 +283,8 @@ def _error_text(error: Any) -> str:
     text = cause.message.strip()
     if cause.cls_name and cause.cls_name.endswith("Error") and text.startswith("incremental_assets.errors."):
         text = text.split(": ", 1)[-1]
+    elif text.startswith("pyspark.errors.exceptions."):  # Spark's own error: its message, not PySpark's class path
+        text = text.split(": ", 1)[-1]
     return text
 
 

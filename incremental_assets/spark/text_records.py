@@ -47,8 +47,8 @@ def bad_record(text: str, project: Project, *, source: Source | None = None, pat
                 f"(fix: correct the value, or declare the column's type"
                 + (" and its time_column_format" if column == candidate.time_column else "") + " in sources.yaml)"
             )
-    if cast is not None:
-        names = ", ".join(sorted(c.name for c in candidates)) or "a source"
+    if cast is not None and source is not None:  # a value of this source's, past what was scanned
+        names = source.name
         return SourceDataError(
             f"{names}: a value {cast['value']!r} cannot be read as {cast['type'].lower()} "
             "(fix: correct it in the source's files, or declare the column's type and its time_column_format in sources.yaml)"
