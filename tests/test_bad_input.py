@@ -452,3 +452,35 @@ def test_a_query_failing_on_spark_is_said_as_spark_says_it_blaming_no_source(spa
     failure = next(line for line in text.splitlines() if "[CAST_INVALID_INPUT]" in line)
     assert failure.strip().startswith("[CAST_INVALID_INPUT] The value 'abc'"), failure
     assert "pyspark.errors" not in text and "raw.other" not in text and "source" not in failure
+
+
+@pytest.mark.parametrize("rel, before", [
+    ("config.yaml", b"model_defaults:\n  dialect: duckdb # "),
+    ("config.py", b"from sqlmesh.core.config import Config\n# "),
+    ("sources.yaml", b"- name: raw.x\n  location: d # "),
+    ("models/p.py", b'from sqlmesh import model\n# '),
+])
+def test_every_project_file_not_in_utf8_names_line_and_byte(tmp_path, capsys, rel, before):
+    root = project(tmp_path, {"models/ok.sql": HEADER + "SELECT 1 AS x"})
+    after = b'\n@model("s.p", columns={"x": "int"})\ndef execute(context, **kwargs):\n    return None\n' if rel.endswith("p.py") else b"\n"
+    (root / rel).write_bytes(before + b"caf\xe9" + after)
+    line = one_error(capsys, "validate", "--project", str(root))
+    assert line.startswith(f"error: {root}/{rel}:2: byte 0xe9 at offset {len(before) + 3} "), line
+    assert line.endswith("(fix: save the file as UTF-8 (an editor's Save with Encoding, or `iconv -t utf-8`))")
+
+
+def test_a_failure_nothing_foresaw_is_still_one_line(tmp_path, capsys, monkeypatch):
+    import incremental_assets.cli.commands as commands
+
+    def broken(args):
+        raise RuntimeError("something inside\nsecond line")
+
+    monkeypatch.setattr(commands, "cmd_validate", broken)
+    root = project(tmp_path, {"models/ok.sql": HEADER + "SELECT 1 AS x"})
+    code, lines = cli(capsys, "validate", "--project", str(root))
+    assert code == 1 and lines == [
+        "error: unexpected RuntimeError: something inside (fix: this is a bug of incremental_assets, please report it with "
+        "the command; INCREMENTAL_ASSETS_DEBUG=1 prints the Python trace)"]
+    monkeypatch.setenv("INCREMENTAL_ASSETS_DEBUG", "1")
+    with pytest.raises(RuntimeError):
+        main(["validate", "--project", str(root)])

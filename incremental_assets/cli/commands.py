@@ -511,6 +511,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader of our output went away (`... | head`): stop quietly, as a shell tool does
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except Exception as exc:  # a failure no check foresaw: still one line; the trace on request
+        if os.environ.get("INCREMENTAL_ASSETS_DEBUG"):
+            raise
+        first = (str(exc).strip().splitlines() or [""])[0][:500]
+        print(f"error: unexpected {type(exc).__name__}: {first} (fix: this is a bug of incremental_assets, please report "
+              "it with the command; INCREMENTAL_ASSETS_DEBUG=1 prints the Python trace)", file=sys.stderr)
+        return 1
 
 
 def console_main() -> int:

@@ -21,6 +21,7 @@ from sqlglot.errors import TokenError
 from sqlglot.tokens import Token, TokenType
 
 from incremental_assets.errors import ModelFileError
+from incremental_assets.load.text import read_utf8  # noqa: F401  (model files are read through it)
 
 
 @dataclass(frozen=True)
@@ -192,28 +193,6 @@ def check_file_size(path: Path) -> None:
             path, None, f"the file is {size:,} bytes; a model or audit file may be at most {MAX_MODEL_FILE_BYTES:,}",
             hint="keep data in a source or SEED table, not in the SQL; split a generated query into several models",
         )
-
-
-def read_utf8(path: Path) -> str:
-    """A project file's text; not UTF-8, the error names the line and byte offset of the first bad byte.
-
-    >>> import tempfile, pathlib
-    >>> p = pathlib.Path(tempfile.mkdtemp()) / "m.sql"
-    >>> _ = p.write_bytes("MODEL (name s.m);\\n-- café".encode("latin-1"))
-    >>> try: read_utf8(p)
-    ... except ModelFileError as e: print(e.message)
-    byte 0xe9 at offset 24 (line 2, column 7) is not UTF-8: the file is in another encoding
-    """
-    data = path.read_bytes()
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise ModelFileError(
-            path, line, f"byte 0x{data[exc.start]:02x} at offset {exc.start} (line {line}, column {column}) is not UTF-8: the file is in another encoding",
-            hint="save the file as UTF-8 (an editor's Save with Encoding, or `iconv -t utf-8`)",
-        ) from None
 
 
 MAX_HEADER_DEPTH = 32  # brackets in a header nest two or three deep; the parser recurses once per level

@@ -22,6 +22,7 @@ from typing import Any, Mapping
 
 from incremental_assets.errors import ModelFileError
 from incremental_assets.model.sql_model import DATE_MACROS
+from incremental_assets.load.text import read_utf8
 
 _BLOCK = re.compile(r"JINJA_(QUERY|STATEMENT)_BEGIN\s*;(.*?)JINJA_END\s*;?", re.IGNORECASE | re.DOTALL)
 _QUOTED_MACRO = re.compile(r"'@(" + "|".join(sorted(DATE_MACROS, key=len, reverse=True)) + r")'")
@@ -45,7 +46,7 @@ def _project_macros(env: Any, macros_dir: Path | None) -> dict[str, Any]:
     files = sorted(macros_dir.rglob("*.sql")) if macros_dir is not None and macros_dir.is_dir() else []
     out: dict[str, Any] = {}
     for path in files:
-        text = path.read_text(encoding="utf-8")
+        text = read_utf8(path)
         if "{%" not in text:
             continue
         try:

@@ -160,7 +160,7 @@ def _config_statements(
 
 def _line_of_text(path: Path | None, text: str) -> int | None:
     try:
-        content = path.read_text(encoding="utf-8") if path else ""
+        content = path.read_text(encoding="utf-8", errors="replace") if path else ""
     except OSError:
         return None
     at = content.find(text[:40])

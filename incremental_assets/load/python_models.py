@@ -35,6 +35,7 @@ from incremental_assets.load.sqlmesh_shim import MODEL_REGISTRY, import_failure,
 from incremental_assets.model.intervals import INTERVAL_UNITS
 from incremental_assets.model.kinds import IncrementalByCursor
 from incremental_assets.model.sql_model import SqlModel
+from incremental_assets.load.text import read_utf8
 
 # The rows ``fetch`` returned are registered under this view; the model's query reads it whole.
 FETCHED_VIEW = "ia_fetched_rows"
@@ -129,7 +130,7 @@ def load_python_models(
 def load_python_model(path: str | Path, *, module: Any = None) -> PythonModel:
     """Import a Python source model file; raise ModelFileError naming the file and line for anything wrong."""
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
+    text = read_utf8(path)
     line = _line_of_model(text)
     module = module or _import(path, None)
     config = getattr(module, "MODEL", None)

@@ -43,7 +43,7 @@ import yaml
 from sqlglot.dialects.dialect import Dialect, Dialects
 
 from incremental_assets.errors import ModelFileError
-from incremental_assets.load.header import read_utf8
+from incremental_assets.load.text import read_utf8
 from incremental_assets.model.settings import Settings
 
 SETTINGS_FILE = "incremental_assets.yaml"

@@ -42,6 +42,7 @@ import yaml
 
 from incremental_assets.errors import ModelFileError
 from incremental_assets.load.sqlmesh_shim import import_failure, plain, sqlmesh_names
+from incremental_assets.load.text import read_utf8
 
 log = logging.getLogger(__name__)
 
@@ -202,7 +203,7 @@ def _variables(raw: Mapping[str, Any], path: Path) -> dict[str, Any]:
 
 def _line_of(path: Path, key: str) -> int | None:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
     match = re.search(rf"^\s*{re.escape(key)}\s*[:=]", text, flags=re.MULTILINE)
@@ -210,7 +211,7 @@ def _line_of(path: Path, key: str) -> int | None:
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    text = path.read_text(encoding="utf-8")
+    text = read_utf8(path)
     if "{{" in text or "{%" in text:
         text = _render_jinja(text, path)
     try:
@@ -236,6 +237,7 @@ def _render_jinja(text: str, path: Path) -> str:
 
 
 def _read_python(path: Path) -> dict[str, Any]:
+    read_utf8(path)  # Python refuses another encoding in a less helpful way
     spec = importlib.util.spec_from_file_location(f"incremental_assets_config_{abs(hash(str(path)))}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -32,6 +32,7 @@ from incremental_assets.load.model_file import parse_model_file
 from incremental_assets.load.sqlmesh_config import header_text
 from incremental_assets.load.sqlmesh_shim import ModelKindName, ModelSpec, plain
 from incremental_assets.model.sql_model import SqlModel, TableReference
+from incremental_assets.load.text import read_utf8
 
 PYTHON_ROWS_VIEW = "ia_python_rows"
 # @model arguments that are MODEL header properties.
@@ -200,7 +201,7 @@ def sqlmesh_python_model(
 
     An ``is_sql=True`` declaration is an SQL model: its entrypoint runs once, when the project loads (runtime
     stage ``loading``), and returns the query (SQL text in the model's dialect or a sqlglot expression)."""
-    text = path.read_text(encoding="utf-8")
+    text = read_utf8(path)
     line = _decorator_line(text, spec.name)
     kwargs = spec.kwargs
     if spec.func is None or not callable(spec.func):
