@@ -68,10 +68,12 @@ from incremental_assets.model.kinds import SAFETY_OVERRIDES
 
 OVERRIDES = SAFETY_OVERRIDES  # rule -> the kind flag that admits it
 
-_NONDETERMINISTIC = (
-    exp.Rand, exp.Randn, exp.Uuid, exp.Shuffle, exp.CurrentTimestamp, exp.CurrentDate, exp.CurrentTime,
-    exp.CurrentDatetime, exp.Localtimestamp, exp.Localtime, exp.CurrentTimestampLTZ, exp.TableSample,
-)
+# Classes of the sqlglot in use (older 30.x releases, such as the one SQLMesh pins, lack some: their names below
+# catch those functions as anonymous calls).
+_NONDETERMINISTIC = tuple(getattr(exp, name) for name in (
+    "Rand", "Randn", "Uuid", "Shuffle", "CurrentTimestamp", "CurrentDate", "CurrentTime",
+    "CurrentDatetime", "Localtimestamp", "Localtime", "CurrentTimestampLTZ", "TableSample",
+) if hasattr(exp, name))
 _NONDETERMINISTIC_NAMES = {
     "now", "rand", "random", "randn", "randstr", "uniform", "uuid", "shuffle", "monotonically_increasing_id",
     "spark_partition_id", "input_file_name", "input_file_block_start", "input_file_block_length",
