@@ -394,3 +394,44 @@ def test_custom_materializations_stay_refused(examples, tmp_path):
     for name, path in CUSTOM.items():
         line = next((l for l in (done.stdout + done.stderr).splitlines() if f"{path}:" in l and "kind CUSTOM" in l), "")
         assert re.search(rf"{path}:\d+: kind CUSTOM runs materialization '\w+'.* \(fix: ", line), (name, done.stdout)
+
+
+# Run by both interpreters: every model of a project as our loader reads it, as JSON.
+LOADED = """
+import inspect, json, sys
+from incremental_assets.load.project import load_project
+from incremental_assets.load.sqlmesh_shim import real_sqlmesh_installed
+project = load_project(sys.argv[1:])
+def audit(a):
+    return [a.name, {k: [x.sql() for x in v] if isinstance(v, tuple) else v.sql() for k, v in sorted(a.args.items())}]
+models = {name: {
+    "type": type(m).__name__, "kind": repr(m.kind), "columns": dict(m.columns), "depends_on": sorted(m.depends_on),
+    "audits": [audit(a) for a in m.audits], "query": m.query.sql(), "start": str(m.start), "cron": m.cron,
+    "execute": list(inspect.signature(m.execute).parameters) if getattr(m, "execute", None) else None,
+    "fingerprint": m.fingerprint,
+} for name, m in sorted(project.models.items())}
+print(json.dumps({"real_sqlmesh": real_sqlmesh_installed(), "models": models}))
+"""
+
+
+def _loaded(python: Path | str, dirs: list[Path], pythonpath: list[Path]) -> dict:
+    env = clean_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *map(str, pythonpath)])
+    done = subprocess.run([str(python), "-c", LOADED, *map(str, dirs)], capture_output=True, text=True, env=env,
+                          timeout=CLI_TIMEOUT)
+    assert done.returncode == 0, f"{python}: {done.stdout[-3000:]}{done.stderr[-3000:]}"
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("name", list(EXAMPLES))
+def test_installed_sqlmesh_loads_the_example_as_its_stand_in_does(examples, name, tmp_path):
+    """With SQLMesh installed, its own classes evaluate config.py and record the @model declarations; the
+    project loads into the same models (kinds, columns, upstreams, audits, queries, fingerprints, execute's
+    arguments) as with the stand-in, on SQLMesh's pinned sqlglot, in SQLMesh's venv (no Dagster, no Spark)."""
+    python = sqlmesh_python("pyyaml", probe="import yaml")
+    example = EXAMPLES[name]
+    dirs = _project_dirs(_copy(examples, name, tmp_path / name), example)
+    with_sqlmesh = _loaded(python, dirs, [])
+    stand_in = _loaded(sys.executable, dirs, [CACHE / "ours-custom-materializations"])
+    assert (with_sqlmesh["real_sqlmesh"], stand_in["real_sqlmesh"]) == (True, False)
+    assert with_sqlmesh["models"] and with_sqlmesh["models"] == stand_in["models"]

@@ -6,7 +6,7 @@ A meta path finder serves them, in one of two ways, and nothing outside the ``wi
 
 - :func:`sqlmesh_names` (``config.py`` and Python models): the modules and names of
   :func:`_served_modules`, only when the real package cannot be imported (an installed SQLMesh always
-  wins). Any other ``sqlmesh`` name fails the import, and :func:`import_failure` reports it with the
+  wins, and :func:`real_model_specs` reads its ``@model`` declarations into what :func:`model` records). Any other ``sqlmesh`` name fails the import, and :func:`import_failure` reports it with the
   file, the line and the name: a stand-in never computes a value SQLMesh would compute differently.
 - :func:`macro_names` (``macros/*.py``): the names of :data:`MACRO_EXPORTS` are served whether or not
   SQLMesh is installed (an installed one is set aside meanwhile and put back after, so its classes never
@@ -431,18 +431,48 @@ def plain(value: Any) -> Any:
 
 
 def real_model_specs(module_name: str) -> list[ModelSpec]:
-    """``@model`` declarations the real SQLMesh recorded for one module (when it is installed)."""
+    """``@model`` declarations the real SQLMesh recorded for one module (when it is installed), as the
+    stand-in :func:`model` records them: the decorator's keyword arguments as written (kind objects back to
+    their fields, ``is_sql`` among them, an audit without arguments as its name). They leave SQLMesh's
+    registry, so a project loaded again after an edit registers its models afresh."""
     try:
         from sqlmesh.core.model.decorator import model as real_model  # type: ignore[import-not-found]
     except ImportError:
         return []
-    registry = getattr(real_model, "registry", None)
-    entries = registry().values() if callable(registry) else []
+    registry = real_model.registry()
     out = []
-    for entry in entries:
+    for key, entry in list(registry.items()):
         func = getattr(entry, "func", None)
-        if func is not None and getattr(func, "__module__", None) == module_name:
-            kwargs = dict(getattr(entry, "kwargs", {}) or {})
-            kwargs.setdefault("columns", getattr(entry, "columns", None))
-            out.append(ModelSpec(str(entry.name), kwargs, func, module_name))
+        if func is None or getattr(func, "__module__", None) != module_name:
+            continue
+        kwargs = {k: _as_declared(v) for k, v in (getattr(entry, "kwargs", None) or {}).items()}
+        kwargs["audits"] = [name if isinstance(name, str) and not args else (name, args) for name, args in kwargs.get("audits") or ()]
+        for key_ in ("audits", "signals"):
+            if not kwargs.get(key_):
+                kwargs.pop(key_, None)
+        if getattr(entry, "is_sql", False):
+            kwargs["is_sql"] = True
+        out.append(ModelSpec(str(entry.name), kwargs, func, module_name))
+        del registry[key]
     return out
+
+
+def _as_declared(value: Any) -> Any:
+    """A value SQLMesh's classes validated, as the user wrote it: a kind or ``TimeColumn`` object as a dict of
+    the fields it was given (a kind with its ``name``), a column expression as its name, a list as a list."""
+    from sqlglot import exp
+
+    fields_set = getattr(value, "model_fields_set", None)
+    if isinstance(fields_set, (set, frozenset)):
+        fields = {f: _as_declared(getattr(value, f)) for f in sorted(fields_set)}
+        name = getattr(value, "name", None)
+        return {"name": name, **fields} if isinstance(name, enum.Enum) else fields
+    if isinstance(value, (exp.Column, exp.Identifier)):
+        return value.name
+    if isinstance(value, (exp.Tuple, exp.Array)):
+        return [_as_declared(v) for v in value.expressions]
+    if isinstance(value, exp.Literal):
+        return value.to_py()
+    if isinstance(value, list):
+        return [_as_declared(v) for v in value]
+    return value
