@@ -435,3 +435,13 @@ def test_installed_sqlmesh_loads_the_example_as_its_stand_in_does(examples, name
     stand_in = _loaded(sys.executable, dirs, [CACHE / "ours-custom-materializations"])
     assert (with_sqlmesh["real_sqlmesh"], stand_in["real_sqlmesh"]) == (True, False)
     assert with_sqlmesh["models"] and with_sqlmesh["models"] == stand_in["models"]
+
+
+def test_installed_sqlmesh_loads_our_python_model_project_as_its_stand_in_does(tmp_path):
+    """Declarations the examples do not make: audits by name, is_sql with pre_statements, column descriptions,
+    kinds as dicts with a time column and format and as kind objects with a batch size."""
+    python = sqlmesh_python("pyyaml", probe="import yaml")
+    root = shutil.copytree(HERE / "sqlmesh_python_project", tmp_path / "project")
+    with_sqlmesh, stand_in = _loaded(python, [root], []), _loaded(sys.executable, [root], [])
+    assert (with_sqlmesh["real_sqlmesh"], stand_in["real_sqlmesh"]) == (True, False)
+    assert len(with_sqlmesh["models"]) >= 6 and with_sqlmesh["models"] == stand_in["models"]

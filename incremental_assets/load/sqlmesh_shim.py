@@ -475,4 +475,6 @@ def _as_declared(value: Any) -> Any:
         return value.to_py()
     if isinstance(value, list):
         return [_as_declared(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _as_declared(v) for k, v in value.items()}
     return value
