@@ -247,7 +247,7 @@ def test_additive_change_policies(spark, schema_project, caplog, policy, outcome
     with caplog.at_level(logging.WARNING, logger="incremental_assets"):
         p = run_days(spark, root, schema_model(", " + policy, WITH_TOTAL), 2, 2)
     if outcome == "evolved":
-        assert "total" in columns(p) and any("additive schema change applied: new column total" in r.message for r in caplog.records)
+        assert "total" in columns(p) and any("additive schema change applied: new column total" in r.getMessage() for r in caplog.records)
     else:
         assert list(columns(p)) == ["ds", "k", "n"] and len(table_rows(uri(p, "s.daily"))) == 6
 

@@ -169,3 +169,29 @@ def test_the_test_command_reports_a_failing_python_model_in_one_line(spark, shop
     assert "0 passed, 2 failed" in out
     for text in (out, err):
         assert "Traceback" not in text and "\tat org.apache" not in text and "at org.apache.spark" not in text, text
+
+
+def test_a_models_package_imported_from_elsewhere_does_not_hide_the_projects_own(make_project, monkeypatch):
+    """A process that already imported another folder's ``models`` package (another project, the working
+    directory) still loads this project's ``from models.src.shared import ...``, and gets the other back."""
+    import sys
+
+    other = make_project({"models/__init__.py": "", "models/elsewhere.py": "X = 1\n"}, name="other")
+    monkeypatch.syspath_prepend(str(other))
+    monkeypatch.delitem(sys.modules, "models", raising=False)
+    import models as theirs
+
+    root = make_project({
+        "models/__init__.py": "",
+        "models/src/__init__.py": "",
+        "models/src/shared.py": "COLUMNS = {'x': 'int'}\n",
+        "models/src/numbers.py": (
+            "import pandas as pd\nfrom sqlmesh import model\nfrom models.src.shared import COLUMNS\n\n"
+            "@model('s.numbers', kind='FULL', columns=COLUMNS)\n"
+            "def execute(context, start, end, execution_time, **kwargs):\n    return pd.DataFrame({'x': [1]})\n"
+        ),
+    })
+    project = load_project(root)
+    assert dict(project.model("s.numbers").columns) == {"x": "INT"}
+    assert sys.modules["models"] is theirs
+    monkeypatch.delitem(sys.modules, "models")

@@ -78,6 +78,7 @@ def _import(path: Path, root: Path | None) -> Any:
     added = root is not None and str(root) not in sys.path
     if added:
         sys.path.insert(0, str(root))
+    shadowed = _modules_named_like(root) if root is not None else {}
     before_modules = set(sys.modules)
     try:
         with sqlmesh_names():
@@ -96,7 +97,27 @@ def _import(path: Path, root: Path | None) -> Any:
                 places = [getattr(module_, "__file__", None) or "", *(getattr(module_, "__path__", None) or [])]
                 if any(str(place).startswith(str(root)) for place in places):  # namespace packages have no file
                     del sys.modules[name]
+        sys.modules.update(shadowed)
     return module
+
+
+def _modules_named_like(root: Path) -> dict[str, Any]:
+    """Modules imported from elsewhere under a name the project's own files and folders take (``models``,
+    ``helper``, ...), set aside while the project imports its own: another project's ``models`` package
+    must not hide this one's ``models.src``."""
+    try:
+        names = {p.stem if p.suffix == ".py" else p.name for p in root.iterdir() if p.suffix == ".py" or p.is_dir()}
+    except OSError:
+        return {}
+    names -= {"incremental_assets", *sys.stdlib_module_names}
+    installed = (sys.prefix, sys.base_prefix)
+    out = {}
+    for name in [n for n in sys.modules if n.split(".")[0] in names]:
+        module_ = sys.modules[name]
+        places = [str(p) for p in [getattr(module_, "__file__", None) or "", *(getattr(module_, "__path__", None) or [])] if p]
+        if places and not any(p.startswith(str(root)) or p.startswith(installed) for p in places):
+            out[name] = sys.modules.pop(name)
+    return out
 
 
 def load_python_models(

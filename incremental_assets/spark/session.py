@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import logging
 import weakref
 from typing import Mapping
 
@@ -69,10 +70,9 @@ def run_project_statements(spark: SparkSession, project: Project, when: str) -> 
 
 def _quiet_query_context_loggers() -> None:
     """PySpark logs every SQL error with a query context as a JSON line on stderr when it is raised; the
-    run reports the error itself, in one line where it is a known one (a bad source value)."""
-    try:
-        from pyspark.logger import PySparkLogger
-    except ImportError:  # PySpark before 4.0 has no such loggers
-        return
+    run reports the error itself, in one line where it is a known one (a bad source value).
+
+    Plain loggers of those names, made before PySpark makes its own: a PySpark logger sets a JSON formatter
+    on every handler given to it, which would reach handlers other loggers share."""
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
-        PySparkLogger.getLogger(name).disabled = True
+        logging.getLogger(name).disabled = True
