@@ -20,6 +20,8 @@ Scenarios:
                per hour, and with one file per day (after), side by side (BENCH_BOOKKEEPING_REPS)
   growth       the same year at 1x, 5x and 10x the orders a day (BENCH_GROWTH_FACTORS): CLI backfill and one new
                day in fresh processes, peak memory of Python and of the Spark JVM
+  changes      one column added to shop.order_lines after a year: `run --auto` of the product before the
+               column-level plan (BENCH_CHANGES_BASELINE, a git commit) and of this checkout, time and Spark work
   peer         dbt-spark microbatch (installed into benchmarks/.peer-venv) and SQLMesh on Spark (benchmarks/.sqlmesh-venv)
                (BENCH_OURS_SPARK_SERVER=1: our side on its long-lived Spark Connect server)
                vs our CLI: daily run, backfill (BENCH_PEERS=dbt,sqlmesh chooses the peers)
@@ -223,6 +225,14 @@ def scenario_bookkeeping(spark) -> dict:
         return bookkeeping.scenario_bookkeeping(spark, Path(tmp), days=days, reps=reps)
 
 
+def scenario_changes() -> dict:
+    import changes
+
+    with tempfile.TemporaryDirectory() as tmp:
+        reps = int(os.environ.get("BENCH_CHANGES_REPS", str(REPS)))
+        return changes.scenario_changes(Path(tmp), days=BACKFILL_DAYS, orders_per_day=ORDERS_PER_DAY, reps=reps)
+
+
 def scenario_peer() -> dict:
     import peer
 
@@ -261,7 +271,7 @@ def main(argv: list[str]) -> None:
     unknown = [a for a in argv if a.startswith("-") and a != "--quick" and not a.startswith("--out=")]
     if unknown:
         raise SystemExit(f"unknown option {unknown[0]}; see benchmarks/run.py --help")
-    chosen = [a for a in argv if not a.startswith("--")] or ["scale", "incremental", "backfill", "overhead", "bookkeeping", "spark_server", "automation", "peer", "growth"]
+    chosen = [a for a in argv if not a.startswith("--")] or ["scale", "incremental", "backfill", "overhead", "bookkeeping", "spark_server", "automation", "changes", "peer", "growth"]
     results: dict = {
         "machine": machine(),
         "command": "benchmarks/run.py " + " ".join(argv),
@@ -277,7 +287,7 @@ def main(argv: list[str]) -> None:
                  "backfill": lambda: scenario_backfill(spark), "overhead": lambda: scenario_overhead(spark),
                  "bookkeeping": lambda: scenario_bookkeeping(spark), "automation": scenario_automation,
                  "spark_server": lambda: scenario_spark_server(spark),
-                 "peer": scenario_peer, "growth": scenario_growth}
+                 "changes": scenario_changes, "peer": scenario_peer, "growth": scenario_growth}
     failed = []
     for name in chosen:
         if name not in scenarios:
