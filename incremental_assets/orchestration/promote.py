@@ -61,7 +61,7 @@ def prepare(project: Project, instance: dg.DagsterInstance, name: str, selection
     if missing:
         raise PromotionRefusedError(f"environment {name} built {', '.join(missing)}, which the project no longer has; {_redo(name)}")
     manifest = {**manifest, "models": {k.lower(): v for k, v in manifest["models"].items()}}
-    models = tuple(m for m in project.ordered() if m.name in chosen)
+    models = tuple(m for m in project.ordered() if m.name in chosen and m.has_table)  # a plain view has nothing to take
     promotion = Promotion(name, models, manifest)
     for model in models:
         _check_model(project, instance, promotion, model, translator, chosen)
