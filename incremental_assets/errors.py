@@ -107,3 +107,8 @@ class SparkServerError(IncrementalAssetsError):
     def __init__(self, message: str, *, hint: str | None = None):
         self.hint = hint
         super().__init__(f"{message} (fix: {hint})" if hint else message)
+
+
+class PromotionRefusedError(IncrementalAssetsError):
+    """An environment cannot be promoted as it stands (production moved on since it was built, or it
+    lacks what production holds); nothing was committed."""

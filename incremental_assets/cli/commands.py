@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Sequence
 
 from incremental_assets.cli.plan import add_plan_command
+from incremental_assets.cli.diff import add_diff_command
+from incremental_assets.cli.promote import add_promote_command
 from incremental_assets.cli.verify import add_verify_command
 from incremental_assets.cli.window_notes import check_window_reaches
 from incremental_assets.errors import DamagedTableError, IncrementalAssetsError, ProjectError
@@ -459,6 +461,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_verify_command(sub, add)
     add_plan_command(sub, add)
+    add_diff_command(sub, add)
+    add_promote_command(sub, add)
 
     p = add("history", "past runs, newest first: windows, rows, durations and status, from the Dagster instance")
     p.add_argument("model", nargs="?")
