@@ -175,6 +175,15 @@ def test_environment_definitions_list_and_drop(projects, monkeypatch, capsys):
     assert not dg.DagsterInstance.get().get_asset_keys(prefix=["env", "dev"])
     assert cli.main(["env", "list", "--project", str(root)]) == 0
     assert "no environments" in capsys.readouterr().out
+    assert cli.main(["run", "--auto", "--env", "Prod", "--project", str(root)]) == 2
+
+    # A selection builds only what it names, and refuses to read a changed model the environment lacks.
+    assert run(root, "s.totals") == 2
+    assert "s.totals reads s.daily, changed and not built in environment dev yet" in capsys.readouterr().err
+    assert run(root, "s.daily", "--end", "2024-01-02") == 0
+    manifest = json.loads(open(os.path.join(env_root(project.settings.warehouse, "dev"), "environment.json")).read())
+    assert {m: v["intervals"] for m, v in manifest["models"].items()} == {"s.daily": [["2024-01-01", "2024-01-02"]]}
+    assert production(project) == before
 
 
 def test_drop_keeps_files_a_production_table_references(tmp_path):
