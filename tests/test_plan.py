@@ -145,7 +145,8 @@ def test_plan_changes_nothing(project, capsys):
     plan(project, capsys)
     assert cli.main(["plan", "--project", str(project), "--env", "dev"]) == 0
     out = capsys.readouterr().out
-    assert "environment dev (not built yet)" in out and "s.daily: modified, breaking" in out
+    assert "environment dev: the plan compares the project with production" in out and "s.daily: modified, breaking" in out
+    assert "in dev: not built with the current definition yet" in out
     assert "[2024-01-01, 2024-01-04): 3 partition(s), ~9 rows" in out
     assert snapshot() == before
 

@@ -11,6 +11,7 @@ from datetime import date
 from pathlib import Path
 from typing import Sequence
 
+from incremental_assets.cli.environments import add_env_command, cmd_run_env
 from incremental_assets.cli.plan import add_plan_command
 from incremental_assets.cli.diff import add_diff_command
 from incremental_assets.cli.promote import add_promote_command
@@ -172,6 +173,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise IncrementalAssetsError("give both --start and --end, or --auto")
     project = _project(args)
     models = project.select(" ".join(args.selection) if args.selection else None)
+    if args.env:
+        return cmd_run_env(args, project, models)
     start = parse_instant(args.start, "start")
     end = parse_instant(args.end, "end")
     if not args.auto and not args.full_refresh and start is None and any(m.is_incremental for m in models):
@@ -223,7 +226,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     damaged = 0
     for model in models:
         try:
-            built = delta.built_with(delta.table_uri(project.settings.warehouse, model.name))
+            built = delta.built_with(project.settings.table_location(model.name))
             integrity = check_model(instance, project, model, translator)
         except DamagedTableError as exc:  # report it, and go on with the other models
             print(f"error: {exc.of_model(model.name)}", file=sys.stderr)
@@ -301,7 +304,7 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     models = [project.model(args.model)] if args.model else project.ordered()
     verb = "would remove" if args.dry_run else "removed"
     for model in models:
-        uri = delta.table_uri(project.settings.warehouse, model.name)
+        uri = project.settings.table_location(model.name)
         if not delta.exists(uri):
             continue
         result = delta.vacuum(
@@ -445,6 +448,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--auto", action="store_true", help="run only the missing intervals, up to the last complete one (or --end)")
     p.add_argument("--allow-downgrade", action="store_true", help="run models the safety analysis refuses as a full refresh (with a warning); not persisted")
     p.add_argument("--full-refresh", action="store_true", help="rebuild the selected models from their start (one atomic commit per model)")
+    p.add_argument("--env", help="with --auto: build the changed models and what they break in environment NAME, apart from production")
     p.set_defaults(func=cmd_run)
 
     p = add("explain", "kind, safety class and reasons, per-source bounds (ISO-8601), partitions and backfill policy")
@@ -463,6 +467,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_plan_command(sub, add)
     add_diff_command(sub, add)
     add_promote_command(sub, add)
+    add_env_command(sub, add)
 
     p = add("history", "past runs, newest first: windows, rows, durations and status, from the Dagster instance")
     p.add_argument("model", nargs="?")

@@ -17,12 +17,16 @@ def _ranges(change: ModelChange) -> str:
     return f"{spans}: {change.partitions} partition(s){rows}"
 
 
-def print_plan(changes: list[ModelChange], environment: str | None) -> None:
+def print_plan(changes: list[ModelChange], environment: str | None, held: dict[str, bool] | None = None) -> None:
     if environment:
-        print(f"environment {environment} (not built yet): the plan compares the project with production")
+        print(f"environment {environment}: the plan compares the project with production; the environment builds "
+              f"{len(held or {})} model(s), every other model is read from production in place")
     shown = [c for c in changes if c.category != UNCHANGED or c.change != "unchanged"]
     for change in shown:
         print(f"{change.name}: {change.change}, {change.category}")
+        if environment and held is not None:
+            where = ("built with the current definition" if held[change.name] else "not built with the current definition yet") if change.name in held else "read from production"
+            print(f"  in {environment}: {where}")
         for reason in change.reasons:
             print(f"  {reason}")
         for what, names in change.columns.items():
@@ -48,24 +52,28 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     project = load_project(getattr(args, "projects", None) or args.project)
     warehouse = project.settings.warehouse
-    tables = {
-        m.name: delta.table_state(delta.table_uri(warehouse, m.name), by_interval=m.is_incremental)
-        for m in project.ordered()
-        if m.has_table
-    }
+    tables = delta.production_tables(project)
     names = {m.lower() for m in project.models}
     removed = [t for t in delta.table_names(warehouse) if t.lower() not in names]
     changes = plan_changes(project, project_definitions(project), tables, forward_only=args.forward_only, removed=removed)
+    held = None
+    if args.env:
+        from incremental_assets.orchestration.environments import environment_state, plan_environment
+
+        held = environment_state(project, plan_environment(project, args.env, tables=tables, changes=changes))
     if args.json:
-        print(json.dumps({"environment": args.env, "models": [c.as_json() for c in changes]}, indent=2))
+        models = [c.as_json() for c in changes]
+        for model in models if held is not None else ():
+            model["environment"] = {"builds": model["name"] in held, "built": held.get(model["name"], False)}
+        print(json.dumps({"environment": args.env, "models": models}, indent=2))
     else:
-        print_plan(changes, args.env)
+        print_plan(changes, args.env, held)
     return 0
 
 
 def add_plan_command(sub, add: Callable[[str, str], argparse.ArgumentParser]) -> None:
     p = add("plan", "what a change of the models would recompute, by category (breaking, non-breaking, ...); changes nothing")
-    p.add_argument("--env", help="the environment to plan for (environments are not built yet: compares with production)")
+    p.add_argument("--env", help="also say, per model, whether environment NAME holds it built with the current definition (the plan compares with production)")
     p.add_argument("--forward-only", action="store_true", help="apply every change to new intervals only: nothing built is recomputed")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_plan)

@@ -25,7 +25,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     for model in models:
         try:
             result = check_model(instance, project, model, translator, files=True, readable=args.files)
-            files = len(delta.snapshot_files(delta.table_uri(project.settings.warehouse, model.name))) if result.table_version is not None else 0
+            files = len(delta.snapshot_files(project.settings.table_location(model.name))) if result.table_version is not None else 0
         except DamagedTableError as exc:
             print(f"error: {exc.of_model(model.name)}", file=sys.stderr)
             damaged += 1

@@ -29,8 +29,9 @@ from pyarrow import fs as pafs
 
 from incremental_assets.delta.files import filesystem, is_local, local_path
 from incremental_assets.delta.stats import interval_row_counts, row_count
-from incremental_assets.delta.tables import built_with, exists
+from incremental_assets.delta.tables import built_with, exists, table_uri
 from incremental_assets.errors import StorageError
+from incremental_assets.model.project import Project
 from incremental_assets.plan.changes import TableState
 
 DEFINITION_DIR = "_incremental_assets"
@@ -123,3 +124,9 @@ def table_state(uri: str, *, by_interval: bool) -> TableState:
         intervals=interval_row_counts(uri) if by_interval else None,
         rows=row_count(uri),
     )
+
+
+def production_tables(project: Project) -> dict[str, TableState]:
+    """What each model's production table says, for a plan (environments are planned against these too)."""
+    warehouse = project.settings.warehouse
+    return {m.name: table_state(table_uri(warehouse, m.name), by_interval=m.is_incremental) for m in project.ordered() if m.has_table}

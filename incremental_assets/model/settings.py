@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from incremental_assets.model.environment import table_location
+
 DEFAULT_SPARK_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
@@ -69,6 +71,14 @@ class Settings:
     dagster_home: Path | None = None
     max_concurrent_runs: int = 1
     hourly_files: str = "day"  # how new tables of hourly models are cut into files: "day" or "hour"
+    environment: str | None = None  # the environment in effect (None: production)
+    environment_models: frozenset[str] = frozenset()  # the models whose tables are the environment's
+
+    def table_location(self, model_name: str) -> str:
+        """Where a model's table is read and written: the environment's table for a model the environment
+        builds, production's otherwise (the one place every reader and writer asks)."""
+        in_env = self.environment is not None and model_name.lower() in self.environment_models
+        return table_location(self.warehouse, model_name, self.environment if in_env else None)
 
     def spark_config(self) -> dict[str, str]:
         conf = dict(DEFAULT_SPARK_CONF)

@@ -70,7 +70,7 @@ def rebuild_plans(
         if tags.BUILT_WITH_TAG in run_tags:
             built = run_tags[tags.BUILT_WITH_TAG] or None
         else:
-            built = delta.built_with(delta.table_uri(project.settings.warehouse, model.name))
+            built = delta.built_with(project.settings.table_location(model.name))
     reason = rebuild_reason(model, asked=asked, built_with=built)
     if reason is None:
         return None
@@ -205,7 +205,7 @@ def spec_metadata(project: Project, model: SqlModel, translator: ModelTranslator
             return translator.get_asset_key(project.models[table])
         return translator.get_source_key(project.sources[table]) if table in project.sources else None
 
-    uri = delta.table_uri(project.settings.warehouse, model.name)
+    uri = project.settings.table_location(model.name)
     return {**translator.get_metadata(model), **translator.get_table_metadata(model, uri, columns, key_of)}
 
 

@@ -18,12 +18,28 @@ from incremental_assets.orchestration.translator import ModelTranslator
 
 
 def build_definitions(
-    project: Project | str | Path | Sequence[str | Path] | None = None, *, translator: ModelTranslator | None = None, **extra: Any
+    project: Project | str | Path | Sequence[str | Path] | None = None,
+    *,
+    translator: ModelTranslator | None = None,
+    environment: str | None = None,
+    **extra: Any,
 ) -> dg.Definitions:
     """Definitions for a project (a folder, several folders loaded as one, or ``$INCREMENTAL_ASSETS_PROJECT``
-    whose folders are separated by ``os.pathsep``): model assets, source specs and the ``spark`` resource."""
+    whose folders are separated by ``os.pathsep``): model assets, source specs and the ``spark`` resource.
+
+    With ``environment``, the assets of that environment instead (a code location of its own): the models
+    it builds, keyed ``["env", NAME, *key]``, depending on production's keys for what they read in place."""
     if not isinstance(project, Project):
         project = load_project(project or project_folders(os.environ.get("INCREMENTAL_ASSETS_PROJECT") or os.getcwd()))
+    if environment is not None:
+        from incremental_assets.orchestration.environments import environment_assets, plan_environment
+
+        env, _, env_assets = environment_assets(project, plan_environment(project, environment), translator)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", dg.BetaWarning)
+            env_assets = link_to_git(env_assets, project.directory)
+        resources = {"spark": SparkResource.from_settings(env.settings)}
+        return dg.Definitions(assets=env_assets, resources=resources, executor=dg.in_process_executor, **extra)
     translator = translator or ModelTranslator()
     assets: list[Any] = [build_source_spec(s, translator) for s in project.sources.values()]
     columns = project_columns(project)

@@ -92,7 +92,7 @@ def check_model(
     if not records:
         return Integrity(model.name)
     newest = max((r.version for r in records if r.version is not None), default=None)
-    uri = delta.table_uri(project.settings.warehouse, model.name)
+    uri = project.settings.table_location(model.name)
     current = delta.version(uri)
     if current is None:
         lost = _windows(partitions, [r.partition for r in records]) if timed else ()

@@ -29,7 +29,7 @@ def unrecorded_commits(instance: dg.DagsterInstance, project: Project, model: Sq
 
     Per interval only the newest commit counts: an interval a later commit replaced is judged by it.
     """
-    uri = delta.table_uri(project.settings.warehouse, model.name)
+    uri = project.settings.table_location(model.name)
     log = [c for c in delta.commits(uri) if c.model == model.name]
     if not log:
         return []
@@ -68,7 +68,7 @@ def reconcile(instance: dg.DagsterInstance, project: Project, model: SqlModel, t
     whose metadata names the Delta version, instead of computing those intervals again."""
     found = unrecorded_commits(instance, project, model, translator)
     key = translator.get_asset_key(model)
-    uri = delta.table_uri(project.settings.warehouse, model.name)
+    uri = project.settings.table_location(model.name)
     for item in found:
         meta = {
             "reconciled_from": f"Delta version {item.version}",

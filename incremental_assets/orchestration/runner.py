@@ -80,10 +80,11 @@ class Runner:
         self.defs = defs
         self.translator = translator or ModelTranslator()
         self.job = defs.resolve_implicit_global_asset_job_def()
+        self.extra_tags: dict[str, str] = {}  # added to every run's tags (the environment a run builds in)
         register_table_pools(instance, project)
 
     def built_with(self, model: SqlModel) -> str | None:
-        return delta.built_with(delta.table_uri(self.project.settings.warehouse, model.name))
+        return delta.built_with(self.project.settings.table_location(model.name))
 
     def rebuild_window(self, model: SqlModel, end: datetime) -> TimeWindow | None:
         """[start, end) of a rebuild, stretched to every interval Dagster has recorded for the model."""
@@ -101,7 +102,7 @@ class Runner:
         """One Dagster run of the model over ``window``; ``built_with`` is the table's fingerprint when the
         caller has already read it (the run then does not read it again; otherwise the run reads it)."""
         key = self.translator.get_asset_key(model)
-        run_tags: dict[str, str] = {tags.LAUNCHED_BY_TAG: "cli", tags.PID_TAG: str(os.getpid()), tags.HOST_TAG: socket.gethostname()}
+        run_tags: dict[str, str] = {tags.LAUNCHED_BY_TAG: "cli", tags.PID_TAG: str(os.getpid()), tags.HOST_TAG: socket.gethostname(), **self.extra_tags}
         if allow_downgrade:
             run_tags[tags.ALLOW_DOWNGRADE_TAG] = "true"
         if rebuild:

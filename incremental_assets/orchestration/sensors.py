@@ -328,7 +328,7 @@ def _decide_partitioned(
         state.unsettled[model.name] = state.changing[model.name] = FULL
         return
     missing = subtract(expected, materialized_windows(instance, key, partitions))
-    built = delta.built_with(delta.table_uri(project.settings.warehouse, model.name))
+    built = delta.built_with(project.settings.table_location(model.name))
     reasons: list[str] = []
     if needs_rebuild(model, built):
         desired, reasons = [expected], [f"definition changed: rebuilt from {model.start.date()}"]
@@ -379,7 +379,7 @@ def _decide_unpartitioned(
     if latest_id(instance, key) is None:
         reasons.append("never materialized")
         state.empty.add(model.name)
-    if definition_changed(model, delta.built_with(delta.table_uri(project.settings.warehouse, model.name))):
+    if definition_changed(model, delta.built_with(project.settings.table_location(model.name))):
         reasons.append("definition changed")
     stale = stale_intervals(instance, project, model, translator)
     if stale.causes:

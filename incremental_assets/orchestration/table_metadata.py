@@ -44,7 +44,7 @@ def _stored_types(project: Project, model: SqlModel) -> dict[str, str] | None:
     if not model.has_table:
         return None
     try:
-        return delta.column_types(delta.table_uri(project.settings.warehouse, model.name)) or None
+        return delta.column_types(project.settings.table_location(model.name)) or None
     except (StorageError, OSError):  # an unreachable warehouse leaves the inferred types
         return None
 

@@ -34,6 +34,8 @@ REBUILD_TAG = "incremental_assets/rebuild"
 # The fingerprint the model's table was built with ("" for none), as the launcher read it from the table's
 # latest commit: the run does not read it again. Runs launched without it (the Dagster UI) read it themselves.
 BUILT_WITH_TAG = "incremental_assets/built_with"
+# The environment a run builds in (absent: production).
+ENVIRONMENT_TAG = "incremental_assets/environment"
 
 
 def is_set(tags: Mapping[str, str], name: str) -> bool:

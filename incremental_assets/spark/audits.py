@@ -66,5 +66,5 @@ def read_staged(spark: SparkSession, staging: str, window: TimeWindow | None = N
 def read_committed(spark: SparkSession, project: Project, model: SqlModel, window: TimeWindow | None) -> DataFrame:
     """The committed rows of ``window`` (all rows without one), with the table's columns even when the
     window holds no row: audits of an empty window evaluate over zero rows."""
-    uri = delta.table_uri(project.settings.warehouse, model.name)
+    uri = project.settings.table_location(model.name)
     return read_table_window(spark, uri, window, model.interval_unit)[0]

@@ -102,7 +102,7 @@ class Executor(Inputs):
         began = time.perf_counter()
         first, last = plans[0], plans[-1]
         model = self.project.models[first.model]
-        uri = delta.table_uri(self.project.settings.warehouse, first.model)
+        uri = self.project.settings.table_location(first.model)
         self.sweep(uri)
         strategy = STRATEGIES[first.write](self.spark, self.project, model, uri, delta.new_staging_dir(uri))
         inputs: dict[str, str] = {}
@@ -155,7 +155,7 @@ class Executor(Inputs):
         if not statements:
             return
         model = self.project.models[plan.model]
-        if when == "post" and model.has_table and delta.exists(delta.table_uri(self.project.settings.warehouse, plan.model)):
+        if when == "post" and model.has_table and delta.exists(self.project.settings.table_location(plan.model)):
             own = InputRead(plan.model, view_name(plan.model), "table", None)
             self.read_model_table(plan.model, own)[0].createOrReplaceTempView(own.view)
         for statement in statements:

@@ -110,7 +110,7 @@ class Inputs:
 
     def read_model_table(self, name: str, read: InputRead, consumer: str | None = None) -> tuple[DataFrame, str]:
         upstream = self.project.models.get(name)
-        uri = delta.table_uri(self.project.settings.warehouse, name)
+        uri = self.project.settings.table_location(name)
         if not delta.exists(uri):
             if name == consumer and upstream is not None:
                 # A model reading its own previous output: on its first run that output is empty.

@@ -76,7 +76,7 @@ def target_state(executor: Session, model_name: str) -> TargetState:
     """Read what a merge-style model's committed table says: its latest commit's metadata and, for a
     cursor model, MAX(cursor) over the committed rows."""
     model = executor.project.models[model_name]
-    uri = delta.table_uri(executor.project.settings.warehouse, model_name)
+    uri = executor.project.settings.table_location(model_name)
     if not delta.exists(uri):
         return TargetState()
     meta = delta.last_commit_metadata(uri)
@@ -305,7 +305,7 @@ def register_fetched(executor: Session, model: Any, target: TargetState | None) 
         last = executor.spark.range(1).select(F.lit(target.last_value).cast(target.value_type)).first()[0]
     rows = call_fetch(model, last, kind.initial_value, backfill)
     schema: Any = ", ".join(f"`{c}` {t}" for c, t in model.columns.items()) or None
-    uri = delta.table_uri(executor.project.settings.warehouse, model.name)
+    uri = executor.project.settings.table_location(model.name)
     if schema is None and delta.exists(uri):
         schema = from_arrow_schema(delta.arrow_schema(uri), prefer_timestamp_ntz=False)
     if isinstance(rows, pa.Table):

@@ -77,7 +77,7 @@ def _owner_of(path: str, project: Project) -> tuple[str, str]:
         if path.startswith(location + "/") and (best is None or len(location) > len(best[1])):
             best = (f"source {source.name}", location)
     for model in project.models.values():
-        location = delta.table_uri(project.settings.warehouse, model.name).removeprefix("file://").rstrip("/")
+        location = project.settings.table_location(model.name).removeprefix("file://").rstrip("/")
         if path.startswith(location + "/") and (best is None or len(location) > len(best[1])):
             best = (f"table of model {model.name}", location)
     return best or ("input", path.rsplit("/", 1)[0])
