@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Sequence
 
 from incremental_assets.cli.plan import add_plan_command
+from incremental_assets.cli.restate import add_restate_command
 from incremental_assets.cli.verify import add_verify_command
 from incremental_assets.cli.window_notes import check_window_reaches
 from incremental_assets.errors import DamagedTableError, IncrementalAssetsError, ProjectError
@@ -459,6 +460,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_verify_command(sub, add)
     add_plan_command(sub, add)
+    add_restate_command(sub, add)
 
     p = add("history", "past runs, newest first: windows, rows, durations and status, from the Dagster instance")
     p.add_argument("model", nargs="?")
