@@ -26,18 +26,20 @@ def describe(restatement: Restatement) -> list[str]:
 
 
 def cmd_restate(args: argparse.Namespace) -> int:
-    from incremental_assets.cli.commands import _project, _runner
+    from incremental_assets.load.project import load_project
     from incremental_assets.orchestration import restate
-    from incremental_assets.orchestration.runner import parse_instant
+    from incremental_assets.orchestration.definitions import build_definitions
+    from incremental_assets.orchestration.instance import open_instance
+    from incremental_assets.orchestration.runner import Runner, parse_instant
 
     start, end = parse_instant(args.start, "start"), parse_instant(args.end, "end")
     assert start is not None and end is not None
     if start >= end:
         raise IncrementalAssetsError(f"--start {args.start} must be before --end {args.end}")
-    project = _project(args)
+    project = load_project(args.projects)
     chosen = [project.model(name) for name in args.models]
     window = TimeWindow(start, end)
-    runner = _runner(project)
+    runner = Runner(project, open_instance(project.settings.dagster_home, project.settings.max_concurrent_runs), build_definitions(project))
     restatement = restate.plan(runner, chosen, window)
     print(f"restate {window} of {', '.join(m.name for m in chosen)}, then what reads it:")
     print("\n".join(describe(restatement)), flush=True)
