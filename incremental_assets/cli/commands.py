@@ -15,6 +15,7 @@ from incremental_assets.cli.environments import add_env_command, cmd_run_env
 from incremental_assets.cli.plan import add_plan_command
 from incremental_assets.cli.diff import add_diff_command
 from incremental_assets.cli.promote import add_promote_command
+from incremental_assets.cli.restate import add_restate_command
 from incremental_assets.cli.verify import add_verify_command
 from incremental_assets.cli.window_notes import check_window_reaches
 from incremental_assets.errors import DamagedTableError, IncrementalAssetsError, ProjectError
@@ -468,6 +469,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_diff_command(sub, add)
     add_promote_command(sub, add)
     add_env_command(sub, add)
+    add_restate_command(sub, add)
 
     p = add("history", "past runs, newest first: windows, rows, durations and status, from the Dagster instance")
     p.add_argument("model", nargs="?")
