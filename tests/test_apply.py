@@ -160,3 +160,31 @@ def test_run_auto_recomputes_by_category_and_dagster_agrees(built, tmp_path, cap
     assert statuses(root, "s.totals") == statuses(root, "s.daily") == {StaleStatus.FRESH}
     assert {c["category"] for c in plan(root, capsys).values()} == {"unchanged"}
     assert tables(root) == full_run(tmp_path, "full2", daily(measure="SUM(v)", extra=", MAX(v) AS top"))
+
+
+def test_forward_only_keeps_built_intervals_and_metadata_recomputes_nothing(built, capsys):
+    root = built
+    warehouse = load_project(root).settings.warehouse
+    uri = delta.table_uri(warehouse, "s.daily")
+    old_files = sorted(delta.committed_files(uri))
+    before = materializations(root)
+    # A description only: nothing recomputed, and the plan is clean afterwards.
+    (root / "models" / "daily.sql").write_text(daily(description="events per key and day"))
+    assert plan(root, capsys)["s.daily"]["category"] == "metadata"
+    cli_run(root, "--auto", "--end", END)
+    assert materializations(root) == before
+    assert {c["category"] for c in plan(root, capsys).values()} == {"unchanged"}
+    assert delta.stored_definition(uri, delta.built_with(uri))["metadata"]["description"] == "events per key and day"
+
+    # n changes, forward-only for this run, and a fourth day arrives.
+    (root / "models" / "daily.sql").write_text(daily(measure="SUM(v)", description="events per key and day"))
+    write_events(root / "data" / "events", utc(2024, 1, 1), 24 * 4)
+    cli_run(root, "--auto", "--forward-only", "--end", "2024-01-05")
+    after = materializations(root)
+    assert {m: after[m] - before[m] for m in MODELS} == {"s.daily": 1, "s.totals": 1, "s.keys": 1}  # the new day only
+    assert set(old_files) <= set(delta.committed_files(uri))  # the built intervals' files are untouched
+    rows = {(str(r[0]), r[1]): r[2] for r in table_rows(uri)}
+    assert rows[("2024-01-01", "k0")] == 8  # COUNT(*) as built
+    assert rows[("2024-01-04", "k0")] == sum(i % 7 for i in range(72, 96) if i % 3 == 0)  # SUM(v) for the new day
+    assert {c["category"] for c in plan(root, capsys).values()} == {"unchanged"}
+    assert statuses(root, "s.totals") == statuses(root, "s.keys") == {StaleStatus.FRESH}  # downstream not restated
