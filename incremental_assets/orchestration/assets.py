@@ -90,8 +90,12 @@ def unaffected_before_rebuild(
     """Before a rebuild for a changed definition commits (the table still holds the previous one): the
     downstream models the plan says it leaves unchanged, each with its partitions already stale, and the
     data version the rebuild keeps when it leaves every model reading it unchanged (see :mod:`.apply`)."""
-    uri = delta.table_uri(project.settings.warehouse, model.name)
-    if tags.is_set(context.run.tags, tags.FULL_REFRESH_TAG) or delta.built_with(uri) in (None, model.fingerprint):
+    run_tags = context.run.tags
+    if tags.BUILT_WITH_TAG in run_tags:
+        built = run_tags[tags.BUILT_WITH_TAG] or None
+    else:
+        built = delta.built_with(delta.table_uri(project.settings.warehouse, model.name))
+    if tags.is_set(run_tags, tags.FULL_REFRESH_TAG) or built in (None, model.fingerprint):
         return {}, None  # no change of definition (a full refresh asked): the data may change anywhere
     kept = {name: stale_partitions(context.instance, project, project.models[name], translator) for name in unaffected_downstream(project, model)}
     if kept:

@@ -110,7 +110,7 @@ class Runner:
             run_tags[tags.REBUILD_TAG] = "true"
         if full_refresh:
             run_tags[tags.FULL_REFRESH_TAG] = "true"
-        elif window is not None and model.is_incremental and built_with is not _UNREAD:
+        if window is not None and model.is_incremental and built_with is not _UNREAD:
             run_tags[tags.BUILT_WITH_TAG] = built_with or ""
         partitions = self.translator.get_partitions_def(model)
         if window is not None:
