@@ -172,6 +172,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if not args.auto and bool(args.start) != bool(args.end) and not (args.full_refresh and not args.start):
         raise IncrementalAssetsError("give both --start and --end, or --auto")
+    if args.forward_only and args.full_refresh:
+        raise IncrementalAssetsError("--forward-only keeps the built intervals, --full-refresh rebuilds them: give one of them")
     project = _project(args)
     models = project.select(" ".join(args.selection) if args.selection else None)
     if args.env:
@@ -189,6 +191,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"running {len(models)} model(s): {', '.join(m.name for m in models)}", flush=True)
     report = runner.run(
         models, start=start, end=end, auto=args.auto, allow_downgrade=args.allow_downgrade, full_refresh=args.full_refresh,
+        forward_only=args.forward_only,
         progress=lambda line: print(line, flush=True),
     )
     failed = [r for r in report.records if not r.success]
@@ -450,6 +453,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-downgrade", action="store_true", help="run models the safety analysis refuses as a full refresh (with a warning); not persisted")
     p.add_argument("--full-refresh", action="store_true", help="rebuild the selected models from their start (one atomic commit per model)")
     p.add_argument("--env", help="with --auto: build the changed models and what they break in environment NAME, apart from production")
+    p.add_argument(
+        "--forward-only", action="store_true",
+        help="apply every change of the selected models to new intervals only: built intervals are kept, nothing downstream is restated",
+    )
     p.set_defaults(func=cmd_run)
 
     p = add("explain", "kind, safety class and reasons, per-source bounds (ISO-8601), partitions and backfill policy")

@@ -37,11 +37,6 @@ def print_plan(changes: list[ModelChange], environment: str | None, held: dict[s
     unchanged = len(changes) - len(shown)
     total_rows = sum(c.rows or 0 for c in changes if c.recompute)
     print(f"{len(shown)} model(s) changed or affected, {unchanged} unchanged; ~{total_rows:,} row(s) to recompute")
-    if any(c.category in ("non-breaking", "indirect-non-breaking") for c in shown):
-        print(
-            "note: `run --auto` does not apply non-breaking changes yet: it rebuilds every model whose definition "
-            "changed from its start and recomputes the downstream intervals Dagster then marks stale"
-        )
 
 
 def cmd_plan(args: argparse.Namespace) -> int:

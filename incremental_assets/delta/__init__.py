@@ -14,6 +14,7 @@ from incremental_assets.delta.commit import (
     ReplaceTable,
     ReplaceWindow,
     commit_staged,
+    record_definition,
 )
 from incremental_assets.delta.definition import production_tables, stored_definition, table_names, table_state, write_definition
 from incremental_assets.delta.day_files import column_range, copied_files
@@ -63,6 +64,6 @@ __all__ = [
     "history", "is_local", "open_table",
     "has_staged_rows", "keep_staged_schema", "host_tag", "last_commit_metadata", "new_staging_dir", "orphan_staging_dirs",
     "remove_orphan_staging", "source_files", "table_uri", "vacuum", "version", "writer_lock",
-    "production_tables", "stored_definition", "table_names", "table_state", "write_definition",
+    "production_tables", "record_definition", "stored_definition", "table_names", "table_state", "write_definition",
     "column_types", "interval_row_counts", "row_count", "partitioned_by_day", "row_filter", "interval_bounds", "partial_days", "copied_files", "column_range",
 ]

@@ -314,3 +314,31 @@ def _interval_rows(actions: Sequence[AddAction]) -> dict[str, int]:
         if value is not None:
             out[value] = out.get(value, 0) + int(json.loads(action.stats or "{}").get("numRecords", 0))
     return out
+
+
+def record_definition(uri: str, definition: Mapping[str, Any]) -> int | None:
+    """Keep ``definition`` with the table without writing data, under the table's writer lock.
+
+    Its file is rewritten (a change of metadata only keeps the fingerprint, and so the file's name).
+    When it names another fingerprint than the table's latest commit (a forward-only change), a commit
+    without files records that fingerprint, the latest commit's other facts (window end, key buckets)
+    kept, so the table reads as built with the new definition from now on while every file stays.
+    That commit names no model or run: it is not a write any run must be recorded for.
+    Returns the version of that commit (None: no commit was needed)."""
+    fingerprint = str(definition["fingerprint"])
+    with writer_lock(uri, owner=f"definition {fingerprint[:12]} of {definition.get('model') or uri}"):
+        table = open_table(uri)
+        write_definition(uri, _with_types(definition, table.schema()))
+        latest = (table.history(1) or [{}])[0]
+        if latest.get(METADATA_PREFIX + "fingerprint") == fingerprint:
+            return None
+        dropped = {METADATA_PREFIX + k for k in ("model", "run_id", "staging")}
+        custom = {k: str(v) for k, v in latest.items() if k.startswith(METADATA_PREFIX) and k not in dropped}
+        custom[METADATA_PREFIX + "fingerprint"] = fingerprint
+        custom[METADATA_PREFIX + "definition_only"] = "true"
+        sequence = (table.transaction_version(APP_ID) or 0) + 1
+        properties = CommitProperties(custom_metadata=custom, app_transactions=[Transaction(app_id=APP_ID, version=sequence)])
+        partition_by = list(table.metadata().partition_columns) or None
+        table.create_write_transaction([], mode="append", schema=table.schema(), partition_by=partition_by, commit_properties=properties)
+        keep_only(uri, fingerprint)
+        return open_table(uri).version()

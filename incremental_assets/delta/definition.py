@@ -111,9 +111,10 @@ def table_names(warehouse: str) -> list[str]:
     return sorted(found)
 
 
-def table_state(uri: str, *, by_interval: bool) -> TableState:
+def table_state(uri: str, *, by_interval: bool, counts: bool = True) -> TableState:
     """What a model's table says for a plan, from its Delta log (and, on a table cut by day, its
-    ``ia_interval`` column): nothing is written."""
+    ``ia_interval`` column): nothing is written. Without ``counts``, only its definition is read (no
+    intervals, no rows): enough to categorise changes."""
     if not exists(uri):
         return TableState()
     fingerprint = built_with(uri)
@@ -121,8 +122,8 @@ def table_state(uri: str, *, by_interval: bool) -> TableState:
         exists=True,
         fingerprint=fingerprint,
         stored=stored_definition(uri, fingerprint),
-        intervals=interval_row_counts(uri) if by_interval else None,
-        rows=row_count(uri),
+        intervals=interval_row_counts(uri) if by_interval and counts else None,
+        rows=row_count(uri) if counts else None,
     )
 
 

@@ -7,7 +7,7 @@ executor; which windows a run covers comes from Dagster (its partition key range
 import os
 import time
 from datetime import timezone
-from typing import Any
+from typing import Any, Iterator
 
 import dagster as dg
 
@@ -17,6 +17,7 @@ from incremental_assets.model.intervals import TimeWindow, to_utc
 from incremental_assets.model.project import Project, Source
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import checks, tags
+from incremental_assets.orchestration.apply import confirm_unaffected, kept_data_version, stale_partitions, unaffected_downstream
 from incremental_assets.orchestration.instance import (
     materialized_windows,
     missing_upstream,
@@ -81,6 +82,25 @@ def rebuild_plans(
     if not asked:
         context.log.info(f"{model.name}: definition changed (table built with {str(built)[:12]}, now {model.fingerprint[:12]}): rebuilding from its start")
     return plan_rebuild(project, model, window.end, allow_downgrade=allow_downgrade)
+
+
+def unaffected_before_rebuild(
+    context: dg.AssetExecutionContext, project: Project, model: SqlModel, translator: ModelTranslator
+) -> tuple[dict[str, set[str]], str | None]:
+    """Before a rebuild for a changed definition commits (the table still holds the previous one): the
+    downstream models the plan says it leaves unchanged, each with its partitions already stale, and the
+    data version the rebuild keeps when it leaves every model reading it unchanged (see :mod:`.apply`)."""
+    run_tags = context.run.tags
+    if tags.BUILT_WITH_TAG in run_tags:
+        built = run_tags[tags.BUILT_WITH_TAG] or None
+    else:
+        built = delta.built_with(delta.table_uri(project.settings.warehouse, model.name))
+    if tags.is_set(run_tags, tags.FULL_REFRESH_TAG) or built in (None, model.fingerprint):
+        return {}, None  # no change of definition (a full refresh asked): the data may change anywhere
+    kept = {name: stale_partitions(context.instance, project, project.models[name], translator) for name in unaffected_downstream(project, model)}
+    if kept:
+        context.log.info(f"{model.name}: {', '.join(sorted(kept))} read none of its changed columns: not recomputed")
+    return kept, kept_data_version(context.instance, project, model, translator, set(kept))
 
 
 def unpartitioned_plan(context: dg.AssetExecutionContext, project: Project, model: SqlModel, executor: Executor, execution_time: Any) -> RunPlan:
@@ -229,7 +249,7 @@ def build_model_asset(project: Project, model: SqlModel, translator: ModelTransl
         check_specs=checks.check_specs(project, model, key),
         pool=table_pool(model.name),
     )
-    def _materialize(context: dg.AssetExecutionContext, spark: SparkResource) -> dg.MaterializeResult:
+    def _materialize(context: dg.AssetExecutionContext, spark: SparkResource) -> Iterator[dg.MaterializeResult]:
         began = time.perf_counter()
         window = window_of(context) if context.has_partition_key_range or context.has_partition_key else None
         check_upstreams(context, project, model, window, translator)
@@ -237,6 +257,7 @@ def build_model_asset(project: Project, model: SqlModel, translator: ModelTransl
         execution_time = to_utc(context.run.tags[tags.EXECUTION_TIME_TAG]) if context.run.tags.get(tags.EXECUTION_TIME_TAG) else None
         executor = Executor(spark.spark_session, project)
         plans = rebuild_plans(context, project, model, window, translator, allow_downgrade)
+        kept, data_version = unaffected_before_rebuild(context, project, model, translator) if plans else ({}, None)
         if not plans and window:
             plans = plan_window(project, model, window, allow_downgrade=allow_downgrade, execution_time=execution_time)
         elif not plans:
@@ -261,7 +282,10 @@ def build_model_asset(project: Project, model: SqlModel, translator: ModelTransl
         if window is not None and model.is_incremental:
             report_intervals(context, model, results)
         check_results = auditor.results(window, view_sql=plans[-1].sql if plans[-1].write == WriteKind.VIEW else None)
-        return dg.MaterializeResult(metadata=meta, check_results=check_results)
+        yield dg.MaterializeResult(metadata=meta, check_results=check_results, data_version=dg.DataVersion(data_version) if data_version else None)
+        # The rebuild is recorded now: downstream models it leaves unchanged are confirmed after it.
+        for line in confirm_unaffected(context.instance, project, model, translator, kept):
+            context.log.info(line)
 
     return _materialize
 

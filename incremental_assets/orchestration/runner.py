@@ -30,6 +30,7 @@ from incremental_assets.model.kinds import IncrementalByTimeRange, ScdType2
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import tags
+from incremental_assets.orchestration.apply import apply_without_compute, current_plan
 from incremental_assets.orchestration.instance import (
     fail_dead_runs,
     materialized_windows,
@@ -97,7 +98,8 @@ class Runner:
         return TimeWindow(model.start, end) if end > model.start else None
 
     def run_window(
-        self, model: SqlModel, window: TimeWindow | None, *, allow_downgrade: bool = False, rebuild: bool = False, built_with: str | None = _UNREAD
+        self, model: SqlModel, window: TimeWindow | None, *, allow_downgrade: bool = False, rebuild: bool = False, built_with: str | None = _UNREAD,
+        full_refresh: bool = False,
     ) -> RunRecord:
         """One Dagster run of the model over ``window``; ``built_with`` is the table's fingerprint when the
         caller has already read it (the run then does not read it again; otherwise the run reads it)."""
@@ -107,7 +109,9 @@ class Runner:
             run_tags[tags.ALLOW_DOWNGRADE_TAG] = "true"
         if rebuild:
             run_tags[tags.REBUILD_TAG] = "true"
-        elif window is not None and model.is_incremental and built_with is not _UNREAD:
+        if full_refresh:
+            run_tags[tags.FULL_REFRESH_TAG] = "true"
+        if window is not None and model.is_incremental and built_with is not _UNREAD:
             run_tags[tags.BUILT_WITH_TAG] = built_with or ""
         partitions = self.translator.get_partitions_def(model)
         if window is not None:
@@ -144,13 +148,23 @@ class Runner:
         progress: Callable[[str], None] | None = None,
         allow_downgrade: bool = False,
         full_refresh: bool = False,
+        forward_only: bool = False,
     ) -> RunReport:
         """Run each model (in the given, dependency order) over its windows; report every run.
 
         With ``full_refresh``, or when a model's definition changed since its table was built (and it
         is not forward_only), an incremental model is rebuilt from its start up to the requested end
-        (at least every recorded interval) in ONE run whose commit replaces the whole table."""
+        (at least every recorded interval) in ONE run whose commit replaces the whole table.
+
+        With ``auto`` or ``forward_only`` the plan's changes that recompute nothing are applied first
+        (see :mod:`.apply`): metadata changes, and forward-only ones (every change of the selected
+        models, with ``forward_only``): their built intervals are kept, new ones use the new definition."""
         fail_dead_runs(self.instance)
+        if (auto or forward_only) and not full_refresh:
+            changes = current_plan(self.project, forward_only=forward_only)
+            for line in apply_without_compute(self.project, self.instance, self.translator, changes, {m.name for m in models}):
+                if progress:
+                    progress(line)
         queue = self.plan_runs(models, start=start, end=end, auto=auto, now=now, progress=progress, full_refresh=full_refresh)
         report = RunReport()
         total, done, rows = queue.intervals, 0, 0
@@ -169,7 +183,10 @@ class Runner:
                     failed_models.add(model.name)
                     continue
                 rebuild = model.name in queue.rebuilds
-                record = self.run_window(model, window, allow_downgrade=allow_downgrade, rebuild=rebuild, built_with=queue.built.get(model.name, _UNREAD))
+                record = self.run_window(
+                    model, window, allow_downgrade=allow_downgrade, rebuild=rebuild, built_with=queue.built.get(model.name, _UNREAD),
+                    full_refresh=full_refresh,
+                )
                 report.records.append(record)
                 queue.ran.add(model.name)
                 done += len(batches(window, model.unit, 1)) if window else 1

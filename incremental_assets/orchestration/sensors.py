@@ -6,7 +6,8 @@ On every tick it decides, for every model in dependency order, what must be (re)
 - intervals touched by new or late source data (new Delta versions, new files), lookback included;
 - intervals made stale by an upstream interval materialized again after them (late data re-ran it, or
   the upstream was rebuilt because its definition changed), see :mod:`.staleness`;
-- the whole model, rebuilt from its start, when its definition changed since its table was built.
+- the whole model, rebuilt from its start, when its definition changed since its table was built;
+  changes that recompute nothing (metadata, forward-only) are applied without a run (see :mod:`.apply`).
 
 An interval is requested only when every upstream interval it reads is settled: materialized and not
 about to change or being changed. Otherwise it waits, and the tick says what for; it is never launched to
@@ -43,6 +44,7 @@ from incremental_assets.model.project import Project, Source
 from incremental_assets.model.source_time import instant, zone
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import tags
+from incremental_assets.orchestration.apply import apply_without_compute, current_plan
 from incremental_assets.orchestration.instance import (
     ACTIVE_RUN_STATUSES,
     fail_dead_runs,
@@ -415,11 +417,13 @@ class Settling:
 
 
 def evaluate(project: Project, translator: ModelTranslator, instance: dg.DagsterInstance, cursor_text: str | None, now: datetime) -> Decision:
-    """Decide one tick (pure apart from reading the instance and the sources)."""
+    """Decide one tick (reading the instance and the sources). The plan's changes that recompute
+    nothing (metadata, ``forward_only`` models) are applied first, as ``run --auto`` does."""
     cursor, note = AutomationCursor.parse(cursor_text)
     decision = Decision(cursor=cursor)
     if note:
         decision.notes.append(note)
+    decision.notes += apply_without_compute(project, instance, translator, current_plan(project))
     read = {n for m in project.models.values() for n in m.depends_on}
     changed: dict[str, list[TimeWindow]] = {}
     for source in project.sources.values():

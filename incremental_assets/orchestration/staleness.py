@@ -4,7 +4,14 @@ Dagster numbers every materialization event (its storage id grows with each even
 model is stale when an interval of an upstream model that it reads (its lookback included) has a newer
 materialization than its own: late data re-ran the upstream interval, or the upstream was rebuilt
 because its definition changed. A FULL or materialized VIEW model is stale when any upstream
-materialization is newer than its own. Nothing is stored besides what Dagster records anyway.
+materialization is newer than its own. Nothing is stored besides what Dagster records anyway. A plain
+VIEW (or an embedded model) holds no data: it is never stale.
+
+An interval's own moment is its latest materialization or confirmation (see :mod:`.confirm`): when a
+change recomputed an upstream model but not this one (it reads none of the upstream columns whose
+values changed, as the plan decided when the upstream was rebuilt), the upstream's rebuild confirmed the
+intervals of this model as current, and they are not stale. Upstream moments are materializations only:
+a confirmation changes no data.
 
 An unpartitioned upstream (a FULL dimension) refreshed with new rows does not make a partitioned model's
 intervals stale (as in SQLMesh, only new intervals read the new rows); its definition changing does: the
@@ -20,6 +27,7 @@ import dagster as dg
 from incremental_assets.model.intervals import TimeWindow, merge, to_utc
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
+from incremental_assets.orchestration.confirm import current_id, current_ids
 from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.plan.compile import input_bound
 
@@ -79,17 +87,17 @@ def _windows(partitions: dg.TimeWindowPartitionsDefinition, ids: dict[str, int])
 def stale_intervals(instance: dg.DagsterInstance, project: Project, model: SqlModel, translator: ModelTranslator) -> Stale:
     """The stale intervals of a partitioned model, or whether an unpartitioned one is stale (``causes``)."""
     upstreams = project.upstream_models(model)
-    if not upstreams:
+    if not upstreams or not model.has_table:
         return Stale()
     partitions = translator.get_partitions_def(model)
     key = translator.get_asset_key(model)
     if not isinstance(partitions, dg.TimeWindowPartitionsDefinition):
-        own = latest_id(instance, key)
+        own = current_id(instance, key)
         if own is None:
             return Stale()
         causes = tuple(u.name for u in upstreams if (latest_id(instance, translator.get_asset_key(u)) or 0) > own)
         return Stale(causes=causes)
-    own_ids = latest_ids(instance, key)
+    own_ids = current_ids(instance, key)
     if not own_ids:
         return Stale()
     own = dict((w.start, (w, sid)) for w, sid in _windows(partitions, own_ids))

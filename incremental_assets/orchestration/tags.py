@@ -31,6 +31,8 @@ ALLOW_DOWNGRADE_TAG = "incremental_assets/allow_downgrade"
 EXECUTION_TIME_TAG = "incremental_assets/execution_time"
 # A run tagged so rebuilds the model from its start: one commit replacing the whole table.
 REBUILD_TAG = "incremental_assets/rebuild"
+# A rebuild the user asked for (--full-refresh): its rows may change anywhere, whatever the definition says.
+FULL_REFRESH_TAG = "incremental_assets/full_refresh"
 # The fingerprint the model's table was built with ("" for none), as the launcher read it from the table's
 # latest commit: the run does not read it again. Runs launched without it (the Dagster UI) read it themselves.
 BUILT_WITH_TAG = "incremental_assets/built_with"
