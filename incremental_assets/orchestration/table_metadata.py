@@ -20,9 +20,8 @@ import dagster as dg
 
 from incremental_assets import delta
 from incremental_assets.analysis.columns import describe_columns
-from incremental_assets.errors import ModelFileError, StorageError
+from incremental_assets.errors import StorageError
 from incremental_assets.load.runtime_macros import first_variant
-from incremental_assets.model.intervals import unit_from_cron
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.plan.definition import sample_macros

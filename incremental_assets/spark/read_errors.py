@@ -17,7 +17,6 @@ import re
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from incremental_assets import delta
 from incremental_assets.errors import SourceDataError
 from incremental_assets.model.project import Project
 from incremental_assets.spark.text_records import bad_record
