@@ -29,7 +29,8 @@ def cmd_run_env(args: argparse.Namespace, project, models) -> int:
     read = [m.name for m in project.ordered() if m.has_table and m.name not in build.plan.models]
     print(f"environment {args.env}: {len(build.plan.models)} model(s) built apart ({', '.join(build.plan.models) or 'none'}); "
           f"{len(read)} read from production in place")
-    print(f"{len(build.built)} model(s) built now, {len(build.current)} already current; "
+    print(f"{len(build.built)} model(s) built now, {len(build.current)} already current"
+          + (f", {len(build.idle)} with no complete interval yet" if build.idle else "") + "; "
           f"{len(build.report.records) - len(failed)} run(s) succeeded, {len(failed)} failed")
     if any(r.bad_input for r in failed):
         return 2

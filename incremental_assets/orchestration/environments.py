@@ -12,6 +12,7 @@ no materialization of a production asset key.
 from __future__ import annotations
 
 import copy
+import warnings
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping, Sequence
@@ -109,7 +110,9 @@ def environment_assets(project: Project, plan: EnvironmentPlan, translator: Mode
     env = environment_project(project, plan.name, plan.models)
     env_translator = environment_translator(translator or ModelTranslator(), plan.name, plan.models)
     columns = project_columns(env)
-    return env, env_translator, [build_model_asset(env, env.models[m], env_translator, columns.get(m)) for m in plan.models]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dg.BetaWarning)  # backfill_policy and code references, as production's assets
+        return env, env_translator, [build_model_asset(env, env.models[m], env_translator, columns.get(m)) for m in plan.models]
 
 
 def environment_key(name: str, key: dg.AssetKey) -> bool:
@@ -139,7 +142,8 @@ def _targets(model: SqlModel, state: TableState, end: datetime | None, now: date
     elif state.exists:
         return []
     else:
-        until = ceil(end, model.unit) if end else last_complete_end(now, model.unit)
+        # As `run --auto`: whole intervals only, up to the last complete one (or --end, rounded down).
+        until = min(last_complete_end(now, model.unit), model.unit.floor(end)) if end else last_complete_end(now, model.unit)
         if model.end:
             until = min(until, model.end)
         windows = [TimeWindow(model.start, until)] if until > model.start else []
@@ -154,6 +158,7 @@ class EnvironmentBuild:
     report: RunReport = field(default_factory=RunReport)
     built: list[str] = field(default_factory=list)  # models (re)built or extended by this command
     current: list[str] = field(default_factory=list)  # models already built with their current definition
+    idle: list[str] = field(default_factory=list)  # models with no table and no complete interval to build yet
 
 
 def build_environment(
@@ -224,7 +229,7 @@ def build_environment(
         elif fresh:
             runs.append((None, built_with is not None and model.is_merge_style))
         if not runs:
-            result.current.append(model_name)
+            (result.current if built_with is not None else result.idle).append(model_name)
             continue
         for window, rebuild in runs:
             record = runner.run_window(model, window, rebuild=rebuild, built_with=built_with if not rebuild else None)
