@@ -261,6 +261,8 @@ def build_model_asset(project: Project, model: SqlModel, translator: ModelTransl
         if window is not None and model.is_incremental:
             report_intervals(context, model, results)
         check_results = auditor.results(window, view_sql=plans[-1].sql if plans[-1].write == WriteKind.VIEW else None)
+        if model.has_table:
+            check_results.append(checks.definition_result(key, model, delta.built_with(delta.table_uri(project.settings.warehouse, model.name))))
         return dg.MaterializeResult(metadata=meta, check_results=check_results)
 
     return _materialize
