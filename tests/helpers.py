@@ -78,16 +78,21 @@ def automation_daemon(root: Path, home: Path, clock: datetime, log: Path, cursor
         try:
             yield proc
         finally:
-            for sig, wait in ((signal.SIGINT, 30), (signal.SIGKILL, 10)):
-                try:
-                    os.killpg(proc.pid, sig)
-                except ProcessLookupError:
-                    break
-                try:
-                    proc.wait(timeout=wait)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
+            stop_session(proc)
+
+
+def stop_session(proc: subprocess.Popen) -> None:
+    """A process started in a session of its own, and every process it started: SIGINT, then SIGKILL."""
+    for sig, wait in ((signal.SIGINT, 30), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def all_at_once(*jobs) -> list:

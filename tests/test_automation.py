@@ -68,6 +68,7 @@ class Automation:
         self.cursor: str | None = None
         self.requested: list[tuple[str, str | None, str | None, str]] = []
         self.failed: list[str] = []
+        self.run_defs: dg.Definitions | None = None  # what the launched runs import, when not the sensor's
 
     def reload(self, defs: dg.Definitions) -> None:
         self.defs = defs  # a definition changed: new code, same instance and cursor
@@ -85,7 +86,7 @@ class Automation:
         keys = [(r.asset_selection[0].to_user_string(), r.tags.get(START), r.tags.get(END)) for r in requests]
         self.requested += [(*k, r.run_key) for k, r in zip(keys, requests)]
         if run:
-            job = self.defs.resolve_implicit_global_asset_job_def()
+            job = (self.run_defs or self.defs).resolve_implicit_global_asset_job_def()
             for request, key in zip(requests, keys):
                 result = job.execute_in_process(
                     instance=self.instance, asset_selection=request.asset_selection, tags=request.tags, raise_on_error=False
@@ -375,3 +376,68 @@ def test_the_automation_sensor_marks_a_killed_cli_run_failed(env):
     assert instance.get_run_by_id(runs["alive"]).status == dg.DagsterRunStatus.STARTED
     messages = [e.message for e in instance.all_logs(runs["dead"])]
     assert any(f"(pid {gone.pid}) died without finishing it" in m for m in messages)
+
+
+def test_an_edited_model_file_is_planned_on_the_next_tick_with_its_category_and_what_each_model_waits_for(env, monkeypatch, spark):
+    """The definitions stay those loaded before the edit (no reload): the sensor sees the files."""
+    from dagster._core.storage.dagster_run import DagsterRun
+
+    from incremental_assets.orchestration import tags as run_tags
+    from incremental_assets.orchestration.checks import DEFINITION_CHECK
+
+    project, instance, defs = env
+    auto = Automation(defs, instance, monkeypatch)
+    now = utc(2024, 1, 3, 6)
+    auto.settle(now)
+    assert auto.tick(now) == [] and auto.last_skip == "every model is up to date"
+    hourly = project.directory / "models" / "hourly.sql"
+    text = hourly.read_text()
+
+    # A broken edit launches nothing and says where the file is wrong.
+    hourly.write_text(text.replace("GROUP BY 1", "GROUP BY 1 )"))
+    assert auto.tick(now) == []
+    assert "the edited project does not load" in auto.last_skip and "hourly.sql:" in auto.last_skip
+
+    # A breaking edit and a new model: the edited model is rebuilt, in the same tick; the new model is
+    # not known to the running code location yet and waits for it to reload.
+    hourly.write_text(text.replace("COUNT(*) AS n", "COUNT(*) * 2 AS n"))
+    (project.directory / "models" / "extra.sql").write_text("MODEL (name s.extra, kind FULL);\nSELECT COUNT(*) AS n FROM raw.events")
+    data = auto.sense(now)
+    auto.cursor = data.cursor
+    assert [(r.asset_selection[0].to_user_string(), r.tags[START], r.tags[END]) for r in data.run_requests] == [
+        ("s/hourly", "2024-01-01-00:00", "2024-01-03-05:00")
+    ]
+    request = data.run_requests[0]
+    assert "definition changed" in request.tags[run_tags.REASON_TAG]
+    # The changed mark at asset level: a failed definition_current check carrying the plan's category.
+    (mark,) = data.asset_events
+    assert (mark.asset_key, mark.check_name, mark.passed) == (dg.AssetKey(["s", "hourly"]), DEFINITION_CHECK, False)
+    assert mark.metadata["category"].value == "breaking"
+    # Reported once per definition.
+    assert auto.sense(now).asset_events == []
+
+    # While the rebuild runs, every tick says what each model waits for, never "up to date".
+    run = DagsterRun(job_name=request.job_name, status=dg.DagsterRunStatus.STARTED, asset_selection=frozenset(request.asset_selection),
+                     tags={**request.tags, run_tags.PID_TAG: str(os.getpid()), run_tags.HOST_TAG: __import__("socket").gethostname()})
+    run_id = instance.add_run(run).run_id
+    assert auto.tick(now, run=False) == []
+    skip = auto.last_skip
+    assert f"s.hourly: rebuilding in run {run_id[:8]}" in skip
+    assert f"s.daily waits for s.hourly: rebuilding in run {run_id[:8]}" in skip
+    assert "s.total waits for s.daily" in skip
+    assert "s.extra is new: waits for the code location to reload" in skip
+    assert "up to date" not in skip
+    instance.delete_run(run_id)
+
+    # The rebuild itself reports the check passed; then the downstream models follow. The runs import
+    # the code afresh; the sensor keeps its definitions.
+    (project.directory / "models" / "extra.sql").unlink()
+    auto.run_defs = build_definitions(load_project(project.directory))
+    assert auto.tick(now) == [("s/hourly", "2024-01-01-00:00", "2024-01-03-05:00")]
+    records = instance.event_log_storage.get_asset_check_execution_history(dg.AssetCheckKey(dg.AssetKey(["s", "hourly"]), DEFINITION_CHECK), limit=1)
+    assert records[0].event.dagster_event.event_specific_data.passed
+    assert auto.tick(now) == [("s/daily", "2024-01-01", "2024-01-02")]
+    assert auto.tick(now) == [("s/total", None, None)]
+    assert auto.tick(now) == [] and auto.last_skip == "every model is up to date"
+    assert auto.failed == []
+    assert table_rows(f"{project.settings.warehouse}/s/total") == [(2 * 48,)]

@@ -90,11 +90,13 @@ def unaffected_before_rebuild(
     """Before a rebuild for a changed definition commits (the table still holds the previous one): the
     downstream models the plan says it leaves unchanged, each with its partitions already stale, and the
     data version the rebuild keeps when it leaves every model reading it unchanged (see :mod:`.apply`)."""
+    if project.settings.environment:
+        return {}, None  # an environment's models are rebuilt with what they break; production's records are not its to confirm
     run_tags = context.run.tags
     if tags.BUILT_WITH_TAG in run_tags:
         built = run_tags[tags.BUILT_WITH_TAG] or None
     else:
-        built = delta.built_with(delta.table_uri(project.settings.warehouse, model.name))
+        built = delta.built_with(project.settings.table_location(model.name))
     if tags.is_set(run_tags, tags.FULL_REFRESH_TAG) or built in (None, model.fingerprint):
         return {}, None  # no change of definition (a full refresh asked): the data may change anywhere
     kept = {name: stale_partitions(context.instance, project, project.models[name], translator) for name in unaffected_downstream(project, model)}
@@ -282,6 +284,8 @@ def build_model_asset(project: Project, model: SqlModel, translator: ModelTransl
         if window is not None and model.is_incremental:
             report_intervals(context, model, results)
         check_results = auditor.results(window, view_sql=plans[-1].sql if plans[-1].write == WriteKind.VIEW else None)
+        if model.has_table:
+            check_results.append(checks.definition_result(key, model, delta.built_with(project.settings.table_location(model.name))))
         yield dg.MaterializeResult(metadata=meta, check_results=check_results, data_version=dg.DataVersion(data_version) if data_version else None)
         # The rebuild is recorded now: downstream models it leaves unchanged are confirmed after it.
         for line in confirm_unaffected(context.instance, project, model, translator, kept):

@@ -26,9 +26,23 @@ from incremental_assets.spark.audits import (
 from incremental_assets.spark.session import SparkSession
 
 
+DEFINITION_CHECK = "definition_current"
+
+
 def check_specs(project: Project, model: SqlModel, key: dg.AssetKey) -> list[dg.AssetCheckSpec]:
-    """One asset check per declared audit/assertion, blocking where the audit blocks."""
-    return [
+    """One asset check per declared audit/assertion, blocking where the audit blocks; and, for a model
+    with a table, ``definition_current``: whether the table holds what the model's current definition
+    computes (failed, with the plan's category, as soon as the automation sensor sees the model file
+    edited; passed again by the run that rebuilds it). Dagster's own stale status of a partitioned asset
+    is per partition only: this check is the asset-level mark."""
+    own = [
+        dg.AssetCheckSpec(
+            DEFINITION_CHECK,
+            asset=key,
+            description="The table was built with the model's current definition (fails when the model file changed since)",
+        )
+    ] if model.has_table else []
+    return own + [
         dg.AssetCheckSpec(
             audit.check_name,
             asset=key,
@@ -57,6 +71,32 @@ def check_result(key: dg.AssetKey, outcome: AuditOutcome, window: TimeWindow | N
         severity=dg.AssetCheckSeverity.ERROR if outcome.blocking else dg.AssetCheckSeverity.WARN,
         metadata=meta,
     )
+
+
+def _definition_metadata(model: SqlModel, built_with: str | None, category: str | None, reasons: tuple[str, ...] = ()) -> dict[str, Any]:
+    meta: dict[str, Any] = {"fingerprint": model.fingerprint, "built_with": built_with or "", "model_file": str(model.path)}
+    if category:
+        meta["category"] = category
+    if reasons:
+        meta["changes"] = "; ".join(reasons)
+    return meta
+
+
+def definition_evaluation(key: dg.AssetKey, model: SqlModel, category: str, reasons: tuple[str, ...] = ()) -> dg.AssetCheckEvaluation:
+    """The changed mark the automation sensor reports when it sees a model's definition differ from its table's."""
+    meta = _definition_metadata(model, None, category, reasons)
+    del meta["built_with"]
+    meta["status"] = f"changed ({category}): the table was built with another definition"
+    return dg.AssetCheckEvaluation(asset_key=key, check_name=DEFINITION_CHECK, passed=False, severity=dg.AssetCheckSeverity.WARN, metadata=meta)
+
+
+def definition_result(key: dg.AssetKey, model: SqlModel, built_with: str | None) -> dg.AssetCheckResult:
+    """After a run: whether the table now holds the current definition (a forward_only model keeps its
+    older rows, and says so)."""
+    current = built_with is None or built_with == model.fingerprint
+    meta = _definition_metadata(model, built_with, None)
+    meta["status"] = "current" if current else "the table keeps rows of an earlier definition (forward_only)"
+    return dg.AssetCheckResult(asset_key=key, check_name=DEFINITION_CHECK, passed=current, severity=dg.AssetCheckSeverity.WARN, metadata=meta)
 
 
 def failure_message(model: SqlModel, outcomes: list[AuditOutcome], window: TimeWindow | None) -> str:

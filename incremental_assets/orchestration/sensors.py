@@ -31,25 +31,16 @@ from pathlib import Path
 import dagster as dg
 
 from incremental_assets import delta
-from incremental_assets.model.intervals import (
-    IntervalUnit,
-    TimeWindow,
-    last_complete_end,
-    merge,
-    subtract,
-    to_utc,
-)
+from incremental_assets.model.intervals import IntervalUnit, TimeWindow, last_complete_end, merge, subtract, to_utc
 from incremental_assets.model.kinds import IncrementalByTimeRange
 from incremental_assets.model.project import Project, Source
 from incremental_assets.model.source_time import instant, zone
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.apply import apply_without_compute, current_plan
-from incremental_assets.orchestration.instance import (
-    ACTIVE_RUN_STATUSES,
-    fail_dead_runs,
-    materialized_windows,
-)
+from incremental_assets.orchestration.code_reload import own_code_server, request_reload
+from incremental_assets.orchestration.instance import fail_dead_runs, materialized_windows
+from incremental_assets.orchestration.live import FULL, LiveProject, active_runs, change_categories, changed_marks
 from incremental_assets.orchestration.schedules import job_name, model_jobs
 from incremental_assets.orchestration.staleness import latest_id, stale_intervals
 from incremental_assets.orchestration.translator import ModelTranslator
@@ -61,7 +52,6 @@ SENSOR_NAME = "incremental_assets_automation"
 CLOCK_ENV = "INCREMENTAL_ASSETS_CLOCK"
 CURSOR_VERSION = 2
 TICK = timedelta(microseconds=1)
-FULL = "*"  # a pending entry of an unpartitioned model: run it whole
 
 
 @dataclass
@@ -70,6 +60,7 @@ class AutomationCursor:
 
     sources: dict[str, str] = field(default_factory=dict)  # source -> "v<delta version>" or "t<newest mtime>"
     pending: dict[str, list[TimeWindow] | str] = field(default_factory=dict)  # touched by new data, not launched yet
+    changed: dict[str, str] = field(default_factory=dict)  # model -> the fingerprint its changed mark was reported for
 
     @classmethod
     def parse(cls, text: str | None) -> tuple["AutomationCursor", str | None]:
@@ -83,7 +74,8 @@ class AutomationCursor:
             pending: dict[str, list[TimeWindow] | str] = {}
             for name, value in raw.get("pending", {}).items():
                 pending[name] = FULL if value == FULL else [TimeWindow.parse(s, e) for s, e in value]
-            return cls({str(k): str(v) for k, v in raw.get("sources", {}).items()}, pending), None
+            sources = {str(k): str(v) for k, v in raw.get("sources", {}).items()}
+            return cls(sources, pending, {str(k): str(v) for k, v in raw.get("changed", {}).items()}), None
         except (ValueError, TypeError, AttributeError):
             return cls(), "the sensor's cursor is from another version of incremental_assets: watching sources from their current state"
 
@@ -92,7 +84,10 @@ class AutomationCursor:
             name: FULL if value == FULL else [[w.start.isoformat(), w.end.isoformat()] for w in value]  # type: ignore[union-attr]
             for name, value in sorted(self.pending.items())
         }
-        return json.dumps({"version": CURSOR_VERSION, "sources": self.sources, "pending": pending}, sort_keys=True)
+        out = {"version": CURSOR_VERSION, "sources": self.sources, "pending": pending}
+        if self.changed:
+            out["changed"] = self.changed
+        return json.dumps(out, sort_keys=True)
 
     def add_pending(self, name: str, windows: list[TimeWindow] | str) -> None:
         current = self.pending.get(name)
@@ -230,29 +225,12 @@ class Decision:
     waiting: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     cursor: AutomationCursor = field(default_factory=AutomationCursor)
+    changes: list[str] = field(default_factory=list)  # changed definitions and what is done about them
+    running: list[str] = field(default_factory=list)  # models a queued or running run is computing
 
-
-def active_windows(instance: dg.DagsterInstance, project: Project, translator: ModelTranslator) -> dict[str, list[TimeWindow] | str]:
-    """What queued and running runs are producing: per model its windows, or ``FULL``."""
-    by_key = {translator.get_asset_key(m): m for m in project.ordered()}
-    out: dict[str, list[TimeWindow] | str] = {}
-    for record in instance.get_run_records(filters=dg.RunsFilter(statuses=ACTIVE_RUN_STATUSES)):
-        run = record.dagster_run
-        for key in run.asset_selection or ():
-            model = by_key.get(key)
-            if model is None:
-                continue
-            partitions = translator.get_partitions_def(model)
-            keys = tags.range_of(run.tags) or ((run.tags[tags.PARTITION_TAG],) * 2 if tags.PARTITION_TAG in run.tags else None)
-            if not isinstance(partitions, dg.TimeWindowPartitionsDefinition) or keys is None:
-                out[model.name] = FULL
-                continue
-            first, last = partitions.time_window_for_partition_key(keys[0]), partitions.time_window_for_partition_key(keys[1])
-            window = TimeWindow(to_utc(first.start), to_utc(last.end))
-            current = out.get(model.name, [])
-            if current != FULL:
-                out[model.name] = merge([*current, window])  # type: ignore[list-item]
-    return out
+    def summary(self) -> str:
+        """The tick's skip reason: "up to date" only when nothing is changed, running, waiting or to be said."""
+        return "; ".join(self.changes + self.running + self.waiting + self.notes) or "every model is up to date"
 
 
 def _failed_windows(instance: dg.DagsterInstance, key: dg.AssetKey, partitions: dg.TimeWindowPartitionsDefinition) -> list[TimeWindow]:
@@ -270,9 +248,13 @@ def _minus(windows: list[TimeWindow], taken: list[TimeWindow]) -> list[TimeWindo
     return merge([part for w in windows for part in subtract(w, taken)])
 
 
-def _reach(project: Project, model: SqlModel, upstream_windows: dict[str, list[TimeWindow] | str], empty: set[str]) -> tuple[list[TimeWindow], list[str]]:
+def _reach(
+    project: Project, model: SqlModel, upstream_windows: dict[str, list[TimeWindow] | str], empty: set[str], doing: dict[str, str] | None = None
+) -> tuple[list[TimeWindow], list[str]]:
     """The intervals of ``model`` that read any of the given upstream windows (lookback included), and a
-    description per upstream; an upstream given as ``FULL`` or without data reaches every interval."""
+    description per upstream (what it is doing, when ``doing`` says); an upstream given as ``FULL`` or
+    without data reaches every interval."""
+    doing = doing or {}
     assert model.start is not None
     unit = model.unit
     reached: list[TimeWindow] = []
@@ -285,13 +267,19 @@ def _reach(project: Project, model: SqlModel, upstream_windows: dict[str, list[T
             continue
         if busy == FULL:
             reached.append(TimeWindow(model.start, model.end or datetime(9999, 1, 1, tzinfo=timezone.utc)))
-            reasons.append(f"{upstream.name} (no data yet)" if upstream.name in empty else f"{upstream.name} (being recomputed)")
+            if upstream.name in doing:
+                reasons.append(f"{upstream.name}: {doing[upstream.name]}")
+            else:
+                reasons.append(f"{upstream.name} (no data yet)" if upstream.name in empty else f"{upstream.name} (being recomputed)")
             continue
         bound = input_bound(project, model.name, upstream.name)
         for n in busy:  # type: ignore[union-attr]
             reach = n.widen(bound.after, bound.before) if bound is not None else n
             reached.append(TimeWindow(unit.floor(reach.start), unit.ceil(reach.end)))
-        reasons.append(f"{upstream.name} {', '.join(str(w) for w in busy[:3])}" + (" ..." if len(busy) > 3 else ""))  # type: ignore[index]
+        if upstream.name in doing:
+            reasons.append(f"{upstream.name}: {doing[upstream.name]}")
+        else:
+            reasons.append(f"{upstream.name} {', '.join(str(w) for w in busy[:3])}" + (" ..." if len(busy) > 3 else ""))  # type: ignore[index]
     return merge(reached), reasons
 
 
@@ -308,6 +296,10 @@ def _request(model: SqlModel, translator: ModelTranslator, window: TimeWindow | 
         assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
         run_tags.update(tags.range_tags(partitions, window, model.unit))
     return dg.RunRequest(run_key=key, job_name=job_name(model), asset_selection=[translator.get_asset_key(model)], tags=run_tags)
+
+
+def _changed_line(model: SqlModel, state: "Settling", what: str) -> str:
+    return f"{model.name} changed ({state.categories.get(model.name) or 'definition'}): {what}"
 
 
 def _decide_partitioned(
@@ -332,9 +324,12 @@ def _decide_partitioned(
     missing = subtract(expected, materialized_windows(instance, key, partitions))
     built = delta.built_with(project.settings.table_location(model.name))
     reasons: list[str] = []
-    if needs_rebuild(model, built):
+    rebuild = needs_rebuild(model, built)
+    if rebuild:
         desired, reasons = [expected], [f"definition changed: rebuilt from {model.start.date()}"]
     else:
+        if definition_changed(model, built):
+            decision.changes.append(_changed_line(model, state, "applies to new intervals only (forward_only)"))
         failed = _failed_windows(instance, key, partitions) if missing else []
         gaps = _minus(missing, failed)
         stale = stale_intervals(instance, project, model, translator)
@@ -348,23 +343,30 @@ def _decide_partitioned(
             decision.notes.append(f"{model.name}: failed {', '.join(str(w) for w in failed[:3])} not retried until an input changes")
     desired = _minus(desired, running)  # type: ignore[arg-type]
     # Intervals that read upstream intervals about to change will change too: their downstream waits.
-    predicted, _ = _reach(project, model, state.changing, set())
+    predicted, upstream_busy = _reach(project, model, state.changing, set(), state.doing)
     predicted = [w for p in predicted for w in subtract(p, [TimeWindow(end, datetime(9999, 1, 1, tzinfo=timezone.utc))])]
     state.changing[model.name] = merge([*desired, *running, *predicted])  # type: ignore[misc]
     state.unsettled[model.name] = merge([*missing, *desired, *running, *predicted])  # type: ignore[misc]
     if not desired:
+        if predicted and model.name not in state.doing:
+            decision.waiting.append(f"{model.name} waits for {'; '.join(upstream_busy)}")
+            state.doing[model.name] = f"waits for {', '.join(u.name for u in project.upstream_models(model) if state.changing.get(u.name))}"
         return
-    blocked, waits = _reach(project, model, state.unsettled, state.empty)
+    blocked, waits = _reach(project, model, state.unsettled, state.empty, state.doing)
     launch = _minus(desired, blocked)
     held = _minus(desired, launch)
     if held:
         decision.waiting.append(f"{model.name} {', '.join(str(w) for w in held[:3])} waits for {'; '.join(waits)}")
+        state.doing.setdefault(model.name, "waits for its upstreams")
     marks = [f"{u.name}@{latest_id(instance, translator.get_asset_key(u))}" for u in project.upstream_models(model)]
     marks += [f"{s}={cursor.sources.get(s)}" for s in model.depends_on if s in project.sources]
     for window in launch:
         decision.requests.append(_request(model, translator, window, _run_key(model, window, reasons, marks), reasons))
     if launch:
         decision.launched[model.name] = launch
+        state.doing[model.name] = "rebuild requested" if rebuild else f"requested {', '.join(str(w) for w in launch[:3])}"
+    if rebuild:
+        decision.changes.append(_changed_line(model, state, "rebuild requested" if launch else "rebuild waits for its upstreams"))
 
 
 def _decide_unpartitioned(
@@ -381,7 +383,8 @@ def _decide_unpartitioned(
     if latest_id(instance, key) is None:
         reasons.append("never materialized")
         state.empty.add(model.name)
-    if definition_changed(model, delta.built_with(project.settings.table_location(model.name))):
+    changed = definition_changed(model, delta.built_with(project.settings.table_location(model.name)))
+    if changed:
         reasons.append("definition changed")
     stale = stale_intervals(instance, project, model, translator)
     if stale.causes:
@@ -391,34 +394,51 @@ def _decide_unpartitioned(
     # A whole-table model reads what its upstreams hold: it waits only for those about to change (and
     # will change itself once they have).
     waits = [u.name for u in project.upstream_models(model) if state.changing.get(u.name) or u.name in state.empty]
+    said = [f"{u}: {state.doing[u]}" if u in state.doing else (f"{u} (no data yet)" if u in state.empty else u) for u in waits]
     if waits:
         state.unsettled[model.name] = state.changing[model.name] = FULL
+        state.doing[model.name] = f"waits for {', '.join(waits)}"
     if not reasons:
+        if waits:
+            decision.waiting.append(f"{model.name} waits for {'; '.join(said)}")
         return
     state.unsettled[model.name] = state.changing[model.name] = FULL
     if waits:
-        decision.waiting.append(f"{model.name} waits for {', '.join(waits)} ({'; '.join(reasons)})")
+        decision.waiting.append(f"{model.name} waits for {'; '.join(said)} ({'; '.join(reasons)})")
+        if changed:
+            decision.changes.append(_changed_line(model, state, "run waits for its upstreams"))
         return
     marks = [f"{u.name}@{latest_id(instance, translator.get_asset_key(u))}" for u in project.upstream_models(model)]
     marks += [f"{s}={cursor.sources.get(s)}" for s in model.depends_on if s in project.sources]
     decision.requests.append(_request(model, translator, None, _run_key(model, None, reasons, marks), reasons))
     decision.launched[model.name] = FULL
+    state.doing[model.name] = "run requested"
+    if changed:
+        decision.changes.append(_changed_line(model, state, "run requested"))
 
 
 @dataclass
 class Settling:
     """Per model, what is not settled yet: ``changing`` is about to be (re)computed (requested this tick,
     queued or running); ``unsettled`` adds intervals that are missing or failed. A partitioned model
-    waits for unsettled upstream intervals it reads; a whole-table model only for changing upstreams."""
+    waits for unsettled upstream intervals it reads; a whole-table model only for changing upstreams.
+    ``doing`` says, per model, what it is doing or waiting for, for the lines of the models below it."""
 
     changing: dict[str, list[TimeWindow] | str] = field(default_factory=dict)
     unsettled: dict[str, list[TimeWindow] | str] = field(default_factory=dict)
     empty: set[str] = field(default_factory=set)  # models never materialized: nothing downstream can read them yet
+    doing: dict[str, str] = field(default_factory=dict)
+    categories: dict[str, str] = field(default_factory=dict)  # changed models: the category `plan` gives
 
 
-def evaluate(project: Project, translator: ModelTranslator, instance: dg.DagsterInstance, cursor_text: str | None, now: datetime) -> Decision:
-    """Decide one tick (reading the instance and the sources). The plan's changes that recompute
-    nothing (metadata, ``forward_only`` models) are applied first, as ``run --auto`` does."""
+def evaluate(
+    project: Project, translator: ModelTranslator, instance: dg.DagsterInstance, cursor_text: str | None, now: datetime,
+    *, categories: dict[str, str] | None = None, served: set[str] | None = None,
+) -> Decision:
+    """Decide one tick (reading the instance and the sources). The plan's changes that recompute nothing
+    (metadata, ``forward_only`` models) are applied first, as ``run --auto`` does. ``categories``: the
+    plan's category of each changed model; ``served``: the models the running code location has (None:
+    all), a model only the edited files have waits for the code location to reload."""
     cursor, note = AutomationCursor.parse(cursor_text)
     decision = Decision(cursor=cursor)
     if note:
@@ -436,13 +456,22 @@ def evaluate(project: Project, translator: ModelTranslator, instance: dg.Dagster
             decision.notes.append(source_note)
     for name, windows in touched_by_sources(project, changed, now).items():
         cursor.add_pending(name, windows)
-    active = active_windows(instance, project, translator)
-    state = Settling()
+    active, doing = active_runs(instance, project, translator)
+    state = Settling(doing=dict(doing), categories=dict(categories or {}))
+    decision.running += [f"{name}: {what}" for name, what in doing.items()]
     for model in project.ordered():
         if isinstance(model.kind, IncrementalByTimeRange):
             _decide_partitioned(instance, project, translator, model, now, cursor, active, state, decision)
         else:
             _decide_unpartitioned(instance, project, translator, model, cursor, active, state, decision)
+    if served is not None:
+        new = sorted({n for n in decision.launched if n not in served})
+        if new:
+            keys = {translator.get_asset_key(project.models[n]) for n in new}
+            decision.requests = [r for r in decision.requests if not keys.intersection(r.asset_selection or ())]
+            for name in new:
+                del decision.launched[name]
+                decision.waiting.append(f"{name} is new: waits for the code location to reload")
     for name, launched in decision.launched.items():
         current = cursor.pending.get(name)
         if current is None:
@@ -458,26 +487,51 @@ def evaluate(project: Project, translator: ModelTranslator, instance: dg.Dagster
 def build_automation_sensor(
     project: Project, translator: ModelTranslator, jobs: dict[str, dg.UnresolvedAssetJobDefinition], *, interval_seconds: int = 5
 ) -> dg.SensorDefinition:
+    live = LiveProject(project)
+    served = set(project.models)
+    reload_asked: set[str] = set()
+
     @dg.sensor(
         name=SENSOR_NAME,
         jobs=list(jobs.values()),
         minimum_interval_seconds=interval_seconds,
         description=(
             "Keeps every model up to date: missing complete intervals, new and late source data, upstream "
-            "intervals materialized again, changed definitions; each interval once, upstreams first"
+            "intervals materialized again, changed definitions (edited model files are seen on the next "
+            "tick, without reloading the code location); each interval once, upstreams first"
         ),
     )
     def _automate(context: dg.SensorEvaluationContext):
         now = to_utc(os.environ[CLOCK_ENV]) if os.environ.get(CLOCK_ENV) else datetime.now(timezone.utc)
         for run_id in fail_dead_runs(context.instance):  # a killed CLI run's intervals are failed, not running
             context.log.info(f"run {run_id} was left running by a process that died: marked failed")
-        decision = evaluate(project, translator, context.instance, context.cursor, now)
-        for line in decision.notes + decision.waiting:
+        current, errors, edited = live.current()
+        if current is None:
+            cursor, _ = AutomationCursor.parse(context.cursor)
+            summary = "the edited project does not load, nothing is launched until it does: " + "; ".join(errors)
+            context.log.warning(summary)
+            return dg.SensorResult(skip_reason=summary[:2000], cursor=cursor.dump())
+        notes = []
+        if edited and live.seen not in reload_asked:
+            reload_asked.add(live.seen)
+            server = own_code_server()
+            if server is not None:
+                request_reload(server)
+                notes.append(f"model files edited: planned from the files; {server} asked to reload the definitions")
+            else:
+                notes.append("model files edited: planned from the files; the UI shows the new definitions after \"Reload definitions\"")
+        changes = change_categories(current)
+        decision = evaluate(
+            current, translator, context.instance, context.cursor, now,
+            categories={n: c.category for n, c in changes.items()}, served=served,
+        )
+        decision.notes += notes
+        events = changed_marks(current, translator, changes, decision.cursor.changed, served)
+        for line in decision.changes + decision.running + decision.waiting + decision.notes:
             context.log.info(line)
         if decision.requests:
-            return dg.SensorResult(run_requests=decision.requests, cursor=decision.cursor.dump())
-        summary = "; ".join(decision.waiting + decision.notes) or "every model is up to date"
-        return dg.SensorResult(skip_reason=summary[:2000], cursor=decision.cursor.dump())
+            return dg.SensorResult(run_requests=decision.requests, cursor=decision.cursor.dump(), asset_events=events)
+        return dg.SensorResult(skip_reason=decision.summary()[:2000], cursor=decision.cursor.dump(), asset_events=events)
 
     return _automate
 
