@@ -23,6 +23,7 @@ from incremental_assets.model.intervals import TimeWindow, batches, merge, to_ut
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import tags
+from incremental_assets.orchestration.instance import report_materializations
 from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.plan.changes import INDIRECT_NON_BREAKING
 
@@ -171,9 +172,10 @@ def record(instance: dg.DagsterInstance, model: SqlModel, translator: ModelTrans
     event_tags = {"dagster/code_version": translator.get_code_version(model)}
     partitions = translator.get_partitions_def(model)
     if not isinstance(partitions, dg.TimeWindowPartitionsDefinition):
-        instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=key, metadata={**meta, "rows": result.rows}, tags=event_tags))
+        report_materializations(instance, [dg.AssetMaterialization(asset_key=key, metadata={**meta, "rows": result.rows}, tags=event_tags)])
         return
     counts = delta.interval_row_counts(uri) or {}
+    events = []
     for window in windows:
         for part in batches(window, model.unit, 1):
             pk = tags.partition_key(partitions, part.start)
@@ -181,4 +183,5 @@ def record(instance: dg.DagsterInstance, model: SqlModel, translator: ModelTrans
                 continue
             own = {**meta, "window_start": part.start.isoformat(), "window_end": part.end.isoformat(),
                    "dagster/partition_row_count": counts.get(model.unit.partition_key(part.start), 0)}
-            instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=key, partition=pk, metadata=own, tags=event_tags))
+            events.append(dg.AssetMaterialization(asset_key=key, partition=pk, metadata=own, tags=event_tags))
+    report_materializations(instance, events)  # one batch: a year of hourly partitions in seconds
