@@ -203,6 +203,23 @@ def test_a_failed_batch_write_stores_each_event_once(tmp_path, monkeypatch, batc
     assert len(planned) == 24 and len(instance.get_materialized_partitions(counted.key)) == 24
 
 
+def test_materializations_without_a_run_are_recorded_as_one_batch(tmp_path, monkeypatch, batch_env):
+    """What promote and reconcile record: a month of hourly partitions in one write of the event log,
+    each partition materialized with its own metadata, the latest record the last one given."""
+    from incremental_assets.orchestration.instance import report_materializations
+
+    instance = open_instance(tmp_path / "home")
+    batches = []
+    original = BatchedSqliteEventLogStorage.store_event_batch
+    monkeypatch.setattr(BatchedSqliteEventLogStorage, "store_event_batch", lambda self, events: (batches.append(len(events)), original(self, events)))
+    keys = [f"2024-01-{1 + h // 24:02d}-{h % 24:02d}:00" for h in range(744)]
+    report_materializations(instance, [dg.AssetMaterialization(asset_key=KEY, partition=k, metadata={"n": i}) for i, k in enumerate(keys)])
+    assert batches == [744]
+    assert instance.get_materialized_partitions(KEY) == set(keys)
+    latest = instance.get_latest_materialization_event(KEY).asset_materialization
+    assert latest.partition == keys[-1] and latest.metadata["n"].value == 743
+
+
 def test_the_instance_keeps_its_history_when_its_dagster_yaml_gains_the_batched_event_log(tmp_path, monkeypatch, batch_env):
     home = tmp_path / "home"
     home.mkdir()

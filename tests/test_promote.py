@@ -7,13 +7,13 @@ import json
 import os
 import threading
 import time
-from datetime import datetime, timezone
 
 import pytest
 from deltalake import DeltaTable
 
 from incremental_assets import cli, delta
-from incremental_assets.delta.environment import MANIFEST, env_root
+from incremental_assets.delta.environment import read_manifest
+from incremental_assets.model.environment import env_root
 from incremental_assets.load.project import load_project
 from incremental_assets.orchestration.definitions import build_definitions
 from incremental_assets.orchestration.instance import open_instance
@@ -28,12 +28,16 @@ SELECT date_trunc('hour', ts) AS hour, k, {measure} AS n FROM raw.events WHERE t
 """
 TOTALS = """
 MODEL (name s.totals, kind FULL, grain k);
-SELECT k, SUM(n) AS n FROM s.hourly GROUP BY k
+SELECT k, SUM(n) AS n{extra} FROM s.hourly GROUP BY k
+"""
+SUMMARY = """
+MODEL (name s.summary, kind FULL);
+SELECT SUM(n) AS n FROM s.totals
 """
 # The edit: n ten times larger, a new column, and key k2 filtered out.
 EDITED = HOURLY.format(measure="COUNT(*) * 10 AS n, MAX(v)", filter=" AND k <> 'k2'").replace("MAX(v) AS n", "MAX(v) AS top")
 START, END = utc(2024, 1, 1), utc(2024, 1, 3)
-MODELS = ("s.hourly", "s.totals")
+MODELS = ("s.hourly", "s.totals", "s.summary")
 
 
 def _run(root, models=MODELS, **kw):
@@ -44,45 +48,35 @@ def _run(root, models=MODELS, **kw):
     return report
 
 
-def build_environment(root, name: str, monkeypatch, *, home) -> dict:
-    """Environment ``name`` of the project as it is now: its tables under ``<warehouse>/__env/NAME`` and its
-    manifest, as `run --auto --env NAME` leaves them, production's tables and Dagster records untouched.
-    Returns the manifest."""
-    warehouse = load_project(root).settings.warehouse
-    before = {m: delta.version(delta.table_uri(warehouse, m)) for m in MODELS}
-    production_home = os.environ["DAGSTER_HOME"]
-    monkeypatch.setenv("INCREMENTAL_ASSETS_WAREHOUSE", env_root(warehouse, name))
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-    try:
-        _run(root)
-        project = load_project(root)
-    finally:
-        monkeypatch.delenv("INCREMENTAL_ASSETS_WAREHOUSE")
-        monkeypatch.setenv("DAGSTER_HOME", production_home)
-    models = {
-        m: {"fingerprint": project.model(m).fingerprint, "category": "breaking", "production_version": before[m],
-            "intervals": [[START.isoformat(), END.isoformat()]] if project.model(m).is_incremental else []}
-        for m in MODELS
-    }
-    manifest = {"name": name, "updated": datetime.now(timezone.utc).isoformat(), "models": models, "reads": {}}
-    path = os.path.join(env_root(warehouse, name), MANIFEST)
-    with open(path + ".tmp", "w") as handle:
-        json.dump(manifest, handle)
-    os.replace(path + ".tmp", path)
-    return manifest
+def _env(root, capsys) -> str:
+    """`run --auto --env dev`, as a user runs it; its output."""
+    capsys.readouterr()
+    assert cli.main(["run", "--auto", "--env", "dev", "--project", str(root)]) == 0
+    return capsys.readouterr().out
+
+
+def _manifest(root) -> dict:
+    return read_manifest(load_project(root).settings.warehouse, "dev")
 
 
 @pytest.fixture
-def edited(spark, make_project, tmp_path, monkeypatch):
-    """Production built with the original project, then the project edited and built in environment dev."""
-    root = make_project({"sources.yaml": EVENTS_SOURCE, "models/hourly.sql": HOURLY.format(measure="COUNT(*)", filter=""), "models/totals.sql": TOTALS})
+def production(spark, make_project, tmp_path, monkeypatch):
+    """Production built with the original project (48 hours of s.hourly, s.totals and s.summary)."""
+    root = make_project({"sources.yaml": EVENTS_SOURCE, "models/hourly.sql": HOURLY.format(measure="COUNT(*)", filter=""),
+                         "models/totals.sql": TOTALS.format(extra=""), "models/summary.sql": SUMMARY})
     write_events(root / "data" / "events", START, 48)
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
     _run(root)
-    (root / "models" / "hourly.sql").write_text(EDITED)
+    return root
+
+
+@pytest.fixture
+def edited(production, capsys):
+    """s.hourly edited (breaking for every model below it), built in environment dev by `run --auto --env dev`."""
+    (production / "models" / "hourly.sql").write_text(EDITED)
     began = time.perf_counter()
-    build_environment(root, "dev", monkeypatch, home=tmp_path / "env_home")
-    return root, time.perf_counter() - began
+    _env(production, capsys)
+    return production, time.perf_counter() - began
 
 
 def _diff(root, *args) -> tuple[int, dict]:
@@ -111,6 +105,12 @@ def _inodes(uri) -> set[int]:
 
 def test_diff_then_promote_takes_the_environment_without_recomputing(edited, capsys):
     root, env_seconds = edited
+    # What `run --auto --env dev` recorded: the edited model and both models below it, built against production's versions.
+    manifest = _manifest(root)
+    assert {m: e["category"] for m, e in manifest["models"].items()} == {
+        "s.hourly": "breaking", "s.totals": "indirect-breaking", "s.summary": "indirect-breaking"}
+    assert manifest["models"]["s.hourly"]["intervals"] == [["2024-01-01", "2024-01-03"]]
+    assert manifest["reads"] == {}
     code, hourly = _diff(root, "s.hourly", "--env", "dev")
     assert code == 1 and not hourly["equal"]
     assert hourly["schema"] == {"added": [["top", "bigint"]], "removed": [], "changed": []}
@@ -139,7 +139,7 @@ def test_diff_then_promote_takes_the_environment_without_recomputing(edited, cap
     assert cli.main(["promote", "dev", "--project", str(root)]) == 0
     promote_seconds = time.perf_counter() - began
     out = capsys.readouterr().out
-    assert "nothing recomputed" in out and "Spark" not in out
+    assert "promoted 3 table(s) of environment dev" in out and "nothing recomputed" in out
     for m in MODELS:
         prod, env = _uris(root, m)
         # One new commit, the environment's very files (same inodes: no Spark job wrote them), its rows and schema.
@@ -149,8 +149,6 @@ def test_diff_then_promote_takes_the_environment_without_recomputing(edited, cap
         assert delta.built_with(prod) == load_project(root).model(m).fingerprint
         assert delta.last_commit_metadata(prod)["promoted_from"] == "dev"
         assert delta.stored_definition(prod, delta.built_with(prod))["fingerprint"] == delta.built_with(prod)
-        # The environment still works: its table reads as before.
-        assert table_rows(env) == env_rows[m]
     assert _diff(root, "s.hourly", "--env", "dev")[0] == 0
     assert _diff(root, "s.totals", "--env", "dev")[0] == 0
 
@@ -158,25 +156,29 @@ def test_diff_then_promote_takes_the_environment_without_recomputing(edited, cap
     assert cli.main(["status", "--json", "--project", str(root)]) == 0
     status = {s["model"]: s for s in json.loads(capsys.readouterr().out)}
     assert status["s.hourly"]["intervals_done"] == 48 and not status["s.hourly"]["changed"] and not status["s.hourly"]["stale"]
-    assert not status["s.totals"]["changed"] and not status["s.totals"]["upstream_changed"]
+    for m in ("s.totals", "s.summary"):
+        assert not status[m]["changed"] and not status[m]["upstream_changed"] and not status[m]["stale"]
     assert cli.main(["plan", "--json", "--project", str(root)]) == 0
     assert all(m["recompute"] == [] and m["category"] == "unchanged" for m in json.loads(capsys.readouterr().out)["models"])
+    assert cli.main(["plan", "--json", "--env", "dev", "--project", str(root)]) == 0
+    assert all(not m["environment"]["builds"] for m in json.loads(capsys.readouterr().out)["models"])
     versions = {m: delta.version(_uris(root, m)[0]) for m in MODELS}
-    report = _run(root, start=None, end=END, auto=True)
-    assert [r for r in report.records if r.model == "s.hourly"] == []
+    # run --auto recomputes no promoted interval (FULL models are refreshed by every run --auto, as always).
+    assert [r.model for r in _run(root, start=None, end=END, auto=True).records] == ["s.totals", "s.summary"]
     assert delta.version(_uris(root, "s.hourly")[0]) == versions["s.hourly"]
+    versions = {m: delta.version(_uris(root, m)[0]) for m in MODELS}
 
-    # The same as recomputing the edited project from scratch (timed next to the promotion).
-    began = time.perf_counter()
-    os.environ["INCREMENTAL_ASSETS_WAREHOUSE"] = str(root / "recomputed")
-    try:
-        _run(root)
-    finally:
-        del os.environ["INCREMENTAL_ASSETS_WAREHOUSE"]
-    recompute_seconds = time.perf_counter() - began
+    # Dropping the environment leaves production's tables whole: their files are production's own names (hard links).
+    assert cli.main(["env", "drop", "dev", "--project", str(root)]) == 0
+    assert "environment dev dropped" in capsys.readouterr().out
+    assert not os.path.exists(env_root(load_project(root).settings.warehouse, "dev"))
     for m in MODELS:
-        assert table_rows(delta.table_uri(str(root / "recomputed"), m)) == table_rows(_uris(root, m)[0])
-    print(f"\npromote: {promote_seconds:.2f}s; recompute of the same tables: {recompute_seconds:.2f}s (environment build {env_seconds:.2f}s)")
+        prod = _uris(root, m)[0]
+        assert delta.version(prod) == versions[m]
+        assert all(os.path.exists(f.removeprefix("file://")) for f in DeltaTable(prod).file_uris())
+    assert _inodes(_uris(root, "s.hourly")[0]) == env_files["s.hourly"]
+    assert table_rows(_uris(root, "s.hourly")[0]) == env_rows["s.hourly"]
+    print(f"\npromote: {promote_seconds:.2f}s; the environment's build (a recompute of the same tables): {env_seconds:.2f}s")
 
 
 def _records(root, instance) -> dict[str, list[int]]:
@@ -185,34 +187,52 @@ def _records(root, instance) -> dict[str, list[int]]:
     return {m: [r.storage_id for r in instance.fetch_materializations(translator.get_asset_key(project.model(m)), limit=1000).records] for m in MODELS}
 
 
-def test_promote_is_refused_when_production_moved_on(edited, capsys):
-    root, _ = edited
-    prod = _uris(root, "s.hourly")[0]
-    # Production re-runs an interval with the project as it was (another deployment still on it).
-    (root / "models" / "hourly.sql").write_text(HOURLY.format(measure="COUNT(*)", filter=""))
-    _run(root, models=("s.hourly",), start=utc(2024, 1, 2), end=utc(2024, 1, 2, 1))
-    (root / "models" / "hourly.sql").write_text(EDITED)
-    untouched = {m: _state(_uris(root, m)[0]) for m in MODELS}
+def _refused(root, capsys, said: str) -> None:
+    """promote refuses in one line naming the cause and `run --auto --env dev`; production and Dagster unchanged."""
     instance = open_instance(load_project(root).settings.dagster_home)
-    events = _records(root, instance)
+    untouched, events = {m: _state(_uris(root, m)[0]) for m in MODELS}, _records(root, instance)
+    capsys.readouterr()
     assert cli.main(["promote", "dev", "--project", str(root)]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "s.hourly changed in production since environment dev was built" in err
-    assert "run --auto --env dev" in err
+    assert len(err.splitlines()) == 1 and said in err and "run --auto --env dev" in err, err
     assert {m: _state(_uris(root, m)[0]) for m in MODELS} == untouched
     assert _records(root, instance) == events
-    # The same when only a table the environment read in place moved on.
-    path = os.path.join(env_root(load_project(root).settings.warehouse, "dev"), MANIFEST)
-    manifest = json.loads(open(path).read())
-    manifest["reads"] = {"s.hourly": delta.version(prod) - 1}
-    del manifest["models"]["s.hourly"]
-    open(path, "w").write(json.dumps(manifest))
-    assert cli.main(["promote", "dev", "--project", str(root)]) == 2
-    assert "s.hourly, which environment dev read in place, changed in production" in capsys.readouterr().err
-    # A model the environment read in place was not built there: nothing to compare.
+
+
+def test_promote_of_a_change_reading_its_upstream_in_place(production, capsys):
+    """s.totals gains a column: the environment builds only it, reading s.hourly from production in place;
+    s.summary reads none of its changed columns. Refused while production or the project moved on."""
+    root = production
+    (root / "models" / "totals.sql").write_text(TOTALS.format(extra=", COUNT(*) AS hours"))
+    assert "1 model(s) built apart (s.totals); 2 read from production in place" in _env(root, capsys)
+    hourly = _uris(root, "s.hourly")[0]
+    manifest = _manifest(root)
+    assert {m: e["category"] for m, e in manifest["models"].items()} == {"s.totals": "non-breaking"}
+    assert manifest["reads"] == {"s.hourly": delta.version(hourly)}
+    # A model read in place was not built there: nothing to compare.
     assert cli.main(["diff", "s.hourly", "--env", "dev", "--project", str(root)]) == 2
     assert "environment dev did not build s.hourly: it reads production's table in place" in capsys.readouterr().err
-    assert {m: _state(_uris(root, m)[0]) for m in MODELS} == untouched
+
+    # Production re-runs an hour of s.hourly: the environment's s.totals read an older version of it.
+    _run(root, models=("s.hourly",), start=utc(2024, 1, 2), end=utc(2024, 1, 2, 1))
+    _refused(root, capsys, "s.hourly, which environment dev read in place, changed in production since it was built")
+    out = _env(root, capsys)  # builds s.totals again from production as it is now
+    assert "1 model(s) built now" in out
+    assert _manifest(root)["reads"] == {"s.hourly": delta.version(hourly)}
+
+    # The project edited further: the environment is no longer the project.
+    (root / "models" / "totals.sql").write_text(TOTALS.format(extra=", COUNT(*) AS hours, MAX(n) AS peak"))
+    _refused(root, capsys, "s.totals: environment dev built it from another definition than the project's now")
+    _env(root, capsys)
+    summary = _state(_uris(root, "s.summary")[0])
+    assert cli.main(["promote", "dev", "--project", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "promoted 1 table(s)" in out and "unchanged downstream (they read none of the changed columns): s.summary" in out
+    assert table_rows(_uris(root, "s.totals")[0]) == table_rows(_uris(root, "s.totals")[1])
+    assert _state(_uris(root, "s.summary")[0]) == summary  # kept as it is
+    assert cli.main(["plan", "--json", "--project", str(root)]) == 0
+    assert all(m["recompute"] == [] and m["category"] == "unchanged" for m in json.loads(capsys.readouterr().out)["models"])
+    assert "s.hourly" not in [r.model for r in _run(root, models=("s.hourly",), start=None, end=END, auto=True).records]
 
 
 def test_a_run_of_production_during_promote_waits_for_it(edited, monkeypatch):

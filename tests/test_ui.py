@@ -5,6 +5,7 @@ Needs Debian's chromium and the playwright package: scripts/ci-browser.sh instal
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -56,19 +57,17 @@ def _graphql(port: int, query: str, variables: dict | None = None) -> dict:
         return json.loads(resp.read())
 
 
-@pytest.fixture
-def dagster_dev(tmp_path):
-    root = tmp_path / "shop"
-    shutil.copytree(REPO / "models", root / "models")
-    shutil.copy(REPO / "sources.yaml", root / "sources.yaml")
-    generate_demo_data(root, start=date(2024, 1, 1), days=4, orders_per_day=20)
+@contextlib.contextmanager
+def _serve(root: Path, log_path: Path, **environ: str):
+    """`dagster dev` on the project in ``root`` (its instance at the project's DAGSTER_HOME), on a free port;
+    stopped by its PID, also when the caller fails."""
     project = load_project(root)
     home = project.settings.dagster_home
     open_instance(home)
     port = _free_port()
     env = {**os.environ, "DAGSTER_HOME": str(home), "INCREMENTAL_ASSETS_PROJECT": str(root),
-           "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    log = open(tmp_path / "dagster-dev.log", "w")
+           "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), **environ}
+    log = open(log_path, "w")
     # `dagster dev` started in the background ignores SIGTERM: restore SIGINT and stop it with kill -INT.
     proc = subprocess.Popen(
         [sys.executable, "-m", "dagster", "dev", "-h", "127.0.0.1", "-p", str(port), "-m", "incremental_assets.definitions"],
@@ -81,7 +80,7 @@ def dagster_dev(tmp_path):
                 urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2)
                 break
             except OSError:
-                assert proc.poll() is None, (tmp_path / "dagster-dev.log").read_text()[-3000:]
+                assert proc.poll() is None, log_path.read_text()[-3000:]
                 time.sleep(1)
         yield project, port
     finally:
@@ -91,6 +90,20 @@ def dagster_dev(tmp_path):
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+
+
+def _shop(tmp_path: Path) -> Path:
+    root = tmp_path / "shop"
+    shutil.copytree(REPO / "models", root / "models")
+    shutil.copy(REPO / "sources.yaml", root / "sources.yaml")
+    generate_demo_data(root, start=date(2024, 1, 1), days=4, orders_per_day=20)
+    return root
+
+
+@pytest.fixture
+def dagster_dev(tmp_path):
+    with _serve(_shop(tmp_path), tmp_path / "dagster-dev.log") as served:
+        yield served
 
 
 def _wait_for_text(page, *texts: str, timeout: float = 60_000) -> None:
@@ -207,3 +220,65 @@ def test_ui_shows_assets_and_launches_a_partition_range_backfill(dagster_dev):
     done = instance.get_materialized_partitions(dg.AssetKey(["shop", "order_lines"]))
     assert done == {"2024-01-01", "2024-01-02", "2024-01-03"}
     print("launched from the UI dialog" if launched_from_ui else "launched with GraphQL")
+
+
+ASSET_NODES = "{ assetNodes { assetKey { path } groupName } }"
+
+
+def test_ui_shows_an_environment_beside_production(spark, tmp_path, monkeypatch, capsys):
+    """After `run --auto --env dev`, `dagster dev` with INCREMENTAL_ASSETS_ENVIRONMENTS=dev lists the
+    environment's assets under env/dev/... in a group of their own, their partitions materialized, and
+    production's assets as they were."""
+    _ensure_browser()
+    from playwright.sync_api import sync_playwright
+
+    from incremental_assets import cli
+
+    root = _shop(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(load_project(root).settings.dagster_home))
+    assert cli.main(["run", "shop.order_lines", "--start", "2024-01-01", "--end", "2024-01-04", "--project", str(root)]) == 0
+    lines = root / "models" / "staging" / "order_lines.sql"
+    lines.write_text(lines.read_text().replace("AND o.status <> 'cancelled'", "AND o.status <> 'cancelled' AND o.channel <> 'store'"))
+    assert cli.main(["run", "--auto", "--env", "dev", "shop.order_lines", "--project", str(root)]) == 0
+    capsys.readouterr()
+    project = load_project(root)
+    production_key = dg.AssetKey(["shop", "order_lines"])
+    instance = open_instance(project.settings.dagster_home)
+    before = (delta.version(delta.table_uri(project.settings.warehouse, "shop.order_lines")),
+              [r.storage_id for r in instance.fetch_materializations(production_key, limit=100).records])
+
+    base_url = None
+    with _serve(root, tmp_path / "dagster-dev.log", INCREMENTAL_ASSETS_ENVIRONMENTS="dev") as (_, port), sync_playwright() as p:
+        base_url = f"http://127.0.0.1:{port}"
+        nodes = {tuple(n["assetKey"]["path"]): n["groupName"] for n in _graphql(port, ASSET_NODES)["data"]["assetNodes"]}
+        assert nodes[("env", "dev", "shop", "order_lines")] == "env_dev"
+        assert nodes[("shop", "order_lines")] == "shop"
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+        page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        try:
+            # The catalog's folder of environment dev: its assets, apart from production's.
+            page.goto(f"{base_url}/assets/env/dev/shop", wait_until="domcontentloaded")
+            try:
+                page.get_by_role("button", name="Skip").first.click(timeout=10_000)
+            except Exception:
+                pass
+            _wait_for_text(page, "order_lines")
+            page.screenshot(path=str(ARTIFACTS / "ui-environment-catalog.png"), full_page=True)
+            # The environment's asset: its own partitions, the three days built in the environment.
+            page.goto(f"{base_url}/assets/env/dev/shop/order_lines?view=partitions", wait_until="domcontentloaded")
+            _wait_for_text(page, "Materialized (3)")
+            page.screenshot(path=str(ARTIFACTS / "ui-environment-partitions.png"), full_page=True)
+            # Production's asset: as it was.
+            page.goto(f"{base_url}/assets/shop/order_lines?view=partitions", wait_until="domcontentloaded")
+            _wait_for_text(page, "Materialized (3)")
+            # The lineage lists the environment's group beside production's.
+            page.goto(f"{base_url}/asset-groups", wait_until="domcontentloaded")
+            _wait_for_text(page, "env_dev", "shop")
+            page.screenshot(path=str(ARTIFACTS / "ui-environment-groups.png"))
+        finally:
+            browser.close()
+    assert base_url is not None
+    env_key = dg.AssetKey(["env", "dev", "shop", "order_lines"])
+    assert instance.get_materialized_partitions(env_key) == {"2024-01-01", "2024-01-02", "2024-01-03"}
+    assert (delta.version(delta.table_uri(project.settings.warehouse, "shop.order_lines")),
+            [r.storage_id for r in instance.fetch_materializations(production_key, limit=100).records]) == before

@@ -11,6 +11,7 @@
 | dagster_home      | ``<project>/.dagster``       | ``DAGSTER_HOME``                       |
 | max_concurrent_runs | CPU cores / cores per run, at least 1 (see below) | ``INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS`` |
 | hourly_files      | ``day``                      | ``INCREMENTAL_ASSETS_HOURLY_FILES``    |
+| environments      | none                         | ``INCREMENTAL_ASSETS_ENVIRONMENTS`` (names, comma-separated) |
 
 ``max_concurrent_runs`` is how many runs the project's Dagster instance lets run at once (its run queue).
 Each run is a Spark driver that, on the embedded default, computes with ``local[N]``'s N threads: the
@@ -23,6 +24,9 @@ file per backfilled day, partitioned by ``ia_day``; replacing an hour of such a 
 same commit, its other hours copied) or ``hour`` (one per hour, partitioned by ``ia_interval``: each hour
 replaced alone, but a 90-day backfill writes and commits 2,160 files instead of 90). An existing table
 keeps the layout it has.
+
+``environments`` names the environments (``run --auto --env NAME``) whose assets the project's Dagster
+definitions show beside production's, keyed ``env/NAME/...`` in a group ``env_NAME``.
 
 >>> import tempfile
 >>> s = load_settings(tempfile.mkdtemp(), environ={"INCREMENTAL_ASSETS_SPARK_MASTER": "local[1]"})
@@ -44,6 +48,7 @@ from sqlglot.dialects.dialect import Dialect, Dialects
 
 from incremental_assets.errors import ModelFileError
 from incremental_assets.load.text import read_utf8
+from incremental_assets.model.environment import is_name
 from incremental_assets.model.settings import Settings
 
 SETTINGS_FILE = "incremental_assets.yaml"
@@ -163,7 +168,7 @@ def load_settings(project_dir: str | Path, *, environ: Mapping[str, str] | None 
         if loaded is not None and not isinstance(loaded, dict):
             raise ModelFileError(path, 1, "settings must be a mapping of keys to values")
         raw = loaded or {}
-    known = {"warehouse", "dialect", "timezone", "spark", "dagster_home", "max_concurrent_runs", "hourly_files"}
+    known = {"warehouse", "dialect", "timezone", "spark", "dagster_home", "max_concurrent_runs", "hourly_files", "environments"}
     unknown = {str(k) for k in raw} - known
     if unknown:
         raise ModelFileError(path, None, f"unknown setting(s): {', '.join(sorted(unknown))}", hint="use " + ", ".join(sorted(known)))
@@ -215,7 +220,22 @@ def load_settings(project_dir: str | Path, *, environ: Mapping[str, str] | None 
         dagster_home=Path(_resolve(project_dir, str(home))),
         max_concurrent_runs=max_runs,
         hourly_files=_hourly_files(raw, env, path, text),
+        environments=_environments(raw, env, path, text),
     )
+
+
+def _environments(raw: dict, env: Mapping[str, str], path: Path, text: str) -> tuple[str, ...]:
+    value = env.get("INCREMENTAL_ASSETS_ENVIRONMENTS")
+    names = value.split(",") if value is not None else raw.get("environments") or []
+    if isinstance(names, str):
+        names = names.split(",")
+    out = tuple(str(n).strip() for n in names if str(n).strip())
+    for name in out:
+        if not is_name(name):
+            where, line = _origin("environments", "INCREMENTAL_ASSETS_ENVIRONMENTS", env, path, text)
+            raise ModelFileError(where, line, f"environment name '{name}' is not valid: it must match [a-z][a-z0-9_]* and not be 'prod'",
+                                 hint="e.g. `environments: [dev]` or INCREMENTAL_ASSETS_ENVIRONMENTS=dev")
+    return out
 
 
 def _timezone(raw: dict, env: Mapping[str, str], path: Path, text: str) -> str:

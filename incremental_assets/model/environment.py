@@ -26,9 +26,14 @@ _NAME = re.compile(r"[a-z][a-z0-9_]*")
 KEY_PREFIX = "env"  # an environment's Dagster asset keys: ["env", NAME, *the model's key]
 
 
+def is_name(name: str) -> bool:
+    """Whether ``name`` can name an environment."""
+    return bool(_NAME.fullmatch(name or "")) and name != PRODUCTION
+
+
 def check_name(name: str) -> str:
     """``name`` when it can name an environment; a SelectionError saying what can otherwise."""
-    if not _NAME.fullmatch(name or "") or name == PRODUCTION:
+    if not is_name(name):
         raise SelectionError(
             f"environment name '{name}' is not valid: it must match [a-z][a-z0-9_]* and not be '{PRODUCTION}' (fix: e.g. --env dev)"
         )

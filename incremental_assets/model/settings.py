@@ -73,6 +73,7 @@ class Settings:
     hourly_files: str = "day"  # how new tables of hourly models are cut into files: "day" or "hour"
     environment: str | None = None  # the environment in effect (None: production)
     environment_models: frozenset[str] = frozenset()  # the models whose tables are the environment's
+    environments: tuple[str, ...] = ()  # environments whose assets Dagster shows beside production's
 
     def table_location(self, model_name: str) -> str:
         """Where a model's table is read and written: the environment's table for a model the environment

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import warnings
 from pathlib import Path
@@ -28,7 +29,9 @@ def build_definitions(
     whose folders are separated by ``os.pathsep``): model assets, source specs and the ``spark`` resource.
 
     With ``environment``, the assets of that environment instead (a code location of its own): the models
-    it builds, keyed ``["env", NAME, *key]``, depending on production's keys for what they read in place."""
+    it builds, keyed ``["env", NAME, *key]``, depending on production's keys for what they read in place.
+    The environments the project's ``environments`` setting names (``INCREMENTAL_ASSETS_ENVIRONMENTS``)
+    are shown beside production's assets, each in a group ``env_NAME``."""
     if not isinstance(project, Project):
         project = load_project(project or project_folders(os.environ.get("INCREMENTAL_ASSETS_PROJECT") or os.getcwd()))
     if environment is not None:
@@ -47,6 +50,7 @@ def build_definitions(
         # backfill_policy and git links are beta; we rely on them knowingly
         warnings.simplefilter("ignore", dg.BetaWarning)
         assets += [build_model_asset(project, m, translator, columns.get(m.name)) for m in project.ordered()]
+        assets += [a for name in project.settings.environments for a in shown_environment(project, name, translator)]
         assets = link_to_git(assets, project.directory)
     from incremental_assets.orchestration.schedules import build_schedules, model_jobs
     from incremental_assets.orchestration.sensors import build_sensors
@@ -60,3 +64,19 @@ def build_definitions(
         executor=dg.in_process_executor,
         **extra,
     )
+
+
+def shown_environment(project: Project, name: str, translator: ModelTranslator) -> list[Any]:
+    """Environment ``name``'s assets as shown beside production's: the models it builds (by the plan
+    against production), keyed ``env/NAME/...``, in a group of their own."""
+    from incremental_assets.orchestration.environments import environment_assets, plan_environment
+
+    group = f"env_{name}"
+
+    class InGroup(type(translator)):  # type: ignore[misc]
+        def get_group_name(self, model: Any) -> str:
+            return group
+
+    grouped = copy.copy(translator)
+    grouped.__class__ = InGroup
+    return environment_assets(project, plan_environment(project, name), grouped)[2]

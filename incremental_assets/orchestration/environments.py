@@ -133,6 +133,16 @@ def _signature(env: Project, model: SqlModel, plan: EnvironmentPlan) -> dict[str
     return out
 
 
+def _moved_reads(env: Project, model: SqlModel, plan: EnvironmentPlan, reads: Mapping[str, Any]) -> list[str]:
+    """The upstream models ``model`` reads from production in place whose production table is no longer
+    at the Delta version the environment last built from (``reads`` of its manifest): an interval was
+    recomputed or added since, so the environment's table must be built again."""
+    return [
+        u.name for u in env.upstream_models(model)
+        if u.has_table and u.name not in plan.models and u.name in reads and reads[u.name] != plan.versions.get(u.name)
+    ]
+
+
 def _targets(model: SqlModel, state: TableState, end: datetime | None, now: datetime) -> list[TimeWindow]:
     """The intervals the environment builds for a partitioned model: those its production table holds,
     or, without one, its missing intervals up to the last complete one (as ``run --auto``); cut at ``end``."""
@@ -211,7 +221,8 @@ def build_environment(
         built_with = delta.built_with(uri)
         signature = _signature(env, model, full_plan)
         entry = held.get(model_name) or {}
-        fresh = built_with != model.fingerprint or entry.get("upstream") != signature or bool(rebuilt & set(model.depends_on))
+        fresh = (built_with != model.fingerprint or entry.get("upstream") != signature or bool(rebuilt & set(model.depends_on))
+                 or bool(_moved_reads(env, model, full_plan, manifest.get("reads") or {})))
         runs: list[tuple[TimeWindow | None, bool]] = []  # (window, rebuild)
         if isinstance(model.kind, IncrementalByTimeRange):
             targets = _targets(model, plan.tables.get(model_name, TableState()), end, now)
@@ -246,13 +257,16 @@ def build_environment(
             result.built.append(model_name)
             if fresh:
                 rebuilt.add(model_name)
-    _write_manifest(env, full_plan, instance, env_translator, held, failed)
+    _write_manifest(env, full_plan, instance, env_translator, held, failed, chosen)
     return result
 
 
-def _write_manifest(env: Project, plan: EnvironmentPlan, instance: dg.DagsterInstance, translator: ModelTranslator, held: Mapping[str, Any], failed: set[str]) -> None:
+def _write_manifest(
+    env: Project, plan: EnvironmentPlan, instance: dg.DagsterInstance, translator: ModelTranslator, held: Mapping[str, Any], failed: set[str], chosen: set[str]
+) -> None:
     """The manifest after a build: the models the environment holds built with their current definition,
-    and the production versions of what they read in place. Not rewritten when nothing changed."""
+    and the production versions of what they read in place (the version a model left out of this command
+    last read stays recorded, so a promotion still sees it moved on). Not rewritten when nothing changed."""
     warehouse = env.settings.warehouse
     models: dict[str, Any] = {}
     for name in plan.models:
@@ -272,13 +286,16 @@ def _write_manifest(env: Project, plan: EnvironmentPlan, instance: dg.DagsterIns
             "intervals": intervals,
             "upstream": _signature(env, model, plan),
         }
-    reads = {
-        upstream.name: plan.versions.get(upstream.name)
-        for name in models
-        for upstream in env.upstream_models(env.models[name])
-        if upstream.has_table and upstream.name not in plan.models
-    }
     previous = read_manifest(warehouse, plan.name) or {}
+    earlier = previous.get("reads") or {}
+    reads: dict[str, Any] = {}
+    for name in models:
+        if name not in chosen and name in held:  # left out of this command: what it was built against stays
+            models[name]["production_version"] = held[name].get("production_version")
+        for upstream in env.upstream_models(env.models[name]):
+            if upstream.has_table and upstream.name not in plan.models:
+                stays = name not in chosen and upstream.name in earlier
+                reads[upstream.name] = earlier[upstream.name] if stays else reads.get(upstream.name, plan.versions.get(upstream.name))
     if previous.get("models") == models and previous.get("reads") == reads:
         return
     updated = datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
@@ -286,14 +303,15 @@ def _write_manifest(env: Project, plan: EnvironmentPlan, instance: dg.DagsterIns
 
 
 def environment_state(project: Project, plan: EnvironmentPlan) -> dict[str, bool]:
-    """Per model the environment builds: whether it already holds it built with the current definition
-    (and from the same upstream definitions)."""
+    """Per model the environment builds: whether it already holds it built with the current definition,
+    from the same upstream definitions and production versions."""
     manifest = read_manifest(project.settings.warehouse, plan.name) or {}
     held = manifest.get("models") or {}
     env = environment_project(project, plan.name, plan.models)
     return {
         name: held.get(name, {}).get("fingerprint") == env.models[name].fingerprint
         and held[name].get("upstream") == _signature(env, env.models[name], plan)
+        and not _moved_reads(env, env.models[name], plan, manifest.get("reads") or {})
         and delta.built_with(env.settings.table_location(name)) == env.models[name].fingerprint
         for name in plan.models
     }

@@ -10,7 +10,7 @@ or waits for the locks and commits on the promoted table.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 import dagster as dg
@@ -23,7 +23,9 @@ from incremental_assets.model.intervals import TimeWindow, batches, merge, to_ut
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import tags
+from incremental_assets.orchestration.instance import report_materializations
 from incremental_assets.orchestration.translator import ModelTranslator
+from incremental_assets.plan.changes import INDIRECT_NON_BREAKING
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,7 @@ class Promotion:
     name: str
     models: tuple[SqlModel, ...]
     manifest: dict[str, Any]
+    kept: tuple[str, ...] = ()  # downstream models the change leaves as they are (indirect-non-breaking)
 
     def entry(self, model: SqlModel) -> dict[str, Any]:
         return self.manifest["models"][model.name]
@@ -66,7 +69,23 @@ def prepare(project: Project, instance: dg.DagsterInstance, name: str, selection
     for model in models:
         _check_model(project, instance, promotion, model, translator, chosen)
     check_production(project, promotion)
-    return promotion
+    return replace(promotion, kept=check_current(project, promotion, chosen if selection else None))
+
+
+def check_current(project: Project, promotion: Promotion, selection: set[str] | None) -> tuple[str, ...]:
+    """Refuse when the environment is not the project as it is now: a model the plan against production
+    builds in the environment (of ``selection``, default all) is missing there or was built from other
+    definitions or production versions. Returns the downstream models the plan leaves as they are."""
+    from incremental_assets.orchestration.environments import environment_state, plan_environment
+
+    plan = plan_environment(project, promotion.name)
+    state = environment_state(project, plan)
+    for model in plan.models:
+        if (selection is None or model in selection) and not state[model]:
+            held = model in promotion.manifest["models"]
+            why = "was built from other definitions or production versions than now" if held else "is changed in the project but not built there"
+            raise PromotionRefusedError(f"{model}: environment {promotion.name} {why}; {_redo(promotion.name)}")
+    return tuple(c.name for c in plan.changes if c.category == INDIRECT_NON_BREAKING)
 
 
 def _check_model(project: Project, instance: dg.DagsterInstance, promotion: Promotion, model: SqlModel, translator: ModelTranslator, chosen: set[str]) -> None:
@@ -153,9 +172,10 @@ def record(instance: dg.DagsterInstance, model: SqlModel, translator: ModelTrans
     event_tags = {"dagster/code_version": translator.get_code_version(model)}
     partitions = translator.get_partitions_def(model)
     if not isinstance(partitions, dg.TimeWindowPartitionsDefinition):
-        instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=key, metadata={**meta, "rows": result.rows}, tags=event_tags))
+        report_materializations(instance, [dg.AssetMaterialization(asset_key=key, metadata={**meta, "rows": result.rows}, tags=event_tags)])
         return
     counts = delta.interval_row_counts(uri) or {}
+    events = []
     for window in windows:
         for part in batches(window, model.unit, 1):
             pk = tags.partition_key(partitions, part.start)
@@ -163,4 +183,5 @@ def record(instance: dg.DagsterInstance, model: SqlModel, translator: ModelTrans
                 continue
             own = {**meta, "window_start": part.start.isoformat(), "window_end": part.end.isoformat(),
                    "dagster/partition_row_count": counts.get(model.unit.partition_key(part.start), 0)}
-            instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=key, partition=pk, metadata=own, tags=event_tags))
+            events.append(dg.AssetMaterialization(asset_key=key, partition=pk, metadata=own, tags=event_tags))
+    report_materializations(instance, events)  # one batch: a year of hourly partitions in seconds

@@ -11,6 +11,7 @@ from incremental_assets.model.intervals import TimeWindow, batches
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import tags
+from incremental_assets.orchestration.instance import report_materializations
 from incremental_assets.orchestration.translator import ModelTranslator
 
 
@@ -76,6 +77,5 @@ def reconcile(instance: dg.DagsterInstance, project: Project, model: SqlModel, t
             "committed_by_run": item.run_id,
             "table_uri": dg.MetadataValue.path(uri),
         }
-        for pk in item.partitions or (None,):
-            instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=key, partition=pk, metadata=meta))
+        report_materializations(instance, [dg.AssetMaterialization(asset_key=key, partition=pk, metadata=meta) for pk in item.partitions or (None,)])
     return found
