@@ -10,8 +10,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import dagster as dg
-
-from incremental_assets.orchestration.checks import DEFINITION_CHECK
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
@@ -19,6 +17,7 @@ from helpers import EVENTS_SOURCE, table_rows, utc
 
 from incremental_assets import cli, delta
 from incremental_assets.load.project import load_project
+from incremental_assets.orchestration.checks import DEFINITION_CHECK
 from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.orchestration.definitions import build_definitions
 from incremental_assets.orchestration.instance import open_instance

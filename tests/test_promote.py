@@ -228,8 +228,12 @@ def test_promote_of_a_change_reading_its_upstream_in_place(production, capsys):
     assert cli.main(["promote", "dev", "--project", str(root)]) == 0
     out = capsys.readouterr().out
     assert "promoted 1 table(s)" in out and "unchanged downstream (they read none of the changed columns): s.summary" in out
+    assert "s.summary: reads none of the changed columns of s.totals: 1 interval(s) kept, nothing recomputed" in out
     assert table_rows(_uris(root, "s.totals")[0]) == table_rows(_uris(root, "s.totals")[1])
     assert _state(_uris(root, "s.summary")[0]) == summary  # kept as it is
+    # Not stale either: the promotion confirmed it, as a rebuild in production would have.
+    assert cli.main(["status", "s.summary", "--project", str(root)]) == 0
+    assert "STALE" not in capsys.readouterr().out
     assert cli.main(["plan", "--json", "--project", str(root)]) == 0
     assert all(m["recompute"] == [] and m["category"] == "unchanged" for m in json.loads(capsys.readouterr().out)["models"])
     assert "s.hourly" not in [r.model for r in _run(root, models=("s.hourly",), start=None, end=END, auto=True).records]

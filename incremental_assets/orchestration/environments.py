@@ -143,6 +143,13 @@ def _moved_reads(env: Project, model: SqlModel, plan: EnvironmentPlan, reads: Ma
     ]
 
 
+def _moved_itself(entry: Mapping[str, Any], plan: EnvironmentPlan, name: str) -> bool:
+    """Whether production's own table of a model the environment holds moved since the environment built it
+    (late data recomputed an interval there, or a run added one): the environment builds it again, so a
+    promotion never replaces what production computed since."""
+    return bool(entry) and entry.get("production_version") != plan.versions.get(name)
+
+
 def _targets(model: SqlModel, state: TableState, end: datetime | None, now: datetime) -> list[TimeWindow]:
     """The intervals the environment builds for a partitioned model: those its production table holds,
     or, without one, its missing intervals up to the last complete one (as ``run --auto``); cut at ``end``."""
@@ -222,7 +229,7 @@ def build_environment(
         signature = _signature(env, model, full_plan)
         entry = held.get(model_name) or {}
         fresh = (built_with != model.fingerprint or entry.get("upstream") != signature or bool(rebuilt & set(model.depends_on))
-                 or bool(_moved_reads(env, model, full_plan, manifest.get("reads") or {})))
+                 or bool(_moved_reads(env, model, full_plan, manifest.get("reads") or {})) or _moved_itself(entry, full_plan, model_name))
         runs: list[tuple[TimeWindow | None, bool]] = []  # (window, rebuild)
         if isinstance(model.kind, IncrementalByTimeRange):
             targets = _targets(model, plan.tables.get(model_name, TableState()), end, now)
@@ -312,6 +319,7 @@ def environment_state(project: Project, plan: EnvironmentPlan) -> dict[str, bool
         name: held.get(name, {}).get("fingerprint") == env.models[name].fingerprint
         and held[name].get("upstream") == _signature(env, env.models[name], plan)
         and not _moved_reads(env, env.models[name], plan, manifest.get("reads") or {})
+        and not _moved_itself(held[name], plan, name)
         and delta.built_with(env.settings.table_location(name)) == env.models[name].fingerprint
         for name in plan.models
     }

@@ -23,6 +23,7 @@ from incremental_assets.model.intervals import TimeWindow, batches, merge, to_ut
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import tags
+from incremental_assets.orchestration.apply import confirm_unaffected, stale_partitions, unaffected_downstream
 from incremental_assets.orchestration.instance import report_materializations
 from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.plan.changes import INDIRECT_NON_BREAKING
@@ -142,6 +143,9 @@ def promote(
     done = []
     with writer_locks([delta.table_uri(warehouse, m) for m in involved], owner=f"promotion of environment {name}"):
         check_production(project, promotion)  # again, now that no writer can commit
+        # Decided while production still holds the previous definitions, as a rebuild decides it before its commit.
+        kept = {m.name: {n: stale_partitions(instance, project, project.models[n], translator) for n in unaffected_downstream(project, m) if n not in promoted_names}
+                for m in promotion.models}
         for model in promotion.models:
             windows = promotion.windows(model)
             span = TimeWindow(windows[0].start, windows[-1].end) if windows else None
@@ -155,6 +159,9 @@ def promote(
             done.append(result)
             if progress:
                 progress(f"{model.name}: production version {result.version} is environment {name}'s table: {result.rows:,} rows in {result.files} file(s), {result.linked} linked, nothing recomputed")
+            for line in confirm_unaffected(instance, project, model, translator, kept[model.name]):
+                if progress:
+                    progress(line)
     return done
 
 
