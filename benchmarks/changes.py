@@ -85,7 +85,7 @@ def _materializations(home: Path, since: float) -> dict[str, int]:
         return {k: v for k, v in sorted(out.items()) if v}
 
 
-def _run(code: Path | None, project: Path, end: str, events: Path) -> float:
+def _run(code: Path | None, project: Path, end: str, events: Path) -> tuple[float, list[str]]:
     env = dict(os.environ)
     env.pop("DAGSTER_HOME", None)
     if code is not None:
@@ -95,11 +95,11 @@ def _run(code: Path | None, project: Path, end: str, events: Path) -> float:
         "spark.eventLog.rolling.enabled": "false", "spark.eventLog.compress": "false"})
     began = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "incremental_assets.cli", "run", "--auto", "--end", end, "--project", str(project)],
-                          env=env, capture_output=True, text=True)
+                          env=env, capture_output=True, text=True, cwd=project)  # not this checkout: `-m` puts the cwd first on sys.path
     seconds = time.perf_counter() - began
     if done.returncode != 0:
         raise RuntimeError(f"run --auto failed ({done.returncode}): {done.stdout[-2000:]} {done.stderr[-2000:]}")
-    return seconds
+    return seconds, [line for line in done.stdout.splitlines() if line.startswith("[")]
 
 
 def one(code: Path | None, root: Path, days: int, orders_per_day: int, data: Path) -> dict:
@@ -107,14 +107,14 @@ def one(code: Path | None, root: Path, days: int, orders_per_day: int, data: Pat
     end = (date(2024, 1, 1) + timedelta(days=days)).isoformat()
     events = root / "spark-events"
     events.mkdir()
-    setup = _run(code, project, end, events)
+    setup, _ = _run(code, project, end, events)
     path = project / "models" / "staging" / "order_lines.sql"
     text = path.read_text()
     assert "  o.channel\nFROM raw.orders AS o" in text, "the example's order_lines no longer ends with o.channel"
     path.write_text(text.replace("  o.channel\nFROM raw.orders AS o", ADDED))
     since = time.time()
-    seconds = _run(code, project, end, events)
-    return {"setup_s": round(setup, 1), "change_s": round(seconds, 2), **_spark_work(events),
+    seconds, runs = _run(code, project, end, events)
+    return {"setup_s": round(setup, 1), "change_s": round(seconds, 2), "runs": runs, **_spark_work(events),
             "materializations": _materializations(project / ".dagster", since)}
 
 
