@@ -273,8 +273,8 @@ def test_a_week_of_hourly_appends_is_computed_once_each_and_equals_a_full_recomp
     end = utc(2024, 1, 8, 3)
     tick = 0
     while hour < end:
-        # Three hours of data arrive between ticks; each hour is its own Delta version (several per tick).
-        for h in range(3):
+        # Six hours of data arrive between ticks; each hour is its own Delta version (several per tick).
+        for h in range(6):
             at = hour + timedelta(hours=h)
             stamps = [at + timedelta(minutes=10 * i) for i in range(_week_plan(at))]
             if stamps:
@@ -288,7 +288,7 @@ def test_a_week_of_hourly_appends_is_computed_once_each_and_equals_a_full_recomp
             if late >= utc(2024, 1, 1) and _week_plan(late.replace(hour=12)):  # the day without rows stays without
                 _events(events, [late + timedelta(minutes=30)])
                 _clicks(clicks, f"late{tick}.parquet", [late + timedelta(minutes=31)])
-        hour += timedelta(hours=3)
+        hour += timedelta(hours=6)
         if not changed_definition and hour >= utc(2024, 1, 5, 12):
             hourly = root / "models" / "hourly.sql"
             hourly.write_text(hourly.read_text().replace("SUM(v) AS v", "SUM(v) * 10 AS v"))

@@ -41,15 +41,15 @@ def chunks(model, mode: str, rng: random.Random) -> list[TimeWindow]:
     if mode == "day_by_day":
         if unit not in ("hour", "day"):
             return [TimeWindow(w.start, w.end) for w in batches(whole, unit, 1)]
-        # Daily runs over the last two months, after one window for the rest: every daily run still reads
+        # Daily runs over the last month, after one window for the rest: every daily run still reads
         # committed history (lookbacks, self-references) and the suite stays fast.
-        split = max(whole.start, floor(utc(2024, 11, 1), unit))
+        split = max(whole.start, floor(utc(2024, 12, 1), unit))
         head = [TimeWindow(whole.start, split)] if split > whole.start else []
         return head + [TimeWindow(w.start, w.end) for w in batches(TimeWindow(split, end), "day", 1)]
     parts, cursor = [], whole.start
-    while cursor < end:  # random chunks of 1..40 intervals
+    while cursor < end:  # random chunks of 1..60 intervals
         nxt = cursor
-        for _ in range(rng.randint(1, 40)):
+        for _ in range(rng.randint(1, 60)):
             nxt = next_boundary(nxt, unit)
             if nxt >= end:
                 break
