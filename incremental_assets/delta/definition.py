@@ -30,7 +30,7 @@ from pyarrow import fs as pafs
 from incremental_assets.delta.files import filesystem, is_local, local_path
 from incremental_assets.delta.stats import interval_row_counts, row_count
 from incremental_assets.delta.tables import built_with, exists, table_uri
-from incremental_assets.errors import StorageError
+from incremental_assets.errors import DamagedTableError, StorageError
 from incremental_assets.model.project import Project
 from incremental_assets.plan.changes import TableState
 
@@ -127,7 +127,16 @@ def table_state(uri: str, *, by_interval: bool, counts: bool = True) -> TableSta
     )
 
 
-def production_tables(project: Project) -> dict[str, TableState]:
-    """What each model's production table says, for a plan (environments are planned against these too)."""
+def production_tables(project: Project, *, counts: bool = True) -> dict[str, TableState]:
+    """What each model's production table says, for a plan (environments are planned against these too);
+    ``counts=False`` reads no statistics. A damaged table is named with its model."""
     warehouse = project.settings.warehouse
-    return {m.name: table_state(table_uri(warehouse, m.name), by_interval=m.is_incremental) for m in project.ordered() if m.has_table}
+    out = {}
+    for model in project.ordered():
+        if not model.has_table:
+            continue
+        try:
+            out[model.name] = table_state(table_uri(warehouse, model.name), by_interval=model.is_incremental, counts=counts)
+        except DamagedTableError as exc:
+            raise exc.of_model(model.name) from None
+    return out

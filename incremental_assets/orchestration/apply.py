@@ -44,12 +44,7 @@ from incremental_assets.plan.definition import definition_of, project_definition
 
 def current_plan(project: Project, *, forward_only: bool = False) -> list[ModelChange]:
     """Each model's category, from what its table says now (its definition, not its statistics)."""
-    warehouse = project.settings.warehouse
-    tables = {
-        m.name: delta.table_state(delta.table_uri(warehouse, m.name), by_interval=m.is_incremental, counts=False)
-        for m in project.ordered()
-        if m.has_table
-    }
+    tables = delta.production_tables(project, counts=False)
     return plan_changes(project, project_definitions(project), tables, forward_only=forward_only)
 
 
