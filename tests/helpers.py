@@ -82,7 +82,8 @@ def automation_daemon(root: Path, home: Path, clock: datetime, log: Path, cursor
 
 
 def stop_session(proc: subprocess.Popen) -> None:
-    """A process started in a session of its own, and every process it started: SIGINT, then SIGKILL."""
+    """A process started in a session of its own, and every process it started: SIGINT, then SIGKILL;
+    what is left of its group once it exited (a run's Spark JVM) is killed too."""
     for sig, wait in ((signal.SIGINT, 30), (signal.SIGKILL, 10)):
         try:
             os.killpg(proc.pid, sig)
@@ -90,9 +91,13 @@ def stop_session(proc: subprocess.Popen) -> None:
             return
         try:
             proc.wait(timeout=wait)
-            return
+            break
         except subprocess.TimeoutExpired:
             continue
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def all_at_once(*jobs) -> list:
