@@ -285,7 +285,9 @@ def build_model_asset(project: Project, model: SqlModel, translator: ModelTransl
             report_intervals(context, model, results)
         check_results = auditor.results(window, view_sql=plans[-1].sql if plans[-1].write == WriteKind.VIEW else None)
         if model.has_table:
-            check_results.append(checks.definition_result(key, model, delta.built_with(project.settings.table_location(model.name))))
+            # A run commits its own fingerprint, except a forward_only model's window run (its table keeps the older one).
+            built = delta.built_with(project.settings.table_location(model.name)) if model.forward_only else model.fingerprint
+            check_results.append(checks.definition_result(key, model, built))
         yield dg.MaterializeResult(metadata=meta, check_results=check_results, data_version=dg.DataVersion(data_version) if data_version else None)
         # The rebuild is recorded now: downstream models it leaves unchanged are confirmed after it.
         for line in confirm_unaffected(context.instance, project, model, translator, kept):
