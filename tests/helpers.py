@@ -118,3 +118,14 @@ def all_at_once(*jobs) -> list:
     for t in threads:
         t.join()
     return out
+
+
+# Two models downstream of a daily model s.daily(ds, k, n): one reads n, the other only ds and k.
+DAILY_TOTALS_MODEL = """
+MODEL (name s.totals, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');
+SELECT ds, SUM(n) AS n FROM s.daily WHERE ds BETWEEN @start_ds AND @end_ds GROUP BY ds
+"""
+DAILY_KEYS_MODEL = """
+MODEL (name s.keys, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');
+SELECT ds, k FROM s.daily WHERE ds BETWEEN @start_ds AND @end_ds
+"""

@@ -19,20 +19,14 @@ from incremental_assets.load.project import load_project
 from incremental_assets.orchestration.definitions import build_definitions
 from incremental_assets.orchestration.instance import open_instance
 
-from helpers import EVENTS_SOURCE, table_rows, utc, write_events
+from helpers import DAILY_KEYS_MODEL, DAILY_TOTALS_MODEL, EVENTS_SOURCE, table_rows, utc, write_events
 
 DAILY = """
 MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ds{forward}), start '2024-01-01', description '{description}');
 SELECT CAST(ts AS DATE) AS ds, k, {measure} AS n{extra} FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1, 2
 """
-TOTALS = """
-MODEL (name s.totals, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');
-SELECT ds, SUM(n) AS n FROM s.daily WHERE ds BETWEEN @start_ds AND @end_ds GROUP BY ds
-"""
-KEYS = """
-MODEL (name s.keys, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');
-SELECT ds, k FROM s.daily WHERE ds BETWEEN @start_ds AND @end_ds
-"""
+TOTALS = DAILY_TOTALS_MODEL
+KEYS = DAILY_KEYS_MODEL
 SUMMARY = """
 MODEL (name s.summary, kind VIEW);
 SELECT k, SUM(n) AS n FROM s.daily GROUP BY k

@@ -16,7 +16,7 @@ from incremental_assets.orchestration.definitions import build_definitions
 from incremental_assets.orchestration.instance import open_instance
 from incremental_assets.orchestration.runner import Runner
 
-from helpers import EVENTS_SOURCE, table_rows, utc, write_events
+from helpers import DAILY_KEYS_MODEL, DAILY_TOTALS_MODEL, EVENTS_SOURCE, table_rows, utc, write_events
 
 CLEAN = """
 MODEL (name s.clean, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');
@@ -26,14 +26,8 @@ DAILY = """
 MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');
 SELECT ds, k, {measure} AS n FROM s.clean WHERE ds BETWEEN @start_ds AND @end_ds GROUP BY 1, 2
 """
-TOTALS = """
-MODEL (name s.totals, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');
-SELECT ds, SUM(n) AS n FROM s.daily WHERE ds BETWEEN @start_ds AND @end_ds GROUP BY ds
-"""
-KEYS = """
-MODEL (name s.keys, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');
-SELECT ds, k FROM s.daily WHERE ds BETWEEN @start_ds AND @end_ds
-"""
+TOTALS = DAILY_TOTALS_MODEL
+KEYS = DAILY_KEYS_MODEL
 MODELS = ("s.clean", "s.daily", "s.totals", "s.keys")
 
 

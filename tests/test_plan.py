@@ -16,22 +16,16 @@ from incremental_assets.orchestration.definitions import build_definitions
 from incremental_assets.orchestration.instance import open_instance
 from incremental_assets.orchestration.runner import Runner
 
-from helpers import EVENTS_SOURCE, utc, write_events
+from helpers import DAILY_KEYS_MODEL, DAILY_TOTALS_MODEL, EVENTS_SOURCE, utc, write_events
 
 DAILY = """
 MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01', description '{description}');
 SELECT CAST(ts AS DATE) AS ds, k, {measure} AS n{extra} FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt{filter} GROUP BY 1, 2
 """
 # Reads s.daily's n: breaks when n changes.
-TOTALS = """
-MODEL (name s.totals, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');
-SELECT ds, SUM(n) AS n FROM s.daily WHERE ds BETWEEN @start_ds AND @end_ds GROUP BY ds
-"""
+TOTALS = DAILY_TOTALS_MODEL
 # Reads s.daily's ds and k only.
-KEYS = """
-MODEL (name s.keys, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');
-SELECT ds, k FROM s.daily WHERE ds BETWEEN @start_ds AND @end_ds
-"""
+KEYS = DAILY_KEYS_MODEL
 
 
 def daily(measure="COUNT(*)", extra="", filter="", description="per day") -> str:
