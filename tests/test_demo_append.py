@@ -125,6 +125,28 @@ def test_append_up_to_now_and_nothing_to_append(shop):
         append_demo_hours(shop, until=NOW + timedelta(hours=5))
 
 
+def test_append_stops_at_the_clock_unless_ahead(shop):
+    result = append_demo_hours(shop, hours=6, now=NOW + timedelta(hours=2), orders_per_day=ORDERS_PER_DAY)
+    assert (result.end, result.asked_end) == (T0 + timedelta(hours=2), T0 + timedelta(hours=6))
+    assert loaded_until(shop) == T0 + timedelta(hours=2)
+    assert max(orders(shop)["order_ts"].to_pylist()) < T0 + timedelta(hours=2)  # no order from the future
+    ahead = append_demo_hours(shop, hours=6, now=NOW + timedelta(hours=2), orders_per_day=ORDERS_PER_DAY, ahead=True)
+    assert (ahead.end, ahead.asked_end) == (T0 + timedelta(hours=8), None) and loaded_until(shop) == T0 + timedelta(hours=8)
+
+
+def test_cli_append_says_where_it_stopped_and_why(tmp_path, capsys):
+    clock = last_complete_hour()
+    generate_demo_data(tmp_path, start=clock.date() - timedelta(days=2), orders_per_day=ORDERS_PER_DAY, until=clock)
+    assert cli.main(["demo-data", "--project", str(tmp_path), "--append", "--hours", "6"]) == 0
+    out = capsys.readouterr().out.strip()
+    assert len(out.splitlines()) <= 2 and "the clock's last complete hour" in out and "--ahead" in out, out
+    reached = loaded_until(tmp_path)
+    assert reached in (clock, clock + timedelta(hours=1)) and reached <= last_complete_hour()  # the clock (it may strike meanwhile), not 6 hours ahead
+    assert cli.main(["demo-data", "--project", str(tmp_path), "--append", "--hours", "6", "--ahead"]) == 0
+    assert "appended 6 hour(s)" in capsys.readouterr().out
+    assert loaded_until(tmp_path) == reached + timedelta(hours=6)
+
+
 def test_an_append_interrupted_between_its_commits_is_completed_not_repeated(shop, monkeypatch):
     real = demo.write_deltalake
 

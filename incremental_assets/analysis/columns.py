@@ -110,9 +110,11 @@ def describe_columns(
     *,
     dialect: str = "spark",
     macros: Mapping[str, exp.Expression] | None = None,
+    detail: bool = True,
 ) -> Columns:
     """Types and lineage of the output columns of ``query`` over ``tables`` (only the tables it reads
-    are looked up); ``macros`` give macro values (typed literals), any other macro is NULL."""
+    are looked up); ``macros`` give macro values (typed literals), any other macro is NULL. Without
+    ``detail``, only the types and the lineage (``filters``, ``expressions`` and ``shape`` left empty)."""
     values = macros or {}
     schema = nested_schema({t: tables[t] for t in _read_tables(query) if t in tables})
     query = query.transform(lambda n: values.get(n.name, exp.Null()).copy() if isinstance(n, exp.Parameter) else n)
@@ -124,6 +126,8 @@ def describe_columns(
         types = {s.alias_or_name.lower(): _projection_type(s) for s in annotated.selects}
         scope = build_scope(annotated)
         sources = {name: _sources_of(name, annotated, schema, scope, dialect) for name in types}
+        if not detail:
+            return Columns(types, sources)
         filters = _filter_reads(annotated)
         expressions, shape = _projections_and_shape(annotated)
     except (SqlglotError, KeyError, ValueError, RecursionError):

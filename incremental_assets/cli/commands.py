@@ -287,12 +287,14 @@ def cmd_demo_data(args: argparse.Namespace) -> int:
         if args.append:
             if args.start or args.days is not None:
                 raise IncrementalAssetsError("--append adds hours after the data's end: give --hours N or --until (default: now), not --start/--days")
-            result = append_demo_hours(args.project, hours=args.hours, until=until, orders_per_day=args.orders_per_day)
+            result = append_demo_hours(args.project, hours=args.hours, until=until, orders_per_day=args.orders_per_day, ahead=args.ahead)
+            stopped = (f"; stopped at {format_instant(result.end)}, the clock's last complete hour, not {format_instant(result.asked_end)}"
+                       " (--ahead appends hours ahead of the clock)") if result.asked_end else ""
             if not result.hours:
-                print(f"nothing to append: the data already reaches {format_instant(result.start)}")
+                print(f"nothing to append: the data already reaches {format_instant(result.start)}{stopped}")
                 return 0
             print(f"appended {result.hours} hour(s) [{format_instant(result.start)}, {format_instant(result.end)}): "
-                  + ", ".join(f"{name} {n:,} rows" for name, n in result.rows.items()))
+                  + ", ".join(f"{name} {n:,} rows" for name, n in result.rows.items()) + stopped)
             print(f"  quiet hours (no orders): {len(result.quiet_hours)}; late orders: {result.late_orders}"
                   + (f" for {', '.join(format_instant(h) for h in result.late_hours)}" if result.late_hours else ""))
             return 0
@@ -392,7 +394,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--days", type=int, help="days to generate (default 365); ignored with both --start and --until")
     p.add_argument("--until", help="generate (or with --append: append) up to this hour boundary; `now` = the last complete hour")
     p.add_argument("--append", action="store_true", help="add the hours after the data's end to the sources in place (default: up to now)")
-    p.add_argument("--hours", type=int, help="with --append: add this many hours")
+    p.add_argument("--hours", type=int, help="with --append: add this many hours (at most up to the last complete hour)")
+    p.add_argument("--ahead", action="store_true", help="with --append: allow hours after the last complete hour (data from the future)")
     p.add_argument("--orders-per-day", type=int, default=200)
     p.set_defaults(func=cmd_demo_data)
 

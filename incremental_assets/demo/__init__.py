@@ -235,6 +235,7 @@ class AppendResult:
     late_orders: int = 0
     late_hours: tuple[datetime, ...] = ()
     quiet_hours: tuple[datetime, ...] = ()
+    asked_end: datetime | None = None  # the end asked, when later than the clock's last complete hour (not appended)
 
     @property
     def hours(self) -> int:
@@ -249,10 +250,12 @@ def append_demo_hours(
     now: datetime | None = None,
     orders_per_day: int = 200,
     seed: int = 7,
+    ahead: bool = False,
 ) -> AppendResult:
     """Append the next hours of orders to the Delta sources, in place: ``hours`` hours after the data's
     end (:func:`loaded_until`), or up to ``until`` (an hour boundary), by default up to the last complete
-    hour before ``now`` (the clock unless given).
+    hour before ``now`` (the clock unless given). Hours after that one are appended only with ``ahead``:
+    otherwise the append stops there, and ``asked_end`` says the end asked.
 
     The new hours hold the orders their day's stream holds for them (the same random stream as
     :func:`generate_demo_data`, so quiet night hours stay empty), and for each new hour, with a small
@@ -271,8 +274,11 @@ def append_demo_hours(
         end = start + timedelta(hours=hours)
     else:
         end = _hour_boundary(until, "until") if until is not None else last_complete_hour(now)
+    asked_end = None
+    if not ahead and end > last_complete_hour(now):
+        asked_end, end = end, last_complete_hour(now)
     if end <= start:
-        return AppendResult(start, start, {"raw.orders": 0, "raw.order_items": 0})
+        return AppendResult(start, start, {"raw.orders": 0, "raw.order_items": 0}, asked_end=asked_end)
     customers = pq.read_table(_location(root, "raw.customers"))
     items = pa_csv.read_csv(_location(root, "raw.items"))
     shop = _Shop.from_tables(customers, items, seed)
@@ -308,7 +314,7 @@ def append_demo_hours(
     late_hours = tuple(sorted({datetime.fromtimestamp(int(b.order_ts[0]) // _MICROS_PER_HOUR * 3600, timezone.utc) for b in late if len(b.order_ts)}))
     return AppendResult(
         start, end, {"raw.orders": orders.num_rows, "raw.order_items": order_items.num_rows},
-        late_orders=sum(len(b.order_ts) for b in late), late_hours=late_hours, quiet_hours=quiet,
+        late_orders=sum(len(b.order_ts) for b in late), late_hours=late_hours, quiet_hours=quiet, asked_end=asked_end,
     )
 
 

@@ -4,6 +4,7 @@ The asset body asks what to run (plans, from :mod:`incremental_assets.plan`) and
 executor; which windows a run covers comes from Dagster (its partition key range).
 """
 
+import inspect
 import os
 import time
 from datetime import timezone
@@ -233,8 +234,7 @@ def spec_metadata(project: Project, model: SqlModel, translator: ModelTranslator
 
 def build_model_asset(project: Project, model: SqlModel, translator: ModelTranslator, columns: ModelColumns | None = None) -> dg.AssetsDefinition:
     key = translator.get_asset_key(model)
-
-    @dg.asset(
+    decorate = dg.asset(
         key=key,
         deps=model_deps(project, model, translator),
         group_name=translator.get_group_name(model),
@@ -251,6 +251,7 @@ def build_model_asset(project: Project, model: SqlModel, translator: ModelTransl
         check_specs=checks.check_specs(project, model, key),
         pool=table_pool(model.name),
     )
+
     def _materialize(context: dg.AssetExecutionContext, spark: SparkResource) -> Iterator[dg.MaterializeResult]:
         began = time.perf_counter()
         window = window_of(context) if context.has_partition_key_range or context.has_partition_key else None
@@ -293,7 +294,18 @@ def build_model_asset(project: Project, model: SqlModel, translator: ModelTransl
         for line in confirm_unaffected(context.instance, project, model, translator, kept):
             context.log.info(line)
 
-    return _materialize
+    # Every model's function has the same signature: given, Dagster need not inspect it again per model.
+    _materialize.__signature__ = _signature(_materialize)  # type: ignore[attr-defined]
+    return decorate(_materialize)
+
+
+_SIGNATURES: list[inspect.Signature] = []
+
+
+def _signature(function: Any) -> inspect.Signature:
+    if not _SIGNATURES:
+        _SIGNATURES.append(inspect.signature(function))
+    return _SIGNATURES[0]
 
 
 def build_source_spec(source: Source, translator: ModelTranslator) -> dg.AssetSpec:

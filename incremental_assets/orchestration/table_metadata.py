@@ -17,13 +17,19 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import dagster as dg
+from sqlglot import exp
 
 from incremental_assets import delta
+from incremental_assets.analysis import columns as columns_module
+from incremental_assets.analysis.cache import ResultCache, cache_folder, code_digest, result_key
 from incremental_assets.analysis.columns import describe_columns
 from incremental_assets.errors import StorageError
+from incremental_assets.load import runtime_macros
 from incremental_assets.load.runtime_macros import first_variant
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
+from incremental_assets.plan import definition as definition_module
+from incremental_assets.plan import macros as macros_module
 from incremental_assets.plan.definition import sample_macros
 
 UNKNOWN_TYPE = "unknown"
@@ -52,15 +58,35 @@ def project_columns(project: Project) -> dict[str, ModelColumns]:
     """Every model's columns, upstreams first (see the module docstring for where types come from)."""
     known: dict[str, Mapping[str, str]] = {s.name: dict(s.columns) for s in project.sources.values() if s.columns}
     out: dict[str, ModelColumns] = {}
+    cache = ResultCache(cache_folder(project.directory), "columns")
     for model in project.ordered():
-        inferred = describe_columns(first_variant(model.query), known, macros=sample_macros(model))
+        inferred_types, lineage = _inferred(model, known, cache)
         stored = None if model.columns else _stored_types(project, model)
         declared = dict(model.columns) or stored or {}
-        names = list(declared) or list(inferred.types)
-        types = {n: declared.get(n) or inferred.types.get(n) or UNKNOWN_TYPE for n in names}
-        out[model.name] = ModelColumns(types, dict(inferred.lineage), stored is not None)
+        names = list(declared) or list(inferred_types)
+        types = {n: declared.get(n) or inferred_types.get(n) or UNKNOWN_TYPE for n in names}
+        out[model.name] = ModelColumns(types, lineage, stored is not None)
         known[model.name] = types  # sqlglot reads "unknown" as a column of unknown type
+    cache.save()
     return out
+
+
+def _inferred(model: SqlModel, known: Mapping[str, Mapping[str, str]], cache: ResultCache) -> tuple[dict[str, str | None], dict[str, tuple[tuple[str, str], ...]]]:
+    """sqlglot's types and lineage of the model's columns, cached under what they are computed from: the
+    model's definition (its fingerprint: the query after macros, kind, columns), the macro values, and the
+    columns of every table the query reads."""
+    read = sorted({".".join(p.name for p in t.parts).lower() for t in model.query.find_all(exp.Table)})
+    key = result_key(
+        code_digest(columns_module, runtime_macros, definition_module, macros_module), model.fingerprint, model.name,
+        # what the sample macro values are made of
+        [model.start, model.unit.name, model.is_incremental], [(t, sorted(known[t].items())) for t in read if t in known],
+    )
+    found = cache.get(key)
+    if found is None:
+        inferred = describe_columns(first_variant(model.query), known, macros=sample_macros(model), detail=False)
+        found = cache.put(key, [inferred.types, {c: [list(p) for p in pairs] for c, pairs in inferred.lineage.items()}])
+    types, lineage = found
+    return dict(types), {c: tuple((t, n) for t, n in pairs) for c, pairs in lineage.items()}
 
 
 def column_schema(types: Mapping[str, str], descriptions: Mapping[str, str]) -> dg.TableSchema:
