@@ -20,6 +20,10 @@ project = load_project(Path(__file__).resolve().parent)
 translator = ModelTranslator()
 order_lines = project.model("shop.order_lines")
 
+# Every day of shop.order_lines that is materialized (again: late rows, a rebuild) is read again, any day, not
+# only the latest: Dagster's eager condition without its latest-window limit, evaluated by the sensor below.
+KEEP_UP = dg.AutomationCondition.eager().without(dg.AutomationCondition.in_latest_time_window())
+
 
 @dg.asset(
     key=["analytics", "daily_channel_revenue"],
@@ -29,6 +33,7 @@ order_lines = project.model("shop.order_lines")
     group_name="analytics",
     kinds={"python", "delta"},
     description="Revenue and orders per day and channel, computed in Python from shop.order_lines",
+    automation_condition=KEEP_UP,
 )
 def daily_channel_revenue(context: dg.AssetExecutionContext, lines: pa.Table) -> pa.Table:
     """One day of order lines (the IO manager reads only that partition) summed per channel."""
@@ -38,10 +43,19 @@ def daily_channel_revenue(context: dg.AssetExecutionContext, lines: pa.Table) ->
     return out.select(["order_date", "channel", "orders", "revenue"])
 
 
+python_automation = dg.AutomationConditionSensorDefinition(
+    "python_assets_automation",
+    target=[daily_channel_revenue],
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=5,
+    description="Keeps the Python assets downstream of the models up to date (their automation conditions)",
+)
+
 defs = dg.Definitions.merge(
     build_definitions(project, translator=translator),
     dg.Definitions(
         assets=[daily_channel_revenue],
+        sensors=[python_automation],
         resources={"io_manager": DeltaLakePyarrowIOManager(root_uri=project.settings.warehouse, storage_options=LocalConfig())},
     ),
 )

@@ -28,7 +28,7 @@ def test_dg_lists_and_checks_the_example_project():
     assert {"shop/order_lines", "shop/daily_channel_orders", "raw/orders", "analytics/daily_channel_revenue"} <= keys
     sources = {a["asset_key"]: a.get("source") for a in defs["assets"]}
     assert sources["shop/order_lines"].endswith("models/staging/order_lines.sql:1")
-    assert {s["name"] for s in defs["sensors"]} == {"incremental_assets_automation"}
+    assert {s["name"] for s in defs["sensors"]} == {"incremental_assets_automation", "python_assets_automation"}
     checked = dg("check", "defs", cwd=REPO)
     assert checked.returncode == 0 and "All definitions loaded successfully" in checked.stdout + checked.stderr, checked.stderr[-2000:]
 
