@@ -186,7 +186,7 @@ def table_slot(instance: dg.DagsterInstance, model: SqlModel, run_id: str, poll:
     status = storage.claim_concurrency_slot(pool, run_id, step)
     while not status.is_claimed:
         time.sleep(poll)
-        status = storage.check_concurrency_claim(pool, run_id, step)
+        status = storage.claim_concurrency_slot(pool, run_id, step)  # a freed slot goes to a claim, not to a check
     try:
         yield
     finally:
