@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Sequence
 
 from incremental_assets.cli.environments import add_env_command, cmd_run_env
+from incremental_assets.cli.maintain import add_maintain_command
 from incremental_assets.cli.plan import add_plan_command
 from incremental_assets.cli.diff import add_diff_command
 from incremental_assets.cli.promote import add_promote_command
@@ -369,6 +370,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_promote_command(sub, add)
     add_env_command(sub, add)
     add_restate_command(sub, add)
+    add_maintain_command(sub, add)
 
     p = add("history", "past runs, newest first: windows, rows, durations and status, from the Dagster instance")
     p.add_argument("model", nargs="?")

@@ -3,7 +3,7 @@
 Callers use this package's names (``delta.commit_staged(...)``); the modules say where each step lives:
 :mod:`.tables` (locations, the log, reads), :mod:`.stats` (row counts and column types from the log), :mod:`.staging` (a run's files before the commit),
 :mod:`.commit` (one transaction per run, by commit mode), :mod:`.definition` (the definition a table was built with), :mod:`.lock` (one writer per table),
-:mod:`.vacuum` (cleanup), :mod:`.verify` (the files the log references, checked).
+:mod:`.vacuum` (cleanup), :mod:`.compact` (small files rewritten into one, no row changed), :mod:`.verify` (the files the log references, checked).
 """
 
 from incremental_assets.delta.commit import (
@@ -16,6 +16,7 @@ from incremental_assets.delta.commit import (
     commit_staged,
     record_definition,
 )
+from incremental_assets.delta.compact import CompactResult, compact, plan_compaction
 from incremental_assets.delta.definition import production_tables, stored_definition, table_names, table_state, write_definition
 from incremental_assets.delta.day_files import column_range, copied_files
 from incremental_assets.delta.files import host_tag, is_local
@@ -65,5 +66,6 @@ __all__ = [
     "has_staged_rows", "keep_staged_schema", "host_tag", "last_commit_metadata", "new_staging_dir", "orphan_staging_dirs",
     "remove_orphan_staging", "source_files", "table_uri", "vacuum", "version", "writer_lock",
     "production_tables", "record_definition", "stored_definition", "table_names", "table_state", "write_definition",
+    "CompactResult", "compact", "plan_compaction",
     "column_types", "interval_row_counts", "row_count", "partitioned_by_day", "row_filter", "interval_bounds", "partial_days", "copied_files", "column_range",
 ]

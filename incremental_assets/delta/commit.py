@@ -18,11 +18,11 @@ from deltalake import CommitProperties, DeltaTable, Schema, Transaction
 from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
 
 from incremental_assets.delta.definition import keep_only, write_definition
-from incremental_assets.delta.day_files import copied_files, interval_range, replaced_files
+from incremental_assets.delta.day_files import copied_files, replaced_files
 from incremental_assets.delta.files import filesystem, is_local
 from incremental_assets.delta.lock import writer_lock
 from incremental_assets.delta.staging import staged_footers, staged_interval_rows
-from incremental_assets.delta.stats import spark_type
+from incremental_assets.delta.stats import file_stats, spark_type
 from incremental_assets.delta.tables import (
     BUCKET_COLUMN,
     DAY_COLUMN,
@@ -70,10 +70,6 @@ def _add_actions(uri: str, staging: str, *, by_day: bool = False) -> tuple[list[
                 key, value = part.split("=", 1)
                 partition_values[key] = None if value == "__HIVE_DEFAULT_PARTITION__" else value
         rows += num_rows
-        stats: dict[str, object] = {"numRecords": num_rows}
-        span = interval_range(footer) if by_day else None  # the intervals a day-cut table's file holds
-        if span is not None:  # what a later replace of some of them reads
-            stats.update(minValues={PARTITION_COLUMN: span[0]}, maxValues={PARTITION_COLUMN: span[1]})
         actions.append(
             AddAction(
                 path=relative,
@@ -81,7 +77,7 @@ def _add_actions(uri: str, staging: str, *, by_day: bool = False) -> tuple[list[
                 partition_values=partition_values,
                 modification_time=int((info.mtime or datetime.now(timezone.utc)).timestamp() * 1000),
                 data_change=True,
-                stats=json.dumps(stats),
+                stats=file_stats(footer, by_day=by_day),
             )
         )
     return actions, rows
@@ -316,6 +312,14 @@ def _interval_rows(actions: Sequence[AddAction]) -> dict[str, int]:
     return out
 
 
+def carried_metadata(latest: Mapping[str, Any]) -> dict[str, str]:
+    """The metadata of the latest commit (``latest``, as the table's history gives it) that a commit
+    writing no run's data keeps: the fingerprint, window end and key buckets the table reads as built
+    with, without the model, run and staging that would make it look like a run's write."""
+    dropped = {METADATA_PREFIX + k for k in ("model", "run_id", "staging")}
+    return {k: str(v) for k, v in latest.items() if k.startswith(METADATA_PREFIX) and k not in dropped}
+
+
 def record_definition(uri: str, definition: Mapping[str, Any]) -> int | None:
     """Keep ``definition`` with the table without writing data, under the table's writer lock.
 
@@ -332,8 +336,7 @@ def record_definition(uri: str, definition: Mapping[str, Any]) -> int | None:
         latest = (table.history(1) or [{}])[0]
         if latest.get(METADATA_PREFIX + "fingerprint") == fingerprint:
             return None
-        dropped = {METADATA_PREFIX + k for k in ("model", "run_id", "staging")}
-        custom = {k: str(v) for k, v in latest.items() if k.startswith(METADATA_PREFIX) and k not in dropped}
+        custom = carried_metadata(latest)
         custom[METADATA_PREFIX + "fingerprint"] = fingerprint
         custom[METADATA_PREFIX + "definition_only"] = "true"
         sequence = (table.transaction_version(APP_ID) or 0) + 1

@@ -8,10 +8,14 @@ headers and ``sources.yaml`` use.
 
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
+import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
+from incremental_assets.delta.day_files import interval_range
 from incremental_assets.delta.tables import BUCKET_COLUMN, DAY_COLUMN, PARTITION_COLUMN, exists, open_table
 
 # Delta's primitive type names that Spark SQL spells differently.
@@ -34,6 +38,16 @@ def spark_type(delta_type: object) -> str:
         fields = ",".join(f"{f.name}:{spark_type(f.type)}" for f in delta_type.fields)  # type: ignore[attr-defined]
         return f"struct<{fields}>"
     return _SPARK_NAMES.get(str(kind), str(kind))
+
+
+def file_stats(footer: pq.FileMetaData, *, by_day: bool) -> str:
+    """The statistics an add action records for a data file: its row count, and for a file of a table
+    cut by day the first and last ``ia_interval`` it holds (what a later replace of some of them reads)."""
+    stats: dict[str, object] = {"numRecords": footer.num_rows}
+    span = interval_range(footer) if by_day else None
+    if span is not None:
+        stats.update(minValues={PARTITION_COLUMN: span[0]}, maxValues={PARTITION_COLUMN: span[1]})
+    return json.dumps(stats)
 
 
 def column_types(uri: str, *, drop: tuple[str, ...] = (PARTITION_COLUMN, DAY_COLUMN, BUCKET_COLUMN)) -> dict[str, str] | None:

@@ -12,6 +12,7 @@
 | max_concurrent_runs | CPU cores / cores per run, at least 1 (see below) | ``INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS`` |
 | hourly_files      | ``day``                      | ``INCREMENTAL_ASSETS_HOURLY_FILES``    |
 | environments      | none                         | ``INCREMENTAL_ASSETS_ENVIRONMENTS`` (names, comma-separated) |
+| maintenance       | see below                    | none                                   |
 
 ``max_concurrent_runs`` is how many runs the project's Dagster instance lets run at once (its run queue).
 Each run is a Spark driver that, on the embedded default, computes with ``local[N]``'s N threads: the
@@ -27,6 +28,10 @@ keeps the layout it has.
 
 ``environments`` names the environments (``run --auto --env NAME``) whose assets the project's Dagster
 definitions show beside production's, keyed ``env/NAME/...`` in a group ``env_NAME``.
+
+``maintenance`` sets when Dagster runs the maintenance jobs (crons, UTC; ``null`` switches one off) and what
+they keep: ``{compact: "15 * * * *", vacuum: "0 3 * * *", purge_runs: null, retention_hours: 168,
+run_retention_days: 30, target_file_mb: 64}`` by default (see :mod:`incremental_assets.orchestration.maintenance`).
 
 >>> import tempfile
 >>> s = load_settings(tempfile.mkdtemp(), environ={"INCREMENTAL_ASSETS_SPARK_MASTER": "local[1]"})
@@ -49,7 +54,8 @@ from sqlglot.dialects.dialect import Dialect, Dialects
 from incremental_assets.errors import ModelFileError
 from incremental_assets.load.text import read_utf8
 from incremental_assets.model.environment import is_name
-from incremental_assets.model.settings import Settings
+from incremental_assets.model.cron import cron_problem
+from incremental_assets.model.settings import Maintenance, Settings
 
 SETTINGS_FILE = "incremental_assets.yaml"
 
@@ -168,7 +174,7 @@ def load_settings(project_dir: str | Path, *, environ: Mapping[str, str] | None 
         if loaded is not None and not isinstance(loaded, dict):
             raise ModelFileError(path, 1, "settings must be a mapping of keys to values")
         raw = loaded or {}
-    known = {"warehouse", "dialect", "timezone", "spark", "dagster_home", "max_concurrent_runs", "hourly_files", "environments"}
+    known = {"warehouse", "dialect", "timezone", "spark", "dagster_home", "max_concurrent_runs", "hourly_files", "environments", "maintenance"}
     unknown = {str(k) for k in raw} - known
     if unknown:
         raise ModelFileError(path, None, f"unknown setting(s): {', '.join(sorted(unknown))}", hint="use " + ", ".join(sorted(known)))
@@ -221,6 +227,7 @@ def load_settings(project_dir: str | Path, *, environ: Mapping[str, str] | None 
         max_concurrent_runs=max_runs,
         hourly_files=_hourly_files(raw, env, path, text),
         environments=_environments(raw, env, path, text),
+        maintenance=_maintenance(raw, path, text),
     )
 
 
@@ -261,3 +268,31 @@ def _hourly_files(raw: dict, env: Mapping[str, str], path: Path, text: str) -> s
         raise ModelFileError(where, line, f"hourly_files must be day or hour, not {value!r}",
                              hint="`hourly_files: day` (one file per day of an hourly table, the default) or `hourly_files: hour`")
     return value
+
+
+_MAINTENANCE_EXAMPLE = '`maintenance: {compact: "15 * * * *", vacuum: "0 3 * * *", retention_hours: 168}`'
+
+
+def _maintenance(raw: dict, path: Path, text: str) -> Maintenance:
+    value = raw.get("maintenance")
+    if value is None:
+        return Maintenance()
+    _, line = _origin("maintenance", "", {}, path, text)
+    if not isinstance(value, dict):
+        raise ModelFileError(path, line, "maintenance must be a mapping", hint=_MAINTENANCE_EXAMPLE)
+    known = Maintenance.__dataclass_fields__
+    unknown = sorted(str(k) for k in value if k not in known)
+    if unknown:
+        raise ModelFileError(path, line, f"unknown maintenance setting(s): {', '.join(unknown)}", hint="use " + ", ".join(known))
+    out = {}
+    for key, given in value.items():
+        if key in ("compact", "vacuum", "purge_runs"):
+            problem = None if given is None else cron_problem(str(given)) if isinstance(given, str) else "it is not text"
+            if problem:
+                raise ModelFileError(path, line, f"maintenance.{key} must be a cron or null: {problem}", hint=f'e.g. `{key}: "0 3 * * *"`')
+            out[key] = given
+        else:
+            if isinstance(given, bool) or not isinstance(given, int) or given < 1:
+                raise ModelFileError(path, line, f"maintenance.{key} must be a whole number, at least 1, not {given!r}", hint=f"e.g. `{key}: {getattr(Maintenance, key)}`")
+            out[key] = given
+    return Maintenance(**out)

@@ -60,6 +60,18 @@ CATALOG_DIR = "_spark_catalog"
 
 
 @dataclass(frozen=True)
+class Maintenance:
+    """When Dagster runs the maintenance jobs (five-field crons, UTC; None: no schedule) and what they keep."""
+
+    compact: str | None = "15 * * * *"  # compaction: hourly, after the hour's runs
+    vacuum: str | None = "0 3 * * *"  # deletion of replaced files and dead runs' staging folders: nightly
+    purge_runs: str | None = None  # deletion of old runs and their events from Dagster's storage: off by default
+    retention_hours: int = 168  # replaced data files stay readable (time travel) this long
+    run_retention_days: int = 30  # runs older than this are purged, except those holding a partition's latest record
+    target_file_mb: int = 64  # files smaller than this are compacted, into files of at most about this size
+
+
+@dataclass(frozen=True)
 class Settings:
     project_dir: Path
     warehouse: str
@@ -74,6 +86,7 @@ class Settings:
     environment: str | None = None  # the environment in effect (None: production)
     environment_models: frozenset[str] = frozenset()  # the models whose tables are the environment's
     environments: tuple[str, ...] = ()  # environments whose assets Dagster shows beside production's
+    maintenance: Maintenance = Maintenance()
 
     def table_location(self, model_name: str) -> str:
         """Where a model's table is read and written: the environment's table for a model the environment

@@ -1,4 +1,4 @@
-"""A project as Dagster Definitions: model assets, source specs, jobs, schedules, sensors, the Spark resource."""
+"""A project as Dagster Definitions: model assets, source specs, jobs, schedules, sensors, maintenance jobs, the Spark resource."""
 
 from __future__ import annotations
 
@@ -55,8 +55,12 @@ def build_definitions(
     from incremental_assets.orchestration.schedules import build_schedules, model_jobs
     from incremental_assets.orchestration.sensors import build_sensors
 
+    from incremental_assets.orchestration.maintenance import maintenance_jobs, maintenance_schedules
+
     jobs = model_jobs(project, translator)
-    extra.setdefault("schedules", build_schedules(project, translator, jobs))
+    upkeep = maintenance_jobs(project, translator)
+    extra.setdefault("jobs", upkeep)
+    extra.setdefault("schedules", build_schedules(project, translator, jobs) + maintenance_schedules(project, upkeep))
     extra.setdefault("sensors", build_sensors(project, translator, jobs))
     return dg.Definitions(
         assets=assets,
