@@ -131,7 +131,8 @@ def damaged_log_file(uri: str) -> tuple[str, str] | None:
         except (OSError, ValueError, KeyError, TypeError):
             return "_delta_log/_last_checkpoint", "not a valid checkpoint pointer"
     versions = sorted(int(n[:-5]) for n in names if n.endswith(".json") and n[:-5].isdigit())
-    expected = None
+    # Commit files before the newest checkpoint may be gone (past the log retention): only those after it are needed.
+    expected = checkpoint + 1 if checkpoint >= 0 and versions and versions[0] > checkpoint + 1 else None
     for version in versions:
         name = f"_delta_log/{version:020d}.json"
         if expected is not None and version != expected and version > checkpoint + 1:
