@@ -193,3 +193,77 @@ def test_spark_writes_and_day_file_rewrites_keep_checkpoints_and_read_alike(spar
         from_spark = sorted(tuple(r) for r in spark.read.parquet(*DeltaTable(uri).file_uris()).drop("ia_interval", "ia_day", "ia_bucket").collect())
         assert table_rows(uri, drop=("ia_interval", "ia_day", "ia_bucket")) == from_spark and from_spark
     assert cli.main(["verify", "--project", str(root)]) == 0
+
+
+# -- the integrity check from where it last looked -------------------------------------------------
+
+
+@pytest.fixture
+def history(tmp_path):
+    """An hourly table of 30 commits (one tiny file each), each recorded in Dagster, checked once."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from log_history import History
+
+    table = History(tmp_path / "p")
+    for _ in range(30):
+        table.add_hour()
+    assert table.check().ok
+    return table
+
+
+def test_the_integrity_check_reads_only_the_commits_after_the_version_it_last_checked(history, monkeypatch):
+    from incremental_assets.delta import log_tail
+    from incremental_assets.orchestration import integrity_since
+
+    history.add_hour()
+    history.add_hour()
+    read = []
+    real = log_tail.read_entry
+    monkeypatch.setattr(integrity_since, "read_entry", lambda uri, v: read.append(v) or real(uri, v))
+    monkeypatch.setattr(log_tail, "read_entry", lambda uri, v: read.append(v) or real(uri, v))
+    found = history.check()
+    assert found.ok and found.table_version == 31 and found.recorded_version == 31
+    assert sorted(read) == [29, 30, 31]  # the commit it remembered (still the same?) and the two new ones
+    assert integrity_since.remembered(history.instance, history.uri).version == 31
+
+
+def test_the_integrity_check_from_its_last_look_still_catches_a_deleted_newest_commit(history):
+    history.add_hour()  # version 30, checkpointed
+    history.add_hour()
+    (Path(history.uri) / "_delta_log" / f"{31:020d}.json").unlink()
+    found = history.check()
+    assert not found.ok and found.table_version == 30 and "behind version 31" in found.problems[0]
+    assert [(w.start.day, w.start.hour) for w in found.lost] == [(2, 7)]  # the 32nd hour
+    assert not history.check().ok  # said again by the next command (it looks at everything)
+
+
+def test_the_integrity_check_from_its_last_look_catches_a_version_reused_by_another_run(history):
+    (Path(history.uri) / "_delta_log" / f"{29:020d}.json").unlink()
+    (Path(history.uri) / "_delta_log" / "_last_checkpoint").unlink(missing_ok=True)
+    history.add_hour()  # commits version 29 again, for another hour; Dagster's record of version 29 names another run
+    found = history.check()
+    assert not found.ok and "written by other runs" in found.problems[0]
+
+
+def test_the_integrity_check_from_its_last_look_catches_a_deleted_new_data_file(history):
+    history.add_hour()
+    newest = [f for f in delta.snapshot_files(history.uri) if "2024-01-02T06" in f.uri][0]
+    Path(newest.uri.removeprefix("file://")).unlink()  # the file of the hour just committed
+    found = history.check()
+    assert not found.ok and "missing" in found.problems[0]
+    assert [(w.start.day, w.start.hour) for w in found.lost] == [(2, 6)]
+
+
+def test_the_integrity_check_from_its_last_look_finds_a_resized_old_file_within_a_round_of_samples(history, monkeypatch):
+    from incremental_assets.orchestration import integrity_since
+
+    monkeypatch.setattr(integrity_since, "SAMPLE", 8)  # 30 files: every file stat'ed within 4 checks
+    oldest = [f for f in delta.snapshot_files(history.uri) if "2024-01-01T00" in f.uri][0]
+    with open(oldest.uri.removeprefix("file://"), "ab") as handle:
+        handle.write(b"x")
+    seen = [history.check() for _ in range(4)]
+    assert any(not found.ok for found in seen)
+    lost = next(found for found in seen if not found.ok)
+    assert "bytes where the log recorded" in lost.problems[0] and [(w.start.day, w.start.hour) for w in lost.lost] == [(1, 0)]

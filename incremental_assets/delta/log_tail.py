@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
+from incremental_assets.delta.checkpoints import last_checkpoint
 from incremental_assets.delta.files import filesystem
 from incremental_assets.delta.tables import METADATA_PREFIX, check_log, unreadable
 from incremental_assets.errors import DamagedTableError
@@ -73,11 +74,14 @@ def read_entry(uri: str, version: int) -> LogEntry | None:
 
 
 def read_after(uri: str, version: int, current: int) -> list[LogEntry]:
-    """The commits ``version + 1`` .. ``current``, oldest first; a commit file missing among them is
-    damage (:class:`DamagedTableError`, naming the file)."""
+    """The commits ``version + 1`` .. ``current``, oldest first; a commit file missing among them after
+    the newest checkpoint is damage (:class:`DamagedTableError`, naming the file)."""
     out = []
+    checkpoint = last_checkpoint(uri)
     for number in range(version + 1, current + 1):
         entry = read_entry(uri, number)
+        if entry is None and checkpoint is not None and number <= checkpoint:
+            continue  # a reader takes that version from the checkpoint: its commit cannot be judged, nor is it needed
         if entry is None:
             check_log(uri)  # names the missing file, with its fix
             raise DamagedTableError(uri, f"_delta_log/{number:020d}.json", "missing")
