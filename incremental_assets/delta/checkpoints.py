@@ -105,7 +105,12 @@ def after_commit(uri: str) -> Maintained:
 def checkpoint_due(version: int, last: int | None, every: int) -> bool:
     """Whether ``version`` needs a checkpoint: ``every`` commits past the newest one (or version 0).
 
-    >>> [v for v in range(25) if checkpoint_due(v, (v // 10) * 10 if v >= 10 else None, 10)]
+    >>> last, made = None, []
+    >>> for v in range(25):
+    ...     if checkpoint_due(v, last, 10):
+    ...         last = v
+    ...         made.append(v)
+    >>> made
     [10, 20]
     >>> checkpoint_due(13, None, 10), checkpoint_due(13, 10, 10), checkpoint_due(0, None, 10)
     (True, False, False)

@@ -54,6 +54,9 @@ def read_entry(uri: str, version: int) -> LogEntry | None:
         return None
     except (OSError, UnicodeDecodeError) as exc:
         raise unreadable(uri, exc) from None
+    if not any(line.strip() for line in lines):
+        check_log(uri)  # an emptied commit file: named with its fix (the newest one can be deleted)
+        raise DamagedTableError(uri, name, "empty")
     info: dict = {}
     added: dict[str, dict] = {}
     removed: set[str] = set()
