@@ -22,6 +22,8 @@ Scenarios:
                day in fresh processes, peak memory of Python and of the Spark JVM
   changes      one column added to shop.order_lines after a year: `run --auto` of the product before the
                column-level plan (BENCH_CHANGES_BASELINE, a git commit) and of this checkout, time and Spark work
+  log_history  the integrity check and opening a table at 10 / 100 / 1,000 / 3,000 commits of an hourly table
+               (BENCH_LOG_SIZES): checkpoints and a check from its last look against the whole log read each time
   peer         dbt-spark microbatch (installed into benchmarks/.peer-venv) and SQLMesh on Spark (benchmarks/.sqlmesh-venv)
                (BENCH_OURS_SPARK_SERVER=1: our side on its long-lived Spark Connect server)
                vs our CLI: daily run, backfill (BENCH_PEERS=dbt,sqlmesh chooses the peers)
@@ -233,6 +235,13 @@ def scenario_changes() -> dict:
         return changes.scenario_changes(Path(tmp), days=BACKFILL_DAYS, orders_per_day=ORDERS_PER_DAY, reps=reps)
 
 
+def scenario_log_history() -> dict:
+    import log_history
+
+    sizes = os.environ.get("BENCH_LOG_SIZES", "10,100,300" if QUICK else "10,100,1000,3000")
+    return log_history.scenario_log_history(tuple(int(n) for n in sizes.split(",")), reps=REPS)
+
+
 def scenario_peer() -> dict:
     import peer
 
@@ -271,7 +280,7 @@ def main(argv: list[str]) -> None:
     unknown = [a for a in argv if a.startswith("-") and a != "--quick" and not a.startswith("--out=")]
     if unknown:
         raise SystemExit(f"unknown option {unknown[0]}; see benchmarks/run.py --help")
-    chosen = [a for a in argv if not a.startswith("--")] or ["scale", "incremental", "backfill", "overhead", "bookkeeping", "spark_server", "automation", "changes", "peer", "growth"]
+    chosen = [a for a in argv if not a.startswith("--")] or ["scale", "incremental", "backfill", "overhead", "bookkeeping", "spark_server", "automation", "changes", "log_history", "peer", "growth"]
     results: dict = {
         "machine": machine(),
         "command": "benchmarks/run.py " + " ".join(argv),
@@ -287,7 +296,7 @@ def main(argv: list[str]) -> None:
                  "backfill": lambda: scenario_backfill(spark), "overhead": lambda: scenario_overhead(spark),
                  "bookkeeping": lambda: scenario_bookkeeping(spark), "automation": scenario_automation,
                  "spark_server": lambda: scenario_spark_server(spark),
-                 "changes": scenario_changes, "peer": scenario_peer, "growth": scenario_growth}
+                 "changes": scenario_changes, "log_history": scenario_log_history, "peer": scenario_peer, "growth": scenario_growth}
     failed = []
     for name in chosen:
         if name not in scenarios:

@@ -15,7 +15,9 @@ from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Schema, Transaction
-from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
+from deltalake.transaction import AddAction, RemoveAction
+
+from incremental_assets.delta.checkpoints import create_table, write_transaction
 
 from incremental_assets.delta.definition import keep_only, write_definition
 from incremental_assets.delta.day_files import copied_files, replaced_files
@@ -237,11 +239,11 @@ def _commit_once(
     if not exists(uri):
         if is_local(uri):  # under the writer lock: nobody else creates it meanwhile
             properties = CommitProperties(custom_metadata=custom, app_transactions=[Transaction(app_id=APP_ID, version=1)])
-            create_table_with_add_actions(uri, schema, actions, mode="error", partition_by=partition_by or None, name=name, commit_properties=properties)
+            create_table(uri, schema, actions, partition_by=partition_by, name=name, properties=properties)
             return
         # On an object store two creations can both land (the later one as the next version, keeping
         # the first one's files): create the table empty, then commit the files as any other write.
-        create_table_with_add_actions(uri, schema, [], mode="ignore", partition_by=partition_by or None, name=name)
+        create_table(uri, schema, [], partition_by=partition_by, name=name, mode="ignore")
     table = open_table(uri)
     _check_partitioning(uri, table, mode)
     sequence = (table.transaction_version(APP_ID) or 0) + 1
@@ -251,14 +253,7 @@ def _commit_once(
         removes = _day_removes(uri, table, mode)
         if not mode.whole_days:
             write_mode, filters = "append", None  # only the files holding the window's rows are removed
-    table.create_write_transaction(
-        [*actions, *removes],
-        mode=write_mode,
-        schema=schema,
-        partition_by=partition_by or None,
-        partition_filters=filters,
-        commit_properties=properties,
-    )
+    write_transaction(table, [*actions, *removes], mode=write_mode, schema=schema, partition_by=partition_by, partition_filters=filters, properties=properties)
 
 
 def _day_removes(uri: str, table: DeltaTable, mode: ReplaceWindow) -> list[RemoveAction]:
@@ -341,7 +336,6 @@ def record_definition(uri: str, definition: Mapping[str, Any]) -> int | None:
         custom[METADATA_PREFIX + "definition_only"] = "true"
         sequence = (table.transaction_version(APP_ID) or 0) + 1
         properties = CommitProperties(custom_metadata=custom, app_transactions=[Transaction(app_id=APP_ID, version=sequence)])
-        partition_by = list(table.metadata().partition_columns) or None
-        table.create_write_transaction([], mode="append", schema=table.schema(), partition_by=partition_by, commit_properties=properties)
+        write_transaction(table, [], mode="append", schema=table.schema(), partition_by=list(table.metadata().partition_columns), properties=properties)
         keep_only(uri, fingerprint)
         return open_table(uri).version()

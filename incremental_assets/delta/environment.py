@@ -19,7 +19,7 @@ from pyarrow import fs as pafs
 
 from incremental_assets.delta.definition import table_names
 from incremental_assets.delta.files import filesystem, is_local, local_path
-from incremental_assets.delta.tables import table_uri
+from incremental_assets.delta.tables import open_table, table_uri
 from incremental_assets.errors import StorageError
 from incremental_assets.model.environment import MANIFEST, env_root, envs_root, manifest_uri
 
@@ -102,6 +102,8 @@ def production_references(warehouse: str) -> set[str]:
                     if entry and entry.get("path"):
                         path = unquote(entry["path"])
                         found.add(_normal(path if "://" in path or path.startswith("/") else f"{base.rstrip('/')}/{path}"))
+            # the current version's files, also those only a checkpoint names (older commit files past the log retention are gone)
+            found.update(_normal(unquote(f)) for f in open_table(uri).file_uris())
         except (OSError, ValueError) as exc:
             raise StorageError(f"cannot read the Delta log of {uri} to check what it references: {exc}; nothing was removed") from None
     return found

@@ -26,8 +26,9 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 from deltalake import CommitProperties, Transaction
-from deltalake.transaction import AddAction, create_table_with_add_actions
+from deltalake.transaction import AddAction
 
+from incremental_assets.delta.checkpoints import create_table, write_transaction
 from incremental_assets.delta.commit import APP_ID, version_or_none
 from incremental_assets.delta.definition import keep_only, stored_definition, write_definition
 from incremental_assets.delta.files import filesystem, is_local, local_path
@@ -90,7 +91,7 @@ def promote_table(env_uri: str, prod_uri: str, model: str, *, metadata: Mapping[
     try:
         if not exists(prod_uri):
             properties = CommitProperties(custom_metadata=custom, app_transactions=[Transaction(app_id=APP_ID, version=1)])
-            create_table_with_add_actions(prod_uri, schema, actions, mode="error", partition_by=partition_by or None, name=model, commit_properties=properties)
+            create_table(prod_uri, schema, actions, partition_by=partition_by, name=model, properties=properties)
         else:
             table = open_table(prod_uri)
             current = list(table.metadata().partition_columns)
@@ -101,7 +102,7 @@ def promote_table(env_uri: str, prod_uri: str, model: str, *, metadata: Mapping[
                 )
             sequence = (table.transaction_version(APP_ID) or 0) + 1
             properties = CommitProperties(custom_metadata=custom, app_transactions=[Transaction(app_id=APP_ID, version=sequence)])
-            table.create_write_transaction(actions, mode="overwrite", schema=schema, partition_by=partition_by or None, partition_filters=None, commit_properties=properties)
+            write_transaction(table, actions, mode="overwrite", schema=schema, partition_by=partition_by, properties=properties)
     except PromotionRefusedError:
         raise
     except Exception as exc:  # delta-rs raises several unrelated exception types

@@ -64,12 +64,12 @@ def exists(uri: str) -> bool:
         raise StorageError(f"cannot reach table {uri}: {short_reason(exc)}") from None
 
 
-def open_table(uri: str, *, version: int | None = None) -> DeltaTable:
+def open_table(uri: str, *, version: int | None = None, without_files: bool = False) -> DeltaTable:
     """The Delta table at ``uri``. A log that cannot be read is a :class:`DamagedTableError` naming the
     file; a store that cannot be reached a StorageError. No table at all stays ``TableNotFoundError``."""
     check_credentials(uri)
     try:
-        return DeltaTable(uri, version=version)
+        return DeltaTable(uri, version=version, without_files=without_files)
     except TableNotFoundError:
         raise
     except (DeltaError, OSError) as exc:
@@ -131,7 +131,8 @@ def damaged_log_file(uri: str) -> tuple[str, str] | None:
         except (OSError, ValueError, KeyError, TypeError):
             return "_delta_log/_last_checkpoint", "not a valid checkpoint pointer"
     versions = sorted(int(n[:-5]) for n in names if n.endswith(".json") and n[:-5].isdigit())
-    expected = None
+    # Commit files before the newest checkpoint may be gone (past the log retention): only those after it are needed.
+    expected = checkpoint + 1 if checkpoint >= 0 and versions and versions[0] > checkpoint + 1 else None
     for version in versions:
         name = f"_delta_log/{version:020d}.json"
         if expected is not None and version != expected and version > checkpoint + 1:
@@ -360,7 +361,7 @@ def built_with(uri: str) -> str | None:
 
 def version(uri: str) -> int | None:
     try:
-        return open_table(uri).version()
+        return open_table(uri, without_files=True).version()  # the log replayed without listing its files
     except TableNotFoundError:
         return None
 

@@ -12,8 +12,9 @@ in the commit's metadata). An interval is recorded but absent when:
 - a data file of its partition is missing, or not the size the log recorded (cheap: one metadata call
   per file), or, with ``readable``, cannot be opened as Parquet.
 
-Reading the records costs one query per model (the latest materialization of each partition); reading
-the log costs what ``status`` pays already. ``run --auto`` treats absent intervals as missing and
+The first check of a table reads the latest materialization of each partition (one query per model)
+and the whole log; later checks read only what changed since the last clean one (see
+:mod:`.integrity_since`). ``run --auto`` treats absent intervals as missing and
 computes them again; a merge-style or unpartitioned table with a missing file is rebuilt whole.
 """
 
@@ -31,6 +32,7 @@ from incremental_assets.errors import WindowError
 from incremental_assets.model.intervals import IntervalUnit, TimeWindow, format_instant, merge, to_utc
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
+from incremental_assets.orchestration import integrity_since as since_module
 from incremental_assets.orchestration.translator import ModelTranslator
 
 _FETCH = 500  # storage ids per query (below every SQL engine's bound-parameter limit)
@@ -88,19 +90,44 @@ def check_model(
     key = translator.get_asset_key(model)
     partitions = translator.get_partitions_def(model)
     timed = isinstance(partitions, dg.TimeWindowPartitionsDefinition)
-    records = _recorded(instance, key, partitioned=timed)
-    if not records:
-        return Integrity(model.name)
-    newest = max((r.version for r in records if r.version is not None), default=None)
     uri = project.settings.table_location(model.name)
-    current = delta.version(uri)
-    if current is None:
-        lost = _windows(partitions, [r.partition for r in records]) if timed else ()
-        problem = f"Dagster records {'intervals' if timed else 'a materialization'} of {model.name} but there is no table at {uri}"
-        return Integrity(model.name, None, newest, lost, not timed, (problem,))
-    log = {c.version: c for c in delta.commits(uri)}
-    oldest = min(log, default=current + 1)
-    gone = [r for r in records if r.version is not None and _gone(r.version, r.run_id, current, log, oldest)]
+    if files is None:
+        files = delta.is_local(uri)
+        every_file = False  # new files and a rotating sample (see .integrity_since)
+    else:
+        every_file = files
+    looked = since_module.remembered(instance, uri) if not readable else None
+    since = since_module.check_since(instance, key, uri, looked, _decode) if looked is not None else None
+    if since is not None:
+        records, current, newest = since.records, since.current, since.looked.newest
+        gone = [r for r in records if r.version is not None and _gone(r.version, r.run_id, current, since.runs, since.oldest)]
+        checked = (delta.snapshot_files(uri) if every_file else since.files) if files else []
+    else:
+        storage_id = since_module.newest_storage_id(instance, key)
+        records = _recorded(instance, key, partitioned=timed)
+        if not records:
+            return Integrity(model.name)
+        newest = max((r.version for r in records if r.version is not None), default=None)
+        current = delta.version(uri)
+        if current is None:
+            lost = _windows(partitions, [r.partition for r in records]) if timed else ()
+            problem = f"Dagster records {'intervals' if timed else 'a materialization'} of {model.name} but there is no table at {uri}"
+            return Integrity(model.name, None, newest, lost, not timed, (problem,))
+        log = {c.version: c.run_id for c in delta.commits(uri)}
+        oldest = min(log, default=current + 1)
+        gone = [r for r in records if r.version is not None and _gone(r.version, r.run_id, current, log, oldest)]
+        checked = delta.snapshot_files(uri) if files or readable else []
+    found = _judged(model, partitions, timed, uri, current, newest, gone, checked, readable)
+    if found.ok:
+        state = since.looked if since is not None else since_module.looked_now(uri, current, storage_id, newest)
+        since_module.remember(instance, uri, state)
+    elif looked is not None:
+        since_module.remember(instance, uri, None)  # look at everything next time
+    return found
+
+
+def _judged(model, partitions, timed: bool, uri: str, current: int, newest: int | None, gone: list[_Recorded], checked, readable: bool) -> Integrity:
+    """The integrity found from the records gone from the log and the files checked."""
     if gone:
         delta.check_log(uri)  # a damaged log file (e.g. an empty newest commit) is said as such, with its fix
     problems = []
@@ -108,9 +135,7 @@ def check_model(
         problems.append(f"table {uri} is at Delta version {current}, behind version {newest} that Dagster recorded (its newest log file was lost)")
     elif gone:
         problems.append(f"table {uri}: Delta versions {_versions(gone)} were written by other runs than Dagster recorded (the log was rewritten)")
-    if files is None:
-        files = delta.is_local(uri)
-    damaged = delta.file_problems(uri, delta.snapshot_files(uri), readable=readable) if files or readable else []
+    damaged = delta.file_problems(uri, checked, readable=readable) if checked else []
     for item, reason in damaged[:3]:
         problems.append(f"file {item.uri.removeprefix('file://')} is {reason}")
     if len(damaged) > 3:
@@ -177,23 +202,29 @@ def _read(instance: dg.DagsterInstance, key: dg.AssetKey, ids: list[int]) -> dic
         chunk = ids[first : first + _FETCH]
         result = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key, storage_ids=chunk), limit=len(chunk))
         for record in result.records:
-            materialization = record.asset_materialization
-            if materialization is None:
-                continue
-            meta = materialization.metadata
-            writer = meta["committed_by_run"].value if "committed_by_run" in meta else record.run_id
-            version = int(meta["delta_version"].value) if "delta_version" in meta else None  # type: ignore[arg-type]
-            out[record.storage_id] = _Recorded(materialization.partition, version, str(writer or ""))
+            decoded = _decode(record)
+            if decoded is not None:
+                out[record.storage_id] = decoded
     return out
 
 
-def _gone(version: int, run_id: str, current: int, log: dict[int, delta.Commit], oldest: int) -> bool:
+def _decode(record: dg.EventLogRecord) -> _Recorded | None:
+    materialization = record.asset_materialization
+    if materialization is None:
+        return None
+    meta = materialization.metadata
+    writer = meta["committed_by_run"].value if "committed_by_run" in meta else record.run_id
+    version = int(meta["delta_version"].value) if "delta_version" in meta else None  # type: ignore[arg-type]
+    return _Recorded(materialization.partition, version, str(writer or ""))
+
+
+def _gone(version: int, run_id: str, current: int, log: dict[int, str], oldest: int) -> bool:
     """Whether the commit recorded as ``version`` by ``run_id`` is no longer the table's (versions before
     the oldest commit of ours still in the log cannot be judged)."""
     if version > current:
         return True
     if version in log:
-        return log[version].run_id not in ("", run_id)
+        return log[version] not in ("", run_id)
     return version >= oldest  # that version is someone else's commit now
 
 
