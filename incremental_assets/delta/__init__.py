@@ -16,6 +16,7 @@ from incremental_assets.delta.commit import (
     commit_staged,
     record_definition,
 )
+from incremental_assets.delta.checkpoints import checkpoint_if_due
 from incremental_assets.delta.compact import CompactResult, compact, plan_compaction
 from incremental_assets.delta.definition import production_tables, stored_definition, table_names, table_state, write_definition
 from incremental_assets.delta.day_files import column_range, copied_files
@@ -66,6 +67,6 @@ __all__ = [
     "has_staged_rows", "keep_staged_schema", "host_tag", "last_commit_metadata", "new_staging_dir", "orphan_staging_dirs",
     "remove_orphan_staging", "source_files", "table_uri", "vacuum", "version", "writer_lock",
     "production_tables", "record_definition", "stored_definition", "table_names", "table_state", "write_definition",
-    "CompactResult", "compact", "plan_compaction",
+    "CompactResult", "checkpoint_if_due", "compact", "plan_compaction",
     "column_types", "interval_row_counts", "row_count", "partitioned_by_day", "row_filter", "interval_bounds", "partial_days", "copied_files", "column_range",
 ]

@@ -30,6 +30,7 @@ from deltalake.exceptions import DeltaError
 from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
 
 from incremental_assets.delta.files import filesystem, short_reason
+from incremental_assets.delta.lock import writer_lock
 from incremental_assets.delta.tables import open_table
 
 CHECKPOINT_INTERVAL = 10  # commits between two checkpoints (``delta.checkpointInterval``)
@@ -100,6 +101,13 @@ def after_commit(uri: str) -> Maintained:
     except (DeltaError, OSError) as exc:  # the commit itself landed: a reader replays a few more commit files
         return Maintained(version, None, short_reason(exc))
     return Maintained(version, version)
+
+
+def checkpoint_if_due(uri: str) -> int | None:
+    """Outside a commit (the maintenance job): under the table's writer lock, :func:`after_commit`; the
+    version checkpointed, or None when none was due."""
+    with writer_lock(uri, owner="checkpoint"):
+        return after_commit(uri).checkpoint
 
 
 def checkpoint_due(version: int, last: int | None, every: int) -> bool:

@@ -35,6 +35,7 @@ import pyarrow.parquet as pq
 from deltalake import CommitProperties, Transaction
 from deltalake.transaction import AddAction, RemoveAction
 
+from incremental_assets.delta.checkpoints import write_transaction
 from incremental_assets.delta.commit import APP_ID, carried_metadata
 from incremental_assets.delta.files import filesystem, host_tag, is_local, local_path
 from incremental_assets.delta.lock import writer_lock
@@ -163,7 +164,7 @@ def compact(
             properties = CommitProperties(custom_metadata=custom, app_transactions=[Transaction(app_id=APP_ID, version=sequence)])
             partition_by = list(table.metadata().partition_columns) or None
             try:
-                table.create_write_transaction([*adds, *removes], mode="append", schema=table.schema(), partition_by=partition_by, commit_properties=properties)
+                write_transaction(table, [*adds, *removes], mode="append", schema=table.schema(), partition_by=partition_by, properties=properties)
             except Exception as exc:  # delta-rs raises several unrelated types; a concurrent commit is one of them
                 if open_table(uri).version() != before:
                     return CompactResult(planned.groups, planned.files_before, planned.files_after, None,

@@ -4,7 +4,7 @@
   hourly model (every hour of it recorded as materialized), and again after late hours rewrote part of it,
   become one file; the small files of other models' partitions are packed into files of about
   ``target_file_mb``. The commit changes no row (``dataChange: false``): nothing is recorded in Dagster.
-- **Checkpoints** of the Delta log, where the delta package offers a ``checkpoint_if_due`` step.
+- **Checkpoints** of the Delta log that a commit did not write (see :mod:`incremental_assets.delta.checkpoints`).
 - **Vacuum**: data files replaced more than ``retention_hours`` ago, and staging folders of dead runs.
 - **Purge of old runs** (:func:`purge_runs`): runs older than ``run_retention_days`` are deleted with their
   events, except the runs holding the latest materialization or confirmation of a partition of any
@@ -24,7 +24,7 @@ import os
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Callable, Iterator
+from typing import Iterator
 
 import dagster as dg
 
@@ -69,14 +69,13 @@ def compact_model(project: Project, instance: dg.DagsterInstance, model: SqlMode
 
 
 def checkpoint_model(project: Project, model: SqlModel) -> str | None:
-    """Write the table's Delta checkpoint when one is due, with the delta package's step for it (None:
-    this release has none, or nothing was due)."""
-    step: Callable[[str], object] | None = getattr(delta, "checkpoint_if_due", None)
+    """Write the table's Delta checkpoint when one is due (a commit writes it too; this catches up a table
+    whose last commits failed to); what was done, or None."""
     uri = project.settings.table_location(model.name)
-    if step is None or not model.has_table or not delta.exists(uri):
+    if not model.has_table or not delta.exists(uri):
         return None
-    done = step(uri)
-    return f"checkpoint: {done}" if done else None
+    done = delta.checkpoint_if_due(uri)
+    return f"checkpoint at version {done}" if done is not None else None
 
 
 def vacuum_model(project: Project, model: SqlModel, *, dry_run: bool = False) -> delta.VacuumResult:
