@@ -21,6 +21,7 @@ from incremental_assets.model.intervals import (
     TimeWindow,
     batches,
     ceil,
+    floor,
     last_complete_end,
     merge,
     subtract,
@@ -38,6 +39,7 @@ from incremental_assets.orchestration.instance import (
 )
 from incremental_assets.orchestration.integrity import Integrity, check_model
 from incremental_assets.orchestration.reconcile import reconcile
+from incremental_assets.orchestration.source_watch import Observed, observe_sources
 from incremental_assets.orchestration.staleness import stale_intervals
 from incremental_assets.orchestration.status import describe_windows, windows_to_run
 from incremental_assets.orchestration.translator import ModelTranslator
@@ -165,7 +167,14 @@ class Runner:
             for line in apply_without_compute(self.project, self.instance, self.translator, changes, {m.name for m in models}):
                 if progress:
                     progress(line)
-        queue = self.plan_runs(models, start=start, end=end, auto=auto, now=now, progress=progress, full_refresh=full_refresh)
+        observed = None
+        if auto and not full_refresh:
+            # New and late source data, noticed exactly as the automation sensor does (the same shared record).
+            observed = observe_sources(self.instance, self.project, now or datetime.now(timezone.utc), self.translator)
+            for line in observed.notes:
+                if progress:
+                    progress(line)
+        queue = self.plan_runs(models, start=start, end=end, auto=auto, now=now, progress=progress, full_refresh=full_refresh, observed=observed)
         report = RunReport()
         total, done, rows = queue.intervals, 0, 0
         began = time.perf_counter()
@@ -223,6 +232,7 @@ class Runner:
         now: datetime | None,
         progress: Callable[[str], None] | None,
         full_refresh: bool,
+        observed: Observed | None = None,
     ) -> "RunQueue":
         """The runs a command launches, in order: per model its windows (cut to its run size), or one
         rebuild from its start, or one unpartitioned run. Commits Dagster missed are recorded first."""
@@ -255,7 +265,8 @@ class Runner:
                     self.instance, model, start=start, end=end, auto=auto, translator=self.translator, now=now, lost=integrity.lost
                 )
                 if auto:
-                    windows = merge([*windows, *stale_intervals(self.instance, self.project, model, self.translator).windows])
+                    late = self.late_windows(model, observed, start, end, now, progress)
+                    windows = merge([*windows, *stale_intervals(self.instance, self.project, model, self.translator).windows, *late])
                 for window in windows:
                     queue.runs.extend((model, part) for part in batches(window, model.unit, size))
             else:
@@ -266,6 +277,23 @@ class Runner:
                     queue.rebuilds.add(model.name)  # one run that starts over and replaces the whole table
         return queue
 
+
+    def late_windows(
+        self, model: SqlModel, observed: Observed | None, start: datetime | None, end: datetime | None, now: datetime | None,
+        progress: Callable[[str], None] | None,
+    ) -> list[TimeWindow]:
+        """Complete intervals of the model within the command's range that new source data touched since
+        they were computed (said, then planned like missing intervals)."""
+        if observed is None:
+            return []
+        unit = model.unit
+        limit = last_complete_end(now or datetime.now(timezone.utc), unit)
+        if end is not None:
+            limit = min(limit, floor(end, unit))
+        late = observed.windows(model, ceil(start, unit) if start is not None else None, limit)
+        if late and progress:
+            progress(f"{model.name}: new source data in {describe_windows(late)} since computed; computing again")
+        return late
 
     def check_integrity(self, model: SqlModel, progress: Callable[[str], None] | None) -> Integrity:
         """What the model's table lacks of what Dagster recorded; said, then planned like missing intervals."""
