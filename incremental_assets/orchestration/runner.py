@@ -266,7 +266,7 @@ class Runner:
                     self.instance, model, start=start, end=end, auto=auto, translator=self.translator, now=now, lost=integrity.lost
                 )
                 if auto:
-                    late = self.late_windows(model, observed, start, end, now, progress)
+                    late = self.late_windows(model, observed, start, end, now, windows, progress)
                     windows = merge([*windows, *stale_intervals(self.instance, self.project, model, self.translator).windows, *late])
                 self.say_lost(model, integrity, windows, progress)
                 for window in windows:
@@ -282,10 +282,10 @@ class Runner:
 
     def late_windows(
         self, model: SqlModel, observed: Observed | None, start: datetime | None, end: datetime | None, now: datetime | None,
-        progress: Callable[[str], None] | None,
+        missing: list[TimeWindow], progress: Callable[[str], None] | None,
     ) -> list[TimeWindow]:
-        """Complete intervals of the model within the command's range that new source data touched since
-        they were computed (said, then planned like missing intervals)."""
+        """Complete intervals of the model within the command's range that new source data touched (planned
+        like missing intervals); those computed before (not ``missing``) are said."""
         if observed is None:
             return []
         unit = model.unit
@@ -293,8 +293,9 @@ class Runner:
         if end is not None:
             limit = min(limit, floor(end, unit))
         late = observed.windows(model, ceil(start, unit) if start is not None else None, limit)
-        if late and progress:
-            progress(f"{model.name}: new source data in {describe_windows(late)} since computed; computing again")
+        again = merge([part for w in late for part in subtract(w, missing)])
+        if again and progress:
+            progress(f"{model.name}: new source data in {describe_windows(again)} since computed; computing again")
         return late
 
     def check_integrity(self, model: SqlModel) -> Integrity:

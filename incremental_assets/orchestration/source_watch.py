@@ -331,7 +331,7 @@ def _not_done(instance: dg.DagsterInstance, model: SqlModel, translator: ModelTr
         left = [
             part
             for w in entry.windows  # type: ignore[union-attr]
-            for part in batches(w, model.unit, 1)
+            for part in batches(TimeWindow(model.unit.floor(w.start), model.unit.ceil(w.end)), model.unit, 1)  # its unit may have changed
             if not _covers(ids.get(tags.partition_key(partitions, part.start)), entry, started)
         ]
         if left:
