@@ -86,7 +86,8 @@ def _recompute(root: Path, end: datetime, *, with_clicks: bool = True) -> dict[s
 
 
 def _tables(warehouse: str) -> dict[str, list[tuple]]:
-    return {name: table_rows(delta.table_uri(warehouse, name)) for name in ("s.hourly", "s.daily", "s.clicks")}
+    uris = {name: delta.table_uri(warehouse, name) for name in ("s.hourly", "s.daily", "s.clicks")}
+    return {name: table_rows(uri) if delta.exists(uri) else [] for name, uri in uris.items()}  # no complete day yet: no table
 
 
 def _run_auto(root: Path, capsys, end: datetime) -> str:
@@ -123,7 +124,7 @@ def test_hourly_run_auto_from_cron_keeps_every_table_equal_to_a_recompute_with_l
         "s.hourly: new source data in [2025-06-01 17:00, 2025-06-01 18:00) since computed; computing again",
         "s.clicks: new source data in [2025-06-01 19:00, 2025-06-01 20:00) since computed; computing again",
         "s.hourly: new source data in [2025-06-01 21:00, 2025-06-01 22:00) since computed; computing again",
-        "s.hourly: new source data in [2025-06-02 00:00, 2025-06-02 01:00) since computed; computing again",
+        "s.hourly: new source data in [2025-06-02, 2025-06-02 01:00) since computed; computing again",
     ]
 
 
