@@ -177,7 +177,7 @@ def test_a_lost_day_file_is_24_lost_hours_and_only_they_are_recomputed(root, cap
     victim[0].unlink()
 
     capsys.readouterr()
-    assert cli.main(["status", "s.hourly", "--until", "2024-01-03", "--project", str(root)]) == 0
+    assert cli.main(["status", "s.hourly", "--until", "2024-01-03", "--project", str(root)]) == 1  # recorded hours absent from the table
     out = capsys.readouterr().out
     assert "s.hourly: NOT IN TABLE: [2024-01-02, 2024-01-03) recorded but absent" in out, out
     assert "s.hourly (hour): 24/48 intervals up to 2024-01-03" in out and "lost:    [2024-01-02, 2024-01-03)" in out

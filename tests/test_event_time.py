@@ -26,7 +26,7 @@ from incremental_assets.errors import ProjectError
 from incremental_assets.load.project import load_project
 from incremental_assets.model.intervals import TimeWindow, batches
 from incremental_assets.orchestration.definitions import build_definitions
-from incremental_assets.orchestration.sensors import source_changes, touched_by_sources
+from incremental_assets.orchestration.source_watch import source_changes, touched_by_sources
 from incremental_assets.plan.compile import analyses, analysis_of
 from incremental_assets.plan.frames import navigation_frames
 from incremental_assets.plan.run_plan import plan_run, plan_window

@@ -73,10 +73,11 @@ def test_a_deleted_newest_log_file_is_reported_and_exactly_its_intervals_recompu
     assert table_rows(uri) != clean
 
     code, out = run(root, capsys, "status", "s.daily", "--until", "2024-01-08")
-    assert code == 0
+    assert code == 1  # what Dagster shows as done is not in the table
     assert "s.daily: NOT IN TABLE: [2024-01-05, 2024-01-08) recorded but absent (table " in out
     assert "is at Delta version 1, behind version 2 that Dagster recorded" in out
     assert "  covered: [2024-01-01, 2024-01-05)" in out and "  lost:    [2024-01-05, 2024-01-08)" in out
+    assert "`incremental-assets run --auto` computes those intervals again" in out
 
     code, out = run(root, capsys, "verify", "s.daily")
     assert code == 1
@@ -91,6 +92,27 @@ def test_a_deleted_newest_log_file_is_reported_and_exactly_its_intervals_recompu
     # The new commit reuses version 2: the record now names the run that made it, so all is consistent.
     assert run(root, capsys, "verify", "s.daily", "--files")[0] == 0
     assert recomputed(run(root, capsys, "run", "s.daily", "--auto", "--end", "2024-01-08")[1]) == []
+    assert run(root, capsys, "status", "--until", "2024-01-08")[0] == 0
+
+
+def test_a_scoped_run_over_lost_intervals_computes_its_scope_and_says_only_that(built, capsys):
+    root, uri, clean, _ = built
+    (sorted((Path(uri) / "_delta_log").glob("*.json"))[-1]).unlink()  # days 5-7 lost
+
+    code, out = run(root, capsys, "run", "s.daily", "--start", "2024-01-04", "--end", "2024-01-06")
+    assert code == 0 and recomputed(out) == ["[2024-01-04, 2024-01-06)"]
+    assert "s.daily: recorded but not in its table: [2024-01-05, 2024-01-06) (" in out and "); computing again" in out
+    # The lost days outside the scope are advice, never "computing again".
+    assert "s.daily: recorded but not in its table: [2024-01-06, 2024-01-08) (" in out
+    assert "not computed by this command: `incremental-assets run --auto` computes those intervals again" in out
+    assert "[2024-01-06, 2024-01-08)" not in [line for line in out.splitlines() if line.endswith("computing again")][0]
+
+    code, out = run(root, capsys, "status", "s.daily", "--until", "2024-01-08")
+    assert code == 1 and "  lost:    [2024-01-06, 2024-01-08)" in out
+    code, out = run(root, capsys, "run", "s.daily", "--auto", "--end", "2024-01-08")
+    assert code == 0 and recomputed(out) == ["[2024-01-06, 2024-01-08)"]
+    assert table_rows(uri) == clean
+    assert run(root, capsys, "status", "s.daily", "--until", "2024-01-08")[0] == 0
 
 
 def test_an_emptied_newest_log_file_is_named_with_the_fix_that_works(built, capsys):

@@ -24,7 +24,7 @@ from incremental_assets import cli, delta
 from incremental_assets.errors import SourceDataError
 from incremental_assets.load.project import load_project
 from incremental_assets.model.intervals import TimeWindow
-from incremental_assets.orchestration.sensors import source_changes
+from incremental_assets.orchestration.source_watch import source_changes
 from incremental_assets.plan.run_plan import plan_window
 from incremental_assets.spark.executor import Executor
 

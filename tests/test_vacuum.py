@@ -98,7 +98,7 @@ def test_status_warns_when_recorded_intervals_have_no_table(make_project, tmp_pa
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
     instance = open_instance(tmp_path / "home")
     instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=dg.AssetKey(["t", "x"]), partition="2024-01-01"))
-    assert cli.main(["status", "t.x", "--project", str(root)]) == 0
+    assert cli.main(["status", "t.x", "--project", str(root)]) == 1  # recorded but not in a table
     out = capsys.readouterr().out
     assert "t.x: NOT IN TABLE: [2024-01-01, 2024-01-02) recorded but absent (Dagster records intervals of t.x but there is no table at" in out
     assert "lost:    [2024-01-01, 2024-01-02) (recorded, but not in the table)" in out

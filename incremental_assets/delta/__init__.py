@@ -3,7 +3,7 @@
 Callers use this package's names (``delta.commit_staged(...)``); the modules say where each step lives:
 :mod:`.tables` (locations, the log, reads), :mod:`.stats` (row counts and column types from the log), :mod:`.staging` (a run's files before the commit),
 :mod:`.commit` (one transaction per run, by commit mode), :mod:`.definition` (the definition a table was built with), :mod:`.lock` (one writer per table),
-:mod:`.vacuum` (cleanup), :mod:`.compact` (small files rewritten into one, no row changed), :mod:`.verify` (the files the log references, checked).
+:mod:`.source_log` (new data in a source), :mod:`.vacuum` (cleanup), :mod:`.compact` (small files rewritten into one, no row changed), :mod:`.verify` (the files the log references, checked).
 """
 
 from incremental_assets.delta.commit import (
@@ -37,7 +37,6 @@ from incremental_assets.delta.tables import (
     METADATA_PREFIX,
     PARTITION_COLUMN,
     Commit,
-    added_time_ranges,
     arrow_schema,
     built_with,
     check_log,
@@ -56,6 +55,7 @@ from incremental_assets.delta.tables import (
     table_uri,
     version,
 )
+from incremental_assets.delta.source_log import added_time_ranges
 from incremental_assets.delta.vacuum import VacuumResult, vacuum
 from incremental_assets.delta.verify import TableFile, file_problems, snapshot_files
 

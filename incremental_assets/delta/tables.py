@@ -366,31 +366,6 @@ def version(uri: str) -> int | None:
         return None
 
 
-def added_time_ranges(uri: str, since_version: int, time_column: str) -> tuple[int, list[tuple[datetime | None, datetime | None]]]:
-    """The current version of a Delta table and the (min, max) of ``time_column`` in each data file
-    added after ``since_version`` (from the add actions' statistics; (None, None) when a file has none)."""
-    current = open_table(uri)
-    version = current.version()
-    if version <= since_version:
-        return version, []
-    before = set(open_table(uri, version=since_version).file_uris()) if since_version >= 0 else set()
-    actions = pa.table(current.get_add_actions(flatten=True))
-    base = current.table_uri.rstrip("/")
-    ranges = []
-    names = actions.column_names
-    for row in actions.to_pylist():
-        path = row["path"]
-        full = path if "://" in path or path.startswith("/") else f"{base}/{path}"
-        if full in before or full.replace("file://", "") in before or path in before:
-            continue
-        lo = row.get(f"min.{time_column}") if f"min.{time_column}" in names else None
-        hi = row.get(f"max.{time_column}") if f"max.{time_column}" in names else None
-        if lo is None and f"partition.{time_column}" in names:  # partitioned by its time column: no statistics
-            lo = hi = _instant(row[f"partition.{time_column}"])
-        ranges.append((lo, hi))
-    return version, ranges
-
-
 # -- commit log: what was written by which run -----------------------------------------------------
 
 

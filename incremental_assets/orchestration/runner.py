@@ -21,6 +21,7 @@ from incremental_assets.model.intervals import (
     TimeWindow,
     batches,
     ceil,
+    floor,
     last_complete_end,
     merge,
     subtract,
@@ -38,6 +39,7 @@ from incremental_assets.orchestration.instance import (
 )
 from incremental_assets.orchestration.integrity import Integrity, check_model
 from incremental_assets.orchestration.reconcile import reconcile
+from incremental_assets.orchestration.source_watch import Observed, observe_sources
 from incremental_assets.orchestration.staleness import stale_intervals
 from incremental_assets.orchestration.status import describe_windows, windows_to_run
 from incremental_assets.orchestration.translator import ModelTranslator
@@ -165,7 +167,14 @@ class Runner:
             for line in apply_without_compute(self.project, self.instance, self.translator, changes, {m.name for m in models}):
                 if progress:
                     progress(line)
-        queue = self.plan_runs(models, start=start, end=end, auto=auto, now=now, progress=progress, full_refresh=full_refresh)
+        observed = None
+        if auto and not full_refresh:
+            # New and late source data, noticed exactly as the automation sensor does (the same shared record).
+            observed = observe_sources(self.instance, self.project, now or datetime.now(timezone.utc), self.translator)
+            for line in observed.notes:
+                if progress:
+                    progress(line)
+        queue = self.plan_runs(models, start=start, end=end, auto=auto, now=now, progress=progress, full_refresh=full_refresh, observed=observed)
         report = RunReport()
         total, done, rows = queue.intervals, 0, 0
         began = time.perf_counter()
@@ -223,6 +232,7 @@ class Runner:
         now: datetime | None,
         progress: Callable[[str], None] | None,
         full_refresh: bool,
+        observed: Observed | None = None,
     ) -> "RunQueue":
         """The runs a command launches, in order: per model its windows (cut to its run size), or one
         rebuild from its start, or one unpartitioned run. Commits Dagster missed are recorded first."""
@@ -238,7 +248,7 @@ class Runner:
                     progress(f"{model.name}: recorded {where} from Delta version {item.version} (committed by run {item.run_id[:8]}, not recorded)")
             if reconciled and auto and not isinstance(model.kind, IncrementalByTimeRange):
                 continue  # its last commit is the current query's output: nothing to redo
-            integrity = self.check_integrity(model, progress)
+            integrity = self.check_integrity(model)
             if model.is_incremental and not full_refresh:
                 queue.built[model.name] = self.built_with(model)
             if model.is_incremental and (full_refresh or needs_rebuild(model, queue.built[model.name])):
@@ -247,6 +257,7 @@ class Runner:
                 if window is not None:
                     queue.runs.append((model, window))
                     queue.rebuilds.add(model.name)
+                self.say_lost(model, integrity, None if window is not None else [], progress)
             elif isinstance(model.kind, IncrementalByTimeRange):
                 analysis = analysis_of(self.project, model.name)
                 # A refused model run with allow_downgrade is one full rebuild, not a series of windows.
@@ -255,10 +266,13 @@ class Runner:
                     self.instance, model, start=start, end=end, auto=auto, translator=self.translator, now=now, lost=integrity.lost
                 )
                 if auto:
-                    windows = merge([*windows, *stale_intervals(self.instance, self.project, model, self.translator).windows])
+                    late = self.late_windows(model, observed, start, end, now, windows, progress)
+                    windows = merge([*windows, *stale_intervals(self.instance, self.project, model, self.translator).windows, *late])
+                self.say_lost(model, integrity, windows, progress)
                 for window in windows:
                     queue.runs.extend((model, part) for part in batches(window, model.unit, size))
             else:
+                self.say_lost(model, integrity, None, progress)
                 queue.runs.append((model, None))
                 # A merge-style table that lost rows is rebuilt whole (not SCD type 2: its history cannot be).
                 lost_rows = integrity.whole_table and integrity.table_version is not None and not isinstance(model.kind, ScdType2)
@@ -266,17 +280,51 @@ class Runner:
                     queue.rebuilds.add(model.name)  # one run that starts over and replaces the whole table
         return queue
 
+    def late_windows(
+        self, model: SqlModel, observed: Observed | None, start: datetime | None, end: datetime | None, now: datetime | None,
+        missing: list[TimeWindow], progress: Callable[[str], None] | None,
+    ) -> list[TimeWindow]:
+        """Complete intervals of the model within the command's range that new source data touched (planned
+        like missing intervals); those computed before (not ``missing``) are said."""
+        if observed is None:
+            return []
+        unit = model.unit
+        limit = last_complete_end(now or datetime.now(timezone.utc), unit)
+        if end is not None:
+            limit = min(limit, floor(end, unit))
+        late = observed.windows(model, ceil(start, unit) if start is not None else None, limit)
+        again = merge([part for w in late for part in subtract(w, missing)])
+        if again and progress:
+            progress(f"{model.name}: new source data in {describe_windows(again)} since computed; computing again")
+        return late
 
-    def check_integrity(self, model: SqlModel, progress: Callable[[str], None] | None) -> Integrity:
-        """What the model's table lacks of what Dagster recorded; said, then planned like missing intervals."""
+    def check_integrity(self, model: SqlModel) -> Integrity:
+        """What the model's table lacks of what Dagster recorded (said by :meth:`say_lost` once planned)."""
         try:
-            found = check_model(self.instance, self.project, model, self.translator)
+            return check_model(self.instance, self.project, model, self.translator)
         except DamagedTableError as exc:
             raise exc.of_model(model.name) from None
-        if progress and not found.ok:
+
+    @staticmethod
+    def say_lost(
+        model: SqlModel, found: Integrity, planned: list[TimeWindow] | None, progress: Callable[[str], None] | None
+    ) -> None:
+        """Say what the table lacks: "computing again" only for what this command runs (``planned``: its
+        windows of the model; None: the whole model), the rest as advice."""
+        if progress is None or found.ok:
+            return
+        problems = "; ".join(found.problems)
+        if planned is None:
             where = describe_windows(found.lost) if found.lost else "its rows"
-            progress(f"{model.name}: recorded but not in its table: {where} ({'; '.join(found.problems)}); computing again")
-        return found
+            progress(f"{model.name}: recorded but not in its table: {where} ({problems}); computing again")
+            return
+        covered = [part for w in found.lost for p in planned for part in ([TimeWindow(max(w.start, p.start), min(w.end, p.end))] if w.overlaps(p) else [])]
+        rest = [part for w in found.lost for part in subtract(w, planned)]
+        if covered:
+            progress(f"{model.name}: recorded but not in its table: {describe_windows(merge(covered))} ({problems}); computing again")
+        if rest or not found.lost:
+            where = describe_windows(merge(rest)) if rest else "its rows"
+            progress(f"{model.name}: recorded but not in its table: {where} ({problems}); not computed by this command: {found.advice()}")
 
 
 @dataclass

@@ -1,13 +1,16 @@
-"""A Dagster schedule per model from its cron: each tick runs the model's missing complete intervals.
+"""A Dagster schedule per model from its cron: each tick runs what is out of date in the model.
 
-A daily model ticks once a day and requests the intervals that ended by then and are neither recorded
-as materialized nor already running; a FULL model's schedule simply rebuilds it. Ranges are requested
-as one run each (the asset splits them into batches by its execution class), keyed so that a retried
-tick never requests the same range twice.
+A daily model ticks once a day and requests the complete intervals that are not materialized, those that
+new or late source data touched since they were computed (noticed by the same code as the automation
+sensor and ``run --auto``: :func:`.source_watch.observe_sources`), and those made stale by upstream
+intervals materialized again after them; none already running. A FULL model's schedule simply rebuilds
+it. Ranges are requested as one run each (the asset splits them into batches by its execution class),
+keyed so that a retried tick never requests the same range twice for the same state of its inputs.
 """
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime, timezone
 
 import dagster as dg
@@ -15,6 +18,7 @@ import dagster as dg
 from incremental_assets.model.cron import expand_cron
 from incremental_assets.model.intervals import (
     TimeWindow,
+    merge,
     subtract,
     to_utc,
 )
@@ -22,6 +26,8 @@ from incremental_assets.model.kinds import IncrementalByTimeRange
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import tags
+from incremental_assets.orchestration.source_watch import observe_sources
+from incremental_assets.orchestration.staleness import latest_id, stale_intervals
 from incremental_assets.orchestration.status import model_status
 from incremental_assets.orchestration.translator import ModelTranslator
 
@@ -40,13 +46,30 @@ def cron_of(model: SqlModel) -> str | None:
     return None
 
 
-def missing_windows(instance: dg.DagsterInstance, model: SqlModel, translator: ModelTranslator, now: datetime) -> list[TimeWindow]:
-    """Complete intervals up to ``now`` that are not materialized and not being materialized."""
+def missing_windows(
+    instance: dg.DagsterInstance, model: SqlModel, translator: ModelTranslator, now: datetime, recompute: list[TimeWindow] | None = None
+) -> list[TimeWindow]:
+    """Complete intervals up to ``now`` that are not materialized (or are in ``recompute``, clipped to
+    them) and not being materialized."""
     status = model_status(instance, model, translator=translator, now=now)
-    windows = list(status.gaps)
+    end = status.expected.end if status.expected else None
+    windows = merge([*status.gaps, *(TimeWindow(w.start, min(w.end, end)) for w in recompute or () if end and w.start < end)])
     for running in status.in_progress:
         windows = [part for w in windows for part in subtract(w, [running])]
     return windows
+
+
+def out_of_date(
+    instance: dg.DagsterInstance, project: Project, model: SqlModel, translator: ModelTranslator, now: datetime
+) -> tuple[list[TimeWindow], list[TimeWindow], str]:
+    """What a partitioned model's schedule tick runs: the windows, those among them computed before (new
+    source data, stale), and a token naming the state of the inputs they are recomputed for."""
+    observed = observe_sources(instance, project, now, translator)
+    recompute = merge([*observed.windows(model), *stale_intervals(instance, project, model, translator).windows])
+    marks = [f"{s}={observed.markers.get(s)}" for s in model.depends_on if s in project.sources]
+    marks += [f"{u.name}@{latest_id(instance, translator.get_asset_key(u))}" for u in project.upstream_models(model)]
+    token = hashlib.sha256("|".join(marks).encode()).hexdigest()[:12]
+    return missing_windows(instance, model, translator, now, recompute), recompute, token
 
 
 def job_name(model: SqlModel) -> str:
@@ -76,13 +99,14 @@ def build_model_schedule(
         now = to_utc(context.scheduled_execution_time or datetime.now(timezone.utc))
         if not isinstance(partitions, dg.TimeWindowPartitionsDefinition):
             return dg.RunRequest(run_key=f"{model.name}@{now.isoformat()}", tags={tags.LAUNCHED_BY_TAG: "schedule"})
-        windows = missing_windows(context.instance, model, translator, now)
+        windows, recompute, token = out_of_date(context.instance, project, model, translator, now)
         if not windows:
-            return dg.SkipReason(f"{model.name}: every complete interval up to {now.isoformat()} is materialized")
+            return dg.SkipReason(f"{model.name}: every complete interval up to {now.isoformat()} is materialized and current")
         unit = model.unit
         return [
             dg.RunRequest(
-                run_key=f"{model.name}:{w.start.isoformat()}..{w.end.isoformat()}",
+                # A window computed before is keyed by the state of its inputs too: new data runs it again.
+                run_key=f"{model.name}:{w.start.isoformat()}..{w.end.isoformat()}" + (f":{token}" if any(w.overlaps(r) for r in recompute) else ""),
                 tags={**tags.range_tags(partitions, w, unit), tags.LAUNCHED_BY_TAG: "schedule"},
             )
             for w in windows

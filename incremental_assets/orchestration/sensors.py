@@ -15,8 +15,10 @@ fail. Intervals already queued or running are not requested again, and a failed 
 until something it depends on changes. However many sources change in one tick, each (model, interval)
 is requested once: one run per model and contiguous range.
 
-The cursor (JSON) keeps, per source, the last Delta version or file modification time seen, and the
-windows touched by new source data that are still waiting for their upstream.
+What new source data touched is read and kept by :func:`.source_watch.observe_sources`, in the Dagster
+instance, the same for ``run --auto`` and the schedules; the cursor (JSON) keeps only which changed
+definitions were reported. A cursor of an older version (its per-source watermarks and pending windows)
+is taken over into that record on the first tick.
 """
 
 from __future__ import annotations
@@ -25,16 +27,14 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone, tzinfo
-from pathlib import Path
+from datetime import datetime, timezone
 
 import dagster as dg
 
 from incremental_assets import delta
-from incremental_assets.model.intervals import IntervalUnit, TimeWindow, last_complete_end, merge, subtract, to_utc
+from incremental_assets.model.intervals import TimeWindow, last_complete_end, merge, subtract, to_utc
 from incremental_assets.model.kinds import IncrementalByTimeRange
-from incremental_assets.model.project import Project, Source
-from incremental_assets.model.source_time import instant, zone
+from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.apply import apply_without_compute, current_plan
@@ -42,6 +42,7 @@ from incremental_assets.orchestration.code_reload import own_code_server, reques
 from incremental_assets.orchestration.instance import fail_dead_runs, materialized_windows
 from incremental_assets.orchestration.live import FULL, LiveProject, active_runs, change_categories, changed_marks
 from incremental_assets.orchestration.schedules import job_name, model_jobs
+from incremental_assets.orchestration.source_watch import Observed, observe_sources
 from incremental_assets.orchestration.staleness import latest_id, stale_intervals
 from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.plan.compile import input_bound
@@ -50,16 +51,17 @@ from incremental_assets.plan.rebuild import definition_changed, needs_rebuild
 SENSOR_NAME = "incremental_assets_automation"
 # An ISO instant the automation takes as "now" instead of the clock: replaying past days, and tests.
 CLOCK_ENV = "INCREMENTAL_ASSETS_CLOCK"
-CURSOR_VERSION = 2
-TICK = timedelta(microseconds=1)
+CURSOR_VERSION = 3
+LEGACY_CURSOR_VERSIONS = (2,)  # kept the sources' watermarks and pending windows, now in the instance
 
 
 @dataclass
 class AutomationCursor:
     """What the sensor remembers between ticks."""
 
-    sources: dict[str, str] = field(default_factory=dict)  # source -> "v<delta version>" or "t<newest mtime>"
-    pending: dict[str, list[TimeWindow] | str] = field(default_factory=dict)  # touched by new data, not launched yet
+    # An older cursor's watermarks and pending windows, handed to the shared record on the next tick.
+    sources: dict[str, str] = field(default_factory=dict)
+    pending: dict[str, list[TimeWindow] | str] = field(default_factory=dict)
     changed: dict[str, str] = field(default_factory=dict)  # model -> the fingerprint its changed mark was reported for
 
     @classmethod
@@ -69,7 +71,7 @@ class AutomationCursor:
             return cls(), None
         try:
             raw = json.loads(text)
-            if not isinstance(raw, dict) or raw.get("version") != CURSOR_VERSION:
+            if not isinstance(raw, dict) or raw.get("version") not in (CURSOR_VERSION, *LEGACY_CURSOR_VERSIONS):
                 raise ValueError
             pending: dict[str, list[TimeWindow] | str] = {}
             for name, value in raw.get("pending", {}).items():
@@ -77,140 +79,19 @@ class AutomationCursor:
             sources = {str(k): str(v) for k, v in raw.get("sources", {}).items()}
             return cls(sources, pending, {str(k): str(v) for k, v in raw.get("changed", {}).items()}), None
         except (ValueError, TypeError, AttributeError):
-            return cls(), "the sensor's cursor is from another version of incremental_assets: watching sources from their current state"
+            return cls(), "the sensor's cursor is from another version of incremental_assets: replaced by a fresh one"
 
     def dump(self) -> str:
         pending = {
             name: FULL if value == FULL else [[w.start.isoformat(), w.end.isoformat()] for w in value]  # type: ignore[union-attr]
             for name, value in sorted(self.pending.items())
         }
-        out = {"version": CURSOR_VERSION, "sources": self.sources, "pending": pending}
+        out: dict = {"version": CURSOR_VERSION}
+        if self.sources or pending:  # not taken over yet
+            out.update(sources=self.sources, pending=pending)
         if self.changed:
             out["changed"] = self.changed
         return json.dumps(out, sort_keys=True)
-
-    def add_pending(self, name: str, windows: list[TimeWindow] | str) -> None:
-        current = self.pending.get(name)
-        if windows == FULL or current == FULL:
-            self.pending[name] = FULL
-        else:
-            self.pending[name] = merge([*(current or []), *windows])  # type: ignore[list-item]
-
-
-# -- what changed in the sources --------------------------------------------------------------------
-
-
-def changed_windows(ranges: list[tuple[datetime | None, datetime | None]], unit: IntervalUnit | str) -> list[TimeWindow]:
-    """Whole source intervals covering each changed (min, max) range."""
-    unit = IntervalUnit.of(unit)
-    out = []
-    for lo, hi in ranges:
-        if lo is None or hi is None:
-            continue
-        lo, hi = to_utc(lo), to_utc(hi)
-        out.append(TimeWindow(unit.floor(lo), unit.ceil(hi + TICK)))
-    return merge(out)
-
-
-def _file_ranges(source: Source, since: float, tz: tzinfo = timezone.utc) -> tuple[float, list[tuple[datetime | None, datetime | None]], list[str]]:
-    """Files of a file source modified after ``since`` (a one-file source rewritten in place is new data):
-    the mtime to continue from, each readable file's intervals, and the files that could not be read yet
-    (half-written: read again next tick)."""
-    root = Path(source.location)
-    files = [p for p in ([root] if root.is_file() else root.rglob("*")) if p.is_file() and not p.name.startswith((".", "_"))]
-    new = [(p, p.stat().st_mtime) for p in files if p.stat().st_mtime > since]
-    ranges: list[tuple[datetime | None, datetime | None]] = []
-    unreadable: list[tuple[Path, float]] = []
-    grain = "hour" if source.interval_unit == "hour" else "day"
-    for path, _ in new:
-        try:
-            starts = _interval_starts(source, root, path, grain, tz)
-        except Exception:  # noqa: BLE001 - a file still being written, or not of this format
-            unreadable.append((path, path.stat().st_mtime))
-            continue
-        ranges.extend((start, start) for start in starts)
-    if unreadable:
-        # Continue from just before the oldest unreadable file: it is read again (others twice, harmlessly).
-        resume = min(m for _, m in unreadable) - 1e-6
-    else:
-        resume = max([since, *(m for _, m in new)])
-    return resume, ranges, [str(p) for p, _ in unreadable]
-
-
-def _interval_starts(source: Source, root: Path, path: Path, grain: str, tz: tzinfo) -> list[datetime]:
-    """Each distinct interval the rows of one file fall in (not the file's whole min..max span); a time
-    column held by the file's ``key=value`` folder is read from its path."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.dataset as ds
-
-    if path.stat().st_size == 0:
-        return []  # an empty file (a day without rows): nothing to read
-    hive = {"partitioning": "hive", "partition_base_dir": str(root)} if root.is_dir() else {}
-    column = ds.dataset([str(path)], format=source.format, **hive).to_table(columns=[source.time_column]).column(0).drop_null()
-    if pa.types.is_timestamp(column.type):
-        # Fewer values to look at: floored where the floor is UTC's (wall time elsewhere is not).
-        if (column.type.tz or "") in ("UTC", "+00:00") or (column.type.tz is None and tz == timezone.utc):
-            column = pc.floor_temporal(column, unit=grain)
-    found = (instant(v, time_format=source.time_format, tz=tz) for v in pc.unique(column).to_pylist())
-    return sorted({IntervalUnit.of(grain).floor(t) for t in found if t is not None})
-
-
-def source_changes(source: Source, marker: str | None, tz: tzinfo = timezone.utc) -> tuple[str, list[TimeWindow], str | None]:
-    """A source's new marker, the source intervals its new data touches, and a note (or None).
-
-    Without a marker (first tick) the current state is remembered and nothing counts as new: intervals
-    that are missing are requested anyway.
-    """
-    unit = IntervalUnit.of(source.interval_unit)
-    if source.format == "delta":
-        if not delta.exists(source.location):
-            return marker or "", [], f"{source.name}: no Delta table at {source.location} yet"
-        if not marker or not marker.startswith("v"):
-            return f"v{delta.version(source.location)}", [], None
-        seen = int(marker[1:])
-        current = delta.version(source.location)
-        if current is not None and current < seen:
-            return f"v{current}", [], f"{source.name}: the table went back from version {seen} to {current}; watching from there"
-        version, ranges = delta.added_time_ranges(source.location, seen, source.time_column or "")
-        ranges = [(instant(lo, time_format=source.time_format, tz=tz), instant(hi, time_format=source.time_format, tz=tz)) for lo, hi in ranges]
-        return f"v{version}", changed_windows(ranges, unit), None
-    if not marker or not marker.startswith("t"):
-        root = Path(source.location)
-        files = [root] if root.is_file() else [p for p in root.rglob("*") if p.is_file()] if root.is_dir() else []
-        return f"t{max((p.stat().st_mtime for p in files), default=0.0)!r}", [], None
-    resume, ranges, unreadable = _file_ranges(source, float(marker[1:]), tz)
-    note = f"{source.name}: {len(unreadable)} file(s) not readable yet (half-written?), read again next tick" if unreadable else None
-    return f"t{resume!r}", changed_windows(ranges, unit), note
-
-
-def touched_by_sources(project: Project, changed: dict[str, list[TimeWindow]], now: datetime) -> dict[str, list[TimeWindow] | str]:
-    """Models reading a changed source directly: the complete intervals whose read window (the run window
-    widened by the model's lookback on that source) overlaps new data; unpartitioned models whole.
-    Models further downstream follow by staleness once these are materialized again."""
-    out: dict[str, list[TimeWindow] | str] = {}
-    for model in project.ordered():
-        reads = [s for s in model.depends_on if s in changed and changed[s]]
-        if not reads:
-            continue
-        if not isinstance(model.kind, IncrementalByTimeRange):
-            if model.has_table:
-                out[model.name] = FULL
-            continue
-        assert model.start is not None
-        unit = model.unit
-        windows = []
-        for name in reads:
-            bound = input_bound(project, model.name, name)
-            for c in changed[name]:
-                w = c.widen(bound.after, bound.before) if bound is not None else c
-                start = max(unit.floor(w.start), model.start)
-                end = min(unit.ceil(w.end), last_complete_end(now, unit), model.end or unit.ceil(w.end))
-                if end > start:
-                    windows.append(TimeWindow(start, end))
-        if windows:
-            out[model.name] = merge(windows)
-    return out
 
 
 # -- what each model needs, and what it waits for -----------------------------------------------------
@@ -304,7 +185,7 @@ def _changed_line(model: SqlModel, state: "Settling", what: str) -> str:
 
 def _decide_partitioned(
     instance: dg.DagsterInstance, project: Project, translator: ModelTranslator, model: SqlModel, now: datetime,
-    cursor: AutomationCursor, active: dict[str, list[TimeWindow] | str], state: "Settling", decision: Decision,
+    observed: Observed, active: dict[str, list[TimeWindow] | str], state: "Settling", decision: Decision,
 ) -> None:
     assert model.start is not None
     unit = model.unit
@@ -333,8 +214,7 @@ def _decide_partitioned(
         failed = _failed_windows(instance, key, partitions) if missing else []
         gaps = _minus(missing, failed)
         stale = stale_intervals(instance, project, model, translator)
-        pending = cursor.pending.get(model.name) or []
-        pending = [w for p in pending for w in subtract(p, [TimeWindow(end, datetime(9999, 1, 1, tzinfo=timezone.utc))])]  # type: ignore[union-attr]
+        pending = observed.windows(model, end=end)
         desired = merge([*gaps, *stale.windows, *pending])
         reasons += ["missing intervals"] if gaps else []
         reasons += [f"upstream {', '.join(stale.causes)} changed"] if stale.windows else []
@@ -359,7 +239,7 @@ def _decide_partitioned(
         decision.waiting.append(f"{model.name} {', '.join(str(w) for w in held[:3])} waits for {'; '.join(waits)}")
         state.doing.setdefault(model.name, "waits for its upstreams")
     marks = [f"{u.name}@{latest_id(instance, translator.get_asset_key(u))}" for u in project.upstream_models(model)]
-    marks += [f"{s}={cursor.sources.get(s)}" for s in model.depends_on if s in project.sources]
+    marks += [f"{s}={observed.markers.get(s)}" for s in model.depends_on if s in project.sources]
     for window in launch:
         decision.requests.append(_request(model, translator, window, _run_key(model, window, reasons, marks), reasons))
     if launch:
@@ -371,7 +251,7 @@ def _decide_partitioned(
 
 def _decide_unpartitioned(
     instance: dg.DagsterInstance, project: Project, translator: ModelTranslator, model: SqlModel,
-    cursor: AutomationCursor, active: dict[str, list[TimeWindow] | str], state: "Settling", decision: Decision,
+    observed: Observed, active: dict[str, list[TimeWindow] | str], state: "Settling", decision: Decision,
 ) -> None:
     if not model.has_table:
         return  # a plain view or an embedded model: nothing to compute
@@ -389,7 +269,7 @@ def _decide_unpartitioned(
     stale = stale_intervals(instance, project, model, translator)
     if stale.causes:
         reasons.append(f"upstream {', '.join(stale.causes)} changed")
-    if cursor.pending.get(model.name):
+    if observed.pending.get(model.name):
         reasons.append("new source data")
     # A whole-table model reads what its upstreams hold: it waits only for those about to change (and
     # will change itself once they have).
@@ -409,7 +289,7 @@ def _decide_unpartitioned(
             decision.changes.append(_changed_line(model, state, "run waits for its upstreams"))
         return
     marks = [f"{u.name}@{latest_id(instance, translator.get_asset_key(u))}" for u in project.upstream_models(model)]
-    marks += [f"{s}={cursor.sources.get(s)}" for s in model.depends_on if s in project.sources]
+    marks += [f"{s}={observed.markers.get(s)}" for s in model.depends_on if s in project.sources]
     decision.requests.append(_request(model, translator, None, _run_key(model, None, reasons, marks), reasons))
     decision.launched[model.name] = FULL
     state.doing[model.name] = "run requested"
@@ -444,26 +324,18 @@ def evaluate(
     if note:
         decision.notes.append(note)
     decision.notes += apply_without_compute(project, instance, translator, current_plan(project))
-    read = {n for m in project.models.values() for n in m.depends_on}
-    changed: dict[str, list[TimeWindow]] = {}
-    for source in project.sources.values():
-        if source.name not in read or not source.time_column or source.format not in ("delta", "parquet", "csv", "json"):
-            continue
-        marker, windows, source_note = source_changes(source, cursor.sources.get(source.name), zone(project.settings.timezone))
-        cursor.sources[source.name] = marker
-        changed[source.name] = windows
-        if source_note:
-            decision.notes.append(source_note)
-    for name, windows in touched_by_sources(project, changed, now).items():
-        cursor.add_pending(name, windows)
+    # What new source data touched, shared with `run --auto` and the schedules (an older cursor's taken over).
+    observed = observe_sources(instance, project, now, translator, legacy_sources=cursor.sources, legacy_pending=cursor.pending)
+    cursor.sources, cursor.pending = {}, {}
+    decision.notes += observed.notes
     active, doing = active_runs(instance, project, translator)
     state = Settling(doing=dict(doing), categories=dict(categories or {}))
     decision.running += [f"{name}: {what}" for name, what in doing.items()]
     for model in project.ordered():
         if isinstance(model.kind, IncrementalByTimeRange):
-            _decide_partitioned(instance, project, translator, model, now, cursor, active, state, decision)
+            _decide_partitioned(instance, project, translator, model, now, observed, active, state, decision)
         else:
-            _decide_unpartitioned(instance, project, translator, model, cursor, active, state, decision)
+            _decide_unpartitioned(instance, project, translator, model, observed, active, state, decision)
     if served is not None:
         new = sorted({n for n in decision.launched if n not in served})
         if new:
@@ -472,15 +344,6 @@ def evaluate(
             for name in new:
                 del decision.launched[name]
                 decision.waiting.append(f"{name} is new: waits for the code location to reload")
-    for name, launched in decision.launched.items():
-        current = cursor.pending.get(name)
-        if current is None:
-            continue
-        rest = [] if launched == FULL or current == FULL else _minus(current, launched)  # type: ignore[arg-type]
-        if rest:
-            cursor.pending[name] = rest
-        else:
-            del cursor.pending[name]
     return decision
 
 

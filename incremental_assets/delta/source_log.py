@@ -1,0 +1,151 @@
+"""New data in a Delta source: the time range of each data file added since a version the automation saw.
+
+Only the commits after that version are read (one small JSON file each), and in them only ``add``
+actions with ``dataChange: true``: a compaction (files rewritten with ``dataChange: false``), a
+checkpoint or a metadata change adds no rows and is never taken for new data. When the commit files
+after that version were cleaned up (log retention), the current snapshot is compared with the one at
+that version instead; when that version cannot be read either, every file of the current snapshot
+modified after that version's commit counts as new (more recomputed than needed, nothing missed).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import date, datetime, timezone
+from typing import Iterable
+
+import pyarrow as pa
+from deltalake import DeltaTable
+from deltalake.exceptions import DeltaError
+
+from incremental_assets.delta.files import filesystem
+from incremental_assets.delta.tables import _column_type, _instant, open_table
+from incremental_assets.errors import StorageError
+
+Range = tuple[object | None, object | None]
+
+
+def added_time_ranges(uri: str, since_version: int, time_column: str) -> tuple[int, list[Range]]:
+    """The current version of a Delta table and the (min, max) of ``time_column`` in each data file
+    added with new data after ``since_version`` ((None, None) when a file has no statistics)."""
+    current = open_table(uri)
+    version = current.version()
+    if version <= since_version:
+        return version, []
+    actions = _commit_actions(uri, range(since_version + 1, version + 1))
+    if actions is None:
+        return version, _snapshot_ranges(uri, current, since_version, time_column)
+    kind = _column_type(current, time_column.split(".")[0])
+    partition_columns = set(current.metadata().partition_columns)
+    ranges = []
+    for add in actions:
+        if add.get("dataChange") is False:
+            continue
+        ranges.append(_add_range(add, time_column, kind, partition_columns))
+    return version, ranges
+
+
+def _commit_actions(uri: str, versions: Iterable[int]) -> list[dict] | None:
+    """Every ``add`` action of these commits, in order; None when a commit file is gone."""
+    fs, base = filesystem(uri)
+    out = []
+    for version in versions:
+        path = f"{base.rstrip('/')}/_delta_log/{version:020d}.json"
+        try:
+            with fs.open_input_stream(path) as handle:
+                text = handle.read().decode("utf-8")
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as exc:
+            if "not found" in str(exc).lower() or "no such file" in str(exc).lower():
+                return None
+            raise StorageError(f"cannot read {path}: {exc}") from None
+        for line in text.splitlines():
+            if '"add"' not in line:
+                continue
+            try:
+                action = json.loads(line)
+            except ValueError:
+                continue  # a damaged commit file is reported by the integrity check of its own table
+            if isinstance(action, dict) and isinstance(action.get("add"), dict):
+                out.append(action["add"])
+    return out
+
+
+def _add_range(add: dict, time_column: str, kind: str | None, partition_columns: set[str]) -> Range:
+    """(min, max) of the time column in one add action: its statistics, or its partition value."""
+    if time_column in partition_columns:
+        value = _instant((add.get("partitionValues") or {}).get(time_column))
+        return value, value
+    try:
+        stats = json.loads(add.get("stats") or "{}")
+    except ValueError:
+        return None, None
+    lo, hi = _nested(stats.get("minValues"), time_column), _nested(stats.get("maxValues"), time_column)
+    return _typed(lo, kind), _typed(hi, kind)
+
+
+def _nested(values: object, column: str) -> object | None:
+    for part in column.split("."):
+        if not isinstance(values, dict):
+            return None
+        values = values.get(part)
+    return values
+
+
+def _typed(value: object, kind: str | None) -> object | None:
+    """A statistics value (JSON text for times) as the column's Python value."""
+    if not isinstance(value, str) or kind not in ("timestamp", "timestamp_ntz", "date"):
+        return value
+    try:
+        if kind == "date":
+            return date.fromisoformat(value[:10])
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if kind == "timestamp":
+        return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return moment.replace(tzinfo=None)
+
+
+def _snapshot_ranges(uri: str, current: DeltaTable, since_version: int, time_column: str) -> list[Range]:
+    """Files of the current snapshot that were not in the one at ``since_version`` (or, when that version
+    cannot be read any more, that were modified after its commit)."""
+    before: set[str] | None
+    modified_after: float | None = None
+    try:
+        before = set(open_table(uri, version=since_version).file_uris()) if since_version >= 0 else set()
+    except (DeltaError, StorageError, OSError):
+        before = None
+        modified_after = _commit_time(current, since_version)
+    actions = pa.table(current.get_add_actions(flatten=True))
+    base = current.table_uri.rstrip("/")
+    names = actions.column_names
+    ranges: list[Range] = []
+    for row in actions.to_pylist():
+        path = row["path"]
+        full = path if "://" in path or path.startswith("/") else f"{base}/{path}"
+        if before is not None and (full in before or full.replace("file://", "") in before or path in before):
+            continue
+        if before is None and modified_after is not None and _millis(row.get("modification_time")) < modified_after:
+            continue
+        lo = row.get(f"min.{time_column}") if f"min.{time_column}" in names else None
+        hi = row.get(f"max.{time_column}") if f"max.{time_column}" in names else None
+        if lo is None and f"partition.{time_column}" in names:  # partitioned by its time column: no statistics
+            lo = hi = _instant(row[f"partition.{time_column}"])
+        ranges.append((lo, hi))
+    return ranges
+
+
+def _commit_time(table: DeltaTable, version: int) -> float | None:
+    """The commit time (ms) of ``version`` less a minute (writers' clocks), when the log still says it."""
+    for entry in table.history():
+        if int(entry.get("version", -1)) == version and entry.get("timestamp") is not None:
+            return float(entry["timestamp"]) - 60_000
+    return None
+
+
+def _millis(value: object) -> float:
+    if isinstance(value, datetime):
+        return value.timestamp() * 1000
+    return float(value) if isinstance(value, (int, float)) else float("inf")

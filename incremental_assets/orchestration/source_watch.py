@@ -1,0 +1,359 @@
+"""What new source data made out of date: one record in the Dagster instance, shared by the automation
+sensor, ``run --auto`` and the per-model schedules, so all three see late data alike.
+
+:func:`observe_sources` is the only writer. Under a lock (a file in the Dagster home) it reads, per
+source, what arrived since the watermark it keeps (a Delta version: only the commits after it, and only
+their ``add`` actions with new data; or the newest file modification time), turns the new rows' time
+ranges into the intervals of the models reading the source directly (their lookback included, see
+:func:`touched_by_sources`) and stores each as an entry with the event-log storage id and the time at
+which it was noticed. An entry clears itself: an interval in it is done once it has been materialized
+after that id by a run that started after that time (a run already running when the data came did not
+read it). Nothing is consumed by the callers: a failed or killed run leaves its intervals pending, the
+sensor's run keys (made from the watermarks) keep it from launching the same run twice, and a ``run
+--auto`` from cron computes what the sensor would have. Models further downstream follow by staleness
+(:mod:`.staleness`) once these are materialized again.
+
+The record is one JSON value in the instance's key-value store (``run_storage`` cursor values):
+``{"version": 1, "sources": {source: marker}, "touched": {model: [{"windows": [[start, end], ...] | "*",
+"after": storage id, "at": unix time}, ...]}}``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone, tzinfo
+from pathlib import Path
+from typing import Iterator
+
+import dagster as dg
+
+from incremental_assets import delta
+from incremental_assets.model.intervals import IntervalUnit, TimeWindow, batches, last_complete_end, merge, to_utc
+from incremental_assets.model.kinds import IncrementalByTimeRange
+from incremental_assets.model.project import Project, Source
+from incremental_assets.model.source_time import instant, zone
+from incremental_assets.model.sql_model import SqlModel
+from incremental_assets.orchestration import tags
+from incremental_assets.orchestration.integrity import run_ids_of
+from incremental_assets.orchestration.live import FULL
+from incremental_assets.orchestration.staleness import latest_ids
+from incremental_assets.orchestration.translator import ModelTranslator
+from incremental_assets.plan.compile import input_bound
+
+STATE_KEY = "incremental_assets/source_watch"
+STATE_VERSION = 1
+LOCK_NAME = ".incremental_assets_source_watch.lock"
+TICK = timedelta(microseconds=1)
+WATCHED_FORMATS = ("delta", "parquet", "csv", "json")
+
+Windows = list[TimeWindow] | str  # intervals of a partitioned model, or FULL for a whole-table model
+
+
+# -- what changed in the sources --------------------------------------------------------------------
+
+
+def changed_windows(ranges: list[tuple[datetime | None, datetime | None]], unit: IntervalUnit | str) -> list[TimeWindow]:
+    """Whole source intervals covering each changed (min, max) range."""
+    unit = IntervalUnit.of(unit)
+    out = []
+    for lo, hi in ranges:
+        if lo is None or hi is None:
+            continue
+        lo, hi = to_utc(lo), to_utc(hi)
+        out.append(TimeWindow(unit.floor(lo), unit.ceil(hi + TICK)))
+    return merge(out)
+
+
+def _file_ranges(source: Source, since: float, tz: tzinfo = timezone.utc) -> tuple[float, list[tuple[datetime | None, datetime | None]], list[str]]:
+    """Files of a file source modified after ``since`` (a one-file source rewritten in place is new data):
+    the mtime to continue from, each readable file's intervals, and the files that could not be read yet
+    (half-written: read again next tick)."""
+    root = Path(source.location)
+    files = [p for p in ([root] if root.is_file() else root.rglob("*")) if p.is_file() and not p.name.startswith((".", "_"))]
+    new = [(p, p.stat().st_mtime) for p in files if p.stat().st_mtime > since]
+    ranges: list[tuple[datetime | None, datetime | None]] = []
+    unreadable: list[tuple[Path, float]] = []
+    grain = "hour" if source.interval_unit == "hour" else "day"
+    for path, _ in new:
+        try:
+            starts = _interval_starts(source, root, path, grain, tz)
+        except Exception:  # noqa: BLE001 - a file still being written, or not of this format
+            unreadable.append((path, path.stat().st_mtime))
+            continue
+        ranges.extend((start, start) for start in starts)
+    if unreadable:
+        # Continue from just before the oldest unreadable file: it is read again (others twice, harmlessly).
+        resume = min(m for _, m in unreadable) - 1e-6
+    else:
+        resume = max([since, *(m for _, m in new)])
+    return resume, ranges, [str(p) for p, _ in unreadable]
+
+
+def _interval_starts(source: Source, root: Path, path: Path, grain: str, tz: tzinfo) -> list[datetime]:
+    """Each distinct interval the rows of one file fall in (not the file's whole min..max span); a time
+    column held by the file's ``key=value`` folder is read from its path."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    if path.stat().st_size == 0:
+        return []  # an empty file (a day without rows): nothing to read
+    hive = {"partitioning": "hive", "partition_base_dir": str(root)} if root.is_dir() else {}
+    column = ds.dataset([str(path)], format=source.format, **hive).to_table(columns=[source.time_column]).column(0).drop_null()
+    if pa.types.is_timestamp(column.type):
+        # Fewer values to look at: floored where the floor is UTC's (wall time elsewhere is not).
+        if (column.type.tz or "") in ("UTC", "+00:00") or (column.type.tz is None and tz == timezone.utc):
+            column = pc.floor_temporal(column, unit=grain)
+    found = (instant(v, time_format=source.time_format, tz=tz) for v in pc.unique(column).to_pylist())
+    return sorted({IntervalUnit.of(grain).floor(t) for t in found if t is not None})
+
+
+def source_changes(source: Source, marker: str | None, tz: tzinfo = timezone.utc) -> tuple[str, list[TimeWindow], str | None]:
+    """A source's new marker, the source intervals its new data touches, and a note (or None).
+
+    Without a marker (first tick) the current state is remembered and nothing counts as new: intervals
+    that are missing are requested anyway.
+    """
+    unit = IntervalUnit.of(source.interval_unit)
+    if source.format == "delta":
+        if not delta.exists(source.location):
+            return marker or "", [], f"{source.name}: no Delta table at {source.location} yet"
+        if not marker or not marker.startswith("v"):
+            return f"v{delta.version(source.location)}", [], None
+        seen = int(marker[1:])
+        current = delta.version(source.location)
+        if current is not None and current < seen:
+            return f"v{current}", [], f"{source.name}: the table went back from version {seen} to {current}; watching from there"
+        version, ranges = delta.added_time_ranges(source.location, seen, source.time_column or "")
+        ranges = [(instant(lo, time_format=source.time_format, tz=tz), instant(hi, time_format=source.time_format, tz=tz)) for lo, hi in ranges]
+        return f"v{version}", changed_windows(ranges, unit), None
+    if not marker or not marker.startswith("t"):
+        root = Path(source.location)
+        files = [root] if root.is_file() else [p for p in root.rglob("*") if p.is_file()] if root.is_dir() else []
+        return f"t{max((p.stat().st_mtime for p in files), default=0.0)!r}", [], None
+    resume, ranges, unreadable = _file_ranges(source, float(marker[1:]), tz)
+    note = f"{source.name}: {len(unreadable)} file(s) not readable yet (half-written?), read again next tick" if unreadable else None
+    return f"t{resume!r}", changed_windows(ranges, unit), note
+
+
+def touched_by_sources(project: Project, changed: dict[str, list[TimeWindow]], now: datetime) -> dict[str, list[TimeWindow] | str]:
+    """Models reading a changed source directly: the complete intervals whose read window (the run window
+    widened by the model's lookback on that source) overlaps new data; unpartitioned models whole.
+    Models further downstream follow by staleness once these are materialized again."""
+    out: dict[str, list[TimeWindow] | str] = {}
+    for model in project.ordered():
+        reads = [s for s in model.depends_on if s in changed and changed[s]]
+        if not reads:
+            continue
+        if not isinstance(model.kind, IncrementalByTimeRange):
+            if model.has_table:
+                out[model.name] = FULL
+            continue
+        assert model.start is not None
+        unit = model.unit
+        windows = []
+        for name in reads:
+            bound = input_bound(project, model.name, name)
+            for c in changed[name]:
+                w = c.widen(bound.after, bound.before) if bound is not None else c
+                start = max(unit.floor(w.start), model.start)
+                end = min(unit.ceil(w.end), last_complete_end(now, unit), model.end or unit.ceil(w.end))
+                if end > start:
+                    windows.append(TimeWindow(start, end))
+        if windows:
+            out[model.name] = merge(windows)
+    return out
+
+
+# -- the shared record --------------------------------------------------------------------------------
+
+
+@dataclass
+class Entry:
+    """Intervals of one model touched by new source data, noticed after event ``after`` at time ``at``."""
+
+    windows: Windows
+    after: int
+    at: float
+
+    def dump(self) -> dict:
+        windows = FULL if self.windows == FULL else [[w.start.isoformat(), w.end.isoformat()] for w in self.windows]  # type: ignore[union-attr]
+        return {"windows": windows, "after": self.after, "at": self.at}
+
+    @classmethod
+    def parse(cls, raw: dict) -> "Entry":
+        windows = raw["windows"]
+        return cls(FULL if windows == FULL else [TimeWindow.parse(s, e) for s, e in windows], int(raw["after"]), float(raw["at"]))
+
+
+@dataclass
+class WatchState:
+    sources: dict[str, str] = field(default_factory=dict)  # source -> "v<delta version>" or "t<newest mtime>"
+    touched: dict[str, list[Entry]] = field(default_factory=dict)  # model -> entries not done yet
+
+    @classmethod
+    def parse(cls, text: str | None) -> "WatchState":
+        if not text:
+            return cls()
+        try:
+            raw = json.loads(text)
+            if raw.get("version") != STATE_VERSION:
+                return cls()
+            touched = {str(m): [Entry.parse(e) for e in entries] for m, entries in raw.get("touched", {}).items()}
+            return cls({str(k): str(v) for k, v in raw.get("sources", {}).items()}, touched)
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return cls()  # unreadable: sources are watched from their current state
+
+    def dump(self) -> str:
+        touched = {m: [e.dump() for e in entries] for m, entries in sorted(self.touched.items()) if entries}
+        return json.dumps({"version": STATE_VERSION, "sources": self.sources, "touched": touched}, sort_keys=True)
+
+
+@dataclass
+class Observed:
+    """What :func:`observe_sources` found: per model the intervals still to compute for new source data,
+    each source's watermark, the intervals noticed by this call, and notes for the user."""
+
+    pending: dict[str, Windows] = field(default_factory=dict)
+    markers: dict[str, str] = field(default_factory=dict)
+    noticed: dict[str, Windows] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def windows(self, model: SqlModel, start: datetime | None = None, end: datetime | None = None) -> list[TimeWindow]:
+        """A partitioned model's pending intervals within [start, end) (complete ones: ``end`` is a bound)."""
+        pending = self.pending.get(model.name) or []
+        if pending == FULL:
+            return []
+        lo = start or datetime(1, 1, 1, tzinfo=timezone.utc)
+        hi = end or datetime(9999, 1, 1, tzinfo=timezone.utc)
+        out = [TimeWindow(max(w.start, lo), min(w.end, hi)) for w in pending if w.end > lo and w.start < hi]  # type: ignore[union-attr]
+        return merge([w for w in out if w.end > w.start])
+
+
+def _key(project: Project) -> str:
+    return f"{STATE_KEY}:{project.settings.warehouse}"
+
+
+@contextlib.contextmanager
+def _locked(instance: dg.DagsterInstance) -> Iterator[None]:
+    """One observer at a time per Dagster home (a flock on a file in it; none for a home without a folder).
+    Without it two observers could both notice the same data: harmless, only work done twice."""
+    root = getattr(instance, "root_directory", None)
+    if not root or not os.path.isdir(root):
+        yield
+        return
+    fd = os.open(os.path.join(root, LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing drops the flock
+
+
+def read_state(instance: dg.DagsterInstance, project: Project) -> WatchState:
+    key = _key(project)
+    return WatchState.parse(instance.run_storage.get_cursor_values({key}).get(key))
+
+
+def observe_sources(
+    instance: dg.DagsterInstance,
+    project: Project,
+    now: datetime,
+    translator: ModelTranslator | None = None,
+    *,
+    legacy_sources: dict[str, str] | None = None,
+    legacy_pending: dict[str, Windows] | None = None,
+) -> Observed:
+    """Read what arrived in the sources since the last look (by anyone), record what it touched, drop what
+    has been computed since, and return what is still pending. ``legacy_*``: what an older automation
+    sensor kept in its own cursor, taken over (a watermark only for a source the record does not have)."""
+    translator = translator or ModelTranslator()
+    observed = Observed()
+    with _locked(instance):
+        state = read_state(instance, project)
+        before = state.dump()
+        for name, marker in (legacy_sources or {}).items():
+            state.sources.setdefault(name, marker)
+        mark = instance.event_log_storage.get_maximum_record_id() or 0
+        at = time.time()
+        for name, windows in (legacy_pending or {}).items():
+            if name in project.models and windows:
+                state.touched.setdefault(name, []).append(Entry(windows, mark, at))
+        read = {n for m in project.models.values() for n in m.depends_on}
+        changed: dict[str, list[TimeWindow]] = {}
+        for source in project.sources.values():
+            if source.name not in read or not source.time_column or source.format not in WATCHED_FORMATS:
+                continue
+            marker, windows, note = source_changes(source, state.sources.get(source.name), zone(project.settings.timezone))
+            state.sources[source.name] = marker
+            changed[source.name] = windows
+            if note:
+                observed.notes.append(note)
+        for name, windows in touched_by_sources(project, changed, now).items():
+            state.touched.setdefault(name, []).append(Entry(windows, mark, at))
+            observed.noticed[name] = windows
+        for name in list(state.touched):
+            model = project.models.get(name)
+            entries = _not_done(instance, model, translator, state.touched[name]) if model is not None else []
+            if entries:
+                state.touched[name] = entries
+            else:
+                del state.touched[name]
+        if state.dump() != before:
+            instance.run_storage.set_cursor_values({_key(project): state.dump()})
+    observed.markers = dict(state.sources)
+    for name, entries in state.touched.items():
+        windows = [e.windows for e in entries]
+        observed.pending[name] = FULL if FULL in windows else merge([w for ws in windows for w in ws])  # type: ignore[union-attr]
+    return observed
+
+
+def _not_done(instance: dg.DagsterInstance, model: SqlModel, translator: ModelTranslator, entries: list[Entry]) -> list[Entry]:
+    """The entries, each cut to its intervals not yet materialized by a run that could read the new data."""
+    key = translator.get_asset_key(model)
+    partitions = translator.get_partitions_def(model)
+    if not isinstance(partitions, dg.TimeWindowPartitionsDefinition):
+        records = instance.fetch_materializations(key, limit=1).records
+        latest = {"": records[0].storage_id} if records else {}
+        started = _run_starts(instance, list(latest.values()))
+        return [e for e in entries if not _covers(latest.get(""), e, started)]
+    ids = latest_ids(instance, key)
+    started = _run_starts(instance, sorted({sid for sid in ids.values() if sid > min(e.after for e in entries)}))
+    out = []
+    for entry in entries:
+        if entry.windows == FULL:  # the model was unpartitioned when it was noticed
+            continue
+        left = [
+            part
+            for w in entry.windows  # type: ignore[union-attr]
+            for part in batches(TimeWindow(model.unit.floor(w.start), model.unit.ceil(w.end)), model.unit, 1)  # its unit may have changed
+            if not _covers(ids.get(tags.partition_key(partitions, part.start)), entry, started)
+        ]
+        if left:
+            out.append(Entry(merge(left), entry.after, entry.at))
+    return out
+
+
+def _covers(storage_id: int | None, entry: Entry, started: dict[int, float | None]) -> bool:
+    if storage_id is None or storage_id <= entry.after:
+        return False
+    start = started.get(storage_id)
+    return start is None or start >= entry.at
+
+
+def _run_starts(instance: dg.DagsterInstance, ids: list[int]) -> dict[int, float | None]:
+    """When the run that wrote each event started (None: not known)."""
+    if not ids:
+        return {}
+    runs = run_ids_of(instance, ids) or {}
+    wanted = sorted({r for r in runs.values() if r})
+    starts = {}
+    for first in range(0, len(wanted), 500):
+        for record in instance.get_run_records(filters=dg.RunsFilter(run_ids=wanted[first : first + 500])):
+            starts[record.dagster_run.run_id] = record.start_time
+    return {sid: starts.get(runs.get(sid, "")) for sid in ids}
