@@ -79,3 +79,19 @@ def _path_in(filesystem: pafs.FileSystem, file_uri: str) -> str:
     if isinstance(filesystem, pafs.LocalFileSystem):
         return local_path(file_uri)
     return file_uri.split("://", 1)[-1]
+
+
+def log_mark(uri: str) -> str:
+    """A cheap mark of the table's log (one listing of ``_delta_log``, nothing read): how many files it
+    holds, the newest, and the size and time of each of the newest and ``_last_checkpoint``. A commit, a
+    checkpoint, a deleted or emptied log file each change it; "" when there is no log."""
+    filesystem, _ = open_filesystem(uri)
+    folder = _path_in(filesystem, f"{uri.rstrip('/')}/_delta_log")
+    try:
+        infos = filesystem.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
+    except OSError:
+        return ""
+    files = sorted((i for i in infos if i.type == pafs.FileType.File), key=lambda i: i.base_name)
+    commits = [i for i in files if i.base_name.endswith(".json")]
+    marked = commits[-1:] + [i for i in files if i.base_name == "_last_checkpoint"]
+    return f"{len(files)}|" + "|".join(f"{i.base_name}:{i.size}:{i.mtime_ns}" for i in marked)

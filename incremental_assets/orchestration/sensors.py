@@ -44,6 +44,7 @@ from incremental_assets.orchestration.live import FULL, LiveProject, active_runs
 from incremental_assets.orchestration.schedules import job_name, model_jobs
 from incremental_assets.orchestration.staleness import latest_id, stale_intervals
 from incremental_assets.orchestration.translator import ModelTranslator
+from incremental_assets.orchestration.watch import hold_runs, watch_tables
 from incremental_assets.plan.compile import input_bound
 from incremental_assets.plan.rebuild import definition_changed, needs_rebuild
 
@@ -61,6 +62,7 @@ class AutomationCursor:
     sources: dict[str, str] = field(default_factory=dict)  # source -> "v<delta version>" or "t<newest mtime>"
     pending: dict[str, list[TimeWindow] | str] = field(default_factory=dict)  # touched by new data, not launched yet
     changed: dict[str, str] = field(default_factory=dict)  # model -> the fingerprint its changed mark was reported for
+    watch: dict = field(default_factory=dict)  # the look at the tables' integrity, see :mod:`.watch`
 
     @classmethod
     def parse(cls, text: str | None) -> tuple["AutomationCursor", str | None]:
@@ -75,18 +77,15 @@ class AutomationCursor:
             for name, value in raw.get("pending", {}).items():
                 pending[name] = FULL if value == FULL else [TimeWindow.parse(s, e) for s, e in value]
             sources = {str(k): str(v) for k, v in raw.get("sources", {}).items()}
-            return cls(sources, pending, {str(k): str(v) for k, v in raw.get("changed", {}).items()}), None
+            return cls(sources, pending, {str(k): str(v) for k, v in raw.get("changed", {}).items()}, dict(raw.get("watch", {}))), None
         except (ValueError, TypeError, AttributeError):
             return cls(), "the sensor's cursor is from another version of incremental_assets: watching sources from their current state"
 
     def dump(self) -> str:
-        pending = {
-            name: FULL if value == FULL else [[w.start.isoformat(), w.end.isoformat()] for w in value]  # type: ignore[union-attr]
-            for name, value in sorted(self.pending.items())
-        }
+        pending = {name: FULL if value == FULL else [[w.start.isoformat(), w.end.isoformat()] for w in value]  # type: ignore[union-attr]
+                   for name, value in sorted(self.pending.items())}
         out = {"version": CURSOR_VERSION, "sources": self.sources, "pending": pending}
-        if self.changed:
-            out["changed"] = self.changed
+        out.update({k: v for k, v in (("changed", self.changed), ("watch", self.watch)) if v})
         return json.dumps(out, sort_keys=True)
 
     def add_pending(self, name: str, windows: list[TimeWindow] | str) -> None:
@@ -227,6 +226,7 @@ class Decision:
     cursor: AutomationCursor = field(default_factory=AutomationCursor)
     changes: list[str] = field(default_factory=list)  # changed definitions and what is done about them
     running: list[str] = field(default_factory=list)  # models a queued or running run is computing
+    events: list[dg.AssetCheckEvaluation] = field(default_factory=list)  # the tables' integrity checks
 
     def summary(self) -> str:
         """The tick's skip reason: "up to date" only when nothing is changed, running, waiting or to be said."""
@@ -456,6 +456,7 @@ def evaluate(
             decision.notes.append(source_note)
     for name, windows in touched_by_sources(project, changed, now).items():
         cursor.add_pending(name, windows)
+    damaged = watch_tables(instance, project, translator, cursor, decision)  # lost intervals: requested like new data
     active, doing = active_runs(instance, project, translator)
     state = Settling(doing=dict(doing), categories=dict(categories or {}))
     decision.running += [f"{name}: {what}" for name, what in doing.items()]
@@ -464,6 +465,7 @@ def evaluate(
             _decide_partitioned(instance, project, translator, model, now, cursor, active, state, decision)
         else:
             _decide_unpartitioned(instance, project, translator, model, cursor, active, state, decision)
+    hold_runs(project, translator, decision, damaged)
     if served is not None:
         new = sorted({n for n in decision.launched if n not in served})
         if new:
@@ -526,7 +528,7 @@ def build_automation_sensor(
             categories={n: c.category for n, c in changes.items()}, served=served,
         )
         decision.notes += notes
-        events = changed_marks(current, translator, changes, decision.cursor.changed, served)
+        events = changed_marks(current, translator, changes, decision.cursor.changed, served) + decision.events
         for line in decision.changes + decision.running + decision.waiting + decision.notes:
             context.log.info(line)
         if decision.requests:
