@@ -20,6 +20,7 @@ from deltalake.transaction import AddAction, RemoveAction, create_table_with_add
 from incremental_assets.delta.definition import keep_only, write_definition
 from incremental_assets.delta.day_files import copied_files, interval_range, replaced_files
 from incremental_assets.delta.files import filesystem, is_local
+from incremental_assets.delta.fingerprints import record_footers
 from incremental_assets.delta.lock import writer_lock
 from incremental_assets.delta.staging import staged_footers, staged_interval_rows
 from incremental_assets.delta.stats import spark_type
@@ -184,6 +185,7 @@ def commit_staged(
     """
     partition_by = list(mode.partition_by)
     actions, rows = _add_actions(uri, staging, by_day=DAY_COLUMN in partition_by)
+    record_footers(staging)  # what each file held when committed: `verify` and `run --auto` compare
     # A day-cut table's files hold each row's interval key as a plain column.
     for column in [PARTITION_COLUMN, *partition_by] if DAY_COLUMN in partition_by else partition_by:
         if column not in schema.names:

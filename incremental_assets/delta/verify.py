@@ -18,6 +18,7 @@ from pyarrow import fs as pafs
 
 from incremental_assets.delta.files import filesystem as open_filesystem
 from incremental_assets.delta.files import local_path
+from incremental_assets.delta.fingerprints import Footers
 from incremental_assets.delta.tables import BUCKET_COLUMN, DAY_COLUMN, PARTITION_COLUMN, open_table
 
 
@@ -56,9 +57,11 @@ def snapshot_files(uri: str) -> list[TableFile]:
 
 
 def file_problems(uri: str, files: list[TableFile], *, readable: bool = False) -> list[tuple[TableFile, str]]:
-    """The files among ``files`` that are missing, of another size than the log recorded, or (with
+    """The files among ``files`` that are missing, of another size than the log recorded, whose content
+    is not what was committed (another footer than the one recorded, see :mod:`.fingerprints`), or (with
     ``readable``) whose Parquet footer cannot be read; each with the reason."""
     filesystem, _ = open_filesystem(uri)
+    footers = Footers(filesystem)
     problems = []
     for item in files:
         path = _path_in(filesystem, item.uri)
@@ -67,6 +70,8 @@ def file_problems(uri: str, files: list[TableFile], *, readable: bool = False) -
             problems.append((item, "missing"))
         elif item.size is not None and info.size is not None and info.size != item.size:
             problems.append((item, f"{info.size} bytes where the log recorded {item.size}"))
+        elif footers.differs(path, info.size or 0):
+            problems.append((item, "not what was committed (its Parquet footer differs from the one recorded at its commit)"))
         elif readable:
             try:
                 pq.read_metadata(path, filesystem=filesystem)
