@@ -148,6 +148,11 @@ def test_a_data_file_not_what_was_committed_is_found_by_verify_and_recomputed_by
     assert "s.daily: recorded but not in the table: intervals [2024-01-02, 2024-01-03)" in out
     assert f"file {victim} is not what was committed (its Parquet footer differs from the one recorded at its commit)" in out
     assert "fix: `incremental-assets run --auto` computes those intervals again" in out
+    if tamper == "garbage":  # a run reading the table names the table's file and the fix, not a source's
+        code, out = run(root, capsys, "run", "s.total")
+        assert code == 2
+        assert f"table of model s.daily: data file {victim} is not the Parquet file that was committed" in out
+        assert "`incremental-assets run --auto` computes them again" in out and "source" not in out
 
     code, out = run(root, capsys, "run", "--auto", "--end", "2024-01-08")
     assert code == 0 and recomputed(out) == ["[2024-01-02, 2024-01-03)"]
