@@ -59,7 +59,7 @@ def model_jobs(project: Project, translator: ModelTranslator) -> dict[str, dg.Un
     from incremental_assets.orchestration.watch import model_selection
 
     return {
-        m.name: dg.define_asset_job(job_name(m), selection=model_selection(translator.get_asset_key(m)), partitions_def=translator.get_partitions_def(m))
+        m.name: dg.define_asset_job(job_name(m), selection=model_selection(translator.get_asset_key(m), m.has_table), partitions_def=translator.get_partitions_def(m))
         for m in project.ordered()
     }
 

@@ -49,9 +49,12 @@ def integrity_checks(project: Project, translator: ModelTranslator) -> list[dg.A
     return [_integrity_check(project, model, translator) for model in project.ordered() if model.has_table]
 
 
-def model_selection(key: dg.AssetKey) -> dg.AssetSelection:
-    """A model's asset and its own checks (audits, ``definition_current``), without ``in_table``: a run
-    of the model does not pay for the look at its whole table (the automation's next tick does)."""
+def model_selection(key: dg.AssetKey, has_table: bool) -> dg.AssetSelection:
+    """A model's asset and its own checks (audits, ``definition_current``), without ``in_table`` (which
+    only a model with a table has): a run of the model does not pay for the look at its whole table (the
+    automation's next tick does)."""
+    if not has_table:
+        return dg.AssetSelection.assets(key)
     return dg.AssetSelection.assets(key) - dg.AssetSelection.checks(dg.AssetCheckKey(key, INTEGRITY_CHECK))
 
 
