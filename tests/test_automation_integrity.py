@@ -5,13 +5,22 @@ requested runs executed as Dagster runs."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
+import dagster as dg
+import pytest
+
 from incremental_assets import delta
+from incremental_assets.load.project import load_project
+from incremental_assets.orchestration.definitions import build_definitions
+from incremental_assets.orchestration.instance import ACTIVE_RUN_STATUSES, open_instance
+from incremental_assets.orchestration.runner import Runner
 from incremental_assets.orchestration.watch import INTEGRITY_CHECK, ROTATION_PER_TICK
 
-from helpers import table_rows, utc, write_events
+from helpers import automation_daemon, table_rows, utc, write_events
 from test_automation import Automation, env  # noqa: F401 (the fixture)
+from test_dagster import MODELS, SOURCES
 
 NOW = utc(2024, 1, 3, 6)
 
@@ -92,3 +101,44 @@ def test_a_damaged_log_gets_no_run_on_top_of_it(env, monkeypatch, spark):  # noq
     assert not [r for r in requested if r[0] == "s/hourly"]
     passed, status = auto.seen["s/hourly"]
     assert not passed and f"_delta_log/{newest.name}: empty" in status
+
+
+@pytest.mark.slow
+def test_the_daemon_repairs_a_deleted_log_file_and_the_check_shows_it(make_project, tmp_path, monkeypatch, spark):
+    """The real daemon: the newest commit file of s.hourly is deleted while Dagster shows its hours green;
+    the sensor's check fails with the cause, the lost hours and what reads them are computed again, the
+    check passes, every table equals what was there before."""
+    root = make_project({"sources.yaml": SOURCES, **MODELS})
+    write_events(root / "data" / "events", utc(2024, 1, 1), 24 * 7 + 6)
+    home = tmp_path / "home"
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    project = load_project(root)
+    instance = open_instance(project.settings.dagster_home)
+    runner = Runner(project, instance, build_definitions(project))
+    for now in (utc(2024, 1, 7, 20), utc(2024, 1, 8, 6)):  # the second run's hours are the newest commit
+        assert runner.run(project.ordered(), auto=True, now=now).success
+    uris = {name: delta.table_uri(project.settings.warehouse, name) for name in ("s.hourly", "s.daily", "s.weekly", "s.total")}
+    clean = {name: table_rows(uri) for name, uri in uris.items()}
+    sorted((Path(uris["s.hourly"]) / "_delta_log").glob("*.json"))[-1].unlink()
+    assert table_rows(uris["s.hourly"]) != clean["s.hourly"]
+    check = dg.AssetCheckKey(dg.AssetKey(["s", "hourly"]), INTEGRITY_CHECK)
+
+    def history() -> list:
+        """The check's evaluations, oldest first."""
+        records = reversed(instance.event_log_storage.get_asset_check_execution_history(check, limit=20))
+        return [r.evaluation for r in records if hasattr(r.evaluation, "passed")]
+
+    with automation_daemon(root, home, utc(2024, 1, 8, 6), tmp_path / "daemon.log") as daemon:
+        deadline, done = time.monotonic() + 420, False
+        while time.monotonic() < deadline and not done:
+            time.sleep(2)
+            assert daemon.poll() is None, (tmp_path / "daemon.log").read_text()[-4000:]
+            outcomes = [e.passed for e in history()]
+            busy = instance.get_run_records(filters=dg.RunsFilter(statuses=ACTIVE_RUN_STATUSES), limit=1)
+            done = False in outcomes and outcomes[-1] is True and not busy and table_rows(uris["s.hourly"]) == clean["s.hourly"]
+        assert done, "not repaired:\n" + (tmp_path / "daemon.log").read_text()[-4000:]
+    failed = next(e for e in history() if not e.passed)
+    assert "recorded but not in its table: [2024-01-07 20:00, 2024-01-08 06:00)" in str(failed.metadata["status"].value)
+    runs = instance.get_run_records(filters=dg.RunsFilter(tags={"incremental_assets/launched_by": "automation"}))
+    assert runs and all(r.dagster_run.status == dg.DagsterRunStatus.SUCCESS for r in runs)
+    assert {name: table_rows(uri) for name, uri in uris.items()} == clean
