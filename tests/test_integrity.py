@@ -153,20 +153,33 @@ def test_a_damaged_data_file_loses_its_interval_and_run_auto_recomputes_only_it(
     assert run(root, capsys, "verify", "--files")[0] == 0
 
 
-def test_a_file_overwritten_in_place_is_found_by_verify_files(built, capsys):
+@pytest.mark.parametrize("tamper", ["garbage", "another interval's file"])
+def test_a_data_file_not_what_was_committed_is_found_by_verify_and_recomputed_by_run_auto(built, capsys, tamper):
+    """The size the log recorded still matches: the footer recorded at commit tells."""
     root, uri, clean, _ = built
     victim = referenced(uri, "2024-01-02")[0]
-    victim.write_bytes(b"\0" * victim.stat().st_size)  # same size: only opening it tells
+    size = victim.stat().st_size
+    if tamper == "garbage":
+        victim.write_bytes(b"\0" * size)
+    else:  # a reader would see 2024-01-04 twice and 2024-01-02 not at all
+        other = next(f for day in ("2024-01-04", "2024-01-03", "2024-01-05") for f in referenced(uri, day) if f.stat().st_size == size)
+        shutil.copyfile(other, victim)
 
-    assert run(root, capsys, "verify", "s.daily")[0] == 0  # the cheap check cannot see it
-    code, out = run(root, capsys, "verify", "s.daily", "--files")
+    code, out = run(root, capsys, "verify", "s.daily")
     assert code == 1
     assert "s.daily: recorded but not in the table: intervals [2024-01-02, 2024-01-03)" in out
-    assert f"file {victim} is not readable as Parquet" in out
-    assert "fix: `incremental-assets run s.daily --start 2024-01-02 --end 2024-01-03` computes them again" in out
-    assert run(root, capsys, "run", "s.daily", "--start", "2024-01-02", "--end", "2024-01-03")[0] == 0
+    assert f"file {victim} is not what was committed (its Parquet footer differs from the one recorded at its commit)" in out
+    assert "fix: `incremental-assets run --auto` computes those intervals again" in out
+    if tamper == "garbage":  # a run reading the table names the table's file and the fix, not a source's
+        code, out = run(root, capsys, "run", "s.total")
+        assert code == 2
+        assert f"table of model s.daily: data file {victim} is not the Parquet file that was committed" in out
+        assert "`incremental-assets run --auto` computes them again" in out and "source" not in out
+
+    code, out = run(root, capsys, "run", "--auto", "--end", "2024-01-08")
+    assert code == 0 and recomputed(out) == ["[2024-01-02, 2024-01-03)"]
     assert table_rows(uri) == clean
-    assert run(root, capsys, "verify", "s.daily", "--files")[0] == 0
+    assert run(root, capsys, "verify", "--files")[0] == 0
 
 
 def test_a_full_table_behind_its_record_is_rebuilt_and_a_removed_table_recomputed(built, capsys):

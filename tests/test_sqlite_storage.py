@@ -6,6 +6,7 @@ written by Dagster's default storage keeps its history. Real Dagster instances, 
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -119,3 +120,50 @@ def test_opening_a_set_up_instance_and_running_reads_no_schema_scripts(tmp_path,
     run_id = run_range(instance, 2, 3)  # a new run: its own event log database is created and stamped
     assert checks == [] and sqlite_storage.migration_scripts.cache_info().misses == 1
     assert instance.get_run_by_id(run_id).is_success and len(instance.get_materialized_partitions(counted.key)) == 4
+
+
+OPEN_WHEN_TOLD = """
+import os, sys, time
+from incremental_assets.orchestration.instance import open_instance
+home, flags = sys.argv[1], sys.argv[2]
+open(os.path.join(flags, f"ready-{os.getpid()}"), "w").close()
+while not os.path.exists(os.path.join(flags, "go")):
+    time.sleep(0.005)
+open_instance(home).get_run_records(limit=1)
+"""
+
+
+@pytest.mark.parametrize("round_", [1, 2])
+def test_processes_opening_a_new_instance_at_once_leave_it_usable(tmp_path, monkeypatch, round_):
+    """Eight commands starting together on a new instance folder (the CLI, the UI and the daemon do): one
+    sets each database up, the others wait for it; every database carries one schema revision and the
+    instance records runs afterwards."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    home, flags = tmp_path / "home", tmp_path / "flags"
+    flags.mkdir()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", OPEN_WHEN_TOLD, str(home), str(flags)], env=env, stderr=subprocess.PIPE, text=True)
+        for _ in range(8)
+    ]
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(flags.glob("ready-*"))) < len(procs) and time.monotonic() < deadline and all(p.poll() is None for p in procs):
+            time.sleep(0.05)
+        (flags / "go").touch()
+        errors = [p.communicate(timeout=120)[1] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert [p.returncode for p in procs] == [0] * 8, [e.strip().splitlines()[-1:] for e in errors if e.strip()]
+    for database in DATABASES:
+        with sqlite3.connect(home / database) as con:
+            assert len(con.execute("SELECT * FROM alembic_version").fetchall()) == 1, database
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    run_id = run_range(open_instance(home), 0, 1)
+    assert open_instance(home).get_run_by_id(run_id).is_success

@@ -57,11 +57,11 @@ from incremental_assets.delta.tables import (
 )
 from incremental_assets.delta.source_log import added_time_ranges
 from incremental_assets.delta.vacuum import VacuumResult, vacuum
-from incremental_assets.delta.verify import TableFile, file_problems, snapshot_files
+from incremental_assets.delta.verify import TableFile, file_problems, log_mark, snapshot_files
 
 __all__ = [
     "Append", "BUCKET_COLUMN", "Commit", "DAY_COLUMN", "CommitMode", "CommitResult", "LOCK_FILE", "LOCK_TIMEOUT_ENV", "METADATA_PREFIX",
-    "PARTITION_COLUMN", "ReplaceBuckets", "ReplaceTable", "ReplaceWindow", "TableFile", "file_problems", "snapshot_files", "VacuumResult", "added_time_ranges",
+    "PARTITION_COLUMN", "ReplaceBuckets", "ReplaceTable", "ReplaceWindow", "TableFile", "file_problems", "log_mark", "snapshot_files", "VacuumResult", "added_time_ranges",
     "arrow_schema", "built_with", "check_log", "commit_staged", "commits", "committed_files", "damaged_log_file", "discard_staging", "exists",
     "history", "is_local", "open_table",
     "has_staged_rows", "keep_staged_schema", "host_tag", "last_commit_metadata", "new_staging_dir", "orphan_staging_dirs",

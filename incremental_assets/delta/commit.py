@@ -22,6 +22,7 @@ from incremental_assets.delta.checkpoints import create_table, write_transaction
 from incremental_assets.delta.definition import keep_only, write_definition
 from incremental_assets.delta.day_files import copied_files, replaced_files
 from incremental_assets.delta.files import filesystem, is_local
+from incremental_assets.delta.fingerprints import record_footers
 from incremental_assets.delta.lock import writer_lock
 from incremental_assets.delta.staging import staged_footers, staged_interval_rows
 from incremental_assets.delta.stats import file_stats, spark_type
@@ -182,6 +183,7 @@ def commit_staged(
     """
     partition_by = list(mode.partition_by)
     actions, rows = _add_actions(uri, staging, by_day=DAY_COLUMN in partition_by)
+    record_footers(staging)  # what each file held when committed: `verify` and `run --auto` compare
     # A day-cut table's files hold each row's interval key as a plain column.
     for column in [PARTITION_COLUMN, *partition_by] if DAY_COLUMN in partition_by else partition_by:
         if column not in schema.names:

@@ -18,6 +18,7 @@ from pyarrow import fs as pafs
 
 from incremental_assets.delta.files import filesystem as open_filesystem
 from incremental_assets.delta.files import local_path
+from incremental_assets.delta.fingerprints import Footers
 from incremental_assets.delta.tables import BUCKET_COLUMN, DAY_COLUMN, PARTITION_COLUMN, open_table
 
 
@@ -56,9 +57,11 @@ def snapshot_files(uri: str) -> list[TableFile]:
 
 
 def file_problems(uri: str, files: list[TableFile], *, readable: bool = False) -> list[tuple[TableFile, str]]:
-    """The files among ``files`` that are missing, of another size than the log recorded, or (with
+    """The files among ``files`` that are missing, of another size than the log recorded, whose content
+    is not what was committed (another footer than the one recorded, see :mod:`.fingerprints`), or (with
     ``readable``) whose Parquet footer cannot be read; each with the reason."""
     filesystem, _ = open_filesystem(uri)
+    footers = Footers(filesystem)
     problems = []
     for item in files:
         path = _path_in(filesystem, item.uri)
@@ -67,6 +70,8 @@ def file_problems(uri: str, files: list[TableFile], *, readable: bool = False) -
             problems.append((item, "missing"))
         elif item.size is not None and info.size is not None and info.size != item.size:
             problems.append((item, f"{info.size} bytes where the log recorded {item.size}"))
+        elif footers.differs(path, info.size or 0):
+            problems.append((item, "not what was committed (its Parquet footer differs from the one recorded at its commit)"))
         elif readable:
             try:
                 pq.read_metadata(path, filesystem=filesystem)
@@ -79,3 +84,19 @@ def _path_in(filesystem: pafs.FileSystem, file_uri: str) -> str:
     if isinstance(filesystem, pafs.LocalFileSystem):
         return local_path(file_uri)
     return file_uri.split("://", 1)[-1]
+
+
+def log_mark(uri: str) -> str:
+    """A cheap mark of the table's log (one listing of ``_delta_log``, nothing read): how many files it
+    holds, the newest, and the size and time of each of the newest and ``_last_checkpoint``. A commit, a
+    checkpoint, a deleted or emptied log file each change it; "" when there is no log."""
+    filesystem, _ = open_filesystem(uri)
+    folder = _path_in(filesystem, f"{uri.rstrip('/')}/_delta_log")
+    try:
+        infos = filesystem.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
+    except OSError:
+        return ""
+    files = sorted((i for i in infos if i.type == pafs.FileType.File), key=lambda i: i.base_name)
+    commits = [i for i in files if i.base_name.endswith(".json")]
+    marked = commits[-1:] + [i for i in files if i.base_name == "_last_checkpoint"]
+    return f"{len(files)}|" + "|".join(f"{i.base_name}:{i.size}:{i.mtime_ns}" for i in marked)

@@ -62,8 +62,11 @@ def build_definitions(
     extra.setdefault("jobs", upkeep)
     extra.setdefault("schedules", build_schedules(project, translator, jobs) + maintenance_schedules(project, upkeep))
     extra.setdefault("sensors", build_sensors(project, translator, jobs))
+    from incremental_assets.orchestration.watch import integrity_checks
+
     return dg.Definitions(
         assets=assets,
+        asset_checks=integrity_checks(project, translator),
         resources={"spark": SparkResource.from_settings(project.settings)},
         executor=dg.in_process_executor,
         **extra,

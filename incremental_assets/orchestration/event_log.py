@@ -29,10 +29,11 @@ from dagster._core.events.log import EventLogEntry
 from dagster._core.storage.event_log.schema import SqlEventLogStorageMetadata, SqlEventLogStorageTable
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
 from dagster._core.storage.sql import safe_commit
+from dagster._core.storage.sqlite import create_db_conn_string
 from dagster._serdes import ConfigurableClassData
 
 from incremental_assets.errors import IncrementalAssetsError
-from incremental_assets.orchestration.sqlite_storage import migration_scripts
+from incremental_assets.orchestration.sqlite_storage import is_set_up, migration_scripts, setup_lock
 from incremental_assets.spark import faults
 
 BATCH_SIZE_ENV = "DAGSTER_EVENT_BATCH_SIZE"
@@ -63,7 +64,11 @@ class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
 
     def __init__(self, dagster_home: str, inst_data: ConfigurableClassData | None = None):
         self._dagster_home = os.path.abspath(dagster_home)
-        super().__init__(event_logs_directory(dagster_home), inst_data=inst_data)
+        if is_set_up(create_db_conn_string(event_logs_directory(dagster_home), "index")):
+            super().__init__(event_logs_directory(dagster_home), inst_data=inst_data)
+        else:
+            with setup_lock(dagster_home):  # one process creates and stamps the index
+                super().__init__(event_logs_directory(dagster_home), inst_data=inst_data)
         enable_event_batches()
 
     def register_instance(self, instance: Any) -> None:

@@ -120,9 +120,8 @@ class Runner:
             assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
             run_tags.update(tags.range_tags(partitions, window, model.unit))
         began = time.perf_counter()
-        result = self.job.execute_in_process(
-            instance=self.instance, asset_selection=[key], tags=run_tags, raise_on_error=False, run_config=QUIET_RUN_CONFIG
-        )
+        job = self.job.get_subset(asset_selection={key}, asset_check_selection=set(self.defs.get_assets_def(key).check_keys))  # not `in_table`
+        result = job.execute_in_process(instance=self.instance, tags=run_tags, raise_on_error=False, run_config=QUIET_RUN_CONFIG)
         seconds = time.perf_counter() - began
         rows = None
         error = None

@@ -78,9 +78,11 @@ def job_name(model: SqlModel) -> str:
 
 def model_jobs(project: Project, translator: ModelTranslator) -> dict[str, dg.UnresolvedAssetJobDefinition]:
     """One asset job per model (a job's assets share one partitions definition); schedules and sensors
-    launch runs of these."""
+    launch runs of these. The automation's ``in_table`` check is not part of a run (see :mod:`.watch`)."""
+    from incremental_assets.orchestration.watch import model_selection
+
     return {
-        m.name: dg.define_asset_job(job_name(m), selection=[translator.get_asset_key(m)], partitions_def=translator.get_partitions_def(m))
+        m.name: dg.define_asset_job(job_name(m), selection=model_selection(translator.get_asset_key(m), m.has_table), partitions_def=translator.get_partitions_def(m))
         for m in project.ordered()
     }
 

@@ -45,6 +45,7 @@ from incremental_assets.orchestration.schedules import job_name, model_jobs
 from incremental_assets.orchestration.source_watch import Observed, observe_sources
 from incremental_assets.orchestration.staleness import latest_id, stale_intervals
 from incremental_assets.orchestration.translator import ModelTranslator
+from incremental_assets.orchestration.watch import hold_runs, watch_tables
 from incremental_assets.plan.compile import input_bound
 from incremental_assets.plan.rebuild import definition_changed, needs_rebuild
 
@@ -63,6 +64,7 @@ class AutomationCursor:
     sources: dict[str, str] = field(default_factory=dict)
     pending: dict[str, list[TimeWindow] | str] = field(default_factory=dict)
     changed: dict[str, str] = field(default_factory=dict)  # model -> the fingerprint its changed mark was reported for
+    watch: dict = field(default_factory=dict)  # the look at the tables' integrity, see :mod:`.watch`
 
     @classmethod
     def parse(cls, text: str | None) -> tuple["AutomationCursor", str | None]:
@@ -77,7 +79,7 @@ class AutomationCursor:
             for name, value in raw.get("pending", {}).items():
                 pending[name] = FULL if value == FULL else [TimeWindow.parse(s, e) for s, e in value]
             sources = {str(k): str(v) for k, v in raw.get("sources", {}).items()}
-            return cls(sources, pending, {str(k): str(v) for k, v in raw.get("changed", {}).items()}), None
+            return cls(sources, pending, {str(k): str(v) for k, v in raw.get("changed", {}).items()}, dict(raw.get("watch", {}))), None
         except (ValueError, TypeError, AttributeError):
             return cls(), "the sensor's cursor is from another version of incremental_assets: replaced by a fresh one"
 
@@ -89,8 +91,7 @@ class AutomationCursor:
         out: dict = {"version": CURSOR_VERSION}
         if self.sources or pending:  # not taken over yet
             out.update(sources=self.sources, pending=pending)
-        if self.changed:
-            out["changed"] = self.changed
+        out.update({k: v for k, v in (("changed", self.changed), ("watch", self.watch)) if v})
         return json.dumps(out, sort_keys=True)
 
 
@@ -108,6 +109,7 @@ class Decision:
     cursor: AutomationCursor = field(default_factory=AutomationCursor)
     changes: list[str] = field(default_factory=list)  # changed definitions and what is done about them
     running: list[str] = field(default_factory=list)  # models a queued or running run is computing
+    events: list[dg.AssetCheckEvaluation] = field(default_factory=list)  # the tables' integrity checks
 
     def summary(self) -> str:
         """The tick's skip reason: "up to date" only when nothing is changed, running, waiting or to be said."""
@@ -324,7 +326,9 @@ def evaluate(
     if note:
         decision.notes.append(note)
     decision.notes += apply_without_compute(project, instance, translator, current_plan(project))
-    # What new source data touched, shared with `run --auto` and the schedules (an older cursor's taken over).
+    # Lost intervals the look at the tables' integrity found are computed again as new data's are: they go
+    # to the record shared with `run --auto` with what new source data touched (an older cursor's too).
+    damaged = watch_tables(instance, project, translator, cursor, decision)
     observed = observe_sources(instance, project, now, translator, legacy_sources=cursor.sources, legacy_pending=cursor.pending)
     cursor.sources, cursor.pending = {}, {}
     decision.notes += observed.notes
@@ -336,6 +340,7 @@ def evaluate(
             _decide_partitioned(instance, project, translator, model, now, observed, active, state, decision)
         else:
             _decide_unpartitioned(instance, project, translator, model, observed, active, state, decision)
+    hold_runs(project, translator, decision, damaged)
     if served is not None:
         new = sorted({n for n in decision.launched if n not in served})
         if new:
@@ -389,7 +394,7 @@ def build_automation_sensor(
             categories={n: c.category for n, c in changes.items()}, served=served,
         )
         decision.notes += notes
-        events = changed_marks(current, translator, changes, decision.cursor.changed, served)
+        events = changed_marks(current, translator, changes, decision.cursor.changed, served) + decision.events
         for line in decision.changes + decision.running + decision.waiting + decision.notes:
             context.log.info(line)
         if decision.requests:

@@ -13,12 +13,20 @@ run worker). Configured in the project's ``dagster.yaml`` with the instance fold
       class: ProjectSqliteRunStorage
       config:
         dagster_home: {env: DAGSTER_HOME}
+
+Setting up a new database is serialised by a lock file in the instance folder (:func:`setup_lock`): two
+processes creating one database at once would each stamp its schema revision, and every later open would
+fail with "Version table 'alembic_version' has more than one head present".
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import os
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import sqlalchemy as db
@@ -58,6 +66,36 @@ def is_set_up(conn_string: str, *tables: str) -> bool:
         engine.dispose()
 
 
+LOCK_FILE = ".setup.lock"
+_held: dict[str, int] = {}  # lock file -> how deep this process holds it (the lock is re-entrant per process)
+_held_guard = threading.RLock()
+
+
+@contextlib.contextmanager
+def setup_lock(dagster_home: str) -> Iterator[None]:
+    """Hold the instance folder's set-up lock (an advisory ``flock`` on ``<home>/.setup.lock``): only one
+    process at a time creates or stamps the instance's databases. Re-entrant within a process, so the
+    whole instance and each storage it opens can take it."""
+    os.makedirs(dagster_home, exist_ok=True)
+    path = os.path.join(os.path.abspath(dagster_home), LOCK_FILE)
+    with _held_guard:
+        if _held.get(path):
+            _held[path] += 1
+            try:
+                yield
+            finally:
+                _held[path] -= 1
+            return
+        with open(path, "a+b") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            _held[path] = 1
+            try:
+                yield
+            finally:
+                _held[path] = 0
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 class _OpenedWhenSetUp:
     """``from_config_value`` of a Dagster SQLite storage in ``<dagster_home>/<FOLDER>/<DATABASE>.db``, where
     Dagster's default puts it: the storage straight away when the database is set up, else Dagster's set-up."""
@@ -76,7 +114,10 @@ class _OpenedWhenSetUp:
         conn_string = create_db_conn_string(base, cls.DATABASE)
         if is_set_up(conn_string, *cls.TABLES):
             return cls(conn_string, inst_data)  # type: ignore[call-arg]
-        return cls.from_local(base, inst_data=inst_data)  # type: ignore[attr-defined]
+        with setup_lock(config_value["dagster_home"]):
+            if is_set_up(conn_string, *cls.TABLES):  # another process set it up while this one waited
+                return cls(conn_string, inst_data)  # type: ignore[call-arg]
+            return cls.from_local(base, inst_data=inst_data)  # type: ignore[attr-defined]
 
 
 class ProjectSqliteRunStorage(_OpenedWhenSetUp, SqliteRunStorage):

@@ -34,6 +34,8 @@ def unreadable_input(exc: BaseException, project: Project) -> SourceDataError | 
         return bad_record(text, project)
     path = found.group(1).removeprefix("file://").removeprefix("file:")
     owner, folder = _owner_of(path, project)
+    if owner.startswith("table of model "):
+        return _damaged_table(owner, path)
     source = project.sources.get(owner.removeprefix("source "))
     if source is not None and source.format in ("csv", "json"):
         return bad_record(text, project, source=source, path=path) or SourceDataError(
@@ -55,6 +57,16 @@ def unreadable_input(exc: BaseException, project: Project) -> SourceDataError | 
     if cause is None:
         return None
     return SourceDataError(f"{owner}: file {path} cannot be read: {cause.strip()[:300]} (fix: replace or move the file out of {folder})")
+
+
+def _damaged_table(owner: str, path: str) -> SourceDataError:
+    """A model table's data file that cannot be read: the table was damaged (the file is ours, written by a
+    run), so the fix is to compute its intervals again, not to edit a source file."""
+    what = "is missing" if not os.path.exists(path) else "is not the Parquet file that was committed" if not _footer_reads(path) else "cannot be read"
+    return SourceDataError(
+        f"{owner}: data file {path} {what}: the table lost rows it recorded "
+        "(fix: `incremental-assets verify` names the lost intervals; `incremental-assets run --auto` computes them again)"
+    )
 
 
 def _footer_reads(path: str) -> bool:
