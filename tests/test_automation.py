@@ -43,7 +43,10 @@ def _tick(defs, instance, name, when):
 def test_schedules_follow_cron_and_request_only_missing_complete_intervals(env, spark):
     project, instance, defs = env
     names = {s.name: s.cron_schedule for s in defs.schedules}
-    assert names == {"s__hourly_schedule": "0 * * * *", "s__daily_schedule": "0 0 * * *", "s__weekly_schedule": "0 0 * * 0"}
+    assert names == {
+        "s__hourly_schedule": "0 * * * *", "s__daily_schedule": "0 0 * * *", "s__weekly_schedule": "0 0 * * 0",
+        "maintenance_compact_schedule": "15 * * * *", "maintenance_vacuum_schedule": "0 3 * * *",  # the defaults
+    }
     # At 2024-01-03 00:00 two days are complete: one run for both, not the day in progress.
     assert _tick(defs, instance, "s__daily_schedule", utc(2024, 1, 3))[0] == [("2024-01-01", "2024-01-02")]
     # The first week [2023-12-31, 2024-01-07) is complete only on the Sunday after it.

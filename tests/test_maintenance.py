@@ -159,6 +159,14 @@ def test_hourly_cycles_then_maintenance_leave_one_file_per_complete_day_and_ever
     assert materializations(instance) == recorded and main(root, "verify") == 0
     assert files_per_day(daily) == {"2024-01-01": 1}
 
+    # The compacted file's content is recorded as a run's are: another file's bytes in its place are found.
+    (compacted,) = [p for p in Path(uri).glob("compact-*/**/*.parquet") if str(p.relative_to(uri)) in DeltaTable(uri).files()]
+    other = next(p for p in Path(uri).rglob("*.parquet") if p.stat().st_size != compacted.stat().st_size)
+    data = other.read_bytes()
+    compacted.write_bytes((data * (compacted.stat().st_size // len(data) + 1))[: compacted.stat().st_size])
+    assert main(root, "verify") == 1
+    assert "not what was committed" in capsys.readouterr().out
+
 
 def test_a_compaction_whose_files_a_writer_replaced_meanwhile_commits_nothing_and_loses_nothing(root, monkeypatch, capsys):
     assert main(root, "run", "--auto", "--end", "2024-01-01T02:00") == 0

@@ -39,6 +39,8 @@ from incremental_assets.delta.checkpoints import write_transaction
 from incremental_assets.delta.commit import APP_ID, carried_metadata
 from incremental_assets.delta.files import filesystem, host_tag, is_local, local_path
 from incremental_assets.delta.lock import writer_lock
+from incremental_assets.delta.fingerprints import record_footers
+from incremental_assets.delta.staging import COMPACT_PREFIX
 from incremental_assets.delta.stats import file_stats
 from incremental_assets.delta.tables import DAY_COLUMN, METADATA_PREFIX, PARTITION_COLUMN, exists, open_table
 from incremental_assets.errors import StorageError
@@ -46,7 +48,6 @@ from incremental_assets.errors import StorageError
 # Files smaller than this are compacted, and a compacted file holds at most about this much (compressed):
 # small enough to rewrite in memory on a small machine, large enough that a year of days is 365 files.
 DEFAULT_TARGET_BYTES = 64 * 1024 * 1024
-COMPACT_PREFIX = "compact-"
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,7 @@ def compact(
         table = open_table(uri)
         by_day = DAY_COLUMN in table.metadata().partition_columns
         adds = [_rewrite(uri, folder, g, by_day) for g in groups]
+        record_footers(folder)  # as a run's commit does: `verify` compares each file with what was committed
         with writer_lock(uri, owner=owner):
             table = open_table(uri)
             active = {row["path"] for row in pa.table(table.get_add_actions(flatten=True)).select(["path"]).to_pylist()}

@@ -2,7 +2,7 @@
 
 A file overwritten with other bytes of the same size, or replaced by another file of the same size (an
 interval's file copied over another's), keeps the size the log recorded, so the size check alone cannot
-see it. Every commit therefore records, beside its files in the run's staging folder, the SHA-256 of each
+see it. Every commit therefore records, beside its files in the run's staging folder (or a compaction's), the SHA-256 of each
 file's Parquet footer (``_ia_footers.json``: file name -> hash; a name starting with ``_`` is never read
 as data, nor deleted by ``vacuum``'s file cleanup). The footer holds the file's schema, row groups, row
 counts and per-column min/max, so another file's footer differs, and garbage has no footer at all.
@@ -19,7 +19,7 @@ import posixpath
 from pyarrow import fs as pafs
 
 from incremental_assets.delta.files import filesystem
-from incremental_assets.delta.staging import STAGING_PREFIX
+from incremental_assets.delta.staging import COMPACT_PREFIX, STAGING_PREFIX
 
 RECORD = "_ia_footers.json"
 _TAIL = 8  # a Parquet file ends with the footer's length (4 bytes, little-endian) and b"PAR1"
@@ -64,7 +64,7 @@ class Footers:
     def recorded(self, path: str) -> tuple[bool, str | None]:
         """Whether a hash was recorded for the file at ``path`` (a filesystem path), and that hash."""
         parts = path.split("/")
-        folder = next((i for i in range(len(parts) - 2, -1, -1) if parts[i].startswith(STAGING_PREFIX)), None)
+        folder = next((i for i in range(len(parts) - 2, -1, -1) if parts[i].startswith((STAGING_PREFIX, COMPACT_PREFIX))), None)
         if folder is None:
             return False, None
         root = "/".join(parts[: folder + 1])

@@ -31,6 +31,7 @@ from incremental_assets.delta.tables import (
 from incremental_assets.errors import StorageError
 
 STAGING_PREFIX = "run-"
+COMPACT_PREFIX = "compact-"  # a compaction's rewritten files (see :mod:`.compact`)
 
 
 def new_staging_dir(uri: str) -> str:
