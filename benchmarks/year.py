@@ -337,6 +337,7 @@ def run_year(root: Path, *, first_days: int, forward_days: int, last_days: int) 
         "delta_log_reads": traces,
         "days": days,
         "forward_seconds_per_day_median": statistics.median(f["seconds"] for f in forward) if forward else None,
+        "forward": forward,
         "maintenance_seconds_median": statistics.median(maintenance) if maintenance else None,
         "recompute": recompute_matches(root, warehouse, end),
         "cycles": cycles,
@@ -344,40 +345,48 @@ def run_year(root: Path, *, first_days: int, forward_days: int, last_days: int) 
 
 
 def svg_plot(result: dict, out: Path) -> None:
-    """Cost per cycle against cycle number (hourly cycles; the fast-forwarded span left as a gap)."""
+    """Cost per cycle against cycle number: three panels on one time axis cut twice, the first hourly days,
+    the fast-forwarded days (seconds per one-day cycle divided by 24, per simulated hour) and the last hourly
+    days; the integrity check of each hourly cycle in green."""
     cycles = [c for c in result["cycles"] if not c.get("traced")]
-    if not cycles:
+    forward = result.get("forward", [])
+    points = {"first": [(c["cycle"], c["cost"]["total"], c["cost"]["integrity"]) for c in cycles if c["phase"] == "first"],
+              "forward": [(f["day"] * 24, f["seconds"] / 24, None) for f in forward],
+              "last": [(c["cycle"], c["cost"]["total"], c["cost"]["integrity"]) for c in cycles if c["phase"] == "last"]}
+    panels = [(name, pts) for name, pts in points.items() if pts]
+    if not panels:
         return
-    w, h, pad = 760, 320, 50
-    xs = [c["cycle"] for c in cycles]
-    top = max(c["cost"]["total"] for c in cycles) * 1.1
-    x0, x1 = min(xs), max(xs)
-
-    def px(x: float) -> float:
-        return pad + (x - x0) / max(1, x1 - x0) * (w - 2 * pad)
+    w, h, pad, gap = 780, 330, 50, 16
+    top = max(y for _, pts in panels for _, y, _ in pts) * 1.1
+    width = (w - 2 * pad - gap * (len(panels) - 1)) / len(panels)
 
     def py(y: float) -> float:
         return h - pad - y / top * (h - 2 * pad)
 
+    colours = {"first": "#1f77b4", "forward": "#7f7f7f", "last": "#d62728"}
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11">',
-             f'<rect width="{w}" height="{h}" fill="white"/>',
-             f'<line x1="{pad}" y1="{h - pad}" x2="{w - pad}" y2="{h - pad}" stroke="black"/>',
-             f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{h - pad}" stroke="black"/>']
+             f'<rect width="{w}" height="{h}" fill="white"/>']
     for frac in (0, 0.25, 0.5, 0.75, 1):
-        y = top * frac
-        parts.append(f'<text x="{pad - 6}" y="{py(y) + 4:.1f}" text-anchor="end">{y:.1f}</text>')
-        parts.append(f'<line x1="{pad}" y1="{py(y):.1f}" x2="{w - pad}" y2="{py(y):.1f}" stroke="#ddd"/>')
-    for x in (x0, x1, *[c["cycle"] for c in cycles if c["phase"] == "last"][:1]):
-        parts.append(f'<text x="{px(x):.1f}" y="{h - pad + 16}" text-anchor="middle">{x}</text>')
-    colours = {"first": "#1f77b4", "last": "#d62728"}
-    for c in cycles:
-        parts.append(f'<circle cx="{px(c["cycle"]):.1f}" cy="{py(c["cost"]["total"]):.1f}" r="1.8" fill="{colours[c["phase"]]}"/>')
-        parts.append(f'<circle cx="{px(c["cycle"]):.1f}" cy="{py(c["cost"]["integrity"]):.1f}" r="1.2" fill="#2ca02c"/>')
-    ran = result["what_ran"]
-    parts += [f'<text x="{w / 2}" y="{h - 12}" text-anchor="middle">cycle (simulated hour); days {ran["first_hourly_days"] + 2}-'
-              f'{ran["first_hourly_days"] + ran["forward_days"] + 1} fast-forwarded (one run a day)</text>',
-              f'<text x="14" y="{h / 2}" transform="rotate(-90 14 {h / 2})" text-anchor="middle">seconds per cycle</text>',
-              f'<text x="{pad + 8}" y="{pad - 10}">run --auto per cycle: first days (blue), last days (red); its integrity check (green)</text>',
+        parts.append(f'<text x="{pad - 6}" y="{py(top * frac) + 4:.1f}" text-anchor="end">{top * frac:.1f}</text>')
+        parts.append(f'<line x1="{pad}" y1="{py(top * frac):.1f}" x2="{w - pad}" y2="{py(top * frac):.1f}" stroke="#ddd"/>')
+    for i, (name, pts) in enumerate(panels):
+        left = pad + i * (width + gap)
+        x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
+
+        def px(x: float) -> float:
+            return left + (x - x0) / max(1, x1 - x0) * width
+
+        parts.append(f'<line x1="{left}" y1="{h - pad}" x2="{left + width}" y2="{h - pad}" stroke="black"/>')
+        parts.append(f'<line x1="{left}" y1="{pad}" x2="{left}" y2="{h - pad}" stroke="black"/>')
+        parts += [f'<text x="{px(x):.1f}" y="{h - pad + 14}" text-anchor="{a}">{x}</text>' for x, a in ((x0, "start"), (x1, "end"))]
+        label = {"first": "first hourly cycles", "forward": "fast-forward: one run a day, s/24", "last": "last hourly cycles"}[name]
+        parts.append(f'<text x="{left + width / 2:.1f}" y="{pad - 8}" text-anchor="middle" fill="{colours[name]}">{label}</text>')
+        for x, y, integrity in pts:
+            parts.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="2" fill="{colours[name]}"/>')
+            if integrity is not None:
+                parts.append(f'<circle cx="{px(x):.1f}" cy="{py(integrity):.1f}" r="1.3" fill="#2ca02c"/>')
+    parts += [f'<text x="{w / 2}" y="{h - 14}" text-anchor="middle">cycle (simulated hour since 2025-01-01); green: the integrity check</text>',
+              f'<text x="14" y="{h / 2}" transform="rotate(-90 14 {h / 2})" text-anchor="middle">seconds per cycle (run --auto)</text>',
               "</svg>"]
     out.write_text("\n".join(parts) + "\n")
 

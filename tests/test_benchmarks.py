@@ -86,4 +86,4 @@ def test_year_traces_delta_log_reads_per_table_and_plots_every_hourly_cycle(tmp_
     cycles = [{"cycle": c, "phase": "first" if c < 30 else "last", "cost": cost} for c in (25, 26, 100, 101)]
     plot = tmp_path / "plot.svg"
     year.svg_plot({"cycles": cycles, "what_ran": {"first_hourly_days": 1, "forward_days": 2, "last_hourly_days": 1}}, plot)
-    assert plot.read_text().startswith("<svg") and plot.read_text().count('r="1.8"') == 4
+    assert plot.read_text().startswith("<svg") and plot.read_text().count('r="2"') == 4

@@ -75,12 +75,14 @@ def cli(root: Path, *args: str, timeout: float = 600) -> subprocess.CompletedPro
 
 
 def run_processes(root: Path) -> list[int]:
-    """The run workers (``dagster api execute_run``) of this project's daemon alive now."""
+    """The run workers of this project's daemon alive now: its code server starts each run as a process of
+    its own (multiprocessing's ``spawn_main``; ``dagster api execute_run`` with other launchers)."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             with contextlib.suppress(OSError):
-                if b"execute_run" in Path(f"/proc/{entry}/cmdline").read_bytes() and str(root).encode() in Path(f"/proc/{entry}/environ").read_bytes():
+                command = Path(f"/proc/{entry}/cmdline").read_bytes()
+                if (b"spawn_main" in command or b"execute_run" in command) and str(root).encode() in Path(f"/proc/{entry}/environ").read_bytes():
                     found.append(int(entry))
     return found
 
@@ -158,7 +160,7 @@ def soak(root: Path, hours: int) -> Soak:
                         while not (workers := run_processes(root)) and time.monotonic() < deadline:
                             time.sleep(0.1)
                         for pid in workers[:1]:
-                            time.sleep(1.0)  # into its step: Spark at work
+                            time.sleep(3.0)  # into its step: Spark at work
                             with contextlib.suppress(ProcessLookupError):
                                 os.kill(pid, signal.SIGKILL)
                                 result.killed_runs.append(str(pid))
