@@ -9,7 +9,9 @@ stops, the daemon must settle with no failed interval left, no duplicate row, no
 equal to a recompute with pandas. Then a commit file of the hourly table is deleted and the soak goes on:
 the daemon must notice and recompute what it held.
 
-The short variant (a dozen hours, a few minutes) runs with the suite; the long one is opt-in:
+The short variant (a dozen hours, ~10 minutes on 2 busy cores) runs with the suite and kills the Spark server
+between runs; the long one kills it while a run uses it (that run waits on its Spark Connect client's retries,
+~10 minutes, before it fails and the sensor computes its hours again). The long one is opt-in:
 ``pytest -m soak tests/test_soak.py`` or ``INCREMENTAL_ASSETS_SOAK_HOURS=N``. Every process (daemon, runs,
 Spark server) is stopped by its PID, also when the soak fails.
 """
@@ -124,7 +126,8 @@ def spark_server(root: Path, settings):
                 os.killpg(record.pid, signal.SIGKILL)
 
 
-def soak(root: Path, hours: int) -> Soak:
+def soak(root: Path, hours: int, *, mid_run: bool) -> Soak:
+    """``mid_run``: the Spark server is killed while a run uses it (else between runs)."""
     root.mkdir(parents=True)
     year.make_project(root)
     events = root / "data" / "events"
@@ -169,6 +172,10 @@ def soak(root: Path, hours: int) -> Soak:
                         result.bad_file = events / "part-00000-dead-writer-c000.snappy.parquet"
                         result.bad_file.write_bytes(whole[: len(whole) // 2])
                     if n == server_at:  # the Spark server dies; started again a little later
+                        deadline = time.monotonic() + 300
+                        started = dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])
+                        while bool(instance.get_run_records(filters=started, limit=1)) != mid_run and time.monotonic() < deadline:
+                            time.sleep(0.2)  # during a run, or between runs (a run in flight waits minutes on its client's retries)
                         record = server.read_record(settings)
                         assert record is not None
                         os.killpg(record.pid, signal.SIGKILL)
@@ -221,7 +228,7 @@ def soak_hours(request) -> int:
 def soaked(request, tmp_path_factory) -> Soak:
     hours = soak_hours(request)
     root = tmp_path_factory.mktemp(f"soak-{request.param}") / "project"
-    result = soak(root, hours)
+    result = soak(root, hours, mid_run=request.param == "long")
     seen = {k: v for k, v in result.__dict__.items() if k != "log"}
     (root.parent / "soak.json").write_text(json.dumps(seen, indent=2, default=str))  # for a look after a failure
     return result
