@@ -24,6 +24,10 @@ Scenarios:
                column-level plan (BENCH_CHANGES_BASELINE, a git commit) and of this checkout, time and Spark work
   log_history  the integrity check and opening a table at 10 / 100 / 1,000 / 3,000 commits of an hourly table
                (BENCH_LOG_SIZES): checkpoints and a check from its last look against the whole log read each time
+  year         a year of hourly operation (append, late and empty hours, `run --auto --end <hour>`, daily maintenance):
+               the first and last week hourly, the months between fast-forwarded a day a cycle; cost per cycle
+               by phase, Delta log files read, files per day, Dagster storage, memory, tables vs a recompute
+               (BENCH_YEAR_DAYS=first,forward,last; plot: benchmarks/year-cost-per-cycle.svg)
   peer         dbt-spark microbatch (installed into benchmarks/.peer-venv) and SQLMesh on Spark (benchmarks/.sqlmesh-venv)
                (BENCH_OURS_SPARK_SERVER=1: our side on its long-lived Spark Connect server)
                vs our CLI: daily run, backfill (BENCH_PEERS=dbt,sqlmesh chooses the peers)
@@ -242,6 +246,15 @@ def scenario_log_history() -> dict:
     return log_history.scenario_log_history(tuple(int(n) for n in sizes.split(",")), reps=REPS)
 
 
+def scenario_year() -> dict:
+    import year
+
+    default = "1,2,1" if QUICK else "7,351,7"
+    first, forward, last = (int(n) for n in os.environ.get("BENCH_YEAR_DAYS", default).split(","))
+    plot = HERE / ("year-cost-per-cycle-quick.svg" if QUICK else "year-cost-per-cycle.svg")
+    return year.scenario_year(first_days=first, forward_days=forward, last_days=last, plot=plot)
+
+
 def scenario_peer() -> dict:
     import peer
 
@@ -280,7 +293,7 @@ def main(argv: list[str]) -> None:
     unknown = [a for a in argv if a.startswith("-") and a != "--quick" and not a.startswith("--out=")]
     if unknown:
         raise SystemExit(f"unknown option {unknown[0]}; see benchmarks/run.py --help")
-    chosen = [a for a in argv if not a.startswith("--")] or ["scale", "incremental", "backfill", "overhead", "bookkeeping", "spark_server", "automation", "changes", "log_history", "peer", "growth"]
+    chosen = [a for a in argv if not a.startswith("--")] or ["scale", "incremental", "backfill", "overhead", "bookkeeping", "spark_server", "automation", "changes", "log_history", "peer", "growth", "year"]
     results: dict = {
         "machine": machine(),
         "command": "benchmarks/run.py " + " ".join(argv),
@@ -296,7 +309,7 @@ def main(argv: list[str]) -> None:
                  "backfill": lambda: scenario_backfill(spark), "overhead": lambda: scenario_overhead(spark),
                  "bookkeeping": lambda: scenario_bookkeeping(spark), "automation": scenario_automation,
                  "spark_server": lambda: scenario_spark_server(spark),
-                 "changes": scenario_changes, "log_history": scenario_log_history, "peer": scenario_peer, "growth": scenario_growth}
+                 "changes": scenario_changes, "log_history": scenario_log_history, "peer": scenario_peer, "growth": scenario_growth, "year": scenario_year}
     failed = []
     for name in chosen:
         if name not in scenarios:

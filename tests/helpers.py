@@ -54,14 +54,15 @@ def utc(*args) -> datetime:
 
 
 @contextlib.contextmanager
-def automation_daemon(root: Path, home: Path, clock: datetime, log: Path, cursor: str | None = None, *, sensor: bool = True):
+def automation_daemon(root: Path, home: Path, clock: datetime | str, log: Path, cursor: str | None = None, *, sensor: bool = True):
     """The real ``dagster-daemon`` on a project's instance with the automation sensor on (its cursor set
-    to ``cursor`` first, when given; left off with ``sensor=False``), the sensor's clock at ``clock``.
+    to ``cursor`` first, when given; left off with ``sensor=False``), the sensor's clock at ``clock`` (an
+    instant, or ``@FILE``: the instant in that file, read every tick).
     Stopped with every process it started (its own session), also when the caller fails."""
     from incremental_assets.orchestration.sensors import CLOCK_ENV, SENSOR_NAME
 
     repo = Path(__file__).resolve().parent.parent
-    env = {**os.environ, "DAGSTER_HOME": str(home), "INCREMENTAL_ASSETS_PROJECT": str(root), CLOCK_ENV: clock.isoformat(),
+    env = {**os.environ, "DAGSTER_HOME": str(home), "INCREMENTAL_ASSETS_PROJECT": str(root), CLOCK_ENV: clock if isinstance(clock, str) else clock.isoformat(),
            "PYTHONPATH": str(repo) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     location = ["-m", "incremental_assets.definitions"]
     commands = [["sensor", "start", SENSOR_NAME, *location]] if sensor else []

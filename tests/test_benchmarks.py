@@ -65,3 +65,25 @@ def test_sqlmesh_peer_backfills_with_the_first_plan_and_restates_the_last_day():
     assert backfill == ["plan", "--auto-apply", "--no-prompts", "--execution-time", "2024-01-08"]
     assert day[day.index("--restate-model") + 1] == "shop.order_lines"
     assert day[day.index("--start") + 1] == day[day.index("--end") + 1] == "2024-01-07"  # SQLMesh's end is inclusive
+
+
+def test_year_traces_delta_log_reads_per_table_and_plots_every_hourly_cycle(tmp_path):
+    import year
+
+    trace = tmp_path / "trace.txt"
+    trace.write_text(
+        '101 openat(AT_FDCWD, "/p/warehouse/s/hourly/_delta_log/00000000000000000007.json", O_RDONLY|O_CLOEXEC) = 9\n'
+        '102 openat(AT_FDCWD, "/p/warehouse/s/hourly/_delta_log/00000000000000000007.json", O_RDONLY|O_CLOEXEC) = 9\n'
+        '102 openat(AT_FDCWD, "/p/warehouse/s/hourly/_delta_log/_last_checkpoint", O_RDONLY) = -1 ENOENT (No such file or directory)\n'
+        '103 openat(AT_FDCWD, "/p/data/events/_delta_log/00000000000000000001.json", O_RDONLY|O_CLOEXEC) = 4\n'
+        '103 openat(AT_FDCWD, "/p/data/events/part-0.parquet", O_RDONLY|O_CLOEXEC) = 4\n'
+    )
+    assert year.delta_log_reads(trace) == {"data/events": {"opens": 1, "files": 1}, "s/hourly": {"opens": 2, "files": 1}}
+    # A late row every 10th cycle for the hour five back; every 13th hour empty.
+    late = [i for i in range(40) if any(s < year.START + i * year.HOUR for s in year.arrivals(i))]
+    assert late == [9, 19, 29, 39] and year.arrivals(7) == [] and len(year.arrivals(8)) == year.hour_rows(8) > 0
+    cost = dict.fromkeys(("total", *year.PHASES), 1.0)
+    cycles = [{"cycle": c, "phase": "first" if c < 30 else "last", "cost": cost} for c in (25, 26, 100, 101)]
+    plot = tmp_path / "plot.svg"
+    year.svg_plot({"cycles": cycles, "what_ran": {"first_hourly_days": 1, "forward_days": 2, "last_hourly_days": 1}}, plot)
+    assert plot.read_text().startswith("<svg") and plot.read_text().count('r="2"') == 4

@@ -50,7 +50,7 @@ from incremental_assets.plan.compile import input_bound
 from incremental_assets.plan.rebuild import definition_changed, needs_rebuild
 
 SENSOR_NAME = "incremental_assets_automation"
-# An ISO instant the automation takes as "now" instead of the clock: replaying past days, and tests.
+# An ISO instant the automation takes as "now" instead of the clock (or @FILE holding one, read every tick).
 CLOCK_ENV = "INCREMENTAL_ASSETS_CLOCK"
 CURSOR_VERSION = 3
 LEGACY_CURSOR_VERSIONS = (2,)  # kept the sources' watermarks and pending windows, now in the instance
@@ -370,7 +370,9 @@ def build_automation_sensor(
         ),
     )
     def _automate(context: dg.SensorEvaluationContext):
-        now = to_utc(os.environ[CLOCK_ENV]) if os.environ.get(CLOCK_ENV) else datetime.now(timezone.utc)
+        clock = os.environ.get(CLOCK_ENV, "").strip()  # "@PATH": the instant in that file, read every tick
+        clock = Path(clock[1:]).read_text().strip() if clock.startswith("@") else clock
+        now = to_utc(clock) if clock else datetime.now(timezone.utc)
         for run_id in fail_dead_runs(context.instance):  # a killed CLI run's intervals are failed, not running
             context.log.info(f"run {run_id} was left running by a process that died: marked failed")
         current, errors, edited = live.current()
