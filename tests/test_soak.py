@@ -238,14 +238,6 @@ def _problems(report: list[dict], *fields: str) -> dict:
     return {m["model"]: {f: m[f] for f in fields if m[f]} for m in report if any(m[f] for f in fields)}
 
 
-# Whether a failed interval is computed again depends on whether a later arrival happens to touch its hours.
-NOT_RETRIED = pytest.mark.xfail(strict=False, reason=(
-    "the automation sensor does not compute again an interval whose run failed for a transient cause (its process "
-    "killed, the Spark server gone): 'failed [..] not retried until an input changes', so those hours stay failed "
-    "and missing from s.hourly (seen: 7 hours after the Spark server died mid-run, 5 of them with rows)"))
-
-
-@NOT_RETRIED
 def test_no_failed_interval_is_left_unrecovered(soaked):
     assert soaked.killed_runs, "no run of the daemon was caught running to be killed"
     assert _problems(soaked.status, "failed", "gaps", "stale") == {}, soaked.log
@@ -256,14 +248,11 @@ def test_nothing_is_lost_and_nothing_doubled(soaked):
     assert {name: r["duplicates"] for name, r in soaked.recompute.items()} == {"s.hourly": 0, "s.daily": 0, "s.total": 0}
 
 
-@NOT_RETRIED
 def test_every_table_equals_a_recompute(soaked):
     assert soaked.server_restarted and soaked.bad_file is not None and soaked.bad_file.exists()
     assert {name: r["equal"] for name, r in soaked.recompute.items()} == {"s.hourly": True, "s.daily": True, "s.total": True}, soaked.recompute
 
 
-@pytest.mark.xfail(reason="the automation sensor does not run the integrity check: a deleted commit file of the hourly table "
-                          "leaves its hours lost and green, the daemon writes new commits on top (issue 27 item 4)")
 def test_a_deleted_commit_file_is_noticed_and_recomputed_by_the_daemon(soaked):
     assert soaked.deleted_commit is not None
     assert _problems(soaked.status_after_log_fault, "lost", "failed", "gaps") == {}

@@ -7,12 +7,14 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import dagster as dg
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from incremental_assets import cli, delta
 from incremental_assets.load.project import load_project
+from incremental_assets.orchestration.instance import open_instance
 
 from helpers import table_rows
 
@@ -84,6 +86,11 @@ def test_a_file_that_is_not_parquet_or_half_written_is_one_line(root, capsys):
     assert f"    source raw.ev: file {half} is not a Parquet file, or is not complete yet (fix: move it out of {folder}; " \
            "a file still being written is read by a run after it is complete)" in lines
     assert not delta.exists(uri)
+    # Dagster's run retries (on in the project's instance) leave it alone: it would fail the same way.
+    instance = open_instance(load_project(root).settings.dagster_home)
+    assert instance.run_retries_enabled and instance.run_retries_max_retries == 2
+    (failed,) = instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
+    assert failed.tags.get("dagster/retry_on_asset_or_op_failure") == "false"
 
     half.write_bytes(day_file(folder, 6, name="tmp.parquet").read_bytes())  # the copy completes
     (folder / "tmp.parquet").unlink()

@@ -13,7 +13,17 @@ from typing import Any, Iterator
 import dagster as dg
 
 from incremental_assets import delta
-from incremental_assets.errors import WindowError
+from incremental_assets.errors import (
+    AuditFailedError,
+    DamagedTableError,
+    DuplicateKeyError,
+    ModelFileError,
+    ProjectError,
+    SelectionError,
+    SourceDataError,
+    UnsafeIncrementalError,
+    WindowError,
+)
 from incremental_assets.model.intervals import TimeWindow, to_utc
 from incremental_assets.model.project import Project, Source
 from incremental_assets.model.sql_model import SqlModel
@@ -232,6 +242,23 @@ def spec_metadata(project: Project, model: SqlModel, translator: ModelTranslator
     return {**translator.get_metadata(model), **translator.get_table_metadata(model, uri, columns, key_of)}
 
 
+# What a run fails on the same way every time until its input changes (a model, a source file, an audit,
+# upstream intervals not there yet): not retried by Dagster's run retries. Anything else (a Spark server
+# that went away, a killed run worker) is.
+FINAL_ERRORS = (
+    AuditFailedError, DamagedTableError, DuplicateKeyError, ModelFileError, ProjectError, SelectionError, SourceDataError,
+    UnsafeIncrementalError, WindowError,
+)
+
+
+def _not_retried_when_final(context: dg.AssetExecutionContext, steps: Iterator[dg.MaterializeResult]) -> Iterator[dg.MaterializeResult]:
+    try:
+        yield from steps
+    except FINAL_ERRORS:
+        context.instance.add_run_tags(context.run_id, {tags.RETRY_ON_FAILURE_TAG: "false"})
+        raise
+
+
 def build_model_asset(project: Project, model: SqlModel, translator: ModelTranslator, columns: ModelColumns | None = None) -> dg.AssetsDefinition:
     key = translator.get_asset_key(model)
     decorate = dg.asset(
@@ -253,6 +280,9 @@ def build_model_asset(project: Project, model: SqlModel, translator: ModelTransl
     )
 
     def _materialize(context: dg.AssetExecutionContext, spark: SparkResource) -> Iterator[dg.MaterializeResult]:
+        yield from _not_retried_when_final(context, _compute(context, spark))
+
+    def _compute(context: dg.AssetExecutionContext, spark: SparkResource) -> Iterator[dg.MaterializeResult]:
         began = time.perf_counter()
         window = window_of(context) if context.has_partition_key_range or context.has_partition_key else None
         check_upstreams(context, project, model, window, translator)

@@ -89,6 +89,12 @@ concurrency:
 run_monitoring:
   enabled: true
   free_slots_after_run_end_seconds: 30
+# A queued run that failed for a reason other than its input (a killed run worker, a Spark server that
+# went away) is run again by the daemon, twice at most; a run that failed on input the user must fix is
+# tagged not to be (it would fail the same way).
+run_retries:
+  enabled: true
+  max_retries: 2
 """
 
 

@@ -28,6 +28,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 
 import dagster as dg
 

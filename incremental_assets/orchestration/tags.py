@@ -60,3 +60,7 @@ def range_of(tags: dict[str, str]) -> tuple[str, str] | None:
     """The (first, last) partition keys of a ranged run, None for other runs."""
     start, end = tags.get(RANGE_START_TAG), tags.get(RANGE_END_TAG)
     return (start, end) if start and end else None
+
+# Set on a run failing on input the user must fix (a model, a source file, an audit): Dagster's run
+# retries would fail the same way (Dagster's own tag).
+RETRY_ON_FAILURE_TAG = "dagster/retry_on_asset_or_op_failure"
