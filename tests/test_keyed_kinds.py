@@ -464,6 +464,11 @@ def test_cli_runs_merge_kinds_as_dagster_materializations(spark, make_project, c
     assert "s.feed_copy (INCREMENTAL_BY_CURSOR): last materialized" in out and "run_rows_written 2, cursor_after 5, delta_version 1" in out
     assert "raw_api.orders (INCREMENTAL_BY_CURSOR): last materialized" in out and "cursor_after 3" in out
     assert API.calls == [(0, True), (1, False)]
+    # Nothing new: a run that changes nothing commits nothing, and its record still matches the table.
+    assert cli.main(["run", "s.feed_copy", "--project", str(root)]) == 0
+    capsys.readouterr()
+    assert cli.main(["status", "--project", str(root)]) == 0
+    assert "other runs" not in capsys.readouterr().out
     project = load_project(root)
     rows = table_rows(uri(project, "db.menu_items"), drop=DROP)
     assert [(r[0], r[2], r[5] is None) for r in rows] == [(1, 1.0, False), (1, 1.5, True), (2, 2.0, False)]

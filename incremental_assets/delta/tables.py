@@ -231,6 +231,19 @@ def partitioned_by_day(table: DeltaTable | str) -> bool:
     return DAY_COLUMN in table.metadata().partition_columns
 
 
+def last_run_commit(uri: str) -> tuple[int | None, str]:
+    """The version and run id of the table's newest commit made by a run (not a compaction's or a
+    definition-only commit's): what holds the rows a run that changed nothing found there."""
+    if not exists(uri):
+        return None, ""
+    for limit in (10, None):
+        for entry in history(uri, limit):  # newest first
+            run_id = entry.get(METADATA_PREFIX + "run_id")
+            if run_id:
+                return int(entry["version"]), str(run_id)
+    return version(uri), ""
+
+
 def last_commit_metadata(uri: str) -> dict[str, str]:
     """What this framework recorded with the table's latest commit (model, fingerprint, window, ...).
 

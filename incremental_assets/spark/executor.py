@@ -211,6 +211,10 @@ class Executor(Inputs):
 
     @staticmethod
     def _unchanged(plan: RunPlan, uri: str, inputs: dict[str, str], details: dict[str, Any], began: float) -> RunResult:
-        """The result of a run that found nothing to change: no commit, the table's version as it was."""
+        """The result of a run that found nothing to change: no commit; its rows are those of the table's
+        newest run commit, recorded with that commit's run (what the integrity check matches)."""
         seconds = time.perf_counter() - began
-        return RunResult(plan.model, plan.window, plan.write, 0, delta.version(uri), 0, 0, plan.sql, seconds, uri, inputs, details)
+        version, committed_by = delta.last_run_commit(uri)
+        if committed_by:
+            details = {**details, "committed_by_run": committed_by}
+        return RunResult(plan.model, plan.window, plan.write, 0, version, 0, 0, plan.sql, seconds, uri, inputs, details)
