@@ -130,6 +130,21 @@ def test_a_missing_commit_file_after_the_newest_checkpoint_is_damage_before_it_i
         delta.check_log(uri)
 
 
+def test_a_lost_commit_file_of_the_checkpointed_version_is_written_again_by_the_next_commit(tmp_path):
+    uri = str(tmp_path / "t")
+    for i in range(11):
+        _commit(uri, "replace_window", i)
+    rows = table_rows(uri)
+    runs = {c.version: c.run_id for c in delta.commits(uri)}
+    (Path(uri) / "_delta_log" / f"{10:020d}.json").unlink()  # the checkpoint at 10 still holds the state
+    assert DeltaTable(uri).version() == 10 and table_rows(uri) == rows
+    # Each remaining commit keeps its own number (delta-rs would number them one higher past the gap).
+    assert {c.version: c.run_id for c in delta.commits(uri)} == {v: r for v, r in runs.items() if v != 10}
+    _commit(uri, "replace_window", 11)  # delta-rs alone refuses it: "Invalid table version: 10"
+    assert DeltaTable(uri).version() == 11 and ("c11", 1) in table_rows(uri) and ("c11", 1) not in rows
+    assert (Path(uri) / "_delta_log" / f"{10:020d}.json").exists() and delta.damaged_log_file(uri) is None
+
+
 def test_definition_only_commits_and_promotions_keep_checkpoints(tmp_path):
     env, prod = str(tmp_path / "env"), str(tmp_path / "prod")
     _commit(env, "replace_window", 0)

@@ -22,12 +22,14 @@ off so that this module is the only place deciding when to checkpoint and clean.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from typing import Mapping
 
 from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, Schema
 from deltalake.exceptions import DeltaError
 from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
+from pyarrow import fs as pafs
 
 from incremental_assets.delta.files import filesystem, short_reason
 from incremental_assets.delta.lock import writer_lock
@@ -80,12 +82,33 @@ def write_transaction(
     partition_filters: list[tuple[str, str, object]] | None = None,
 ) -> Maintained:
     """Commit ``actions`` on ``table``'s snapshot as one transaction, then keep its log (see the module)."""
+    restore_checkpointed_commit(table.table_uri, table.version())
     table.create_write_transaction(
         actions, mode=mode, schema=schema, partition_by=partition_by or None,  # type: ignore[arg-type]
         partition_filters=partition_filters,  # type: ignore[arg-type]
         commit_properties=properties, post_commithook_properties=_NO_HOOKS,
     )
     return after_commit(table.table_uri)
+
+
+def restore_checkpointed_commit(uri: str, version: int) -> bool:
+    """Write again the commit file of ``version`` when it is gone but a checkpoint of that version holds
+    the table's state: the table reads as it was, but delta-rs refuses the next commit ("Invalid table
+    version"). The file written holds a ``commitInfo`` only (readers start from the checkpoint; the run
+    that made the version is no longer known). True when it was written; the caller holds the writer lock.
+    """
+    fs, base = filesystem(uri)
+    log = f"{base.rstrip('/')}/_delta_log"
+    path = f"{log}/{version:020d}.json"
+    if fs.get_file_info(path).type != pafs.FileType.NotFound or last_checkpoint(uri) != version:
+        return False
+    if fs.get_file_info(f"{log}/{version:020d}.checkpoint.parquet").type == pafs.FileType.NotFound:
+        return False  # a multi-part checkpoint (other writers'): left to them
+    info = {"timestamp": int(time.time() * 1000), "operation": "RESTORE COMMIT FILE",
+            "operationParameters": {"reason": "commit file lost; the state is the checkpoint's"}}
+    with fs.open_output_stream(path) as out:
+        out.write((json.dumps({"commitInfo": info}) + "\n").encode())
+    return True
 
 
 def after_commit(uri: str) -> Maintained:

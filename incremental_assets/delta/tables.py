@@ -80,9 +80,26 @@ def history(uri: str, limit: int | None = None) -> list[dict]:
     """The table's commits, newest first (``limit`` of them), each as delta-rs reports it."""
     table = open_table(uri)
     try:
-        return table.history(limit)
+        entries = table.history(limit)
     except (DeltaError, OSError) as exc:
         raise unreadable(uri, exc) from None
+    return _numbered(uri, table.version(), entries)
+
+
+def _numbered(uri: str, current: int, entries: list[dict]) -> list[dict]:
+    """delta-rs numbers the commits it read down from the current version as if none were missing; where
+    a commit file is gone (a checkpoint holds its state) the older ones would carry the next version's
+    number. A local table's are numbered by the commit files present instead."""
+    if not is_local(uri):
+        return entries
+    folder = os.path.join(local_path(uri), "_delta_log")
+    try:
+        present = sorted((int(n[:-5]) for n in os.listdir(folder) if n.endswith(".json") and n[:-5].isdigit() and int(n[:-5]) <= current), reverse=True)
+    except OSError:
+        return entries
+    if len(present) < len(entries) or present[: len(entries)] == [e.get("version") for e in entries]:
+        return entries
+    return [{**entry, "version": version} for entry, version in zip(entries, present)]
 
 
 def unreadable(uri: str, exc: BaseException) -> StorageError:
