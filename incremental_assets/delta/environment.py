@@ -103,7 +103,12 @@ def production_references(warehouse: str) -> set[str]:
                         path = unquote(entry["path"])
                         found.add(_normal(path if "://" in path or path.startswith("/") else f"{base.rstrip('/')}/{path}"))
             # the current version's files, also those only a checkpoint names (older commit files past the log retention are gone)
-            found.update(_normal(unquote(f)) for f in open_table(uri).file_uris())
+            try:
+                found.update(_normal(unquote(f)) for f in open_table(uri).file_uris())
+            except StorageError:
+                if fs.get_file_info(f"{log}/_last_checkpoint").type != pafs.FileType.NotFound:
+                    raise  # files only its checkpoint names cannot be known: nothing is removed
+                # without a checkpoint every file the table holds is in a commit file read above
         except (OSError, ValueError) as exc:
             raise StorageError(f"cannot read the Delta log of {uri} to check what it references: {exc}; nothing was removed") from None
     return found

@@ -121,7 +121,9 @@ class Runner:
             run_tags.update(tags.range_tags(partitions, window, model.unit))
         began = time.perf_counter()
         job = self.job.get_subset(asset_selection={key}, asset_check_selection=set(self.defs.get_assets_def(key).check_keys))  # not `in_table`
-        result = job.execute_in_process(instance=self.instance, tags=run_tags, raise_on_error=False, run_config=QUIET_RUN_CONFIG)
+        result = job.execute_in_process(  # the run names its asset (history, status read it)
+            instance=self.instance, asset_selection=[key], tags=run_tags, raise_on_error=False, run_config=QUIET_RUN_CONFIG
+        )
         seconds = time.perf_counter() - began
         rows = None
         error = None
