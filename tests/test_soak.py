@@ -177,8 +177,9 @@ def soak(root: Path, hours: int, *, mid_run: bool) -> Soak:
                         while bool(instance.get_run_records(filters=started, limit=1)) != mid_run and time.monotonic() < deadline:
                             time.sleep(0.2)  # during a run, or between runs (a run in flight waits minutes on its client's retries)
                         record = server.read_record(settings)
-                        assert record is not None
-                        os.killpg(record.pid, signal.SIGKILL)
+                        if record is not None:  # None: the server is gone already; it is started again all the same
+                            with contextlib.suppress(ProcessLookupError):
+                                os.killpg(record.pid, signal.SIGKILL)
                         time.sleep(SECONDS_PER_HOUR)
                         again = cli(root, "spark", "start")
                         assert again.returncode == 0, again.stderr[-2000:]
