@@ -20,7 +20,7 @@ def test_readme_opens_the_ui_with_dg_dev():
     text = (REPO / "README.md").read_text()
     command = re.search(r"^DAGSTER_HOME=\S+ (.+?)\s+#", text, re.MULTILINE)
     assert command is not None and command.group(1) == "dg dev -h 127.0.0.1 -p 3000"
-    assert "`dagster dev`" in text  # still named, for project folders that are not dg projects
+    assert "`dagster dev -h 127.0.0.1" in text  # still named, for project folders that are not dg projects
 
 
 @pytest.mark.slow
