@@ -55,7 +55,9 @@ class History:
         self.instance = open_instance(str(root / "home"), self.project.settings.max_concurrent_runs)  # the product's storage
         self.hours = 0
 
-    def add_hour(self) -> None:
+    def add_hour(self, *, record: bool = True) -> None:
+        """Commit the next hour; ``record=False`` leaves Dagster without its record (a process that died
+        between the commit and the record)."""
         import dagster as dg
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -71,11 +73,14 @@ class History:
         run_id = f"run-{self.hours}"
         result = delta.commit_staged(self.uri, str(staging.parent), pa.schema([("h", pa.timestamp("us", tz="UTC")), ("k", pa.string())]),
                                      delta.ReplaceWindow(TimeWindow(start, start + timedelta(hours=1)), unit),
-                                     metadata={"model": self.model.name, "run_id": run_id}, name=self.model.name)
+                                     metadata={"model": self.model.name, "run_id": run_id, "fingerprint": self.model.fingerprint,
+                                               "window_start": start.isoformat(), "window_end": (start + timedelta(hours=1)).isoformat()},
+                                     name=self.model.name)
         key = self.partitions.get_partition_key_for_timestamp(start.timestamp())
-        self.instance.report_runless_asset_event(
-            dg.AssetMaterialization(self.key, partition=key, metadata={"delta_version": result.version, "committed_by_run": run_id})
-        )
+        if record:
+            self.instance.report_runless_asset_event(
+                dg.AssetMaterialization(self.key, partition=key, metadata={"delta_version": result.version, "committed_by_run": run_id})
+            )
         self.hours += 1
 
     def check(self):

@@ -282,3 +282,35 @@ def test_the_integrity_check_from_its_last_look_finds_a_resized_old_file_within_
     assert any(not found.ok for found in seen)
     lost = next(found for found in seen if not found.ok)
     assert "bytes where the log recorded" in lost.problems[0] and [(w.start.day, w.start.hour) for w in lost.lost] == [(1, 0)]
+
+
+# -- commits Dagster missed, from the commits after the last look ---------------------------------
+
+
+def test_commits_dagster_missed_are_found_from_the_commits_after_the_last_look(history, monkeypatch):
+    from incremental_assets.orchestration import reconcile
+
+    def missed():
+        return reconcile.unrecorded_commits(history.instance, history.project, history.model, history.translator)
+
+    assert missed() == []  # the first look reads the whole log, and marks where it stands
+    assert reconcile.remembered_mark(history.instance, history.uri).version == 29
+    history.add_hour()
+    history.add_hour(record=False)  # version 31: committed, but the process died before recording it
+    history.add_hour()
+    whole_log = []
+    real_commits = delta.commits
+    monkeypatch.setattr(delta, "commits", lambda uri: whole_log.append(uri) or real_commits(uri))
+    hour_31 = history.partitions.get_partition_key_for_timestamp(utc(2024, 1, 2, 7).timestamp())
+    assert [(m.version, m.partitions) for m in missed()] == [(31, (hour_31,))]
+    assert whole_log == []  # only the commit files after version 29 were read
+    assert reconcile.remembered_mark(history.instance, history.uri).version == 29  # not past what is missed
+
+    assert [m.version for m in reconcile.reconcile(history.instance, history.project, history.model, history.translator)] == [31]
+    assert reconcile.remembered_mark(history.instance, history.uri).version == 32
+    assert missed() == [] and whole_log == []
+
+    # Dagster's records of the model wiped: the whole log is read again, and every hour found in it.
+    history.instance.wipe_assets([history.key])
+    assert [m.version for m in missed()] == list(range(33))
+    assert whole_log == [history.uri]

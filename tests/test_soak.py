@@ -64,6 +64,7 @@ class Soak:
     bad_file: Path | None = None
     deleted_commit: str | None = None
     status_after_log_fault: list[dict] = field(default_factory=list)
+    recorded: dict = field(default_factory=dict)  # per model, the partitions this process sees materialized, after each settle
     recompute_after_log_fault: dict = field(default_factory=dict)
     log: str = ""
     seconds: dict = field(default_factory=dict)  # wall time of each stage
@@ -108,6 +109,15 @@ def status(root: Path, until: datetime) -> list[dict]:
     done = cli(root, "status", "--json", "--until", until.isoformat())
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return json.loads(done.stdout)
+
+
+def recorded(project, instance) -> dict[str, list[str]]:
+    """The partitions Dagster records as materialized per partitioned model, first and last and how many."""
+    out = {}
+    for model in project.ordered():
+        keys = sorted(instance.get_materialized_partitions(ModelTranslator().get_asset_key(model))) if model.start else []
+        out[model.name] = [keys[0], keys[-1], str(len(keys))] if keys else []
+    return out
 
 
 @contextlib.contextmanager
@@ -159,14 +169,17 @@ def soak(root: Path, hours: int, *, mid_run: bool) -> Soak:
                     index += 1
                     clock_file.write_text((year.START + index * year.HOUR).isoformat())
                     if n == kill_at:  # a run of the daemon killed mid-way
-                        deadline = time.monotonic() + 120
-                        while not (workers := run_processes(root)) and time.monotonic() < deadline:
-                            time.sleep(0.1)
-                        for pid in workers[:1]:
-                            time.sleep(3.0)  # into its step: Spark at work
+                        # A worker that finished before the kill is missed: the next one is taken.
+                        deadline = time.monotonic() + 180
+                        while not result.killed_runs and time.monotonic() < deadline:
+                            workers = run_processes(root)
+                            if not workers:
+                                time.sleep(0.1)
+                                continue
+                            time.sleep(1.5)  # into its step: Spark at work
                             with contextlib.suppress(ProcessLookupError):
-                                os.kill(pid, signal.SIGKILL)
-                                result.killed_runs.append(str(pid))
+                                os.kill(workers[0], signal.SIGKILL)
+                                result.killed_runs.append(str(workers[0]))
                     if n == bad_at:  # a writer died half-way through a data file of the source
                         whole = next(events.glob("*.parquet")).read_bytes()
                         result.bad_file = events / "part-00000-dead-writer-c000.snappy.parquet"
@@ -190,6 +203,7 @@ def soak(root: Path, hours: int, *, mid_run: bool) -> Soak:
                 settle(project, instance, now, daemon, log)
                 stage("settle")
                 result.status = status(root, now)
+                result.recorded["settled"] = recorded(project, instance)
                 result.recompute = year.recompute_matches(root, Path(settings.warehouse), now)
                 runs = instance.get_run_records(filters=dg.RunsFilter(tags={"incremental_assets/launched_by": "automation"}))
                 result.failed_runs = [r.dagster_run.run_id for r in runs if r.dagster_run.status != dg.DagsterRunStatus.SUCCESS]
@@ -208,6 +222,7 @@ def soak(root: Path, hours: int, *, mid_run: bool) -> Soak:
                 time.sleep(30)  # a few more ticks: time to notice what is lost
                 settle(project, instance, now, daemon, log)
                 result.status_after_log_fault = status(root, now)
+                result.recorded["after the log fault"] = recorded(project, instance)
                 result.recompute_after_log_fault = year.recompute_matches(root, Path(settings.warehouse), now)
                 stage("log fault and settle")
             finally:
@@ -241,7 +256,7 @@ def _problems(report: list[dict], *fields: str) -> dict:
 
 def test_no_failed_interval_is_left_unrecovered(soaked):
     assert soaked.killed_runs, "no run of the daemon was caught running to be killed"
-    assert _problems(soaked.status, "failed", "gaps", "stale") == {}, soaked.log
+    assert _problems(soaked.status, "failed", "gaps", "stale") == {}, (soaked.recorded, soaked.log)
 
 
 def test_nothing_is_lost_and_nothing_doubled(soaked):
@@ -256,6 +271,6 @@ def test_every_table_equals_a_recompute(soaked):
 
 def test_a_deleted_commit_file_is_noticed_and_recomputed_by_the_daemon(soaked):
     assert soaked.deleted_commit is not None
-    assert _problems(soaked.status_after_log_fault, "lost", "failed", "gaps") == {}
+    assert _problems(soaked.status_after_log_fault, "lost", "failed", "gaps") == {}, (soaked.recorded, soaked.log)
     assert {name: r["equal"] for name, r in soaked.recompute_after_log_fault.items()} == {"s.hourly": True, "s.daily": True, "s.total": True}, \
         soaked.recompute_after_log_fault

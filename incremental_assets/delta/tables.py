@@ -415,24 +415,31 @@ def commits(uri: str) -> list[Commit]:
     """The framework's commits still in the table's log, oldest first (other writers' are skipped)."""
     if not exists(uri):
         return []
-    out = []
-    for entry in history(uri):
-        model = entry.get(METADATA_PREFIX + "model")
-        if not model:
-            continue
-        start, end = entry.get(METADATA_PREFIX + "window_start"), entry.get(METADATA_PREFIX + "window_end")
-        window = TimeWindow(datetime.fromisoformat(start), datetime.fromisoformat(end)) if start and end else None
-        out.append(
-            Commit(
-                version=int(entry["version"]),
-                model=str(model),
-                fingerprint=str(entry.get(METADATA_PREFIX + "fingerprint", "")),
-                run_id=str(entry.get(METADATA_PREFIX + "run_id", "")),
-                window=window,
-                staging=str(entry.get(METADATA_PREFIX + "staging", "")),
-            )
-        )
-    return sorted(out, key=lambda c: c.version)
+    found = (commit_of(entry, int(entry["version"])) for entry in history(uri))
+    return sorted((c for c in found if c is not None), key=lambda c: c.version)
+
+
+def commit_of(info: dict, version: int) -> Commit | None:
+    """The framework's commit described by a commit info (None: another writer's).
+
+    >>> commit_of({"incremental_assets.model": "s.m", "incremental_assets.run_id": "r1"}, 3).run_id
+    'r1'
+    >>> commit_of({"operation": "WRITE"}, 3) is None
+    True
+    """
+    model = info.get(METADATA_PREFIX + "model")
+    if not model:
+        return None
+    start, end = info.get(METADATA_PREFIX + "window_start"), info.get(METADATA_PREFIX + "window_end")
+    window = TimeWindow(datetime.fromisoformat(start), datetime.fromisoformat(end)) if start and end else None
+    return Commit(
+        version=version,
+        model=str(model),
+        fingerprint=str(info.get(METADATA_PREFIX + "fingerprint", "")),
+        run_id=str(info.get(METADATA_PREFIX + "run_id", "")),
+        window=window,
+        staging=str(info.get(METADATA_PREFIX + "staging", "")),
+    )
 
 
 # -- orphans and vacuum ----------------------------------------------------------------------------
