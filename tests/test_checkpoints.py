@@ -8,6 +8,7 @@ the 30 days of a real table's life would.
 from __future__ import annotations
 
 import json
+import shutil
 import os
 import time
 from datetime import timedelta
@@ -314,3 +315,32 @@ def test_commits_dagster_missed_are_found_from_the_commits_after_the_last_look(h
     history.instance.wipe_assets([history.key])
     assert [m.version for m in missed()] == list(range(33))
     assert whole_log == [history.uri]
+
+
+def test_finding_dead_runs_staging_folders_reads_the_log_only_for_a_folder_not_marked_committed(history, monkeypatch):
+    from incremental_assets.delta import staging
+
+    monkeypatch.setattr(staging, "_run_gone", lambda name, older_than, now: True)  # as if every run were over
+    whole_log = []
+    real_commits = staging.commits
+    monkeypatch.setattr(staging, "commits", lambda uri: whole_log.append(uri) or real_commits(uri))
+    folders = sorted(Path(history.uri).glob("run-*"))
+    hour_3 = next(p.parent for p in Path(history.uri).glob(f"run-*/{delta.PARTITION_COLUMN}=2024-01-01T03*"))
+    assert len(folders) == 30 and all((f / staging.COMMITTED_MARK).exists() for f in folders)  # each commit marks its folder
+    assert delta.orphan_staging_dirs(history.uri) == [] and whole_log == []
+
+    (hour_3 / staging.COMMITTED_MARK).unlink()  # committed before marks existed (or the mark was lost)
+    history.add_hour()  # version 30 replaces nothing: folder 3's files are still live
+    dead = Path(history.uri) / f"run-20240101T000000-{delta.host_tag()}-999999-deadbeef"
+    (dead / f"{delta.PARTITION_COLUMN}=2024-01-01T05").mkdir(parents=True)
+    (dead / f"{delta.PARTITION_COLUMN}=2024-01-01T05" / "part-0.parquet").write_bytes(b"PAR1")
+    assert delta.orphan_staging_dirs(history.uri) == [str(dead)] and whole_log == [history.uri]
+    shutil.rmtree(dead)
+    assert delta.orphan_staging_dirs(history.uri) == [] and whole_log == [history.uri]  # hour 3's folder is live: no log read
+
+    # A folder whose files a later commit replaced, unmarked: the log is read once and the folder marked.
+    history.hours = 3
+    history.add_hour()  # hour 3 again: its first folder's file is replaced
+    assert delta.orphan_staging_dirs(history.uri) == [] and whole_log == [history.uri] * 2
+    assert (hour_3 / staging.COMMITTED_MARK).read_text() == "3"
+    assert delta.orphan_staging_dirs(history.uri) == [] and whole_log == [history.uri] * 2

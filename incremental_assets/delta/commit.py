@@ -24,7 +24,7 @@ from incremental_assets.delta.day_files import copied_files, replaced_files
 from incremental_assets.delta.files import filesystem, is_local
 from incremental_assets.delta.fingerprints import record_footers
 from incremental_assets.delta.lock import writer_lock
-from incremental_assets.delta.staging import staged_footers, staged_interval_rows
+from incremental_assets.delta.staging import mark_committed, staged_footers, staged_interval_rows
 from incremental_assets.delta.stats import file_stats, spark_type
 from incremental_assets.delta.tables import (
     BUCKET_COLUMN,
@@ -212,6 +212,7 @@ def commit_staged(
                     continue
                 raise StorageError(f"the commit to {uri} failed, the table is unchanged: {exc}") from exc
         version = _version_of(uri, custom[METADATA_PREFIX + "staging"], before)
+        mark_committed(staging, version)
         if definition is not None:
             keep_only(uri, str(definition["fingerprint"]))
     by_interval = _interval_rows(actions) if DAY_COLUMN not in partition_by else _window_rows(staging, mode)

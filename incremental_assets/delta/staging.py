@@ -31,6 +31,9 @@ from incremental_assets.delta.tables import (
 from incremental_assets.errors import StorageError
 
 STAGING_PREFIX = "run-"
+# Written into a staging folder once a commit made its files the table's: telling a committed folder
+# from a dead run's then needs no reading of the table's log (see orphan_staging_dirs).
+COMMITTED_MARK = "_ia_committed"
 COMPACT_PREFIX = "compact-"  # a compaction's rewritten files (see :mod:`.compact`)
 
 
@@ -114,39 +117,59 @@ def _staging_owner(name: str) -> tuple[str | None, int | None, datetime | None]:
     return None, None, made
 
 
+def mark_committed(staging: str, version: int) -> None:
+    """Say in ``staging`` that the commit of ``version`` made its files the table's (a local folder only)."""
+    if is_local(staging):
+        with open(os.path.join(local_path(staging), COMMITTED_MARK), "w") as out:
+            out.write(str(version))
+
+
 def orphan_staging_dirs(uri: str, *, older_than: timedelta = timedelta(hours=24), now: datetime | None = None) -> list[str]:
     """Staging folders of runs that died before committing: no file of theirs is in the table's log.
 
     A folder is an orphan when no commit in the log names it and no file of the current version lies
     in it, and its run is gone: its process is dead (same host), or, for a folder made elsewhere, it
-    is older than ``older_than``. Folders of live runs are never listed.
+    is older than ``older_than``. Folders of live runs are never listed. A folder marked committed
+    (:func:`mark_committed`) is not one; the log is read only when an unmarked folder of a gone run
+    remains, and the folders it names are marked then.
     """
     if not is_local(uri) or not exists(uri):
         return []
     folder = local_path(uri).rstrip("/")
-    candidates = [n for n in sorted(os.listdir(folder)) if n.startswith(STAGING_PREFIX) and os.path.isdir(f"{folder}/{n}")]
-    if not candidates:  # the usual case: no need to read the log
-        return []
+    candidates = [
+        n for n in sorted(os.listdir(folder))
+        if n.startswith(STAGING_PREFIX) and os.path.isdir(f"{folder}/{n}") and not os.path.exists(f"{folder}/{n}/{COMMITTED_MARK}")
+    ]
     now = now or datetime.now(timezone.utc)
-    named = {c.staging for c in commits(uri)}
+    gone = [name for name in candidates if _run_gone(name, older_than, now)]
+    if not gone:  # the usual case: no need to read the table
+        return []
     table = open_table(uri)
     base = table.table_uri.rstrip("/")
     live = set()
     for path in table.file_uris():
         relative = path[len(base) + 1 :] if path.startswith(base) else local_path(path)[len(folder) + 1 :]
         live.add(relative.split("/", 1)[0])
-    here = host_tag()
+    gone = [name for name in gone if name not in live]
+    if not gone:
+        return []
+    named = {c.staging: c.version for c in commits(uri)}
     out = []
-    for name in candidates:
-        if name in named or name in live:
-            continue
-        host, pid, made = _staging_owner(name)
-        if host == here and pid is not None:
-            if pid != os.getpid() and not pid_alive(pid):
-                out.append(f"{folder}/{name}")
-        elif made is not None and now - made > older_than:
+    for name in gone:
+        if name in named:
+            mark_committed(f"{folder}/{name}", named[name])
+        else:
             out.append(f"{folder}/{name}")
     return out
+
+
+def _run_gone(name: str, older_than: timedelta, now: datetime) -> bool:
+    """Whether the run that made staging folder ``name`` is over: its process (on this host) is dead, or
+    the folder, made elsewhere, is older than ``older_than``."""
+    host, pid, made = _staging_owner(name)
+    if host == host_tag() and pid is not None:
+        return pid != os.getpid() and not pid_alive(pid)
+    return made is not None and now - made > older_than
 
 
 def remove_orphan_staging(uri: str, *, older_than: timedelta = timedelta(hours=24), dry_run: bool = False) -> list[str]:
