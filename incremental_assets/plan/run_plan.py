@@ -59,7 +59,7 @@ from incremental_assets.plan.macros import (
 )
 from incremental_assets.plan.rebuild import TargetState
 
-log = logging.getLogger("incremental_assets")
+log = logging.getLogger(__name__)
 
 
 class WriteKind(str, Enum):
