@@ -60,7 +60,7 @@ from incremental_assets.analysis.timeexpr import (
     read_macro,
     split_shift,
 )
-from incremental_assets.analysis.windows import path_reach, window_uses
+from incremental_assets.analysis.window_functions import path_reach, window_uses
 
 BEFORE, AFTER = 0, 1
 _SIDE_NAMES = ("before", "after")

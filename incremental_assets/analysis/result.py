@@ -74,6 +74,15 @@ class Analysis:
     def refused(self) -> bool:
         return self.safety_class == "Refused"
 
+    @property
+    def label(self) -> str:
+        """The safety class as plans and the CLI show it: ``BoundedSafe`` with its limit.
+
+        >>> Analysis("BoundedSafe", 7, (), {}).label, Analysis("FullyBatchSafe", None, (), {}).label
+        ('BoundedSafe(7)', 'FullyBatchSafe')
+        """
+        return f"BoundedSafe({self.batch_limit})" if self.safety_class == "BoundedSafe" else self.safety_class
+
 
 @dataclass(frozen=True)
 class Findings:

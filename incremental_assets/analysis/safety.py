@@ -63,7 +63,7 @@ from sqlglot.optimizer.scope import Scope, ScopeType, find_all_in_scope
 from incremental_assets.analysis.lineage import Lineage, line_of, snippet
 from incremental_assets.analysis.result import Findings, Reason
 from incremental_assets.analysis.timeexpr import macro_name
-from incremental_assets.analysis.windows import window_uses
+from incremental_assets.analysis.window_functions import window_uses
 from incremental_assets.model.kinds import SAFETY_OVERRIDES
 
 OVERRIDES = SAFETY_OVERRIDES  # rule -> the kind flag that admits it

@@ -61,11 +61,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _class_text(analysis) -> str:
-    if analysis is None:
-        return "runs in full"
-    if analysis.safety_class == "BoundedSafe":
-        return f"BoundedSafe({analysis.batch_limit})"
-    return analysis.safety_class
+    return "runs in full" if analysis is None else analysis.label
 
 
 def explain_model(project, model) -> dict:

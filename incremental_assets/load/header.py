@@ -21,6 +21,7 @@ from sqlglot.errors import TokenError
 from sqlglot.tokens import Token, TokenType
 
 from incremental_assets.errors import ModelFileError
+from incremental_assets.load.sql_text import QUOTES, parentheses, skip_space_and_comments
 from incremental_assets.load.text import read_utf8  # noqa: F401  (model files are read through it)
 
 
@@ -106,22 +107,6 @@ class SplitFile:
     query_offset: int
 
 
-def skip_space_and_comments(text: str, i: int) -> int:
-    n = len(text)
-    while i < n:
-        if text[i].isspace():
-            i += 1
-        elif text.startswith("--", i):
-            j = text.find("\n", i)
-            i = n if j < 0 else j + 1
-        elif text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            i = n if j < 0 else j + 2
-        else:
-            break
-    return i
-
-
 def _line_at(text: str, i: int) -> int:
     return text.count("\n", 0, i) + 1
 
@@ -141,33 +126,19 @@ def split_model_file(text: str, path: str | Path) -> SplitFile:
     if i >= len(text) or text[i] != "(":
         raise ModelFileError(path, _line_at(text, i), "expected '(' after MODEL", hint="write MODEL ( ... );")
     depth = 0
-    n = len(text)
-    while i < n:
-        ch = text[i]
-        if ch in "'\"`":
-            j = i + 1
-            while j < n and text[j] != ch:
-                j += 2 if text[j] == "\\" else 1
-            if j >= n:
-                raise ModelFileError(path, _line_at(text, i), f"unterminated quote {ch} in the MODEL header")
-            i = j + 1
-            continue
-        if text.startswith("--", i) or text.startswith("/*", i):
-            i = skip_space_and_comments(text, i)
-            continue
-        if ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth == 0:
-                i += 1
-                break
-        i += 1
+    for at, ch in parentheses(text, i):
+        if ch in QUOTES:
+            raise ModelFileError(path, _line_at(text, at), f"unterminated quote {ch} in the MODEL header")
+        depth += 1 if ch == "(" else -1
+        if depth == 0:
+            i = at + 1
+            break
     else:
         raise ModelFileError(
             path, _line_at(text, start), "the MODEL header is not closed", hint="balance the parentheses of MODEL ( ... );"
         )
     header_text = text[start:i]
+    n = len(text)
     j = skip_space_and_comments(text, i)
     if j < n and text[j] == ";":
         j += 1

@@ -16,10 +16,10 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from incremental_assets.errors import ModelFileError
-from incremental_assets.load.header import skip_space_and_comments
 from incremental_assets.load.macro_eval import MacroContext, MacroError, MacroEvaluator, macro_error_location
 from incremental_assets.load.macro_syntax import protect_macros, restore_macros, table_macro, var_name
 from incremental_assets.load.macro_syntax import RUNTIME_IF
+from incremental_assets.load.sql_text import parentheses, skip_space_and_comments
 from incremental_assets.load.runtime_macros import MAX_RUNTIME_CHOICES, choice_count, first_variant, runtime_variants
 from incremental_assets.model.kinds import CURSOR_MACROS
 from incremental_assets.model.sql_model import DATE_MACROS, TableReference
@@ -34,33 +34,15 @@ _TOO_DEEP_HINT = "name inner parts in CTEs (WITH x AS (...)), or write long AND/
 
 def _deepest_parenthesis(sql: str) -> tuple[int, int]:
     """The deepest nesting of parentheses outside strings and comments, and the (0-based) line it is on."""
-    depth = deepest = line = deepest_line = 0
-    i, n = 0, len(sql)
-    while i < n:
-        ch = sql[i]
-        if ch in "'\"`":
-            j = i + 1
-            while j < n and sql[j] != ch:
-                j += 2 if sql[j] == "\\" else 1
-            line += sql.count("\n", i, j + 1)
-            i = j + 1
-            continue
-        if sql.startswith("--", i) or sql.startswith("/*", i):
-            j = sql.find("\n" if ch == "-" else "*/", i + 2)
-            j = n if j < 0 else j
-            line += sql.count("\n", i, j)
-            i = j
-            continue
-        if ch == "\n":
-            line += 1
-        elif ch == "(":
+    depth = deepest = deepest_at = 0
+    for at, ch in parentheses(sql):
+        if ch == "(":
             depth += 1
             if depth > deepest:
-                deepest, deepest_line = depth, line
+                deepest, deepest_at = depth, at
         elif ch == ")":
             depth -= 1
-        i += 1
-    return deepest, deepest_line
+    return deepest, sql.count("\n", 0, deepest_at)
 
 
 def query_depth(query: exp.Expression) -> tuple[int, exp.Expression]:

@@ -48,11 +48,10 @@ import zoneinfo
 from pathlib import Path
 from typing import Mapping
 
-import yaml
 from sqlglot.dialects.dialect import Dialect, Dialects
 
 from incremental_assets.errors import ModelFileError
-from incremental_assets.load.text import read_utf8
+from incremental_assets.load.text import read_utf8, yaml_mapping
 from incremental_assets.model.environment import is_name
 from incremental_assets.model.cron import cron_problem
 from incremental_assets.model.settings import Maintenance, Settings
@@ -165,15 +164,8 @@ def load_settings(project_dir: str | Path, *, environ: Mapping[str, str] | None 
     raw: dict = {}
     text = ""
     if path.exists():
-        try:
-            text = read_utf8(path)
-            loaded = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            raise ModelFileError(path, mark.line + 1 if mark else None, f"invalid YAML: {getattr(exc, 'problem', exc)}") from None
-        if loaded is not None and not isinstance(loaded, dict):
-            raise ModelFileError(path, 1, "settings must be a mapping of keys to values")
-        raw = loaded or {}
+        text = read_utf8(path)
+        raw = yaml_mapping(text, path, "settings")
     known = {"warehouse", "dialect", "timezone", "spark", "dagster_home", "max_concurrent_runs", "hourly_files", "environments", "maintenance"}
     unknown = {str(k) for k in raw} - known
     if unknown:

@@ -15,7 +15,7 @@ import yaml
 from incremental_assets.errors import ModelFileError
 from incremental_assets.model.intervals import INTERVAL_UNITS
 from incremental_assets.model.project import SOURCE_FORMATS, Source
-from incremental_assets.load.text import read_utf8
+from incremental_assets.load.text import read_utf8, yaml_error
 
 _SOURCE_KEYS = {"name", "location", "format", "columns", "time_column", "time_column_format", "event_time_column", "interval_unit", "description"}
 
@@ -33,8 +33,7 @@ def yaml_entries(path: Path, not_a_list: str, *, under: str | None = None) -> li
     try:
         root = yaml.compose(read_utf8(path))
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise ModelFileError(path, mark.line + 1 if mark else None, f"invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
+        raise yaml_error(path, exc) from None
     if root is None:
         return []
     if under and isinstance(root, yaml.MappingNode) and any(k.value == under for k, _ in root.value):

@@ -38,11 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
 
 from incremental_assets.errors import ModelFileError
 from incremental_assets.load.sqlmesh_shim import import_failure, plain, sqlmesh_names
-from incremental_assets.load.text import read_utf8
+from incremental_assets.load.text import read_utf8, yaml_mapping
 
 log = logging.getLogger(__name__)
 
@@ -214,14 +213,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     text = read_utf8(path)
     if "{{" in text or "{%" in text:
         text = _render_jinja(text, path)
-    try:
-        loaded = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise ModelFileError(path, mark.line + 1 if mark else None, f"invalid YAML: {getattr(exc, 'problem', exc)}") from None
-    if loaded is not None and not isinstance(loaded, dict):
-        raise ModelFileError(path, 1, "the config must be a mapping of keys to values")
-    return loaded or {}
+    return yaml_mapping(text, path, "the config")
 
 
 def _render_jinja(text: str, path: Path) -> str:

@@ -30,7 +30,7 @@ from incremental_assets.errors import ModelFileError
 from incremental_assets.load.macro_eval import MacroContext, MacroEvaluator
 from incremental_assets.load.model_file import parse_model_file
 from incremental_assets.load.sqlmesh_config import header_text
-from incremental_assets.load.sqlmesh_shim import ModelKindName, ModelSpec, plain
+from incremental_assets.load.sqlmesh_shim import ModelSpec, model_kind_name, plain
 from incremental_assets.model.sql_model import SqlModel, TableReference
 from incremental_assets.load.text import read_utf8
 
@@ -60,7 +60,7 @@ def _kind_name(kind: Any) -> str:
     if name:
         return str(getattr(name, "value", name)).upper()
     squashed = type(kind).__name__.upper().removesuffix("KIND")
-    for known in ModelKindName:
+    for known in model_kind_name():
         if known.value.replace("_", "") == squashed:
             return known.value
     raise ValueError(f"cannot read kind {kind!r}")

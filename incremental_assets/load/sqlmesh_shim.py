@@ -53,6 +53,7 @@ sqlmesh.core.config.NoSuchConfig
 from __future__ import annotations
 
 import enum
+import functools
 import re
 import importlib.abc
 import importlib.machinery
@@ -67,26 +68,43 @@ from typing import Any, Callable, Iterator
 ROOT = "sqlmesh"
 
 
-class ModelKindName(str, enum.Enum):
-    """SQLMesh's kind names; a member compares equal to its name."""
+# SQLMesh's kind names that are not ours (KindName), each after the name it follows in SQLMesh's ModelKindName.
+_SQLMESH_ONLY_KINDS = {"INCREMENTAL_BY_UNIQUE_KEY": ("INCREMENTAL_BY_PARTITION", "INCREMENTAL_UNMANAGED"),
+                       "SEED": ("EXTERNAL", "CUSTOM", "MANAGED")}
+_OUR_ONLY_KINDS = {"INCREMENTAL_BY_CURSOR"}
 
-    INCREMENTAL_BY_TIME_RANGE = "INCREMENTAL_BY_TIME_RANGE"
-    INCREMENTAL_BY_UNIQUE_KEY = "INCREMENTAL_BY_UNIQUE_KEY"
-    INCREMENTAL_BY_PARTITION = "INCREMENTAL_BY_PARTITION"
-    INCREMENTAL_UNMANAGED = "INCREMENTAL_UNMANAGED"
-    SCD_TYPE_2 = "SCD_TYPE_2"
-    SCD_TYPE_2_BY_TIME = "SCD_TYPE_2_BY_TIME"
-    SCD_TYPE_2_BY_COLUMN = "SCD_TYPE_2_BY_COLUMN"
-    FULL = "FULL"
-    VIEW = "VIEW"
-    EMBEDDED = "EMBEDDED"
-    SEED = "SEED"
-    EXTERNAL = "EXTERNAL"
-    CUSTOM = "CUSTOM"
-    MANAGED = "MANAGED"
 
+class _NameEnum(str, enum.Enum):
     def __str__(self) -> str:
         return self.value
+
+
+@functools.cache
+def model_kind_name() -> type[enum.Enum]:
+    """SQLMesh's ``ModelKindName`` (also this module's ``ModelKindName``): our kind names but our own, with
+    SQLMesh's others in place; a member compares equal to its name.
+
+    >>> [k.value for k in model_kind_name()]  # doctest: +NORMALIZE_WHITESPACE
+    ['INCREMENTAL_BY_TIME_RANGE', 'INCREMENTAL_BY_UNIQUE_KEY', 'INCREMENTAL_BY_PARTITION', 'INCREMENTAL_UNMANAGED',
+     'SCD_TYPE_2', 'SCD_TYPE_2_BY_TIME', 'SCD_TYPE_2_BY_COLUMN', 'FULL', 'VIEW', 'EMBEDDED', 'SEED', 'EXTERNAL',
+     'CUSTOM', 'MANAGED']
+    >>> kinds = model_kind_name()
+    >>> kinds.FULL == "FULL", str(kinds.SEED), kinds("VIEW")
+    (True, 'SEED', <ModelKindName.VIEW: 'VIEW'>)
+    """
+    from incremental_assets.model.kinds import KindName  # not at the top: this module runs alone too
+
+    names = [name for kind in KindName if kind.value not in _OUR_ONLY_KINDS
+             for name in (kind.value, *_SQLMESH_ONLY_KINDS.get(kind.value, ()))]
+    kinds = _NameEnum("ModelKindName", [(name, name) for name in names], module=__name__, qualname="ModelKindName")
+    kinds.__doc__ = "SQLMesh's kind names; a member compares equal to its name."
+    return kinds
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ModelKindName":
+        return model_kind_name()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Recorded:
@@ -251,7 +269,7 @@ def _served_modules() -> dict[str, dict[str, Any]]:
 
     common = {"EnvironmentSuffixTarget": EnvironmentSuffixTarget, "VirtualEnvironmentMode": VirtualEnvironmentMode,
               "TableNamingConvention": TableNamingConvention}
-    kinds = {"ModelKindName": ModelKindName, **_recorded("IncrementalByTimeRangeKind", "TimeColumn", "FullKind", "ViewKind",
+    kinds = {"ModelKindName": model_kind_name(), **_recorded("IncrementalByTimeRangeKind", "TimeColumn", "FullKind", "ViewKind",
                                                           "IncrementalByUniqueKeyKind", "SeedKind")}
     return {
         ROOT: {"model": model, "macro": macro, "SQL": SQL, "ExecutionContext": ExecutionContext},

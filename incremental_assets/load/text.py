@@ -1,9 +1,13 @@
 """A project file's text: every file a project holds (models, configs, sources, macros, Python) is read as
-UTF-8 through :func:`read_utf8`, so a file in another encoding is one error naming its line and byte."""
+UTF-8 through :func:`read_utf8`, so a file in another encoding is one error naming its line and byte; a YAML
+file that does not parse is one error naming its line (:func:`yaml_error`, :func:`yaml_mapping`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from incremental_assets.errors import ModelFileError
 
@@ -28,3 +32,30 @@ def read_utf8(path: Path) -> str:
             path, line, f"byte 0x{data[exc.start]:02x} at offset {exc.start} (line {line}, column {column}) is not UTF-8: the file is in another encoding",
             hint="save the file as UTF-8 (an editor's Save with Encoding, or `iconv -t utf-8`)",
         ) from None
+
+
+def yaml_error(path: Path, exc: yaml.YAMLError) -> ModelFileError:
+    """A YAML file that does not parse, as an error naming the file and the line of the problem."""
+    mark = getattr(exc, "problem_mark", None)
+    return ModelFileError(path, mark.line + 1 if mark else None, f"invalid YAML: {getattr(exc, 'problem', None) or exc}")
+
+
+def yaml_mapping(text: str, path: Path, what: str) -> dict[str, Any]:
+    """A YAML file's text that must hold a mapping (an empty file holds ``{}``); ``what`` names the file's
+    content in the error when it holds something else.
+
+    >>> yaml_mapping("a: 1", Path("c.yaml"), "the config")
+    {'a': 1}
+    >>> for text in ("a: 1\\nb: c: d", "- 1"):
+    ...     try: yaml_mapping(text, Path("c.yaml"), "the config")
+    ...     except ModelFileError as e: print(e)
+    c.yaml:2: invalid YAML: mapping values are not allowed here
+    c.yaml:1: the config must be a mapping of keys to values
+    """
+    try:
+        loaded = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise yaml_error(path, exc) from None
+    if loaded is not None and not isinstance(loaded, dict):
+        raise ModelFileError(path, 1, f"{what} must be a mapping of keys to values")
+    return loaded or {}

@@ -22,18 +22,19 @@ from typing import Any, ClassVar, Literal, Union
 
 
 class KindName(str, Enum):
-    """The kinds a MODEL header may name."""
+    """The kinds a MODEL header may name: SQLMesh's in SQLMesh's order, then ours (SQLMesh's
+    ``ModelKindName``, served to a project's Python files, is made from this list in that order)."""
 
     INCREMENTAL_BY_TIME_RANGE = "INCREMENTAL_BY_TIME_RANGE"
     INCREMENTAL_BY_UNIQUE_KEY = "INCREMENTAL_BY_UNIQUE_KEY"
-    INCREMENTAL_BY_CURSOR = "INCREMENTAL_BY_CURSOR"
     SCD_TYPE_2 = "SCD_TYPE_2"
     SCD_TYPE_2_BY_TIME = "SCD_TYPE_2_BY_TIME"
     SCD_TYPE_2_BY_COLUMN = "SCD_TYPE_2_BY_COLUMN"
     FULL = "FULL"
     VIEW = "VIEW"
-    SEED = "SEED"
     EMBEDDED = "EMBEDDED"
+    SEED = "SEED"
+    INCREMENTAL_BY_CURSOR = "INCREMENTAL_BY_CURSOR"  # OndatraSQL's, not SQLMesh's
 
     def __str__(self) -> str:
         return self.value

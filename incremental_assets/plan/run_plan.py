@@ -59,7 +59,7 @@ from incremental_assets.plan.macros import (
 )
 from incremental_assets.plan.rebuild import TargetState
 
-log = logging.getLogger("incremental_assets")
+log = logging.getLogger(__name__)
 
 
 class WriteKind(str, Enum):
@@ -242,9 +242,7 @@ def plan_run(
     if isinstance(kind, IncrementalByTimeRange):
         assert window is not None
         query = clamp_to_window(rendered, kind.time_column, window, time_format=kind.time_format)
-    safety = analysis.safety_class if analysis is not None else None
-    if analysis is not None and analysis.safety_class == "BoundedSafe":
-        safety = f"BoundedSafe({analysis.batch_limit})"
+    safety = analysis.label if analysis is not None else None
     pre, post = render_statements(
         model, macro_window(model, window, execution_time), execution_time=execution_time, extra=cursor_macros(model, state),
         views={read.name: read.view for read in inputs} | {model.name: view_name(model.name)},

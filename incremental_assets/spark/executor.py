@@ -29,7 +29,7 @@ from incremental_assets.spark.python_models import register_python_rows
 from incremental_assets.spark.session import run_project_statements
 from incremental_assets.spark.writes import STRATEGIES, WriteStrategy
 
-log = logging.getLogger("incremental_assets")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from incremental_assets.plan import schema_changes
 from incremental_assets.plan.run_plan import RunPlan, WriteKind
 from incremental_assets.spark import faults, merge
 
-log = logging.getLogger("incremental_assets")
+log = logging.getLogger(__name__)
 
 
 def spark_partition_expression(model: SqlModel) -> str:
