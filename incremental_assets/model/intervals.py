@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from enum import Enum
-from typing import Sequence
+from typing import Iterable, Iterator, Sequence
 
 from incremental_assets.errors import WindowError
 
@@ -308,6 +308,81 @@ def subtract(window: TimeWindow, covered: Sequence[TimeWindow]) -> list[TimeWind
     if cursor < window.end:
         gaps.append(TimeWindow(cursor, window.end))
     return gaps
+
+
+START_OF_TIME = datetime(1, 1, 1, tzinfo=timezone.utc)  # the start of a window without one
+END_OF_TIME = datetime(9999, 1, 1, tzinfo=timezone.utc)  # the end of a window without one (a model without an end)
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Which intervals of a model something covers: every interval (a model computed whole, a run
+    without a partition range) or some windows, kept sorted, disjoint and non-adjacent.
+
+    >>> days = Coverage.of([TimeWindow(utc(2024, 1, 2), utc(2024, 1, 3)), TimeWindow(utc(2024, 1, 1), utc(2024, 1, 2))])
+    >>> [str(w) for w in days]
+    ['[2024-01-01, 2024-01-03)']
+    >>> [str(w) for w in days.minus(Coverage.of([TimeWindow(utc(2024, 1, 1, 12), utc(2024, 1, 2))]))]
+    ['[2024-01-01, 2024-01-01 12:00)', '[2024-01-02, 2024-01-03)']
+    >>> days.union(EVERY_INTERVAL) == EVERY_INTERVAL, bool(days.minus(EVERY_INTERVAL)), bool(NO_INTERVAL)
+    (True, False, False)
+    >>> Coverage.from_json(days.to_json()) == days, EVERY_INTERVAL.to_json()
+    (True, '*')
+    """
+
+    windows: tuple[TimeWindow, ...] = ()
+    every: bool = False
+
+    def __post_init__(self) -> None:
+        if self.every and self.windows:
+            raise WindowError("a coverage of every interval lists no windows")
+        object.__setattr__(self, "windows", tuple(merge(self.windows)))
+
+    @classmethod
+    def of(cls, windows: Iterable[TimeWindow]) -> "Coverage":
+        return cls(tuple(windows))
+
+    def __bool__(self) -> bool:
+        return self.every or bool(self.windows)
+
+    def __iter__(self) -> Iterator[TimeWindow]:
+        """The windows; every interval has none to list (check ``every`` first)."""
+        if self.every:
+            raise WindowError("every interval: bound the coverage to a window before listing its windows")
+        return iter(self.windows)
+
+    def union(self, *others: "Coverage") -> "Coverage":
+        if self.every or any(o.every for o in others):
+            return EVERY_INTERVAL
+        return Coverage.of([w for c in (self, *others) for w in c.windows])
+
+    def minus(self, other: "Coverage") -> "Coverage":
+        """What this covers and ``other`` does not; every interval less some windows is not a set of windows."""
+        if other.every:
+            return NO_INTERVAL
+        if self.every and other.windows:
+            raise WindowError("every interval less some windows: bound the coverage to a window first")
+        return Coverage.of([part for w in self.windows for part in subtract(w, other.windows)])
+
+    def within(self, window: TimeWindow) -> "Coverage":
+        """The part of this coverage inside ``window``."""
+        if self.every:
+            return Coverage.of([window])
+        return Coverage.of([TimeWindow(max(w.start, window.start), min(w.end, window.end)) for w in self.windows if w.overlaps(window)])
+
+    def to_json(self) -> str | list[list[str]]:
+        """``"*"`` for every interval, else ``[[start, end], ...]`` in ISO text (the sensor's cursor and the
+        shared record of new source data keep it so)."""
+        return EVERY if self.every else [[w.start.isoformat(), w.end.isoformat()] for w in self.windows]
+
+    @classmethod
+    def from_json(cls, value: str | list) -> "Coverage":
+        return EVERY_INTERVAL if value == EVERY else cls.of(TimeWindow.parse(s, e) for s, e in value)
+
+
+EVERY = "*"  # every interval, as the JSON of a coverage says it
+EVERY_INTERVAL = Coverage(every=True)
+NO_INTERVAL = Coverage()
 
 
 def last_complete_end(now: datetime, unit: str) -> datetime:

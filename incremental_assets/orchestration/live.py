@@ -11,7 +11,7 @@ from incremental_assets import delta
 from incremental_assets.errors import ProjectError
 from incremental_assets.load.project import load_project
 from incremental_assets.load.stamp import project_stamp
-from incremental_assets.model.intervals import TimeWindow, merge, to_utc
+from incremental_assets.model.intervals import EVERY_INTERVAL, NO_INTERVAL, Coverage, TimeWindow, to_utc
 from incremental_assets.model.project import Project
 from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.checks import definition_evaluation
@@ -21,16 +21,14 @@ from incremental_assets.plan.changes import ModelChange, plan_changes
 from incremental_assets.plan.definition import project_definitions
 from incremental_assets.plan.rebuild import definition_changed
 
-FULL = "*"  # a model computed whole (an unpartitioned model, or a run without a partition range)
-
-
 def active_runs(
     instance: dg.DagsterInstance, project: Project, translator: ModelTranslator
-) -> tuple[dict[str, list[TimeWindow] | str], dict[str, str]]:
-    """What queued and running runs are producing: per model its windows (or ``FULL``), and what it is
-    doing, said for the tick (``rebuilding in run 1a2b3c4d``, ``computing [..) in run 1a2b3c4d``)."""
+) -> tuple[dict[str, Coverage], dict[str, str]]:
+    """What queued and running runs are producing: per model its intervals (every interval for a run
+    without a partition range), and what it is doing, said for the tick (``rebuilding in run 1a2b3c4d``,
+    ``computing [..) in run 1a2b3c4d``)."""
     by_key = {translator.get_asset_key(m): m for m in project.ordered()}
-    out: dict[str, list[TimeWindow] | str] = {}
+    out: dict[str, Coverage] = {}
     doing: dict[str, str] = {}
     for record in instance.get_run_records(filters=dg.RunsFilter(statuses=ACTIVE_RUN_STATUSES)):
         run = record.dagster_run
@@ -44,15 +42,13 @@ def active_runs(
             if "definition changed" in run.tags.get(tags.REASON_TAG, ""):
                 doing.setdefault(model.name, f"rebuilding in run {run.run_id[:8]}{queued}")
             if not isinstance(partitions, dg.TimeWindowPartitionsDefinition) or keys is None:
-                out[model.name] = FULL
+                out[model.name] = EVERY_INTERVAL
                 doing.setdefault(model.name, f"computing in run {run.run_id[:8]}{queued}")
                 continue
             first, last = partitions.time_window_for_partition_key(keys[0]), partitions.time_window_for_partition_key(keys[1])
             window = TimeWindow(to_utc(first.start), to_utc(last.end))
             doing.setdefault(model.name, f"computing {window} in run {run.run_id[:8]}{queued}")
-            current = out.get(model.name, [])
-            if current != FULL:
-                out[model.name] = merge([*current, window])  # type: ignore[list-item]
+            out[model.name] = out.get(model.name, NO_INTERVAL).union(Coverage.of([window]))
     return out, doing
 
 

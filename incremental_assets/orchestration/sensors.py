@@ -26,14 +26,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Mapping, Sequence
 
 import dagster as dg
 
 from incremental_assets import delta
-from incremental_assets.model.intervals import TimeWindow, last_complete_end, merge, subtract, to_utc
+from incremental_assets.model.intervals import (
+    END_OF_TIME, EVERY_INTERVAL, NO_INTERVAL, START_OF_TIME, Coverage, TimeWindow, last_complete_end, subtract, to_utc,
+)
 from incremental_assets.model.kinds import IncrementalByTimeRange
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
@@ -41,7 +44,7 @@ from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.apply import apply_without_compute, current_plan
 from incremental_assets.orchestration.code_reload import own_code_server, request_reload
 from incremental_assets.orchestration.instance import fail_dead_runs, materialized_windows
-from incremental_assets.orchestration.live import FULL, LiveProject, active_runs, change_categories, changed_marks
+from incremental_assets.orchestration.live import LiveProject, active_runs, change_categories, changed_marks
 from incremental_assets.orchestration.schedules import job_name, model_jobs
 from incremental_assets.orchestration.source_watch import Observed, observe_sources
 from incremental_assets.orchestration.staleness import latest_id, stale_intervals
@@ -63,7 +66,7 @@ class AutomationCursor:
 
     # An older cursor's watermarks and pending windows, handed to the shared record on the next tick.
     sources: dict[str, str] = field(default_factory=dict)
-    pending: dict[str, list[TimeWindow] | str] = field(default_factory=dict)
+    pending: dict[str, Coverage] = field(default_factory=dict)
     changed: dict[str, str] = field(default_factory=dict)  # model -> the fingerprint its changed mark was reported for
     watch: dict = field(default_factory=dict)  # the look at the tables' integrity, see :mod:`.watch`
 
@@ -76,19 +79,14 @@ class AutomationCursor:
             raw = json.loads(text)
             if not isinstance(raw, dict) or raw.get("version") not in (CURSOR_VERSION, *LEGACY_CURSOR_VERSIONS):
                 raise ValueError
-            pending: dict[str, list[TimeWindow] | str] = {}
-            for name, value in raw.get("pending", {}).items():
-                pending[name] = FULL if value == FULL else [TimeWindow.parse(s, e) for s, e in value]
+            pending = {name: Coverage.from_json(value) for name, value in raw.get("pending", {}).items()}
             sources = {str(k): str(v) for k, v in raw.get("sources", {}).items()}
             return cls(sources, pending, {str(k): str(v) for k, v in raw.get("changed", {}).items()}, dict(raw.get("watch", {}))), None
         except (ValueError, TypeError, AttributeError):
             return cls(), "the sensor's cursor is from another version of incremental_assets: replaced by a fresh one"
 
     def dump(self) -> str:
-        pending = {
-            name: FULL if value == FULL else [[w.start.isoformat(), w.end.isoformat()] for w in value]  # type: ignore[union-attr]
-            for name, value in sorted(self.pending.items())
-        }
+        pending = {name: value.to_json() for name, value in sorted(self.pending.items())}
         out: dict = {"version": CURSOR_VERSION}
         if self.sources or pending:  # not taken over yet
             out.update(sources=self.sources, pending=pending)
@@ -99,12 +97,53 @@ class AutomationCursor:
 # -- what each model needs, and what it waits for -----------------------------------------------------
 
 
+@dataclass(frozen=True)
+class ModelDecision:
+    """What one tick decides for one model (its runs, what waits and why), and what the models below it
+    need to know of it: which of its intervals are about to change (``changing``) or not settled yet
+    (``unsettled``: also missing or failed), whether it was never materialized, and what it is doing
+    (None: what was said of it before the tick still holds)."""
+
+    requests: tuple[dg.RunRequest, ...] = ()
+    launched: Coverage = NO_INTERVAL
+    waiting: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    changes: tuple[str, ...] = ()
+    changing: Coverage = NO_INTERVAL
+    unsettled: Coverage = NO_INTERVAL
+    never_materialized: bool = False
+    doing: str | None = None
+
+
+@dataclass(frozen=True)
+class Upstreams:
+    """What the models decided so far tell the models below them: per model the intervals about to be
+    (re)computed (``changing``: requested this tick, queued or running) and those not settled
+    (``unsettled``: also missing or failed), the models never materialized (nothing downstream can read
+    them yet), and what each is doing or waiting for, for the lines of the models below it. A partitioned
+    model waits for unsettled upstream intervals it reads; a whole-table model only for changing upstreams."""
+
+    changing: Mapping[str, Coverage] = field(default_factory=dict)
+    unsettled: Mapping[str, Coverage] = field(default_factory=dict)
+    never_materialized: frozenset[str] = frozenset()
+    doing: Mapping[str, str] = field(default_factory=dict)
+
+    def after(self, name: str, decided: ModelDecision) -> "Upstreams":
+        """These upstreams and one more model, decided."""
+        return Upstreams(
+            {**self.changing, name: decided.changing} if decided.changing else self.changing,
+            {**self.unsettled, name: decided.unsettled} if decided.unsettled else self.unsettled,
+            self.never_materialized | {name} if decided.never_materialized else self.never_materialized,
+            {**self.doing, name: decided.doing} if decided.doing else self.doing,
+        )
+
+
 @dataclass
 class Decision:
     """One tick's outcome: the runs to launch, what waits and why, the next cursor."""
 
     requests: list[dg.RunRequest] = field(default_factory=list)
-    launched: dict[str, list[TimeWindow] | str] = field(default_factory=dict)
+    launched: dict[str, Coverage] = field(default_factory=dict)
     waiting: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     cursor: AutomationCursor = field(default_factory=AutomationCursor)
@@ -116,8 +155,30 @@ class Decision:
         """The tick's skip reason: "up to date" only when nothing is changed, running, waiting or to be said."""
         return "; ".join(self.changes + self.running + self.waiting + self.notes) or "every model is up to date"
 
+    def add(self, name: str, decided: ModelDecision) -> None:
+        """One model's decision, in dependency order."""
+        self.requests += decided.requests
+        if decided.launched:
+            self.launched[name] = decided.launched
+        self.waiting += decided.waiting
+        self.notes += decided.notes
+        self.changes += decided.changes
 
-def _failed_windows(instance: dg.DagsterInstance, key: dg.AssetKey, partitions: dg.TimeWindowPartitionsDefinition) -> list[TimeWindow]:
+
+@dataclass(frozen=True)
+class Wanted:
+    """What a partitioned model needs computed, before what is running and what waits are taken out: its
+    missing intervals, the intervals to compute and why, whether it is rebuilt whole, and lines to say."""
+
+    missing: Coverage
+    intervals: Coverage
+    reasons: tuple[str, ...]
+    rebuild: bool = False
+    notes: tuple[str, ...] = ()
+    changes: tuple[str, ...] = ()
+
+
+def _failed_windows(instance: dg.DagsterInstance, key: dg.AssetKey, partitions: dg.TimeWindowPartitionsDefinition) -> Coverage:
     keys = partitions.get_partition_keys()
     statuses = instance.get_status_by_partition(key, keys, partitions) or {}
     out = []
@@ -125,55 +186,52 @@ def _failed_windows(instance: dg.DagsterInstance, key: dg.AssetKey, partitions: 
         if state is not None and state.value == "FAILED":
             tw = partitions.time_window_for_partition_key(pk)
             out.append(TimeWindow(to_utc(tw.start), to_utc(tw.end)))
-    return merge(out)
+    return Coverage.of(out)
 
 
-def _minus(windows: list[TimeWindow], taken: list[TimeWindow]) -> list[TimeWindow]:
-    return merge([part for w in windows for part in subtract(w, taken)])
-
-
-def _reach(
-    project: Project, model: SqlModel, upstream_windows: dict[str, list[TimeWindow] | str], empty: set[str], doing: dict[str, str] | None = None
-) -> tuple[list[TimeWindow], list[str]]:
-    """The intervals of ``model`` that read any of the given upstream windows (lookback included), and a
-    description per upstream (what it is doing, when ``doing`` says); an upstream given as ``FULL`` or
-    without data reaches every interval."""
-    doing = doing or {}
+def _intervals_reading(
+    project: Project, model: SqlModel, upstream_intervals: Mapping[str, Coverage], never_materialized: frozenset[str],
+    doing: Mapping[str, str],
+) -> tuple[Coverage, list[str]]:
+    """The intervals of ``model`` that read any of the given upstream intervals (lookback included), and a
+    line per upstream read (what it is doing, when ``doing`` says); an upstream covering every interval,
+    or never materialized, reaches every interval."""
     assert model.start is not None
     unit = model.unit
     reached: list[TimeWindow] = []
-    reasons = []
+    lines = []
     for upstream in project.upstream_models(model):
-        busy = upstream_windows.get(upstream.name)
-        if upstream.name in empty and not busy:
-            busy = FULL
-        if not busy:
+        intervals = upstream_intervals.get(upstream.name, NO_INTERVAL)
+        if upstream.name in never_materialized and not intervals:
+            intervals = EVERY_INTERVAL
+        if not intervals:
             continue
-        if busy == FULL:
-            reached.append(TimeWindow(model.start, model.end or datetime(9999, 1, 1, tzinfo=timezone.utc)))
-            if upstream.name in doing:
-                reasons.append(f"{upstream.name}: {doing[upstream.name]}")
-            else:
-                reasons.append(f"{upstream.name} (no data yet)" if upstream.name in empty else f"{upstream.name} (being recomputed)")
-            continue
-        bound = input_bound(project, model.name, upstream.name)
-        for n in busy:  # type: ignore[union-attr]
-            reach = n.widen(bound.after, bound.before) if bound is not None else n
-            reached.append(TimeWindow(unit.floor(reach.start), unit.ceil(reach.end)))
-        if upstream.name in doing:
-            reasons.append(f"{upstream.name}: {doing[upstream.name]}")
+        if intervals.every:
+            reached.append(TimeWindow(model.start, model.end or END_OF_TIME))
         else:
-            reasons.append(f"{upstream.name} {', '.join(str(w) for w in busy[:3])}" + (" ..." if len(busy) > 3 else ""))  # type: ignore[index]
-    return merge(reached), reasons
+            bound = input_bound(project, model.name, upstream.name)
+            for window in intervals:
+                read = window.widen(bound.after, bound.before) if bound is not None else window
+                reached.append(TimeWindow(unit.floor(read.start), unit.ceil(read.end)))
+        lines.append(_upstream_line(upstream.name, intervals, upstream.name in never_materialized, doing))
+    return Coverage.of(reached), lines
 
 
-def _run_key(model: SqlModel, window: TimeWindow | None, reasons: list[str], marks: list[str]) -> str:
-    token = hashlib.sha256("|".join([model.fingerprint, *sorted(reasons), *marks]).encode()).hexdigest()[:12]
+def _upstream_line(name: str, intervals: Coverage, never_materialized: bool, doing: Mapping[str, str]) -> str:
+    if name in doing:
+        return f"{name}: {doing[name]}"
+    if intervals.every:
+        return f"{name} (no data yet)" if never_materialized else f"{name} (being recomputed)"
+    return f"{name} {', '.join(str(w) for w in intervals.windows[:3])}" + (" ..." if len(intervals.windows) > 3 else "")
+
+
+def _run_key(model: SqlModel, window: TimeWindow | None, reasons: Sequence[str], input_versions: list[str]) -> str:
+    token = hashlib.sha256("|".join([model.fingerprint, *sorted(reasons), *input_versions]).encode()).hexdigest()[:12]
     where = f"{window.start.isoformat()}..{window.end.isoformat()}" if window else "full"
     return f"{model.name}:{where}:{token}"
 
 
-def _request(model: SqlModel, translator: ModelTranslator, window: TimeWindow | None, key: str, reasons: list[str]) -> dg.RunRequest:
+def _request(model: SqlModel, translator: ModelTranslator, window: TimeWindow | None, key: str, reasons: Sequence[str]) -> dg.RunRequest:
     run_tags = {tags.LAUNCHED_BY_TAG: "automation", tags.REASON_TAG: "; ".join(reasons)[:500]}
     if window is not None:
         partitions = translator.get_partitions_def(model)
@@ -182,136 +240,129 @@ def _request(model: SqlModel, translator: ModelTranslator, window: TimeWindow | 
     return dg.RunRequest(run_key=key, job_name=job_name(model), asset_selection=[translator.get_asset_key(model)], tags=run_tags)
 
 
-def _changed_line(model: SqlModel, state: "Settling", what: str) -> str:
-    return f"{model.name} changed ({state.categories.get(model.name) or 'definition'}): {what}"
+@dataclass(frozen=True)
+class Tick:
+    """What one tick reads (the instance, what new source data touched, the queued and running runs, the
+    plan's category of each changed model), and each model's decision from it and from its upstreams'."""
 
+    instance: dg.DagsterInstance
+    project: Project
+    translator: ModelTranslator
+    now: datetime
+    observed: Observed
+    active: Mapping[str, Coverage]
+    categories: Mapping[str, str]
 
-def _decide_partitioned(
-    instance: dg.DagsterInstance, project: Project, translator: ModelTranslator, model: SqlModel, now: datetime,
-    observed: Observed, active: dict[str, list[TimeWindow] | str], state: "Settling", decision: Decision,
-) -> None:
-    assert model.start is not None
-    unit = model.unit
-    end = min(last_complete_end(now, unit), model.end) if model.end else last_complete_end(now, unit)
-    key = translator.get_asset_key(model)
-    if latest_id(instance, key) is None:
-        state.empty.add(model.name)
-    if end <= model.start:
-        return
-    expected = TimeWindow(model.start, end)
-    partitions = translator.get_partitions_def(model)
-    assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
-    running = active.get(model.name) or []
-    if running == FULL:
-        state.unsettled[model.name] = state.changing[model.name] = FULL
-        return
-    missing = subtract(expected, materialized_windows(instance, key, partitions))
-    built = delta.built_with(project.settings.table_location(model.name))
-    reasons: list[str] = []
-    rebuild = needs_rebuild(model, built)
-    if rebuild:
-        desired, reasons = [expected], [f"definition changed: rebuilt from {model.start.date()}"]
-    else:
-        if definition_changed(model, built):
-            decision.changes.append(_changed_line(model, state, "applies to new intervals only (forward_only)"))
-        failed = _failed_windows(instance, key, partitions) if missing else []
-        gaps = _minus(missing, failed)
-        stale = stale_intervals(instance, project, model, translator)
-        pending = observed.windows(model, end=end)
-        desired = merge([*gaps, *stale.windows, *pending])
-        reasons += ["missing intervals"] if gaps else []
+    def decide(self, model: SqlModel, upstreams: Upstreams) -> ModelDecision:
+        if isinstance(model.kind, IncrementalByTimeRange):
+            return self._partitioned(model, upstreams)
+        return self._unpartitioned(model, upstreams)
+
+    def _partitioned(self, model: SqlModel, upstreams: Upstreams) -> ModelDecision:
+        assert model.start is not None
+        end = min(last_complete_end(self.now, model.unit), model.end) if model.end else last_complete_end(self.now, model.unit)
+        empty = latest_id(self.instance, self.translator.get_asset_key(model)) is None
+        if end <= model.start:
+            return ModelDecision(never_materialized=empty)
+        running = self.active.get(model.name, NO_INTERVAL)
+        if running.every:
+            return ModelDecision(changing=EVERY_INTERVAL, unsettled=EVERY_INTERVAL, never_materialized=empty)
+        wanted = self._wanted(model, TimeWindow(model.start, end))
+        desired = wanted.intervals.minus(running)
+        # Intervals that read upstream intervals about to change will change too: their downstream waits.
+        predicted, changing_upstreams = _intervals_reading(self.project, model, upstreams.changing, frozenset(), upstreams.doing)
+        predicted = predicted.within(TimeWindow(START_OF_TIME, end))
+        decided = ModelDecision(
+            notes=wanted.notes, changes=wanted.changes, never_materialized=empty,
+            changing=desired.union(running, predicted), unsettled=wanted.missing.union(desired, running, predicted),
+        )
+        if desired:
+            return self._launch(model, desired, wanted, upstreams, decided)
+        if not predicted or model.name in upstreams.doing:
+            return decided
+        names = ", ".join(u.name for u in self.project.upstream_models(model) if upstreams.changing.get(u.name))
+        return replace(decided, waiting=(f"{model.name} waits for {'; '.join(changing_upstreams)}",), doing=f"waits for {names}")
+
+    def _wanted(self, model: SqlModel, expected: TimeWindow) -> Wanted:
+        """What ``model`` needs computed in ``expected`` (from its start to its last complete interval)."""
+        key = self.translator.get_asset_key(model)
+        partitions = self.translator.get_partitions_def(model)
+        assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
+        missing = Coverage.of(subtract(expected, materialized_windows(self.instance, key, partitions)))
+        built = delta.built_with(self.project.settings.table_location(model.name))
+        if needs_rebuild(model, built):
+            return Wanted(missing, Coverage.of([expected]), (f"definition changed: rebuilt from {expected.start.date()}",), rebuild=True)
+        changes = (self._changed_line(model, "applies to new intervals only (forward_only)"),) if definition_changed(model, built) else ()
+        failed = _failed_windows(self.instance, key, partitions) if missing else NO_INTERVAL
+        gaps = missing.minus(failed)
+        stale = stale_intervals(self.instance, self.project, model, self.translator)
+        pending = self.observed.windows(model, end=expected.end)
+        reasons = ["missing intervals"] if gaps else []
         reasons += [f"upstream {', '.join(stale.causes)} changed"] if stale.windows else []
         reasons += ["new source data"] if pending else []
-        if failed:
-            decision.notes.append(f"{model.name}: failed {', '.join(str(w) for w in failed[:3])} not retried until an input changes")
-    desired = _minus(desired, running)  # type: ignore[arg-type]
-    # Intervals that read upstream intervals about to change will change too: their downstream waits.
-    predicted, upstream_busy = _reach(project, model, state.changing, set(), state.doing)
-    predicted = [w for p in predicted for w in subtract(p, [TimeWindow(end, datetime(9999, 1, 1, tzinfo=timezone.utc))])]
-    state.changing[model.name] = merge([*desired, *running, *predicted])  # type: ignore[misc]
-    state.unsettled[model.name] = merge([*missing, *desired, *running, *predicted])  # type: ignore[misc]
-    if not desired:
-        if predicted and model.name not in state.doing:
-            decision.waiting.append(f"{model.name} waits for {'; '.join(upstream_busy)}")
-            state.doing[model.name] = f"waits for {', '.join(u.name for u in project.upstream_models(model) if state.changing.get(u.name))}"
-        return
-    blocked, waits = _reach(project, model, state.unsettled, state.empty, state.doing)
-    launch = _minus(desired, blocked)
-    held = _minus(desired, launch)
-    if held:
-        decision.waiting.append(f"{model.name} {', '.join(str(w) for w in held[:3])} waits for {'; '.join(waits)}")
-        state.doing.setdefault(model.name, "waits for its upstreams")
-    marks = [f"{u.name}@{latest_id(instance, translator.get_asset_key(u))}" for u in project.upstream_models(model)]
-    marks += [f"{s}={observed.markers.get(s)}" for s in model.depends_on if s in project.sources]
-    for window in launch:
-        decision.requests.append(_request(model, translator, window, _run_key(model, window, reasons, marks), reasons))
-    if launch:
-        decision.launched[model.name] = launch
-        state.doing[model.name] = "rebuild requested" if rebuild else f"requested {', '.join(str(w) for w in launch[:3])}"
-    if rebuild:
-        decision.changes.append(_changed_line(model, state, "rebuild requested" if launch else "rebuild waits for its upstreams"))
+        failed_lines = [f"{model.name}: failed {', '.join(str(w) for w in failed.windows[:3])} not retried until an input changes"]
+        intervals = gaps.union(Coverage.of([*stale.windows, *pending]))
+        return Wanted(missing, intervals, tuple(reasons), notes=tuple(failed_lines if failed else ()), changes=changes)
 
+    def _launch(self, model: SqlModel, desired: Coverage, wanted: Wanted, upstreams: Upstreams, decided: ModelDecision) -> ModelDecision:
+        """The runs of the desired intervals whose upstream intervals are settled; the others wait."""
+        blocked, waits = _intervals_reading(self.project, model, upstreams.unsettled, upstreams.never_materialized, upstreams.doing)
+        launch = desired.minus(blocked)
+        held = desired.minus(launch)
+        waiting = (f"{model.name} {', '.join(str(w) for w in held.windows[:3])} waits for {'; '.join(waits)}",) if held else ()
+        doing = "waits for its upstreams" if held and model.name not in upstreams.doing else None
+        if launch:
+            doing = "rebuild requested" if wanted.rebuild else f"requested {', '.join(str(w) for w in launch.windows[:3])}"
+        input_versions = self._input_versions(model) if launch else []
+        keys = [(window, _run_key(model, window, wanted.reasons, input_versions)) for window in launch]
+        requests = tuple(_request(model, self.translator, window, key, wanted.reasons) for window, key in keys)
+        changes = decided.changes
+        if wanted.rebuild:
+            changes += (self._changed_line(model, "rebuild requested" if launch else "rebuild waits for its upstreams"),)
+        return replace(decided, requests=requests, launched=launch, waiting=waiting, changes=changes, doing=doing)
 
-def _decide_unpartitioned(
-    instance: dg.DagsterInstance, project: Project, translator: ModelTranslator, model: SqlModel,
-    observed: Observed, active: dict[str, list[TimeWindow] | str], state: "Settling", decision: Decision,
-) -> None:
-    if not model.has_table:
-        return  # a plain view or an embedded model: nothing to compute
-    if active.get(model.name):
-        state.unsettled[model.name] = state.changing[model.name] = FULL
-        return
-    key = translator.get_asset_key(model)
-    reasons = []
-    if latest_id(instance, key) is None:
-        reasons.append("never materialized")
-        state.empty.add(model.name)
-    changed = definition_changed(model, delta.built_with(project.settings.table_location(model.name)))
-    if changed:
-        reasons.append("definition changed")
-    stale = stale_intervals(instance, project, model, translator)
-    if stale.causes:
-        reasons.append(f"upstream {', '.join(stale.causes)} changed")
-    if observed.pending.get(model.name):
-        reasons.append("new source data")
-    # A whole-table model reads what its upstreams hold: it waits only for those about to change (and
-    # will change itself once they have).
-    waits = [u.name for u in project.upstream_models(model) if state.changing.get(u.name) or u.name in state.empty]
-    said = [f"{u}: {state.doing[u]}" if u in state.doing else (f"{u} (no data yet)" if u in state.empty else u) for u in waits]
-    if waits:
-        state.unsettled[model.name] = state.changing[model.name] = FULL
-        state.doing[model.name] = f"waits for {', '.join(waits)}"
-    if not reasons:
-        if waits:
-            decision.waiting.append(f"{model.name} waits for {'; '.join(said)}")
-        return
-    state.unsettled[model.name] = state.changing[model.name] = FULL
-    if waits:
-        decision.waiting.append(f"{model.name} waits for {'; '.join(said)} ({'; '.join(reasons)})")
+    def _unpartitioned(self, model: SqlModel, upstreams: Upstreams) -> ModelDecision:
+        if not model.has_table:
+            return ModelDecision()  # a plain view or an embedded model: nothing to compute
+        if self.active.get(model.name):
+            return ModelDecision(changing=EVERY_INTERVAL, unsettled=EVERY_INTERVAL)
+        reasons = []
+        empty = latest_id(self.instance, self.translator.get_asset_key(model)) is None
+        if empty:
+            reasons.append("never materialized")
+        changed = definition_changed(model, delta.built_with(self.project.settings.table_location(model.name)))
         if changed:
-            decision.changes.append(_changed_line(model, state, "run waits for its upstreams"))
-        return
-    marks = [f"{u.name}@{latest_id(instance, translator.get_asset_key(u))}" for u in project.upstream_models(model)]
-    marks += [f"{s}={observed.markers.get(s)}" for s in model.depends_on if s in project.sources]
-    decision.requests.append(_request(model, translator, None, _run_key(model, None, reasons, marks), reasons))
-    decision.launched[model.name] = FULL
-    state.doing[model.name] = "run requested"
-    if changed:
-        decision.changes.append(_changed_line(model, state, "run requested"))
+            reasons.append("definition changed")
+        stale = stale_intervals(self.instance, self.project, model, self.translator)
+        if stale.causes:
+            reasons.append(f"upstream {', '.join(stale.causes)} changed")
+        if self.observed.pending.get(model.name):
+            reasons.append("new source data")
+        # A whole-table model reads what its upstreams hold: it waits only for those about to change (and
+        # will change itself once they have).
+        never = upstreams.never_materialized
+        waits = [u.name for u in self.project.upstream_models(model) if upstreams.changing.get(u.name) or u.name in never]
+        whole = EVERY_INTERVAL if waits or reasons else NO_INTERVAL
+        decided = ModelDecision(changing=whole, unsettled=whole, never_materialized=empty, doing=f"waits for {', '.join(waits)}" if waits else None)
+        if waits:
+            said = [f"{u}: {upstreams.doing[u]}" if u in upstreams.doing else (f"{u} (no data yet)" if u in never else u) for u in waits]
+            line = f"{model.name} waits for {'; '.join(said)}" + (f" ({'; '.join(reasons)})" if reasons else "")
+            changes = (self._changed_line(model, "run waits for its upstreams"),) if changed else ()
+            return replace(decided, waiting=(line,), changes=changes)
+        if not reasons:
+            return decided
+        request = _request(model, self.translator, None, _run_key(model, None, reasons, self._input_versions(model)), reasons)
+        changes = (self._changed_line(model, "run requested"),) if changed else ()
+        return replace(decided, requests=(request,), launched=EVERY_INTERVAL, changes=changes, doing="run requested")
 
+    def _input_versions(self, model: SqlModel) -> list[str]:
+        """What a run of ``model`` reads, as of now (each upstream's latest materialization, each source's
+        watermark): a run key changes when any of them does."""
+        latest = [f"{u.name}@{latest_id(self.instance, self.translator.get_asset_key(u))}" for u in self.project.upstream_models(model)]
+        return latest + [f"{s}={self.observed.markers.get(s)}" for s in model.depends_on if s in self.project.sources]
 
-@dataclass
-class Settling:
-    """Per model, what is not settled yet: ``changing`` is about to be (re)computed (requested this tick,
-    queued or running); ``unsettled`` adds intervals that are missing or failed. A partitioned model
-    waits for unsettled upstream intervals it reads; a whole-table model only for changing upstreams.
-    ``doing`` says, per model, what it is doing or waiting for, for the lines of the models below it."""
-
-    changing: dict[str, list[TimeWindow] | str] = field(default_factory=dict)
-    unsettled: dict[str, list[TimeWindow] | str] = field(default_factory=dict)
-    empty: set[str] = field(default_factory=set)  # models never materialized: nothing downstream can read them yet
-    doing: dict[str, str] = field(default_factory=dict)
-    categories: dict[str, str] = field(default_factory=dict)  # changed models: the category `plan` gives
+    def _changed_line(self, model: SqlModel, what: str) -> str:
+        return f"{model.name} changed ({self.categories.get(model.name) or 'definition'}): {what}"
 
 
 def evaluate(
@@ -334,13 +385,13 @@ def evaluate(
     cursor.sources, cursor.pending = {}, {}
     decision.notes += observed.notes
     active, doing = active_runs(instance, project, translator)
-    state = Settling(doing=dict(doing), categories=dict(categories or {}))
     decision.running += [f"{name}: {what}" for name, what in doing.items()]
+    tick = Tick(instance, project, translator, now, observed, active, dict(categories or {}))
+    upstreams = Upstreams(doing=dict(doing))
     for model in project.ordered():
-        if isinstance(model.kind, IncrementalByTimeRange):
-            _decide_partitioned(instance, project, translator, model, now, observed, active, state, decision)
-        else:
-            _decide_unpartitioned(instance, project, translator, model, observed, active, state, decision)
+        decided = tick.decide(model, upstreams)
+        decision.add(model.name, decided)
+        upstreams = upstreams.after(model.name, decided)
     hold_runs(project, translator, decision, damaged)
     if served is not None:
         new = sorted({n for n in decision.launched if n not in served})

@@ -33,14 +33,15 @@ from typing import Iterator
 import dagster as dg
 
 from incremental_assets import delta
-from incremental_assets.model.intervals import IntervalUnit, TimeWindow, batches, last_complete_end, merge, to_utc
+from incremental_assets.model.intervals import (
+    END_OF_TIME, EVERY_INTERVAL, NO_INTERVAL, START_OF_TIME, Coverage, IntervalUnit, TimeWindow, batches, last_complete_end, merge, to_utc,
+)
 from incremental_assets.model.kinds import IncrementalByTimeRange
 from incremental_assets.model.project import Project, Source
 from incremental_assets.model.source_time import instant, zone
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.integrity import run_ids_of
-from incremental_assets.orchestration.live import FULL
 from incremental_assets.orchestration.staleness import latest_ids
 from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.plan.compile import input_bound
@@ -48,11 +49,8 @@ from incremental_assets.plan.compile import input_bound
 STATE_KEY = "incremental_assets/source_watch"
 STATE_VERSION = 1
 LOCK_NAME = ".incremental_assets_source_watch.lock"
-TICK = timedelta(microseconds=1)
+MICROSECOND = timedelta(microseconds=1)  # the smallest step of a timestamp: a row at `hi` is before `hi + MICROSECOND`
 WATCHED_FORMATS = ("delta", "parquet", "csv", "json")
-
-Windows = list[TimeWindow] | str  # intervals of a partitioned model, or FULL for a whole-table model
-
 
 # -- what changed in the sources --------------------------------------------------------------------
 
@@ -65,7 +63,7 @@ def changed_windows(ranges: list[tuple[datetime | None, datetime | None]], unit:
         if lo is None or hi is None:
             continue
         lo, hi = to_utc(lo), to_utc(hi)
-        out.append(TimeWindow(unit.floor(lo), unit.ceil(hi + TICK)))
+        out.append(TimeWindow(unit.floor(lo), unit.ceil(hi + MICROSECOND)))
     return merge(out)
 
 
@@ -141,18 +139,18 @@ def source_changes(source: Source, marker: str | None, tz: tzinfo = timezone.utc
     return f"t{resume!r}", changed_windows(ranges, unit), note
 
 
-def touched_by_sources(project: Project, changed: dict[str, list[TimeWindow]], now: datetime) -> dict[str, list[TimeWindow] | str]:
+def touched_by_sources(project: Project, changed: dict[str, list[TimeWindow]], now: datetime) -> dict[str, Coverage]:
     """Models reading a changed source directly: the complete intervals whose read window (the run window
     widened by the model's lookback on that source) overlaps new data; unpartitioned models whole.
     Models further downstream follow by staleness once these are materialized again."""
-    out: dict[str, list[TimeWindow] | str] = {}
+    out: dict[str, Coverage] = {}
     for model in project.ordered():
         reads = [s for s in model.depends_on if s in changed and changed[s]]
         if not reads:
             continue
         if not isinstance(model.kind, IncrementalByTimeRange):
             if model.has_table:
-                out[model.name] = FULL
+                out[model.name] = EVERY_INTERVAL
             continue
         assert model.start is not None
         unit = model.unit
@@ -166,7 +164,7 @@ def touched_by_sources(project: Project, changed: dict[str, list[TimeWindow]], n
                 if end > start:
                     windows.append(TimeWindow(start, end))
         if windows:
-            out[model.name] = merge(windows)
+            out[model.name] = Coverage.of(windows)
     return out
 
 
@@ -177,18 +175,16 @@ def touched_by_sources(project: Project, changed: dict[str, list[TimeWindow]], n
 class Entry:
     """Intervals of one model touched by new source data, noticed after event ``after`` at time ``at``."""
 
-    windows: Windows
+    windows: Coverage
     after: int
     at: float
 
     def dump(self) -> dict:
-        windows = FULL if self.windows == FULL else [[w.start.isoformat(), w.end.isoformat()] for w in self.windows]  # type: ignore[union-attr]
-        return {"windows": windows, "after": self.after, "at": self.at}
+        return {"windows": self.windows.to_json(), "after": self.after, "at": self.at}
 
     @classmethod
     def parse(cls, raw: dict) -> "Entry":
-        windows = raw["windows"]
-        return cls(FULL if windows == FULL else [TimeWindow.parse(s, e) for s, e in windows], int(raw["after"]), float(raw["at"]))
+        return cls(Coverage.from_json(raw["windows"]), int(raw["after"]), float(raw["at"]))
 
 
 @dataclass
@@ -219,20 +215,17 @@ class Observed:
     """What :func:`observe_sources` found: per model the intervals still to compute for new source data,
     each source's watermark, the intervals noticed by this call, and notes for the user."""
 
-    pending: dict[str, Windows] = field(default_factory=dict)
+    pending: dict[str, Coverage] = field(default_factory=dict)
     markers: dict[str, str] = field(default_factory=dict)
-    noticed: dict[str, Windows] = field(default_factory=dict)
+    noticed: dict[str, Coverage] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     def windows(self, model: SqlModel, start: datetime | None = None, end: datetime | None = None) -> list[TimeWindow]:
         """A partitioned model's pending intervals within [start, end) (complete ones: ``end`` is a bound)."""
-        pending = self.pending.get(model.name) or []
-        if pending == FULL:
+        pending = self.pending.get(model.name)
+        if pending is None or pending.every:
             return []
-        lo = start or datetime(1, 1, 1, tzinfo=timezone.utc)
-        hi = end or datetime(9999, 1, 1, tzinfo=timezone.utc)
-        out = [TimeWindow(max(w.start, lo), min(w.end, hi)) for w in pending if w.end > lo and w.start < hi]  # type: ignore[union-attr]
-        return merge([w for w in out if w.end > w.start])
+        return list(pending.within(TimeWindow(start or START_OF_TIME, end or END_OF_TIME)))
 
 
 def _key(project: Project) -> str:
@@ -267,7 +260,7 @@ def observe_sources(
     translator: ModelTranslator | None = None,
     *,
     legacy_sources: dict[str, str] | None = None,
-    legacy_pending: dict[str, Windows] | None = None,
+    legacy_pending: dict[str, Coverage] | None = None,
 ) -> Observed:
     """Read what arrived in the sources since the last look (by anyone), record what it touched, drop what
     has been computed since, and return what is still pending. ``legacy_*``: what an older automation
@@ -308,8 +301,7 @@ def observe_sources(
             instance.run_storage.set_cursor_values({_key(project): state.dump()})
     observed.markers = dict(state.sources)
     for name, entries in state.touched.items():
-        windows = [e.windows for e in entries]
-        observed.pending[name] = FULL if FULL in windows else merge([w for ws in windows for w in ws])  # type: ignore[union-attr]
+        observed.pending[name] = NO_INTERVAL.union(*(e.windows for e in entries))
     return observed
 
 
@@ -326,16 +318,16 @@ def _not_done(instance: dg.DagsterInstance, model: SqlModel, translator: ModelTr
     started = _run_starts(instance, sorted({sid for sid in ids.values() if sid > min(e.after for e in entries)}))
     out = []
     for entry in entries:
-        if entry.windows == FULL:  # the model was unpartitioned when it was noticed
+        if entry.windows.every:  # the model was unpartitioned when it was noticed
             continue
         left = [
             part
-            for w in entry.windows  # type: ignore[union-attr]
+            for w in entry.windows
             for part in batches(TimeWindow(model.unit.floor(w.start), model.unit.ceil(w.end)), model.unit, 1)  # its unit may have changed
             if not _covers(ids.get(tags.partition_key(partitions, part.start)), entry, started)
         ]
         if left:
-            out.append(Entry(merge(left), entry.after, entry.at))
+            out.append(Entry(Coverage.of(left), entry.after, entry.at))
     return out
 
 

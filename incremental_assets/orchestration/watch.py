@@ -28,12 +28,11 @@ import dagster as dg
 
 from incremental_assets import delta
 from incremental_assets.errors import DamagedTableError
-from incremental_assets.model.intervals import TimeWindow, merge
+from incremental_assets.model.intervals import EVERY_INTERVAL, NO_INTERVAL, Coverage
 from incremental_assets.model.kinds import IncrementalByTimeRange
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration.integrity import Integrity, check_model
-from incremental_assets.orchestration.live import FULL
 from incremental_assets.orchestration.status import describe_windows
 from incremental_assets.orchestration.translator import ModelTranslator
 
@@ -82,10 +81,10 @@ def integrity_of(instance: dg.DagsterInstance, project: Project, model: SqlModel
 
 @dataclass
 class Look:
-    """One tick's findings: lost intervals per model (``FULL``: the whole table), damaged tables (nothing
+    """One tick's findings: lost intervals per model (every interval: the whole table), damaged tables (nothing
     may be launched on them), the check evaluations to report, lines for the tick, the next state."""
 
-    lost: dict[str, list[TimeWindow] | str] = field(default_factory=dict)
+    lost: dict[str, Coverage] = field(default_factory=dict)
     damaged: dict[str, str] = field(default_factory=dict)
     events: list[dg.AssetCheckEvaluation] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -129,9 +128,9 @@ def look(instance: dg.DagsterInstance, project: Project, translator: ModelTransl
         failing.add(name)
         cause, fix = _said(found)
         if found.lost and isinstance(model.kind, IncrementalByTimeRange):
-            out.lost[name] = list(found.lost)
+            out.lost[name] = Coverage.of(found.lost)
         elif found.whole_table and not isinstance(model.kind, IncrementalByTimeRange):
-            out.lost[name] = FULL
+            out.lost[name] = EVERY_INTERVAL
         out.events.append(_evaluation(key, False, cause, fix))
         out.notes.append(f"{name}: {cause}; {fix}")
     for name in [n for n in marks if n not in seen]:
@@ -170,9 +169,8 @@ def watch_tables(instance: dg.DagsterInstance, project: Project, translator: Mod
     cursor.watch = seen.state
     decision.events += seen.events
     decision.notes += seen.notes
-    for name, windows in seen.lost.items():
-        current = cursor.pending.get(name)
-        cursor.pending[name] = FULL if FULL in (windows, current) else merge([*(current or []), *windows])
+    for name, lost in seen.lost.items():
+        cursor.pending[name] = cursor.pending.get(name, NO_INTERVAL).union(lost)
     return set(seen.damaged)
 
 

@@ -1,0 +1,142 @@
+"""The automation sensor's decisions (:func:`incremental_assets.orchestration.sensors.evaluate`) on a real
+Dagster instance, without Spark: materializations, failures and runs are recorded in the instance as
+Dagster records them, and the scene is read from what ``evaluate`` returns (requests, run tags, the lines
+that say what waits and why). The look at the tables' integrity is left out (there are no tables here:
+every recorded interval would be lost; see test_automation_integrity.py)."""
+
+from __future__ import annotations
+
+import dagster as dg
+import pytest
+from dagster._core.storage.dagster_run import DagsterRun
+
+from incremental_assets.load.project import load_project
+from incremental_assets.orchestration import sensors, tags
+from incremental_assets.orchestration.instance import open_instance
+from incremental_assets.orchestration.translator import ModelTranslator
+
+from helpers import utc
+
+# Three days complete at NOW: 2024-01-01, 02 and 03.
+NOW = utc(2024, 1, 4)
+MODELS = {
+    "models/a.sql": """
+        MODEL (name s.a, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');
+        SELECT CAST(@start_ds AS DATE) AS ds, 1 AS n
+    """,
+    "models/b.sql": """
+        MODEL (name s.b, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');
+        SELECT ds, SUM(n) AS n FROM s.a WHERE ds BETWEEN @start_ds AND @end_ds GROUP BY ds
+    """,
+    "models/total.sql": """
+        MODEL (name s.total, kind FULL);
+        SELECT SUM(n) AS n FROM s.b
+    """,
+}
+DAY1, DAY2, DAY3 = "2024-01-01", "2024-01-02", "2024-01-03"
+
+
+class Scene:
+    """A project of three models on an instance in a tmp folder, and the sensor's decision at NOW."""
+
+    def __init__(self, root, home):
+        self.project = load_project(root)
+        self.instance = open_instance(home)
+        self.translator = ModelTranslator()
+
+    def key(self, name: str) -> dg.AssetKey:
+        return self.translator.get_asset_key(self.project.models[name])
+
+    def materialized(self, name: str, *days: str) -> None:
+        """Intervals (or the whole table, without days) recorded as materialized, in this order."""
+        for day in days or (None,):
+            self.instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=self.key(name), partition=day))
+
+    def failed(self, name: str, day: str) -> None:
+        """An interval whose run failed (as Dagster records a failed materialization)."""
+        partitions = self.translator.get_partitions_def(self.project.models[name])
+
+        @dg.asset(key=self.key(name), partitions_def=partitions)
+        def broken():
+            raise RuntimeError("the run failed")
+
+        assert not dg.materialize([broken], instance=self.instance, partition_key=day, raise_on_error=False).success
+
+    def running(self, name: str, first: str, last: str) -> str:
+        """A run computing the days ``first``..``last`` of a model, started and not finished."""
+        range_tags = {tags.RANGE_START_TAG: first, tags.RANGE_END_TAG: last}
+        run = DagsterRun(job_name="__ASSET_JOB", status=dg.DagsterRunStatus.STARTED, asset_selection=frozenset({self.key(name)}), tags=range_tags)
+        return self.instance.add_run(run).run_id
+
+    def decide(self, cursor: str | None = None) -> sensors.Decision:
+        return sensors.evaluate(self.project, self.translator, self.instance, cursor, NOW)
+
+
+def ranges(decision: sensors.Decision) -> list[tuple[str, str | None, str | None]]:
+    """Each request: the model, and the first and last interval of its range (None: the whole table)."""
+    return [(r.asset_selection[0].to_user_string(), r.tags.get(tags.RANGE_START_TAG), r.tags.get(tags.RANGE_END_TAG)) for r in decision.requests]
+
+
+@pytest.fixture
+def scene(make_project, tmp_path, monkeypatch):
+    monkeypatch.setattr(sensors, "watch_tables", lambda *args: set())
+    return Scene(make_project(MODELS), tmp_path / "home")
+
+
+def test_missing_intervals_are_requested_upstreams_first_and_the_rest_say_what_they_wait_for(scene):
+    decision = scene.decide()
+    assert ranges(decision) == [("s/a", DAY1, DAY3)]
+    (request,) = decision.requests
+    assert request.tags[tags.LAUNCHED_BY_TAG] == "automation" and request.tags[tags.REASON_TAG] == "missing intervals"
+    assert request.run_key.startswith("s.a:2024-01-01T00:00:00+00:00..2024-01-04T00:00:00+00:00:")
+    assert decision.waiting == [
+        "s.b [2024-01-01, 2024-01-04) waits for s.a: requested [2024-01-01, 2024-01-04)",
+        "s.total waits for s.b: waits for its upstreams (never materialized)",
+    ]
+    # Evaluated again on the same state: the same run key, so Dagster launches nothing twice.
+    assert [r.run_key for r in scene.decide().requests] == [request.run_key]
+
+
+def test_one_request_per_contiguous_range_of_missing_intervals(scene):
+    scene.materialized("s.a", DAY2)
+    decision = scene.decide()
+    # s.b's second day reads what s.a has: it runs too; its first and third wait for s.a's.
+    assert ranges(decision) == [("s/a", DAY1, DAY1), ("s/a", DAY3, DAY3), ("s/b", DAY2, DAY2)]
+    assert decision.waiting[0] == "s.b [2024-01-01, 2024-01-02), [2024-01-03, 2024-01-04) waits for s.a: requested [2024-01-01, 2024-01-02), [2024-01-03, 2024-01-04)"
+
+
+def test_a_failed_interval_is_not_retried_and_what_reads_it_waits_saying_why(scene):
+    scene.materialized("s.a", DAY1, DAY2)
+    scene.failed("s.a", DAY3)
+    decision = scene.decide()
+    # Only what s.a has: its failed day is not requested again, s.b computes the days it can.
+    assert ranges(decision) == [("s/b", DAY1, DAY2)]
+    assert "s.a: failed [2024-01-03, 2024-01-04) not retried until an input changes" in decision.notes
+    assert decision.waiting[0] == "s.b [2024-01-03, 2024-01-04) waits for s.a [2024-01-03, 2024-01-04)"
+    assert "s.a: failed" in decision.summary()
+
+
+def test_an_upstream_interval_materialized_again_makes_what_reads_it_stale(scene):
+    scene.materialized("s.a", DAY1, DAY2, DAY3)
+    scene.materialized("s.b", DAY1, DAY2, DAY3)
+    scene.materialized("s.total")
+    assert scene.decide().requests == [] and scene.decide().summary() == "every model is up to date"
+    scene.materialized("s.a", DAY2)  # late data computed again
+    decision = scene.decide()
+    assert ranges(decision) == [("s/b", DAY2, DAY2)]
+    assert decision.requests[0].tags[tags.REASON_TAG] == "upstream s.a changed"
+    assert decision.waiting == ["s.total waits for s.b: requested [2024-01-02, 2024-01-03)"]
+
+
+def test_the_downstream_of_an_upstream_being_computed_waits(scene):
+    scene.materialized("s.a", DAY1, DAY2)
+    scene.materialized("s.b", DAY1, DAY2, DAY3)
+    scene.materialized("s.total")
+    run_id = scene.running("s.a", DAY3, DAY3)
+    decision = scene.decide()
+    assert decision.requests == []
+    assert decision.running == [f"s.a: computing [2024-01-03, 2024-01-04) in run {run_id[:8]}"]
+    assert decision.waiting == [
+        f"s.b waits for s.a: computing [2024-01-03, 2024-01-04) in run {run_id[:8]}",
+        "s.total waits for s.b: waits for s.a",
+    ]
