@@ -158,10 +158,10 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 def _runner(project):
     from incremental_assets.orchestration.definitions import build_definitions
-    from incremental_assets.orchestration.instance import open_instance
+    from incremental_assets.orchestration.instance import project_instance
     from incremental_assets.orchestration.runner import Runner
 
-    instance = open_instance(project.settings.dagster_home, project.settings.max_concurrent_runs)
+    instance = project_instance(project)
     return Runner(project, instance, build_definitions(project))
 
 
@@ -224,13 +224,13 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
 
 def cmd_history(args: argparse.Namespace) -> int:
     from incremental_assets.orchestration.history import run_history
-    from incremental_assets.orchestration.instance import open_instance
+    from incremental_assets.orchestration.instance import project_instance
     from incremental_assets.orchestration.runner import parse_instant
 
     project = _project(args)
     check_range(parse_instant(args.since, "since"), parse_instant(args.until, "until"))
     entries = run_history(
-        open_instance(project.settings.dagster_home, project.settings.max_concurrent_runs), project, args.model, limit=args.limit,
+        project_instance(project), project, args.model, limit=args.limit,
         since=parse_instant(args.since, "since"), until=parse_instant(args.until, "until"),
     )
     for entry in entries:

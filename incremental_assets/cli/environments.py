@@ -12,7 +12,7 @@ from incremental_assets.errors import IncrementalAssetsError
 def cmd_run_env(args: argparse.Namespace, project, models) -> int:
     """Build environment ``args.env``: what the plan against production says, over production's intervals."""
     from incremental_assets.orchestration.environments import build_environment
-    from incremental_assets.orchestration.instance import open_instance
+    from incremental_assets.orchestration.instance import project_instance
     from incremental_assets.orchestration.runner import parse_instant
 
     if not args.auto or args.start or args.full_refresh:
@@ -20,7 +20,7 @@ def cmd_run_env(args: argparse.Namespace, project, models) -> int:
             f"--env builds what the plan against production says over the intervals production holds: give --auto (and --end), "
             f"not --start or --full-refresh (fix: incremental-assets run --auto --env {args.env})"
         )
-    instance = open_instance(project.settings.dagster_home, project.settings.max_concurrent_runs)
+    instance = project_instance(project)
     selection = models if args.selection else None
     build = build_environment(
         project, args.env, instance, selection=selection, end=parse_instant(args.end, "end"), progress=lambda line: print(line, flush=True)
@@ -77,14 +77,14 @@ def cmd_env_drop(args: argparse.Namespace) -> int:
     from incremental_assets.delta.environment import drop_environment, environment_names
     from incremental_assets.load.project import load_project
     from incremental_assets.model.environment import KEY_PREFIX, check_name
-    from incremental_assets.orchestration.instance import open_instance
+    from incremental_assets.orchestration.instance import project_instance
 
     name = check_name(args.name)
     project = load_project(args.projects)
     if name not in environment_names(project.settings.warehouse):
         raise IncrementalAssetsError(f"no environment named '{name}' (fix: `incremental-assets env list` shows them)")
     dropped = drop_environment(project.settings.warehouse, name)
-    instance = open_instance(project.settings.dagster_home, project.settings.max_concurrent_runs)
+    instance = project_instance(project)
     keys = instance.get_asset_keys(prefix=[KEY_PREFIX, name])
     if keys:
         instance.wipe_assets(list(keys))

@@ -10,12 +10,12 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     from datetime import timedelta
 
     from incremental_assets.load.project import load_project
-    from incremental_assets.orchestration.instance import open_instance
+    from incremental_assets.orchestration.instance import project_instance
     from incremental_assets.orchestration.maintenance import maintain_model, purge_runs
     from incremental_assets.orchestration.translator import ModelTranslator
 
     project = load_project(getattr(args, "projects", None) or args.project)
-    instance = open_instance(project.settings.dagster_home, project.settings.max_concurrent_runs)
+    instance = project_instance(project)
     everything = not (args.compact or args.vacuum or args.purge_runs)
     compact, vacuum = args.compact or everything, args.vacuum or everything
     models = [project.model(args.model)] if args.model else [m for m in project.ordered() if m.has_table]

@@ -9,11 +9,11 @@ from typing import Callable
 
 def cmd_promote(args: argparse.Namespace) -> int:
     from incremental_assets.load.project import load_project
-    from incremental_assets.orchestration.instance import open_instance
+    from incremental_assets.orchestration.instance import project_instance
     from incremental_assets.orchestration.promote import prepare, promote
 
     project = load_project(getattr(args, "projects", None) or args.project)
-    instance = open_instance(project.settings.dagster_home, project.settings.max_concurrent_runs)
+    instance = project_instance(project)
     began = time.perf_counter()
     promotion = prepare(project, instance, args.name, args.models)
     done = promote(project, instance, promotion, progress=lambda line: print(line, flush=True))

@@ -29,7 +29,7 @@ def cmd_restate(args: argparse.Namespace) -> int:
     from incremental_assets.load.project import load_project
     from incremental_assets.orchestration import restate
     from incremental_assets.orchestration.definitions import build_definitions
-    from incremental_assets.orchestration.instance import open_instance
+    from incremental_assets.orchestration.instance import project_instance
     from incremental_assets.orchestration.runner import Runner, parse_instant
 
     start, end = parse_instant(args.start, "start"), parse_instant(args.end, "end")
@@ -39,7 +39,7 @@ def cmd_restate(args: argparse.Namespace) -> int:
     project = load_project(args.projects)
     chosen = [project.model(name) for name in args.models]
     window = TimeWindow(start, end)
-    runner = Runner(project, open_instance(project.settings.dagster_home, project.settings.max_concurrent_runs), build_definitions(project))
+    runner = Runner(project, project_instance(project), build_definitions(project))
     restatement = restate.plan(runner, chosen, window)
     print(f"restate {window} of {', '.join(m.name for m in chosen)}, then what reads it:")
     print("\n".join(describe(restatement)), flush=True)

@@ -15,7 +15,7 @@ from incremental_assets.model.intervals import format_instant
 
 def cmd_status(args: argparse.Namespace) -> int:
     from incremental_assets import delta
-    from incremental_assets.orchestration.instance import fail_dead_runs, open_instance
+    from incremental_assets.orchestration.instance import fail_dead_runs, project_instance
     from incremental_assets.orchestration.integrity import check_model
     from incremental_assets.orchestration.runner import parse_instant
     from incremental_assets.orchestration.staleness import stale_intervals
@@ -31,7 +31,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"error: {error.render()}", file=sys.stderr)
     if args.model and args.model.lower() not in project.models and invalid:
         return 2
-    instance = open_instance(project.settings.dagster_home, project.settings.max_concurrent_runs)
+    instance = project_instance(project)
     fail_dead_runs(instance)  # a killed CLI run's intervals show as failed, not as running
     models = [project.model(args.model)] if args.model else project.ordered()
     rows = []

@@ -12,13 +12,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
     """Exit 0 when every recorded interval is in its table, 1 when some are not, 2 when a log is damaged."""
     from incremental_assets import delta
     from incremental_assets.load.project import load_project
-    from incremental_assets.orchestration.instance import open_instance
+    from incremental_assets.orchestration.instance import project_instance
     from incremental_assets.orchestration.integrity import check_model
     from incremental_assets.orchestration.status import describe_windows
     from incremental_assets.orchestration.translator import ModelTranslator
 
     project = load_project(getattr(args, "projects", None) or args.project)
-    instance = open_instance(project.settings.dagster_home, project.settings.max_concurrent_runs)
+    instance = project_instance(project)
     models = [project.model(args.model)] if args.model else project.ordered()
     translator = ModelTranslator()
     found, damaged = 0, 0

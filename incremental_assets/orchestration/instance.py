@@ -174,6 +174,11 @@ def open_instance(home: Path | str, max_concurrent_runs: int | None = None) -> d
     return dg.DagsterInstance.from_config(str(home))
 
 
+
+def project_instance(project: Project) -> dg.DagsterInstance:
+    """The project's Dagster instance, opened as its settings say (home, runs at once); see :func:`open_instance`."""
+    return open_instance(project.settings.dagster_home, project.settings.max_concurrent_runs)
+
 def register_table_pools(instance: dg.DagsterInstance, project: Project) -> list[str]:
     """Create the pool of each model's table (limit: the instance's default, 1) if it does not exist yet.
 
