@@ -12,7 +12,7 @@ from deltalake import DeltaTable
 from incremental_assets.plan.compile import input_bound
 from incremental_assets import delta
 from incremental_assets.orchestration.definitions import build_definitions
-from incremental_assets.cli.commands import explain_model
+from incremental_assets.orchestration.explain import explain_model
 from incremental_assets.errors import ModelFileError, ProjectError
 from incremental_assets.spark.executor import Executor
 from incremental_assets.plan.run_plan import plan_run, plan_window
@@ -155,7 +155,7 @@ def test_embedded_model_is_inlined_and_its_lookback_derived_on_the_source(spark,
     bound = input_bound(p, "s.rolling", "raw.events")
     assert (bound.before, bound.after) == (timedelta(days=1), timedelta(0))
     assert "s.positive" not in [m.name for m in p.ordered()]
-    assert explain_model(p, p.model("s.positive"))["safety_class"] == "inlined into s.rolling (analysed there)"
+    assert explain_model(p, p.model("s.positive")).safety_class == "inlined into s.rolling (analysed there)"
     # No asset of its own; the consumer's asset depends on the source.
     graph = build_definitions(p).resolve_asset_graph()
     assert dg.AssetKey(["s", "positive"]) not in graph.get_all_asset_keys()

@@ -9,7 +9,7 @@ import os
 import sys
 from datetime import date
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from incremental_assets.cli.environments import add_env_command, cmd_run_env
 from incremental_assets.cli.maintain import add_maintain_command
@@ -22,8 +22,10 @@ from incremental_assets.cli.verify import add_verify_command
 from incremental_assets.cli.window_notes import check_window_reaches
 from incremental_assets.errors import IncrementalAssetsError, ProjectError
 from incremental_assets.model.intervals import TimeWindow, format_instant
-from incremental_assets.model.kinds import describe_write
-from incremental_assets.plan.compile import analysis_of, run_size
+from incremental_assets.plan.compile import analysis_of
+
+if TYPE_CHECKING:
+    from incremental_assets.orchestration.explain import Explanation
 
 
 def _project(args: argparse.Namespace):
@@ -33,6 +35,9 @@ def _project(args: argparse.Namespace):
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    """Load and check every model: ``ok`` lines on stdout, file:line errors of refused models on stderr."""
+    from incremental_assets.orchestration.explain import explain_model, safety_class_text
+
     project = _project(args)
     refused = 0
     for model in project.ordered():
@@ -44,11 +49,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
             for reason in analysis.reasons:
                 print(f"{rel}:{reason.line or model.header_line}: error: {model.name}: [{reason.rule}] {reason.message}", file=sys.stderr)
             continue
-        cls = f", {_class_text(analysis)}" if analysis is not None else ""
+        cls = f", {safety_class_text(analysis)}" if analysis is not None else ""
         print(f"ok  {model.name} ({model.kind.name}{unit}{cls})  {rel}")
     for model in project.models.values():
         if model.name not in project.order:
-            print(f"ok  {model.name} ({model.kind.name}, {explain_model(project, model)['safety_class']})  {project.relative_path(model.path)}")
+            print(f"ok  {model.name} ({model.kind.name}, {explain_model(project, model).safety_class})  {project.relative_path(model.path)}")
     if refused:
         print(
             f"{refused} model(s) refused by the safety analysis: fix the SQL, allow the construct in the MODEL header "
@@ -60,74 +65,38 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _class_text(analysis) -> str:
-    return "runs in full" if analysis is None else analysis.label
-
-
-def explain_model(project, model) -> dict:
-    """What `explain --json` prints for one model."""
-    from incremental_assets.analysis import describe_bound
-    from incremental_assets.orchestration.translator import ModelTranslator
-
-    translator = ModelTranslator()
-    analysis = analysis_of(project, model.name)
-    info: dict = {"model": model.name, "kind": model.kind.name, "file": str(project.relative_path(model.path))}
-    info["safety_class"] = _class_text(analysis)
-    write = describe_write(model.kind)
-    if write:
-        info["write"] = write
-        info["safety_class"] = "not applicable (no time windows: merges by key or cursor)"
-    if model.kind.name == "EMBEDDED":
-        consumers = sorted(m.name for m in project.models.values() if model.name in m.embeds)
-        info["safety_class"] = "inlined into " + (", ".join(consumers) if consumers else "no model") + " (analysed there)"
-        info.update(reasons=[], sources={}, partitions=None, backfill_policy="none: no table, no asset")
-        return info
-    if analysis is None:
-        info.update(reasons=[], sources={}, partitions=None, backfill_policy="single run (unpartitioned)")
-        return info
-    info["reasons"] = [{"rule": r.rule, "message": r.message, "line": r.line} for r in analysis.reasons]
-    info["sources"] = {
-        name: (describe_bound(bound) if bound is not None else "read in full (no time dimension)")
-        for name, bound in sorted(analysis.bounds.items())
-        if name != model.name or bound is not None
-    }
-    partitions = translator.get_partitions_def(model)
-    info["partitions"] = {
-        "interval_unit": model.interval_unit,
-        "start": model.start.isoformat() if model.start else None,
-        "end": model.end.isoformat() if model.end else None,
-        "first_key": partitions.get_first_partition_key() if partitions else None,
-        "time_column": model.time_column,
-    }
-    policy = translator.get_backfill_policy(model, run_size(project, model))
-    info["backfill_policy"] = (
-        "single run (one Spark job for any range)" if policy.max_partitions_per_run is None
-        else f"multi run, {policy.max_partitions_per_run} interval(s) per run"
-    )
-    return info
-
-
 def cmd_explain(args: argparse.Namespace) -> int:
+    """Print each model's (or one model's) kind, safety class, reasons, source bounds, partitions and backfill policy."""
+    from incremental_assets.orchestration.explain import explain_model
+
     project = _project(args)
     models = [project.model(args.model)] if args.model else project.ordered()
-    infos = [explain_model(project, m) for m in models]
+    explained = [explain_model(project, m) for m in models]
     if args.json:
+        infos = [e.to_json() for e in explained]
         print(json.dumps(infos if not args.model else infos[0], indent=2))
         return 0
-    for info in infos:
-        print(f"{info['model']}  ({info['kind']}, {info['file']})")
-        print(f"  safety class:    {info['safety_class']}")
-        if "write" in info:
-            print(f"  write:           {info['write']}")
-        for r in info["reasons"]:
-            print(f"  reason:          [{r['rule']}] line {r['line']}: {r['message']}")
-        for name, bound in info["sources"].items():
-            print(f"  reads {name}: {_bound_text(bound)}")
-        if info["partitions"]:
-            p = info["partitions"]
-            print(f"  partitions:      {p['interval_unit']} from {p['first_key']} on {p['time_column']}")
-        print(f"  backfill policy: {info['backfill_policy']}")
+    for one in explained:
+        _print_explanation(one)
     return 0
+
+
+def _print_explanation(explained: Explanation) -> None:
+    """One model's ``explain`` as text."""
+    from incremental_assets.orchestration.explain import describe_source
+
+    print(f"{explained.model}  ({explained.kind}, {explained.file})")
+    print(f"  safety class:    {explained.safety_class}")
+    if explained.write:
+        print(f"  write:           {explained.write}")
+    for r in explained.reasons:
+        print(f"  reason:          [{r.rule}] line {r.line}: {r.message}")
+    for name, bound in explained.sources.items():
+        print(f"  reads {name}: {_bound_text(describe_source(bound))}")
+    if explained.partitions:
+        p = explained.partitions
+        print(f"  partitions:      {p.interval_unit} from {p.first_key} on {p.time_column}")
+    print(f"  backfill policy: {explained.backfill_policy}")
 
 
 def _bound_text(bound: dict | str) -> str:
