@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from incremental_assets.errors import DamagedTableError
+from incremental_assets.model.intervals import describe_windows
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -14,7 +15,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from incremental_assets.load.project import load_project
     from incremental_assets.orchestration.instance import project_instance
     from incremental_assets.orchestration.integrity import check_model
-    from incremental_assets.orchestration.status import describe_windows
     from incremental_assets.orchestration.translator import ModelTranslator
 
     project = load_project(getattr(args, "projects", None) or args.project)

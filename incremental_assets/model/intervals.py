@@ -310,6 +310,18 @@ def subtract(window: TimeWindow, covered: Sequence[TimeWindow]) -> list[TimeWind
     return gaps
 
 
+def describe_windows(windows: Iterable[TimeWindow]) -> str:
+    """Windows as messages and ``status`` list them, ``none`` for no window.
+
+    >>> describe_windows([TimeWindow(utc(2024, 1, 1), utc(2024, 1, 3)), TimeWindow(utc(2024, 1, 5, 6), utc(2024, 1, 6))])
+    '[2024-01-01, 2024-01-03), [2024-01-05 06:00, 2024-01-06)'
+    >>> describe_windows([])
+    'none'
+    """
+    items = [str(w) for w in windows]
+    return ", ".join(items) if items else "none"
+
+
 START_OF_TIME = datetime(1, 1, 1, tzinfo=timezone.utc)  # the start of a window without one
 END_OF_TIME = datetime(9999, 1, 1, tzinfo=timezone.utc)  # the end of a window without one (a model without an end)
 

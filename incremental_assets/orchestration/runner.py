@@ -21,6 +21,7 @@ from incremental_assets.model.intervals import (
     TimeWindow,
     batches,
     ceil,
+    describe_windows,
     floor,
     last_complete_end,
     merge,
@@ -41,7 +42,7 @@ from incremental_assets.orchestration.integrity import Integrity, check_model
 from incremental_assets.orchestration.reconcile import reconcile
 from incremental_assets.orchestration.source_watch import Observed, observe_sources
 from incremental_assets.orchestration.staleness import stale_intervals
-from incremental_assets.orchestration.status import describe_windows, windows_to_run
+from incremental_assets.orchestration.status import windows_to_run
 from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.plan.compile import analysis_of, run_size
 from incremental_assets.plan.rebuild import needs_rebuild

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Iterable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import dagster as dg
 
@@ -168,8 +168,3 @@ def windows_to_run(
     lo = max(window.start, model.start)
     hi = min(window.end, model.end) if model.end else window.end
     return [TimeWindow(lo, hi)] if hi > lo else []
-
-
-def describe_windows(windows: Iterable[TimeWindow]) -> str:
-    items = [str(w) for w in windows]
-    return ", ".join(items) if items else "none"

@@ -28,12 +28,11 @@ import dagster as dg
 
 from incremental_assets import delta
 from incremental_assets.errors import DamagedTableError
-from incremental_assets.model.intervals import EVERY_INTERVAL, NO_INTERVAL, Coverage
+from incremental_assets.model.intervals import EVERY_INTERVAL, NO_INTERVAL, Coverage, describe_windows
 from incremental_assets.model.kinds import IncrementalByTimeRange
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration.integrity import Integrity, check_model
-from incremental_assets.orchestration.status import describe_windows
 from incremental_assets.orchestration.translator import ModelTranslator
 
 INTEGRITY_CHECK = "in_table"
