@@ -9,7 +9,7 @@ import os
 import sys
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from incremental_assets.cli.environments import add_env_command, cmd_run_env
 from incremental_assets.cli.maintain import add_maintain_command
@@ -111,6 +111,7 @@ def _bound_text(bound: dict | str) -> str:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
+    """Print the SQL a model runs for a window (``--start``/``--end``, needed for an incremental model)."""
     from incremental_assets.orchestration.runner import parse_instant
     from incremental_assets.plan.run_plan import plan_run
 
@@ -135,6 +136,7 @@ def _runner(project):
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """Materialize the selected models; exit 1 when a run failed, 2 when its input must be fixed."""
     from incremental_assets.orchestration.runner import parse_instant
 
     if not args.auto and bool(args.start) != bool(args.end) and not (args.full_refresh and not args.start):
@@ -170,6 +172,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_vacuum(args: argparse.Namespace) -> int:
+    """Delete the replaced files and dead runs' staging folders of each model's table (or list them with ``--dry-run``)."""
     from datetime import timedelta
 
     from incremental_assets import delta
@@ -192,6 +195,7 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
+    """Print past runs, newest first, from the project's Dagster instance."""
     from incremental_assets.orchestration.history import run_history
     from incremental_assets.orchestration.instance import project_instance
     from incremental_assets.orchestration.runner import parse_instant
@@ -210,6 +214,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def cmd_test(args: argparse.Namespace) -> int:
+    """Run the model unit tests on Spark; exit 1 when one fails."""
     from incremental_assets.spark.model_tests import load_model_tests, run_model_test
     from incremental_assets.spark.connect_server import spark_remote
     from incremental_assets.spark.session import build_spark_session
@@ -244,6 +249,7 @@ def _demo_instant(text: str | None):
 
 
 def cmd_demo_data(args: argparse.Namespace) -> int:
+    """Generate the example project's source data, or with ``--append`` add the hours after its end."""
     from datetime import timedelta
 
     from incremental_assets.demo import append_demo_hours, generate_demo_data
@@ -281,11 +287,14 @@ def cmd_demo_data(args: argparse.Namespace) -> int:
     return 0
 
 
+AddCommand = Callable[[str, str], argparse.ArgumentParser]  # adds a subcommand with --project, returns its parser
+
 PROJECT_HELP = ("project folder (holds models/); default: the current directory. Repeat it to load several folders as one "
                 "project (SQLMesh's -p repo_1 -p repo_2); settings and warehouse are the first folder's")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``incremental-assets`` argument parser: one subcommand per command, each with ``--project``."""
     parser = argparse.ArgumentParser(prog="incremental-assets", description="SQL models as incremental Dagster assets on Spark and Delta Lake")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -294,6 +303,26 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--project", action="append", type=Path, help=PROJECT_HELP)
         return p
 
+    _add_build_commands(add)
+    _add_inspect_commands(add)
+    add_verify_command(sub, add)
+    add_plan_command(sub, add)
+    add_diff_command(sub, add)
+    add_promote_command(sub, add)
+    add_env_command(sub, add)
+    add_restate_command(sub, add)
+    add_maintain_command(sub, add)
+    _add_history_and_vacuum(add)
+    _add_test_and_demo_data(add)
+
+    from incremental_assets.cli.spark_server import add_spark_command
+
+    add_spark_command(add)
+    return parser
+
+
+def _add_build_commands(add: AddCommand) -> None:
+    """``validate``, ``render`` and ``run``."""
     add("validate", "load and check every model; exit non-zero with file:line diagnostics").set_defaults(func=cmd_validate)
 
     p = add("render", "print the exact SQL a model would run for a window")
@@ -317,6 +346,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_run)
 
+
+def _add_inspect_commands(add: AddCommand) -> None:
+    """``explain`` and ``status``."""
     p = add("explain", "kind, safety class and reasons, per-source bounds (ISO-8601), partitions and backfill policy")
     p.add_argument("model", nargs="?")
     p.add_argument("--json", action="store_true")
@@ -329,14 +361,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_status)
 
-    add_verify_command(sub, add)
-    add_plan_command(sub, add)
-    add_diff_command(sub, add)
-    add_promote_command(sub, add)
-    add_env_command(sub, add)
-    add_restate_command(sub, add)
-    add_maintain_command(sub, add)
 
+def _add_history_and_vacuum(add: AddCommand) -> None:
+    """``history`` and ``vacuum``."""
     p = add("history", "past runs, newest first: windows, rows, durations and status, from the Dagster instance")
     p.add_argument("model", nargs="?")
     p.add_argument("--limit", type=int, default=20)
@@ -352,6 +379,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="list every path")
     p.set_defaults(func=cmd_vacuum)
 
+
+def _add_test_and_demo_data(add: AddCommand) -> None:
+    """``test`` and ``demo-data``."""
     p = add("test", "run the model unit tests (tests/**/*.yaml, SQLMesh's format) on Spark")
     p.add_argument("name", nargs="*", help="only these tests")
     p.set_defaults(func=cmd_test)
@@ -366,13 +396,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--orders-per-day", type=int, default=200)
     p.set_defaults(func=cmd_demo_data)
 
-    from incremental_assets.cli.spark_server import add_spark_command
-
-    add_spark_command(add)
-    return parser
-
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; errors are one ``error:`` line on stderr and exit 2 (1 for a bug of ours)."""
     args = build_parser().parse_args(argv)
     args.projects = getattr(args, "project", None) or [Path(".")]
     args.project = args.projects[0]  # settings, warehouse, Dagster home and the Spark server are the first folder's

@@ -29,6 +29,7 @@ def env_table(project, model_name: str, env: str) -> tuple[object, str, str]:
 
 
 def print_diff(name: str, env: str, diff) -> None:
+    """One model's differences between an environment's table and production's, as text."""
     if diff.equal:
         print(f"{name}: environment {env} equals production")
         return
@@ -49,6 +50,7 @@ def print_diff(name: str, env: str, diff) -> None:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
+    """Compare a model's table in an environment with production's; exit 1 when they differ."""
     from incremental_assets.load.project import load_project
     from incremental_assets.spark.connect_server import spark_remote
     from incremental_assets.spark.diff import diff_tables
@@ -66,6 +68,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def add_diff_command(sub, add: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """The ``diff`` command."""
     p = add("diff", "compare an environment's table of a model with production's: schema, rows per interval, rows by grain; exit 1 when they differ")
     p.add_argument("model")
     p.add_argument("--env", required=True, help="the environment")

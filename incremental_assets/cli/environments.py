@@ -46,6 +46,7 @@ def _size(n: int) -> str:
 
 
 def cmd_env_list(args: argparse.Namespace) -> int:
+    """List the environments with their models and size (``--json`` for JSON)."""
     import json
 
     from incremental_assets.delta.environment import environment_names, environment_size, read_manifest
@@ -74,6 +75,7 @@ def cmd_env_list(args: argparse.Namespace) -> int:
 
 
 def cmd_env_drop(args: argparse.Namespace) -> int:
+    """Remove an environment's tables and wipe its Dagster records; files production took are kept."""
     from incremental_assets.delta.environment import drop_environment, environment_names
     from incremental_assets.load.project import load_project
     from incremental_assets.model.environment import KEY_PREFIX, check_name
@@ -95,6 +97,7 @@ def cmd_env_drop(args: argparse.Namespace) -> int:
 
 
 def add_env_command(sub, add: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """The ``env`` command and its actions ``list`` and ``drop``."""
     text = "environments: the project's changes built apart from production (build one with run --auto --env NAME)"
     p = sub.add_parser("env", help=text, description=text)
     actions = p.add_subparsers(dest="env_action", required=True)

@@ -7,6 +7,7 @@ import argparse
 
 
 def cmd_maintain(args: argparse.Namespace) -> int:
+    """Compact, checkpoint and vacuum each model's table, and with ``--purge-runs`` delete old Dagster runs."""
     from datetime import timedelta
 
     from incremental_assets.load.project import load_project
@@ -34,6 +35,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
 
 
 def add_maintain_command(sub: argparse._SubParsersAction, add) -> None:
+    """The ``maintain`` command."""
     p = add("maintain", "compact small files (no data change), checkpoint, vacuum old files and staging folders; "
                         "with --purge-runs also delete old Dagster runs")
     p.add_argument("model", nargs="?", help="only this model's table")

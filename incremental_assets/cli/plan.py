@@ -18,6 +18,7 @@ def _ranges(change: ModelChange) -> str:
 
 
 def print_plan(changes: list[ModelChange], environment: str | None, held: dict[str, bool] | None = None) -> None:
+    """The plan's changes by category as text, and with an environment what it holds built."""
     if environment:
         print(f"environment {environment}: the plan compares the project with production; the environment builds "
               f"{len(held or {})} model(s), every other model is read from production in place")
@@ -40,6 +41,7 @@ def print_plan(changes: list[ModelChange], environment: str | None, held: dict[s
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    """Say what a change of the models would recompute, changing nothing."""
     from incremental_assets import delta
     from incremental_assets.load.project import load_project
     from incremental_assets.plan.changes import plan_changes
@@ -67,6 +69,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def add_plan_command(sub, add: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """The ``plan`` command."""
     p = add("plan", "what a change of the models would recompute, by category (breaking, non-breaking, ...); changes nothing")
     p.add_argument("--env", help="also say, per model, whether environment NAME holds it built with the current definition (the plan compares with production)")
     p.add_argument("--forward-only", action="store_true", help="apply every change to new intervals only: nothing built is recomputed")

@@ -8,6 +8,7 @@ from typing import Callable
 
 
 def cmd_promote(args: argparse.Namespace) -> int:
+    """Production takes an environment's tables, recomputing nothing."""
     from incremental_assets.load.project import load_project
     from incremental_assets.orchestration.instance import project_instance
     from incremental_assets.orchestration.promote import prepare, promote
@@ -24,6 +25,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
 
 
 def add_promote_command(sub, add: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """The ``promote`` command."""
     p = add("promote", "production takes an environment's tables without recomputing them (one Delta commit per table)")
     p.add_argument("name", help="the environment")
     p.add_argument("models", nargs="*", help="only these models (default: every model the environment built)")

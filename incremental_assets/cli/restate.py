@@ -26,6 +26,7 @@ def describe(restatement: Restatement) -> list[str]:
 
 
 def cmd_restate(args: argparse.Namespace) -> int:
+    """Recompute chosen intervals of models and the downstream intervals that read them (``--dry-run``: only say so)."""
     from incremental_assets.load.project import load_project
     from incremental_assets.orchestration import restate
     from incremental_assets.orchestration.definitions import build_definitions
@@ -58,6 +59,7 @@ def cmd_restate(args: argparse.Namespace) -> int:
 
 
 def add_restate_command(sub, add: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """The ``restate`` command."""
     p = add("restate", "recompute chosen intervals of models (current definition, forward_only too) and exactly the downstream intervals that read them")
     p.add_argument("models", nargs="+", metavar="MODEL")
     p.add_argument("--start", required=True, help="first interval to recompute (inclusive), e.g. 2024-01-01")

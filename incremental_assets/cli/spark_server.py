@@ -24,6 +24,7 @@ def _configured_remote_note(settings) -> str | None:
 
 
 def cmd_spark_start(args: argparse.Namespace) -> int:
+    """Start the project's Spark Connect server (or say it already runs)."""
     from incremental_assets.spark.connect_server import start_server, warm_up
 
     settings = _settings(args)
@@ -40,6 +41,7 @@ def cmd_spark_start(args: argparse.Namespace) -> int:
 
 
 def cmd_spark_stop(args: argparse.Namespace) -> int:
+    """Stop the project's Spark Connect server."""
     from incremental_assets.spark.connect_server import stop_server
 
     record = stop_server(_settings(args), timeout=args.timeout)

@@ -49,6 +49,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def add_verify_command(sub: argparse._SubParsersAction, add) -> None:
+    """The ``verify`` command."""
     p = add("verify", "check Dagster's record against the tables: every recorded interval's rows and files present")
     p.add_argument("model", nargs="?")
     p.add_argument("--files", action="store_true", help="also open every data file the tables reference (reads each Parquet footer)")
