@@ -22,7 +22,7 @@ from incremental_assets.model.intervals import (
 )
 from incremental_assets.model.kinds import IncrementalByTimeRange
 from incremental_assets.model.sql_model import SqlModel
-from incremental_assets.orchestration.instance import _window_of_key
+from incremental_assets.orchestration.partition_keys import failed_and_running, window_of_key
 from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.plan.rebuild import (
     change_effect,
@@ -88,12 +88,10 @@ def model_status(
     # Covered: intervals with a successful materialization, whose data is in the table. A later failed
     # attempt does not remove them (the failed run committed nothing); it is listed under failed.
     by_state: dict[str, list[TimeWindow]] = {"MATERIALIZED": [], "FAILED": [], "IN_PROGRESS": []}
-    by_state["MATERIALIZED"] = [_window_of_key(partitions, pk) for pk in instance.get_materialized_partitions(key) if partitions.has_partition_key(pk)]
-    keys = partitions.get_partition_keys()
-    statuses = instance.get_status_by_partition(key, keys, partitions) or {}
-    for pk, state in statuses.items():
-        if state is not None and state.value in ("FAILED", "IN_PROGRESS"):
-            by_state[state.value].append(_window_of_key(partitions, pk))
+    moment = datetime.now(timezone.utc)
+    materialized = (window_of_key(partitions, pk, now=moment) for pk in instance.get_materialized_partitions(key))
+    by_state["MATERIALIZED"] = [w for w in materialized if w is not None]
+    by_state["FAILED"], by_state["IN_PROGRESS"] = failed_and_running(instance, key, partitions)
     expected = TimeWindow(start, end) if end > start else None
 
     def clip(ws: list[TimeWindow]) -> tuple[TimeWindow, ...]:
