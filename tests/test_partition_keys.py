@@ -8,7 +8,8 @@ import dagster as dg
 import pytest
 
 from incremental_assets.model.intervals import IntervalUnit, TimeWindow, utc
-from incremental_assets.orchestration.partition_keys import failed_and_running, window_of_key
+from incremental_assets.model.intervals import merge
+from incremental_assets.orchestration.partition_keys import failed_and_running, partition_states, window_of_key
 from incremental_assets.orchestration.translator import partitions_for
 
 
@@ -62,3 +63,7 @@ def test_failed_and_running_intervals_are_those_dagster_reports_per_partition(tm
         assert expected == {"2024-01-03", "2024-01-04", "2024-01-09"}
         assert {pk for pk in keys if any(w.contains(window_of_key(partitions, pk)) for w in failed)} == expected
         assert running == []
+        materialized = [window_of_key(partitions, pk) for pk in instance.get_materialized_partitions(key)]
+        assert partition_states(instance, key, partitions).materialized == merge(materialized) == [
+            TimeWindow(utc(2024, 1, 1), utc(2024, 1, 3)), TimeWindow(utc(2024, 1, 5), utc(2024, 1, 9)), TimeWindow(utc(2024, 1, 10), utc(2024, 1, 11))
+        ]

@@ -16,14 +16,13 @@ from incremental_assets.model.intervals import (
     TimeWindow,
     ceil,
     floor,
-    merge,
     subtract,
     to_utc,
 )
 from incremental_assets.model.kinds import IncrementalByTimeRange
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
-from incremental_assets.orchestration.partition_keys import window_of_key
+from incremental_assets.orchestration.partition_keys import partition_states
 from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.plan.compile import input_bound
@@ -218,8 +217,7 @@ def fail_dead_runs(instance: dg.DagsterInstance) -> list[str]:
 
 def materialized_windows(instance: dg.DagsterInstance, key: dg.AssetKey, partitions: dg.TimeWindowPartitionsDefinition) -> list[TimeWindow]:
     """The intervals Dagster has recorded as materialized, merged into ranges."""
-    windows = (window_of_key(partitions, pk, strict=False) for pk in instance.get_materialized_partitions(key))
-    return merge([w for w in windows if w is not None])  # None: a key of an older partitions definition
+    return partition_states(instance, key, partitions, within=False).materialized
 
 
 def missing_upstream(

@@ -11,6 +11,7 @@ A definition that is not one of ours is asked through Dagster's own methods.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timezone
 
 import dagster as dg
@@ -79,20 +80,46 @@ def windows_of_keys(partitions: dg.TimeWindowPartitionsDefinition, keys) -> list
     return merge([w for w in (window_of_key(partitions, k, now=now) for k in keys) if w is not None])
 
 
+@dataclass(frozen=True)
+class PartitionStates:
+    """An asset's intervals by Dagster's partition status, as merged ranges: ``materialized`` ever (a
+    later failed attempt does not remove it), ``failed`` (the latest attempt failed) and ``running``
+    (a running attempt hides a failed one, as in ``get_status_by_partition``)."""
+
+    materialized: list[TimeWindow]
+    failed: list[TimeWindow]
+    running: list[TimeWindow]
+
+
+def partition_states(
+    instance: dg.DagsterInstance, key: dg.AssetKey, partitions: dg.TimeWindowPartitionsDefinition, *, within: bool = True
+) -> PartitionStates:
+    """The asset's intervals by state, read from Dagster's partition status cache (brought up to date
+    first, as ``get_status_by_partition`` does); ``within``: only intervals the definition has now."""
+    cached = get_and_update_asset_status_cache_value(instance, key, partitions)
+    if not isinstance(cached, AssetStatusCacheValue):
+        return PartitionStates([], [], [])
+    states = [
+        _windows_of_subset(subset, partitions)
+        for subset in (
+            cached.deserialize_materialized_partition_subsets(partitions),
+            cached.deserialize_failed_partition_subsets(partitions),
+            cached.deserialize_in_progress_partition_subsets(partitions),
+        )
+    ]
+    if within:
+        bounds = _bounds(partitions)
+        states = [[part for w in windows for part in _clip(w, bounds)] for windows in states]
+    materialized, failed, running = (merge(windows) for windows in states)
+    return PartitionStates(materialized, merge([part for w in failed for part in subtract(w, running)]), running)
+
+
 def failed_and_running(
     instance: dg.DagsterInstance, key: dg.AssetKey, partitions: dg.TimeWindowPartitionsDefinition
 ) -> tuple[list[TimeWindow], list[TimeWindow]]:
-    """The intervals whose latest attempt failed, and those being computed, as Dagster's partition status
-    says (a running attempt hides a failed one, as in ``get_status_by_partition``), within the definition."""
-    cached = get_and_update_asset_status_cache_value(instance, key, partitions)
-    if not isinstance(cached, AssetStatusCacheValue):
-        return [], []
-    bounds = [_bounds(partitions)]
-    failed = _windows_of_subset(cached.deserialize_failed_partition_subsets(partitions), partitions)
-    running = _windows_of_subset(cached.deserialize_in_progress_partition_subsets(partitions), partitions)
-    running = [part for w in running for b in bounds for part in _clip(w, b)]
-    failed = [part for w in failed for b in bounds for part in _clip(w, b)]
-    return merge([part for w in failed for part in subtract(w, running)]), merge(running)
+    """The intervals whose latest attempt failed, and those being computed (see :class:`PartitionStates`)."""
+    states = partition_states(instance, key, partitions)
+    return states.failed, states.running
 
 
 def _windows_of_subset(subset, partitions: dg.TimeWindowPartitionsDefinition) -> list[TimeWindow]:
