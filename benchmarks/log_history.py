@@ -9,7 +9,10 @@ committed through the product's commit path). At each history length the benchma
 - ``check_full``: the integrity check as every command made it before (the whole log, every data file
   stat'ed, the latest record of every partition), which is also what the first check of a table costs;
 - ``check_since``: the check a command makes after one more hour was committed and recorded (only
-  what changed since the last check).
+  what changed since the last check);
+- ``plan``: what a command reads of Dagster's records to plan the model (its covered, failed and running
+  intervals, and the commits Dagster missed); ``plan_dagster``: the intervals read as before, each key
+  through Dagster's partitions definition and the status of every key of the definition.
 """
 
 from __future__ import annotations
@@ -83,6 +86,22 @@ class History:
             )
         self.hours += 1
 
+    def plan(self) -> None:
+        """What a command reads of Dagster's records to plan this model: its intervals (covered, failed,
+        running) and the commits Dagster missed."""
+        from incremental_assets.orchestration.reconcile import unrecorded_commits
+        from incremental_assets.orchestration.status import model_status
+
+        model_status(self.instance, self.model)
+        unrecorded_commits(self.instance, self.project, self.model, self.translator)
+
+    def plan_with_dagsters_keys(self) -> None:
+        """The same intervals read as the product read them before: each key through Dagster's partitions
+        definition, and the status of every key of the definition."""
+        keys = [k for k in self.instance.get_materialized_partitions(self.key) if self.partitions.has_partition_key(k)]
+        [self.partitions.time_window_for_partition_key(k) for k in keys]
+        self.instance.get_status_by_partition(self.key, self.partitions.get_partition_keys(), self.partitions)
+
     def check(self):
         from incremental_assets.orchestration.integrity import check_model
 
@@ -145,12 +164,16 @@ def scenario_log_history(sizes: tuple[int, ...], reps: int = 3) -> dict:
                 since.append(time.perf_counter() - began)
             row["check_since_ms"] = 1000 * statistics.median(since)
             row["log_files_after"] = len(os.listdir(Path(after.uri) / "_delta_log"))
+            after.add_hour()
+            row["plan_dagster_ms"] = 1000 * _median(after.plan_with_dagsters_keys, reps)
+            row["plan_ms"] = 1000 * _median(after.plan, reps)
             row = {k: round(v, 1) if isinstance(v, float) else v for k, v in row.items()}
             print(row, flush=True)
             out["rows"].append(row)
     first, last = out["rows"][1] if len(out["rows"]) > 1 else out["rows"][0], out["rows"][-1]
     out["check_since_growth"] = round(last["check_since_ms"] / first["check_since_ms"], 2)
     out["open_after_growth"] = round(last["open_after_ms"] / first["open_after_ms"], 2)
+    out["plan_growth"] = round(last["plan_ms"] / first["plan_ms"], 2)
     return out
 
 

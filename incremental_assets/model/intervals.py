@@ -270,6 +270,19 @@ def intervals(window: TimeWindow, unit: str) -> list[TimeWindow]:
     return out
 
 
+def count_intervals(window: TimeWindow, unit: "IntervalUnit | str") -> int:
+    """How many intervals of ``unit`` an aligned window holds, without listing them.
+
+    >>> count_intervals(TimeWindow(utc(2024, 1, 1), utc(2025, 1, 1)), "hour"), count_intervals(TimeWindow(utc(2024, 1, 1), utc(2025, 1, 1)), "quarter")
+    (8784, 4)
+    """
+    unit = IntervalUnit.of(unit)
+    if unit in (IntervalUnit.HOUR, IntervalUnit.DAY, IntervalUnit.WEEK):
+        return (window.end - window.start) // unit.nominal
+    months = (window.end.year - window.start.year) * 12 + window.end.month - window.start.month
+    return months // {IntervalUnit.MONTH: 1, IntervalUnit.QUARTER: 3, IntervalUnit.YEAR: 12}[unit]
+
+
 def batches(window: TimeWindow, unit: str, size: int | None) -> list[TimeWindow]:
     """Cut an aligned window into consecutive runs of at most ``size`` intervals (None: one run)."""
     if size is None:

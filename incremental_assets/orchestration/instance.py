@@ -16,13 +16,13 @@ from incremental_assets.model.intervals import (
     TimeWindow,
     ceil,
     floor,
-    merge,
     subtract,
     to_utc,
 )
 from incremental_assets.model.kinds import IncrementalByTimeRange
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
+from incremental_assets.orchestration.partition_keys import partition_states
 from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.plan.compile import input_bound
@@ -195,11 +195,6 @@ def register_table_pools(instance: dg.DagsterInstance, project: Project) -> list
     return created
 
 
-def _window_of_key(partitions: dg.TimeWindowPartitionsDefinition, key: str) -> TimeWindow:
-    tw = partitions.time_window_for_partition_key(key)
-    return TimeWindow(to_utc(tw.start), to_utc(tw.end))
-
-
 def fail_dead_runs(instance: dg.DagsterInstance) -> list[str]:
     """Mark as failed the CLI runs still recorded as running whose process, on this host, is gone
     (killed, out of memory): their intervals then show as failed, not as running forever."""
@@ -227,15 +222,7 @@ def fail_dead_runs(instance: dg.DagsterInstance) -> list[str]:
 
 def materialized_windows(instance: dg.DagsterInstance, key: dg.AssetKey, partitions: dg.TimeWindowPartitionsDefinition) -> list[TimeWindow]:
     """The intervals Dagster has recorded as materialized, merged into ranges."""
-    keys = instance.get_materialized_partitions(key)
-    windows = []
-    for pk in keys:
-        try:
-            tw = partitions.time_window_for_partition_key(pk)
-        except Exception:  # a key of an older partitions definition
-            continue
-        windows.append(TimeWindow(to_utc(tw.start), to_utc(tw.end)))
-    return merge(windows)
+    return partition_states(instance, key, partitions, within=False).materialized
 
 
 def missing_upstream(

@@ -33,6 +33,7 @@ from incremental_assets.model.intervals import IntervalUnit, TimeWindow, format_
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import integrity_since as since_module
+from incremental_assets.orchestration.partition_keys import window_of_key
 from incremental_assets.orchestration.translator import ModelTranslator
 
 _FETCH = 500  # storage ids per query (below every SQL engine's bound-parameter limit)
@@ -257,8 +258,7 @@ def _windows(partitions: dg.PartitionsDefinition, keys: list[str | None]) -> tup
     assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
     windows = []
     for pk in keys:
-        if pk is None or not partitions.has_partition_key(pk):
-            continue  # a key of an older partitions definition
-        tw = partitions.time_window_for_partition_key(pk)
-        windows.append(TimeWindow(to_utc(tw.start), to_utc(tw.end)))
+        window = window_of_key(partitions, pk) if pk is not None else None
+        if window is not None:  # else a key of an older partitions definition
+            windows.append(window)
     return tuple(merge(windows))

@@ -25,6 +25,7 @@ from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.apply import confirm_unaffected, stale_partitions, unaffected_downstream
 from incremental_assets.orchestration.instance import report_materializations
+from incremental_assets.orchestration.partition_keys import window_of_key
 from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.plan.changes import INDIRECT_NON_BREAKING
 
@@ -186,7 +187,7 @@ def record(instance: dg.DagsterInstance, model: SqlModel, translator: ModelTrans
     for window in windows:
         for part in batches(window, model.unit, 1):
             pk = tags.partition_key(partitions, part.start)
-            if not partitions.has_partition_key(pk):
+            if window_of_key(partitions, pk) is None:
                 continue
             own = {**meta, "window_start": part.start.isoformat(), "window_end": part.end.isoformat(),
                    "dagster/partition_row_count": counts.get(model.unit.partition_key(part.start), 0)}

@@ -22,6 +22,7 @@ from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.instance import report_materializations
+from incremental_assets.orchestration.partition_keys import window_of_key
 from incremental_assets.orchestration.translator import ModelTranslator
 
 
@@ -123,7 +124,7 @@ def _unrecorded(instance: dg.DagsterInstance, project: Project, model: SqlModel,
             latest[tags.partition_key(partitions, part.start)] = commit
     by_version: dict[int, list[str]] = {}
     for pk, commit in latest.items():
-        if pk not in done and commit.fingerprint == model.fingerprint and partitions.has_partition_key(pk):
+        if pk not in done and commit.fingerprint == model.fingerprint and window_of_key(partitions, pk) is not None:
             by_version.setdefault(commit.version, []).append(pk)
     found = []
     for version, keys in sorted(by_version.items()):

@@ -44,6 +44,7 @@ from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.apply import apply_without_compute, current_plan
 from incremental_assets.orchestration.code_reload import own_code_server, request_reload
 from incremental_assets.orchestration.instance import fail_dead_runs, materialized_windows
+from incremental_assets.orchestration.partition_keys import failed_and_running
 from incremental_assets.orchestration.live import LiveProject, active_runs, change_categories, changed_marks
 from incremental_assets.orchestration.schedules import job_name, model_jobs
 from incremental_assets.orchestration.source_watch import Observed, observe_sources
@@ -179,14 +180,7 @@ class Wanted:
 
 
 def _failed_windows(instance: dg.DagsterInstance, key: dg.AssetKey, partitions: dg.TimeWindowPartitionsDefinition) -> Coverage:
-    keys = partitions.get_partition_keys()
-    statuses = instance.get_status_by_partition(key, keys, partitions) or {}
-    out = []
-    for pk, state in statuses.items():
-        if state is not None and state.value == "FAILED":
-            tw = partitions.time_window_for_partition_key(pk)
-            out.append(TimeWindow(to_utc(tw.start), to_utc(tw.end)))
-    return Coverage.of(out)
+    return Coverage.of(failed_and_running(instance, key, partitions)[0])
 
 
 def _intervals_reading(

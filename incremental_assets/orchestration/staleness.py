@@ -21,13 +21,15 @@ intervals computed before its first materialization with the new definition are 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 import dagster as dg
 
-from incremental_assets.model.intervals import TimeWindow, merge, to_utc
+from incremental_assets.model.intervals import TimeWindow, merge
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration.confirm import current_id, current_ids
+from incremental_assets.orchestration.partition_keys import window_of_key
 from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.plan.compile import input_bound
 
@@ -76,11 +78,11 @@ def definition_changed_at(instance: dg.DagsterInstance, key: dg.AssetKey, scan: 
 
 def _windows(partitions: dg.TimeWindowPartitionsDefinition, ids: dict[str, int]) -> list[tuple[TimeWindow, int]]:
     out = []
+    now = datetime.now(timezone.utc)
     for key, sid in ids.items():
-        if not partitions.has_partition_key(key):
-            continue  # a key of an older partitions definition
-        tw = partitions.time_window_for_partition_key(key)
-        out.append((TimeWindow(to_utc(tw.start), to_utc(tw.end)), sid))
+        window = window_of_key(partitions, key, now=now)
+        if window is not None:  # else a key of an older partitions definition
+            out.append((window, sid))
     return out
 
 

@@ -12,9 +12,9 @@ import dagster as dg
 from incremental_assets.errors import WindowError
 from incremental_assets.model.intervals import (
     TimeWindow,
-    batches,
     ceil,
     check_aligned,
+    count_intervals,
     floor,
     last_complete_end,
     merge,
@@ -22,7 +22,7 @@ from incremental_assets.model.intervals import (
 )
 from incremental_assets.model.kinds import IncrementalByTimeRange
 from incremental_assets.model.sql_model import SqlModel
-from incremental_assets.orchestration.instance import _window_of_key
+from incremental_assets.orchestration.partition_keys import partition_states
 from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.plan.rebuild import (
     change_effect,
@@ -87,13 +87,8 @@ def model_status(
         end = min(end, floor(until, unit))
     # Covered: intervals with a successful materialization, whose data is in the table. A later failed
     # attempt does not remove them (the failed run committed nothing); it is listed under failed.
-    by_state: dict[str, list[TimeWindow]] = {"MATERIALIZED": [], "FAILED": [], "IN_PROGRESS": []}
-    by_state["MATERIALIZED"] = [_window_of_key(partitions, pk) for pk in instance.get_materialized_partitions(key) if partitions.has_partition_key(pk)]
-    keys = partitions.get_partition_keys()
-    statuses = instance.get_status_by_partition(key, keys, partitions) or {}
-    for pk, state in statuses.items():
-        if state is not None and state.value in ("FAILED", "IN_PROGRESS"):
-            by_state[state.value].append(_window_of_key(partitions, pk))
+    states = partition_states(instance, key, partitions)
+    by_state = {"MATERIALIZED": states.materialized, "FAILED": states.failed, "IN_PROGRESS": states.running}
     expected = TimeWindow(start, end) if end > start else None
 
     def clip(ws: list[TimeWindow]) -> tuple[TimeWindow, ...]:
@@ -108,8 +103,8 @@ def model_status(
         by_state["MATERIALIZED"] = [part for w in by_state["MATERIALIZED"] for part in subtract(w, lost)]
     covered = clip(by_state["MATERIALIZED"])
     gaps = tuple(subtract(expected, covered)) if expected else ()
-    done = sum(1 for w in by_state["MATERIALIZED"] if expected is None or expected.contains(w))
-    total = len(batches(expected, unit, 1)) if expected else 0
+    done = sum(count_intervals(part, unit) for w in by_state["MATERIALIZED"] for part in ([w] if expected is None else _within(w, expected)))
+    total = count_intervals(expected, unit) if expected else 0
     changed = needs_rebuild(model, built_with)
     rebuild = None
     if changed and covered:
@@ -128,6 +123,11 @@ def model_status(
         intervals_expected=total,
         lost=clip(list(lost)),
     )
+
+
+def _within(window: TimeWindow, bounds: TimeWindow) -> list[TimeWindow]:
+    start, end = max(window.start, bounds.start), min(window.end, bounds.end)
+    return [TimeWindow(start, end)] if end > start else []
 
 
 def _unpartitioned_status(instance: dg.DagsterInstance, model: SqlModel, key: dg.AssetKey, built_with: str | None) -> ModelStatus:
