@@ -27,7 +27,8 @@ Scenarios:
   year         a year of hourly operation (append, late and empty hours, `run --auto --end <hour>`, daily maintenance):
                the first and last week hourly, the months between fast-forwarded a day a cycle; cost per cycle
                by phase, Delta log files read, files per day, Dagster storage, memory, tables vs a recompute
-               (BENCH_YEAR_DAYS=first,forward,last; plot: benchmarks/year-cost-per-cycle.svg)
+               (BENCH_YEAR_DAYS=first,forward,last; BENCH_YEAR_STEP_DAYS=N fast-forwards N days a cycle;
+               plot: benchmarks/year-cost-per-cycle.svg)
   peer         dbt-spark microbatch (installed into benchmarks/.peer-venv) and SQLMesh on Spark (benchmarks/.sqlmesh-venv)
                (BENCH_OURS_SPARK_SERVER=1: our side on its long-lived Spark Connect server)
                vs our CLI: daily run, backfill (BENCH_PEERS=dbt,sqlmesh chooses the peers)
@@ -252,7 +253,8 @@ def scenario_year() -> dict:
     default = "1,2,1" if QUICK else "7,351,7"
     first, forward, last = (int(n) for n in os.environ.get("BENCH_YEAR_DAYS", default).split(","))
     plot = HERE / ("year-cost-per-cycle-quick.svg" if QUICK else "year-cost-per-cycle.svg")
-    return year.scenario_year(first_days=first, forward_days=forward, last_days=last, plot=plot)
+    step = int(os.environ.get("BENCH_YEAR_STEP_DAYS", "1"))
+    return year.scenario_year(first_days=first, forward_days=forward, last_days=last, plot=plot, step_days=step)
 
 
 def scenario_peer() -> dict:

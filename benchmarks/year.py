@@ -13,6 +13,7 @@ the year is run in three phases, said in the results:
 
   first     ``--first-days`` days of hourly cycles, measured;
   forward   ``--forward-days`` days fast-forwarded through the same commands, one cycle per simulated day
+            (``--forward-step-days N``: per N days, the maintenance once per cycle)
             (24 hours appended, late rows as in hourly operation, then one ``run --auto``): the Dagster
             records are the same (one per hour and day), the Delta log gains one commit a day per model
             instead of 24 for the hourly model;
@@ -256,7 +257,7 @@ def summary(cycles: list[dict]) -> dict:
     return {p: round(statistics.median(c["cost"][p] for c in measured), 3) for p in ("total", *PHASES)} if measured else {}
 
 
-def run_year(root: Path, *, first_days: int, forward_days: int, last_days: int) -> dict:
+def run_year(root: Path, *, first_days: int, forward_days: int, last_days: int, step_days: int = 1) -> dict:
     from incremental_assets.load.project import load_project
 
     make_project(root)
@@ -311,13 +312,14 @@ def run_year(root: Path, *, first_days: int, forward_days: int, last_days: int) 
     for n in range(first_days * 24):
         hourly_cycle(index, "first", trace="first" if n == min(30, first_days * 12) else None)
         index += 1
-    for _ in range(forward_days):
+    for done in range(0, forward_days, step_days):
+        days_now = min(step_days, forward_days - done)
         t0 = time.perf_counter()
-        for i in range(index, index + 24):
+        for i in range(index, index + 24 * days_now):
             append_rows(events, arrivals(i))
-        index += 24
+        index += 24 * days_now
         command(["run", "--auto", "--end", (START + index * HOUR).isoformat(), "--project", str(root)])
-        forward.append({"day": index // 24, "seconds": round(time.perf_counter() - t0, 2)})
+        forward.append({"day": index // 24, "days": days_now, "seconds": round(time.perf_counter() - t0, 2)})
         clock.take(0.0)
         end_of_day(START + index * HOUR)
         print(f"year: forward day {index // 24} {forward[-1]['seconds']:.1f}s", flush=True)
@@ -328,7 +330,7 @@ def run_year(root: Path, *, first_days: int, forward_days: int, last_days: int) 
     first = summary([c for c in cycles if c["phase"] == "first"][3:])  # the first cycles warm the JVM up
     last = summary([c for c in cycles if c["phase"] == "last"])
     return {
-        "what_ran": {"first_hourly_days": first_days, "forward_days": forward_days, "last_hourly_days": last_days,
+        "what_ran": {"first_hourly_days": first_days, "forward_days": forward_days, "forward_days_per_cycle": step_days, "last_hourly_days": last_days,
                      "hourly_cycles": len(cycles), "simulated_hours": index, "history_before_first": "day one, one run --auto (untimed)", "maintenance": " ".join(maintain[:1]),
                      "maintain_available": maintain[0] == "maintain", "spark": "local, in this process (the embedded default)"},
         "seconds": round(time.perf_counter() - began, 1),
@@ -336,7 +338,7 @@ def run_year(root: Path, *, first_days: int, forward_days: int, last_days: int) 
         "last_over_first": round(last["total"] / first["total"], 3) if first and last else None,
         "delta_log_reads": traces,
         "days": days,
-        "forward_seconds_per_day_median": statistics.median(f["seconds"] for f in forward) if forward else None,
+        "forward_seconds_per_day_median": statistics.median(f["seconds"] / f.get("days", 1) for f in forward) if forward else None,
         "forward": forward,
         "maintenance_seconds_median": statistics.median(maintenance) if maintenance else None,
         "recompute": recompute_matches(root, warehouse, end),
@@ -351,7 +353,7 @@ def svg_plot(result: dict, out: Path) -> None:
     cycles = [c for c in result["cycles"] if not c.get("traced")]
     forward = result.get("forward", [])
     points = {"first": [(c["cycle"], c["cost"]["total"], c["cost"]["integrity"]) for c in cycles if c["phase"] == "first"],
-              "forward": [(f["day"] * 24, f["seconds"] / 24, None) for f in forward],
+              "forward": [(f["day"] * 24, f["seconds"] / (24 * f.get("days", 1)), None) for f in forward],
               "last": [(c["cycle"], c["cost"]["total"], c["cost"]["integrity"]) for c in cycles if c["phase"] == "last"]}
     panels = [(name, pts) for name, pts in points.items() if pts]
     if not panels:
@@ -379,7 +381,7 @@ def svg_plot(result: dict, out: Path) -> None:
         parts.append(f'<line x1="{left}" y1="{h - pad}" x2="{left + width}" y2="{h - pad}" stroke="black"/>')
         parts.append(f'<line x1="{left}" y1="{pad}" x2="{left}" y2="{h - pad}" stroke="black"/>')
         parts += [f'<text x="{px(x):.1f}" y="{h - pad + 14}" text-anchor="{a}">{x}</text>' for x, a in ((x0, "start"), (x1, "end"))]
-        label = {"first": "first hourly cycles", "forward": "fast-forward: one run a day, s/24", "last": "last hourly cycles"}[name]
+        label = {"first": "first hourly cycles", "forward": "fast-forward: one run per cycle of days, s per simulated hour", "last": "last hourly cycles"}[name]
         parts.append(f'<text x="{left + width / 2:.1f}" y="{pad - 8}" text-anchor="middle" fill="{colours[name]}">{label}</text>')
         for x, y, integrity in pts:
             parts.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="2" fill="{colours[name]}"/>')
@@ -391,7 +393,7 @@ def svg_plot(result: dict, out: Path) -> None:
     out.write_text("\n".join(parts) + "\n")
 
 
-def scenario_year(*, first_days: int, forward_days: int, last_days: int, plot: Path) -> dict:
+def scenario_year(*, first_days: int, forward_days: int, last_days: int, plot: Path, step_days: int = 1) -> dict:
     """The year in a process of its own (its own project, Dagster home and Spark); the plot written to ``plot``."""
     import tempfile
 
@@ -400,7 +402,8 @@ def scenario_year(*, first_days: int, forward_days: int, last_days: int, plot: P
     with tempfile.TemporaryDirectory(prefix="bench-year-") as tmp:
         out = Path(tmp) / "year.json"
         done = subprocess.run([sys.executable, __file__, "--first-days", str(first_days), "--forward-days", str(forward_days),
-                               "--last-days", str(last_days), "--out", str(out), "--plot", str(plot)], env=fresh_env(), cwd=tmp)
+                               "--last-days", str(last_days), "--forward-step-days", str(step_days), "--out", str(out), "--plot", str(plot)],
+                              env=fresh_env(), cwd=tmp)
         if done.returncode != 0:
             raise RuntimeError(f"year failed ({done.returncode})")
         return json.loads(out.read_text())
@@ -411,6 +414,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--first-days", type=int, default=7)
     parser.add_argument("--forward-days", type=int, default=351)
     parser.add_argument("--last-days", type=int, default=7)
+    parser.add_argument("--forward-step-days", type=int, default=1, help="simulated days per fast-forward cycle (one run --auto each)")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--plot", type=Path, default=HERE / "year-cost-per-cycle.svg")
     args = parser.parse_args(argv)
@@ -418,7 +422,7 @@ def main(argv: list[str]) -> None:
     import tempfile
 
     root = Path(tempfile.mkdtemp(prefix="year-project-")) / "project"
-    result = run_year(root, first_days=args.first_days, forward_days=args.forward_days, last_days=args.last_days)
+    result = run_year(root, first_days=args.first_days, forward_days=args.forward_days, last_days=args.last_days, step_days=args.forward_step_days)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     svg_plot(result, args.plot)
     shutil.rmtree(root.parent, ignore_errors=True)
