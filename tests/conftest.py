@@ -48,6 +48,15 @@ def make_project(tmp_path):
     return make
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _no_dagster_home_from_another_module():
+    """A module-scoped fixture that opens an instance sets DAGSTER_HOME for the rest of the session; each
+    module starts without it (a project loaded by a later module would take that home for its own)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("DAGSTER_HOME", raising=False)
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _own_dagster_home(monkeypatch):
     """Opening an instance sets DAGSTER_HOME in the process: each test starts without the last one's."""

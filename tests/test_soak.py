@@ -244,7 +244,9 @@ def soak_hours(request) -> int:
 def soaked(request, tmp_path_factory) -> Soak:
     hours = soak_hours(request)
     root = tmp_path_factory.mktemp(f"soak-{request.param}") / "project"
-    result = soak(root, hours, mid_run=request.param == "long")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("DAGSTER_HOME", raising=False)  # the project's own home, as its CLI commands and daemon use
+        result = soak(root, hours, mid_run=request.param == "long")
     seen = {k: v for k, v in result.__dict__.items() if k != "log"}
     (root.parent / "soak.json").write_text(json.dumps(seen, indent=2, default=str))  # for a look after a failure
     return result
