@@ -59,17 +59,26 @@ class Since:
     looked: Looked
 
 
-def remembered(instance: dg.DagsterInstance, uri: str) -> Looked | None:
-    key = KEY_PREFIX + uri
+def read_state(instance: dg.DagsterInstance, key: str, kind):
+    """A dataclass value kept under ``key`` in the instance's key-value store (None: none, or unreadable)."""
     try:
         value = instance.run_storage.get_cursor_values({key}).get(key)
-        return Looked(**json.loads(value)) if value else None
+        return kind(**json.loads(value)) if value else None
     except (TypeError, ValueError):
         return None
 
 
+def write_state(instance: dg.DagsterInstance, key: str, state) -> None:
+    """Keep a dataclass value under ``key`` (None: forget it)."""
+    instance.run_storage.set_cursor_values({key: json.dumps(asdict(state)) if state else ""})
+
+
+def remembered(instance: dg.DagsterInstance, uri: str) -> Looked | None:
+    return read_state(instance, KEY_PREFIX + uri, Looked)
+
+
 def remember(instance: dg.DagsterInstance, uri: str, looked: Looked | None) -> None:
-    instance.run_storage.set_cursor_values({KEY_PREFIX + uri: json.dumps(asdict(looked)) if looked else ""})
+    write_state(instance, KEY_PREFIX + uri, looked)
 
 
 def newest_storage_id(instance: dg.DagsterInstance, key: dg.AssetKey) -> int:

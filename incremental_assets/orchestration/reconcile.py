@@ -10,8 +10,7 @@ model's definition changed, or when Dagster holds fewer materialized intervals t
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import dagster as dg
 
@@ -22,6 +21,7 @@ from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.instance import report_materializations
+from incremental_assets.orchestration.integrity_since import read_state, write_state
 from incremental_assets.orchestration.partition_keys import window_of_key
 from incremental_assets.orchestration.translator import ModelTranslator
 
@@ -50,17 +50,12 @@ class Mark:
 
 
 def remembered_mark(instance: dg.DagsterInstance, uri: str) -> Mark | None:
-    key = KEY_PREFIX + uri
-    try:
-        value = instance.run_storage.get_cursor_values({key}).get(key)
-        return Mark(**json.loads(value)) if value else None
-    except (TypeError, ValueError):
-        return None
+    return read_state(instance, KEY_PREFIX + uri, Mark)
 
 
 def _remember(instance: dg.DagsterInstance, uri: str, mark: Mark | None) -> None:
     if mark is not None:
-        instance.run_storage.set_cursor_values({KEY_PREFIX + uri: json.dumps(asdict(mark))})
+        write_state(instance, KEY_PREFIX + uri, mark)
 
 
 def _log_to_judge(instance: dg.DagsterInstance, uri: str, model: SqlModel, done: int) -> tuple[list[delta.Commit], Mark | None]:
