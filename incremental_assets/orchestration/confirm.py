@@ -43,16 +43,21 @@ OBSERVATION = DagsterEventType.ASSET_OBSERVATION
 CONFIRMED = "confirmed_current"  # the metadata entry of a confirmation: why nothing was recomputed
 
 
-def latest_ids(instance: dg.DagsterInstance, key: dg.AssetKey, event_type: DagsterEventType = MATERIALIZATION) -> dict[str, int]:
-    """The storage id of the latest event of ``event_type`` of each partition of an asset."""
-    return dict(instance.get_latest_storage_id_by_partition(key, event_type))
+def latest_ids(
+    instance: dg.DagsterInstance, key: dg.AssetKey, event_type: DagsterEventType = MATERIALIZATION, partitions: set[str] | None = None
+) -> dict[str, int]:
+    """The storage id of the latest event of ``event_type`` of each partition of an asset (of ``partitions``
+    only, when given)."""
+    if partitions is not None and not partitions:
+        return {}
+    return dict(instance.get_latest_storage_id_by_partition(key, event_type, partitions=partitions))
 
 
-def current_ids(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[str, int]:
-    """Per partition, the storage id of the latest materialization or confirmation: when the partition
-    was last known current."""
-    ids = latest_ids(instance, key)
-    for partition, sid in latest_ids(instance, key, OBSERVATION).items():
+def current_ids(instance: dg.DagsterInstance, key: dg.AssetKey, partitions: set[str] | None = None) -> dict[str, int]:
+    """Per partition (of ``partitions`` only, when given), the storage id of the latest materialization or
+    confirmation: when the partition was last known current."""
+    ids = latest_ids(instance, key, partitions=partitions)
+    for partition, sid in latest_ids(instance, key, OBSERVATION, partitions).items():
         if partition in ids and sid > ids[partition]:
             ids[partition] = sid
     return ids

@@ -36,6 +36,20 @@ def unit_of(partitions: dg.TimeWindowPartitionsDefinition) -> IntervalUnit | Non
     return unit
 
 
+def key_of(partitions: dg.TimeWindowPartitionsDefinition, start: datetime) -> str:
+    """The key of the partition that starts at ``start`` (for ours, formatted without the cron stepping).
+
+    >>> from incremental_assets.orchestration.translator import partitions_for
+    >>> from incremental_assets.model.intervals import utc
+    >>> key_of(partitions_for("hour", utc(2024, 1, 1)), utc(2024, 3, 5, 7))
+    '2024-03-05-07:00'
+    """
+    unit = unit_of(partitions)
+    if unit is None:
+        return partitions.get_partition_key_for_timestamp(start.timestamp())
+    return start.astimezone(timezone.utc).strftime(unit.partition_format)
+
+
 def window_of_key(
     partitions: dg.TimeWindowPartitionsDefinition, key: str, *, now: datetime | None = None, strict: bool = True
 ) -> TimeWindow | None:
