@@ -56,7 +56,7 @@ from incremental_assets.plan.run_plan import (
 )
 from incremental_assets.spark.connect_server import spark_remote
 from incremental_assets.spark.executor import Executor, RunResult
-from incremental_assets.spark.session import build_spark_session, run_project_statements
+from incremental_assets.spark.session import SparkSession, build_spark_session, run_project_statements
 
 
 class SparkResource(LazyPySparkResource):
@@ -293,8 +293,10 @@ def _not_retried_when_final(
         context.instance.add_run_tags(context.run_id, {tags.RETRY_ON_FAILURE_TAG: "false"})
         raise
 
+
 def run_model(
-    context: dg.AssetExecutionContext, spark: Any, project: Project, model: SqlModel, translator: ModelTranslator
+    context: dg.AssetExecutionContext, spark: SparkSession, project: Project, model: SqlModel,
+    translator: ModelTranslator,
 ) -> Iterator[dg.MaterializeResult]:
     """One asset execution of ``model``: check upstreams, plan, execute with the audits, report."""
     began = time.perf_counter()
