@@ -5,7 +5,6 @@ executor; which windows a run covers comes from Dagster (its partition key range
 """
 
 import inspect
-import os
 import time
 from datetime import timezone
 from typing import Any, Iterator
@@ -26,6 +25,7 @@ from incremental_assets.errors import (
 )
 from incremental_assets.model.intervals import TimeWindow, to_utc
 from incremental_assets.model.project import Project, Source
+from incremental_assets.model.settings import read_env_settings
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import checks, tags
 from incremental_assets.orchestration.apply import confirm_unaffected, kept_data_version, stale_partitions, unaffected_downstream
@@ -38,7 +38,7 @@ from incremental_assets.orchestration.instance import (
 from incremental_assets.orchestration.resource import SparkResource
 from incremental_assets.orchestration.table_metadata import ModelColumns, table_row_count, written_schema
 from incremental_assets.orchestration.translator import ModelTranslator
-from incremental_assets.plan.compile import input_bound, run_size
+from incremental_assets.plan.analyses import input_bound, run_size
 from incremental_assets.plan.rebuild import (
     check_rebuild_window,
     full_refresh_target,
@@ -57,10 +57,8 @@ from incremental_assets.spark.session import run_project_statements
 
 def upstream_wait() -> tuple[int, float]:
     """How long a run waits for upstream runs that rebuild what it reads: retries x seconds (default an hour)."""
-    return (
-        int(os.environ.get("INCREMENTAL_ASSETS_UPSTREAM_WAIT_RETRIES", "240")),
-        float(os.environ.get("INCREMENTAL_ASSETS_UPSTREAM_WAIT_SECONDS", "15")),
-    )
+    env = read_env_settings()
+    return env.upstream_wait_retries, env.upstream_wait_seconds
 
 
 def window_of(context: dg.AssetExecutionContext) -> TimeWindow:

@@ -25,7 +25,7 @@ from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration.partition_keys import partition_states
 from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.translator import ModelTranslator
-from incremental_assets.plan.compile import input_bound
+from incremental_assets.plan.analyses import input_bound
 
 # The dagster.yaml that earlier versions wrote, byte for byte: such a file is upgraded in place.
 LEGACY_DAGSTER_YAMLS = (

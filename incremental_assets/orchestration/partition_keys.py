@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 import dagster as dg
 from dagster._core.storage.partition_status_cache import AssetStatusCacheValue, get_and_update_asset_status_cache_value
 
+from incremental_assets.model import clock
 from incremental_assets.model.intervals import IntervalUnit, TimeWindow, merge, subtract, to_utc
 
 _UNIT_OF_CRON = {unit.cron: unit for unit in IntervalUnit}
@@ -69,14 +70,14 @@ def window_of_key(
         return TimeWindow(unit.floor(start), unit.next(unit.floor(start)))
     if start < to_utc(partitions.start) or not unit.is_boundary(start):
         return None
-    if end > (to_utc(partitions.end) if partitions.end else (now or datetime.now(timezone.utc))):
+    if end > (to_utc(partitions.end) if partitions.end else (now or clock.now())):
         return None
     return TimeWindow(start, end)
 
 
 def windows_of_keys(partitions: dg.TimeWindowPartitionsDefinition, keys) -> list[TimeWindow]:
     """The intervals of the keys the definition has, merged into ranges."""
-    now = datetime.now(timezone.utc)
+    now = clock.now()
     return merge([w for w in (window_of_key(partitions, k, now=now) for k in keys) if w is not None])
 
 
@@ -130,7 +131,7 @@ def _windows_of_subset(subset, partitions: dg.TimeWindowPartitionsDefinition) ->
 
 
 def _bounds(partitions: dg.TimeWindowPartitionsDefinition) -> TimeWindow:
-    end = to_utc(partitions.end) if partitions.end else datetime.now(timezone.utc)
+    end = to_utc(partitions.end) if partitions.end else clock.now()
     unit = unit_of(partitions)
     if unit is not None and not partitions.end:
         end = unit.floor(end)  # the last complete interval's end

@@ -25,9 +25,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -38,7 +37,9 @@ from incremental_assets.model.intervals import (
     END_OF_TIME, EVERY_INTERVAL, NO_INTERVAL, START_OF_TIME, Coverage, TimeWindow, last_complete_end, subtract, to_utc,
 )
 from incremental_assets.model.kinds import IncrementalByTimeRange
+from incremental_assets.model import clock
 from incremental_assets.model.project import Project
+from incremental_assets.model.settings import CLOCK_ENV, read_env_settings  # noqa: F401 (CLOCK_ENV: tests set it)
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.apply import apply_without_compute, current_plan
@@ -51,12 +52,10 @@ from incremental_assets.orchestration.source_watch import Observed, observe_sour
 from incremental_assets.orchestration.staleness import latest_id, stale_intervals
 from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.orchestration.watch import hold_runs, watch_tables
-from incremental_assets.plan.compile import input_bound
+from incremental_assets.plan.analyses import input_bound
 from incremental_assets.plan.rebuild import definition_changed, needs_rebuild
 
 SENSOR_NAME = "incremental_assets_automation"
-# An ISO instant the automation takes as "now" instead of the clock (or @FILE holding one, read every tick).
-CLOCK_ENV = "INCREMENTAL_ASSETS_CLOCK"
 CURSOR_VERSION = 3
 LEGACY_CURSOR_VERSIONS = (2,)  # kept the sources' watermarks and pending windows, now in the instance
 
@@ -416,9 +415,9 @@ def build_automation_sensor(
         ),
     )
     def _automate(context: dg.SensorEvaluationContext):
-        clock = os.environ.get(CLOCK_ENV, "").strip()  # "@PATH": the instant in that file, read every tick
-        clock = Path(clock[1:]).read_text().strip() if clock.startswith("@") else clock
-        now = to_utc(clock) if clock else datetime.now(timezone.utc)
+        given = read_env_settings().clock or ""  # "@PATH": the instant in that file, read every tick
+        given = Path(given[1:]).read_text().strip() if given.startswith("@") else given
+        now = to_utc(given) if given else clock.now()
         for run_id in fail_dead_runs(context.instance):  # a killed CLI run's intervals are failed, not running
             context.log.info(f"run {run_id} was left running by a process that died: marked failed")
         current, errors, edited = live.current()

@@ -21,17 +21,17 @@ intervals computed before its first materialization with the new definition are 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
 
 import dagster as dg
 
+from incremental_assets.model import clock
 from incremental_assets.model.intervals import TimeWindow, merge
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration.confirm import current_id, current_ids
 from incremental_assets.orchestration.partition_keys import window_of_key
 from incremental_assets.orchestration.translator import ModelTranslator
-from incremental_assets.plan.compile import input_bound
+from incremental_assets.plan.analyses import input_bound
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def definition_changed_at(instance: dg.DagsterInstance, key: dg.AssetKey, scan: 
 
 def _windows(partitions: dg.TimeWindowPartitionsDefinition, ids: dict[str, int]) -> list[tuple[TimeWindow, int]]:
     out = []
-    now = datetime.now(timezone.utc)
+    now = clock.now()
     for key, sid in ids.items():
         window = window_of_key(partitions, key, now=now)
         if window is not None:  # else a key of an older partitions definition
