@@ -35,6 +35,7 @@ from incremental_assets.orchestration.instance import (
     pending_upstream_runs,
     table_pool,
 )
+from incremental_assets.orchestration.partition_keys import time_partitions
 from incremental_assets.orchestration.resource import SparkResource
 from incremental_assets.orchestration.table_metadata import ModelColumns, table_row_count, written_schema
 from incremental_assets.orchestration.translator import ModelTranslator
@@ -85,7 +86,7 @@ def rebuild_plans(
     if reason is None:
         return None
     partitions = translator.get_partitions_def(model)
-    assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
+    partitions = time_partitions(partitions, model.name)
     recorded = materialized_windows(context.instance, translator.get_asset_key(model), partitions)
     check_rebuild_window(model, window, max((w.end for w in recorded), default=window.end), reason)
     if not asked:
@@ -196,7 +197,7 @@ def report_intervals(context: dg.AssetExecutionContext, model: SqlModel, results
     """Each partition's own window and row count (``dagster/partition_row_count``, 0 for an interval
     without rows): a run over many intervals records one materialization per interval, each with its own."""
     partitions = context.assets_def.partitions_def
-    assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
+    partitions = time_partitions(partitions, model.name)
     rows: dict[str, int] = {}
     for result in results:
         rows.update(result.interval_rows)

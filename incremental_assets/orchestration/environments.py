@@ -30,6 +30,7 @@ from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.instance import materialized_windows
+from incremental_assets.orchestration.partition_keys import time_partitions
 from incremental_assets.orchestration.resource import SparkResource
 from incremental_assets.orchestration.runner import RunRecord, RunReport, Runner
 from incremental_assets.orchestration.translator import ModelTranslator
@@ -236,7 +237,7 @@ def build_environment(
             targets = _targets(model, plan.tables.get(model_name, TableState()), end, now)
             key = env_translator.get_asset_key(model)
             partitions = env_translator.get_partitions_def(model)
-            assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
+            partitions = time_partitions(partitions, model.name)
             recorded = materialized_windows(instance, key, partitions)
             if targets and fresh and built_with is not None:
                 # Built with another definition or from other upstream ones: rebuilt from its start, one commit.

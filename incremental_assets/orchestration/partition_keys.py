@@ -17,10 +17,28 @@ from datetime import datetime, timezone
 import dagster as dg
 from dagster._core.storage.partition_status_cache import AssetStatusCacheValue, get_and_update_asset_status_cache_value
 
+from incremental_assets.errors import TranslatorError
 from incremental_assets.model import clock
 from incremental_assets.model.intervals import IntervalUnit, TimeWindow, merge, subtract, to_utc
 
 _UNIT_OF_CRON = {unit.cron: unit for unit in IntervalUnit}
+
+
+def time_partitions(partitions: dg.PartitionsDefinition | None, model_name: str) -> dg.TimeWindowPartitionsDefinition:
+    """An incremental model's partitions, which are time windows (its intervals): a translator that returns
+    another kind is refused here, naming the model and the method.
+
+    >>> time_partitions(dg.StaticPartitionsDefinition(["a"]), "s.m")
+    Traceback (most recent call last):
+    ...
+    incremental_assets.errors.TranslatorError: get_partitions_def returned StaticPartitionsDefinition for ...
+    """
+    if isinstance(partitions, dg.TimeWindowPartitionsDefinition):
+        return partitions
+    raise TranslatorError(
+        f"get_partitions_def returned {type(partitions).__name__} for the incremental model {model_name}: its "
+        "intervals are time partitions (fix: return a TimeWindowPartitionsDefinition, e.g. ModelTranslator's own)"
+    )
 
 
 def unit_of(partitions: dg.TimeWindowPartitionsDefinition) -> IntervalUnit | None:

@@ -18,6 +18,7 @@ from incremental_assets.model.intervals import TimeWindow, batches, intervals, l
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.instance import fail_dead_runs, materialized_windows
+from incremental_assets.orchestration.partition_keys import time_partitions
 from incremental_assets.orchestration.runner import RunRecord, RunReport, Runner
 from incremental_assets.orchestration.staleness import latest_id
 from incremental_assets.plan.analyses import run_size
@@ -83,7 +84,7 @@ def submit_backfill(runner: Runner, restatement: Restatement, title: str) -> str
         key = translator.get_asset_key(item.model)
         partitions = translator.get_partitions_def(item.model)
         if item.how == INTERVALS:
-            assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
+            partitions = time_partitions(partitions, item.model.name)
             keys = [tags.partition_key(partitions, i.start) for w in item.windows for i in intervals(w, item.model.unit)]
             subsets[key] = partitions.empty_subset().with_partition_keys(keys)
         else:

@@ -40,6 +40,7 @@ from incremental_assets.orchestration.instance import (
     register_table_pools,
 )
 from incremental_assets.orchestration.integrity import Integrity, check_model
+from incremental_assets.orchestration.partition_keys import time_partitions
 from incremental_assets.orchestration.reconcile import reconcile
 from incremental_assets.orchestration.source_watch import Observed, observe_sources
 from incremental_assets.orchestration.staleness import stale_intervals
@@ -94,7 +95,8 @@ class Runner:
     def rebuild_window(self, model: SqlModel, end: datetime) -> TimeWindow | None:
         """[start, end) of a rebuild, stretched to every interval Dagster has recorded for the model."""
         partitions = self.translator.get_partitions_def(model)
-        assert isinstance(partitions, dg.TimeWindowPartitionsDefinition) and model.start is not None
+        partitions = time_partitions(partitions, model.name)
+        assert model.start is not None
         recorded = materialized_windows(self.instance, self.translator.get_asset_key(model), partitions)
         end = max([end, *(w.end for w in recorded)])
         if model.end:
@@ -119,7 +121,7 @@ class Runner:
             run_tags[tags.BUILT_WITH_TAG] = built_with or ""
         partitions = self.translator.get_partitions_def(model)
         if window is not None:
-            assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
+            partitions = time_partitions(partitions, model.name)
             run_tags.update(tags.range_tags(partitions, window, model.unit))
         began = time.perf_counter()
         job = self.job.get_subset(asset_selection={key}, asset_check_selection=set(self.defs.get_assets_def(key).check_keys))  # not `in_table`

@@ -45,7 +45,7 @@ from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.apply import apply_without_compute, current_plan
 from incremental_assets.orchestration.code_reload import own_code_server, request_reload
 from incremental_assets.orchestration.instance import fail_dead_runs, materialized_windows
-from incremental_assets.orchestration.partition_keys import failed_and_running
+from incremental_assets.orchestration.partition_keys import failed_and_running, time_partitions
 from incremental_assets.orchestration.live import LiveProject, active_runs, change_categories, changed_marks
 from incremental_assets.orchestration.schedules import job_name, model_jobs
 from incremental_assets.orchestration.source_watch import Observed, observe_sources
@@ -228,7 +228,7 @@ def _request(model: SqlModel, translator: ModelTranslator, window: TimeWindow | 
     run_tags = {tags.LAUNCHED_BY_TAG: "automation", tags.REASON_TAG: "; ".join(reasons)[:500]}
     if window is not None:
         partitions = translator.get_partitions_def(model)
-        assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
+        partitions = time_partitions(partitions, model.name)
         run_tags.update(tags.range_tags(partitions, window, model.unit))
     return dg.RunRequest(run_key=key, job_name=job_name(model), asset_selection=[translator.get_asset_key(model)], tags=run_tags)
 
@@ -280,7 +280,7 @@ class Tick:
         """What ``model`` needs computed in ``expected`` (from its start to its last complete interval)."""
         key = self.translator.get_asset_key(model)
         partitions = self.translator.get_partitions_def(model)
-        assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
+        partitions = time_partitions(partitions, model.name)
         missing = Coverage.of(subtract(expected, materialized_windows(self.instance, key, partitions)))
         built = delta.built_with(self.project.settings.table_location(model.name))
         if needs_rebuild(model, built):

@@ -411,7 +411,8 @@ def plan_rebuild(
     A model that reads its own previous intervals cannot stage them all before one commit: its plans
     keep ``replace_window`` and are committed one after the other, in order.
     """
-    assert model.is_incremental and model.start is not None
+    if not model.is_incremental or model.start is None:
+        raise WindowError(f"model {model.name} is not incremental: every run rebuilds it, plan it with plan_run")
     plans = plan_window(project, model, TimeWindow(model.start, end), execution_time=execution_time, allow_downgrade=allow_downgrade)
     if model.name in model.depends_on:
         return plans
