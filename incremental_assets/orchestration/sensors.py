@@ -39,7 +39,7 @@ from incremental_assets.model.intervals import (
 from incremental_assets.model.kinds import IncrementalByTimeRange
 from incremental_assets.model import clock
 from incremental_assets.model.project import Project
-from incremental_assets.model.settings import CLOCK_ENV, read_env_settings  # noqa: F401 (CLOCK_ENV: tests set it)
+from incremental_assets.model.settings import read_env_settings
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.apply import apply_without_compute, current_plan
