@@ -23,6 +23,7 @@ from incremental_assets.plan.run_plan import plan_run
 
 PACKAGE = REPO / "incremental_assets"
 PINNED = datetime(2024, 3, 10, 15, 30, tzinfo=timezone.utc)
+CLOCK_OR_GETENV = re.compile(r"(datetime\.|dt\.datetime\.|date\.)(now|utcnow|today)|time\.time(_ns)?|os\.getenv")
 
 
 def _project(tmp_path: Path):
@@ -77,21 +78,20 @@ def _calls(path: Path) -> list[tuple[int, str]]:
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
         text = ast.unparse(node) if isinstance(node, (ast.Call, ast.Subscript, ast.Attribute)) else ""
-        if isinstance(node, ast.Call) and re.fullmatch(r"(datetime\.|dt\.datetime\.|date\.)(now|utcnow|today)|time\.time(_ns)?|os\.getenv",
-                                                       ast.unparse(node.func)):
+        if isinstance(node, ast.Call) and CLOCK_OR_GETENV.fullmatch(ast.unparse(node.func)):
             found.append((node.lineno, text))
-        elif isinstance(node, ast.Attribute) and text == "os.environ" :
+        elif isinstance(node, ast.Attribute) and text == "os.environ":
             found.append((node.lineno, text))
     return found
 
 
 def test_the_clock_and_the_environment_are_read_in_one_place_each():
     reads = {str(p.relative_to(PACKAGE)): _calls(p) for p in sorted(PACKAGE.rglob("*.py"))}
-    clock_reads = {p: [c for c in calls if "environ" not in c[1] and "getenv" not in c[1]] for p, calls in reads.items()}
-    assert {p for p, calls in clock_reads.items() if calls} == {"model/clock.py"}
-    env_reads = {p: [c for c in calls if "environ" in c[1] or "getenv" in c[1]] for p, calls in reads.items()}
+    of_env = {p for p, calls in reads.items() for _, what in calls if "environ" in what or "getenv" in what}
+    of_clock = {p for p, calls in reads.items() for _, what in calls if "environ" not in what and "getenv" not in what}
+    assert of_clock == {"model/clock.py"}
     # Besides the one read: what the product sets for Dagster, and a child process's copy of the environment.
-    assert {p for p, calls in env_reads.items() if calls} == {
+    assert of_env == {
         "model/settings.py", "orchestration/event_log.py", "orchestration/instance.py", "spark/connect_server.py"}
 
 
@@ -101,7 +101,8 @@ def test_every_variable_read_is_in_the_readme_settings_tables():
     named = set(re.findall(r'"(INCREMENTAL_ASSETS_[A-Z_]+|DAGSTER_HOME)"', source))
     assert set(SETTING_VARIABLES.values()) <= named and len(named) >= 17
     listed = set(re.findall(r"^\|[^|\n]*`(INCREMENTAL_ASSETS_[A-Z_]+|DAGSTER_HOME)`", readme, re.MULTILINE))
-    listed |= set(re.findall(r"^\|[^|\n]*\|[^|\n]*\|\s*`(INCREMENTAL_ASSETS_[A-Z_]+|DAGSTER_HOME)`", readme, re.MULTILINE))
+    third_column = r"^\|[^|\n]*\|[^|\n]*\|\s*`(INCREMENTAL_ASSETS_[A-Z_]+|DAGSTER_HOME)`"
+    listed |= set(re.findall(third_column, readme, re.MULTILINE))
     assert named - listed == set()
     assert "`AWS_*`" in readme
 
@@ -109,8 +110,9 @@ def test_every_variable_read_is_in_the_readme_settings_tables():
 def test_the_environment_is_read_into_one_value():
     assert read_env_settings({}) == EnvSettings()
     env = read_env_settings({
-        "INCREMENTAL_ASSETS_WAREHOUSE": "/w", "INCREMENTAL_ASSETS_UPSTREAM_WAIT_RETRIES": "3", "INCREMENTAL_ASSETS_CACHE_DIR": "off",
-        "INCREMENTAL_ASSETS_CLOCK": " 2024-01-01T00:00:00Z ", "INCREMENTAL_ASSETS_DEBUG": "1", "AWS_PROFILE": "p", "PATH": "/bin",
+        "INCREMENTAL_ASSETS_WAREHOUSE": "/w", "INCREMENTAL_ASSETS_UPSTREAM_WAIT_RETRIES": "3",
+        "INCREMENTAL_ASSETS_CACHE_DIR": "off", "INCREMENTAL_ASSETS_CLOCK": " 2024-01-01T00:00:00Z ",
+        "INCREMENTAL_ASSETS_DEBUG": "1", "AWS_PROFILE": "p", "PATH": "/bin",
     })
     assert env.setting_overrides == {"INCREMENTAL_ASSETS_WAREHOUSE": "/w"}
     assert (env.upstream_wait_retries, env.cache_dir, env.clock, env.debug) == (3, "off", "2024-01-01T00:00:00Z", True)

@@ -41,7 +41,7 @@ def wall_time() -> datetime:
 def pinned(at: datetime) -> Iterator[datetime]:
     """Make :func:`now` return ``at`` (an aware instant, kept in UTC) inside the block."""
     if at.tzinfo is None:
-        raise WindowError(f"the pinned instant {at.isoformat()} has no time zone: give it one, e.g. tzinfo=timezone.utc")
+        raise WindowError(f"the pinned instant {at.isoformat()} has no time zone (fix: e.g. tzinfo=timezone.utc)")
     _PINNED.append(at.astimezone(timezone.utc))
     try:
         yield _PINNED[-1]

@@ -147,9 +147,9 @@ _Number = TypeVar("_Number", int, float)
 class EnvSettings:
     """Every environment variable the product acts on, read at once by :func:`read_env_settings`.
 
-    >>> read_env_settings({"INCREMENTAL_ASSETS_LOCK_TIMEOUT": "5", "INCREMENTAL_ASSETS_KILL_AT": "staged,committed"})
-    ... # doctest: +ELLIPSIS
-    EnvSettings(setting_overrides={}, project=None, cache_dir=None, lock_timeout_seconds=5.0, ...kill_at=('staged', 'committed'), ...)
+    >>> env = read_env_settings({LOCK_TIMEOUT_ENV: "5", KILL_AT_ENV: "staged,recording"})
+    >>> env.lock_timeout_seconds, env.kill_at, env.upstream_wait_retries
+    (5.0, ('staged', 'recording'), 240)
     """
 
     setting_overrides: Mapping[str, str] = field(default_factory=dict)  # by variable name, see SETTING_VARIABLES

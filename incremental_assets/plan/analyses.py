@@ -65,7 +65,8 @@ def analyses(project: Project) -> dict[str, Analysis | None]:
     """The safety analysis of every incremental model of ``project`` (computed on first use, then kept)."""
     cached = _KEPT.get(project)
     if cached is None:
-        cached = _KEPT[project] = {m.name: analyze_model(project, m) for m in project.models.values() if m.is_incremental}
+        models = project.models.values()
+        cached = _KEPT[project] = {m.name: analyze_model(project, m) for m in models if m.is_incremental}
     return cached
 
 

@@ -32,7 +32,8 @@ def full_refresh_target(model: SqlModel) -> TargetState:
             model.line_of("kind"),
             f"model {model.name} is SCD_TYPE_2: a full refresh would throw away its history, which cannot be rebuilt "
             "from the current source rows; it is refused and the table is unchanged",
-            hint=f"run it without {ASK_FULL_REFRESH}: changes apply to new history only; or set `disable_restatement false` "
+            hint=f"run it without {ASK_FULL_REFRESH}: changes apply to new history only; "
+            "or set `disable_restatement false` "
             "in the kind to rebuild the table from the current source rows (every key then starts with one version)",
         )
     return TargetState()

@@ -316,7 +316,8 @@ def _incremental_window(
         return window, analysis.bounds, False
     if not allow_downgrade:
         raise UnsafeIncrementalError(refusal_message(model, analysis))
-    log.warning("%s", refusal_message(model, analysis).splitlines()[0] + " running a full refresh instead (a downgrade was allowed)")
+    first = refusal_message(model, analysis).splitlines()[0]
+    log.warning("%s", first + " running a full refresh instead (a downgrade was allowed)")
     return TimeWindow(model.start or window.start, window.end), None, True
 
 

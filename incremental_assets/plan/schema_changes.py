@@ -128,7 +128,8 @@ def decide(model: SqlModel, table: Mapping[str, str], query: Mapping[str, str]) 
             line,
             f"model {model.name}: cannot change column types in place ({diff.describe_destructive()}): "
             "the existing data files keep their types",
-            hint=f"rebuild the model with {ASK_FULL_REFRESH}, or set on_destructive_change ignore to keep the table's types",
+            hint=f"rebuild the model with {ASK_FULL_REFRESH}, "
+            "or set on_destructive_change ignore to keep the table's types",
         )
     old = {k.lower(): v.lower() for k, v in table.items()}
     widened = {c: o for c, o, _ in diff.widened}
