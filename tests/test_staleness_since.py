@@ -11,7 +11,6 @@ agree with what a user expects at that step.
 
 from __future__ import annotations
 
-from datetime import timedelta
 
 import dagster as dg
 import pytest

@@ -66,6 +66,7 @@ from incremental_assets.demo.shop import (
     _midnight,
     _Shop,
 )
+from incremental_assets.model import clock
 
 #: Where each source lives, relative to the project directory.
 __all__ = ["SOURCE_LOCATIONS", "AppendResult", "append_demo_day", "append_demo_hours", "generate_demo_data", "last_complete_hour", "loaded_until"]
@@ -204,7 +205,7 @@ def last_complete_hour(now: datetime | None = None) -> datetime:
     >>> last_complete_hour(datetime(2024, 12, 2, 6, 59, tzinfo=timezone.utc)).isoformat()
     '2024-12-02T06:00:00+00:00'
     """
-    now = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    now = (now or clock.now()).astimezone(timezone.utc)
     return now.replace(minute=0, second=0, microsecond=0)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -54,6 +54,7 @@ from incremental_assets.load.query import (
 )
 from incremental_assets.load.reader import HeaderReader
 from incremental_assets.load.seeds import read_seed
+from incremental_assets.model import clock
 from incremental_assets.model.cron import CRON_HINT, cron_problem
 from incremental_assets.model.intervals import IntervalUnit, relative_instant, unit_from_cron
 from incremental_assets.model.kinds import (
@@ -278,7 +279,7 @@ def _warn_unused(path: Path, seen: Mapping[str, Property]) -> None:
 
 def is_relative_time(value: Value) -> bool:
     """Whether a header value is a relative time (``'1 year ago'``), which moves with the load time."""
-    return isinstance(value, (Literal, Name)) and isinstance(value.value, str) and relative_instant(value.value, datetime.now(timezone.utc)) is not None
+    return isinstance(value, (Literal, Name)) and isinstance(value.value, str) and relative_instant(value.value, clock.now()) is not None
 
 
 _DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")

@@ -16,7 +16,7 @@ from incremental_assets.orchestration.instance import table_pool
 from incremental_assets.orchestration.resource import SparkResource
 from incremental_assets.orchestration.table_metadata import ModelColumns
 from incremental_assets.orchestration.translator import ModelTranslator
-from incremental_assets.plan.compile import run_size
+from incremental_assets.plan.analyses import run_size
 
 
 def build_model_asset(

@@ -21,7 +21,6 @@ confirmations of a model (the event log's batch write): cheap at a year of hourl
 from __future__ import annotations
 
 import logging
-import time
 from typing import Iterable, Mapping, Sequence
 
 import dagster as dg
@@ -37,6 +36,8 @@ from dagster._core.definitions.data_version import (
 from dagster._core.events import AssetObservationData, DagsterEvent, DagsterEventType
 from dagster._core.events.log import EventLogEntry
 from dagster._core.instance.utils import RUNLESS_JOB_NAME, RUNLESS_RUN_ID
+
+from incremental_assets.model import clock
 
 MATERIALIZATION = DagsterEventType.ASSET_MATERIALIZATION
 OBSERVATION = DagsterEventType.ASSET_OBSERVATION
@@ -128,7 +129,7 @@ def confirm(
     not make built intervals stale, see :mod:`.staleness`)."""
     skipped = set(skip)
     upstream = {parent: _upstream_state(instance, parent) for parent in parents}
-    now = time.time()
+    now = clock.wall_time().timestamp()
     entries = []
     for partition, (own_id, current) in _own_state(instance, key, partitioned).items():
         if partition in skipped:

@@ -17,9 +17,28 @@ from datetime import datetime, timezone
 import dagster as dg
 from dagster._core.storage.partition_status_cache import AssetStatusCacheValue, get_and_update_asset_status_cache_value
 
+from incremental_assets.errors import TranslatorError
+from incremental_assets.model import clock
 from incremental_assets.model.intervals import IntervalUnit, TimeWindow, merge, subtract, to_utc
 
 _UNIT_OF_CRON = {unit.cron: unit for unit in IntervalUnit}
+
+
+def time_partitions(partitions: dg.PartitionsDefinition | None, model_name: str) -> dg.TimeWindowPartitionsDefinition:
+    """An incremental model's partitions, which are time windows (its intervals): a translator that returns
+    another kind is refused here, naming the model and the method.
+
+    >>> time_partitions(dg.StaticPartitionsDefinition(["a"]), "s.m")
+    Traceback (most recent call last):
+    ...
+    incremental_assets.errors.TranslatorError: get_partitions_def returned StaticPartitionsDefinition for ...
+    """
+    if isinstance(partitions, dg.TimeWindowPartitionsDefinition):
+        return partitions
+    raise TranslatorError(
+        f"get_partitions_def returned {type(partitions).__name__} for the incremental model {model_name}: its "
+        "intervals are time partitions (fix: return a TimeWindowPartitionsDefinition, e.g. ModelTranslator's own)"
+    )
 
 
 def unit_of(partitions: dg.TimeWindowPartitionsDefinition) -> IntervalUnit | None:
@@ -83,14 +102,14 @@ def window_of_key(
         return TimeWindow(unit.floor(start), unit.next(unit.floor(start)))
     if start < to_utc(partitions.start) or not unit.is_boundary(start):
         return None
-    if end > (to_utc(partitions.end) if partitions.end else (now or datetime.now(timezone.utc))):
+    if end > (to_utc(partitions.end) if partitions.end else (now or clock.now())):
         return None
     return TimeWindow(start, end)
 
 
 def windows_of_keys(partitions: dg.TimeWindowPartitionsDefinition, keys) -> list[TimeWindow]:
     """The intervals of the keys the definition has, merged into ranges."""
-    now = datetime.now(timezone.utc)
+    now = clock.now()
     return merge([w for w in (window_of_key(partitions, k, now=now) for k in keys) if w is not None])
 
 
@@ -144,7 +163,7 @@ def _windows_of_subset(subset, partitions: dg.TimeWindowPartitionsDefinition) ->
 
 
 def _bounds(partitions: dg.TimeWindowPartitionsDefinition) -> TimeWindow:
-    end = to_utc(partitions.end) if partitions.end else datetime.now(timezone.utc)
+    end = to_utc(partitions.end) if partitions.end else clock.now()
     unit = unit_of(partitions)
     if unit is not None and not partitions.end:
         end = unit.floor(end)  # the last complete interval's end

@@ -6,7 +6,6 @@ model's start, the windows Dagster's partition key range covers, or one unpartit
 plans to the Spark executor with the model's audits, and reports what it committed.
 """
 
-import os
 import time
 from datetime import timezone
 from typing import Any, Iterator, Optional
@@ -30,7 +29,7 @@ from incremental_assets.errors import (
 from incremental_assets.load.settings import load_settings
 from incremental_assets.model.intervals import TimeWindow, to_utc
 from incremental_assets.model.project import Project
-from incremental_assets.model.settings import Settings, is_secret, redact_url
+from incremental_assets.model.settings import Settings, is_secret, read_env_settings, redact_url
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import checks, tags
 from incremental_assets.orchestration.apply import (
@@ -40,6 +39,7 @@ from incremental_assets.orchestration.apply import (
     unaffected_downstream,
 )
 from incremental_assets.orchestration.instance import materialized_windows, missing_upstream, pending_upstream_runs
+from incremental_assets.orchestration.partition_keys import time_partitions
 from incremental_assets.orchestration.table_metadata import table_row_count, written_schema
 from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.plan.rebuild import (
@@ -101,10 +101,8 @@ class SparkResource(LazyPySparkResource):
 
 def upstream_wait() -> tuple[int, float]:
     """How long a run waits for upstream runs that rebuild what it reads: retries x seconds (default an hour)."""
-    return (
-        int(os.environ.get("INCREMENTAL_ASSETS_UPSTREAM_WAIT_RETRIES", "240")),
-        float(os.environ.get("INCREMENTAL_ASSETS_UPSTREAM_WAIT_SECONDS", "15")),
-    )
+    env = read_env_settings()
+    return env.upstream_wait_retries, env.upstream_wait_seconds
 
 
 def window_of(context: dg.AssetExecutionContext) -> TimeWindow:
@@ -132,7 +130,7 @@ def rebuild_plans(
     if reason is None:
         return None
     partitions = translator.get_partitions_def(model)
-    assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
+    partitions = time_partitions(partitions, model.name)
     recorded = materialized_windows(context.instance, translator.get_asset_key(model), partitions)
     check_rebuild_window(model, window, max((w.end for w in recorded), default=window.end), reason)
     if not asked:
@@ -258,7 +256,7 @@ def report_intervals(context: dg.AssetExecutionContext, model: SqlModel, results
     """Each partition's own window and row count (``dagster/partition_row_count``, 0 for an interval
     without rows): a run over many intervals records one materialization per interval, each with its own."""
     partitions = context.assets_def.partitions_def
-    assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
+    partitions = time_partitions(partitions, model.name)
     rows: dict[str, int] = {}
     for result in results:
         rows.update(result.interval_rows)

@@ -24,7 +24,6 @@ import contextlib
 import fcntl
 import json
 import os
-import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone, tzinfo
 from pathlib import Path
@@ -33,6 +32,7 @@ from typing import Iterator
 import dagster as dg
 
 from incremental_assets import delta
+from incremental_assets.model import clock
 from incremental_assets.model.intervals import (
     END_OF_TIME, EVERY_INTERVAL, NO_INTERVAL, START_OF_TIME, Coverage, IntervalUnit, TimeWindow, batches, last_complete_end, merge, to_utc,
 )
@@ -44,7 +44,7 @@ from incremental_assets.orchestration.integrity import run_ids_of
 from incremental_assets.orchestration.confirm import latest_ids
 from incremental_assets.orchestration.partition_keys import key_of
 from incremental_assets.orchestration.translator import ModelTranslator
-from incremental_assets.plan.compile import input_bound
+from incremental_assets.plan.analyses import input_bound
 
 STATE_KEY = "incremental_assets/source_watch"
 STATE_VERSION = 1
@@ -273,7 +273,7 @@ def observe_sources(
         for name, marker in (legacy_sources or {}).items():
             state.sources.setdefault(name, marker)
         mark = instance.event_log_storage.get_maximum_record_id() or 0
-        at = time.time()
+        at = clock.wall_time().timestamp()
         for name, windows in (legacy_pending or {}).items():
             if name in project.models and windows:
                 state.touched.setdefault(name, []).append(Entry(windows, mark, at))

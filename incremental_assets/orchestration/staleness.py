@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 
 import dagster as dg
 
+from incremental_assets.model import clock
 from incremental_assets.model.intervals import TimeWindow, merge
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
@@ -33,7 +33,7 @@ from incremental_assets.orchestration.confirm import MATERIALIZATION, current_id
 from incremental_assets.orchestration.integrity_since import read_state, write_state
 from incremental_assets.orchestration.partition_keys import key_of, window_of_key
 from incremental_assets.orchestration.translator import ModelTranslator
-from incremental_assets.plan.compile import input_bound
+from incremental_assets.plan.analyses import input_bound
 
 
 KEY_PREFIX = "incremental_assets.stale:"
@@ -50,11 +50,6 @@ class Stale:
         return bool(self.windows or self.causes)
 
 
-def latest_ids(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[str, int]:
-    """The storage id of the latest materialization of each partition of an asset."""
-    return dict(instance.get_latest_storage_id_by_partition(key, dg.DagsterEventType.ASSET_MATERIALIZATION))
-
-
 def latest_id(instance: dg.DagsterInstance, key: dg.AssetKey) -> int | None:
     """The storage id of an asset's latest materialization (any partition)."""
     records = instance.fetch_materializations(key, limit=1).records
@@ -63,7 +58,7 @@ def latest_id(instance: dg.DagsterInstance, key: dg.AssetKey) -> int | None:
 
 def _windows(partitions: dg.TimeWindowPartitionsDefinition, ids: dict[str, int]) -> list[tuple[TimeWindow, int]]:
     out = []
-    now = datetime.now(timezone.utc)
+    now = clock.now()
     for key, sid in ids.items():
         window = window_of_key(partitions, key, now=now)
         if window is not None:  # else a key of an older partitions definition
@@ -134,7 +129,6 @@ class _Judge:
     def __init__(self, instance, project: Project, model: SqlModel, translator: ModelTranslator, partitions) -> None:
         self.instance, self.project, self.model, self.translator, self.partitions = instance, project, model, translator, partitions
         self.key = translator.get_asset_key(model)
-        self.now = datetime.now(timezone.utc)
 
     def everything(self, identity: str) -> Looked:
         """Every own interval against the latest materialization of every upstream interval."""

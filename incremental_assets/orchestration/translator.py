@@ -194,7 +194,7 @@ class ModelTranslator:
     def get_backfill_policy(self, model: SqlModel, run_size: int | None = None) -> dg.BackfillPolicy | None:
         """The execution class as a backfill policy: FullyBatchSafe runs any range as one Spark job
         (single run), BoundedSafe(n) and batch_size cut it in runs of n intervals (``run_size``, from
-        :func:`incremental_assets.plan.compile.run_size`), PerPartitionOnly runs one interval at a time."""
+        :func:`incremental_assets.plan.analyses.run_size`), PerPartitionOnly runs one interval at a time."""
         if not isinstance(model.kind, IncrementalByTimeRange):
             return None
         return dg.BackfillPolicy.multi_run(run_size) if run_size else dg.BackfillPolicy.single_run()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
 
 import pyarrow as pa
@@ -19,6 +18,7 @@ from pyspark.sql import SparkSession
 from incremental_assets import delta
 from incremental_assets.errors import StorageError
 from incremental_assets.load.sqlmesh_models import SqlmeshPythonModel
+from incremental_assets.model import clock
 from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.model.kinds import IncrementalByCursor, ScdType2, UniqueKey
 from incremental_assets.model.project import Project
@@ -195,7 +195,7 @@ class Executor(Inputs):
             "write": str(first.write),
             "window_start": window.start.isoformat() if window else "",
             "window_end": window.end.isoformat() if window else "",
-            "committed_at": datetime.now(timezone.utc).isoformat(),
+            "committed_at": clock.wall_time().isoformat(),
         }
         if isinstance(strategy.model.kind, (UniqueKey, ScdType2)):
             metadata["buckets"] = str(strategy.model.kind.buckets)

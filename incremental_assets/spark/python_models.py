@@ -25,6 +25,7 @@ from sqlglot import exp, parse_one
 
 from incremental_assets.errors import StorageError
 from incremental_assets.load.sqlmesh_models import PYTHON_ROWS_VIEW, SqlmeshPythonModel
+from incremental_assets.model import clock
 from incremental_assets.model.project import Project
 from incremental_assets.plan.run_plan import RunPlan, view_name
 
@@ -127,7 +128,7 @@ def _python_value(value: Any) -> Any:
 
 def execute_arguments(model: SqlmeshPythonModel, plan: RunPlan, variables: dict[str, Any]) -> dict[str, Any]:
     """The keyword arguments of ``execute`` for a run, as SQLMesh gives them."""
-    execution_time = plan.execution_time or datetime.now(timezone.utc)
+    execution_time = plan.execution_time or clock.now()
     window = plan.window
     if window is not None:
         start, end = window.start, window.end

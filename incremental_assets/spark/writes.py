@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
 from typing import Any, ClassVar, Mapping
 
 import pyarrow as pa
@@ -21,6 +20,7 @@ from pyspark.sql.types import StructType
 from sqlglot import exp
 
 from incremental_assets import delta
+from incremental_assets.model import clock
 from incremental_assets.model.intervals import IntervalUnit, TimeWindow
 from incremental_assets.model.kinds import IncrementalByTimeRange
 from incremental_assets.model.project import Project
@@ -320,7 +320,7 @@ class Scd2Write(_KeyedWrite):
     kind = WriteKind.SCD2
 
     def merge(self, plan: RunPlan, df: DataFrame, stage_rows: merge.Stage) -> tuple[list[str] | None, dict[str, Any]]:
-        execution_time = plan.execution_time or datetime.now(timezone.utc)
+        execution_time = plan.execution_time or clock.now()
         return merge.scd_type_2(self, plan, df, self.uri, stage_rows, execution_time)
 
 
