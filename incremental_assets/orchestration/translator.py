@@ -29,7 +29,7 @@ from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import table_metadata
 from incremental_assets.orchestration.freshness import freshness_policy
 from incremental_assets.orchestration.table_metadata import ModelColumns
-from incremental_assets.plan.compile import input_bound
+from incremental_assets.plan.analyses import input_bound
 
 _TAG_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
 
