@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from incremental_assets.errors import ModelFileError
-from incremental_assets.load.macro_eval import MacroContext
+from incremental_assets.load.macros.evaluator import MacroContext
 from incremental_assets.load.query import parse_query
 from incremental_assets.load.sqlmesh_models import sqlmesh_python_model
 from incremental_assets.load.sqlmesh_shim import MODEL_REGISTRY, import_failure, real_model_specs, sqlmesh_names

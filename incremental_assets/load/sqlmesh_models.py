@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping
 from sqlglot import exp
 
 from incremental_assets.errors import ModelFileError
-from incremental_assets.load.macro_eval import MacroContext, MacroEvaluator
+from incremental_assets.load.macros.evaluator import MacroContext, MacroEvaluator
 from incremental_assets.load.model_file import parse_model_file
 from incremental_assets.load.sqlmesh_config import header_text
 from incremental_assets.load.sqlmesh_shim import ModelSpec, model_kind_name, plain
