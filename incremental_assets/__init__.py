@@ -20,7 +20,7 @@ __all__ = ["IncrementalAssetsComponent", "ModelTranslator", "build_definitions",
 _PUBLIC = {
     "IncrementalAssetsComponent": "incremental_assets.orchestration.component",
     "ModelTranslator": "incremental_assets.orchestration.translator",
-    "build_definitions": "incremental_assets.orchestration.definitions",
+    "build_definitions": "incremental_assets.orchestration.build_definitions",
     "load_project": "incremental_assets.load.project",
 }
 

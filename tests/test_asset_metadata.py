@@ -15,7 +15,7 @@ from dagster._core.definitions.metadata.source_code import CodeReferencesMetadat
 from incremental_assets import delta
 from incremental_assets.errors import ModelFileError
 from incremental_assets.load.project import load_project
-from incremental_assets.orchestration.definitions import build_definitions
+from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.orchestration.instance import open_instance
 from incremental_assets.orchestration.runner import Runner
 

@@ -7,7 +7,7 @@ import pytest
 from deltalake import DeltaTable
 
 from incremental_assets import delta
-from incremental_assets.orchestration.definitions import build_definitions
+from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.errors import ProjectError
 from incremental_assets.load.project import load_project
 from incremental_assets.orchestration.instance import open_instance

@@ -18,7 +18,7 @@ from incremental_assets import cli, delta
 from incremental_assets.errors import IncrementalAssetsError
 from incremental_assets.load.project import load_project
 from incremental_assets.orchestration import event_log
-from incremental_assets.orchestration.definitions import build_definitions
+from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.orchestration.event_log import BATCH_SIZE_ENV, BatchedSqliteEventLogStorage
 from incremental_assets.orchestration.instance import MANAGED_MARK, dagster_yaml, open_instance
 from incremental_assets.orchestration.runner import Runner

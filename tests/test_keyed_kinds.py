@@ -476,7 +476,7 @@ def test_cli_runs_merge_kinds_as_dagster_materializations(spark, make_project, c
     # A Dagster run tagged with an execution time closes deleted keys at that time (replays, tests).
     import dagster as dg
 
-    from incremental_assets.orchestration.definitions import build_definitions
+    from incremental_assets.orchestration.build_definitions import build_definitions
     from incremental_assets.orchestration.tags import EXECUTION_TIME_TAG
     from incremental_assets.orchestration.instance import open_instance
 

@@ -11,7 +11,7 @@ from deltalake import DeltaTable
 
 from incremental_assets.plan.compile import input_bound
 from incremental_assets import delta
-from incremental_assets.orchestration.definitions import build_definitions
+from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.orchestration.explain import explain_model
 from incremental_assets.errors import ModelFileError, ProjectError
 from incremental_assets.spark.executor import Executor

@@ -16,7 +16,7 @@ from dagster._core.loader import LoadingContextForTest
 from deltalake import DeltaTable
 
 from incremental_assets import cli, delta
-from incremental_assets.orchestration.definitions import build_definitions
+from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.errors import ModelFileError
 from incremental_assets.spark.executor import Executor
 from incremental_assets.plan.run_plan import plan_run, plan_window
