@@ -89,6 +89,10 @@ class DamagedTableError(StorageError):
         return DamagedTableError(self.uri, self.file, self.problem, model=model, newest=self.newest)
 
 
+class TranslatorError(IncrementalAssetsError):
+    """A project's ModelTranslator returned what a model cannot run with (e.g. partitions that are not time windows)."""
+
+
 class SelectionError(IncrementalAssetsError):
     """A model selection names no known model."""
 

@@ -76,7 +76,8 @@ def automation_daemon(root: Path, home: Path, clock: datetime | str, log: Path, 
     to ``cursor`` first, when given; left off with ``sensor=False``), the sensor's clock at ``clock`` (an
     instant, or ``@FILE``: the instant in that file, read every tick).
     Stopped with every process it started (its own session), also when the caller fails."""
-    from incremental_assets.orchestration.sensors import CLOCK_ENV, SENSOR_NAME
+    from incremental_assets.model.settings import CLOCK_ENV
+    from incremental_assets.orchestration.sensors import SENSOR_NAME
 
     repo = Path(__file__).resolve().parent.parent
     env = {**os.environ, "DAGSTER_HOME": str(home), "INCREMENTAL_ASSETS_PROJECT": str(root), CLOCK_ENV: clock if isinstance(clock, str) else clock.isoformat(),

@@ -17,6 +17,7 @@ from incremental_assets.errors import ModelFileError
 from incremental_assets.load.project import load_project
 from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.orchestration.runner import Runner
+from incremental_assets.orchestration.translator import ModelTranslator
 
 from helpers import table_rows, utc, write_events
 
@@ -104,6 +105,31 @@ def test_code_references_link_to_the_git_host(env):
     defs = build_definitions(load_project(root))
     (ref,) = CodeReferencesMetadataSet.extract(spec(defs, DAILY).metadata).code_references.code_references
     assert ref.url == "https://github.com/acme/shop/tree/main/models/daily.sql#L2"
+
+
+
+class SalesTranslator(ModelTranslator):
+    """A user's translator that changes the spec as a whole: one tag more, its own group."""
+
+    def get_asset_spec(self, project, model, columns=None):
+        spec = super().get_asset_spec(project, model, columns)
+        return spec.merge_attributes(tags={"team": "sales"}).replace_attributes(group_name="sales")
+
+
+def test_a_translator_overriding_get_asset_spec_changes_the_assets_and_they_still_run(env):
+    project, instance, default_defs = env
+    defs = build_definitions(project, translator=SalesTranslator())
+    for key in (HOURLY, DAILY, TOTAL):
+        ours, default = spec(defs, key), spec(default_defs, key)
+        assert ours.tags == {**default.tags, "team": "sales"} and ours.group_name == "sales" != default.group_name
+        assert (ours.deps, ours.metadata, ours.code_version, ours.partitions_def) == (
+            default.deps, default.metadata, default.code_version, default.partitions_def
+        )
+    assert defs.resolve_assets_def(DAILY).check_keys == default_defs.resolve_assets_def(DAILY).check_keys
+    runner = Runner(project, instance, defs, SalesTranslator())
+    report = runner.run([project.model("s.hourly")], start=utc(2024, 1, 1), end=utc(2024, 1, 1, 3))
+    assert report.success, [r.error for r in report.records]
+    assert set(_materializations(instance, HOURLY)) == {"2024-01-01-00:00", "2024-01-01-01:00", "2024-01-01-02:00"}
 
 
 def _materializations(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[str | None, dict]:

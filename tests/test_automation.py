@@ -17,7 +17,8 @@ from incremental_assets.load.project import load_project
 from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.orchestration.instance import open_instance
 from incremental_assets.orchestration.runner import Runner
-from incremental_assets.orchestration.sensors import CLOCK_ENV, SENSOR_NAME
+from incremental_assets.model.settings import CLOCK_ENV
+from incremental_assets.orchestration.sensors import SENSOR_NAME
 
 from helpers import table_rows, utc, write_events
 from test_dagster import MODELS, SOURCES

@@ -23,7 +23,8 @@ from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.orchestration.instance import open_instance
 from incremental_assets.orchestration.runner import Runner
 from incremental_assets.orchestration.schedules import job_name
-from incremental_assets.orchestration.sensors import CLOCK_ENV, SENSOR_NAME
+from incremental_assets.model.settings import CLOCK_ENV
+from incremental_assets.orchestration.sensors import SENSOR_NAME
 from incremental_assets.orchestration.status import model_status
 
 START, END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"

@@ -9,7 +9,7 @@ import dagster as dg
 import pytest
 from deltalake import DeltaTable
 
-from incremental_assets.plan.compile import input_bound
+from incremental_assets.plan.analyses import input_bound
 from incremental_assets import delta
 from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.orchestration.explain import explain_model

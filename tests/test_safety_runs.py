@@ -11,7 +11,7 @@ from datetime import timedelta
 import dagster as dg
 import pytest
 
-from incremental_assets.plan.compile import analyses, analysis_of
+from incremental_assets.plan.analyses import analyses, analysis_of
 from incremental_assets import cli, delta
 from incremental_assets.analysis import SourceBound
 from incremental_assets.orchestration.build_definitions import build_definitions

@@ -146,7 +146,7 @@ def test_the_override_a_refusal_names_loads_in_sqlmesh_and_here(tmp_path):
     """A refusal's fix, written into the MODEL header as it says, admits the model here and SQLMesh loads the file."""
     import re
 
-    from incremental_assets.plan.compile import analysis_of
+    from incremental_assets.plan.analyses import analysis_of
 
     python = _sqlmesh_python()
     header = "name s.run_users,\n  kind INCREMENTAL_BY_TIME_RANGE (time_column viewed_at),\n  start '2024-01-01'"

@@ -151,7 +151,7 @@ def test_macro_hiding_an_unsafe_construct_is_still_refused(make_project):
                         "SELECT ds, @ranked(ds) AS rn FROM s.src WHERE ds BETWEEN @start_ds AND @end_ds",
         "sources.yaml": "- name: s.src\n  location: data/src\n  format: parquet\n  time_column: ds\n  interval_unit: day\n",
     })
-    from incremental_assets.plan.compile import analysis_of
+    from incremental_assets.plan.analyses import analysis_of
 
     project = load_project(root)
     analysis = analysis_of(project, "s.m")
@@ -160,7 +160,7 @@ def test_macro_hiding_an_unsafe_construct_is_still_refused(make_project):
 
 
 def test_a_limit_made_by_a_clause_operator_is_refused_like_a_limit(make_project):
-    from incremental_assets.plan.compile import analysis_of
+    from incremental_assets.plan.analyses import analysis_of
 
     root = make_project({
         "models/m.sql": "MODEL (name s.m, kind INCREMENTAL_BY_TIME_RANGE(time_column ds), start '2024-01-01');\n"
@@ -197,7 +197,7 @@ def test_macro_conditions_on_the_run_window_are_decided_per_run(make_project):
 
 
 def test_every_branch_of_a_window_condition_is_analysed_and_runs_cover_one_interval(make_project):
-    from incremental_assets.plan.compile import analysis_of, run_size
+    from incremental_assets.plan.analyses import analysis_of, run_size
 
     project = load_project(_windowed(make_project))
     analysis = analysis_of(project, "s.m")

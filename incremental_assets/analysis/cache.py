@@ -24,12 +24,14 @@ from typing import Any
 
 import sqlglot
 
+from incremental_assets.model.settings import read_env_settings
+
 _CODE_DIGESTS: dict[tuple[str, ...], str] = {}
 
 
 def cache_folder(project_directory: Path) -> Path | None:
     """Where a project's cached results are kept (None: the cache is off)."""
-    chosen = os.environ.get("INCREMENTAL_ASSETS_CACHE_DIR")
+    chosen = read_env_settings().cache_dir
     if chosen and chosen.lower() == "off":
         return None
     return Path(chosen) if chosen else Path(project_directory) / ".cache" / "incremental_assets"

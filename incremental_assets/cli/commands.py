@@ -22,7 +22,8 @@ from incremental_assets.cli.verify import add_verify_command
 from incremental_assets.cli.window_notes import check_window_reaches
 from incremental_assets.errors import IncrementalAssetsError, ProjectError
 from incremental_assets.model.intervals import TimeWindow, format_instant
-from incremental_assets.plan.compile import analysis_of
+from incremental_assets.model.settings import read_env_settings
+from incremental_assets.plan.analyses import analysis_of
 
 if TYPE_CHECKING:
     from incremental_assets.orchestration.explain import Explanation
@@ -416,7 +417,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except Exception as exc:  # a failure no check foresaw: still one line; the trace on request
-        if os.environ.get("INCREMENTAL_ASSETS_DEBUG"):
+        if read_env_settings().debug:
             raise
         first = (str(exc).strip().splitlines() or [""])[0][:500]
         print(f"error: unexpected {type(exc).__name__}: {first} (fix: this is a bug of incremental_assets, please report "

@@ -22,7 +22,6 @@ off so that this module is the only place deciding when to checkpoint and clean.
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -34,6 +33,7 @@ from pyarrow import fs as pafs
 from incremental_assets.delta.files import filesystem, short_reason
 from incremental_assets.delta.lock import writer_lock
 from incremental_assets.delta.tables import open_table
+from incremental_assets.model import clock
 
 CHECKPOINT_INTERVAL = 10  # commits between two checkpoints (``delta.checkpointInterval``)
 LOG_RETENTION = "interval 30 days"  # how long commit files stay readable (``delta.logRetentionDuration``)
@@ -104,7 +104,7 @@ def restore_checkpointed_commit(uri: str, version: int) -> bool:
         return False
     if fs.get_file_info(f"{log}/{version:020d}.checkpoint.parquet").type == pafs.FileType.NotFound:
         return False  # a multi-part checkpoint (other writers'): left to them
-    info = {"timestamp": int(time.time() * 1000), "operation": "RESTORE COMMIT FILE",
+    info = {"timestamp": int(clock.wall_time().timestamp() * 1000), "operation": "RESTORE COMMIT FILE",
             "operationParameters": {"reason": "commit file lost; the state is the checkpoint's"}}
     with fs.open_output_stream(path) as out:
         out.write((json.dumps({"commitInfo": info}) + "\n").encode())

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
@@ -38,7 +37,9 @@ from incremental_assets.delta.tables import (
     window_filters,
 )
 from incremental_assets.errors import StorageError
+from incremental_assets.model import clock
 from incremental_assets.model.intervals import IntervalUnit, TimeWindow
+from incremental_assets.plan.rebuild import ASK_FULL_REFRESH
 
 
 # Every commit is one step of this application transaction: two writers committing on the same snapshot
@@ -78,7 +79,7 @@ def _add_actions(uri: str, staging: str, *, by_day: bool = False) -> tuple[list[
                 path=relative,
                 size=info.size,
                 partition_values=partition_values,
-                modification_time=int((info.mtime or datetime.now(timezone.utc)).timestamp() * 1000),
+                modification_time=int((info.mtime or clock.wall_time()).timestamp() * 1000),
                 data_change=True,
                 stats=file_stats(footer, by_day=by_day),
             )
@@ -158,7 +159,7 @@ def _check_partitioning(uri: str, table: DeltaTable, mode: CommitMode) -> None:
     if current == list(mode.partition_by):
         return
     fix = (
-        "rebuild it with --full-refresh"
+        f"rebuild it with {ASK_FULL_REFRESH}"
         if isinstance(mode, ReplaceWindow)
         else "a Delta table's partitioning cannot be changed by a commit: the model's kind changed, so remove the table folder and run the model again"
     )
@@ -270,7 +271,7 @@ def _day_removes(uri: str, table: DeltaTable, mode: ReplaceWindow) -> list[Remov
         )
     if mode.whole_days:
         return []  # the overwrite removes every file of the days
-    now = int(datetime.now(timezone.utc).timestamp() * 1000)
+    now = int(clock.wall_time().timestamp() * 1000)
     removed, _ = replaced_files(table, mode.window, mode.unit)
     return [RemoveAction(f.path, True, now, f.size, {DAY_COLUMN: f.day}) for f in removed]
 

@@ -27,7 +27,6 @@ import os
 import shutil
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Collection
 
 import pyarrow as pa
@@ -44,6 +43,7 @@ from incremental_assets.delta.staging import COMPACT_PREFIX
 from incremental_assets.delta.stats import file_stats
 from incremental_assets.delta.tables import DAY_COLUMN, METADATA_PREFIX, PARTITION_COLUMN, exists, open_table
 from incremental_assets.errors import StorageError
+from incremental_assets.model import clock
 
 # Files smaller than this are compacted, and a compacted file holds at most about this much (compressed):
 # small enough to rewrite in memory on a small machine, large enough that a year of days is 365 files.
@@ -144,7 +144,7 @@ def compact(
     planned = CompactResult(tuple(g.label for g in groups), sum(len(g.files) for g in groups), len(groups))
     if dry_run:
         return planned
-    folder = f"{uri.rstrip('/')}/{COMPACT_PREFIX}{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{host_tag()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    folder = f"{uri.rstrip('/')}/{COMPACT_PREFIX}{clock.wall_time():%Y%m%dT%H%M%S}-{host_tag()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     committed = False
     try:
         table = open_table(uri)
@@ -158,7 +158,7 @@ def compact(
                 return CompactResult(planned.groups, planned.files_before, planned.files_after, None,
                                      "a writer replaced some of those files meanwhile; the next compaction tries again")
             before = table.version()
-            now = int(datetime.now(timezone.utc).timestamp() * 1000)
+            now = int(clock.wall_time().timestamp() * 1000)
             removes = [RemoveAction(f.path, False, now, f.size, dict(g.partition)) for g in groups for f in g.files]
             custom = carried_metadata((table.history(1) or [{}])[0])
             custom[METADATA_PREFIX + "compaction"] = f"{planned.files_before} files into {planned.files_after}"
@@ -202,7 +202,7 @@ def _rewrite(uri: str, folder: str, group: Group, by_day: bool) -> AddAction:
     with fs.open_input_file(path) as handle:
         footer = pq.ParquetFile(handle).metadata
         size = handle.size()
-    now = int(datetime.now(timezone.utc).timestamp() * 1000)
+    now = int(clock.wall_time().timestamp() * 1000)
     return AddAction(relative, int(size), dict(group.partition), now, False, file_stats(footer, by_day=by_day))
 
 

@@ -13,6 +13,7 @@ from pyarrow import fs as pafs
 
 from incremental_assets.errors import StorageError
 from incremental_assets.model.settings import is_local  # noqa: F401 (the delta package's name for it)
+from incremental_assets.model.settings import read_env_settings
 
 
 # Where the AWS SDKs (delta-rs, pyarrow) find credentials, besides an EC2 instance role.
@@ -33,7 +34,7 @@ def check_credentials(uri: str, environ: Mapping[str, str] | None = None) -> Non
     """
     if not uri.startswith(("s3://", "s3a://")):
         return
-    env = os.environ if environ is None else environ
+    env = read_env_settings().credentials if environ is None else environ
     if any(env.get(name) for name in _AWS_CREDENTIAL_VARIABLES):
         return
     if env.get("AWS_SKIP_SIGNATURE", "").lower() == "true" or env.get("AWS_EC2_METADATA_DISABLED", "").lower() == "false":

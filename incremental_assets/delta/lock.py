@@ -27,7 +27,6 @@ import socket
 import threading
 import time
 import uuid
-from datetime import datetime, timezone
 from typing import Callable, Iterator
 
 from incremental_assets.delta.files import (
@@ -38,10 +37,11 @@ from incremental_assets.delta.files import (
     process_started,
 )
 from incremental_assets.errors import StorageError
+from incremental_assets.model import clock
+from incremental_assets.model.settings import LOCK_TIMEOUT_ENV, read_env_settings
 
 LOCK_FILE = "_ia_writer.lock"
 
-LOCK_TIMEOUT_ENV = "INCREMENTAL_ASSETS_LOCK_TIMEOUT"
 
 STALE_LOCK_SECONDS = 600.0  # a lock from another host not touched for this long belongs to a dead writer
 HEARTBEAT_SECONDS = 30.0  # how often a holder touches its lock file
@@ -115,7 +115,7 @@ def _holder_is_gone(record: dict, fd: int) -> bool:
         started = process_started(pid)
         return not pid_alive(pid) or (record.get("started") is not None and started is not None and started != record["started"])
     # another host, or no readable record: only a heartbeat older than the limit proves the holder dead
-    return time.time() - os.fstat(fd).st_mtime > STALE_LOCK_SECONDS
+    return clock.wall_time().timestamp() - os.fstat(fd).st_mtime > STALE_LOCK_SECONDS
 
 
 def _take_over(fd: int, path: str) -> bool:
@@ -190,7 +190,7 @@ def _remove_leftovers(folder: str) -> None:
             continue
         leftover = f"{folder}/{name}"
         with contextlib.suppress(OSError):
-            if time.time() - os.stat(leftover).st_mtime < STALE_LOCK_SECONDS:
+            if clock.wall_time().timestamp() - os.stat(leftover).st_mtime < STALE_LOCK_SECONDS:
                 continue
             fd = os.open(leftover, os.O_RDWR)
             try:
@@ -239,7 +239,7 @@ def writer_lock(uri: str, *, owner: str = "", timeout: float | None = None) -> I
     folder = local_path(uri).rstrip("/")
     os.makedirs(folder, exist_ok=True)
     path = f"{folder}/{LOCK_FILE}"
-    wait = float(os.environ.get(LOCK_TIMEOUT_ENV, "300")) if timeout is None else timeout
+    wait = read_env_settings().lock_timeout_seconds if timeout is None else timeout
     deadline = time.monotonic() + wait
     in_process = _thread_lock(path)
     if not (in_process.acquire(timeout=wait) if wait > 0 else in_process.acquire(blocking=False)):
@@ -266,7 +266,7 @@ def writer_lock(uri: str, *, owner: str = "", timeout: float | None = None) -> I
 def _acquire(uri: str, folder: str, path: str, owner: str, deadline: float, wait: float) -> int:
     """Publish our lock file, taking over a dead writer's; the open, flock-ed lock file when held."""
     record = {"pid": os.getpid(), "started": process_started(os.getpid()), "host": host_tag(),
-              "hostname": socket.gethostname(), "owner": owner, "since": datetime.now(timezone.utc).isoformat(),
+              "hostname": socket.gethostname(), "owner": owner, "since": clock.wall_time().isoformat(),
               "token": uuid.uuid4().hex}
     fd, prepared = _prepare(folder, record)
     held = False

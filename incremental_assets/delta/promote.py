@@ -20,7 +20,6 @@ import os
 import shutil
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Iterator, Mapping, Sequence
 from urllib.parse import unquote
 
@@ -35,6 +34,7 @@ from incremental_assets.delta.files import filesystem, is_local, local_path
 from incremental_assets.delta.lock import writer_lock
 from incremental_assets.delta.tables import METADATA_PREFIX, PARTITION_COLUMN, built_with, exists, last_commit_metadata, open_table
 from incremental_assets.errors import PromotionRefusedError, StorageError
+from incremental_assets.model import clock
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ def promote_table(env_uri: str, prod_uri: str, model: str, *, metadata: Mapping[
     custom = {METADATA_PREFIX + k: v for k, v in last_commit_metadata(env_uri).items()}
     custom.update({METADATA_PREFIX + k: str(v) for k, v in metadata.items()})
     custom[METADATA_PREFIX + "staging"] = f"promote-{uuid.uuid4().hex[:12]}"
-    custom[METADATA_PREFIX + "committed_at"] = datetime.now(timezone.utc).isoformat()
+    custom[METADATA_PREFIX + "committed_at"] = clock.wall_time().isoformat()
     definition = stored_definition(env_uri, fingerprint)
     if definition is not None:
         write_definition(prod_uri, definition)

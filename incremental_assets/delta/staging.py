@@ -29,6 +29,7 @@ from incremental_assets.delta.tables import (
     open_table,
 )
 from incremental_assets.errors import StorageError
+from incremental_assets.model import clock
 
 STAGING_PREFIX = "run-"
 # Written into a staging folder once a commit made its files the table's: telling a committed folder
@@ -43,7 +44,7 @@ def new_staging_dir(uri: str) -> str:
     Its name says when, on which host and by which process it was made, so a later run can tell the
     folders of dead runs from those of running ones: ``run-<utc stamp>-<host tag>-<pid>-<random>``.
     """
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    stamp = clock.wall_time().strftime("%Y%m%dT%H%M%S")
     return f"{uri.rstrip('/')}/{STAGING_PREFIX}{stamp}-{host_tag()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
@@ -140,7 +141,7 @@ def orphan_staging_dirs(uri: str, *, older_than: timedelta = timedelta(hours=24)
         n for n in sorted(os.listdir(folder))
         if n.startswith(STAGING_PREFIX) and os.path.isdir(f"{folder}/{n}") and not os.path.exists(f"{folder}/{n}/{COMMITTED_MARK}")
     ]
-    now = now or datetime.now(timezone.utc)
+    now = now or clock.wall_time()
     gone = [name for name in candidates if _run_gone(name, older_than, now)]
     if not gone:  # the usual case: no need to read the table
         return []

@@ -313,17 +313,19 @@ def row_filter(uri: str, window: TimeWindow | None, unit: str | None) -> tuple[s
 
 def source_files(
     uri: str, *, time_column: str | None = None, window: TimeWindow | None = None, time_format: str | None = None, tz: tzinfo = timezone.utc
-) -> list[str]:
+) -> tuple[list[str], pa.Schema]:
     """Files of a Delta source, pruned by partition values or min/max statistics of its time column, the
-    window's bounds given in the column's own type (see :mod:`~incremental_assets.model.source_time`)."""
+    window's bounds given in the column's own type (see :mod:`~incremental_assets.model.source_time`);
+    and the schema of the same version (a source appended to meanwhile is read at one version)."""
     table = open_table(uri)
+    schema = pa.schema(table.schema().to_arrow())
     if window is None or time_column is None:
-        return table.file_uris()
+        return table.file_uris(), schema
     bounds = _bounds_in_type(_column_type(table, time_column), window, time_format, tz)
     if bounds is None:
-        return table.file_uris()  # a type the window cannot be said in (text of no sortable format): every file
+        return table.file_uris(), schema  # a type the window cannot be said in (text of no sortable format): every file
     (low_op, low), (high_op, high) = bounds
-    return table.file_uris(file_pruning_predicate=[(time_column, low_op, low), (time_column, high_op, high)])
+    return table.file_uris(file_pruning_predicate=[(time_column, low_op, low), (time_column, high_op, high)]), schema
 
 
 def _bounds_in_type(column_type: str | None, window: TimeWindow, time_format: str | None, tz: tzinfo) -> tuple[tuple[str, object], tuple[str, object]] | None:

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable
 
 from incremental_assets.demo.shop import _midnight, _Shop
+from incremental_assets.model import clock
 
 #: Where each source lives, relative to the project directory.
 SOURCE_LOCATIONS: dict[str, str] = {
@@ -58,7 +59,7 @@ def last_complete_hour(now: datetime | None = None) -> datetime:
     >>> last_complete_hour(datetime(2024, 12, 2, 6, 59, tzinfo=timezone.utc)).isoformat()
     '2024-12-02T06:00:00+00:00'
     """
-    now = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    now = (now or clock.now()).astimezone(timezone.utc)
     return now.replace(minute=0, second=0, microsecond=0)
 
 

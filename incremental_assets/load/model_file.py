@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -35,6 +35,7 @@ from incremental_assets.load.header import (
     Pair,
     Property,
     Seq,
+    SplitFile,
     Value,
     check_file_size,
     parse_header,
@@ -53,6 +54,7 @@ from incremental_assets.load.query import (
 )
 from incremental_assets.load.reader import HeaderReader
 from incremental_assets.load.seeds import read_seed
+from incremental_assets.model import clock
 from incremental_assets.model.cron import CRON_HINT, cron_problem
 from incremental_assets.model.intervals import IntervalUnit, relative_instant, unit_from_cron
 from incremental_assets.model.kinds import (
@@ -103,49 +105,91 @@ def parse_model_file(
     metadata: dict[str, str] = {}
     kind = read_kind(reader, seen["kind"], metadata)
     kind = _physical_overrides(reader, kind, seen.get("physical_properties"))
-    values = _read_values(reader, seen, dialect, metadata)
-    if values.get("audits"):
-        values["audits"] = _expanded_audits(reader, seen, values["audits"], macros)
-    _start_and_end(reader, seen, values)
-    if "start" in values and is_relative_time(seen["start"].value):
-        values["relative_start"] = str(seen["start"].value.value).strip()  # type: ignore[union-attr]
-    if isinstance(kind, IncrementalByTimeRange):
-        _time_layout(reader, seen, values, defaulted)
+    values, properties = _read_values(reader, seen, dialect)
+    metadata.update(properties)
+    values = _header_values(reader, seen, kind, values, defaulted, macros)
     _warn_unused(path, seen)
-    body = render_jinja_blocks(split.query_text, path, variables or {}, split.query_line - 1, macros.macros_dir if macros else None)
-    body, inline_audits = split_inline_audits(body, path, split.query_line - 1)
-    if isinstance(kind, Seed):
-        kind, query = _seed_query(reader, kind, values, body, seen["kind"].line)
-        references: tuple[TableReference, ...] = ()
-        statements: dict[str, Any] = {}
-    else:
-        if macros is None and variables:
-            macros = MacroContext(variables={str(k).lower(): v for k, v in variables.items()})
-        parsed = parse_model_body(body, dialect=dialect, path=path, line_offset=split.query_line - 1, this_model=name, macros=macros)
-        query = parsed.query
-        references = table_references(query)
-        statements = {"pre_statements": parsed.pre_statements, "post_statements": parsed.post_statements}
-    if dialect != "spark":
-        _check_spark_equivalent(reader, query, dialect, split.query_line)
-    if isinstance(kind, IncrementalByTimeRange):
-        _check_time_column(reader, query, kind.time_column, seen["kind"].line, values.get("columns", {}))
-    _check_event_time_column(reader, query, kind, values, seen)
-    _check_keyed_kind(reader, query, kind, seen["kind"].line)
+    body = _read_body(reader, split, (name, kind, seen["kind"].line), dialect, values.get("columns"), variables, macros)
+    if body.columns is not None:
+        values = {**values, "columns": body.columns}
+    _check_query(reader, body, dialect, values, seen, split.query_line)
     return SqlModel(
         name=name,
         path=path,
-        kind=kind,
-        query=query,
+        kind=body.kind,
+        query=body.query,
         dialect=dialect,
-        references=references,
+        references=body.references,
         metadata=metadata,
         header_line=header.line,
         query_line=split.query_line,
         lines={key: prop.line for key, prop in seen.items()},
-        **statements,
-        inline_audits=tuple(inline_audits),
+        **body.statements,
+        inline_audits=body.inline_audits,
         **values,
     )
+
+
+@dataclass(frozen=True)
+class _Body:
+    """What the query part of a model file holds: the kind (a seed's with its CSV's hash), the query, the
+    tables it reads, its pre and post statements, its inline audits, and the columns a seed's CSV fixes."""
+
+    kind: Kind
+    query: exp.Query
+    references: tuple[TableReference, ...] = ()
+    statements: Mapping[str, Any] = field(default_factory=dict)
+    inline_audits: tuple[Any, ...] = ()
+    columns: dict[str, str] | None = None
+
+
+def _header_values(
+    reader: HeaderReader, seen: Mapping[str, Property], kind: Kind, values: Mapping[str, Any], defaulted: set[str],
+    macros: MacroContext | None,
+) -> dict[str, Any]:
+    """The header's values completed: audit arguments expanded, end after start (a date-only end
+    inclusive), a relative start kept as written, and a time-partitioned model's interval layout."""
+    values = dict(values)
+    if values.get("audits"):
+        values["audits"] = _expanded_audits(reader, seen, values["audits"], macros)
+    values = _start_and_end(reader, seen, values)
+    if "start" in values and is_relative_time(seen["start"].value):
+        values["relative_start"] = str(seen["start"].value.value).strip()  # type: ignore[union-attr]
+    if isinstance(kind, IncrementalByTimeRange):
+        values = _time_layout(reader, seen, values, defaulted)
+    return values
+
+
+def _read_body(
+    reader: HeaderReader, split: SplitFile, model: tuple[str, Kind, int], dialect: str,
+    columns: Mapping[str, str] | None, variables: Mapping[str, Any] | None, macros: MacroContext | None,
+) -> _Body:
+    """The query part of the model ``(name, kind, line of the kind)``, its Jinja blocks rendered and its
+    inline audits split off: a seed's select from its CSV, or the parsed query with its statements."""
+    name, kind, kind_line = model
+    path, offset = reader.path, split.query_line - 1
+    text = render_jinja_blocks(split.query_text, path, variables or {}, offset, macros.macros_dir if macros else None)
+    text, inline_audits = split_inline_audits(text, path, offset)
+    if isinstance(kind, Seed):
+        seed, query, seed_columns = _seed_query(reader, kind, columns, text, kind_line)
+        return _Body(seed, query, inline_audits=tuple(inline_audits), columns=seed_columns)
+    if macros is None and variables:
+        macros = MacroContext(variables={str(k).lower(): v for k, v in variables.items()})
+    parsed = parse_model_body(text, dialect=dialect, path=path, line_offset=offset, this_model=name, macros=macros)
+    statements = {"pre_statements": parsed.pre_statements, "post_statements": parsed.post_statements}
+    return _Body(kind, parsed.query, table_references(parsed.query), statements, tuple(inline_audits))
+
+
+def _check_query(
+    reader: HeaderReader, body: _Body, dialect: str, values: Mapping[str, Any], seen: Mapping[str, Property], line: int
+) -> None:
+    """The query against its header: a Spark equivalent, the time, event time and key columns among its outputs."""
+    if dialect != "spark":
+        _check_spark_equivalent(reader, body.query, dialect, line)
+    if isinstance(body.kind, IncrementalByTimeRange):
+        _check_time_column(reader, body.query, body.kind.time_column, seen["kind"].line, values.get("columns", {}))
+    _check_event_time_column(reader, body.query, body.kind, values, seen)
+    _check_keyed_kind(reader, body.query, body.kind, seen["kind"].line)
 
 
 def _expanded_audits(reader: HeaderReader, seen: Mapping[str, Property], audits: tuple[Any, ...], macros: MacroContext | None) -> tuple[Any, ...]:
@@ -163,16 +207,16 @@ def _expanded_audits(reader: HeaderReader, seen: Mapping[str, Property], audits:
     return expand_audit_arguments(audits, expand)
 
 
-def _start_and_end(reader: HeaderReader, seen: Mapping[str, Property], values: dict[str, Any]) -> None:
-    """End after start; a date-only end is inclusive, as in SQLMesh: the whole day is in."""
+def _start_and_end(reader: HeaderReader, seen: Mapping[str, Property], values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` with the end checked after the start; a date-only end is inclusive, as in SQLMesh: the
+    whole day is in."""
     inclusive = "end" in values and _is_date_only(seen["end"].value)
     if "start" in values and "end" in values and values["end"] + timedelta(days=inclusive) <= values["start"]:
         raise reader.fail(
             seen["end"].line, f"end {values['end'].isoformat()} is not after start {values['start'].isoformat()}: the model would have no interval",
             hint="set end after start, or remove end (the model then runs up to the present)",
         )
-    if inclusive:
-        values["end"] += timedelta(days=1)
+    return {**values, "end": values["end"] + timedelta(days=1)} if inclusive else dict(values)
 
 
 def read_model_text(path: Path) -> str:
@@ -235,7 +279,7 @@ def _warn_unused(path: Path, seen: Mapping[str, Property]) -> None:
 
 def is_relative_time(value: Value) -> bool:
     """Whether a header value is a relative time (``'1 year ago'``), which moves with the load time."""
-    return isinstance(value, (Literal, Name)) and isinstance(value.value, str) and relative_instant(value.value, datetime.now(timezone.utc)) is not None
+    return isinstance(value, (Literal, Name)) and isinstance(value.value, str) and relative_instant(value.value, clock.now()) is not None
 
 
 _DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -299,8 +343,12 @@ _PROPERTY_READERS: dict[str, tuple[str, Callable[[HeaderReader, Property, str], 
 }
 
 
-def _read_values(reader: HeaderReader, seen: Mapping[str, Property], dialect: str, metadata: dict[str, str]) -> dict[str, Any]:
+def _read_values(
+    reader: HeaderReader, seen: Mapping[str, Property], dialect: str
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The header's values by SqlModel field, and its other properties as text (the model's metadata)."""
     values: dict[str, Any] = {}
+    metadata: dict[str, str] = {}
     for key, prop in seen.items():
         if key in ("name", "kind", "dialect"):
             continue
@@ -314,7 +362,7 @@ def _read_values(reader: HeaderReader, seen: Mapping[str, Property], dialect: st
     physical = _physical_event_time(reader, seen.get("physical_properties"))
     if physical is not None:
         values.setdefault("event_time_column", physical)
-    return values
+    return values, metadata
 
 
 def _physical_overrides(reader: HeaderReader, kind: Any, prop: Property | None) -> Any:
@@ -340,8 +388,11 @@ def _physical_event_time(reader: HeaderReader, prop: Property | None) -> str | N
     return None
 
 
-def _time_layout(reader: HeaderReader, seen: Mapping[str, Property], values: dict[str, Any], defaulted: set[str]) -> None:
-    """An incremental model's interval unit (given, derived from cron, or a day), its aligned start and end.
+def _time_layout(
+    reader: HeaderReader, seen: Mapping[str, Property], values: Mapping[str, Any], defaulted: set[str]
+) -> dict[str, Any]:
+    """``values`` with an incremental model's interval unit (given, derived from cron, or a day), its
+    aligned start and end.
 
     Without a start, the project loader derives one (:func:`incremental_assets.load.project.default_starts`).
     A start from model_defaults is floored to the unit; an end is rounded up to the unit, so the interval
@@ -356,7 +407,8 @@ def _time_layout(reader: HeaderReader, seen: Mapping[str, Property], values: dic
                 f"cannot derive an interval unit from cron '{values['cron']}'",
                 hint="add `interval_unit day` (or hour, week, month, quarter, year)",
             )
-    unit = values["interval_unit"] = IntervalUnit.of(unit)
+    unit = IntervalUnit.of(unit)
+    layout: dict[str, Any] = {**values, "interval_unit": unit}
     cron_unit = unit_from_cron(values["cron"]) if values.get("cron") else None
     if cron_unit is not None and IntervalUnit.of(cron_unit).nominal < unit.nominal:
         # An interval is complete once per unit: a schedule that fires more often finds nothing new to
@@ -368,18 +420,19 @@ def _time_layout(reader: HeaderReader, seen: Mapping[str, Property], values: dic
                  f"or interval_unit {cron_unit} to cut {cron_unit} intervals",
         )
     if values.get("end") is not None:
-        values["end"] = unit.ceil(values["end"])
+        layout["end"] = unit.ceil(values["end"])
     if "start" not in values:
-        return
+        return layout
     start = values["start"]
     if "start" in defaulted or "relative_start" in values:
-        values["start"] = unit.floor(start)
+        layout["start"] = unit.floor(start)
     elif unit.floor(start) != start:
         raise reader.fail(
             seen["start"].line,
             f"start {start.date().isoformat()} is not on a {unit} boundary",
             hint=f"use {unit.floor(start).date().isoformat()} (weeks start on Sunday)",
         )
+    return layout
 
 
 _CRON_ALIAS = {"hour": "@hourly", "day": "@daily", "week": "@weekly", "month": "@monthly", "quarter": "@quarterly", "year": "@yearly"}
@@ -402,14 +455,16 @@ def _read_columns(reader: HeaderReader, v: Value, dialect: str) -> dict[str, str
     return out
 
 
-def _seed_query(reader: HeaderReader, kind: Seed, values: dict[str, Any], query_text: str, line: int) -> tuple[Seed, exp.Query]:
-    """Check the CSV (types, row shapes), fix the model's columns, and select them from the seed's view."""
+def _seed_query(
+    reader: HeaderReader, kind: Seed, columns: Mapping[str, str] | None, query_text: str, line: int
+) -> tuple[Seed, exp.Query, dict[str, str]]:
+    """Check the CSV (types, row shapes) against the declared ``columns``: the seed's kind (with the CSV's
+    hash), the select of its columns from the seed's view, and the model's columns."""
     if query_text.strip().strip(";").strip():
         raise reader.fail(line, "a SEED model has no query: its rows come from the CSV file", hint="remove the query after the MODEL header")
-    seed = read_seed(Path(kind.location), dict(kind.csv_settings), values.get("columns"))
-    values["columns"] = seed.columns
+    seed = read_seed(Path(kind.location), dict(kind.csv_settings), columns)
     query = exp.select(*(exp.column(c, quoted=True) for c in seed.columns)).from_(SEED_VIEW)
-    return Seed(kind.path, kind.location, kind.csv_settings, seed.content_hash), query
+    return Seed(kind.path, kind.location, kind.csv_settings, seed.content_hash), query, seed.columns
 
 
 def _check_spark_equivalent(reader: HeaderReader, query: exp.Query, dialect: str, line: int) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -31,6 +31,7 @@ from incremental_assets.load.settings import load_settings
 from incremental_assets.load.sources import load_sources
 from incremental_assets.load.sqlmesh_config import SqlmeshConfig, load_sqlmesh_config
 from incremental_assets.load.sqlmesh_models import SqlmeshPythonModel
+from incremental_assets.model import clock
 from incremental_assets.model.audits import BUILTINS, UserAudit
 from incremental_assets.model.cron import CRON_HINT, cron_problem
 from incremental_assets.model.kinds import Embedded
@@ -315,7 +316,7 @@ def default_starts(models: Mapping[str, SqlModel], now: datetime | None = None) 
     """Give every incremental model without a start SQLMesh's default: the earliest start of its upstream
     models (recursively), and at the latest the start of the last complete interval before ``now``
     (load time). Such a derived start does not enter the fingerprint."""
-    now = now or datetime.now(timezone.utc)
+    now = now or clock.now()
     cache: dict[str, datetime | None] = {}
 
     def start_of(name: str, stack: tuple[str, ...]) -> datetime | None:

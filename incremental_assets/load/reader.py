@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 
 from incremental_assets.errors import ModelFileError, WindowError
 from incremental_assets.load.header import Items, Literal, Name, Value
+from incremental_assets.model import clock
 from incremental_assets.model.intervals import relative_instant, to_utc
 
 
@@ -49,7 +50,7 @@ class HeaderReader:
         if isinstance(v, Literal) and isinstance(v.value, int) and not isinstance(v.value, bool):
             return to_utc(datetime.utcfromtimestamp(v.value / 1000))
         raw = self.text(v, what)
-        relative = relative_instant(raw, now or datetime.now(timezone.utc))
+        relative = relative_instant(raw, now or clock.now())
         if relative is not None:
             return relative
         try:

@@ -54,7 +54,7 @@ from incremental_assets.errors import ModelFileError
 from incremental_assets.load.text import read_utf8, yaml_mapping
 from incremental_assets.model.environment import is_name
 from incremental_assets.model.cron import cron_problem
-from incremental_assets.model.settings import Maintenance, Settings
+from incremental_assets.model.settings import Maintenance, Settings, read_env_settings
 
 SETTINGS_FILE = "incremental_assets.yaml"
 
@@ -158,7 +158,7 @@ _EXAMPLES = {"warehouse": "s3://bucket/warehouse", "dialect": "spark", "timezone
 
 def load_settings(project_dir: str | Path, *, environ: Mapping[str, str] | None = None) -> Settings:
     """Read the settings file (optional) and apply environment overrides."""
-    env = os.environ if environ is None else environ
+    env = read_env_settings(environ).setting_overrides
     project_dir = Path(project_dir).resolve()
     path = project_dir / SETTINGS_FILE
     raw: dict = {}

@@ -32,7 +32,6 @@ from __future__ import annotations
 import datetime as dt
 import importlib.util
 import logging
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +39,7 @@ from typing import Any, Mapping
 
 
 from incremental_assets.errors import ModelFileError
+from incremental_assets.model.settings import user_variable
 from incremental_assets.load.sqlmesh_shim import import_failure, plain, sqlmesh_names
 from incremental_assets.load.text import read_utf8, yaml_mapping
 
@@ -220,7 +220,7 @@ def _render_jinja(text: str, path: Path) -> str:
     import jinja2
 
     def env_var(name: str, default: Any = None) -> Any:
-        return os.environ.get(name, default)
+        return user_variable(name, default)
 
     try:
         return jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(text).render(env_var=env_var)

@@ -17,6 +17,8 @@ import datetime as dt
 import re
 from typing import Any, Union
 
+from incremental_assets.model import clock
+
 TimeLike = Union[dt.date, dt.datetime, str, int, float]
 UTC = dt.timezone.utc
 _UNITS = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 7 * 86400}
@@ -24,7 +26,7 @@ _RELATIVE = re.compile(r"^\s*(\d+)\s+(second|minute|hour|day|week|month|year)s?\
 
 
 def now() -> dt.datetime:
-    return dt.datetime.now(UTC)
+    return clock.now()
 
 
 def _relative(text: str, base: dt.datetime) -> dt.datetime | None:

@@ -21,6 +21,7 @@ from enum import Enum
 from typing import Iterable, Iterator, Sequence
 
 from incremental_assets.errors import WindowError
+from incremental_assets.model.time_formats import spark_format_sql
 
 
 class IntervalUnit(str, Enum):
@@ -71,10 +72,39 @@ class IntervalUnit(str, Enum):
         """The strftime format of this unit's Dagster partition keys."""
         return "%Y-%m-%d-%H:%M" if self is IntervalUnit.HOUR else "%Y-%m-%d"
 
+    @property
+    def key_format(self) -> str:
+        """The strftime format of this unit's interval keys (the ``ia_interval`` partition values), applied to
+        an interval's start: the one definition :meth:`partition_key` and :meth:`partition_key_sql` share."""
+        return "%Y-%m-%dT%H" if self is IntervalUnit.HOUR else "%Y-%m-%d"
+
     def partition_key(self, instant: datetime) -> str:
-        """The ``ia_interval`` value of the Delta partition holding the interval that starts at ``instant``."""
-        instant = instant.astimezone(timezone.utc)
-        return instant.strftime("%Y-%m-%dT%H") if self is IntervalUnit.HOUR else instant.strftime("%Y-%m-%d")
+        """The ``ia_interval`` value of the Delta partition holding the interval that contains ``instant``."""
+        return self.floor(instant).strftime(self.key_format)
+
+    def partition_key_sql(self, instant: str) -> str:
+        """Spark SQL for :meth:`partition_key` of the timestamp that the Spark SQL ``instant`` computes: the
+        start of its interval (:meth:`floor`'s rules in Spark) formatted by :attr:`key_format`.
+
+        >>> IntervalUnit.HOUR.key_format, IntervalUnit.HOUR.partition_key(utc(2024, 3, 1, 5, 30))
+        ('%Y-%m-%dT%H', '2024-03-01T05')
+        >>> print(IntervalUnit.HOUR.partition_key_sql("ts"))
+        concat(date_format(ts, 'yyyy-MM-dd'), 'T', date_format(ts, 'HH'))
+        >>> IntervalUnit.WEEK.partition_key(utc(2024, 1, 3))   # weeks start on Sunday
+        '2023-12-31'
+        >>> print(IntervalUnit.WEEK.partition_key_sql("ts"))
+        date_format(date_sub(to_date(ts), dayofweek(to_date(ts)) - 1), 'yyyy-MM-dd')
+        """
+        day = f"to_date({instant})"
+        start = {
+            IntervalUnit.HOUR: instant,  # the key format keeps no minutes
+            IntervalUnit.DAY: day,
+            IntervalUnit.WEEK: f"date_sub({day}, dayofweek({day}) - 1)",  # dayofweek: Sunday is 1
+            IntervalUnit.MONTH: f"trunc({day}, 'MM')",
+            IntervalUnit.QUARTER: f"trunc({day}, 'QUARTER')",
+            IntervalUnit.YEAR: f"trunc({day}, 'YEAR')",
+        }[self]
+        return spark_format_sql(self.key_format, start)
 
     def floor(self, instant: datetime) -> datetime:
         """The start of the interval that contains ``instant``."""

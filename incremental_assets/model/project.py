@@ -1,7 +1,7 @@
 """A project as a value: its settings, models, sources and user audits, in dependency order.
 
-Loaded by :mod:`incremental_assets.load.project`; the safety analyses of its models are compiled by
-:mod:`incremental_assets.plan.compile`.
+Loaded by :mod:`incremental_assets.load.project`; the safety analyses of its models are computed, once
+per project, by :mod:`incremental_assets.plan.analyses`.
 """
 
 from __future__ import annotations

@@ -1,15 +1,20 @@
-"""Project settings as a value, and how credentials among them are kept out of sight.
+"""Project settings as a value, how credentials among them are kept out of sight, and the one read of the
+environment variables the product acts on.
 
-Read from ``incremental_assets.yaml`` and the environment by :mod:`incremental_assets.load.settings`.
+Project settings are read from ``incremental_assets.yaml`` and the environment by
+:mod:`incremental_assets.load.settings`; every environment variable is read here, by :func:`read_env_settings`
+(the README's settings tables list them all).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
+from incremental_assets.errors import ModelFileError
 from incremental_assets.model.environment import table_location
 
 DEFAULT_SPARK_CONF: dict[str, str] = {
@@ -108,3 +113,84 @@ class Settings:
             # job, which on one local JVM costs ~1.4 s a read against ~0.1 s listed by the driver.
             conf.setdefault(LISTING_JOB_THRESHOLD, "100000")
         return conf
+
+
+# Variables that override a setting of incremental_assets.yaml, by the setting they override: their text is
+# judged by incremental_assets.load.settings together with the file's value.
+SETTING_VARIABLES: dict[str, str] = {
+    "warehouse": "INCREMENTAL_ASSETS_WAREHOUSE",
+    "dialect": "INCREMENTAL_ASSETS_DIALECT",
+    "timezone": "INCREMENTAL_ASSETS_TIMEZONE",
+    "spark.master": "INCREMENTAL_ASSETS_SPARK_MASTER",
+    "spark.remote": "INCREMENTAL_ASSETS_SPARK_REMOTE",
+    "spark.conf": "INCREMENTAL_ASSETS_SPARK_CONF",
+    "dagster_home": "DAGSTER_HOME",
+    "max_concurrent_runs": "INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS",
+    "hourly_files": "INCREMENTAL_ASSETS_HOURLY_FILES",
+    "environments": "INCREMENTAL_ASSETS_ENVIRONMENTS",
+}
+PROJECT_ENV = "INCREMENTAL_ASSETS_PROJECT"
+CACHE_DIR_ENV = "INCREMENTAL_ASSETS_CACHE_DIR"
+LOCK_TIMEOUT_ENV = "INCREMENTAL_ASSETS_LOCK_TIMEOUT"
+UPSTREAM_WAIT_RETRIES_ENV = "INCREMENTAL_ASSETS_UPSTREAM_WAIT_RETRIES"
+UPSTREAM_WAIT_SECONDS_ENV = "INCREMENTAL_ASSETS_UPSTREAM_WAIT_SECONDS"
+CLOCK_ENV = "INCREMENTAL_ASSETS_CLOCK"
+KILL_AT_ENV = "INCREMENTAL_ASSETS_KILL_AT"
+DEBUG_ENV = "INCREMENTAL_ASSETS_DEBUG"
+# What the S3 credential check looks at (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...; HOME for ~/.aws).
+CREDENTIAL_PREFIX = "AWS_"
+
+_Number = TypeVar("_Number", int, float)
+
+
+@dataclass(frozen=True)
+class EnvSettings:
+    """Every environment variable the product acts on, read at once by :func:`read_env_settings`.
+
+    >>> env = read_env_settings({LOCK_TIMEOUT_ENV: "5", KILL_AT_ENV: "staged,recording"})
+    >>> env.lock_timeout_seconds, env.kill_at, env.upstream_wait_retries
+    (5.0, ('staged', 'recording'), 240)
+    """
+
+    setting_overrides: Mapping[str, str] = field(default_factory=dict)  # by variable name, see SETTING_VARIABLES
+    project: str | None = None  # the project folder the code location serves (default: the current folder)
+    cache_dir: str | None = None  # where analyses are cached; "off": not cached (default: <project>/.cache/...)
+    lock_timeout_seconds: float = 300.0  # how long a write waits for another writer of its table
+    upstream_wait_retries: int = 240  # how often a run looks again for its upstream intervals being built
+    upstream_wait_seconds: float = 15.0  # how long it waits between two looks
+    clock: str | None = None  # the automation sensor's instant (ISO, or "@PATH": the instant in that file)
+    kill_at: tuple[str, ...] = ()  # write stages at which the process kills itself (crash tests)
+    debug: bool = False  # the CLI prints a traceback under its error messages
+    credentials: Mapping[str, str] = field(default_factory=dict)  # AWS_* variables and HOME
+
+
+def read_env_settings(environ: Mapping[str, str] | None = None) -> EnvSettings:
+    """Read :class:`EnvSettings` from ``environ`` (default: this process's environment, read now)."""
+    env = os.environ if environ is None else environ
+    return EnvSettings(
+        setting_overrides={v: env[v] for v in SETTING_VARIABLES.values() if v in env},
+        project=env.get(PROJECT_ENV) or None,
+        cache_dir=env.get(CACHE_DIR_ENV) or None,
+        lock_timeout_seconds=_number(env, LOCK_TIMEOUT_ENV, float, 300.0),
+        upstream_wait_retries=_number(env, UPSTREAM_WAIT_RETRIES_ENV, int, 240),
+        upstream_wait_seconds=_number(env, UPSTREAM_WAIT_SECONDS_ENV, float, 15.0),
+        clock=env.get(CLOCK_ENV, "").strip() or None,
+        kill_at=tuple(env[KILL_AT_ENV].split(",")) if env.get(KILL_AT_ENV) else (),
+        debug=bool(env.get(DEBUG_ENV)),
+        credentials={k: v for k, v in env.items() if k.startswith(CREDENTIAL_PREFIX) or k == "HOME"},
+    )
+
+
+def user_variable(name: str, default: Any = None) -> Any:
+    """A variable a user's own file asks for by name (a SQLMesh config's Jinja ``env_var``)."""
+    return os.environ.get(name, default)
+
+
+def _number(env: Mapping[str, str], name: str, kind: Callable[[str], _Number], default: _Number) -> _Number:
+    text = env.get(name)
+    if text is None:
+        return default
+    try:
+        return kind(text)
+    except ValueError:
+        raise ModelFileError(name, None, f"must be a number, not '{text}'", hint=f"e.g. {name}={default}") from None

@@ -19,7 +19,8 @@ import dagster as dg
 
 from incremental_assets.load.project import load_project, project_folders
 from incremental_assets.model.project import Project
-from incremental_assets.orchestration.assets import build_model_asset, build_source_spec
+from incremental_assets.model.settings import read_env_settings
+from incremental_assets.orchestration.assets import build_model_asset
 from incremental_assets.orchestration.resource import SparkResource
 from incremental_assets.orchestration.table_metadata import link_to_git, project_columns
 from incremental_assets.orchestration.translator import ModelTranslator
@@ -40,7 +41,7 @@ def build_definitions(
     The environments the project's ``environments`` setting names (``INCREMENTAL_ASSETS_ENVIRONMENTS``)
     are shown beside production's assets, each in a group ``env_NAME``."""
     if not isinstance(project, Project):
-        project = load_project(project or project_folders(os.environ.get("INCREMENTAL_ASSETS_PROJECT") or os.getcwd()))
+        project = load_project(project or project_folders(read_env_settings().project or os.getcwd()))
     if environment is not None:
         from incremental_assets.orchestration.environments import environment_assets, plan_environment
 
@@ -51,7 +52,7 @@ def build_definitions(
         resources = {"spark": SparkResource.from_settings(env.settings)}
         return dg.Definitions(assets=env_assets, resources=resources, executor=dg.in_process_executor, **extra)
     translator = translator or ModelTranslator()
-    assets: list[Any] = [build_source_spec(s, translator) for s in project.sources.values()]
+    assets: list[Any] = [translator.get_source_spec(s) for s in project.sources.values()]
     columns = project_columns(project)
     with warnings.catch_warnings():
         # backfill_policy and git links are beta; we rely on them knowingly

@@ -21,7 +21,6 @@ confirmations of a model (the event log's batch write): cheap at a year of hourl
 from __future__ import annotations
 
 import logging
-import time
 from typing import Iterable, Mapping, Sequence
 
 import dagster as dg
@@ -38,21 +37,28 @@ from dagster._core.events import AssetObservationData, DagsterEvent, DagsterEven
 from dagster._core.events.log import EventLogEntry
 from dagster._core.instance.utils import RUNLESS_JOB_NAME, RUNLESS_RUN_ID
 
+from incremental_assets.model import clock
+
 MATERIALIZATION = DagsterEventType.ASSET_MATERIALIZATION
 OBSERVATION = DagsterEventType.ASSET_OBSERVATION
 CONFIRMED = "confirmed_current"  # the metadata entry of a confirmation: why nothing was recomputed
 
 
-def latest_ids(instance: dg.DagsterInstance, key: dg.AssetKey, event_type: DagsterEventType = MATERIALIZATION) -> dict[str, int]:
-    """The storage id of the latest event of ``event_type`` of each partition of an asset."""
-    return dict(instance.get_latest_storage_id_by_partition(key, event_type))
+def latest_ids(
+    instance: dg.DagsterInstance, key: dg.AssetKey, event_type: DagsterEventType = MATERIALIZATION, partitions: set[str] | None = None
+) -> dict[str, int]:
+    """The storage id of the latest event of ``event_type`` of each partition of an asset (of ``partitions``
+    only, when given)."""
+    if partitions is not None and not partitions:
+        return {}
+    return dict(instance.get_latest_storage_id_by_partition(key, event_type, partitions=partitions))
 
 
-def current_ids(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[str, int]:
-    """Per partition, the storage id of the latest materialization or confirmation: when the partition
-    was last known current."""
-    ids = latest_ids(instance, key)
-    for partition, sid in latest_ids(instance, key, OBSERVATION).items():
+def current_ids(instance: dg.DagsterInstance, key: dg.AssetKey, partitions: set[str] | None = None) -> dict[str, int]:
+    """Per partition (of ``partitions`` only, when given), the storage id of the latest materialization or
+    confirmation: when the partition was last known current."""
+    ids = latest_ids(instance, key, partitions=partitions)
+    for partition, sid in latest_ids(instance, key, OBSERVATION, partitions).items():
         if partition in ids and sid > ids[partition]:
             ids[partition] = sid
     return ids
@@ -123,7 +129,7 @@ def confirm(
     not make built intervals stale, see :mod:`.staleness`)."""
     skipped = set(skip)
     upstream = {parent: _upstream_state(instance, parent) for parent in parents}
-    now = time.time()
+    now = clock.wall_time().timestamp()
     entries = []
     for partition, (own_id, current) in _own_state(instance, key, partitioned).items():
         if partition in skipped:

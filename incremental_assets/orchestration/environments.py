@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import warnings
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Callable, Mapping, Sequence
 
 import dagster as dg
@@ -22,6 +22,7 @@ import dagster as dg
 from incremental_assets import delta
 from incremental_assets.delta.environment import read_manifest, write_manifest
 from incremental_assets.errors import SelectionError
+from incremental_assets.model import clock
 from incremental_assets.model.environment import KEY_PREFIX, check_name
 from incremental_assets.model.intervals import TimeWindow, batches, ceil, format_instant, last_complete_end, merge, subtract, to_utc
 from incremental_assets.model.kinds import IncrementalByTimeRange
@@ -29,6 +30,7 @@ from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.instance import materialized_windows
+from incremental_assets.orchestration.partition_keys import time_partitions
 from incremental_assets.orchestration.resource import SparkResource
 from incremental_assets.orchestration.runner import RunRecord, RunReport, Runner
 from incremental_assets.orchestration.translator import ModelTranslator
@@ -42,7 +44,7 @@ from incremental_assets.plan.changes import (
     merged_ranges,
     plan_changes,
 )
-from incremental_assets.plan.compile import run_size
+from incremental_assets.plan.analyses import run_size
 from incremental_assets.plan.definition import project_definitions
 
 BUILT_CATEGORIES = (BREAKING, NON_BREAKING, FORWARD_ONLY, INDIRECT_BREAKING)
@@ -194,7 +196,7 @@ def build_environment(
     A model already built in the environment with its current definition, from the same upstream
     definitions, is only extended by intervals it lacks. The manifest is written after the build."""
     plan = plan_environment(project, name)
-    now = now or datetime.now(timezone.utc)
+    now = now or clock.now()
     warehouse = project.settings.warehouse
     manifest = read_manifest(warehouse, name) or {}
     held = manifest.get("models") or {}
@@ -235,7 +237,7 @@ def build_environment(
             targets = _targets(model, plan.tables.get(model_name, TableState()), end, now)
             key = env_translator.get_asset_key(model)
             partitions = env_translator.get_partitions_def(model)
-            assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
+            partitions = time_partitions(partitions, model.name)
             recorded = materialized_windows(instance, key, partitions)
             if targets and fresh and built_with is not None:
                 # Built with another definition or from other upstream ones: rebuilt from its start, one commit.
@@ -305,7 +307,7 @@ def _write_manifest(
                 reads[upstream.name] = earlier[upstream.name] if stays else reads.get(upstream.name, plan.versions.get(upstream.name))
     if previous.get("models") == models and previous.get("reads") == reads:
         return
-    updated = datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    updated = clock.now().replace(microsecond=0).isoformat().replace("+00:00", "Z")
     write_manifest(warehouse, plan.name, {"name": plan.name, "updated": updated, "models": models, "reads": reads})
 
 

@@ -13,7 +13,7 @@ from incremental_assets.model.intervals import IntervalUnit
 from incremental_assets.model.kinds import describe_write
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
-from incremental_assets.plan.compile import analysis_of, run_size
+from incremental_assets.plan.analyses import analysis_of, run_size
 
 READ_IN_FULL = "read in full (no time dimension)"
 

@@ -22,10 +22,10 @@ from incremental_assets.model.intervals import (
 from incremental_assets.model.kinds import IncrementalByTimeRange
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
-from incremental_assets.orchestration.partition_keys import partition_states
+from incremental_assets.orchestration.partition_keys import partition_states, time_partitions
 from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.translator import ModelTranslator
-from incremental_assets.plan.compile import input_bound
+from incremental_assets.plan.analyses import input_bound
 
 # The dagster.yaml that earlier versions wrote, byte for byte: such a file is upgraded in place.
 LEGACY_DAGSTER_YAMLS = (
@@ -235,7 +235,8 @@ def missing_upstream(
         if not isinstance(upstream.kind, IncrementalByTimeRange):
             continue
         partitions = translator.get_partitions_def(upstream)
-        assert isinstance(partitions, dg.TimeWindowPartitionsDefinition) and upstream.start is not None
+        partitions = time_partitions(partitions, upstream.name)
+        assert upstream.start is not None
         bound = input_bound(project, model.name, upstream.name)
         needed = window.widen(bound.before, bound.after) if bound is not None else window
         unit = upstream.unit

@@ -23,12 +23,13 @@ import contextlib
 import os
 import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Iterator
 
 import dagster as dg
 
 from incremental_assets import delta
+from incremental_assets.model import clock
 from incremental_assets.model.intervals import IntervalUnit
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
@@ -140,7 +141,7 @@ def _kept_runs(instance: dg.DagsterInstance) -> set[str]:
 def purge_runs(instance: dg.DagsterInstance, older_than: timedelta, *, dry_run: bool = False, now: datetime | None = None) -> Purged:
     """Delete the finished runs created more than ``older_than`` ago, with their events (and, on SQLite,
     their event database files and compute logs), except those holding a partition's latest record."""
-    before = (now or datetime.now(timezone.utc)) - older_than
+    before = (now or clock.now()) - older_than
     old = [r.dagster_run for r in instance.get_run_records(filters=dg.RunsFilter(created_before=before))]
     old = [run for run in old if run.status not in ACTIVE_RUN_STATUSES]
     if not old:

@@ -17,9 +17,28 @@ from datetime import datetime, timezone
 import dagster as dg
 from dagster._core.storage.partition_status_cache import AssetStatusCacheValue, get_and_update_asset_status_cache_value
 
+from incremental_assets.errors import TranslatorError
+from incremental_assets.model import clock
 from incremental_assets.model.intervals import IntervalUnit, TimeWindow, merge, subtract, to_utc
 
 _UNIT_OF_CRON = {unit.cron: unit for unit in IntervalUnit}
+
+
+def time_partitions(partitions: dg.PartitionsDefinition | None, model_name: str) -> dg.TimeWindowPartitionsDefinition:
+    """An incremental model's partitions, which are time windows (its intervals): a translator that returns
+    another kind is refused here, naming the model and the method.
+
+    >>> time_partitions(dg.StaticPartitionsDefinition(["a"]), "s.m")
+    Traceback (most recent call last):
+    ...
+    incremental_assets.errors.TranslatorError: get_partitions_def returned StaticPartitionsDefinition for ...
+    """
+    if isinstance(partitions, dg.TimeWindowPartitionsDefinition):
+        return partitions
+    raise TranslatorError(
+        f"get_partitions_def returned {type(partitions).__name__} for the incremental model {model_name}: its "
+        "intervals are time partitions (fix: return a TimeWindowPartitionsDefinition, e.g. ModelTranslator's own)"
+    )
 
 
 def unit_of(partitions: dg.TimeWindowPartitionsDefinition) -> IntervalUnit | None:
@@ -34,6 +53,20 @@ def unit_of(partitions: dg.TimeWindowPartitionsDefinition) -> IntervalUnit | Non
     if unit is None or partitions.fmt != unit.partition_format or partitions.timezone != "UTC" or partitions.end_offset:
         return None
     return unit
+
+
+def key_of(partitions: dg.TimeWindowPartitionsDefinition, start: datetime) -> str:
+    """The key of the partition that starts at ``start`` (for ours, formatted without the cron stepping).
+
+    >>> from incremental_assets.orchestration.translator import partitions_for
+    >>> from incremental_assets.model.intervals import utc
+    >>> key_of(partitions_for("hour", utc(2024, 1, 1)), utc(2024, 3, 5, 7))
+    '2024-03-05-07:00'
+    """
+    unit = unit_of(partitions)
+    if unit is None:
+        return partitions.get_partition_key_for_timestamp(start.timestamp())
+    return start.astimezone(timezone.utc).strftime(unit.partition_format)
 
 
 def window_of_key(
@@ -69,14 +102,14 @@ def window_of_key(
         return TimeWindow(unit.floor(start), unit.next(unit.floor(start)))
     if start < to_utc(partitions.start) or not unit.is_boundary(start):
         return None
-    if end > (to_utc(partitions.end) if partitions.end else (now or datetime.now(timezone.utc))):
+    if end > (to_utc(partitions.end) if partitions.end else (now or clock.now())):
         return None
     return TimeWindow(start, end)
 
 
 def windows_of_keys(partitions: dg.TimeWindowPartitionsDefinition, keys) -> list[TimeWindow]:
     """The intervals of the keys the definition has, merged into ranges."""
-    now = datetime.now(timezone.utc)
+    now = clock.now()
     return merge([w for w in (window_of_key(partitions, k, now=now) for k in keys) if w is not None])
 
 
@@ -130,7 +163,7 @@ def _windows_of_subset(subset, partitions: dg.TimeWindowPartitionsDefinition) ->
 
 
 def _bounds(partitions: dg.TimeWindowPartitionsDefinition) -> TimeWindow:
-    end = to_utc(partitions.end) if partitions.end else datetime.now(timezone.utc)
+    end = to_utc(partitions.end) if partitions.end else clock.now()
     unit = unit_of(partitions)
     if unit is not None and not partitions.end:
         end = unit.floor(end)  # the last complete interval's end

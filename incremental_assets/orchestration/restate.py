@@ -5,7 +5,7 @@ Dagster asset backfill (the models and exactly the partitions to recompute) that
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Callable
 
 import dagster as dg
@@ -13,20 +13,22 @@ from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraph
 from dagster._core.execution.backfill import PartitionBackfill
 from dagster._core.utils import make_new_backfill_id
 
+from incremental_assets.model import clock
 from incremental_assets.model.intervals import TimeWindow, batches, intervals, last_complete_end
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.instance import fail_dead_runs, materialized_windows
+from incremental_assets.orchestration.partition_keys import time_partitions
 from incremental_assets.orchestration.runner import RunRecord, RunReport, Runner
 from incremental_assets.orchestration.staleness import latest_id
-from incremental_assets.plan.compile import run_size
+from incremental_assets.plan.analyses import run_size
 from incremental_assets.plan.restate import INTERVALS, REBUILD, Restatement, plan_restatement
 
 
 def plan(runner: Runner, chosen: list[SqlModel], window: TimeWindow, now: datetime | None = None) -> Restatement:
     """The restatement of ``window`` of ``chosen``, against what the runner's instance has recorded."""
     translator, instance = runner.translator, runner.instance
-    now = now or datetime.now(timezone.utc)
+    now = now or clock.now()
 
     def materialized(model: SqlModel):
         partitions = translator.get_partitions_def(model)
@@ -82,14 +84,14 @@ def submit_backfill(runner: Runner, restatement: Restatement, title: str) -> str
         key = translator.get_asset_key(item.model)
         partitions = translator.get_partitions_def(item.model)
         if item.how == INTERVALS:
-            assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
+            partitions = time_partitions(partitions, item.model.name)
             keys = [tags.partition_key(partitions, i.start) for w in item.windows for i in intervals(w, item.model.unit)]
             subsets[key] = partitions.empty_subset().with_partition_keys(keys)
         else:
             whole.add(key)
     backfill = PartitionBackfill.from_asset_graph_subset(
         backfill_id=make_new_backfill_id(),
-        backfill_timestamp=time.time(),
+        backfill_timestamp=clock.wall_time().timestamp(),
         tags={},
         dynamic_partitions_store=instance,
         asset_graph_subset=AssetGraphSubset(partitions_subsets_by_asset_key=subsets, non_partitioned_asset_keys=whole),

@@ -10,13 +10,14 @@ import os
 import socket
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Callable, Sequence
 
 import dagster as dg
 
 from incremental_assets import delta
 from incremental_assets.errors import DamagedTableError, IncrementalAssetsError, WindowError
+from incremental_assets.model import clock
 from incremental_assets.model.intervals import (
     TimeWindow,
     batches,
@@ -39,12 +40,13 @@ from incremental_assets.orchestration.instance import (
     register_table_pools,
 )
 from incremental_assets.orchestration.integrity import Integrity, check_model
+from incremental_assets.orchestration.partition_keys import time_partitions
 from incremental_assets.orchestration.reconcile import reconcile
 from incremental_assets.orchestration.source_watch import Observed, observe_sources
 from incremental_assets.orchestration.staleness import stale_intervals
 from incremental_assets.orchestration.status import windows_to_run
 from incremental_assets.orchestration.translator import ModelTranslator
-from incremental_assets.plan.compile import analysis_of, run_size
+from incremental_assets.plan.analyses import analysis_of, run_size
 from incremental_assets.plan.rebuild import needs_rebuild
 
 BAD_INPUT_ERRORS = ("SourceDataError",)  # a run failed on unreadable input data exits 2, as any bad input
@@ -93,7 +95,8 @@ class Runner:
     def rebuild_window(self, model: SqlModel, end: datetime) -> TimeWindow | None:
         """[start, end) of a rebuild, stretched to every interval Dagster has recorded for the model."""
         partitions = self.translator.get_partitions_def(model)
-        assert isinstance(partitions, dg.TimeWindowPartitionsDefinition) and model.start is not None
+        partitions = time_partitions(partitions, model.name)
+        assert model.start is not None
         recorded = materialized_windows(self.instance, self.translator.get_asset_key(model), partitions)
         end = max([end, *(w.end for w in recorded)])
         if model.end:
@@ -118,7 +121,7 @@ class Runner:
             run_tags[tags.BUILT_WITH_TAG] = built_with or ""
         partitions = self.translator.get_partitions_def(model)
         if window is not None:
-            assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
+            partitions = time_partitions(partitions, model.name)
             run_tags.update(tags.range_tags(partitions, window, model.unit))
         began = time.perf_counter()
         job = self.job.get_subset(asset_selection={key}, asset_check_selection=set(self.defs.get_assets_def(key).check_keys))  # not `in_table`
@@ -172,7 +175,7 @@ class Runner:
         observed = None
         if auto and not full_refresh:
             # New and late source data, noticed exactly as the automation sensor does (the same shared record).
-            observed = observe_sources(self.instance, self.project, now or datetime.now(timezone.utc), self.translator)
+            observed = observe_sources(self.instance, self.project, now or clock.now(), self.translator)
             for line in observed.notes:
                 if progress:
                     progress(line)
@@ -254,7 +257,7 @@ class Runner:
             if model.is_incremental and not full_refresh:
                 queue.built[model.name] = self.built_with(model)
             if model.is_incremental and (full_refresh or needs_rebuild(model, queue.built[model.name])):
-                until = end or last_complete_end(now or datetime.now(timezone.utc), model.unit)
+                until = end or last_complete_end(now or clock.now(), model.unit)
                 window = self.rebuild_window(model, ceil(until, model.unit))
                 if window is not None:
                     queue.runs.append((model, window))
@@ -291,7 +294,7 @@ class Runner:
         if observed is None:
             return []
         unit = model.unit
-        limit = last_complete_end(now or datetime.now(timezone.utc), unit)
+        limit = last_complete_end(now or clock.now(), unit)
         if end is not None:
             limit = min(limit, floor(end, unit))
         late = observed.windows(model, ceil(start, unit) if start is not None else None, limit)

@@ -11,10 +11,11 @@ keyed so that a retried tick never requests the same range twice for the same st
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime, timezone
+from datetime import datetime
 
 import dagster as dg
 
+from incremental_assets.model import clock
 from incremental_assets.model.cron import expand_cron
 from incremental_assets.model.intervals import (
     TimeWindow,
@@ -98,7 +99,7 @@ def build_model_schedule(
     @dg.schedule(name=schedule_name(model), cron_schedule=cron, job=job, execution_timezone="UTC",
                  description=f"Runs the missing complete intervals of {model.name} ({cron})")
     def _tick(context: dg.ScheduleEvaluationContext):
-        now = to_utc(context.scheduled_execution_time or datetime.now(timezone.utc))
+        now = to_utc(context.scheduled_execution_time or clock.now())
         if not isinstance(partitions, dg.TimeWindowPartitionsDefinition):
             return dg.RunRequest(run_key=f"{model.name}@{now.isoformat()}", tags={tags.LAUNCHED_BY_TAG: "schedule"})
         windows, recompute, token = out_of_date(context.instance, project, model, translator, now)

@@ -25,9 +25,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -38,25 +37,25 @@ from incremental_assets.model.intervals import (
     END_OF_TIME, EVERY_INTERVAL, NO_INTERVAL, START_OF_TIME, Coverage, TimeWindow, last_complete_end, subtract, to_utc,
 )
 from incremental_assets.model.kinds import IncrementalByTimeRange
+from incremental_assets.model import clock
 from incremental_assets.model.project import Project
+from incremental_assets.model.settings import read_env_settings
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.apply import apply_without_compute, current_plan
 from incremental_assets.orchestration.code_reload import own_code_server, request_reload
 from incremental_assets.orchestration.instance import fail_dead_runs, materialized_windows
-from incremental_assets.orchestration.partition_keys import failed_and_running
+from incremental_assets.orchestration.partition_keys import failed_and_running, time_partitions
 from incremental_assets.orchestration.live import LiveProject, active_runs, change_categories, changed_marks
 from incremental_assets.orchestration.schedules import job_name, model_jobs
 from incremental_assets.orchestration.source_watch import Observed, observe_sources
 from incremental_assets.orchestration.staleness import latest_id, stale_intervals
 from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.orchestration.watch import hold_runs, watch_tables
-from incremental_assets.plan.compile import input_bound
+from incremental_assets.plan.analyses import input_bound
 from incremental_assets.plan.rebuild import definition_changed, needs_rebuild
 
 SENSOR_NAME = "incremental_assets_automation"
-# An ISO instant the automation takes as "now" instead of the clock (or @FILE holding one, read every tick).
-CLOCK_ENV = "INCREMENTAL_ASSETS_CLOCK"
 CURSOR_VERSION = 3
 LEGACY_CURSOR_VERSIONS = (2,)  # kept the sources' watermarks and pending windows, now in the instance
 
@@ -229,7 +228,7 @@ def _request(model: SqlModel, translator: ModelTranslator, window: TimeWindow | 
     run_tags = {tags.LAUNCHED_BY_TAG: "automation", tags.REASON_TAG: "; ".join(reasons)[:500]}
     if window is not None:
         partitions = translator.get_partitions_def(model)
-        assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
+        partitions = time_partitions(partitions, model.name)
         run_tags.update(tags.range_tags(partitions, window, model.unit))
     return dg.RunRequest(run_key=key, job_name=job_name(model), asset_selection=[translator.get_asset_key(model)], tags=run_tags)
 
@@ -281,7 +280,7 @@ class Tick:
         """What ``model`` needs computed in ``expected`` (from its start to its last complete interval)."""
         key = self.translator.get_asset_key(model)
         partitions = self.translator.get_partitions_def(model)
-        assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
+        partitions = time_partitions(partitions, model.name)
         missing = Coverage.of(subtract(expected, materialized_windows(self.instance, key, partitions)))
         built = delta.built_with(self.project.settings.table_location(model.name))
         if needs_rebuild(model, built):
@@ -416,9 +415,9 @@ def build_automation_sensor(
         ),
     )
     def _automate(context: dg.SensorEvaluationContext):
-        clock = os.environ.get(CLOCK_ENV, "").strip()  # "@PATH": the instant in that file, read every tick
-        clock = Path(clock[1:]).read_text().strip() if clock.startswith("@") else clock
-        now = to_utc(clock) if clock else datetime.now(timezone.utc)
+        given = read_env_settings().clock or ""  # "@PATH": the instant in that file, read every tick
+        given = Path(given[1:]).read_text().strip() if given.startswith("@") else given
+        now = to_utc(given) if given else clock.now()
         for run_id in fail_dead_runs(context.instance):  # a killed CLI run's intervals are failed, not running
             context.log.info(f"run {run_id} was left running by a process that died: marked failed")
         current, errors, edited = live.current()

@@ -24,7 +24,6 @@ import contextlib
 import fcntl
 import json
 import os
-import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone, tzinfo
 from pathlib import Path
@@ -33,6 +32,7 @@ from typing import Iterator
 import dagster as dg
 
 from incremental_assets import delta
+from incremental_assets.model import clock
 from incremental_assets.model.intervals import (
     END_OF_TIME, EVERY_INTERVAL, NO_INTERVAL, START_OF_TIME, Coverage, IntervalUnit, TimeWindow, batches, last_complete_end, merge, to_utc,
 )
@@ -40,11 +40,11 @@ from incremental_assets.model.kinds import IncrementalByTimeRange
 from incremental_assets.model.project import Project, Source
 from incremental_assets.model.source_time import instant, zone
 from incremental_assets.model.sql_model import SqlModel
-from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.integrity import run_ids_of
-from incremental_assets.orchestration.staleness import latest_ids
+from incremental_assets.orchestration.confirm import latest_ids
+from incremental_assets.orchestration.partition_keys import key_of
 from incremental_assets.orchestration.translator import ModelTranslator
-from incremental_assets.plan.compile import input_bound
+from incremental_assets.plan.analyses import input_bound
 
 STATE_KEY = "incremental_assets/source_watch"
 STATE_VERSION = 1
@@ -273,7 +273,7 @@ def observe_sources(
         for name, marker in (legacy_sources or {}).items():
             state.sources.setdefault(name, marker)
         mark = instance.event_log_storage.get_maximum_record_id() or 0
-        at = time.time()
+        at = clock.wall_time().timestamp()
         for name, windows in (legacy_pending or {}).items():
             if name in project.models and windows:
                 state.touched.setdefault(name, []).append(Entry(windows, mark, at))
@@ -314,18 +314,20 @@ def _not_done(instance: dg.DagsterInstance, model: SqlModel, translator: ModelTr
         latest = {"": records[0].storage_id} if records else {}
         started = _run_starts(instance, list(latest.values()))
         return [e for e in entries if not _covers(latest.get(""), e, started)]
-    ids = latest_ids(instance, key)
+    parts = {
+        id(entry): [
+            (part, key_of(partitions, part.start))
+            for w in entry.windows
+            for part in batches(TimeWindow(model.unit.floor(w.start), model.unit.ceil(w.end)), model.unit, 1)  # its unit may have changed
+        ]
+        for entry in entries
+        if not entry.windows.every  # else the model was unpartitioned when it was noticed
+    }
+    ids = latest_ids(instance, key, partitions={pk for found in parts.values() for _, pk in found})
     started = _run_starts(instance, sorted({sid for sid in ids.values() if sid > min(e.after for e in entries)}))
     out = []
     for entry in entries:
-        if entry.windows.every:  # the model was unpartitioned when it was noticed
-            continue
-        left = [
-            part
-            for w in entry.windows
-            for part in batches(TimeWindow(model.unit.floor(w.start), model.unit.ceil(w.end)), model.unit, 1)  # its unit may have changed
-            if not _covers(ids.get(tags.partition_key(partitions, part.start)), entry, started)
-        ]
+        left = [part for part, pk in parts.get(id(entry), []) if not _covers(ids.get(pk), entry, started)]
         if left:
             out.append(Entry(Coverage.of(left), entry.after, entry.at))
     return out

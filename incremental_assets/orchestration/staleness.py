@@ -20,18 +20,23 @@ intervals computed before its first materialization with the new definition are 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime, timezone
+import hashlib
+from dataclasses import dataclass, field
 
 import dagster as dg
 
+from incremental_assets.model import clock
 from incremental_assets.model.intervals import TimeWindow, merge
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
-from incremental_assets.orchestration.confirm import current_id, current_ids
-from incremental_assets.orchestration.partition_keys import window_of_key
+from incremental_assets.orchestration.confirm import MATERIALIZATION, current_id, current_ids, latest_ids
+from incremental_assets.orchestration.integrity_since import read_state, write_state
+from incremental_assets.orchestration.partition_keys import key_of, window_of_key
 from incremental_assets.orchestration.translator import ModelTranslator
-from incremental_assets.plan.compile import input_bound
+from incremental_assets.plan.analyses import input_bound
+
+
+KEY_PREFIX = "incremental_assets.stale:"
 
 
 @dataclass(frozen=True)
@@ -45,40 +50,15 @@ class Stale:
         return bool(self.windows or self.causes)
 
 
-def latest_ids(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[str, int]:
-    """The storage id of the latest materialization of each partition of an asset."""
-    return dict(instance.get_latest_storage_id_by_partition(key, dg.DagsterEventType.ASSET_MATERIALIZATION))
-
-
 def latest_id(instance: dg.DagsterInstance, key: dg.AssetKey) -> int | None:
     """The storage id of an asset's latest materialization (any partition)."""
     records = instance.fetch_materializations(key, limit=1).records
     return records[0].storage_id if records else None
 
 
-def definition_changed_at(instance: dg.DagsterInstance, key: dg.AssetKey, scan: int = 500) -> int | None:
-    """The storage id of an asset's first materialization with its current definition (fingerprint), when
-    an earlier one had another; None when it has only ever had one definition (within ``scan`` records)."""
-    records = instance.fetch_materializations(key, limit=scan).records
-    if not records:
-        return None
-
-    def fingerprint(record) -> str | None:
-        value = record.asset_materialization.metadata.get("fingerprint") if record.asset_materialization else None
-        return value.value if value is not None else None
-
-    current = fingerprint(records[0])
-    first = records[0].storage_id
-    for record in records[1:]:
-        if fingerprint(record) != current:
-            return first
-        first = record.storage_id
-    return None
-
-
 def _windows(partitions: dg.TimeWindowPartitionsDefinition, ids: dict[str, int]) -> list[tuple[TimeWindow, int]]:
     out = []
-    now = datetime.now(timezone.utc)
+    now = clock.now()
     for key, sid in ids.items():
         window = window_of_key(partitions, key, now=now)
         if window is not None:  # else a key of an older partitions definition
@@ -99,37 +79,158 @@ def stale_intervals(instance: dg.DagsterInstance, project: Project, model: SqlMo
             return Stale()
         causes = tuple(u.name for u in upstreams if (latest_id(instance, translator.get_asset_key(u)) or 0) > own)
         return Stale(causes=causes)
-    own_ids = current_ids(instance, key)
-    if not own_ids:
-        return Stale()
-    own = dict((w.start, (w, sid)) for w, sid in _windows(partitions, own_ids))
-    oldest = min(own_ids.values())
-    unit = model.unit
-    stale: list[TimeWindow] = []
-    causes: list[str] = []
-    for upstream in upstreams:
-        up_partitions = translator.get_partitions_def(upstream)
-        if not isinstance(up_partitions, dg.TimeWindowPartitionsDefinition):
-            changed_at = definition_changed_at(instance, translator.get_asset_key(upstream))
-            if changed_at is not None:
-                older = [w for w, sid in own.values() if sid < changed_at]
-                if older:
-                    stale += older
-                    causes.append(upstream.name)
-            continue
-        bound = input_bound(project, model.name, upstream.name)
-        hit = False
-        newer = {k: sid for k, sid in latest_ids(instance, translator.get_asset_key(upstream)).items() if sid > oldest}
-        for window, sid in _windows(up_partitions, newer):
-            # Intervals of this model whose read window (widened by the lookback) overlaps the upstream interval.
+    judge = _Judge(instance, project, model, translator, partitions)
+    state = read_state(instance, KEY_PREFIX + model.name, Looked)
+    identity = _identity(model, upstreams, translator)
+    looked = judge.since(state) if state is not None and state.identity == identity else judge.everything(identity)
+    looked = judge.still_stale(looked)
+    if looked != state:
+        write_state(instance, KEY_PREFIX + model.name, looked)
+    return judge.answer(looked, upstreams)
+
+
+def stale_intervals_from_everything(
+    instance: dg.DagsterInstance, project: Project, model: SqlModel, translator: ModelTranslator
+) -> Stale:
+    """What :func:`stale_intervals` answers for a partitioned model when it judges every recorded event
+    again, remembering nothing (the reference its look from where it stopped must agree with)."""
+    partitions = translator.get_partitions_def(model)
+    assert isinstance(partitions, dg.TimeWindowPartitionsDefinition), "a partitioned model"
+    judge = _Judge(instance, project, model, translator, partitions)
+    looked = judge.still_stale(judge.everything(""))
+    return judge.answer(looked, project.upstream_models(model))
+
+
+@dataclass(frozen=True)
+class Looked:
+    """Where the staleness of a partitioned model was last judged (kept in the instance's key-value store).
+
+    ``cursors``: per upstream model, every materialization up to that storage id was judged.
+    ``fingerprints``: per unpartitioned upstream, the definition of its latest materialization and the
+    storage id of its first materialization with it. ``stale``: own partition key -> [the storage id
+    that made it stale, the upstream model]; an entry holds until the partition is current after it.
+    ``identity``: the definitions (this model's and its upstreams') the judgement holds for."""
+
+    identity: str
+    cursors: dict[str, int] = field(default_factory=dict)
+    fingerprints: dict[str, list] = field(default_factory=dict)
+    stale: dict[str, list] = field(default_factory=dict)
+
+
+def _identity(model: SqlModel, upstreams: list[SqlModel], translator: ModelTranslator) -> str:
+    parts = [model.fingerprint, repr(translator.get_partitions_def(model))]
+    parts += [f"{u.name}={u.fingerprint}:{translator.get_partitions_def(u)!r}" for u in upstreams]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+class _Judge:
+    """Judges one partitioned model's intervals against its upstreams' materializations."""
+
+    def __init__(self, instance, project: Project, model: SqlModel, translator: ModelTranslator, partitions) -> None:
+        self.instance, self.project, self.model, self.translator, self.partitions = instance, project, model, translator, partitions
+        self.key = translator.get_asset_key(model)
+
+    def everything(self, identity: str) -> Looked:
+        """Every own interval against the latest materialization of every upstream interval."""
+        own_ids = current_ids(self.instance, self.key)
+        looked = Looked(identity)
+        for upstream in self.project.upstream_models(self.model):
+            up_key = self.translator.get_asset_key(upstream)
+            if not isinstance(self.translator.get_partitions_def(upstream), dg.TimeWindowPartitionsDefinition):
+                self._unpartitioned(looked, upstream, fetch_definitions(self.instance, up_key, None), own_ids)
+                continue
+            ids = latest_ids(self.instance, up_key)
+            looked.cursors[upstream.name] = max(ids.values(), default=0)
+            if own_ids:
+                oldest = min(own_ids.values())
+                self._partitioned(looked, upstream, {k: sid for k, sid in ids.items() if sid > oldest}, own_ids)
+        return looked
+
+    def since(self, state: Looked) -> Looked:
+        """The last judgement, and the upstream materializations recorded after it."""
+        looked = Looked(state.identity, dict(state.cursors), {k: list(v) for k, v in state.fingerprints.items()}, dict(state.stale))
+        for upstream in self.project.upstream_models(self.model):
+            up_key = self.translator.get_asset_key(upstream)
+            after = state.cursors.get(upstream.name, 0)
+            if not isinstance(self.translator.get_partitions_def(upstream), dg.TimeWindowPartitionsDefinition):
+                self._unpartitioned(looked, upstream, fetch_definitions(self.instance, up_key, after), None)
+                continue
+            ids = dict(self.instance.get_latest_storage_id_by_partition(up_key, MATERIALIZATION, after_cursor=after))
+            looked.cursors[upstream.name] = max([after, *ids.values()])
+            self._partitioned(looked, upstream, ids, None)
+        return looked
+
+    def _partitioned(self, looked: Looked, upstream: SqlModel, newer: dict[str, int], own_ids: dict[str, int] | None) -> None:
+        """Own intervals whose read window (widened by the lookback) overlaps an upstream interval
+        materialized at ``newer``'s storage id become candidates (judged by :meth:`still_stale`)."""
+        bound = input_bound(self.project, self.model.name, upstream.name)
+        unit = self.model.unit
+        for window, sid in _windows(self.translator.get_partitions_def(upstream), newer):
             reach = window.widen(bound.after, bound.before) if bound is not None else window
             cursor = unit.floor(reach.start)
             while cursor < reach.end:
-                mine = own.get(cursor)
-                if mine is not None and mine[1] < sid:
-                    stale.append(mine[0])
-                    hit = True
+                own_key = key_of(self.partitions, cursor)
+                if own_ids is None or own_key in own_ids:
+                    self._candidate(looked, own_key, sid, upstream.name)
                 cursor = unit.next(cursor)
-        if hit:
-            causes.append(upstream.name)
-    return Stale(tuple(merge(stale)), tuple(causes))
+
+    def _unpartitioned(self, looked: Looked, upstream: SqlModel, records: list[tuple[int, str | None]], own_ids) -> None:
+        """An unpartitioned upstream whose definition changed: every own interval current before its
+        first materialization with the new definition is a candidate."""
+        seen = looked.fingerprints.get(upstream.name)
+        changed_at = None
+        for sid, fingerprint in records:  # oldest first
+            if seen is not None and fingerprint != seen[0]:
+                changed_at = sid
+            if seen is None or fingerprint != seen[0]:
+                seen = [fingerprint, sid]
+            looked.cursors[upstream.name] = sid
+        if seen is not None:
+            looked.fingerprints[upstream.name] = seen
+        if changed_at is None:  # no new definition among the records
+            return
+        for own_key, sid in (own_ids if own_ids is not None else current_ids(self.instance, self.key)).items():
+            if sid < changed_at:
+                self._candidate(looked, own_key, changed_at, upstream.name)
+
+    @staticmethod
+    def _candidate(looked: Looked, own_key: str, sid: int, upstream: str) -> None:
+        known = looked.stale.get(own_key)
+        if known is None or known[0] < sid:
+            looked.stale[own_key] = [sid, upstream]
+
+    def still_stale(self, looked: Looked) -> Looked:
+        """The candidates whose interval was not materialized (or confirmed) again after what made them stale."""
+        if not looked.stale:
+            return looked
+        own = current_ids(self.instance, self.key, set(looked.stale))
+        stale = {k: v for k, v in looked.stale.items() if k in own and own[k] < v[0]}
+        return Looked(looked.identity, looked.cursors, looked.fingerprints, stale)
+
+    def answer(self, looked: Looked, upstreams: list[SqlModel]) -> Stale:
+        windows = [w for w, _ in _windows(self.partitions, {k: v[0] for k, v in looked.stale.items()})]
+        named = {v[1] for v in looked.stale.values()}
+        return Stale(tuple(merge(windows)), tuple(u.name for u in upstreams if u.name in named))
+
+
+def fetch_definitions(instance: dg.DagsterInstance, key: dg.AssetKey, after: int | None, scan: int = 500) -> list[tuple[int, str | None]]:
+    """(storage id, fingerprint) of an asset's materializations after the storage id ``after``, oldest
+    first (with ``after`` None: the latest ``scan``)."""
+    if after is None:
+        records = list(instance.fetch_materializations(key, limit=scan).records)
+    else:
+        records, cursor = [], None
+        while True:
+            page = instance.fetch_materializations(
+                dg.AssetRecordsFilter(asset_key=key, after_storage_id=after), limit=scan, cursor=cursor, ascending=True
+            )
+            records += page.records
+            if not page.has_more:
+                break
+            cursor = page.cursor
+
+    def fingerprint(record) -> str | None:
+        value = record.asset_materialization.metadata.get("fingerprint") if record.asset_materialization else None
+        return value.value if value is not None else None
+
+    return sorted((r.storage_id, fingerprint(r)) for r in records)

@@ -10,6 +10,7 @@ from typing import Mapping, Sequence
 import dagster as dg
 
 from incremental_assets.errors import WindowError
+from incremental_assets.model import clock
 from incremental_assets.model.intervals import (
     TimeWindow,
     ceil,
@@ -80,7 +81,7 @@ def model_status(
     assert model.start is not None
     # Only whole intervals count: since is rounded up and until down to interval boundaries.
     start = max(model.start, ceil(since, unit)) if since else model.start
-    end = last_complete_end(now or datetime.now(timezone.utc), unit)
+    end = last_complete_end(now or clock.now(), unit)
     if model.end:
         end = min(end, model.end)
     if until:

@@ -1,11 +1,15 @@
 """How a model looks in Dagster: key, group, owners, tags, partitions, policies, metadata.
 
-Subclass :class:`ModelTranslator` and override any ``get_*`` method to change one aspect, as with
-dagster-dbt's translator:
+:meth:`ModelTranslator.get_asset_spec` assembles a model's whole :class:`dagster.AssetSpec` from the
+``get_*`` methods, as dagster-dbt's translator does. Subclass :class:`ModelTranslator` and override one
+``get_*`` method to change one aspect, or ``get_asset_spec`` to change the spec as a whole:
 
 >>> class Prefixed(ModelTranslator):
 ...     def get_asset_key(self, model):
 ...         return super().get_asset_key(model).with_prefix("lake")
+>>> class Tagged(ModelTranslator):
+...     def get_asset_spec(self, project, model, columns=None):
+...         return super().get_asset_spec(project, model, columns).merge_attributes(tags={"team": "sales"})
 """
 
 from __future__ import annotations
@@ -20,11 +24,12 @@ from incremental_assets.analysis import SourceBound
 from incremental_assets.model.cron import expand_cron
 from incremental_assets.model.intervals import IntervalUnit
 from incremental_assets.model.kinds import IncrementalByTimeRange, Seed, View
-from incremental_assets.model.project import Source
+from incremental_assets.model.project import Project, Source
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import table_metadata
 from incremental_assets.orchestration.freshness import freshness_policy
 from incremental_assets.orchestration.table_metadata import ModelColumns
+from incremental_assets.plan.analyses import input_bound
 
 _TAG_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -73,6 +78,67 @@ class ModelTranslator:
         self.group_name = group_name
         self.extra_tags = dict(tags or {})
         self.automation_condition = automation_condition
+
+    def get_asset_spec(self, project: Project, model: SqlModel, columns: ModelColumns | None = None) -> dg.AssetSpec:
+        """The model's asset spec: key, upstream models and sources (with their partition mappings),
+        group, description, owners, tags, kinds, code version, partitions, metadata, freshness and
+        automation, each from its ``get_*`` method. ``columns`` are the model's columns as
+        :func:`.table_metadata.project_columns` found them.
+
+        Override it to change the spec as a whole (tags, group, metadata). Runs find a model's asset by
+        :meth:`get_asset_key` and its intervals by :meth:`get_partitions_def`: change those two there."""
+        uri = project.settings.table_location(model.name)
+        table = self.get_table_metadata(model, uri, columns, self.table_key_of(project))
+        return dg.AssetSpec(
+            key=self.get_asset_key(model),
+            deps=self.get_deps(project, model),
+            description=self.get_description(model),
+            metadata={**self.get_metadata(model), **table},
+            group_name=self.get_group_name(model),
+            code_version=self.get_code_version(model),
+            automation_condition=self.get_automation_condition(model),
+            owners=self.get_owners(model),
+            tags=self.get_tags(model),
+            kinds=self.get_kinds(model),
+            partitions_def=self.get_partitions_def(model),
+            freshness_policy=self.get_freshness_policy(model),
+        )
+
+    def get_source_spec(self, source: Source) -> dg.AssetSpec:
+        """A source's asset spec: a table no model writes, in the group ``sources``."""
+        key = self.get_source_key(source)
+        return dg.AssetSpec(key=key, group_name="sources", metadata=source_metadata(source), kinds={source.format})
+
+    def get_deps(self, project: Project, model: SqlModel) -> list[dg.AssetDep]:
+        """Upstream models (with partition mappings that include the lookback) and sources."""
+        deps = []
+        for name in model.depends_on:
+            if name == model.name:
+                continue
+            if name in project.models:
+                upstream = project.models[name]
+                mapping = self.get_partition_mapping(model, upstream, input_bound(project, model.name, name))
+                deps.append(dg.AssetDep(self.get_asset_key(upstream), partition_mapping=mapping))
+            else:
+                deps.append(dg.AssetDep(self.get_source_key(project.sources[name])))
+        return deps
+
+    def get_check_specs(self, project: Project, model: SqlModel, key: dg.AssetKey) -> list[dg.AssetCheckSpec]:
+        """The checks of the model's asset ``key``: its audits and assertions, and ``definition_current``
+        (see :mod:`.checks`)."""
+        from incremental_assets.orchestration.checks import check_specs  # runs audits with Spark: imported when used
+
+        return check_specs(project, model, key)
+
+    def table_key_of(self, project: Project) -> Any:
+        """A table name's asset key (None: not an asset of the project), for column lineage."""
+
+        def key_of(table: str) -> dg.AssetKey | None:
+            if table in project.models:
+                return self.get_asset_key(project.models[table])
+            return self.get_source_key(project.sources[table]) if table in project.sources else None
+
+        return key_of
 
     def get_asset_key(self, model: SqlModel) -> dg.AssetKey:
         return dg.AssetKey([*self.key_prefix, *model.name.split(".")])
@@ -128,7 +194,7 @@ class ModelTranslator:
     def get_backfill_policy(self, model: SqlModel, run_size: int | None = None) -> dg.BackfillPolicy | None:
         """The execution class as a backfill policy: FullyBatchSafe runs any range as one Spark job
         (single run), BoundedSafe(n) and batch_size cut it in runs of n intervals (``run_size``, from
-        :func:`incremental_assets.plan.compile.run_size`), PerPartitionOnly runs one interval at a time."""
+        :func:`incremental_assets.plan.analyses.run_size`), PerPartitionOnly runs one interval at a time."""
         if not isinstance(model.kind, IncrementalByTimeRange):
             return None
         return dg.BackfillPolicy.multi_run(run_size) if run_size else dg.BackfillPolicy.single_run()
@@ -212,3 +278,20 @@ class ModelTranslator:
         for key, value in sorted(model.metadata.items()):
             meta[f"property/{key}"] = value
         return meta
+
+
+def source_metadata(source: Source) -> dict[str, Any]:
+    """A source's metadata: format, location, table name and, when declared, time column and columns."""
+    meta: dict[str, Any] = {
+        "format": source.format,
+        "location": dg.MetadataValue.path(source.location),
+        "dagster/table_name": source.name,
+        "dagster/uri": source.location,
+    }
+    if source.time_column:
+        meta["time_column"] = source.time_column
+        meta["interval_unit"] = source.interval_unit
+    if source.columns:
+        columns = [dg.TableColumn(name, type_) for name, type_ in source.columns.items()]
+        meta["dagster/column_schema"] = dg.TableSchema(columns=columns)
+    return meta

@@ -15,6 +15,11 @@ from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.model.kinds import IncrementalByCursor, ScdType2
 from incremental_assets.model.sql_model import SqlModel
 
+# How a user asks one run for a full refresh or a downgrade, in words that fit a run from the CLI and one
+# from Dagster: the CLI's flag, or the run tag (incremental_assets.orchestration.tags, held equal by a test).
+ASK_FULL_REFRESH = "--full-refresh (in Dagster: the run tag incremental_assets/full_refresh=true)"
+ASK_DOWNGRADE = "--allow-downgrade (in Dagster: the run tag incremental_assets/allow_downgrade=true)"
+
 
 def full_refresh_target(model: SqlModel) -> TargetState:
     """The state a full refresh of a merge-style model plans from: no table, so the run starts over and
@@ -27,7 +32,8 @@ def full_refresh_target(model: SqlModel) -> TargetState:
             model.line_of("kind"),
             f"model {model.name} is SCD_TYPE_2: a full refresh would throw away its history, which cannot be rebuilt "
             "from the current source rows; it is refused and the table is unchanged",
-            hint="run it without --full-refresh (changes apply to new history only), or set `disable_restatement false` "
+            hint=f"run it without {ASK_FULL_REFRESH}: changes apply to new history only; "
+            "or set `disable_restatement false` "
             "in the kind to rebuild the table from the current source rows (every key then starts with one version)",
         )
     return TargetState()

@@ -21,7 +21,7 @@ from incremental_assets.model.intervals import TimeWindow, check_aligned, format
 from incremental_assets.model.kinds import IncrementalByTimeRange, ScdType2
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
-from incremental_assets.plan.compile import input_bound
+from incremental_assets.plan.analyses import input_bound
 from incremental_assets.plan.rebuild import needs_rebuild
 
 INTERVALS = "intervals"  # the model's intervals are replaced, window by window, each run one atomic commit

@@ -1,6 +1,7 @@
 """Pure planning: (model, window) -> the exact SQL to run, the inputs to read, and how to write.
 
-Nothing here touches Spark or Delta; :mod:`incremental_assets.execution` carries a plan out.
+Nothing here touches Spark or Delta: :class:`incremental_assets.spark.executor.Executor` carries a plan out
+(its write strategies in :mod:`incremental_assets.spark.writes`, its one commit in :mod:`incremental_assets.delta`).
 
 >>> import tempfile, pathlib
 >>> from incremental_assets.load.project import load_project
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import datetime
 from enum import Enum
 from typing import Any, Literal, Mapping
 
@@ -28,6 +29,7 @@ from sqlglot import exp
 from incremental_assets.analysis import Analysis, SourceBound, pushdown
 from incremental_assets.errors import ModelFileError, UnsafeIncrementalError, WindowError
 from incremental_assets.load.query import table_name
+from incremental_assets.model import clock
 from incremental_assets.model.intervals import (
     IntervalUnit,
     TimeWindow,
@@ -47,7 +49,7 @@ from incremental_assets.model.kinds import (
 )
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SEED_VIEW, SqlModel
-from incremental_assets.plan.compile import analysis_of, run_size
+from incremental_assets.plan.analyses import analysis_of, run_size
 from incremental_assets.plan.definition import definition_of
 from incremental_assets.plan.frames import navigation_frames
 from incremental_assets.load.macros.render import (
@@ -57,7 +59,7 @@ from incremental_assets.load.macros.render import (
     render_statements,
     window_literal,
 )
-from incremental_assets.plan.rebuild import TargetState
+from incremental_assets.plan.rebuild import ASK_DOWNGRADE, TargetState
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +195,7 @@ def refusal_message(model: SqlModel, analysis: Analysis) -> str:
         lines.append(f"  {where}: [{reason.rule}] {reason.message}")
     lines.append(
         "fix the SQL, allow the construct in the MODEL header (e.g. physical_properties (allow_window_functions = true)), "
-        "or run with --allow-downgrade to rebuild the model in full this time"
+        f"or run with {ASK_DOWNGRADE} to rebuild the model in full this time"
     )
     return "\n".join(lines)
 
@@ -216,7 +218,7 @@ def plan_run(
     a refused model raises UnsafeIncrementalError unless ``allow_downgrade``, which rebuilds it from
     its start instead (a full refresh up to the window's end).
     """
-    execution_time = execution_time or datetime.now(timezone.utc)
+    execution_time = execution_time or clock.now()
     kind = model.kind
     state = target or TargetState()  # merge-style kinds: no table yet unless the caller read one
     if isinstance(kind, Embedded):
@@ -303,7 +305,7 @@ def _incremental_window(
     """An incremental run's window (checked against the model's intervals), the per-input read bounds,
     and whether a refused model is downgraded to a rebuild from its start."""
     if window is None:
-        raise WindowError(f"model {model.name} is incremental: give a window (--start/--end) or use --auto")
+        raise WindowError(f"model {model.name} is incremental: give a window (on the CLI --start/--end, or --auto)")
     check_aligned(window, model.unit, model=model.name)
     if model.start and window.start < model.start:
         raise WindowError(f"model {model.name}: window {window} starts before the model's start {model.start.date()}")
@@ -314,7 +316,8 @@ def _incremental_window(
         return window, analysis.bounds, False
     if not allow_downgrade:
         raise UnsafeIncrementalError(refusal_message(model, analysis))
-    log.warning("%s", refusal_message(model, analysis).splitlines()[0] + " running a full refresh instead (--allow-downgrade)")
+    first = refusal_message(model, analysis).splitlines()[0]
+    log.warning("%s", first + " running a full refresh instead (a downgrade was allowed)")
     return TimeWindow(model.start or window.start, window.end), None, True
 
 
@@ -409,7 +412,8 @@ def plan_rebuild(
     A model that reads its own previous intervals cannot stage them all before one commit: its plans
     keep ``replace_window`` and are committed one after the other, in order.
     """
-    assert model.is_incremental and model.start is not None
+    if not model.is_incremental or model.start is None:
+        raise WindowError(f"model {model.name} is not incremental: every run rebuilds it, plan it with plan_run")
     plans = plan_window(project, model, TimeWindow(model.start, end), execution_time=execution_time, allow_downgrade=allow_downgrade)
     if model.name in model.depends_on:
         return plans

@@ -18,6 +18,7 @@ from typing import Mapping
 
 from incremental_assets.errors import ModelFileError
 from incremental_assets.model.sql_model import SqlModel
+from incremental_assets.plan.rebuild import ASK_FULL_REFRESH
 
 _INTEGRAL = ["tinyint", "smallint", "int", "bigint"]
 _DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)")
@@ -117,7 +118,7 @@ def decide(model: SqlModel, table: Mapping[str, str], query: Mapping[str, str]) 
                 line,
                 f"model {model.name}: {what} schema change against the existing table: {text()}",
                 hint=f"set {setting} warn or allow in the kind to evolve the table, ignore to keep its schema, "
-                "or rebuild the model with `run --full-refresh`",
+                f"or rebuild the model with {ASK_FULL_REFRESH}",
             )
         if policy == "warn":
             warnings.append(f"model {model.name}: {what} schema change applied: {text()}")
@@ -127,7 +128,8 @@ def decide(model: SqlModel, table: Mapping[str, str], query: Mapping[str, str]) 
             line,
             f"model {model.name}: cannot change column types in place ({diff.describe_destructive()}): "
             "the existing data files keep their types",
-            hint="rebuild the model with `run --full-refresh`, or set on_destructive_change ignore to keep the table's types",
+            hint=f"rebuild the model with {ASK_FULL_REFRESH}, "
+            "or set on_destructive_change ignore to keep the table's types",
         )
     old = {k.lower(): v.lower() for k, v in table.items()}
     widened = {c: o for c, o, _ in diff.widened}

@@ -22,10 +22,10 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 
 from incremental_assets.errors import SparkServerError
+from incremental_assets.model import clock
 from incremental_assets.model.settings import Settings
 
 LOOPBACK = "127.0.0.1"
@@ -197,7 +197,7 @@ def start_server(settings: Settings, *, timeout: float = 180.0) -> tuple[ServerR
     port = _free_port()
     process = _launch(settings, port)
     record = ServerRecord(process.pid, port, str(settings.project_dir), settings.spark_master,
-                          datetime.now(timezone.utc).isoformat(timespec="seconds"), str(state_dir(settings) / LOG_FILE))
+                          clock.wall_time().isoformat(timespec="seconds"), str(state_dir(settings) / LOG_FILE))
     deadline = time.monotonic() + timeout
     while not port_open(port):
         if process.poll() is not None:

@@ -10,13 +10,14 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
 
+import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from incremental_assets import delta
 from incremental_assets.errors import StorageError
+from incremental_assets.model import clock
 from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.model.kinds import IncrementalByCursor, ScdType2, UniqueKey
 from incremental_assets.model.project import Project
@@ -26,7 +27,7 @@ from incremental_assets.spark.inputs import Inputs
 from incremental_assets.spark.read_errors import unreadable_input
 from incremental_assets.spark.python_models import register_python_rows
 from incremental_assets.spark.session import run_project_statements
-from incremental_assets.spark.writes import STRATEGIES, WriteStrategy
+from incremental_assets.spark.writes import STRATEGIES, Staged, WriteStrategy
 
 log = logging.getLogger(__name__)
 
@@ -105,34 +106,29 @@ class Executor(Inputs):
         self.sweep(uri)
         strategy = STRATEGIES[first.write](self.spark, self.project, model, uri, delta.new_staging_dir(uri))
         inputs: dict[str, str] = {}
+        window = TimeWindow(first.window.start, last.window.end) if first.window and last.window else None
         try:
-            for i, plan in enumerate(plans):
-                inputs.update(self.register(plan))
-                inputs.update(register_python_rows(self, model, plan))  # a Python model's rows, for its query
-                self.run_statements(plan, plan.pre_statements, "pre")
-                df = strategy.prepare(plan, self.spark.sql(plan.sql))
-                strategy.stage(plan, df, first=i == 0)
-            window = TimeWindow(first.window.start, last.window.end) if first.window and last.window else None
-            strategy.complete(window)
+            staged = strategy.complete(self._stage(strategy, plans, inputs), window)
         except Exception as exc:
             unreadable = unreadable_input(exc, self.project)
             if unreadable is None:
                 raise
             delta.discard_staging(uri, strategy.staging)
             raise unreadable from None
-        if strategy.schema is not None:
-            delta.keep_staged_schema(strategy.staging, strategy.schema)  # an empty window stages no file: its readers still see its columns
+        if staged.schema is not None:  # an empty window stages no file: its readers still see its columns
+            delta.keep_staged_schema(strategy.staging, staged.schema)
         faults.checkpoint("staged")
-        if not strategy.has_changes():
+        mode = strategy.commit_mode(staged, window)
+        if mode is None or staged.schema is None:
             delta.discard_staging(uri, strategy.staging)
             log.info("%s: nothing changed, nothing to commit", first.model)
             self.run_statements(last, last.post_statements, "post")
-            return self._unchanged(first, uri, inputs, self._unchanged_details(strategy, first), began)
-        result = self._commit(strategy, first, window, run_id, before_commit)
+            return self._unchanged(first, uri, inputs, self._unchanged_details(staged, first), began)
+        result = self._commit(strategy, staged.schema, mode, first, window, run_id, before_commit)
         if result.files == 0:
             delta.discard_staging(uri, strategy.staging)  # nothing in it was committed (a window with no rows)
         self.run_statements(last, last.post_statements, "post")
-        details = strategy.details
+        details = dict(staged.details)
         if isinstance(model.kind, IncrementalByCursor):
             details["cursor_before"] = first.target.last_value if first.target and first.write == WriteKind.APPEND else None
             details["cursor_after"] = merge.new_cursor_value(self, uri, first.model)
@@ -142,6 +138,19 @@ class Executor(Inputs):
             first.model, window, first.write, result.rows, result.version, result.files, result.partitions, last.sql, seconds, uri, inputs, details,
             result.interval_rows,
         )
+
+    def _stage(self, strategy: WriteStrategy, plans: list[RunPlan], inputs: dict[str, str]) -> Staged:
+        """Run each plan's query and stage its rows, in order; records what each read in ``inputs``."""
+        model = strategy.model
+        staged: Staged | None = None
+        for plan in plans:
+            inputs.update(self.register(plan))
+            inputs.update(register_python_rows(self, model, plan))  # a Python model's rows, for its query
+            self.run_statements(plan, plan.pre_statements, "pre")
+            staged = strategy.stage(plan, strategy.prepare(plan, self.spark.sql(plan.sql)), staged)
+        if staged is None:
+            raise ValueError("a run stages at least one plan")
+        return staged
 
     def run_statements(self, plan: RunPlan, statements: tuple[Any, ...], when: str) -> None:
         """A model's pre-statements (before its query) or post-statements (after its write), in order.
@@ -167,6 +176,8 @@ class Executor(Inputs):
     def _commit(
         self,
         strategy: WriteStrategy,
+        schema: pa.Schema,
+        mode: delta.CommitMode,
         first: RunPlan,
         window: TimeWindow | None,
         run_id: str | None,
@@ -180,16 +191,15 @@ class Executor(Inputs):
             "write": str(first.write),
             "window_start": window.start.isoformat() if window else "",
             "window_end": window.end.isoformat() if window else "",
-            "committed_at": datetime.now(timezone.utc).isoformat(),
+            "committed_at": clock.wall_time().isoformat(),
         }
         if isinstance(strategy.model.kind, (UniqueKey, ScdType2)):
             metadata["buckets"] = str(strategy.model.kind.buckets)
-        assert strategy.schema is not None
         try:
             if before_commit is not None:
                 before_commit(strategy.staging)
             result = delta.commit_staged(
-                strategy.uri, strategy.staging, strategy.schema, strategy.commit_mode(window), metadata=metadata, name=first.model,
+                strategy.uri, strategy.staging, schema, mode, metadata=metadata, name=first.model,
                 definition=first.definition,
             )
         except BaseException:
@@ -199,11 +209,11 @@ class Executor(Inputs):
         return result
 
     @staticmethod
-    def _unchanged_details(strategy: WriteStrategy, first: RunPlan) -> dict[str, Any]:
+    def _unchanged_details(staged: Staged, first: RunPlan) -> dict[str, Any]:
         if first.write == WriteKind.APPEND:
             cursor = first.target.last_value if first.target else None
             return {"cursor_before": cursor, "cursor_after": cursor}
-        return strategy.details
+        return dict(staged.details)
 
     @staticmethod
     def _unchanged(plan: RunPlan, uri: str, inputs: dict[str, str], details: dict[str, Any], began: float) -> RunResult:

@@ -18,12 +18,13 @@ from __future__ import annotations
 import os
 import signal
 
-ENV = "INCREMENTAL_ASSETS_KILL_AT"
+from incremental_assets.model.settings import KILL_AT_ENV, read_env_settings
+
+ENV = KILL_AT_ENV
 STAGES = ("staging", "staged", "committed", "recording")
 
 
 def checkpoint(stage: str) -> None:
     """Die here, at once and uncleanly, when the environment asks for it."""
-    wanted = os.environ.get(ENV)
-    if wanted and stage in wanted.split(","):
+    if stage in read_env_settings().kill_at:
         os.kill(os.getpid(), signal.SIGKILL)

@@ -62,12 +62,12 @@ class Inputs:
         if source.format == "delta":
             if not delta.exists(source.location):
                 raise StorageError(f"source {source.name}: no Delta table at {source.location}")
-            files = delta.source_files(
+            files, arrow = delta.source_files(
                 source.location, time_column=source.time_column, window=read.window, time_format=source.time_format,
                 tz=zone(self.project.settings.timezone),
             )
             # A timestamp without time zone stays one, as Spark reads it from Parquet: wall time in the session's zone.
-            schema = from_arrow_schema(delta.arrow_schema(source.location, drop=()), prefer_timestamp_ntz=True)
+            schema = from_arrow_schema(arrow, prefer_timestamp_ntz=True)
             if not files:
                 return self._empty(schema), "0 files"
             df = reader.schema(schema).option("basePath", source.location).parquet(*files)

@@ -35,10 +35,13 @@ from incremental_assets.spark import faults
 
 
 class Session(Protocol):
-    """What a merge write needs of its caller: the SparkSession and the project."""
+    """What a merge write needs of its caller: the SparkSession and the project (read only)."""
 
-    spark: SparkSession
-    project: Project
+    @property
+    def spark(self) -> SparkSession: ...
+
+    @property
+    def project(self) -> Project: ...
 
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)

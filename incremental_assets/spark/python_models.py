@@ -32,6 +32,7 @@ from incremental_assets import delta
 from incremental_assets.errors import StorageError
 from incremental_assets.load.python_models import FETCHED_VIEW, PythonSourceModel, call_fetch
 from incremental_assets.load.sqlmesh_models import PYTHON_ROWS_VIEW, SqlmeshPythonModel
+from incremental_assets.model import clock
 from incremental_assets.model.kinds import IncrementalByCursor
 from incremental_assets.model.project import Project
 from incremental_assets.model.python_model import PythonModel
@@ -139,7 +140,7 @@ def _python_value(value: Any) -> Any:
 
 def execute_arguments(model: SqlmeshPythonModel, plan: RunPlan, variables: dict[str, Any]) -> dict[str, Any]:
     """The keyword arguments of ``execute`` for a run, as SQLMesh gives them."""
-    execution_time = plan.execution_time or datetime.now(timezone.utc)
+    execution_time = plan.execution_time or clock.now()
     window = plan.window
     if window is not None:
         start, end = window.start, window.end

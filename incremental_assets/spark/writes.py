@@ -7,10 +7,9 @@ the one Delta commit uses. Nothing here decides WHAT to run: plans do.
 
 from __future__ import annotations
 
-import functools
 import logging
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Mapping
 
 import pyarrow as pa
@@ -21,10 +20,12 @@ from pyspark.sql.types import StructType
 from sqlglot import exp
 
 from incremental_assets import delta
+from incremental_assets.model import clock
 from incremental_assets.model.intervals import IntervalUnit, TimeWindow
 from incremental_assets.model.kinds import IncrementalByTimeRange
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
+from incremental_assets.model.time_formats import strftime_to_spark
 from incremental_assets.plan import schema_changes
 from incremental_assets.plan.run_plan import RunPlan, WriteKind
 from incremental_assets.spark import faults, merge
@@ -33,12 +34,14 @@ log = logging.getLogger(__name__)
 
 
 def spark_partition_expression(model: SqlModel) -> str:
-    """Spark SQL for the interval key of each row (the ``ia_interval`` partition value).
+    """Spark SQL for the interval key of each row (the ``ia_interval`` partition value): the model's time
+    column read as a timestamp, keyed by :meth:`~incremental_assets.model.intervals.IntervalUnit.partition_key_sql`.
 
     >>> from incremental_assets.load.model_file import parse_model_file
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "m.sql"
-    >>> _ = p.write_text("MODEL (name a.b, kind INCREMENTAL_BY_TIME_RANGE(time_column ts), start '2024-01-01', interval_unit hour); SELECT ts FROM c")
+    >>> _ = p.write_text("MODEL (name a.b, kind INCREMENTAL_BY_TIME_RANGE(time_column ts), start '2024-01-01', "
+    ...                  "interval_unit hour); SELECT ts FROM c")
     >>> spark_partition_expression(parse_model_file(p))
     "concat(date_format(CAST(`ts` AS TIMESTAMP), 'yyyy-MM-dd'), 'T', date_format(CAST(`ts` AS TIMESTAMP), 'HH'))"
     """
@@ -48,47 +51,23 @@ def spark_partition_expression(model: SqlModel) -> str:
     column = exp.column(kind.time_column, quoted=True).sql("spark")
     pattern = exp.Literal.string(strftime_to_spark(kind.time_format)).sql("spark") if kind.time_format else None
     instant = f"to_timestamp({column}, {pattern})" if pattern else f"CAST({column} AS TIMESTAMP)"
-    unit = model.unit
-    if unit == "hour":
-        return f"concat(date_format({instant}, 'yyyy-MM-dd'), 'T', date_format({instant}, 'HH'))"
-    day = f"to_date({instant})"
-    start = {
-        "day": day,
-        "week": f"date_sub({day}, dayofweek({day}) - 1)",  # weeks start on Sunday
-        "month": f"trunc({day}, 'MM')",
-        "quarter": f"trunc({day}, 'QUARTER')",
-        "year": f"trunc({day}, 'YEAR')",
-    }[unit]
-    return f"date_format({start}, 'yyyy-MM-dd')"
+    return model.unit.partition_key_sql(instant)
 
 
-_STRFTIME = {"%Y": "yyyy", "%m": "MM", "%d": "dd", "%H": "HH", "%M": "mm", "%S": "ss", "%f": "SSSSSS", "%j": "DDD", "%y": "yy"}
+def same_columns(table: Mapping[str, str], staged: Mapping[str, str]) -> bool:
+    """Whether two ``{column: type}`` schemas match (names compared case-insensitively, order ignored).
 
-
-def strftime_to_spark(fmt: str) -> str:
-    """Translate a Python/SQLMesh strftime format into a Spark datetime pattern.
-
-    >>> strftime_to_spark("%Y-%m-%dT%H")
-    "yyyy-MM-dd'T'HH"
+    >>> same_columns({"Id": "bigint", "v": "string"}, {"v": "string", "id": "bigint"})
+    True
+    >>> same_columns({"id": "bigint"}, {"id": "int"})
+    False
     """
-    out, i = [], 0
-    while i < len(fmt):
-        token = fmt[i : i + 2]
-        if token in _STRFTIME:
-            out.append(_STRFTIME[token])
-            i += 2
-        elif fmt[i].isalpha():
-            out.append(f"'{fmt[i]}'")
-            i += 1
-        else:
-            out.append(fmt[i])
-            i += 1
-    return "".join(out)
+    return {k.lower(): v for k, v in table.items()} == {k.lower(): v for k, v in staged.items()}
 
 
-def same_schema(table: Mapping[str, str], query: Mapping[str, str]) -> bool:
-    """Whether two ``{column: type}`` schemas match (names compared case-insensitively, order ignored)."""
-    return {k.lower(): v for k, v in table.items()} == {k.lower(): v for k, v in query.items()}
+def arrow_types(schema: pa.Schema) -> dict[str, str]:
+    """An Arrow schema as ``{column: type}`` (what :func:`same_columns` compares)."""
+    return {f.name: str(f.type) for f in schema}
 
 
 def table_types(model: SqlModel, uri: str) -> dict[str, str]:
@@ -104,7 +83,7 @@ def conform(model: SqlModel, uri: str, df: DataFrame) -> DataFrame:
     raise, warn, or select the columns to write (the commit then evolves the Delta schema)."""
     table = table_types(model, uri)
     query = {f.name: f.dataType.simpleString() for f in df.schema.fields}
-    if same_schema(table, query):
+    if same_columns(table, query):
         return df
     decision = schema_changes.decide(model, table, query)
     for warning in decision.warnings:
@@ -116,39 +95,79 @@ def conform(model: SqlModel, uri: str, df: DataFrame) -> DataFrame:
     return df.select(*columns)
 
 
-@dataclass
-class WriteStrategy:
-    """Stages the rows of one model's plans in one folder and names the commit that publishes them."""
+@dataclass(frozen=True)
+class Prepared:
+    """What :meth:`WriteStrategy.prepare` found: the rows to stage, and whether staging them replaces the
+    whole table (an append whose schema changed carries the committed rows along)."""
+
+    rows: DataFrame
+    rewrites_table: bool = False
+
+
+@dataclass(frozen=True)
+class Staged:
+    """What the run staged so far: returned by :meth:`WriteStrategy.stage` for each plan (folding the
+    previous plan's) and by :meth:`WriteStrategy.complete`, read by :meth:`WriteStrategy.commit_mode`."""
+
+    schema: pa.Schema | None  # the Arrow schema of the staged rows (None: a keyed run that changed nothing)
+    rewrites_table: bool = False  # see Prepared
+    by_day: bool = False  # interval writes: the table's files are cut by day
+    columns: StructType | None = None  # interval writes: the staged files' columns, the interval key included
+    whole_days: bool = False  # interval writes by day: every file of the window's days is replaced
+    copied_from: tuple[str, ...] = ()  # interval writes by day: committed files whose other rows were staged
+    buckets: tuple[str, ...] = ()  # keyed writes: the key buckets staged, which the commit replaces
+    details: Mapping[str, Any] = field(default_factory=dict)  # keyed writes: rows inserted, updated, closed
+
+
+@dataclass(frozen=True)
+class WriteStrategy(ABC):
+    """Stages the rows of one model's plans in one folder and names the commit that publishes them.
+
+    A strategy is frozen: its steps change nothing on it and return what they found as frozen values, which
+    the executor hands to the next step. A run calls them in this order:
+
+    1. :meth:`prepare`, for each plan: the query's rows after the kind's schema-change policies (:class:`Prepared`);
+    2. :meth:`stage`, for each plan: writes those rows into the staging folder and returns what the plans
+       staged so far (:class:`Staged`), given the previous plan's (None for the first plan);
+    3. :meth:`complete`, once: stages what else the commit of the run's whole window needs;
+    4. :meth:`commit_mode`, once, after the staged schema is kept: the Delta commit that publishes the
+       staging folder, or None when there is nothing to commit (the table keeps its version).
+    """
 
     spark: SparkSession
     project: Project
     model: SqlModel
     uri: str
     staging: str
-    schema: pa.Schema | None = None
-    details: dict[str, Any] = field(default_factory=dict)
     kind: ClassVar[WriteKind]
 
-    def prepare(self, plan: RunPlan, df: DataFrame) -> DataFrame:
+    def prepare(self, plan: RunPlan, df: DataFrame) -> Prepared:
         """The rows to stage, after the kind's schema-change policies (default: as the query returned them)."""
-        return df
+        return Prepared(df)
 
-    def stage(self, plan: RunPlan, df: DataFrame, *, first: bool) -> None:
-        self.schema = self.schema or to_arrow_schema(df.schema, timezone="UTC")
-        if first:
+    def stage(self, plan: RunPlan, prepared: Prepared, before: Staged | None) -> Staged:
+        """Write a plan's rows into the staging folder (default: as they are, in Spark's files)."""
+        staged = _staged_so_far(prepared, before)
+        if before is None:
             faults.checkpoint("staging")
         # Spark Connect knows "error", not "errorifexists"
-        df.write.mode("error" if first else "append").parquet(self.staging)
+        prepared.rows.write.mode("error" if before is None else "append").parquet(self.staging)
+        return staged
 
-    def complete(self, window: TimeWindow | None) -> None:
+    def complete(self, staged: Staged, window: TimeWindow | None) -> Staged:
         """After every plan is staged: stage what else the commit of ``window`` needs (default: nothing)."""
+        return staged
 
-    def has_changes(self) -> bool:
-        """Whether there is anything to commit (False: the table keeps its version)."""
-        return True
+    @abstractmethod
+    def commit_mode(self, staged: Staged, window: TimeWindow | None) -> delta.CommitMode | None:
+        """The commit that publishes what was staged; None: nothing to commit, the table keeps its version."""
 
-    def commit_mode(self, window: TimeWindow | None) -> delta.CommitMode:
-        raise NotImplementedError
+
+def _staged_so_far(prepared: Prepared, before: Staged | None, **found: Any) -> Staged:
+    """What the plans staged once ``prepared`` is: the first plan's schema, ``found`` of this plan."""
+    if before is None:
+        return Staged(to_arrow_schema(prepared.rows.schema, timezone="UTC"), prepared.rewrites_table, **found)
+    return replace(before, rewrites_table=before.rewrites_table or prepared.rewrites_table, **found)
 
 
 class ReplaceTableWrite(WriteStrategy):
@@ -156,7 +175,7 @@ class ReplaceTableWrite(WriteStrategy):
 
     kind = WriteKind.REPLACE_TABLE
 
-    def commit_mode(self, window: TimeWindow | None) -> delta.CommitMode:
+    def commit_mode(self, staged: Staged, window: TimeWindow | None) -> delta.CommitMode | None:
         return delta.ReplaceTable()
 
 
@@ -164,29 +183,27 @@ class _IntervalWrite(WriteStrategy):
     """Rows keyed by the interval that holds them (``ia_interval``): one file per interval, or one per day
     on a table cut by day (new tables of hourly models, see :mod:`incremental_assets.delta.tables`)."""
 
-    staged_columns: StructType | None = None  # the columns of the staged files, the interval key included
-
-    @functools.cached_property
-    def by_day(self) -> bool:
+    def files_by_day(self) -> bool:
         """Whether the table's files are cut by day: an existing table's own layout, else the setting's."""
         if delta.exists(self.uri):
             return delta.partitioned_by_day(self.uri)
         return self.model.unit == IntervalUnit.HOUR and self.project.settings.hourly_files == "day"
 
-    def stage(self, plan: RunPlan, df: DataFrame, *, first: bool) -> None:
-        self.schema = self.schema or to_arrow_schema(df.schema, timezone="UTC")
-        if first:
+    def stage(self, plan: RunPlan, prepared: Prepared, before: Staged | None) -> Staged:
+        by_day = before.by_day if before is not None else self.files_by_day()
+        staged = _staged_so_far(prepared, before, by_day=by_day)
+        if before is None:
             faults.checkpoint("staging")
-        keyed = df.withColumn(delta.PARTITION_COLUMN, F.expr(spark_partition_expression(self.model)))
+        keyed = prepared.rows.withColumn(delta.PARTITION_COLUMN, F.expr(spark_partition_expression(self.model)))
         column, unit = delta.PARTITION_COLUMN, self.model.unit
-        if self.by_day:
+        if by_day:
             keyed = keyed.withColumn(delta.DAY_COLUMN, F.substring(delta.PARTITION_COLUMN, 1, 10))
             column, unit = delta.DAY_COLUMN, IntervalUnit.DAY
         # A window inside one partition needs no shuffle; a longer one is grouped by partition.
         one_partition = plan.window is not None and unit.next(unit.floor(plan.window.start)) >= plan.window.end
         keyed = keyed.coalesce(1) if one_partition else keyed.repartition(column)
-        self.staged_columns = keyed.schema
-        keyed.write.mode("error" if first else "append").partitionBy(column).parquet(self.staging)
+        keyed.write.mode("error" if before is None else "append").partitionBy(column).parquet(self.staging)
+        return replace(staged, columns=keyed.schema)
 
 
 class ReplaceWindowWrite(_IntervalWrite):
@@ -196,43 +213,42 @@ class ReplaceWindowWrite(_IntervalWrite):
     hours too are rewritten, their other rows copied into the staged files (:meth:`complete`)."""
 
     kind = WriteKind.REPLACE_WINDOW
-    whole_days: bool = False
-    copied_from: tuple[str, ...] = ()
 
-    def prepare(self, plan: RunPlan, df: DataFrame) -> DataFrame:
-        return conform(self.model, self.uri, df) if delta.exists(self.uri) else df
+    def prepare(self, plan: RunPlan, df: DataFrame) -> Prepared:
+        return Prepared(conform(self.model, self.uri, df) if delta.exists(self.uri) else df)
 
-    def complete(self, window: TimeWindow | None) -> None:
-        if window is None or not self.by_day or not delta.exists(self.uri):
-            return
+    def complete(self, staged: Staged, window: TimeWindow | None) -> Staged:
+        if window is None or not staged.by_day or not delta.exists(self.uri):
+            return staged
         # A commit that changes the table's columns cannot keep files written with the old ones.
-        self.whole_days = not same_columns(delta.arrow_schema(self.uri), self.schema)
-        self.copied_from = tuple(delta.copied_files(self.uri, window, self.model.unit, whole_days=self.whole_days))
-        if self.copied_from:
-            copy_other_intervals(self, window)
+        table = arrow_types(delta.arrow_schema(self.uri))
+        whole_days = staged.schema is None or not same_columns(table, arrow_types(staged.schema))
+        copied_from = tuple(delta.copied_files(self.uri, window, self.model.unit, whole_days=whole_days))
+        staged = replace(staged, whole_days=whole_days, copied_from=copied_from)
+        if copied_from:
+            copy_other_intervals(self, staged, window)
+        return staged
 
-    def commit_mode(self, window: TimeWindow | None) -> delta.CommitMode:
+    def commit_mode(self, staged: Staged, window: TimeWindow | None) -> delta.CommitMode | None:
         assert window is not None
-        return delta.ReplaceWindow(window, self.model.unit, by_day=self.by_day, whole_days=self.whole_days, copied_from=self.copied_from)
+        return delta.ReplaceWindow(
+            window, self.model.unit, by_day=staged.by_day, whole_days=staged.whole_days, copied_from=staged.copied_from
+        )
 
 
-def same_columns(table: pa.Schema, staged: pa.Schema | None) -> bool:
-    """Whether staged files have the table's columns and types (names compared case-insensitively)."""
-    return staged is not None and sorted((f.name.lower(), str(f.type)) for f in table) == sorted((f.name.lower(), str(f.type)) for f in staged)
-
-
-def copy_other_intervals(strategy: _IntervalWrite, window: TimeWindow) -> None:
-    """Stage the committed rows of ``strategy.copied_from`` outside ``window``, as the staged rows' columns."""
-    assert strategy.staged_columns is not None
+def copy_other_intervals(strategy: WriteStrategy, staged: Staged, window: TimeWindow) -> None:
+    """Stage the committed rows of ``staged.copied_from`` outside ``window``, as the staged rows' columns."""
+    assert staged.columns is not None
     first, end = delta.interval_bounds(window, strategy.model.unit)
     schema = from_arrow_schema(delta.arrow_schema(strategy.uri, drop=(delta.DAY_COLUMN,)), prefer_timestamp_ntz=False)
     interval = F.col(delta.PARTITION_COLUMN)
-    kept = strategy.spark.read.schema(schema).parquet(*strategy.copied_from).where((interval < first) | (interval >= end))
+    kept = strategy.spark.read.schema(schema).parquet(*staged.copied_from).where((interval < first) | (interval >= end))
     kept = kept.withColumn(delta.DAY_COLUMN, F.substring(delta.PARTITION_COLUMN, 1, 10))
     present = {c.lower() for c in kept.columns}
-    kept = kept.select(
-        *[(F.col(f"`{f.name}`") if f.name.lower() in present else F.lit(None)).cast(f.dataType).alias(f.name) for f in strategy.staged_columns.fields]
-    )
+    kept = kept.select(*[
+        (F.col(f"`{f.name}`") if f.name.lower() in present else F.lit(None)).cast(f.dataType).alias(f.name)
+        for f in staged.columns.fields
+    ])
     kept.coalesce(1).write.mode("append").partitionBy(delta.DAY_COLUMN).parquet(strategy.staging)
 
 
@@ -241,63 +257,56 @@ class RebuildWrite(_IntervalWrite):
 
     kind = WriteKind.REBUILD
 
-    def commit_mode(self, window: TimeWindow | None) -> delta.CommitMode:
-        return delta.ReplaceTable(partitioned=True, by_day=self.by_day)
+    def commit_mode(self, staged: Staged, window: TimeWindow | None) -> delta.CommitMode | None:
+        return delta.ReplaceTable(partitioned=True, by_day=staged.by_day)
 
 
 class AppendWrite(WriteStrategy):
     """A cursor model's new rows, added to the table; a schema change rewrites the table once."""
 
     kind = WriteKind.APPEND
-    evolved: bool = False
 
-    def prepare(self, plan: RunPlan, df: DataFrame) -> DataFrame:
+    def prepare(self, plan: RunPlan, df: DataFrame) -> Prepared:
         if merge.starts_over(plan, self.model, self.uri):
-            return df
+            return Prepared(df)
         df = conform(self.model, self.uri, df)
         if {c.lower() for c in table_types(self.model, self.uri)} != {c.lower() for c in df.columns}:
             # An append commit cannot add or drop Delta columns: rewrite the table once, old rows first.
-            self.evolved = True
-            return merge.committed_rows(self, self.uri).unionByName(df, allowMissingColumns=True)
-        return df
+            return Prepared(merge.committed_rows(self, self.uri).unionByName(df, allowMissingColumns=True), True)
+        return Prepared(df)
 
-    def has_changes(self) -> bool:
+    def commit_mode(self, staged: Staged, window: TimeWindow | None) -> delta.CommitMode | None:
+        if staged.rewrites_table:
+            return delta.ReplaceTable()
         # No new rows: an append would only add a version without files (the cursor stays where it is).
-        return self.evolved or not delta.exists(self.uri) or delta.has_staged_rows(self.staging)
-
-    def commit_mode(self, window: TimeWindow | None) -> delta.CommitMode:
-        return delta.ReplaceTable() if self.evolved else delta.Append()
+        return delta.Append() if not delta.exists(self.uri) or delta.has_staged_rows(self.staging) else None
 
 
 class _KeyedWrite(WriteStrategy):
     """Unique-key and SCD type 2 tables: only the key buckets the run changes are staged and replaced."""
 
-    buckets: list[str] | None = None
+    def prepare(self, plan: RunPlan, df: DataFrame) -> Prepared:
+        return Prepared(df if merge.starts_over(plan, self.model, self.uri) else conform(self.model, self.uri, df))
 
-    def prepare(self, plan: RunPlan, df: DataFrame) -> DataFrame:
-        return df if merge.starts_over(plan, self.model, self.uri) else conform(self.model, self.uri, df)
-
-    def stage(self, plan: RunPlan, df: DataFrame, *, first: bool) -> None:
-        assert first, "a merge-style run is one plan"
+    def stage(self, plan: RunPlan, prepared: Prepared, before: Staged | None) -> Staged:
+        assert before is None, "a merge-style run is one plan"
         # The query runs once: duplicate check, change detection and the write all see the same rows.
-        df = df.localCheckpoint()
-        staged: list[pa.Schema] = []
+        df = prepared.rows.localCheckpoint()
+        schemas: list[pa.Schema] = []
 
         def stage_rows(rows: DataFrame, column: str) -> None:
-            staged.append(to_arrow_schema(rows.drop(column).schema, timezone="UTC"))
+            schemas.append(to_arrow_schema(rows.drop(column).schema, timezone="UTC"))
             merge.write_staged(rows, self.staging, column)
 
-        self.buckets, self.details = self.merge(plan, df, stage_rows)
-        self.schema = staged[0] if staged else None
+        buckets, details = self.merge(plan, df, stage_rows)
+        return Staged(schemas[0] if schemas else None, buckets=tuple(buckets or ()), details=details)
 
+    @abstractmethod
     def merge(self, plan: RunPlan, df: DataFrame, stage_rows: merge.Stage) -> tuple[list[str] | None, dict[str, Any]]:
-        raise NotImplementedError
+        """Stage the new content of the buckets the run changes; returns those buckets and the row counts."""
 
-    def has_changes(self) -> bool:
-        return self.schema is not None
-
-    def commit_mode(self, window: TimeWindow | None) -> delta.CommitMode:
-        return delta.ReplaceBuckets(tuple(self.buckets or ()))
+    def commit_mode(self, staged: Staged, window: TimeWindow | None) -> delta.CommitMode | None:
+        return None if staged.schema is None else delta.ReplaceBuckets(staged.buckets)
 
 
 class UpsertWrite(_KeyedWrite):
@@ -311,7 +320,7 @@ class Scd2Write(_KeyedWrite):
     kind = WriteKind.SCD2
 
     def merge(self, plan: RunPlan, df: DataFrame, stage_rows: merge.Stage) -> tuple[list[str] | None, dict[str, Any]]:
-        execution_time = plan.execution_time or datetime.now(timezone.utc)
+        execution_time = plan.execution_time or clock.now()
         return merge.scd_type_2(self, plan, df, self.uri, stage_rows, execution_time)
 
 

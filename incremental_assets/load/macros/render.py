@@ -22,6 +22,7 @@ from sqlglot import exp
 from incremental_assets.load.macros.syntax import table_macro, var_name
 from incremental_assets.load.query import table_name
 from incremental_assets.load.macros.window_conditions import resolve_runtime
+from incremental_assets.model import clock
 from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.model.sql_model import SqlModel
 
@@ -56,7 +57,7 @@ def macro_values(window: TimeWindow, *, execution_time: datetime | None = None) 
     """
     start = window.start.astimezone(timezone.utc)
     last = (window.end - ONE_MICROSECOND).astimezone(timezone.utc)
-    execution = (execution_time or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    execution = (execution_time or clock.now()).astimezone(timezone.utc)
     values: dict[str, exp.Expression] = {}
     for edge, instant in (("start", start), ("end", last), ("execution", execution)):
         values[f"{edge}_ds"] = exp.Literal.string(instant.date().isoformat())

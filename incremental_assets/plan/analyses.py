@@ -1,4 +1,5 @@
-"""A project's models through the analysis passes: one Analysis per incremental model, computed once.
+"""The analyses of a project's models: one Analysis per incremental model, computed on first use and kept
+for as long as the project value lives (a memo keyed by the project, which a reloaded project replaces).
 
 The analysis needs what only the project knows (which inputs are time series, the model's interval,
 its overrides); everything downstream asks here for a model's safety class, run-size limit and the
@@ -20,7 +21,7 @@ from incremental_assets.model.kinds import IncrementalByTimeRange
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
 
-_ANALYSES: "WeakKeyDictionary[Project, dict[str, Analysis | None]]" = WeakKeyDictionary()
+_KEPT: "WeakKeyDictionary[Project, dict[str, Analysis | None]]" = WeakKeyDictionary()
 
 
 def analyze_model(project: Project, model: SqlModel) -> Analysis | None:
@@ -62,9 +63,10 @@ def analyze_model(project: Project, model: SqlModel) -> Analysis | None:
 
 def analyses(project: Project) -> dict[str, Analysis | None]:
     """The safety analysis of every incremental model of ``project`` (computed on first use, then kept)."""
-    cached = _ANALYSES.get(project)
+    cached = _KEPT.get(project)
     if cached is None:
-        cached = _ANALYSES[project] = {m.name: analyze_model(project, m) for m in project.models.values() if m.is_incremental}
+        models = project.models.values()
+        cached = _KEPT[project] = {m.name: analyze_model(project, m) for m in models if m.is_incremental}
     return cached
 
 
