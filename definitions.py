@@ -6,6 +6,8 @@ Delta table: the model assets say which column holds their partitions (``partiti
 model's time column), so a Python user downstream of the SQL models writes nothing custom.
 
 ``dagster dev`` (workspace.yaml), ``dg dev``, ``dg list defs`` and ``dg check defs`` in this folder load it.
+It is the example project's own code, written as any project with Python assets of its own writes it; a
+project with SQL models only needs no such file (``-m incremental_assets.definitions`` loads any folder).
 """
 
 from pathlib import Path

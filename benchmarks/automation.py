@@ -97,7 +97,7 @@ def _measure(root: Path, project, orders_per_day: int) -> dict:
 
     from helpers import automation_daemon
     from incremental_assets.demo import append_demo_hours
-    from incremental_assets.orchestration.definitions import build_definitions
+    from incremental_assets.orchestration.build_definitions import build_definitions
     from incremental_assets.orchestration.instance import open_instance
     from incremental_assets.orchestration.runner import Runner
     from incremental_assets.orchestration.sensors import AutomationCursor

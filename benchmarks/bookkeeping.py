@@ -145,7 +145,7 @@ def in_process_runs(spark, root: Path, days: int, tag: str = "") -> dict[str, di
     import dataclasses
 
     from incremental_assets.load.project import load_project
-    from incremental_assets.orchestration.definitions import build_definitions
+    from incremental_assets.orchestration.build_definitions import build_definitions
     from incremental_assets.orchestration.event_log import BATCH_SIZE_ENV
     from incremental_assets.orchestration.instance import open_instance
     from incremental_assets.orchestration.runner import Runner

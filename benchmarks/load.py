@@ -75,7 +75,7 @@ def main() -> dict:
     from deltalake import write_deltalake
 
     from incremental_assets import delta
-    from incremental_assets.orchestration.definitions import build_definitions
+    from incremental_assets.orchestration.build_definitions import build_definitions
     from incremental_assets.spark.session import build_spark_session
     from incremental_assets.load.project import load_project
     from incremental_assets.orchestration.instance import open_instance

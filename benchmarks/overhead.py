@@ -45,7 +45,7 @@ def per_interval_project(root: Path) -> Path:
 def scenario_overhead(spark, root: Path, *, reps: int, orders_per_day: int, connect: bool = True) -> dict:
     import dataclasses
 
-    from incremental_assets.orchestration.definitions import build_definitions
+    from incremental_assets.orchestration.build_definitions import build_definitions
     from incremental_assets.demo import generate_demo_data
     from incremental_assets.spark.executor import Executor
     from incremental_assets.plan.run_plan import plan_run

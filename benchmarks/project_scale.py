@@ -59,7 +59,7 @@ MEASURE = textwrap.dedent(
     t0 = time.perf_counter()
     from incremental_assets.load.project import load_project
     from incremental_assets.plan.analyses import analyses
-    from incremental_assets.orchestration.definitions import build_definitions
+    from incremental_assets.orchestration.build_definitions import build_definitions
     t1 = time.perf_counter()
     c1 = time.process_time()
     project = load_project(sys.argv[1])

@@ -4,9 +4,9 @@ The public API is imported lazily, so importing the pure core (model, load, anal
 pulls in Dagster or Spark. The stages, in the order data flows::
 
     model/          what a model IS: kinds, models, intervals, audits, settings (pure values)
-    load/           files -> models: header, query, kinds, seeds, Python models, sources, project
+    load/           files -> models: header, query, macros, kinds, seeds, Python models, sources, project
     analysis/       pure sqlglot passes: safety, lookback, pushdown, classification
-    plan/           (project, model, window) -> RunPlan; rebuild decisions, macros, schema changes
+    plan/           (project, model, window) -> RunPlan; rebuild decisions, schema changes
     delta/          the only deltalake user: tables, staging, commit modes, lock, vacuum
     spark/          the only pyspark user: session, inputs, write strategies, executor, audits, tests
     orchestration/  Dagster: translator, assets, checks, schedules, sensors, instance, runner
@@ -20,7 +20,7 @@ __all__ = ["IncrementalAssetsComponent", "ModelTranslator", "build_definitions",
 _PUBLIC = {
     "IncrementalAssetsComponent": "incremental_assets.orchestration.component",
     "ModelTranslator": "incremental_assets.orchestration.translator",
-    "build_definitions": "incremental_assets.orchestration.definitions",
+    "build_definitions": "incremental_assets.orchestration.build_definitions",
     "load_project": "incremental_assets.load.project",
 }
 

@@ -48,6 +48,31 @@ def make_project(tmp_path):
     return make
 
 
+@pytest.fixture
+def load_with_home(tmp_path, monkeypatch):
+    """Load a project folder with its Dagster home in the test's own folder (``DAGSTER_HOME=tmp_path/home``)."""
+    from incremental_assets.load.project import load_project
+
+    def load(root: Path):
+        monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+        return load_project(root)
+
+    return load
+
+
+@pytest.fixture
+def dagster_env(load_with_home):
+    """A project folder as Dagster runs it: ``(project, its instance, its Definitions)``, the home in tmp_path."""
+    from incremental_assets.orchestration.build_definitions import build_definitions
+    from incremental_assets.orchestration.instance import open_instance
+
+    def load(root: Path):
+        project = load_with_home(root)
+        return project, open_instance(project.settings.dagster_home), build_definitions(project)
+
+    return load
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _no_dagster_home_from_another_module():
     """A module-scoped fixture that opens an instance sets DAGSTER_HOME for the rest of the session; each

@@ -49,6 +49,23 @@ def normalize(row: tuple) -> tuple:
     return tuple(v.astimezone(timezone.utc).replace(tzinfo=None) if isinstance(v, datetime) and v.tzinfo else v for v in row)
 
 
+def table_uri(project, name: str) -> str:
+    """Where a model's Delta table lives in the project's warehouse."""
+    from incremental_assets import delta
+
+    return delta.table_uri(project.settings.warehouse, name)
+
+
+def cli_output(root: Path, capsys, *args: str) -> tuple[int, str]:
+    """``incremental-assets ARGS --project ROOT`` in this process: its exit code and all it printed."""
+    from incremental_assets import cli
+
+    capsys.readouterr()
+    code = cli.main([*args, "--project", str(root)])
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
 def utc(*args) -> datetime:
     return datetime(*args, tzinfo=timezone.utc)
 

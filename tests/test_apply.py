@@ -16,7 +16,7 @@ from dagster._core.loader import LoadingContextForTest
 
 from incremental_assets import cli, delta
 from incremental_assets.load.project import load_project
-from incremental_assets.orchestration.definitions import build_definitions
+from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.orchestration.instance import open_instance
 
 from helpers import DAILY_KEYS_MODEL, DAILY_TOTALS_MODEL, EVENTS_SOURCE, table_rows, utc, write_events

@@ -15,8 +15,7 @@ from dagster._core.definitions.metadata.source_code import CodeReferencesMetadat
 from incremental_assets import delta
 from incremental_assets.errors import ModelFileError
 from incremental_assets.load.project import load_project
-from incremental_assets.orchestration.definitions import build_definitions
-from incremental_assets.orchestration.instance import open_instance
+from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.orchestration.runner import Runner
 from incremental_assets.orchestration.translator import ModelTranslator
 
@@ -55,12 +54,10 @@ HOURLY, DAILY, TOTAL = dg.AssetKey(["s", "hourly"]), dg.AssetKey(["s", "daily"])
 
 
 @pytest.fixture
-def env(make_project, tmp_path, monkeypatch):
+def env(make_project, dagster_env):
     root = make_project({"sources.yaml": SOURCES, **MODELS})
     write_events(root / "data" / "events", utc(2024, 1, 1), 24 * 3, per_hour=3)
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
-    project = load_project(root)
-    return project, open_instance(project.settings.dagster_home), build_definitions(project)
+    return dagster_env(root)
 
 
 def spec(defs: dg.Definitions, key: dg.AssetKey) -> dg.AssetSpec:

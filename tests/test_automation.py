@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from incremental_assets.load.project import load_project
-from incremental_assets.orchestration.definitions import build_definitions
+from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.orchestration.instance import open_instance
 from incremental_assets.orchestration.runner import Runner
 from incremental_assets.model.settings import CLOCK_ENV
@@ -27,12 +27,10 @@ START, END = "dagster/asset_partition_range_start", "dagster/asset_partition_ran
 
 
 @pytest.fixture
-def env(make_project, tmp_path, monkeypatch):
+def env(make_project, dagster_env):
     root = make_project({"sources.yaml": SOURCES, **MODELS})
     write_events(root / "data" / "events", utc(2024, 1, 1), 24 * 3)
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
-    project = load_project(root)
-    return project, open_instance(project.settings.dagster_home), build_definitions(project)
+    return dagster_env(root)
 
 
 def _tick(defs, instance, name, when):

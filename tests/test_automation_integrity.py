@@ -13,7 +13,7 @@ import pytest
 
 from incremental_assets import delta
 from incremental_assets.load.project import load_project
-from incremental_assets.orchestration.definitions import build_definitions
+from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.orchestration.instance import ACTIVE_RUN_STATUSES, open_instance
 from incremental_assets.orchestration.runner import Runner
 from incremental_assets.orchestration.watch import INTEGRITY_CHECK, ROTATION_PER_TICK

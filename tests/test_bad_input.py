@@ -259,7 +259,7 @@ def test_an_invalid_cron_is_one_line_naming_its_line_and_never_reaches_dagster(t
                              "(06:00 every day), or @hourly, @daily, @weekly, @monthly, @yearly)")
     assert not (root / ".dagster").exists()  # refused before any Dagster instance or definition
     from incremental_assets.errors import ProjectError
-    from incremental_assets.orchestration.definitions import build_definitions
+    from incremental_assets.orchestration.build_definitions import build_definitions
 
     with pytest.raises(ProjectError, match=r"m.sql:5: invalid cron"):  # the code location: the same one line
         build_definitions(root)

@@ -7,10 +7,9 @@ import pytest
 from deltalake import DeltaTable
 
 from incremental_assets import delta
-from incremental_assets.orchestration.definitions import build_definitions
+from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.errors import ProjectError
 from incremental_assets.load.project import load_project
-from incremental_assets.orchestration.instance import open_instance
 from incremental_assets.orchestration.runner import Runner
 from incremental_assets.orchestration.status import model_status
 from incremental_assets.model.intervals import TimeWindow
@@ -39,14 +38,12 @@ USER_AUDIT = """
 
 
 @pytest.fixture
-def env(make_project, tmp_path, monkeypatch):
+def env(make_project, dagster_env):
     root = make_project({"sources.yaml": SOURCES, "models/daily.sql": DAILY, "models/downstream.sql": TOTAL, "audits/few.sql": USER_AUDIT})
     # Day 1: 24 events (ok); day 2: 48 events, which breaks the blocking accepted_range (max 24).
     write_events(root / "data" / "events", utc(2024, 1, 1), 24)
     write_events(root / "data" / "events", utc(2024, 1, 2), 24, per_hour=2, mode="append")
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
-    project = load_project(root)
-    return project, open_instance(project.settings.dagster_home), build_definitions(project)
+    return dagster_env(root)
 
 
 def _evaluations(instance, key, name):

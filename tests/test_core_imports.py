@@ -11,7 +11,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "incremental_assets"
 PURE_STAGES = ("model", "load", "analysis", "plan")
-# demo.py generates the example project's sources (Delta tables no model writes) for the CLI.
+# demo/ generates the example project's sources (Delta tables no model writes) for the CLI.
 # The order data flows in: a stage may import from stages before it, never after it.
 STAGES = ("errors", "model", "load", "analysis", "plan", "delta", "spark", "orchestration", "demo", "cli")
 # The package root and the workspace entry point, which nothing of ours imports.

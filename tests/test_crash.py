@@ -22,7 +22,6 @@ import pytest
 from deltalake import DeltaTable
 
 from incremental_assets import cli, delta
-from incremental_assets.load.project import load_project
 from incremental_assets.orchestration.instance import open_instance
 from incremental_assets.orchestration.status import model_status
 from incremental_assets.model.intervals import TimeWindow
@@ -86,11 +85,10 @@ def killed_run(root: Path, args: list[str], *, kill_at: str | None = None, when_
 
 
 @pytest.fixture
-def project(make_project, tmp_path, monkeypatch):
+def project(make_project, load_with_home):
     root = make_project(MODELS)
     write_events(root / "data" / "events", utc(2024, 1, 1), 48, per_hour=2)
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
-    return load_project(root)
+    return load_with_home(root)
 
 
 def _staging_dirs(uri: str) -> set[str]:

@@ -11,7 +11,7 @@ import pytest
 from deltalake import DeltaTable
 
 from incremental_assets.load.project import load_project
-from incremental_assets.orchestration.definitions import build_definitions
+from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.orchestration.instance import ACTIVE_RUN_STATUSES, open_instance
 from incremental_assets.orchestration.runner import Runner
 from incremental_assets.orchestration.sensors import AutomationCursor

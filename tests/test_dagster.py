@@ -11,10 +11,7 @@ import pytest
 from deltalake import DeltaTable
 
 from incremental_assets import cli, delta
-from incremental_assets.orchestration.definitions import build_definitions
 from incremental_assets.errors import StorageError
-from incremental_assets.load.project import load_project
-from incremental_assets.orchestration.instance import open_instance
 from incremental_assets.orchestration.runner import Runner
 from incremental_assets.orchestration.status import model_status
 from incremental_assets.model.intervals import TimeWindow
@@ -47,14 +44,10 @@ MODELS = {
 
 
 @pytest.fixture
-def env(make_project, tmp_path, monkeypatch):
+def env(make_project, dagster_env):
     root = make_project({"sources.yaml": SOURCES, **MODELS})
     write_events(root / "data" / "events", utc(2024, 1, 1), 24 * 14)
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
-    project = load_project(root)
-    instance = open_instance(project.settings.dagster_home)
-    defs = build_definitions(project)
-    return project, instance, defs
+    return dagster_env(root)
 
 
 def test_assets_carry_keys_groups_partitions_and_policies(env):

@@ -14,7 +14,7 @@ import pytest
 from conftest import REPO
 from deltalake import DeltaTable
 
-from incremental_assets import cli, demo
+from incremental_assets import cli
 from incremental_assets.demo import (
     SOURCE_LOCATIONS,
     append_demo_hours,
@@ -22,6 +22,7 @@ from incremental_assets.demo import (
     last_complete_hour,
     loaded_until,
 )
+from incremental_assets.demo import new_hours
 
 UTC = timezone.utc
 NOW = datetime(2024, 12, 2, 6, 37, 12, tzinfo=UTC)  # the injected clock: the last complete hour ends 06:00
@@ -148,17 +149,17 @@ def test_cli_append_says_where_it_stopped_and_why(tmp_path, capsys):
 
 
 def test_an_append_interrupted_between_its_commits_is_completed_not_repeated(shop, monkeypatch):
-    real = demo.write_deltalake
+    real = new_hours.write_deltalake
 
     def crash_on_orders(path, *args, **kwargs):
         if str(path).endswith("orders") and not str(path).endswith("order_items"):
             raise OSError("killed")
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(demo, "write_deltalake", crash_on_orders)
+    monkeypatch.setattr(new_hours, "write_deltalake", crash_on_orders)
     with pytest.raises(OSError):
         append_demo_hours(shop, hours=5, orders_per_day=ORDERS_PER_DAY)
-    monkeypatch.setattr(demo, "write_deltalake", real)
+    monkeypatch.setattr(new_hours, "write_deltalake", real)
     assert loaded_until(shop) == T0 and loaded_until(shop, "raw.order_items") == T0 + timedelta(hours=5)
     lines_before = items(shop).num_rows
     result = append_demo_hours(shop, hours=5, orders_per_day=ORDERS_PER_DAY)

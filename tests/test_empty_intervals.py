@@ -13,13 +13,13 @@ import dagster as dg
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
-from helpers import EVENTS_SOURCE, table_rows, utc
+from helpers import EVENTS_SOURCE, table_rows, table_uri, utc
 
-from incremental_assets import cli, delta
+from incremental_assets import cli
 from incremental_assets.load.project import load_project
 from incremental_assets.orchestration.checks import DEFINITION_CHECK
 from incremental_assets.model.intervals import TimeWindow
-from incremental_assets.orchestration.definitions import build_definitions
+from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.orchestration.instance import open_instance
 from incremental_assets.orchestration.runner import Runner
 from incremental_assets.orchestration.schedules import job_name
@@ -78,19 +78,14 @@ def write_stamps(path, stamps: list[datetime], *, mode: str = "overwrite") -> No
 
 
 @pytest.fixture
-def env(make_project, tmp_path, monkeypatch):
+def env(make_project, dagster_env):
     def build(models: dict[str, str] = TIME_MODELS, extra: dict[str, str] | None = None):
         root = make_project({"sources.yaml": EVENTS_SOURCE, **models, **(extra or {})})
         write_stamps(root / "data" / "events", DAY_1 + DAY_3)
-        monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
-        project = load_project(root)
-        return project, open_instance(project.settings.dagster_home), build_definitions(project)
+        return dagster_env(root)
 
     return build
 
-
-def uri(project, name: str) -> str:
-    return delta.table_uri(project.settings.warehouse, name)
 
 
 def asset_key(name: str) -> dg.AssetKey:
@@ -157,7 +152,7 @@ def test_cli_runs_over_quiet_hours_an_empty_day_and_past_the_end_of_the_data(env
     first = runner.run([hourly], start=utc(2024, 1, 1, 6), end=utc(2024, 1, 1, 9))
     assert first.success, [r.error for r in first.records]
     assert [r.rows for r in first.records] == [0]
-    assert DeltaTable(uri(project, "s.hourly")).file_uris() == [] and table_rows(uri(project, "s.hourly")) == []
+    assert DeltaTable(table_uri(project, "s.hourly")).file_uris() == [] and table_rows(table_uri(project, "s.hourly")) == []
     assert_all_checks_passed(instance, defs, "s.hourly", 3)
     empty_day = runner.run([plain], start=utc(2024, 1, 2), end=utc(2024, 1, 3))
     assert empty_day.success and [r.rows for r in empty_day.records] == [0], [r.error for r in empty_day.records]
@@ -181,9 +176,9 @@ def test_cli_runs_over_quiet_hours_an_empty_day_and_past_the_end_of_the_data(env
     assert [materialization(instance, "s.plain", d)[ROWS] for d in day_keys(utc(2024, 1, 1), utc(2024, 1, 5))] == [1, 0, 1, 0]
 
     # The tables hold exactly the days with data.
-    assert table_rows(uri(project, "s.plain")) == [(utc(2024, 1, 1).date(), 21), (utc(2024, 1, 3).date(), 24)]
-    assert days(table_rows(uri(project, "s.daily"))) == {"2024-01-01", "2024-01-03"}
-    assert len(table_rows(uri(project, "s.hourly"))) == 21 + 24
+    assert table_rows(table_uri(project, "s.plain")) == [(utc(2024, 1, 1).date(), 21), (utc(2024, 1, 3).date(), 24)]
+    assert days(table_rows(table_uri(project, "s.daily"))) == {"2024-01-01", "2024-01-03"}
+    assert len(table_rows(table_uri(project, "s.hourly"))) == 21 + 24
     assert_all_checks_passed(instance, defs, "s.hourly", 3)
     assert_all_checks_passed(instance, defs, "s.daily", 3)
 
@@ -206,8 +201,8 @@ def test_an_interval_that_loses_its_rows_is_replaced_by_nothing_in_one_commit(en
     runner = Runner(project, instance, defs)
     hourly, daily = project.model("s.hourly"), project.model("s.daily")
     assert runner.run([hourly, daily], start=utc(2024, 1, 1), end=utc(2024, 1, 4)).success
-    before = {name: table_rows(uri(project, name)) for name in ("s.hourly", "s.daily")}
-    versions = {name: DeltaTable(uri(project, name)).version() for name in ("s.hourly", "s.daily")}
+    before = {name: table_rows(table_uri(project, name)) for name in ("s.hourly", "s.daily")}
+    versions = {name: DeltaTable(table_uri(project, name)).version() for name in ("s.hourly", "s.daily")}
     assert days(before["s.daily"]) == {"2024-01-01", "2024-01-03"}
 
     # The source is corrected: 2024-01-03 has no rows any more.
@@ -221,11 +216,11 @@ def test_an_interval_that_loses_its_rows_is_replaced_by_nothing_in_one_commit(en
     assert result.success
 
     for name in ("s.hourly", "s.daily"):
-        table = DeltaTable(uri(project, name))
+        table = DeltaTable(table_uri(project, name))
         assert table.version() == versions[name] + 1, f"{name}: the interval must be replaced by exactly one commit"
         commit = table.history(1)[0]
         assert commit["incremental_assets.window_start"].startswith("2024-01-03") and commit["operation"] == "WRITE"
-        rows = table_rows(uri(project, name))
+        rows = table_rows(table_uri(project, name))
         assert rows == [r for r in before[name] if str(r[0])[:10] != "2024-01-03"], name  # the neighbours are intact
         assert days(rows) == {"2024-01-01"}
     assert materialization(instance, "s.daily", "2024-01-03")["run_rows_written"] == 0
@@ -258,7 +253,7 @@ def test_schedule_ticks_that_catch_up_past_the_end_of_the_data_succeed(env, spar
     assert set(partition_statuses(defs, instance, "s.hourly", hour_keys(utc(2024, 1, 1), when)).values()) == {"MATERIALIZED"}
     assert partition_statuses(defs, instance, "s.daily", day_keys(utc(2024, 1, 1), when)) == {d: "MATERIALIZED" for d in day_keys(utc(2024, 1, 1), when)}
     assert [materialization(instance, "s.plain", d)[ROWS] for d in day_keys(utc(2024, 1, 1), when)] == [1, 0, 1, 0, 0]
-    assert table_rows(uri(project, "s.plain")) == [(utc(2024, 1, 1).date(), 21), (utc(2024, 1, 3).date(), 24)]
+    assert table_rows(table_uri(project, "s.plain")) == [(utc(2024, 1, 1).date(), 21), (utc(2024, 1, 3).date(), 24)]
     assert_all_checks_passed(instance, defs, "s.hourly", 3)
     assert_all_checks_passed(instance, defs, "s.daily", 3)
 
@@ -291,8 +286,8 @@ def test_sensor_requested_ranges_with_quiet_hours_succeed(env, spark, monkeypatc
     assert [materialization(instance, "s.large", k)[ROWS] for k in hour_keys(utc(2024, 1, 5, 1), utc(2024, 1, 5, 6))] == [0] * 5
     assert materialization(instance, "s.large", "2024-01-05-03:00")["run_rows_written"] == 0
     assert materialization(instance, "s.plain", "2024-01-05")[ROWS] == 1
-    assert (utc(2024, 1, 5).date(), 2) in table_rows(uri(project, "s.plain"))
-    assert table_rows(uri(project, "s.large")) == []
+    assert (utc(2024, 1, 5).date(), 2) in table_rows(table_uri(project, "s.plain"))
+    assert table_rows(table_uri(project, "s.large")) == []
     assert set(partition_statuses(defs, instance, "s.large", hour_keys(utc(2024, 1, 1), utc(2024, 1, 6))).values()) == {"MATERIALIZED"}
     for name, checks in (("s.hourly", 3), ("s.large", 1), ("s.daily", 3)):
         assert_all_checks_passed(instance, defs, name, checks)
@@ -347,15 +342,15 @@ def test_every_other_kind_succeeds_over_a_source_without_rows(make_project, tmp_
     assert report.success, [(r.model, r.error) for r in report.records]
     for name in names:
         assert materialization(instance, name)["run_rows_written"] == 0, name
-        assert table_rows(uri(project, name), drop=("ia_bucket",)) == [], name
+        assert table_rows(table_uri(project, name), drop=("ia_bucket",)) == [], name
         assert_all_checks_passed(instance, defs, name, 2)
 
     # Rows arrive, then the source is emptied again: the rebuilt kinds end up empty, in one commit each.
     write_feed(root, [(1, "a", 5), (2, "b", 7)])
     assert runner.run(models).success
-    assert table_rows(uri(project, "s.full")) == [("a", 5), ("b", 7)]
-    assert [r[:2] for r in table_rows(uri(project, "s.scd"), drop=("ia_bucket",))] == [("a", 5), ("b", 7)]
-    versions = {name: DeltaTable(uri(project, name)).version() for name in names}
+    assert table_rows(table_uri(project, "s.full")) == [("a", 5), ("b", 7)]
+    assert [r[:2] for r in table_rows(table_uri(project, "s.scd"), drop=("ia_bucket",))] == [("a", 5), ("b", 7)]
+    versions = {name: DeltaTable(table_uri(project, name)).version() for name in names}
     write_feed(root, [])
     # Launched as the UI does (no CLI in between): the FULL model alone, from the asset job.
     job = defs.resolve_implicit_global_asset_job_def()
@@ -364,13 +359,13 @@ def test_every_other_kind_succeeds_over_a_source_without_rows(make_project, tmp_
     report = runner.run([m for m in models if m.name != "s.full"])
     assert report.success, [(r.model, r.error) for r in report.records]
     for name in ("s.full", "s.mat"):
-        assert table_rows(uri(project, name)) == [], name
-        assert DeltaTable(uri(project, name)).version() == versions[name] + 1, name
+        assert table_rows(table_uri(project, name)) == [], name
+        assert DeltaTable(table_uri(project, name)).version() == versions[name] + 1, name
         assert materialization(instance, name)["run_rows_written"] == 0
     # Upserts and cursor appends of nothing change nothing; the history keeps its rows.
-    assert [r[:2] for r in table_rows(uri(project, "s.uk"), drop=("ia_bucket",))] == [("a", 5), ("b", 7)]
-    assert [r[:3] for r in table_rows(uri(project, "s.cursor"))] == [(1, "a", 5), (2, "b", 7)]
-    assert DeltaTable(uri(project, "s.cursor")).version() == versions["s.cursor"]
+    assert [r[:2] for r in table_rows(table_uri(project, "s.uk"), drop=("ia_bucket",))] == [("a", 5), ("b", 7)]
+    assert [r[:3] for r in table_rows(table_uri(project, "s.cursor"))] == [(1, "a", 5), (2, "b", 7)]
+    assert DeltaTable(table_uri(project, "s.cursor")).version() == versions["s.cursor"]
     assert materialization(instance, "s.cursor")["run_rows_written"] == 0
     for name in names:
         assert instance.get_latest_materialization_event(asset_key(name)) is not None

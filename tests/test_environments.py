@@ -12,7 +12,7 @@ import pytest
 from incremental_assets import cli, delta
 from incremental_assets.load.project import load_project
 from incremental_assets.model.environment import env_root
-from incremental_assets.orchestration.definitions import build_definitions
+from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.orchestration.instance import open_instance
 from incremental_assets.orchestration.runner import Runner
 

@@ -16,9 +16,8 @@ from deltalake import DeltaTable
 
 from incremental_assets import cli, delta
 from incremental_assets.errors import IncrementalAssetsError
-from incremental_assets.load.project import load_project
 from incremental_assets.orchestration import event_log
-from incremental_assets.orchestration.definitions import build_definitions
+from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.orchestration.event_log import BATCH_SIZE_ENV, BatchedSqliteEventLogStorage
 from incremental_assets.orchestration.instance import MANAGED_MARK, dagster_yaml, open_instance
 from incremental_assets.orchestration.runner import Runner
@@ -60,11 +59,10 @@ def batch_env(monkeypatch):
 
 
 @pytest.fixture
-def project(make_project, tmp_path, monkeypatch, batch_env):
+def project(make_project, load_with_home, batch_env):
     root = make_project({"sources.yaml": EVENTS_SOURCE, "models/hourly.sql": HOURLY})
     write_events(root / "data" / "events", utc(2024, 1, 1), 72, per_hour=2)
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
-    return load_project(root)
+    return load_with_home(root)
 
 
 def index_contents(home) -> dict:

@@ -25,7 +25,7 @@ from incremental_assets.analysis import SourceBound
 from incremental_assets.errors import ProjectError
 from incremental_assets.load.project import load_project
 from incremental_assets.model.intervals import TimeWindow, batches
-from incremental_assets.orchestration.definitions import build_definitions
+from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.orchestration.source_watch import source_changes, touched_by_sources
 from incremental_assets.plan.analyses import analyses, analysis_of
 from incremental_assets.plan.frames import navigation_frames

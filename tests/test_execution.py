@@ -16,7 +16,7 @@ from incremental_assets.plan.run_plan import plan_run, plan_window
 from incremental_assets.load.project import load_project
 from incremental_assets.model.intervals import TimeWindow
 
-from helpers import EVENTS_SOURCE, table_rows, utc, write_events
+from helpers import EVENTS_SOURCE, table_rows, table_uri, utc, write_events
 
 SOURCES = EVENTS_SOURCE
 
@@ -45,9 +45,6 @@ def run(spark, p, name, start=None, end=None, **kw):
     return [ex.execute(plan, **kw) for plan in (plan_window(p, p.model(name), window) if window else [plan_run(p, p.model(name), None)])]
 
 
-def uri(p, name):
-    return delta.table_uri(p.settings.warehouse, name)
-
 
 def test_window_replace_touches_only_its_partitions(spark, project):
     p = project({"daily": DAILY})
@@ -55,18 +52,18 @@ def test_window_replace_touches_only_its_partitions(spark, project):
     assert first.rows == 9 and first.version == 0 and first.partitions == 3
     (second,) = run(spark, p, "s.daily", (2024, 1, 4), (2024, 1, 6))
     assert second.version == 1
-    rows = table_rows(uri(p, "s.daily"))
+    rows = table_rows(table_uri(p, "s.daily"))
     assert len(rows) == 15 and sum(r[2] for r in rows) == 24 * 5
-    assert DeltaTable(uri(p, "s.daily")).metadata().partition_columns == ["ia_interval"]
+    assert DeltaTable(table_uri(p, "s.daily")).metadata().partition_columns == ["ia_interval"]
 
 
 def test_rerunning_a_window_is_idempotent(spark, project):
     p = project({"daily": DAILY})
     run(spark, p, "s.daily", (2024, 1, 1), (2024, 1, 6))
-    before = table_rows(uri(p, "s.daily"))
+    before = table_rows(table_uri(p, "s.daily"))
     (again,) = run(spark, p, "s.daily", (2024, 1, 2), (2024, 1, 4))
     assert again.rows == 6 and again.version == 1
-    assert table_rows(uri(p, "s.daily")) == before
+    assert table_rows(table_uri(p, "s.daily")) == before
 
 
 def test_leakage_guard_drops_rows_outside_the_window(spark, project):
@@ -74,10 +71,10 @@ def test_leakage_guard_drops_rows_outside_the_window(spark, project):
     leaky = DAILY.replace("WHERE ts BETWEEN @start_dt AND @end_dt", "WHERE ts BETWEEN @start_dt - INTERVAL 3 DAYS AND @end_dt")
     p = project({"daily": leaky})
     run(spark, p, "s.daily", (2024, 1, 1), (2024, 1, 3))
-    marker = table_rows(uri(p, "s.daily"))
+    marker = table_rows(table_uri(p, "s.daily"))
     (result,) = run(spark, p, "s.daily", (2024, 1, 4), (2024, 1, 5))
     assert result.rows == 3, "only the window's own day may be written"
-    rows = table_rows(uri(p, "s.daily"))
+    rows = table_rows(table_uri(p, "s.daily"))
     assert [r for r in rows if str(r[0]) < "2024-01-04"] == marker, "earlier intervals were overwritten"
     assert {str(r[0]) for r in rows} == {"2024-01-01", "2024-01-02", "2024-01-04"}
 
@@ -89,7 +86,7 @@ def test_empty_window_removes_stale_rows(spark, project):
     write_events(Path(p.directory) / "data" / "events", utc(2024, 1, 1), 24)
     (result,) = run(spark, p, "s.daily", (2024, 1, 2), (2024, 1, 3))
     assert result.rows == 0
-    assert {str(r[0]) for r in table_rows(uri(p, "s.daily"))} == {"2024-01-01", "2024-01-03"}
+    assert {str(r[0]) for r in table_rows(table_uri(p, "s.daily"))} == {"2024-01-01", "2024-01-03"}
 
 
 def test_misaligned_window_is_rejected(spark, project):
@@ -103,7 +100,7 @@ def test_misaligned_window_is_rejected(spark, project):
 def test_failed_commit_leaves_the_table_as_it_was(spark, project, monkeypatch):
     p = project({"daily": DAILY})
     run(spark, p, "s.daily", (2024, 1, 1), (2024, 1, 4))
-    before = table_rows(uri(p, "s.daily"))
+    before = table_rows(table_uri(p, "s.daily"))
 
     def broken(*args, **kwargs):
         raise StorageError("simulated: the object store refused the commit")
@@ -111,8 +108,8 @@ def test_failed_commit_leaves_the_table_as_it_was(spark, project, monkeypatch):
     monkeypatch.setattr(delta, "commit_staged", broken)
     with pytest.raises(StorageError, match="simulated"):
         run(spark, p, "s.daily", (2024, 1, 2), (2024, 1, 6))
-    assert DeltaTable(uri(p, "s.daily")).version() == 0
-    assert table_rows(uri(p, "s.daily")) == before
+    assert DeltaTable(table_uri(p, "s.daily")).version() == 0
+    assert table_rows(table_uri(p, "s.daily")) == before
 
 
 def test_stray_files_in_the_table_folder_are_never_read(spark, project, make_project):
@@ -127,7 +124,7 @@ def test_stray_files_in_the_table_folder_are_never_read(spark, project, make_pro
     pq.write_table(pa.table({"ds": pa.array([None], pa.date32()), "k": ["k0"], "n": pa.array([10**9], pa.int64()),
                              "total": pa.array([1], pa.int64())}), orphan)
     (total,) = run(spark, p, "s.total")
-    assert sorted(table_rows(uri(p, "s.total"))) == [("k0", 16), ("k1", 16), ("k2", 16)]
+    assert sorted(table_rows(table_uri(p, "s.total"))) == [("k0", 16), ("k1", 16), ("k2", 16)]
 
 
 def test_full_model_is_replaced_whole(spark, project):
@@ -137,11 +134,11 @@ def test_full_model_is_replaced_whole(spark, project):
     """})
     run(spark, p, "s.daily", (2024, 1, 1), (2024, 1, 3))
     run(spark, p, "s.total")
-    assert table_rows(uri(p, "s.total")) == [("k0", 16), ("k1", 16), ("k2", 16)]
+    assert table_rows(table_uri(p, "s.total")) == [("k0", 16), ("k1", 16), ("k2", 16)]
     run(spark, p, "s.daily", (2024, 1, 3), (2024, 1, 5))
     (r,) = run(spark, p, "s.total")
     assert r.version == 1 and r.rows == 3
-    assert table_rows(uri(p, "s.total")) == [("k0", 32), ("k1", 32), ("k2", 32)]
+    assert table_rows(table_uri(p, "s.total")) == [("k0", 32), ("k1", 32), ("k2", 32)]
 
 
 def test_view_is_inlined_into_consumers(spark, project):
@@ -154,9 +151,9 @@ def test_view_is_inlined_into_consumers(spark, project):
     """})
     run(spark, p, "s.daily", (2024, 1, 1), (2024, 1, 2))
     (view,) = run(spark, p, "s.v")
-    assert view.write == "view" and view.rows is None and not delta.exists(uri(p, "s.v"))
+    assert view.write == "view" and view.rows is None and not delta.exists(table_uri(p, "s.v"))
     run(spark, p, "s.total")
-    assert table_rows(uri(p, "s.total")) == [(240,)]
+    assert table_rows(table_uri(p, "s.total")) == [(240,)]
 
 
 def test_hourly_model_and_string_time_column_with_format(spark, project):
@@ -173,12 +170,12 @@ def test_hourly_model_and_string_time_column_with_format(spark, project):
     })
     (h,) = run(spark, p, "s.hourly", (2024, 1, 1, 22), (2024, 1, 2, 2))
     assert h.rows == 4 and h.partitions == 2  # an hourly table's files are cut by day
-    actions = pa.table(DeltaTable(uri(p, "s.hourly")).get_add_actions(flatten=True))
+    actions = pa.table(DeltaTable(table_uri(p, "s.hourly")).get_add_actions(flatten=True))
     assert set(actions.column("partition.ia_day").to_pylist()) == {"2024-01-01", "2024-01-02"}
-    keys = set(delta.interval_row_counts(uri(p, "s.hourly")))
+    keys = set(delta.interval_row_counts(table_uri(p, "s.hourly")))
     assert keys == {"2024-01-01T22", "2024-01-01T23", "2024-01-02T00", "2024-01-02T01"}
     (s,) = run(spark, p, "s.bystring", (2024, 1, 2), (2024, 1, 4))
-    assert table_rows(uri(p, "s.bystring")) == [("20240102", 24), ("20240103", 24)]
+    assert table_rows(table_uri(p, "s.bystring")) == [("20240102", 24), ("20240103", 24)]
 
 
 def test_render_names_every_input_and_the_clamp(spark, project):

@@ -10,7 +10,7 @@ from deltalake import DeltaTable
 from sqlglot import exp
 
 from incremental_assets import cli, delta
-from incremental_assets.orchestration.definitions import build_definitions
+from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.errors import ModelFileError
 from incremental_assets.spark.writes import spark_partition_expression
 from incremental_assets.spark.model_tests import load_model_tests

@@ -16,7 +16,7 @@ import pytest
 from incremental_assets import cli, delta
 from incremental_assets.load.project import load_project
 
-from helpers import EVENTS_SOURCE, table_rows, utc, write_events
+from helpers import EVENTS_SOURCE, cli_output, table_rows, utc, write_events
 
 DAILY = """
 MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');
@@ -44,13 +44,6 @@ def built(spark, make_project, tmp_path, monkeypatch):
     return root, uri, table_rows(uri), delta.table_uri(project.settings.warehouse, "s.total")
 
 
-def run(root: Path, capsys, *args: str) -> tuple[int, str]:
-    capsys.readouterr()
-    code = cli.main([*args, "--project", str(root)])
-    out = capsys.readouterr()
-    return code, out.out + out.err
-
-
 def files_of(uri: str, day: str) -> list[Path]:
     return sorted((Path(uri) / f"{delta.PARTITION_COLUMN}={day}").rglob("*.parquet")) or sorted(
         Path(f) for f in delta.committed_files(uri) if f"{delta.PARTITION_COLUMN}={day}" in f
@@ -72,34 +65,34 @@ def test_a_deleted_newest_log_file_is_reported_and_exactly_its_intervals_recompu
     newest.unlink()  # the table falls back a version: days 5-7 are gone from it
     assert table_rows(uri) != clean
 
-    code, out = run(root, capsys, "status", "s.daily", "--until", "2024-01-08")
+    code, out = cli_output(root, capsys, "status", "s.daily", "--until", "2024-01-08")
     assert code == 1  # what Dagster shows as done is not in the table
     assert "s.daily: NOT IN TABLE: [2024-01-05, 2024-01-08) recorded but absent (table " in out
     assert "is at Delta version 1, behind version 2 that Dagster recorded" in out
     assert "  covered: [2024-01-01, 2024-01-05)" in out and "  lost:    [2024-01-05, 2024-01-08)" in out
     assert "`incremental-assets run --auto` computes those intervals again" in out
 
-    code, out = run(root, capsys, "verify", "s.daily")
+    code, out = cli_output(root, capsys, "verify", "s.daily")
     assert code == 1
     assert "s.daily: recorded but not in the table: intervals [2024-01-05, 2024-01-08)" in out
     assert "fix: `incremental-assets run --auto` computes those intervals again" in out
 
-    code, out = run(root, capsys, "run", "s.daily", "--auto", "--end", "2024-01-08")
+    code, out = cli_output(root, capsys, "run", "s.daily", "--auto", "--end", "2024-01-08")
     assert code == 0
     assert "s.daily: recorded but not in its table: [2024-01-05, 2024-01-08)" in out
     assert recomputed(out) == ["[2024-01-05, 2024-01-08)"]
     assert table_rows(uri) == clean
     # The new commit reuses version 2: the record now names the run that made it, so all is consistent.
-    assert run(root, capsys, "verify", "s.daily", "--files")[0] == 0
-    assert recomputed(run(root, capsys, "run", "s.daily", "--auto", "--end", "2024-01-08")[1]) == []
-    assert run(root, capsys, "status", "--until", "2024-01-08")[0] == 0
+    assert cli_output(root, capsys, "verify", "s.daily", "--files")[0] == 0
+    assert recomputed(cli_output(root, capsys, "run", "s.daily", "--auto", "--end", "2024-01-08")[1]) == []
+    assert cli_output(root, capsys, "status", "--until", "2024-01-08")[0] == 0
 
 
 def test_a_scoped_run_over_lost_intervals_computes_its_scope_and_says_only_that(built, capsys):
     root, uri, clean, _ = built
     (sorted((Path(uri) / "_delta_log").glob("*.json"))[-1]).unlink()  # days 5-7 lost
 
-    code, out = run(root, capsys, "run", "s.daily", "--start", "2024-01-04", "--end", "2024-01-06")
+    code, out = cli_output(root, capsys, "run", "s.daily", "--start", "2024-01-04", "--end", "2024-01-06")
     assert code == 0 and recomputed(out) == ["[2024-01-04, 2024-01-06)"]
     assert "s.daily: recorded but not in its table: [2024-01-05, 2024-01-06) (" in out and "); computing again" in out
     # The lost days outside the scope are advice, never "computing again".
@@ -107,29 +100,29 @@ def test_a_scoped_run_over_lost_intervals_computes_its_scope_and_says_only_that(
     assert "not computed by this command: `incremental-assets run --auto` computes those intervals again" in out
     assert "[2024-01-06, 2024-01-08)" not in [line for line in out.splitlines() if line.endswith("computing again")][0]
 
-    code, out = run(root, capsys, "status", "s.daily", "--until", "2024-01-08")
+    code, out = cli_output(root, capsys, "status", "s.daily", "--until", "2024-01-08")
     assert code == 1 and "  lost:    [2024-01-06, 2024-01-08)" in out
-    code, out = run(root, capsys, "run", "s.daily", "--auto", "--end", "2024-01-08")
+    code, out = cli_output(root, capsys, "run", "s.daily", "--auto", "--end", "2024-01-08")
     assert code == 0 and recomputed(out) == ["[2024-01-06, 2024-01-08)"]
     assert table_rows(uri) == clean
-    assert run(root, capsys, "status", "s.daily", "--until", "2024-01-08")[0] == 0
+    assert cli_output(root, capsys, "status", "s.daily", "--until", "2024-01-08")[0] == 0
 
 
 def test_an_emptied_newest_log_file_is_named_with_the_fix_that_works(built, capsys):
     root, uri, clean, _ = built
     newest = sorted((Path(uri) / "_delta_log").glob("*.json"))[-1]
     newest.write_text("")
-    code, out = run(root, capsys, "status", "s.daily")
+    code, out = cli_output(root, capsys, "status", "s.daily")
     assert code == 2
     assert f"_delta_log/{newest.name}: empty. Nothing was read or written." in out
     assert "or delete that file: the table falls back to the version before it, and `incremental-assets run --auto` computes again" in out
-    assert run(root, capsys, "run", "--auto", "--end", "2024-01-08")[0] == 2  # refuses, writes nothing
+    assert cli_output(root, capsys, "run", "--auto", "--end", "2024-01-08")[0] == 2  # refuses, writes nothing
 
     newest.unlink()  # as the message says
-    code, out = run(root, capsys, "run", "s.daily", "--auto", "--end", "2024-01-08")
+    code, out = cli_output(root, capsys, "run", "s.daily", "--auto", "--end", "2024-01-08")
     assert code == 0 and recomputed(out) == ["[2024-01-05, 2024-01-08)"]
     assert table_rows(uri) == clean
-    assert run(root, capsys, "verify", "--files")[0] == 0
+    assert cli_output(root, capsys, "verify", "--files")[0] == 0
 
 
 @pytest.mark.parametrize("damage", ["deleted", "cut off"])
@@ -141,16 +134,16 @@ def test_a_damaged_data_file_loses_its_interval_and_run_auto_recomputes_only_it(
     else:
         victim.write_bytes(victim.read_bytes()[:100])
 
-    code, out = run(root, capsys, "status", "s.daily", "--until", "2024-01-08")
+    code, out = cli_output(root, capsys, "status", "s.daily", "--until", "2024-01-08")
     assert "s.daily: NOT IN TABLE: [2024-01-03, 2024-01-04) recorded but absent" in out
     reason = "is missing" if damage == "deleted" else "bytes where the log recorded"
     assert f"file {victim}" in out and reason in out
-    assert run(root, capsys, "verify")[0] == 1
+    assert cli_output(root, capsys, "verify")[0] == 1
 
-    code, out = run(root, capsys, "run", "--auto", "--end", "2024-01-08")
+    code, out = cli_output(root, capsys, "run", "--auto", "--end", "2024-01-08")
     assert code == 0 and recomputed(out) == ["[2024-01-03, 2024-01-04)"]
     assert table_rows(uri) == clean
-    assert run(root, capsys, "verify", "--files")[0] == 0
+    assert cli_output(root, capsys, "verify", "--files")[0] == 0
 
 
 @pytest.mark.parametrize("tamper", ["garbage", "another interval's file"])
@@ -165,43 +158,43 @@ def test_a_data_file_not_what_was_committed_is_found_by_verify_and_recomputed_by
         other = next(f for day in ("2024-01-04", "2024-01-03", "2024-01-05") for f in referenced(uri, day) if f.stat().st_size == size)
         shutil.copyfile(other, victim)
 
-    code, out = run(root, capsys, "verify", "s.daily")
+    code, out = cli_output(root, capsys, "verify", "s.daily")
     assert code == 1
     assert "s.daily: recorded but not in the table: intervals [2024-01-02, 2024-01-03)" in out
     assert f"file {victim} is not what was committed (its Parquet footer differs from the one recorded at its commit)" in out
     assert "fix: `incremental-assets run --auto` computes those intervals again" in out
     if tamper == "garbage":  # a run reading the table names the table's file and the fix, not a source's
-        code, out = run(root, capsys, "run", "s.total")
+        code, out = cli_output(root, capsys, "run", "s.total")
         assert code == 2
         assert f"table of model s.daily: data file {victim} is not the Parquet file that was committed" in out
         assert "`incremental-assets run --auto` computes them again" in out and "source" not in out
 
-    code, out = run(root, capsys, "run", "--auto", "--end", "2024-01-08")
+    code, out = cli_output(root, capsys, "run", "--auto", "--end", "2024-01-08")
     assert code == 0 and recomputed(out) == ["[2024-01-02, 2024-01-03)"]
     assert table_rows(uri) == clean
-    assert run(root, capsys, "verify", "--files")[0] == 0
+    assert cli_output(root, capsys, "verify", "--files")[0] == 0
 
 
 def test_a_full_table_behind_its_record_is_rebuilt_and_a_removed_table_recomputed(built, capsys):
     root, uri, clean, total = built
     write_events(root / "data" / "events", utc(2024, 1, 1), 24 * 7)  # day 6 gets events now
-    assert run(root, capsys, "run", "s.daily", "s.total", "--start", "2024-01-06", "--end", "2024-01-07")[0] == 0
+    assert cli_output(root, capsys, "run", "s.daily", "s.total", "--start", "2024-01-06", "--end", "2024-01-07")[0] == 0
     expected_total = table_rows(total)
     (sorted((Path(total) / "_delta_log").glob("*.json"))[-1]).unlink()
     assert table_rows(total) != expected_total
 
-    code, out = run(root, capsys, "verify", "s.total")
+    code, out = cli_output(root, capsys, "verify", "s.total")
     assert code == 1 and "s.total: recorded but not in the table: its rows" in out
     assert "fix: `incremental-assets run --auto` rebuilds s.total whole" in out
 
     shutil.rmtree(uri)  # the whole incremental table
-    code, out = run(root, capsys, "status", "--until", "2024-01-08")
+    code, out = cli_output(root, capsys, "status", "--until", "2024-01-08")
     assert "s.daily: NOT IN TABLE: [2024-01-01, 2024-01-08) recorded but absent (Dagster records intervals of s.daily but there is no table" in out
-    code, out = run(root, capsys, "run", "--auto", "--end", "2024-01-08")
+    code, out = cli_output(root, capsys, "run", "--auto", "--end", "2024-01-08")
     assert code == 0
     assert recomputed(out) == ["[2024-01-01, 2024-01-08)"]
     assert table_rows(total) == expected_total
-    assert run(root, capsys, "verify", "--files")[0] == 0
+    assert cli_output(root, capsys, "verify", "--files")[0] == 0
 
 
 def test_recorded_versions_read_per_run_are_what_every_record_says(tmp_path, monkeypatch):

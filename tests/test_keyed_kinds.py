@@ -20,7 +20,7 @@ from incremental_assets.spark.executor import Executor
 from incremental_assets.plan.run_plan import plan_run
 from incremental_assets.load.project import load_project
 
-from helpers import table_rows, utc
+from helpers import table_rows, table_uri, utc
 
 MENU_SOURCE = """\
 - name: stg.current_menu_items
@@ -65,9 +65,6 @@ def run_model(spark, project, name: str, execution_time: datetime):
     return executor.execute(plan)
 
 
-def uri(project, name: str) -> str:
-    return delta.table_uri(project.settings.warehouse, name)
-
 
 def test_scd_type_2_matches_the_worked_example_row_for_row(spark, make_project):
     root = make_project({"sources.yaml": MENU_SOURCE, "models/menu.sql": MENU_SCD})
@@ -80,7 +77,7 @@ def test_scd_type_2_matches_the_worked_example_row_for_row(spark, make_project):
     write_menu(root, first)
     run_model(spark, project, "db.menu_items", utc(2020, 1, 1, 1))
     epoch, none = T("1970-01-01 00:00:00"), None
-    assert table_rows(uri(project, "db.menu_items"), drop=DROP) == [
+    assert table_rows(table_uri(project, "db.menu_items"), drop=DROP) == [
         (1, "Chicken Sandwich", 10.99, T("2020-01-01 00:00:00"), epoch, none),
         (2, "Cheeseburger", 8.99, T("2020-01-01 00:00:00"), epoch, none),
         (3, "French Fries", 4.99, T("2020-01-01 00:00:00"), epoch, none),
@@ -96,7 +93,7 @@ def test_scd_type_2_matches_the_worked_example_row_for_row(spark, make_project):
     )
     second = run_model(spark, project, "db.menu_items", utc(2020, 1, 2, 2))
     assert second.details == {"rows_inserted": 2, "rows_closed": 2}
-    assert table_rows(uri(project, "db.menu_items"), drop=DROP) == [
+    assert table_rows(table_uri(project, "db.menu_items"), drop=DROP) == [
         (1, "Chicken Sandwich", 10.99, T("2020-01-01 00:00:00"), epoch, T("2020-01-02 00:00:00")),
         (1, "Chicken Sandwich", 12.99, T("2020-01-02 00:00:00"), T("2020-01-02 00:00:00"), none),
         (2, "Cheeseburger", 8.99, T("2020-01-01 00:00:00"), epoch, T("2020-01-02 02:00:00")),
@@ -114,7 +111,7 @@ def test_scd_type_2_matches_the_worked_example_row_for_row(spark, make_project):
         ],
     )
     run_model(spark, project, "db.menu_items", utc(2020, 1, 3, 2))
-    assert table_rows(uri(project, "db.menu_items"), drop=DROP) == sorted([
+    assert table_rows(table_uri(project, "db.menu_items"), drop=DROP) == sorted([
         (1, "Chicken Sandwich", 10.99, T("2020-01-01 00:00:00"), epoch, T("2020-01-02 00:00:00")),
         (1, "Chicken Sandwich", 12.99, T("2020-01-02 00:00:00"), T("2020-01-02 00:00:00"), T("2020-01-03 00:00:00")),
         (1, "Chicken Sandwich", 14.99, T("2020-01-03 00:00:00"), T("2020-01-03 00:00:00"), none),
@@ -125,9 +122,9 @@ def test_scd_type_2_matches_the_worked_example_row_for_row(spark, make_project):
         (4, "Chocolate Milkshake", 3.99, T("2020-01-03 00:00:00"), T("2020-01-03 00:00:00"), none),
     ])
     # A run with no change commits nothing; a key re-inserted with its old updated_at starts where it ended.
-    version = DeltaTable(uri(project, "db.menu_items")).version()
+    version = DeltaTable(table_uri(project, "db.menu_items")).version()
     assert run_model(spark, project, "db.menu_items", utc(2020, 1, 4)).version == version
-    assert DeltaTable(uri(project, "db.menu_items")).version() == version
+    assert DeltaTable(table_uri(project, "db.menu_items")).version() == version
 
 
 UPDATES_SOURCE = """\
@@ -167,13 +164,13 @@ def test_unique_key_upserts_composite_keys_reading_only_new_source_rows(spark, m
     append_updates(root, [("eu", 1, "a", utc(2024, 1, 1, 5)), ("eu", 2, "b", utc(2024, 1, 1, 6)), ("us", 1, "c", utc(2024, 1, 1, 7))])
     first = run_model(spark, project, name, utc(2024, 1, 2))
     assert first.details == {"rows_inserted": 3, "rows_updated": 0} and first.window.end == utc(2024, 1, 2)
-    assert DeltaTable(uri(project, name)).metadata().partition_columns == ["ia_bucket"]
+    assert DeltaTable(table_uri(project, name)).metadata().partition_columns == ["ia_bucket"]
 
     # Day 2: (eu, 1) changes, (us, 2) is new; the day-1 rows are not read again (the window starts where run 1 ended).
     append_updates(root, [("eu", 1, "a2", utc(2024, 1, 2, 1)), ("us", 2, "d", utc(2024, 1, 2, 2))])
     second = run_model(spark, project, name, utc(2024, 1, 3))
     assert second.details == {"rows_inserted": 1, "rows_updated": 1}
-    assert table_rows(uri(project, name), drop=DROP) == [
+    assert table_rows(table_uri(project, name), drop=DROP) == [
         ("eu", 1, "a2", day(2, 1)), ("eu", 2, "b", day(1, 6)), ("us", 1, "c", day(1, 7)), ("us", 2, "d", day(2, 2)),
     ]
 
@@ -181,17 +178,17 @@ def test_unique_key_upserts_composite_keys_reading_only_new_source_rows(spark, m
     append_updates(root, [("eu", 2, "b3", utc(2024, 1, 3, 1)), ("us", 1, "c3", utc(2024, 1, 3, 2)), ("us", 2, "d3", utc(2024, 1, 3, 3))])
     third = run_model(spark, project, name, utc(2024, 1, 4))
     assert third.details == {"rows_inserted": 0, "rows_updated": 3}
-    assert table_rows(uri(project, name), drop=DROP) == [
+    assert table_rows(table_uri(project, name), drop=DROP) == [
         ("eu", 1, "a2", day(2, 1)), ("eu", 2, "b3", day(3, 1)), ("us", 1, "c3", day(3, 2)), ("us", 2, "d3", day(3, 3)),
     ]
-    assert DeltaTable(uri(project, name)).version() == 2
+    assert DeltaTable(table_uri(project, name)).version() == 2
 
     # Two rows for one key: an error naming the key, nothing committed.
     append_updates(root, [("eu", 1, "x", utc(2024, 1, 4, 1)), ("eu", 1, "y", utc(2024, 1, 4, 2))])
     with pytest.raises(DuplicateKeyError, match=r"region='eu', k=1 \(2 rows\)") as info:
         run_model(spark, project, name, utc(2024, 1, 5))
     assert "latest.sql" in str(info.value)
-    assert DeltaTable(uri(project, name)).version() == 2
+    assert DeltaTable(table_uri(project, name)).version() == 2
 
 
 SCD_BY_COLUMN = """\
@@ -225,7 +222,7 @@ def test_scd_type_2_by_column_tracks_changes_of_the_listed_columns_only(spark, m
     # 3 is deleted, then 2 changes again.
     write([(1, "green tea", 2.0), (2, "coffee", 4.0)])
     run_model(spark, project, "s.prices", utc(2024, 1, 3))
-    assert table_rows(uri(project, "s.prices"), drop=DROP) == [
+    assert table_rows(table_uri(project, "s.prices"), drop=DROP) == [
         (1, "tea", 2.0, epoch, None),
         (2, "coffee", 3.0, epoch, T("2024-01-02 00:00:00")),
         (2, "coffee", 3.5, T("2024-01-02 00:00:00"), T("2024-01-03 00:00:00")),
@@ -276,7 +273,7 @@ def test_cursor_appends_what_is_new_and_derives_the_cursor_from_the_table(spark,
     assert executor.target_state(name).last_value == "5"
     third = run_model(spark, project, name, utc(2024, 1, 3))
     assert third.details == {"cursor_before": "5", "cursor_after": "6"}
-    assert table_rows(uri(project, name)) == [(1, "p1", True, 0), (2, "p2", True, 0), (3, "p3", True, 0), (4, "p4", False, 3), (5, "p5", False, 3), (6, "p6", False, 5)]
+    assert table_rows(table_uri(project, name)) == [(1, "p1", True, 0), (2, "p2", True, 0), (3, "p3", True, 0), (4, "p4", False, 3), (5, "p5", False, 3), (6, "p6", False, 5)]
 
     # A changed definition starts over from the initial value and replaces the table.
     (root / "models" / "copy.sql").write_text(COPY.replace("payload,", "upper(payload) AS payload,"))
@@ -287,7 +284,7 @@ def test_cursor_appends_what_is_new_and_derives_the_cursor_from_the_table(spark,
     project = load_project(root)
     fourth = run_model(spark, project, name, utc(2024, 1, 4))
     assert fourth.write == "replace_table"
-    assert [r[:3] for r in table_rows(uri(project, name))] == [(i, f"P{i}", True) for i in range(1, 7)]
+    assert [r[:3] for r in table_rows(table_uri(project, name))] == [(i, f"P{i}", True) for i in range(1, 7)]
 
 
 class FakeApi:
@@ -328,19 +325,19 @@ def test_python_source_function_is_called_with_the_committed_cursor(spark, make_
     run_model(spark, project, "raw_api.orders", utc(2024, 1, 1))
     API.add(3)
     run_model(spark, project, "raw_api.orders", utc(2024, 1, 2))
-    version = DeltaTable(uri(project, "raw_api.orders")).version()
-    folders = sorted(Path(uri(project, "raw_api.orders")).iterdir())
+    version = DeltaTable(table_uri(project, "raw_api.orders")).version()
+    folders = sorted(Path(table_uri(project, "raw_api.orders")).iterdir())
     empty = run_model(spark, project, "raw_api.orders", utc(2024, 1, 3))  # nothing new: nothing to commit
-    assert DeltaTable(uri(project, "raw_api.orders")).version() == version, "a run with no new rows adds no Delta version"
+    assert DeltaTable(table_uri(project, "raw_api.orders")).version() == version, "a run with no new rows adds no Delta version"
     assert empty.rows == 0 and empty.version == version and empty.details == {"cursor_before": "3", "cursor_after": "3"}
-    assert sorted(Path(uri(project, "raw_api.orders")).iterdir()) == folders  # its staging folder is gone
+    assert sorted(Path(table_uri(project, "raw_api.orders")).iterdir()) == folders  # its staging folder is gone
     API.add(4, 5)
     fourth = run_model(spark, project, "raw_api.orders", utc(2024, 1, 4))
     assert fourth.version == version + 1 and fourth.details == {"cursor_before": "3", "cursor_after": "5"}
     assert API.calls == [(0, True), (2, False), (3, False), (3, False)]
-    assert table_rows(uri(project, "raw_api.orders")) == [(i, float(i * 10)) for i in range(1, 6)]
+    assert table_rows(table_uri(project, "raw_api.orders")) == [(i, float(i * 10)) for i in range(1, 6)]
     run_model(spark, project, "s.big", utc(2024, 1, 4))
-    assert table_rows(uri(project, "s.big")) == [(i,) for i in range(2, 6)]
+    assert table_rows(table_uri(project, "s.big")) == [(i,) for i in range(2, 6)]
 
 
 @pytest.mark.parametrize(
@@ -416,17 +413,17 @@ def test_a_killed_run_leaves_the_previous_table_or_the_new_one_whole(spark, make
     }[write]
     change[0]()
     run_model(spark, project, name, utc(2024, 1, 2))
-    before = table_rows(uri(project, name), drop=DROP)
+    before = table_rows(table_uri(project, name), drop=DROP)
     change[1]()
     env = {**os.environ, "INCREMENTAL_ASSETS_KILL_AT": stage, "PYTHONPATH": str(Path(delta.__file__).parent.parent.parent)}
     done = subprocess.run([sys.executable, "-c", CRASH_RUN, str(root), name, "2024-01-03T00:00:00+00:00"], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
-    assert any(p.name.startswith("run-") for p in Path(uri(project, name)).iterdir())  # the killed run had staged files
-    after = table_rows(uri(project, name), drop=DROP)
+    assert any(p.name.startswith("run-") for p in Path(table_uri(project, name)).iterdir())  # the killed run had staged files
+    after = table_rows(table_uri(project, name), drop=DROP)
     if stage == "staged":
-        assert after == before and DeltaTable(uri(project, name)).version() == 0
+        assert after == before and DeltaTable(table_uri(project, name)).version() == 0
     else:
-        assert DeltaTable(uri(project, name)).version() == 1 and after != before
+        assert DeltaTable(table_uri(project, name)).version() == 1 and after != before
         # The committed state is the complete new one: the same run in-process on a copy gives the same rows.
         expected = {
             "scd2": [(1, "Tea", 1.0, T("2020-01-01 00:00:00"), T("1970-01-01 00:00:00"), T("2020-01-02 00:00:00")),
@@ -470,13 +467,13 @@ def test_cli_runs_merge_kinds_as_dagster_materializations(spark, make_project, c
     assert cli.main(["status", "--project", str(root)]) == 0
     assert "other runs" not in capsys.readouterr().out
     project = load_project(root)
-    rows = table_rows(uri(project, "db.menu_items"), drop=DROP)
+    rows = table_rows(table_uri(project, "db.menu_items"), drop=DROP)
     assert [(r[0], r[2], r[5] is None) for r in rows] == [(1, 1.0, False), (1, 1.5, True), (2, 2.0, False)]
 
     # A Dagster run tagged with an execution time closes deleted keys at that time (replays, tests).
     import dagster as dg
 
-    from incremental_assets.orchestration.definitions import build_definitions
+    from incremental_assets.orchestration.build_definitions import build_definitions
     from incremental_assets.orchestration.tags import EXECUTION_TIME_TAG
     from incremental_assets.orchestration.instance import open_instance
 
@@ -487,7 +484,7 @@ def test_cli_runs_merge_kinds_as_dagster_materializations(spark, make_project, c
         tags={EXECUTION_TIME_TAG: "2020-01-04T12:00:00+00:00"},
     )
     assert result.success
-    closed = [r for r in table_rows(uri(project, "db.menu_items"), drop=DROP) if r[0] == 1 and r[2] == 1.5]
+    closed = [r for r in table_rows(table_uri(project, "db.menu_items"), drop=DROP) if r[0] == 1 and r[2] == 1.5]
     assert closed[0][5] == T("2020-01-04 12:00:00")
 
 
@@ -501,7 +498,7 @@ def test_scd_type_2_options_keep_deleted_keys_and_start_history_at_updated_at(sp
     run_model(spark, project, "db.menu_items", utc(2020, 1, 2, 12))
     write_menu(root, [(1, "Tea", 1.5, "2020-01-02 00:00:00"), (2, "Pie", 2.5, "2020-01-03 00:00:00")])
     run_model(spark, project, "db.menu_items", utc(2020, 1, 3, 12))
-    assert table_rows(uri(project, "db.menu_items"), drop=DROP) == [
+    assert table_rows(table_uri(project, "db.menu_items"), drop=DROP) == [
         (1, "Tea", 1.0, T("2020-01-01 00:00:00"), T("2020-01-01 00:00:00"), T("2020-01-02 00:00:00")),
         (1, "Tea", 1.5, T("2020-01-02 00:00:00"), T("2020-01-02 00:00:00"), None),
         (2, "Pie", 2.0, T("2020-01-01 06:00:00"), T("2020-01-01 06:00:00"), T("2020-01-03 00:00:00")),
@@ -522,7 +519,7 @@ def test_timestamp_cursor_is_rendered_as_a_typed_literal(spark, make_project):
     append_updates(root, [("eu", 3, "c", utc(2024, 1, 1, 7, 30)), ("us", 4, "d", utc(2024, 1, 2))])
     second = run_model(spark, project, "s.recent", utc(2024, 1, 3))
     assert "ts > CAST('2024-01-01 07:00:00' AS TIMESTAMP)" in second.sql
-    assert [r[1] for r in table_rows(uri(project, "s.recent"))] == [2, 3, 4]
+    assert [r[1] for r in table_rows(table_uri(project, "s.recent"))] == [2, 3, 4]
 
 
 def test_unique_key_when_matched_updates_only_what_its_clauses_say(spark, make_project):
@@ -539,6 +536,6 @@ def test_unique_key_when_matched_updates_only_what_its_clauses_say(spark, make_p
     append_updates(root, [("eu", 1, "a2", utc(2024, 1, 2, 1)), ("eu", 2, "skip", utc(2024, 1, 2, 2)), ("us", 3, "c", utc(2024, 1, 2, 3))])
     second = run_model(spark, project, "s.latest", utc(2024, 1, 3))
     assert second.details == {"rows_inserted": 1, "rows_updated": 2}
-    assert table_rows(uri(project, "s.latest"), drop=DROP) == [
+    assert table_rows(table_uri(project, "s.latest"), drop=DROP) == [
         ("eu", 1, "a+a2", T("2024-01-01 05:00:00")), ("eu", 2, "b", T("2024-01-02 02:00:00")), ("us", 3, "c", T("2024-01-02 03:00:00")),
     ]

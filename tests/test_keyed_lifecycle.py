@@ -19,14 +19,14 @@ from incremental_assets.plan.rebuild import full_refresh_target
 from incremental_assets.plan.run_plan import InputRead, plan_run, view_name
 from incremental_assets.load.project import load_project
 
-from helpers import table_rows, utc
+from helpers import table_rows, table_uri, utc
 from test_keyed_kinds import (
-    COPY, DROP, FEED_SOURCE, LATEST, MENU_SCD, MENU_SOURCE, UPDATES_SOURCE, T, append_updates, run_model, uri, write_feed, write_menu,
+    COPY, DROP, FEED_SOURCE, LATEST, MENU_SCD, MENU_SOURCE, UPDATES_SOURCE, T, append_updates, run_model, write_feed, write_menu,
 )
 
 
 def versions(project, *names: str) -> list[int]:
-    return [DeltaTable(uri(project, n)).version() for n in names]
+    return [DeltaTable(table_uri(project, n)).version() for n in names]
 
 
 def test_full_refresh_replaces_unique_key_and_cursor_tables_in_one_commit_and_refuses_scd2(spark, make_project, capsys):
@@ -47,12 +47,12 @@ def test_full_refresh_replaces_unique_key_and_cursor_tables_in_one_commit_and_re
     )
     write_deltalake(str(root / "data" / "feed"), pa.table({"id": pa.array([1, 2], pa.int64()), "payload": ["q1", "q2"]}), mode="overwrite")
     before = versions(project, "s.latest", "s.feed_copy", "db.menu_items")
-    history = table_rows(uri(project, "db.menu_items"), drop=DROP)
+    history = table_rows(table_uri(project, "db.menu_items"), drop=DROP)
 
     assert cli.main(["run", "s.latest", "s.feed_copy", "--full-refresh", "--project", str(root)]) == 0
     assert versions(project, "s.latest", "s.feed_copy") == [before[0] + 1, before[1] + 1]  # one commit each
-    assert table_rows(uri(project, "s.latest"), drop=DROP) == [("eu", 1, "A", T("2024-01-01 05:00:00"))]
-    assert table_rows(uri(project, "s.feed_copy")) == [(1, "q1", True, 0), (2, "q2", True, 0)]
+    assert table_rows(table_uri(project, "s.latest"), drop=DROP) == [("eu", 1, "A", T("2024-01-01 05:00:00"))]
+    assert table_rows(table_uri(project, "s.feed_copy")) == [(1, "q1", True, 0), (2, "q2", True, 0)]
     assert "rebuilt from start, one commit" in capsys.readouterr().out
 
     # SCD type 2 keeps history the source no longer has: its full refresh is refused, the table unchanged.
@@ -60,7 +60,7 @@ def test_full_refresh_replaces_unique_key_and_cursor_tables_in_one_commit_and_re
     out = capsys.readouterr().out
     assert "menu.sql" in out and "a full refresh would throw away its history" in out and "disable_restatement false" in out
     assert versions(project, "db.menu_items") == [before[2]]
-    assert table_rows(uri(project, "db.menu_items"), drop=DROP) == history
+    assert table_rows(table_uri(project, "db.menu_items"), drop=DROP) == history
 
 
 def test_scd2_full_refresh_with_restatement_enabled_restarts_history_in_one_commit(spark, make_project):
@@ -71,11 +71,11 @@ def test_scd2_full_refresh_with_restatement_enabled_restarts_history_in_one_comm
     run_model(spark, project, name, utc(2020, 1, 1))
     write_menu(root, [(1, "Tea", 1.5, "2020-01-02 00:00:00")])
     run_model(spark, project, name, utc(2020, 1, 3))
-    assert len(table_rows(uri(project, name), drop=DROP)) == 3
+    assert len(table_rows(table_uri(project, name), drop=DROP)) == 3
     executor = Executor(spark, project)
     result = executor.execute(plan_run(project, project.model(name), None, execution_time=utc(2020, 1, 4), target=full_refresh_target(project.model(name))))
     assert result.version == 2
-    assert table_rows(uri(project, name), drop=DROP) == [(1, "Tea", 1.5, T("2020-01-02 00:00:00"), T("1970-01-01 00:00:00"), None)]
+    assert table_rows(table_uri(project, name), drop=DROP) == [(1, "Tea", 1.5, T("2020-01-02 00:00:00"), T("1970-01-01 00:00:00"), None)]
     # Without the setting the refusal names the file and the kind's line.
     with pytest.raises(ModelFileError, match=r"menu.sql:3.*full refresh would throw away its history"):
         full_refresh_target(load_project(make_project({"sources.yaml": MENU_SOURCE, "models/menu.sql": MENU_SCD}, name="p2")).model(name))
@@ -100,7 +100,7 @@ def test_changed_unique_key_definition_rebuilds_unless_forward_only_and_scd2_mov
     assert keep in status_of(root, name, capsys)
     run_model(spark, load_project(root), name, utc(2024, 1, 3))
     assert "CHANGED" not in status_of(root, name, capsys)
-    assert [r[:3] for r in table_rows(uri(load_project(root), name), drop=DROP)] == [("eu", 1, "a"), ("eu", 2, "B"), ("us", 1, "c")]
+    assert [r[:3] for r in table_rows(table_uri(load_project(root), name), drop=DROP)] == [("eu", 1, "a"), ("eu", 2, "B"), ("us", 1, "c")]
     # Not forward_only (the default): a changed definition rebuilds the table from the model's start.
     append_updates(root, [("us", 2, "d", utc(2024, 1, 3, 5))])
     (root / "models" / "latest.sql").write_text(changed.replace("upper(v)", "lower(upper(v)) || '!'"))
@@ -113,7 +113,7 @@ def test_changed_unique_key_definition_rebuilds_unless_forward_only_and_scd2_mov
     project = load_project(root)
     result = run_model(spark, project, name, utc(2024, 1, 4))
     assert result.window.start == utc(2024, 1, 1) and result.details == {"rows_inserted": 4, "rows_updated": 0}
-    assert [r[:3] for r in table_rows(uri(project, name), drop=DROP)] == [("eu", 1, "a!"), ("eu", 2, "b!"), ("us", 1, "c!"), ("us", 2, "d!")]
+    assert [r[:3] for r in table_rows(table_uri(project, name), drop=DROP)] == [("eu", 1, "a!"), ("eu", 2, "b!"), ("us", 1, "c!"), ("us", 2, "d!")]
 
     # SCD type 2 is forward-only by default: a changed definition keeps the history.
     root = make_project({"sources.yaml": MENU_SOURCE, "models/menu.sql": MENU_SCD}, name="scd")
@@ -123,7 +123,7 @@ def test_changed_unique_key_definition_rebuilds_unless_forward_only_and_scd2_mov
     write_menu(root, [(1, "Tea", 2.0, "2020-01-02 00:00:00")])
     assert "db.menu_items: CHANGED since its table was built; the next run keeps its rows (forward_only)" in status_of(root, "db.menu_items", capsys)
     run_model(spark, load_project(root), "db.menu_items", utc(2020, 1, 3))
-    assert [r[:3] for r in table_rows(uri(load_project(root), "db.menu_items"), drop=DROP)] == [(1, "TEA", 2.0), (1, "Tea", 1.0)]
+    assert [r[:3] for r in table_rows(table_uri(load_project(root), "db.menu_items"), drop=DROP)] == [(1, "TEA", 2.0), (1, "Tea", 1.0)]
 
 
 def test_unique_key_schema_changes_follow_the_kind_policies(spark, make_project):
@@ -138,8 +138,8 @@ def test_unique_key_schema_changes_follow_the_kind_policies(spark, make_project)
     append_updates(root, [("eu", 1, "a2", utc(2024, 1, 2, 1))])
     run_model(spark, load_project(root), name, utc(2024, 1, 3))
     project = load_project(root)
-    assert [r[:3] for r in table_rows(uri(project, name), drop=DROP)] == [("eu", 1, "a2"), ("us", 1, "c"), ("us", 2, "d")]
-    assert "n" not in DeltaTable(uri(project, name)).schema().to_arrow().names
+    assert [r[:3] for r in table_rows(table_uri(project, name), drop=DROP)] == [("eu", 1, "a2"), ("us", 1, "c"), ("us", 2, "d")]
+    assert "n" not in DeltaTable(table_uri(project, name)).schema().to_arrow().names
 
     # allow (default): the column is added in the same commit; rows written before read as NULL, in rewritten
     # buckets and in untouched ones alike.
@@ -147,18 +147,18 @@ def test_unique_key_schema_changes_follow_the_kind_policies(spark, make_project)
     append_updates(root, [("eu", 2, "bbb", utc(2024, 1, 3, 1))])
     result = run_model(spark, load_project(root), name, utc(2024, 1, 4))
     assert result.details == {"rows_inserted": 1, "rows_updated": 0}
-    rows = table_rows(uri(project, name), drop=DROP)
+    rows = table_rows(table_uri(project, name), drop=DROP)
     assert [(r[0], r[1], r[2], r[4]) for r in rows] == [("eu", 1, "a2", None), ("eu", 2, "bbb", 3), ("us", 1, "c", None), ("us", 2, "d", None)]
     read = Executor(spark, project).read_model_table(name, InputRead(name, view_name(name), "table", None))[0]  # what downstream models see
     assert sorted((r["k"], r["region"], r["n"]) for r in read.collect()) == [(1, "eu", None), (1, "us", None), (2, "eu", 3), (2, "us", None)]
 
     # destructive (a dropped column): refused by default, naming the file, the line and the column; table unchanged.
-    version = DeltaTable(uri(project, name)).version()
+    version = DeltaTable(table_uri(project, name)).version()
     (root / "models" / "latest.sql").write_text(add_column.replace("v, ts, length(v) AS n", "v, length(v) AS n"))
     append_updates(root, [("eu", 3, "e", utc(2024, 1, 4, 1))])
     with pytest.raises(ModelFileError, match=r"latest\.sql:3.*destructive schema change.*column ts dropped"):
         run_model(spark, load_project(root), name, utc(2024, 1, 5))
-    assert DeltaTable(uri(project, name)).version() == version and table_rows(uri(project, name), drop=DROP) == rows
+    assert DeltaTable(table_uri(project, name)).version() == version and table_rows(table_uri(project, name), drop=DROP) == rows
 
 
 COPY_ALL = """\
@@ -177,17 +177,17 @@ def test_scd2_and_cursor_schema_changes_evolve_or_refuse(spark, make_project):
     write_menu(root, [(1, "Tea", 1.5, "2020-01-02 00:00:00"), (2, "Pie", 2.0, "2020-01-01 00:00:00")])
     run_model(spark, load_project(root), name, utc(2020, 1, 3))
     project = load_project(root)
-    assert table_rows(uri(project, name), drop=DROP) == [
+    assert table_rows(table_uri(project, name), drop=DROP) == [
         (1, "Tea", 1.0, T("2020-01-01 00:00:00"), T("1970-01-01 00:00:00"), T("2020-01-02 00:00:00"), None),
         (1, "Tea", 1.5, T("2020-01-02 00:00:00"), T("2020-01-02 00:00:00"), None, 3.0),
         (2, "Pie", 2.0, T("2020-01-01 00:00:00"), T("1970-01-01 00:00:00"), None, None),
     ]
     # Dropping a column is refused: the error names the file and the column, the history is unchanged.
-    version = DeltaTable(uri(project, name)).version()
+    version = DeltaTable(table_uri(project, name)).version()
     (root / "models" / "menu.sql").write_text(MENU_SCD.replace("price::DOUBLE,", "price::DOUBLE,").replace("name::STRING, ", ""))
     with pytest.raises(ModelFileError, match=r"menu\.sql.*column (name|double_price) dropped"):
         run_model(spark, load_project(root), name, utc(2020, 1, 4))
-    assert DeltaTable(uri(project, name)).version() == version
+    assert DeltaTable(table_uri(project, name)).version() == version
 
     # A cursor model copying its source's columns: a column the source gains is appended with the
     # next rows (the definition, hence the cursor, is unchanged); rows appended before read NULL.
@@ -196,13 +196,13 @@ def test_scd2_and_cursor_schema_changes_evolve_or_refuse(spark, make_project):
     write_deltalake(str(root / "data" / "feed"), pa.table({"id": pa.array([3], pa.int64()), "payload": ["p3"], "extra": ["x"]}), mode="overwrite", schema_mode="overwrite")
     result = run_model(spark, load_project(root), "s.copy_all", utc(2024, 1, 2))
     assert result.write == "append" and result.version == 1
-    assert table_rows(uri(project, "s.copy_all")) == [(1, "p1", None), (2, "p2", None), (3, "p3", "x")]
+    assert table_rows(table_uri(project, "s.copy_all")) == [(1, "p1", None), (2, "p2", None), (3, "p3", "x")]
     # on_additive_change error refuses the next new column, naming it; the table is unchanged.
     (root / "models" / "copy_all.sql").write_text(COPY_ALL.replace("initial_value 0", "initial_value 0, on_additive_change error"))
     write_deltalake(str(root / "data" / "feed"), pa.table({"id": pa.array([4], pa.int64()), "payload": ["p4"], "extra": ["y"], "more": [1]}), mode="overwrite", schema_mode="overwrite")
     with pytest.raises(ModelFileError, match=r"copy_all\.sql:1.*additive schema change.*new column more"):
         run_model(spark, load_project(root), "s.copy_all", utc(2024, 1, 3))
-    assert DeltaTable(uri(project, "s.copy_all")).version() == 1
+    assert DeltaTable(table_uri(project, "s.copy_all")).version() == 1
 
 
 def test_lifecycle_settings_of_merge_kinds_are_checked_and_left_out_of_the_fingerprint(make_project):

@@ -11,7 +11,7 @@ from deltalake import DeltaTable
 
 from incremental_assets.plan.analyses import input_bound
 from incremental_assets import delta
-from incremental_assets.orchestration.definitions import build_definitions
+from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.orchestration.explain import explain_model
 from incremental_assets.errors import ModelFileError, ProjectError
 from incremental_assets.spark.executor import Executor
@@ -20,7 +20,7 @@ from incremental_assets.load.project import load_project
 from incremental_assets.load.seeds import read_seed
 from incremental_assets.model.intervals import TimeWindow
 
-from helpers import EVENTS_SOURCE, table_rows, utc, write_events
+from helpers import EVENTS_SOURCE, table_rows, table_uri, utc, write_events
 
 SEED_MODEL = """
 MODEL (name s.countries, kind SEED (path 'seeds/countries.csv'), columns (code STRING, name STRING, population BIGINT));
@@ -49,9 +49,6 @@ GROUP BY r.ts, r.k
 """
 
 
-def uri(p, name):
-    return delta.table_uri(p.settings.warehouse, name)
-
 
 def run_full(spark, p, name, **kw):
     return Executor(spark, p).execute(plan_run(p, p.model(name), None), **kw)
@@ -77,18 +74,18 @@ def test_seed_models_load_csv_files_and_reload_when_they_change(spark, make_proj
         fingerprints.add(p.model("s.countries").fingerprint)
         for name in ("s.countries", "s.rates", "s.big"):
             run_full(spark, p, name)
-        assert table_rows(uri(p, "s.countries")) == sorted(countries)
-        assert [(c, r) for c, r, _ in table_rows(uri(p, "s.rates"))] == sorted((c, r) for c, r, _ in rates)
+        assert table_rows(table_uri(p, "s.countries")) == sorted(countries)
+        assert [(c, r) for c, r, _ in table_rows(table_uri(p, "s.rates"))] == sorted((c, r) for c, r, _ in rates)
         expected = sorted((c, pop, r) for c, _, pop in countries for rc, r, _ in rates if rc == c and pop > 50)
-        assert table_rows(uri(p, "s.big")) == expected
+        assert table_rows(table_uri(p, "s.big")) == expected
     assert len(fingerprints) == 3, "a changed CSV must change the seed's fingerprint"
     # Declared types are kept, undeclared ones inferred (a date column stays a date).
-    declared = delta.arrow_schema(uri(p, "s.countries"))
+    declared = delta.arrow_schema(table_uri(p, "s.countries"))
     assert str(declared.field("population").type) == "int64"
-    inferred = {f.name: str(f.type) for f in delta.arrow_schema(uri(p, "s.rates"))}
+    inferred = {f.name: str(f.type) for f in delta.arrow_schema(table_uri(p, "s.rates"))}
     assert inferred == {"code": "string", "rate": "double", "since": "date32[day]"}
     assert p.model("s.rates").columns == {"code": "STRING", "rate": "DOUBLE", "since": "DATE"}
-    assert DeltaTable(uri(p, "s.countries")).version() == 2
+    assert DeltaTable(table_uri(p, "s.countries")).version() == 2
 
 
 def test_a_bad_seed_value_names_the_csv_file_and_line(make_project):
@@ -142,7 +139,7 @@ def test_materialized_view_is_a_table_refreshed_whole(spark, events_project):
         assert result.write == "replace_table"
         values = [(f"k{i % 3}", i % 7) for i in range(hours)]
         expected = sorted((k, sum(1 for kk, _ in values if kk == k), sum(v for kk, v in values if kk == k)) for k in {k for k, _ in values})
-        assert table_rows(uri(p, "s.per_key")) == expected
+        assert table_rows(table_uri(p, "s.per_key")) == expected
 
 
 def test_embedded_model_is_inlined_and_its_lookback_derived_on_the_source(spark, events_project):
@@ -176,7 +173,7 @@ def test_embedded_model_is_inlined_and_its_lookback_derived_on_the_source(spark,
         write_events(root / "data" / "events", utc(2024, 1, 1), hours)
         for plan in plan_window(p, rolling, TimeWindow(*window)):
             ex.execute(plan)
-        assert table_rows(uri(p, "s.rolling")) == sorted(expected(hours, utc(2024, 1, 2), window[1]))
+        assert table_rows(table_uri(p, "s.rolling")) == sorted(expected(hours, utc(2024, 1, 2), window[1]))
 
 
 class Boom(Exception):
@@ -203,8 +200,8 @@ def test_a_run_failing_after_staging_leaves_the_previous_table_whole(spark, make
     write_events(root / "data" / "events", utc(2024, 1, 1), 6)
     p = load_project(root)
     run_full(spark, p, name)
-    before = table_rows(uri(p, name))
-    version = DeltaTable(uri(p, name)).version()
+    before = table_rows(table_uri(p, name))
+    version = DeltaTable(table_uri(p, name)).version()
     (root / "seeds" / "x.csv").write_text("a,b\n3,z\n")
     write_events(root / "data" / "events", utc(2024, 1, 1), 12)
     p = load_project(root)
@@ -213,7 +210,7 @@ def test_a_run_failing_after_staging_leaves_the_previous_table_whole(spark, make
     staging, staged = err.value.args
     assert staged, "nothing was staged"
     assert not __import__("pathlib").Path(staging).exists(), "a failed run's staged files are deleted"
-    assert DeltaTable(uri(p, name)).version() == version
-    assert table_rows(uri(p, name)) == before
+    assert DeltaTable(table_uri(p, name)).version() == version
+    assert table_rows(table_uri(p, name)) == before
     run_full(spark, p, name)
-    assert table_rows(uri(p, name)) != before
+    assert table_rows(table_uri(p, name)) != before

@@ -16,7 +16,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from incremental_assets import cli, delta
 from incremental_assets.load.project import load_project
-from incremental_assets.orchestration.definitions import build_definitions
+from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.orchestration.instance import open_instance
 
 from helpers import table_rows, utc

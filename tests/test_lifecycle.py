@@ -16,18 +16,16 @@ from dagster._core.loader import LoadingContextForTest
 from deltalake import DeltaTable
 
 from incremental_assets import cli, delta
-from incremental_assets.orchestration.definitions import build_definitions
 from incremental_assets.errors import ModelFileError
 from incremental_assets.spark.executor import Executor
 from incremental_assets.plan.run_plan import plan_run, plan_window
 from incremental_assets.load.project import load_project
-from incremental_assets.orchestration.instance import open_instance
 from incremental_assets.orchestration.runner import Runner
 from incremental_assets.orchestration.status import model_status
 from incremental_assets.model.intervals import TimeWindow
 
 from conftest import REPO
-from helpers import EVENTS_SOURCE, table_rows, utc, write_events
+from helpers import EVENTS_SOURCE, table_rows, table_uri, utc, write_events
 
 DAILY = """
 MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ds{options}), start '2024-01-01', description 'per day');
@@ -61,23 +59,17 @@ def expected_daily(days, factor: int = 1, hours_per_day: int = 24):
 
 
 @pytest.fixture
-def env(spark, make_project, tmp_path, monkeypatch):
+def env(spark, make_project, dagster_env):
     # `spark`: the runs' Spark resource gets the session's one SparkSession instead of starting a JVM.
     root = make_project({"sources.yaml": EVENTS_SOURCE, "models/daily.sql": daily(), "models/copy.sql": COPY, "models/total.sql": TOTAL})
     write_events(root / "data" / "events", utc(2024, 1, 1), 24 * 7)
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
 
     def load():
-        project = load_project(root)
-        instance = open_instance(project.settings.dagster_home)
-        defs = build_definitions(project)
+        project, instance, defs = dagster_env(root)
         return project, instance, defs, Runner(project, instance, defs)
 
     return root, load
 
-
-def uri(p, name):
-    return delta.table_uri(p.settings.warehouse, name)
 
 
 def stale(instance, defs, name: str, partition: str | None):
@@ -105,35 +97,35 @@ def test_a_changed_model_is_rebuilt_from_its_start_in_one_commit_and_flagged_sta
     reads = count_fingerprint_reads(monkeypatch)
     assert runner.run(project.select("s.daily+"), start=utc(2024, 1, 1), end=utc(2024, 1, 4)).success
     # Once per incremental model: each Dagster run gets it from its launcher instead of reading it again.
-    assert reads == [uri(project, "s.daily"), uri(project, "s.copy")]
-    assert table_rows(uri(project, "s.daily")) == expected_daily([1, 2, 3])
+    assert reads == [table_uri(project, "s.daily"), table_uri(project, "s.copy")]
+    assert table_rows(table_uri(project, "s.daily")) == expected_daily([1, 2, 3])
     assert stale(instance, defs, "s.daily", "2024-01-02")[0] == StaleStatus.FRESH
 
     # Only the description changes: same fingerprint, nothing to rebuild.
     (root / "models" / "daily.sql").write_text(daily(description="rows per day"))
     project, instance, defs, runner = load()
-    assert not model_status(instance, project.model("s.daily"), built_with=delta.built_with(uri(project, "s.daily")), now=utc(2024, 1, 4)).changed
+    assert not model_status(instance, project.model("s.daily"), built_with=delta.built_with(table_uri(project, "s.daily")), now=utc(2024, 1, 4)).changed
 
     # The query changes: the model is stale in Dagster (code version); status says what gets rebuilt.
     (root / "models" / "daily.sql").write_text(daily(measure="COUNT(*) * 10"))
     project, instance, defs, runner = load()
     status, causes = stale(instance, defs, "s.daily", "2024-01-02")
     assert status == StaleStatus.STALE and StaleCauseCategory.CODE in causes
-    st = model_status(instance, project.model("s.daily"), built_with=delta.built_with(uri(project, "s.daily")), now=utc(2024, 1, 4))
+    st = model_status(instance, project.model("s.daily"), built_with=delta.built_with(table_uri(project, "s.daily")), now=utc(2024, 1, 4))
     assert st.changed and st.rebuild == TimeWindow(utc(2024, 1, 1), utc(2024, 1, 4))
     assert cli.main(["status", "s.daily", "--until", "2024-01-04", "--project", str(root)]) == 0
     assert "s.daily: CHANGED since its table was built; the next run rebuilds [2024-01-01, 2024-01-04)" in capsys.readouterr().out
 
     # A run of one new day rebuilds every recorded day too, in ONE commit.
-    version = DeltaTable(uri(project, "s.daily")).version()
+    version = DeltaTable(table_uri(project, "s.daily")).version()
     reads.clear()
     report = runner.run([project.model("s.daily")], start=utc(2024, 1, 4), end=utc(2024, 1, 5))
     assert report.success and len(report.records) == 1
-    assert reads == [uri(project, "s.daily")], "the rebuild reads the table's fingerprint once"
+    assert reads == [table_uri(project, "s.daily")], "the rebuild reads the table's fingerprint once"
     assert report.records[0].window == TimeWindow(utc(2024, 1, 1), utc(2024, 1, 5))
-    assert DeltaTable(uri(project, "s.daily")).version() == version + 1
-    assert table_rows(uri(project, "s.daily")) == expected_daily([1, 2, 3, 4], factor=10)
-    last = DeltaTable(uri(project, "s.daily")).history(1)[0]
+    assert DeltaTable(table_uri(project, "s.daily")).version() == version + 1
+    assert table_rows(table_uri(project, "s.daily")) == expected_daily([1, 2, 3, 4], factor=10)
+    last = DeltaTable(table_uri(project, "s.daily")).history(1)[0]
     assert last["incremental_assets.write"] == "rebuild" and last["incremental_assets.fingerprint"] == project.model("s.daily").fingerprint
     assert stale(instance, defs, "s.daily", "2024-01-02")[0] == StaleStatus.FRESH
     event = instance.get_latest_materialization_event(dg.AssetKey(["s", "daily"]))
@@ -150,14 +142,14 @@ def test_a_changed_model_is_rebuilt_from_its_start_in_one_commit_and_flagged_sta
     assert stale(instance, defs, "s.copy", "2024-01-02")[0] == StaleStatus.FRESH
     assert cli.main(["status", "s.copy", "--until", "2024-01-05", "--project", str(root)]) == 0
     assert "STALE" not in capsys.readouterr().out
-    assert not model_status(instance, project.model("s.daily"), built_with=delta.built_with(uri(project, "s.daily")), now=utc(2024, 1, 5)).changed
+    assert not model_status(instance, project.model("s.daily"), built_with=delta.built_with(table_uri(project, "s.daily")), now=utc(2024, 1, 5)).changed
 
     # A partial backfill of a changed model from Dagster itself is refused: it would mix definitions.
     (root / "models" / "daily.sql").write_text(daily(measure="COUNT(*) * 100"))
     project, instance, defs, runner = load()
     record = runner.run_window(project.model("s.daily"), TimeWindow(utc(2024, 1, 2), utc(2024, 1, 3)))
     assert not record.success and "rebuilt from its start" in record.error and "--full-refresh" in record.error
-    assert table_rows(uri(project, "s.daily")) == expected_daily([1, 2, 3, 4], factor=10)
+    assert table_rows(table_uri(project, "s.daily")) == expected_daily([1, 2, 3, 4], factor=10)
 
 
 def test_forward_only_keeps_existing_intervals_and_uses_the_new_query_for_new_ones(env):
@@ -167,16 +159,16 @@ def test_forward_only_keeps_existing_intervals_and_uses_the_new_query_for_new_on
     assert runner.run([project.model("s.daily")], start=utc(2024, 1, 1), end=utc(2024, 1, 3)).success
     (root / "models" / "daily.sql").write_text(daily(measure="COUNT(*) * 10", options=", forward_only true"))
     project, instance, defs, runner = load()
-    built = delta.built_with(uri(project, "s.daily"))
+    built = delta.built_with(table_uri(project, "s.daily"))
     assert built != project.model("s.daily").fingerprint
     assert not model_status(instance, project.model("s.daily"), built_with=built, now=utc(2024, 1, 4)).changed
     report = runner.run([project.model("s.daily")], start=utc(2024, 1, 3), end=utc(2024, 1, 4))
     assert report.success and report.records[0].window == TimeWindow(utc(2024, 1, 3), utc(2024, 1, 4))
-    assert table_rows(uri(project, "s.daily")) == sorted(expected_daily([1, 2]) + expected_daily([3], factor=10))
+    assert table_rows(table_uri(project, "s.daily")) == sorted(expected_daily([1, 2]) + expected_daily([3], factor=10))
     # --full-refresh still rebuilds everything with the current definition.
     assert cli.main(["run", "s.daily", "s.total", "--full-refresh", "--end", "2024-01-04", "--project", str(root)]) == 0
-    assert table_rows(uri(project, "s.daily")) == expected_daily([1, 2, 3], factor=10)
-    assert table_rows(uri(project, "s.total")) == sorted((k, 240) for k in ("k0", "k1", "k2"))
+    assert table_rows(table_uri(project, "s.daily")) == expected_daily([1, 2, 3], factor=10)
+    assert table_rows(table_uri(project, "s.total")) == sorted((k, 240) for k in ("k0", "k1", "k2"))
 
 
 # -- schema changes (forward_only models keep their table, so its schema meets the new query) ---------
@@ -201,7 +193,7 @@ def run_days(spark, root, text: str, first: int, last: int):
 
 
 def columns(p) -> dict[str, str]:
-    return {f.name: str(f.type) for f in delta.arrow_schema(uri(p, "s.daily"))}
+    return {f.name: str(f.type) for f in delta.arrow_schema(table_uri(p, "s.daily"))}
 
 
 @pytest.fixture
@@ -214,16 +206,16 @@ def schema_project(make_project):
 def test_additive_change_allowed_by_default_evolves_the_table_in_the_same_commit(spark, schema_project):
     root = schema_project
     p = run_days(spark, root, schema_model(select="CAST(COUNT(*) AS INT) AS n FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1, 2\n"), 1, 2)
-    version = DeltaTable(uri(p, "s.daily")).version()
+    version = DeltaTable(table_uri(p, "s.daily")).version()
     # A new column and int -> bigint widening, both additive.
     p = run_days(spark, root, schema_model(select=WITH_TOTAL), 3, 3)
-    assert DeltaTable(uri(p, "s.daily")).version() == version + 1
+    assert DeltaTable(table_uri(p, "s.daily")).version() == version + 1
     assert columns(p) == {"ds": "date32[day]", "k": "string", "n": "int64", "total": "int64"}
-    rows = table_rows(uri(p, "s.daily"))
+    rows = table_rows(table_uri(p, "s.daily"))
     assert [r[3] for r in rows if r[0].day < 3] == [None] * 6 and all(r[3] is not None for r in rows if r[0].day == 3)
     # Spark reads the table's mixed data files (old ones lack total and hold n as int) through a downstream model.
     Executor(spark, p).execute(plan_run(p, p.model("s.total"), None))
-    totals = table_rows(uri(p, "s.total"))
+    totals = table_rows(table_uri(p, "s.total"))
     assert [r[1] for r in totals] == [24, 24, 24] and all(r[2] is not None for r in totals)
 
 
@@ -249,7 +241,7 @@ def test_additive_change_policies(spark, schema_project, caplog, policy, outcome
     if outcome == "evolved":
         assert "total" in columns(p) and any("additive schema change applied: new column total" in r.getMessage() for r in caplog.records)
     else:
-        assert list(columns(p)) == ["ds", "k", "n"] and len(table_rows(uri(p, "s.daily"))) == 6
+        assert list(columns(p)) == ["ds", "k", "n"] and len(table_rows(table_uri(p, "s.daily"))) == 6
 
 
 @pytest.mark.parametrize("policy", ["", "on_destructive_change allow", "on_destructive_change ignore"])
@@ -262,7 +254,7 @@ def test_destructive_change_policies(spark, schema_project, policy):
             run_days(spark, root, dropped, 2, 2)
         return
     p = run_days(spark, root, dropped, 2, 2)
-    rows = table_rows(uri(p, "s.daily"))
+    rows = table_rows(table_uri(p, "s.daily"))
     if policy.endswith("allow"):
         assert list(columns(p)) == ["ds", "k", "total"] and len(rows) == 6
     else:  # ignore: the table keeps n; the new rows hold NULL there
@@ -288,23 +280,23 @@ def test_a_killed_rebuild_leaves_the_previous_table_whole(env):
     root, load = env
     project, instance, defs, runner = load()
     assert runner.run(project.select("s.daily"), start=utc(2024, 1, 1), end=utc(2024, 1, 4)).success
-    before = table_rows(uri(project, "s.daily"))
-    version = DeltaTable(uri(project, "s.daily")).version()
+    before = table_rows(table_uri(project, "s.daily"))
+    version = DeltaTable(table_uri(project, "s.daily")).version()
 
     # The changed model's rebuild is killed with every file staged: the old table stays, whole.
     (root / "models" / "daily.sql").write_text(daily(measure="COUNT(*) * 10"))
     assert cli_in_subprocess(root, ["run", "s.daily", "--auto", "--end", "2024-01-04"], "staged") == -9
-    assert DeltaTable(uri(project, "s.daily")).version() == version
-    assert table_rows(uri(project, "s.daily")) == before
+    assert DeltaTable(table_uri(project, "s.daily")).version() == version
+    assert table_rows(table_uri(project, "s.daily")) == before
     from pathlib import Path
 
-    staged = [f for d in Path(uri(project, "s.daily")).glob("run-*") for f in d.rglob("*.parquet")]
+    staged = [f for d in Path(table_uri(project, "s.daily")).glob("run-*") for f in d.rglob("*.parquet")]
     assert len(staged) >= 4, "the kill came before the rebuild's files were staged"
 
     # The next run rebuilds the changed model for good.
     project, instance, defs, runner = load()
     assert runner.run([project.model("s.daily")], auto=True, end=utc(2024, 1, 4)).success
-    assert table_rows(uri(project, "s.daily")) == expected_daily([1, 2, 3], factor=10)
+    assert table_rows(table_uri(project, "s.daily")) == expected_daily([1, 2, 3], factor=10)
 
 
 def test_schema_changes_are_classified_like_delta_type_widening(tmp_path):

@@ -3,7 +3,7 @@
 import pytest
 from sqlglot import exp
 
-from incremental_assets.plan.macros import clamp_to_window, macro_values, render_macros
+from incremental_assets.load.macros.render import clamp_to_window, macro_values, render_macros
 from incremental_assets.load.query import parse_query
 from incremental_assets.model.intervals import next_boundary, TimeWindow, utc
 

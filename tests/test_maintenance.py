@@ -22,7 +22,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from incremental_assets import cli, delta
 from incremental_assets.load.project import load_project
-from incremental_assets.orchestration.definitions import build_definitions
+from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.orchestration.instance import open_instance
 from incremental_assets.orchestration.maintenance import JOB_NAMES, purge_runs
 from incremental_assets.orchestration.sensors import SENSOR_NAME

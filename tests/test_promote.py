@@ -15,7 +15,7 @@ from incremental_assets import cli, delta
 from incremental_assets.delta.environment import read_manifest
 from incremental_assets.model.environment import env_root
 from incremental_assets.load.project import load_project
-from incremental_assets.orchestration.definitions import build_definitions
+from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.orchestration.instance import open_instance
 from incremental_assets.orchestration.runner import Runner
 from incremental_assets.orchestration.translator import ModelTranslator

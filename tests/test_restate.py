@@ -19,7 +19,7 @@ from incremental_assets import cli
 from incremental_assets.errors import IncrementalAssetsError, ModelFileError
 from incremental_assets.load.project import load_project
 from incremental_assets.model.intervals import TimeWindow
-from incremental_assets.orchestration.definitions import build_definitions
+from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.orchestration.instance import open_instance
 from incremental_assets.orchestration.runner import Runner
 from incremental_assets.orchestration.staleness import latest_ids

@@ -21,7 +21,7 @@ from helpers import EVENTS_SOURCE, utc, write_events
 from incremental_assets import cli
 from incremental_assets.load.project import load_project
 from incremental_assets.load.settings import default_max_concurrent_runs, load_settings
-from incremental_assets.orchestration.definitions import build_definitions
+from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.orchestration.instance import (
     LEGACY_DAGSTER_YAMLS,
     dagster_yaml,

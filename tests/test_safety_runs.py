@@ -14,7 +14,7 @@ import pytest
 from incremental_assets.plan.analyses import analyses, analysis_of
 from incremental_assets import cli, delta
 from incremental_assets.analysis import SourceBound
-from incremental_assets.orchestration.definitions import build_definitions
+from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.errors import UnsafeIncrementalError
 from incremental_assets.spark.executor import Executor
 from incremental_assets.plan.run_plan import plan_run, plan_window

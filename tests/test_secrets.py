@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from incremental_assets import cli
-from incremental_assets.orchestration.definitions import build_definitions
+from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.load.project import load_project
 from incremental_assets.orchestration.instance import open_instance
 from dagster._serdes import serialize_value

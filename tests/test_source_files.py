@@ -12,11 +12,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from incremental_assets import cli, delta
+from incremental_assets import delta
 from incremental_assets.load.project import load_project
 from incremental_assets.orchestration.instance import open_instance
 
-from helpers import table_rows
+from helpers import cli_output, table_rows
 
 SOURCE = """\
 - name: raw.ev
@@ -50,10 +50,8 @@ def root(spark, make_project, tmp_path, monkeypatch):
 
 
 def run(root: Path, capsys, *args: str) -> tuple[int, list[str]]:
-    capsys.readouterr()
-    code = cli.main(["run", "s.d", *args, "--project", str(root)])
-    out = capsys.readouterr()
-    return code, (out.out + out.err).splitlines()
+    code, out = cli_output(root, capsys, "run", "s.d", *args)
+    return code, out.splitlines()
 
 
 def test_a_file_whose_column_changed_type_names_source_file_and_column_and_spares_other_windows(root, capsys):

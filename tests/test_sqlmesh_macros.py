@@ -426,7 +426,7 @@ def test_star_and_union_use_the_declared_source_columns_and_macros_read_locals(m
 
 
 def test_project_variables_render_as_values_by_name_and_with_var():
-    from incremental_assets.load.macro_eval import MacroContext
+    from incremental_assets.load.macros.evaluator import MacroContext
 
     context = MacroContext(variables={"str_var": "cat", "int_var": 1, "list_var": [1, 2]})
     body = "SELECT @STR_VAR AS s, @VAR('int_var') AS i, @VAR('missing', 0) AS m, @EACH(@list_var, x -> x * 10) FROM t"

@@ -128,7 +128,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def _runner(project):
-    from incremental_assets.orchestration.definitions import build_definitions
+    from incremental_assets.orchestration.build_definitions import build_definitions
     from incremental_assets.orchestration.instance import project_instance
     from incremental_assets.orchestration.runner import Runner
 

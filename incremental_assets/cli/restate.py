@@ -29,7 +29,7 @@ def cmd_restate(args: argparse.Namespace) -> int:
     """Recompute chosen intervals of models and the downstream intervals that read them (``--dry-run``: only say so)."""
     from incremental_assets.load.project import load_project
     from incremental_assets.orchestration import restate
-    from incremental_assets.orchestration.definitions import build_definitions
+    from incremental_assets.orchestration.build_definitions import build_definitions
     from incremental_assets.orchestration.instance import project_instance
     from incremental_assets.orchestration.runner import Runner, parse_instant
 

@@ -34,7 +34,7 @@ from incremental_assets.load.header import (
     split_model_file,
 )
 from incremental_assets.model.audits import BUILTINS, Audit, Origin, UserAudit
-from incremental_assets.load.macro_syntax import call_name, protect_macros, restore_macros
+from incremental_assets.load.macros.syntax import call_name, protect_macros, restore_macros
 from incremental_assets.load.query import check_nesting, check_tree_depth
 
 

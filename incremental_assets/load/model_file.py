@@ -44,8 +44,8 @@ from incremental_assets.load.header import (
 )
 from incremental_assets.load.jinja import render_jinja_blocks
 from incremental_assets.load.kinds import read_kind
-from incremental_assets.load.macro_eval import MacroContext, MacroEvaluator
-from incremental_assets.load.macro_ops import MacroError
+from incremental_assets.load.macros.evaluator import MacroContext, MacroEvaluator
+from incremental_assets.load.macros.operators import MacroError
 from incremental_assets.load.query import (
     node_line,
     output_columns,

@@ -22,8 +22,8 @@ from incremental_assets.errors import ModelFileError, ProjectError
 from incremental_assets.load.audits import parse_audit_file
 from incremental_assets.load.blueprints import expand_blueprints
 from incremental_assets.load.external_models import Unlocated, external_model_files, load_external_models
-from incremental_assets.load.macro_eval import MacroContext
-from incremental_assets.load.macro_files import load_macros
+from incremental_assets.load.macros.evaluator import MacroContext
+from incremental_assets.load.macros.python_macros import load_macros
 from incremental_assets.load.model_file import parse_model_file, read_model_text
 from incremental_assets.load.python_models import load_python_models
 from incremental_assets.load.query import parse_statements, table_name, table_references

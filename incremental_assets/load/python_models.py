@@ -28,12 +28,13 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from incremental_assets.errors import ModelFileError
-from incremental_assets.load.macro_eval import MacroContext
+from incremental_assets.load.macros.evaluator import MacroContext
 from incremental_assets.load.query import parse_query
 from incremental_assets.load.sqlmesh_models import sqlmesh_python_model
 from incremental_assets.load.sqlmesh_shim import MODEL_REGISTRY, import_failure, real_model_specs, sqlmesh_names
 from incremental_assets.model.intervals import INTERVAL_UNITS
 from incremental_assets.model.kinds import IncrementalByCursor
+from incremental_assets.model.python_model import PythonModel
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.load.text import read_utf8
 
@@ -43,11 +44,13 @@ FETCH_ARGS = ("last_value", "initial_value", "is_backfill")
 
 
 @dataclass(frozen=True, eq=False)
-class PythonModel(SqlModel):
-    """A model whose rows come from a Python function instead of a query over other tables."""
+class PythonSourceModel(PythonModel):
+    """A source model: its rows come from ``fetch``, called with the committed cursor, not from other tables."""
 
     fetch: Callable[..., Any] | None = None
-    source_text: str = ""
+
+    function_name = "fetch"
+    rows_view = FETCHED_VIEW
 
     @cached_property
     def fingerprint(self) -> str:
@@ -149,7 +152,7 @@ def load_python_models(
     return [load_python_model(path, module=module)]
 
 
-def load_python_model(path: str | Path, *, module: Any = None) -> PythonModel:
+def load_python_model(path: str | Path, *, module: Any = None) -> PythonSourceModel:
     """Import a Python source model file; raise ModelFileError naming the file and line for anything wrong."""
     path = Path(path)
     text = read_utf8(path)
@@ -177,7 +180,7 @@ def load_python_model(path: str | Path, *, module: Any = None) -> PythonModel:
     if unit is not None and unit not in INTERVAL_UNITS:
         raise ModelFileError(path, line, f"unknown interval_unit '{unit}'")
     kind = IncrementalByCursor(str(config["cursor"]).lower(), config.get("initial_value"))
-    return PythonModel(
+    return PythonSourceModel(
         name=name,
         path=path,
         kind=kind,
@@ -193,7 +196,7 @@ def load_python_model(path: str | Path, *, module: Any = None) -> PythonModel:
     )
 
 
-def call_fetch(model: PythonModel, last_value: Any, initial_value: Any, is_backfill: bool) -> Any:
+def call_fetch(model: PythonSourceModel, last_value: Any, initial_value: Any, is_backfill: bool) -> Any:
     """Call the model's fetch with the arguments it declares."""
     assert model.fetch is not None
     given = {"last_value": last_value, "initial_value": initial_value, "is_backfill": is_backfill}

@@ -1,8 +1,8 @@
 """A model's body text -> its query AST (macros expanded) and pre/post statements; tables read, output columns.
 
-SQLMesh's macro language is expanded here (:mod:`~incremental_assets.load.macro_eval`), so every later
+SQLMesh's macro language is expanded here (:mod:`~incremental_assets.load.macros.evaluator`), so every later
 stage sees plain SQL; date macros such as ``@start_ds`` stay ``exp.Parameter`` nodes that
-:mod:`incremental_assets.plan.macros` renders per run. Line numbers are kept relative to the model file.
+:mod:`incremental_assets.load.macros.render` renders per run. Line numbers are kept relative to the model file.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from incremental_assets.errors import ModelFileError
-from incremental_assets.load.macro_eval import MacroContext, MacroError, MacroEvaluator, macro_error_location
-from incremental_assets.load.macro_syntax import protect_macros, restore_macros, table_macro, var_name
-from incremental_assets.load.macro_syntax import RUNTIME_IF
+from incremental_assets.load.macros.evaluator import MacroContext, MacroError, MacroEvaluator, macro_error_location
+from incremental_assets.load.macros.syntax import protect_macros, restore_macros, table_macro, var_name
+from incremental_assets.load.macros.syntax import RUNTIME_IF
 from incremental_assets.load.sql_text import parentheses, skip_space_and_comments
-from incremental_assets.load.runtime_macros import MAX_RUNTIME_CHOICES, choice_count, first_variant, runtime_variants
+from incremental_assets.load.macros.window_conditions import MAX_RUNTIME_CHOICES, choice_count, first_variant, runtime_variants
 from incremental_assets.model.kinds import CURSOR_MACROS
 from incremental_assets.model.sql_model import DATE_MACROS, TableReference
 

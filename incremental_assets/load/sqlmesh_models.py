@@ -27,10 +27,11 @@ from typing import Any, Callable, Mapping
 from sqlglot import exp
 
 from incremental_assets.errors import ModelFileError
-from incremental_assets.load.macro_eval import MacroContext, MacroEvaluator
+from incremental_assets.load.macros.evaluator import MacroContext, MacroEvaluator
 from incremental_assets.load.model_file import parse_model_file
 from incremental_assets.load.sqlmesh_config import header_text
 from incremental_assets.load.sqlmesh_shim import ModelSpec, model_kind_name, plain
+from incremental_assets.model.python_model import PythonModel
 from incremental_assets.model.sql_model import SqlModel, TableReference
 from incremental_assets.load.text import read_utf8
 
@@ -40,11 +41,14 @@ _HEADER_KEYS = ("cron", "start", "end", "owner", "description", "interval_unit",
 
 
 @dataclass(frozen=True, eq=False)
-class SqlmeshPythonModel(SqlModel):
+class SqlmeshPythonModel(PythonModel):
     """A model whose rows come from a Python function called once per run window."""
 
     execute: Callable[..., Any] | None = None
-    source_text: str = ""
+
+    function_name = "execute"
+    rows_view = PYTHON_ROWS_VIEW
+    reads_tables = True
 
     @cached_property
     def fingerprint(self) -> str:

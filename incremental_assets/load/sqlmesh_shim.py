@@ -395,7 +395,7 @@ def sqlmesh_names(*, force: bool = False) -> Iterator[None]:
 def macro_exports() -> dict[str, dict[str, Any]]:
     """Module path -> the names it serves to macro files. Packages (a path that is a prefix of another)
     get an empty ``__path__``."""
-    from incremental_assets.load.macro_eval import MacroEvaluator  # not at the top: this module runs alone too
+    from incremental_assets.load.macros.evaluator import MacroEvaluator  # not at the top: this module runs alone too
 
     return {
         ROOT: {"macro": macro, "SQL": SQL, "MacroEvaluator": MacroEvaluator, "model": model, "ExecutionContext": ExecutionContext},

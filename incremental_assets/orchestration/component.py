@@ -14,7 +14,7 @@ attributes:
   sensors: false                    # ... instead of the project's automation sensor
 ```
 
-The component only wraps :func:`incremental_assets.orchestration.definitions.build_definitions` with a
+The component only wraps :func:`incremental_assets.orchestration.build_definitions.build_definitions` with a
 :class:`~incremental_assets.orchestration.translator.ModelTranslator` made from these settings: assets,
 checks, schedules, sensors and the ``spark`` resource are the same as with the Python API or workspace.yaml.
 """
@@ -84,7 +84,7 @@ class IncrementalAssetsComponent(dg.Component, dg.Model, dg.Resolvable):
         )
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
-        from incremental_assets.orchestration.definitions import build_definitions
+        from incremental_assets.orchestration.build_definitions import build_definitions
 
         folders = [self.project] if isinstance(self.project, str) else list(self.project)
         root = [Path(f) if Path(f).is_absolute() else (context.path / f).resolve() for f in folders]

@@ -24,12 +24,12 @@ from incremental_assets.analysis import columns as columns_module
 from incremental_assets.analysis.cache import ResultCache, cache_folder, code_digest, result_key
 from incremental_assets.analysis.columns import describe_columns
 from incremental_assets.errors import StorageError
-from incremental_assets.load import runtime_macros
-from incremental_assets.load.runtime_macros import first_variant
+from incremental_assets.load.macros import window_conditions
+from incremental_assets.load.macros.window_conditions import first_variant
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.plan import definition as definition_module
-from incremental_assets.plan import macros as macros_module
+from incremental_assets.load.macros import render as macros_module
 from incremental_assets.plan.definition import sample_macros
 
 UNKNOWN_TYPE = "unknown"
@@ -77,7 +77,7 @@ def _inferred(model: SqlModel, known: Mapping[str, Mapping[str, str]], cache: Re
     columns of every table the query reads."""
     read = sorted({".".join(p.name for p in t.parts).lower() for t in model.query.find_all(exp.Table)})
     key = result_key(
-        code_digest(columns_module, runtime_macros, definition_module, macros_module), model.fingerprint, model.name,
+        code_digest(columns_module, window_conditions, definition_module, macros_module), model.fingerprint, model.name,
         # what the sample macro values are made of
         [model.start, model.unit.name, model.is_incremental], [(t, sorted(known[t].items())) for t in read if t in known],
     )

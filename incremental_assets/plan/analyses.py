@@ -15,7 +15,7 @@ from sqlglot import exp
 from incremental_assets.analysis import Analysis, SourceBound, analyze_query
 from incremental_assets.analysis import Reason
 from incremental_assets.analysis.classify import one_interval_per_run, strictest
-from incremental_assets.load.runtime_macros import MAX_RUNTIME_CHOICES, choice_count, has_runtime_macros, runtime_variants
+from incremental_assets.load.macros.window_conditions import MAX_RUNTIME_CHOICES, choice_count, has_runtime_macros, runtime_variants
 from incremental_assets.load.sqlmesh_models import SqlmeshPythonModel
 from incremental_assets.model.kinds import IncrementalByTimeRange
 from incremental_assets.model.project import Project

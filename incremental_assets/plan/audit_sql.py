@@ -18,7 +18,7 @@ from incremental_assets.errors import ModelFileError
 from incremental_assets.model.audits import Audit, UserAudit
 from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.model.project import Project
-from incremental_assets.plan.macros import macro_values
+from incremental_assets.load.macros.render import macro_values
 
 
 def _or(conditions: list[exp.Expression]) -> exp.Expression:

@@ -27,11 +27,11 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from incremental_assets.analysis.columns import Columns, describe_columns
-from incremental_assets.load.runtime_macros import first_variant
+from incremental_assets.load.macros.window_conditions import first_variant
 from incremental_assets.model.intervals import IntervalUnit, TimeWindow
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
-from incremental_assets.plan.macros import macro_values
+from incremental_assets.load.macros.render import macro_values
 
 DEFINITION_FORMAT = 1
 UNKNOWN_TYPE = "unknown"

@@ -52,7 +52,7 @@ from incremental_assets.model.sql_model import SEED_VIEW, SqlModel
 from incremental_assets.plan.analyses import analysis_of, run_size
 from incremental_assets.plan.definition import definition_of
 from incremental_assets.plan.frames import navigation_frames
-from incremental_assets.plan.macros import (
+from incremental_assets.load.macros.render import (
     clamp_to_window,
     cursor_literal,
     render_macros,

@@ -17,7 +17,6 @@ from pyspark.sql import SparkSession
 
 from incremental_assets import delta
 from incremental_assets.errors import StorageError
-from incremental_assets.load.sqlmesh_models import SqlmeshPythonModel
 from incremental_assets.model import clock
 from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.model.kinds import IncrementalByCursor, ScdType2, UniqueKey
@@ -146,10 +145,7 @@ class Executor(Inputs):
         staged: Staged | None = None
         for plan in plans:
             inputs.update(self.register(plan))
-            if getattr(model, "fetch", None) is not None:
-                inputs["fetched"] = f"{merge.register_fetched(self, model, plan.target)} rows from {model.path.name}"
-            if isinstance(model, SqlmeshPythonModel):
-                inputs["python"] = register_python_rows(self.spark, self.project, model, plan)
+            inputs.update(register_python_rows(self, model, plan))  # a Python model's rows, for its query
             self.run_statements(plan, plan.pre_statements, "pre")
             staged = strategy.stage(plan, strategy.prepare(plan, self.spark.sql(plan.sql)), staged)
         if staged is None:

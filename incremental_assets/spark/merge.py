@@ -15,14 +15,12 @@ from datetime import datetime, timezone
 from functools import reduce
 from typing import Any, Callable, Protocol
 
-import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from incremental_assets import delta
 from incremental_assets.errors import DuplicateKeyError, StorageError
-from incremental_assets.load.python_models import FETCHED_VIEW, call_fetch
 from incremental_assets.model.intervals import to_utc
 from incremental_assets.model.kinds import (
     IncrementalByCursor,
@@ -292,35 +290,3 @@ def write_staged(df: DataFrame, staging: str, partition_column: str | None) -> N
         df.repartition(partition_column).write.partitionBy(partition_column).parquet(staging)
     else:
         df.write.parquet(staging)
-
-
-def register_fetched(executor: Session, model: Any, target: TargetState | None) -> int:
-    """Call a Python source model's fetch with the committed cursor and register its rows for the query.
-
-    Returns how many rows it fetched.
-    """
-    kind = model.kind
-    assert isinstance(kind, IncrementalByCursor)
-    target = target or TargetState()
-    backfill = target.is_backfill(model)
-    last: Any = kind.initial_value
-    if not backfill and target.last_value is not None and target.value_type:
-        last = executor.spark.range(1).select(F.lit(target.last_value).cast(target.value_type)).first()[0]
-    rows = call_fetch(model, last, kind.initial_value, backfill)
-    schema: Any = ", ".join(f"`{c}` {t}" for c, t in model.columns.items()) or None
-    uri = executor.project.settings.table_location(model.name)
-    if schema is None and delta.exists(uri):
-        schema = from_arrow_schema(delta.arrow_schema(uri), prefer_timestamp_ntz=False)
-    if isinstance(rows, pa.Table):
-        rows = rows.to_pandas()
-    if rows is None or len(rows) == 0:
-        if schema is None:
-            raise StorageError(
-                f"model {model.name} ({model.path}): fetch returned no rows and the table does not exist yet; "
-                "declare 'columns' in MODEL so an empty first run has a schema"
-            )
-        df = executor.spark.createDataFrame([], schema)
-    else:
-        df = executor.spark.createDataFrame(rows, schema=schema)
-    df.createOrReplaceTempView(FETCHED_VIEW)
-    return 0 if rows is None else len(rows)

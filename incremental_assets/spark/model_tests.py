@@ -39,8 +39,8 @@ from incremental_assets.model.intervals import (
     to_utc,
 )
 from incremental_assets.model.project import Project
+from incremental_assets.model.python_model import PythonModel
 from incremental_assets.plan.run_plan import RunPlan, plan_run
-from incremental_assets.load.sqlmesh_models import SqlmeshPythonModel
 from incremental_assets.spark.executor import Executor
 from incremental_assets.spark.python_models import register_python_rows
 
@@ -280,8 +280,8 @@ def _run_model_test(spark: SparkSession, project: Project, test: ModelTest) -> T
     executor = _FixtureExecutor(spark, project, test)
     outcome = TestOutcome(test)
     executor.register(plan)
-    if isinstance(model, SqlmeshPythonModel):  # its rows come from execute, reading the fixture views
-        register_python_rows(spark, project, model, plan)
+    if isinstance(model, PythonModel) and model.reads_tables:  # its function reads the fixture views
+        register_python_rows(executor, model, plan)
     if test.query is not None:
         actual = [r.asDict() for r in spark.sql(plan.sql).collect()]
         problem = compare("query", test.query, actual)

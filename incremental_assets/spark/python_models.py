@@ -1,33 +1,45 @@
-"""SQLMesh Python models on Spark: call ``execute`` for a run window and register what it returns.
+"""Python models on Spark (:class:`~incremental_assets.model.python_model.PythonModel`): call the model's
+function for a run and register what it returns as the view its query reads (:func:`register_python_rows`).
 
-``execute`` is called as SQLMesh calls it, with keyword arguments only: ``context``, ``start`` (the window's
-first instant), ``end`` (its last: SQLMesh's inclusive end), ``execution_time`` (and its old name
-``latest``) and the project's variables; a function without ``**kwargs`` gets the ones it names. A model
-without a run window (FULL) gets the last complete interval of its cron: ``end`` just before, and
-``execution_time`` at, that interval's end. The context offers what SQLMesh's ``ExecutionContext`` does
-for reading: ``resolve_table(name)`` / ``table(name)`` give the temporary view the run registered for an
-upstream model (or for the model's own table: empty on its first run), ``fetchdf(sql)`` runs a query on
-Spark and returns pandas (SQL text in the model's dialect or a sqlglot expression), ``engine_adapter``
-(dialect ``spark``, ``fetchdf``, ``execute``), ``var(name, default)`` reads a config variable, ``spark`` is
-the session. The function may return a pandas or Spark DataFrame, a pyarrow Table, or yield several of
-them; the rows are registered as the view the model's query reads, with the declared column types.
+A source model's ``fetch`` is called with the committed cursor (:func:`register_fetched`). A SQLMesh model's
+``execute`` (:func:`register_executed`) is called as SQLMesh calls it, with keyword arguments only:
+``context``, ``start`` (the window's first instant), ``end`` (its last: SQLMesh's inclusive end),
+``execution_time`` (and its old name ``latest``) and the project's variables; a function without
+``**kwargs`` gets the ones it names. A model without a run window (FULL) gets the last complete interval of
+its cron: ``end`` just before, and ``execution_time`` at, that interval's end. The context offers what
+SQLMesh's ``ExecutionContext`` does for reading: ``resolve_table(name)`` / ``table(name)`` give the
+temporary view the run registered for an upstream model (or for the model's own table: empty on its first
+run), ``fetchdf(sql)`` runs a query on Spark and returns pandas (SQL text in the model's dialect or a
+sqlglot expression), ``engine_adapter`` (dialect ``spark``, ``fetchdf``, ``execute``), ``var(name,
+default)`` reads a config variable, ``spark`` is the session. The function may return a pandas or Spark
+DataFrame, a pyarrow Table, or yield several of them; the rows are registered as the view the model's query
+reads, with the declared column types.
 """
 
 from __future__ import annotations
 
 import inspect
 from datetime import datetime, timedelta, timezone
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
 from sqlglot import exp, parse_one
 
+from incremental_assets import delta
 from incremental_assets.errors import StorageError
+from incremental_assets.load.python_models import FETCHED_VIEW, PythonSourceModel, call_fetch
 from incremental_assets.load.sqlmesh_models import PYTHON_ROWS_VIEW, SqlmeshPythonModel
 from incremental_assets.model import clock
+from incremental_assets.model.kinds import IncrementalByCursor
 from incremental_assets.model.project import Project
+from incremental_assets.model.python_model import PythonModel
+from incremental_assets.model.sql_model import SqlModel
+from incremental_assets.plan.rebuild import TargetState
 from incremental_assets.plan.run_plan import RunPlan, view_name
+from incremental_assets.spark.merge import Session
 
 SPARK = "spark"
 
@@ -143,9 +155,19 @@ def execute_arguments(model: SqlmeshPythonModel, plan: RunPlan, variables: dict[
     return given
 
 
-def register_python_rows(spark: SparkSession, project: Project, model: SqlmeshPythonModel, plan: RunPlan) -> str:
-    """Call the model's function for the plan's window; register its rows as the model's input view."""
+def register_python_rows(session: Session, model: SqlModel, plan: RunPlan) -> dict[str, str]:
+    """For a model whose rows come from Python, call its function for the plan's run and register the rows as
+    the view its query reads; returns what was read, as a run's inputs name it. Nothing for other models."""
+    if not isinstance(model, PythonModel):
+        return {}
+    input_name, register = _REGISTER[model.function_name]
+    return {input_name: register(session, model, plan)}
+
+
+def register_executed(session: Session, model: SqlmeshPythonModel, plan: RunPlan) -> str:
+    """Call the model's ``execute`` for the plan's window; register its rows as the model's input view."""
     assert model.execute is not None
+    spark, project = session.spark, session.project
     context = ExecutionContext(spark, project, model)
     columns = dict(model.columns)
     schema = ", ".join(f"`{c}` {t}" for c, t in columns.items())
@@ -162,3 +184,44 @@ def register_python_rows(spark: SparkSession, project: Project, model: SqlmeshPy
         raise StorageError(f"model {model.name} ({model.path}): execute raised {type(exc).__name__}: {message}") from None
     df.createOrReplaceTempView(PYTHON_ROWS_VIEW)
     return f"{len(frames)} frame(s) from {model.path.name}"
+
+
+def register_fetched(session: Session, model: PythonSourceModel, plan: RunPlan) -> str:
+    """Call a Python source model's fetch with the committed cursor and register its rows for the query."""
+    return f"{_fetched_rows(session, model, plan.target)} rows from {model.path.name}"
+
+
+def _fetched_rows(executor: Session, model: PythonSourceModel, target: TargetState | None) -> int:
+    """How many rows ``fetch`` returned, registered as the model's input view."""
+    kind = model.kind
+    assert isinstance(kind, IncrementalByCursor)
+    target = target or TargetState()
+    backfill = target.is_backfill(model)
+    last: Any = kind.initial_value
+    if not backfill and target.last_value is not None and target.value_type:
+        last = executor.spark.range(1).select(F.lit(target.last_value).cast(target.value_type)).first()[0]
+    rows = call_fetch(model, last, kind.initial_value, backfill)
+    schema: Any = ", ".join(f"`{c}` {t}" for c, t in model.columns.items()) or None
+    uri = executor.project.settings.table_location(model.name)
+    if schema is None and delta.exists(uri):
+        schema = from_arrow_schema(delta.arrow_schema(uri), prefer_timestamp_ntz=False)
+    if isinstance(rows, pa.Table):
+        rows = rows.to_pandas()
+    if rows is None or len(rows) == 0:
+        if schema is None:
+            raise StorageError(
+                f"model {model.name} ({model.path}): fetch returned no rows and the table does not exist yet; "
+                "declare 'columns' in MODEL so an empty first run has a schema"
+            )
+        df = executor.spark.createDataFrame([], schema)
+    else:
+        df = executor.spark.createDataFrame(rows, schema=schema)
+    df.createOrReplaceTempView(FETCHED_VIEW)
+    return 0 if rows is None else len(rows)
+
+
+# The function each kind of Python model is called through: what a run's inputs name its rows, and the call.
+_REGISTER: dict[str, tuple[str, Callable[[Session, Any, RunPlan], str]]] = {
+    PythonSourceModel.function_name: ("fetched", register_fetched),
+    SqlmeshPythonModel.function_name: ("python", register_executed),
+}

@@ -26,8 +26,8 @@ from sqlglot import exp
 from sqlglot.errors import ExecuteError
 
 from incremental_assets.errors import ModelFileError
-from incremental_assets.load.macro_eval import grouped
-from incremental_assets.load.macro_syntax import CLAUSE_MARK, RUNTIME_EVAL, RUNTIME_IF, apply_clause
+from incremental_assets.load.macros.evaluator import grouped
+from incremental_assets.load.macros.syntax import CLAUSE_MARK, RUNTIME_EVAL, RUNTIME_IF, apply_clause
 
 # More choices than this make too many combinations to analyse (2 ** n).
 MAX_RUNTIME_CHOICES = 6

@@ -3,7 +3,7 @@
 Every dialect's parser must read the text, so before parsing each macro becomes an identifier no SQL
 uses (``@each(`` -> ``__iam_each(``, ``col_@x`` / ``@{x}`` -> ``__iai_x_iai__`` inside the identifier);
 after parsing, ``@name`` columns become ``exp.Parameter`` nodes and calls stay ``exp.Anonymous`` nodes
-with a marked name; :mod:`~incremental_assets.load.macro_eval` expands both. Strings and comments are left alone.
+with a marked name; :mod:`~incremental_assets.load.macros.evaluator` expands both. Strings and comments are left alone.
 
 >>> import sqlglot
 >>> protect_macros("SELECT @EACH([a], x -> x AS col_@x) FROM @tbl WHERE y = @{v}_z")
@@ -395,7 +395,7 @@ def apply_clause(marker: exp.Expression, keep: bool) -> None:
         marker.pop()
 
 
-# --- conditions on the run window, resolved per run (see runtime_macros) ----------------------------
+# --- conditions on the run window, resolved per run (see window_conditions) ----------------------------
 
 RUNTIME_IF = "__ia_runtime_if"
 RUNTIME_EVAL = "__ia_runtime_eval"

@@ -3,7 +3,7 @@
 ``@IF`` and ``@DEF`` see their arguments unexpanded (:data:`LAZY_OPERATORS`); every other operator gets
 them expanded, lambdas left as ``exp.Lambda`` for :meth:`MacroEvaluator.apply`.
 
->>> from incremental_assets.load.macro_eval import MacroContext, MacroEvaluator
+>>> from incremental_assets.load.macros.evaluator import MacroContext, MacroEvaluator
 >>> ev = MacroEvaluator(MacroContext(), "spark")
 >>> safe_div(ev, exp.column("a"), exp.column("b")).sql("spark")
 'a / NULLIF(b, 0)'
@@ -21,7 +21,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ExecuteError, ParseError, TokenError
 
-from incremental_assets.load.macro_syntax import CLAUSE_MARK, apply_clause, protect_macros, restore_macros, runtime_eval, runtime_if
+from incremental_assets.load.macros.syntax import CLAUSE_MARK, apply_clause, protect_macros, restore_macros, runtime_eval, runtime_if
 from incremental_assets.model.kinds import CURSOR_MACROS
 from incremental_assets.model.sql_model import DATE_MACROS
 
@@ -30,7 +30,7 @@ WINDOW_MACROS = frozenset((DATE_MACROS | CURSOR_MACROS) - {"this_model"})
 
 # What a macro yields: one expression, several (spliced into the surrounding list), or nothing.
 Value = Any
-# The evaluator (:class:`~incremental_assets.load.macro_eval.MacroEvaluator`), which imports this module.
+# The evaluator (:class:`~incremental_assets.load.macros.evaluator.MacroEvaluator`), which imports this module.
 MacroEvaluator = Any
 
 
@@ -402,7 +402,7 @@ def resolve_clauses(evaluator: MacroEvaluator, statement: exp.Expression) -> Non
     for marker in [n for n in statement.find_all(exp.Anonymous) if n.this == CLAUSE_MARK]:
         condition = evaluator.expand(marker.expressions[0]) if marker.expressions else exp.true()
         condition = condition[0] if isinstance(condition, list) else condition
-        if runs_per_window(condition):  # decided per run (runtime_macros)
+        if runs_per_window(condition):  # decided per run (window_conditions)
             marker.set("expressions", [condition])
             continue
         apply_clause(marker, bool(evaluate_constant(evaluator, condition)))

@@ -1,4 +1,11 @@
-"""A project as Dagster Definitions: model assets, source specs, jobs, schedules, sensors, maintenance jobs, the Spark resource."""
+"""A project as Dagster Definitions: model assets, source specs, jobs, schedules, sensors, maintenance jobs, the
+Spark resource.
+
+:func:`build_definitions` is the public ``incremental_assets.build_definitions``. Two code locations call it:
+:mod:`incremental_assets.definitions` (any project folder, ``-m incremental_assets.definitions``) and a
+project's own ``definitions.py`` that adds assets of its own (the repository root's: the example shop and
+a Python asset downstream of its models).
+"""
 
 from __future__ import annotations
 

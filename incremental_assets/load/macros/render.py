@@ -19,9 +19,9 @@ from typing import Mapping
 
 from sqlglot import exp
 
-from incremental_assets.load.macro_syntax import table_macro, var_name
+from incremental_assets.load.macros.syntax import table_macro, var_name
 from incremental_assets.load.query import table_name
-from incremental_assets.load.runtime_macros import resolve_runtime
+from incremental_assets.load.macros.window_conditions import resolve_runtime
 from incremental_assets.model import clock
 from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.model.sql_model import SqlModel

@@ -2,9 +2,9 @@
 
 The expansion happens once, when a model is loaded, so the safety analysis, lookback and pushdown see
 the query a macro builds exactly as if it had been written out. Date macros (``@start_ds`` ...) stay
-``exp.Parameter`` nodes, rendered per run window by :mod:`incremental_assets.plan.macros`.
+``exp.Parameter`` nodes, rendered per run window by :mod:`incremental_assets.load.macros.render`.
 
->>> from incremental_assets.load.macro_syntax import protect_macros, restore_macros
+>>> from incremental_assets.load.macros.syntax import protect_macros, restore_macros
 >>> import sqlglot
 >>> def expand(sql):
 ...     ev = MacroEvaluator(MacroContext(), "spark")
@@ -29,7 +29,7 @@ from sqlglot.errors import ParseError, TokenError
 
 from incremental_assets.model.kinds import CURSOR_MACROS
 from incremental_assets.model.sql_model import DATE_MACROS
-from incremental_assets.load.macro_ops import (
+from incremental_assets.load.macros.operators import (
     LAZY_OPERATORS,
     OPERATORS,
     MacroError,
@@ -38,7 +38,7 @@ from incremental_assets.load.macro_ops import (
     evaluate_constant,
     resolve_clauses,
 )
-from incremental_assets.load.macro_syntax import (
+from incremental_assets.load.macros.syntax import (
     CLAUSE_MARK,
     call_name,
     interpolated_names,
@@ -48,7 +48,7 @@ from incremental_assets.load.macro_syntax import (
     table_macro,
     var_name,
 )
-# Rendered per run (plan/macros.py), so expansion leaves them in place.
+# Rendered per run (render.py), so expansion leaves them in place.
 RUNTIME_MACROS = frozenset(DATE_MACROS | CURSOR_MACROS)
 
 
