@@ -39,7 +39,9 @@ KEEP_UP = dg.AutomationCondition.eager().without(dg.AutomationCondition.in_lates
 )
 def daily_channel_revenue(context: dg.AssetExecutionContext, lines: pa.Table) -> pa.Table:
     """One day of order lines (the IO manager reads only that partition) summed per channel."""
-    by_channel = lines.group_by(["order_date", "channel"]).aggregate([("revenue", "sum"), ("order_id", "count_distinct")])
+    by_channel = lines.group_by(["order_date", "channel"]).aggregate(
+        [("revenue", "sum"), ("order_id", "count_distinct")]
+    )
     out = by_channel.rename_columns(["order_date", "channel", "revenue", "orders"])
     context.add_output_metadata({"lines_read": lines.num_rows})
     return out.select(["order_date", "channel", "orders", "revenue"])
@@ -58,6 +60,8 @@ defs = dg.Definitions.merge(
     dg.Definitions(
         assets=[daily_channel_revenue],
         sensors=[python_automation],
-        resources={"io_manager": DeltaLakePyarrowIOManager(root_uri=project.settings.warehouse, storage_options=LocalConfig())},
+        resources={
+            "io_manager": DeltaLakePyarrowIOManager(root_uri=project.settings.warehouse, storage_options=LocalConfig())
+        },
     ),
 )

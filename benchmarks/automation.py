@@ -54,12 +54,19 @@ def scenario_automation(*, orders_per_day: int, days: int = 37) -> dict:
 
     figures = {}
     for variant in ("server_down", "server_up"):
-        done = subprocess.run([sys.executable, __file__, str(orders_per_day), str(days), variant],
-                              capture_output=True, text=True, env=fresh_env())  # each variant its own project and Dagster home
+        done = subprocess.run(
+            [sys.executable, __file__, str(orders_per_day), str(days), variant],
+            capture_output=True,
+            text=True,
+            env=fresh_env(),
+        )  # each variant its own project and Dagster home
         if done.returncode != 0:
             raise RuntimeError(f"automation {variant} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-        figures[variant] = json.loads(done.stdout[done.stdout.index("{"):])
-        print(f"automation ({variant}): {figures[variant]['arrival_to_settled_seconds']}s, {figures[variant]['runs']} runs", flush=True)
+        figures[variant] = json.loads(done.stdout[done.stdout.index("{") :])
+        print(
+            f"automation ({variant}): {figures[variant]['arrival_to_settled_seconds']}s, {figures[variant]['runs']} runs",
+            flush=True,
+        )
     return figures
 
 
@@ -73,9 +80,15 @@ def one_arrival(*, orders_per_day: int, days: int, server: bool) -> dict:
     shutil.copytree(REPO / "models", root / "models")
     shutil.copy(REPO / "sources.yaml", root / "sources.yaml")
     start = date(2024, 12, 7) - timedelta(days=days - 1)
-    generate_demo_data(root, start=start, days=days, orders_per_day=orders_per_day, until=datetime(2024, 12, 7, 23, tzinfo=timezone.utc))
+    generate_demo_data(
+        root,
+        start=start,
+        days=days,
+        orders_per_day=orders_per_day,
+        until=datetime(2024, 12, 7, 23, tzinfo=timezone.utc),
+    )
     project = load_project(root)
-    with (spark_server(project.settings) if server else contextlib.nullcontext()):
+    with spark_server(project.settings) if server else contextlib.nullcontext():
         return {"spark_server": server, **_measure(root, project, orders_per_day)}
 
 
@@ -95,7 +108,6 @@ def _measure(root: Path, project, orders_per_day: int) -> dict:
     import dagster as dg
     from deltalake import DeltaTable
 
-    from helpers import automation_daemon
     from incremental_assets.demo import append_demo_hours
     from incremental_assets.orchestration.build_definitions import build_definitions
     from incremental_assets.orchestration.instance import open_instance
@@ -104,6 +116,8 @@ def _measure(root: Path, project, orders_per_day: int) -> dict:
     from incremental_assets.orchestration.staleness import latest_ids
     from incremental_assets.orchestration.translator import ModelTranslator
 
+    from helpers import automation_daemon
+
     instance = open_instance(project.settings.dagster_home, project.settings.max_concurrent_runs)
     began = time.perf_counter()
     assert Runner(project, instance, build_definitions(project)).run(project.ordered(), auto=True, now=CLOCK).success
@@ -111,9 +125,15 @@ def _measure(root: Path, project, orders_per_day: int) -> dict:
     translator = ModelTranslator()
     marker = dg.AssetKey(["shop", "hourly_orders"])
     before = latest_ids(instance, marker).get("2024-12-07-23:00", 0)
-    sources = {s.name: f"v{DeltaTable(s.location).version()}" for s in project.sources.values() if s.format == "delta" and s.time_column}
+    sources = {
+        s.name: f"v{DeltaTable(s.location).version()}"
+        for s in project.sources.values()
+        if s.format == "delta" and s.time_column
+    }
     cursor = AutomationCursor(sources=sources).dump()
-    runs_before = len(instance.get_run_records(filters=dg.RunsFilter(tags={"incremental_assets/launched_by": "automation"})))
+    runs_before = len(
+        instance.get_run_records(filters=dg.RunsFilter(tags={"incremental_assets/launched_by": "automation"}))
+    )
     with automation_daemon(root, project.settings.dagster_home, CLOCK, root / "daemon.log", cursor) as daemon:
         time.sleep(3)
         arrived = time.perf_counter()
@@ -140,8 +160,14 @@ def _measure(root: Path, project, orders_per_day: int) -> dict:
         "run_seconds_median": round(durations[len(durations) // 2], 1) if durations else None,
         "rows_appended": appended.rows,
         "backfill_seconds": round(backfill, 1),
-        "models": sorted({r.dagster_run.tags.get("dagster/asset_partition_range_start", "full") + " " + ",".join(
-            k.to_user_string() for k in (r.dagster_run.asset_selection or ())) for r in runs}),
+        "models": sorted(
+            {
+                r.dagster_run.tags.get("dagster/asset_partition_range_start", "full")
+                + " "
+                + ",".join(k.to_user_string() for k in (r.dagster_run.asset_selection or ()))
+                for r in runs
+            }
+        ),
     }
 
 
@@ -150,7 +176,10 @@ if __name__ == "__main__":
 
     orders, days = (int(sys.argv[1]), int(sys.argv[2])) if len(sys.argv) > 2 else (200, 37)
     if len(sys.argv) > 3:  # one variant, as the scenario runs it
-        print(json.dumps(one_arrival(orders_per_day=orders, days=days, server=sys.argv[3] == "server_up"), indent=2), flush=True)
+        print(
+            json.dumps(one_arrival(orders_per_day=orders, days=days, server=sys.argv[3] == "server_up"), indent=2),
+            flush=True,
+        )
         # The backfill's Spark Connect session outlives its server (stopped above): at a normal exit its
         # client would retry the stopped server for minutes before giving up.
         os._exit(0)

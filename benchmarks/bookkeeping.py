@@ -83,8 +83,14 @@ def prepare_home(home: Path, variant: str) -> None:
 def variant_env(variant: str, home: Path, warehouse: Path) -> dict[str, str]:
     from incremental_assets.orchestration.event_log import BATCH_SIZE_ENV
 
-    env = {**os.environ, "DAGSTER_HOME": str(home), "INCREMENTAL_ASSETS_WAREHOUSE": str(warehouse),
-           "INCREMENTAL_ASSETS_SPARK_MASTER": "local[2]", "PYTHONPATH": str(REPO), "INCREMENTAL_ASSETS_HOURLY_FILES": HOURLY_FILES[variant]}
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "INCREMENTAL_ASSETS_WAREHOUSE": str(warehouse),
+        "INCREMENTAL_ASSETS_SPARK_MASTER": "local[2]",
+        "PYTHONPATH": str(REPO),
+        "INCREMENTAL_ASSETS_HOURLY_FILES": HOURLY_FILES[variant],
+    }
     env.pop(BATCH_SIZE_ENV, None)
     return env
 
@@ -109,7 +115,18 @@ def cli_runs(root: Path, days: int, reps: int) -> dict[str, dict[str, float]]:
             for model in MODELS:
                 home, warehouse = root / f"home-{variant}-{model}-{rep}", root / f"wh-{variant}-{model}-{rep}"
                 prepare_home(home, variant)
-                argv = [sys.executable, "-m", "incremental_assets.cli", "run", f"b.{model}", "--auto", "--end", end, "--project", str(root)]
+                argv = [
+                    sys.executable,
+                    "-m",
+                    "incremental_assets.cli",
+                    "run",
+                    f"b.{model}",
+                    "--auto",
+                    "--end",
+                    end,
+                    "--project",
+                    str(root),
+                ]
                 seconds = run(argv, root, variant_env(variant, home, warehouse))
                 partitions = days * (24 if model == "hourly" else 1)
                 assert recorded(home, model) == partitions, f"{variant} {model}: not every partition recorded"
@@ -137,6 +154,7 @@ class StorageClock:
                 self.depth -= 1
                 if self.depth == 0:
                     self.seconds += time.perf_counter() - began
+
         return call
 
 
@@ -160,7 +178,11 @@ def in_process_runs(spark, root: Path, days: int, tag: str = "") -> dict[str, di
                 home = root / f"{tag}inproc-home-{variant}-{model}"
                 prepare_home(home, variant)
                 project = load_project(root)
-                settings = dataclasses.replace(project.settings, warehouse=str(root / f"{tag}inproc-wh-{variant}-{model}"), hourly_files=HOURLY_FILES[variant])
+                settings = dataclasses.replace(
+                    project.settings,
+                    warehouse=str(root / f"{tag}inproc-wh-{variant}-{model}"),
+                    hourly_files=HOURLY_FILES[variant],
+                )
                 project = dataclasses.replace(project, settings=settings)
                 instance = open_instance(home)
                 clock = StorageClock(instance)
@@ -170,10 +192,17 @@ def in_process_runs(spark, root: Path, days: int, tag: str = "") -> dict[str, di
                 seconds = time.perf_counter() - began
                 assert report.success, [r.error for r in report.records]
                 partitions = days * (24 if model == "hourly" else 1)
-                out[variant][model] = {"partitions": partitions, "run_s": round(seconds, 2), "storage_s": round(clock.seconds, 2),
-                                       "storage_ms_per_partition": round(1000 * clock.seconds / partitions, 2)}
-                print(f"bookkeeping: {tag}in process {variant} {model}: run {seconds:.2f}s, event log {clock.seconds:.2f}s "
-                      f"({1000 * clock.seconds / partitions:.2f} ms per partition)", flush=True)
+                out[variant][model] = {
+                    "partitions": partitions,
+                    "run_s": round(seconds, 2),
+                    "storage_s": round(clock.seconds, 2),
+                    "storage_ms_per_partition": round(1000 * clock.seconds / partitions, 2),
+                }
+                print(
+                    f"bookkeeping: {tag}in process {variant} {model}: run {seconds:.2f}s, event log {clock.seconds:.2f}s "
+                    f"({1000 * clock.seconds / partitions:.2f} ms per partition)",
+                    flush=True,
+                )
                 instance.dispose()
     finally:
         os.environ.pop(BATCH_SIZE_ENV, None)
@@ -196,19 +225,38 @@ def scenario_bookkeeping(spark, root: Path, *, days: int, reps: int, per_hour: i
         daily, hourly = by_model["daily"], by_model["hourly"]
         by_model["hourly_over_daily"] = round(hourly["run_s"] / daily["run_s"], 2)
         by_model["run_ms_per_extra_partition"] = per_extra_partition(daily["run_s"], hourly["run_s"], days)
-        by_model["event_log_ms_per_extra_partition"] = per_extra_partition(daily["storage_s"], hourly["storage_s"], days)
-        print(f"bookkeeping: in process {variant}: hourly/daily {by_model['hourly_over_daily']}x, "
-              f"{by_model['run_ms_per_extra_partition']} ms per extra partition, "
-              f"of which the event log {by_model['event_log_ms_per_extra_partition']} ms", flush=True)
+        by_model["event_log_ms_per_extra_partition"] = per_extra_partition(
+            daily["storage_s"], hourly["storage_s"], days
+        )
+        print(
+            f"bookkeeping: in process {variant}: hourly/daily {by_model['hourly_over_daily']}x, "
+            f"{by_model['run_ms_per_extra_partition']} ms per extra partition, "
+            f"of which the event log {by_model['event_log_ms_per_extra_partition']} ms",
+            flush=True,
+        )
     cli = cli_runs(root, days, reps)
-    result: dict = {"days": days, "rows": days * 24 * per_hour, "reps": reps, "partitions": partitions, "in_process": inproc, "cli_s": {}}
+    result: dict = {
+        "days": days,
+        "rows": days * 24 * per_hour,
+        "reps": reps,
+        "partitions": partitions,
+        "in_process": inproc,
+        "cli_s": {},
+    }
     for variant in VARIANTS:
         daily, hourly = cli[variant]["daily"], cli[variant]["hourly"]
         extra_ms = per_extra_partition(daily, hourly, days)
-        result["cli_s"][variant] = {"daily": round(daily, 2), "hourly": round(hourly, 2), "hourly_over_daily": round(hourly / daily, 2),
-                                    "ms_per_extra_partition": round(extra_ms, 2)}
-        print(f"bookkeeping: CLI {variant}: daily {daily:.2f}s, hourly {hourly:.2f}s: {hourly / daily:.2f}x, "
-              f"{extra_ms:.1f} ms per extra partition", flush=True)
+        result["cli_s"][variant] = {
+            "daily": round(daily, 2),
+            "hourly": round(hourly, 2),
+            "hourly_over_daily": round(hourly / daily, 2),
+            "ms_per_extra_partition": round(extra_ms, 2),
+        }
+        print(
+            f"bookkeeping: CLI {variant}: daily {daily:.2f}s, hourly {hourly:.2f}s: {hourly / daily:.2f}x, "
+            f"{extra_ms:.1f} ms per extra partition",
+            flush=True,
+        )
     from cluster.services import postgres_unavailable_reason
 
     reason = postgres_unavailable_reason()
@@ -227,10 +275,15 @@ POSTGRES_VARIANTS = {
 
 
 def postgres_instance_yaml(url: str, module: str, cls: str) -> str:
-    storages = {"run_storage": ("dagster_postgres.run_storage", "PostgresRunStorage"), "event_log_storage": (module, cls),
-                "schedule_storage": ("dagster_postgres.schedule_storage", "PostgresScheduleStorage")}
+    storages = {
+        "run_storage": ("dagster_postgres.run_storage", "PostgresRunStorage"),
+        "event_log_storage": (module, cls),
+        "schedule_storage": ("dagster_postgres.schedule_storage", "PostgresScheduleStorage"),
+    }
     return "telemetry:\n  enabled: false\n" + "".join(
-        f"{key}:\n  module: {m}\n  class: {c}\n  config:\n    postgres_url: \"{url}\"\n" for key, (m, c) in storages.items())
+        f'{key}:\n  module: {m}\n  class: {c}\n  config:\n    postgres_url: "{url}"\n'
+        for key, (m, c) in storages.items()
+    )
 
 
 def postgres_home(server, home: Path, database: str, variant: str) -> Path:
@@ -281,13 +334,17 @@ def time_partitions(home: Path, batch: str | None, partitions: int, what: str) -
         os.environ.pop("DAGSTER_HOME", None)
         if saved_home is not None:
             os.environ["DAGSTER_HOME"] = saved_home
-    print(f"bookkeeping: {what}: 1 partition {out['one_partition_s']:.2f}s, {partitions} partitions {out[f'{partitions}_partitions_s']:.2f}s, "
-          f"{out['ms_per_extra_partition']} ms per extra partition", flush=True)
+    print(
+        f"bookkeeping: {what}: 1 partition {out['one_partition_s']:.2f}s, {partitions} partitions {out[f'{partitions}_partitions_s']:.2f}s, "
+        f"{out['ms_per_extra_partition']} ms per extra partition",
+        flush=True,
+    )
     return out
 
 
 def _time_partitions(dg, job, key, keys, home: Path, partitions: int) -> dict:
     with dg.DagsterInstance.from_config(str(home)) as instance:
+
         def run(first: int, last: int) -> float:
             began = time.perf_counter()
             tags = {"dagster/asset_partition_range_start": keys[first], "dagster/asset_partition_range_end": keys[last]}
@@ -297,8 +354,11 @@ def _time_partitions(dg, job, key, keys, home: Path, partitions: int) -> dict:
         one = min(run(i, i) for i in range(3))
         many = run(3, 2 + partitions)
         assert len(instance.get_materialized_partitions(key)) == partitions + 3
-    return {"one_partition_s": round(one, 2), f"{partitions}_partitions_s": round(many, 2),
-            "ms_per_extra_partition": round(1000 * (many - one) / (partitions - 1), 2)}
+    return {
+        "one_partition_s": round(one, 2),
+        f"{partitions}_partitions_s": round(many, 2),
+        "ms_per_extra_partition": round(1000 * (many - one) / (partitions - 1), 2),
+    }
 
 
 def postgres_event_logs(root: Path, partitions: int) -> dict:
@@ -306,8 +366,12 @@ def postgres_event_logs(root: Path, partitions: int) -> dict:
     from cluster.services import postgres_server
 
     with postgres_server() as server:
-        return {name: time_partitions(postgres_home(server, root / f"pg-home-{n}", f"v{n}", name), batch, partitions, f"Postgres, {name}")
-                for n, (name, (_, _, batch)) in enumerate(POSTGRES_VARIANTS.items())}
+        return {
+            name: time_partitions(
+                postgres_home(server, root / f"pg-home-{n}", f"v{n}", name), batch, partitions, f"Postgres, {name}"
+            )
+            for n, (name, (_, _, batch)) in enumerate(POSTGRES_VARIANTS.items())
+        }
 
 
 def postgres_cli_runs(root: Path, days: int, reps: int) -> dict:
@@ -322,15 +386,31 @@ def postgres_cli_runs(root: Path, days: int, reps: int) -> dict:
         for rep in range(reps):
             for model in MODELS if rep % 2 == 0 else MODELS[::-1]:
                 home = postgres_home(server, root / f"pg-cli-{model}-{rep}", f"cli_{model}_{rep}", "ours")
-                argv = [sys.executable, "-m", "incremental_assets.cli", "run", f"b.{model}", "--auto", "--end", end, "--project", str(root)]
+                argv = [
+                    sys.executable,
+                    "-m",
+                    "incremental_assets.cli",
+                    "run",
+                    f"b.{model}",
+                    "--auto",
+                    "--end",
+                    end,
+                    "--project",
+                    str(root),
+                ]
                 seconds = run(argv, root, variant_env("after", home, root / f"wh-pg-{model}-{rep}"))
                 partitions = days * (24 if model == "hourly" else 1)
                 assert recorded(home, model) == partitions, f"Postgres {model}: not every partition recorded"
                 times[model].append(seconds)
                 print(f"bookkeeping: CLI on Postgres {model} ({partitions} partitions) {seconds:.2f}s", flush=True)
     daily, hourly = statistics.median(times["daily"]), statistics.median(times["hourly"])
-    return {"daily": round(daily, 2), "hourly": round(hourly, 2), "hourly_over_daily": round(hourly / daily, 2),
-            "ms_per_extra_partition": round(per_extra_partition(daily, hourly, days), 2), "every_run_s": times}
+    return {
+        "daily": round(daily, 2),
+        "hourly": round(hourly, 2),
+        "hourly_over_daily": round(hourly / daily, 2),
+        "ms_per_extra_partition": round(per_extra_partition(daily, hourly, days), 2),
+        "every_run_s": times,
+    }
 
 
 def sqlite_event_logs(root: Path, partitions: int) -> dict:

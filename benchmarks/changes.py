@@ -36,7 +36,9 @@ ADDED = "  o.channel,\n  CAST(li.quantity * it.unit_price * 0.2 AS DECIMAL(18, 2
 def _checkout(commit: str, into: Path) -> Path:
     """The product at ``commit``, as files (no git metadata), for ``PYTHONPATH``."""
     into.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", commit, "incremental_assets"], check=True, capture_output=True).stdout
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", commit, "incremental_assets"], check=True, capture_output=True
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
     return into
 
@@ -63,8 +65,13 @@ def _spark_work(events: Path) -> dict:
             run_ms += metrics.get("Executor Run Time", 0)
             read += (metrics.get("Input Metrics") or {}).get("Bytes Read", 0)
             written += (metrics.get("Output Metrics") or {}).get("Bytes Written", 0)
-    return {"spark_jobs": jobs, "spark_tasks": tasks, "executor_run_s": round(run_ms / 1000, 1),
-            "bytes_read_mb": round(read / 2**20, 1), "bytes_written_mb": round(written / 2**20, 1)}
+    return {
+        "spark_jobs": jobs,
+        "spark_tasks": tasks,
+        "executor_run_s": round(run_ms / 1000, 1),
+        "bytes_read_mb": round(read / 2**20, 1),
+        "bytes_written_mb": round(written / 2**20, 1),
+    }
 
 
 def _materializations(home: Path, since: float) -> dict[str, int]:
@@ -76,7 +83,9 @@ def _materializations(home: Path, since: float) -> dict[str, int]:
         for key in instance.get_asset_keys():
             count, cursor = 0, None
             while True:
-                page = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key, after_timestamp=since), limit=10_000, cursor=cursor)
+                page = instance.fetch_materializations(
+                    dg.AssetRecordsFilter(asset_key=key, after_timestamp=since), limit=10_000, cursor=cursor
+                )
                 count += len(page.records)
                 if not page.has_more:
                     break
@@ -90,12 +99,22 @@ def _run(code: Path | None, project: Path, end: str, events: Path) -> tuple[floa
     env.pop("DAGSTER_HOME", None)
     if code is not None:
         env["PYTHONPATH"] = str(code)
-    env["INCREMENTAL_ASSETS_SPARK_CONF"] = json.dumps({
-        "spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri(),
-        "spark.eventLog.rolling.enabled": "false", "spark.eventLog.compress": "false"})
+    env["INCREMENTAL_ASSETS_SPARK_CONF"] = json.dumps(
+        {
+            "spark.eventLog.enabled": "true",
+            "spark.eventLog.dir": events.as_uri(),
+            "spark.eventLog.rolling.enabled": "false",
+            "spark.eventLog.compress": "false",
+        }
+    )
     began = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "incremental_assets.cli", "run", "--auto", "--end", end, "--project", str(project)],
-                          env=env, capture_output=True, text=True, cwd=project)  # not this checkout: `-m` puts the cwd first on sys.path
+    done = subprocess.run(
+        [sys.executable, "-m", "incremental_assets.cli", "run", "--auto", "--end", end, "--project", str(project)],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=project,
+    )  # not this checkout: `-m` puts the cwd first on sys.path
     seconds = time.perf_counter() - began
     if done.returncode != 0:
         raise RuntimeError(f"run --auto failed ({done.returncode}): {done.stdout[-2000:]} {done.stderr[-2000:]}")
@@ -114,8 +133,13 @@ def one(code: Path | None, root: Path, days: int, orders_per_day: int, data: Pat
     path.write_text(text.replace("  o.channel\nFROM raw.orders AS o", ADDED))
     since = time.time()
     seconds, runs = _run(code, project, end, events)
-    return {"setup_s": round(setup, 1), "change_s": round(seconds, 2), "runs": runs, **_spark_work(events),
-            "materializations": _materializations(project / ".dagster", since)}
+    return {
+        "setup_s": round(setup, 1),
+        "change_s": round(seconds, 2),
+        "runs": runs,
+        **_spark_work(events),
+        "materializations": _materializations(project / ".dagster", since),
+    }
 
 
 def scenario_changes(tmp: Path, *, days: int, orders_per_day: int, reps: int) -> dict:
@@ -131,14 +155,28 @@ def scenario_changes(tmp: Path, *, days: int, orders_per_day: int, reps: int) ->
         for variant in order:
             code = baseline if variant == "before" else None
             row = one(code, tmp / f"{variant}{rep}", days, orders_per_day, data_root / "data")
-            print(f"changes: {variant} rep {rep}: run --auto after the column was added {row['change_s']:.1f}s, "
-                  f"{row['spark_jobs']} Spark jobs, {row['spark_tasks']} tasks, executors {row['executor_run_s']}s, "
-                  f"materializations {sum(row['materializations'].values())}", flush=True)
+            print(
+                f"changes: {variant} rep {rep}: run --auto after the column was added {row['change_s']:.1f}s, "
+                f"{row['spark_jobs']} Spark jobs, {row['spark_tasks']} tasks, executors {row['executor_run_s']}s, "
+                f"materializations {sum(row['materializations'].values())}",
+                flush=True,
+            )
             runs[variant].append(row)
             shutil.rmtree(tmp / f"{variant}{rep}", ignore_errors=True)
     before = statistics.median(r["change_s"] for r in runs["before"])
     after = statistics.median(r["change_s"] for r in runs["after"])
-    print(f"changes: one column added to shop.order_lines over {days} days: run --auto {before:.1f}s before, {after:.1f}s after "
-          f"({before / after:.2f}x faster)", flush=True)
-    return {"days": days, "orders_per_day": orders_per_day, "baseline": BASELINE, "reps": reps,
-            "before_s": round(before, 2), "after_s": round(after, 2), "speedup": round(before / after, 2), "runs": runs}
+    print(
+        f"changes: one column added to shop.order_lines over {days} days: run --auto {before:.1f}s before, {after:.1f}s after "
+        f"({before / after:.2f}x faster)",
+        flush=True,
+    )
+    return {
+        "days": days,
+        "orders_per_day": orders_per_day,
+        "baseline": BASELINE,
+        "reps": reps,
+        "before_s": round(before, 2),
+        "after_s": round(after, 2),
+        "speedup": round(before / after, 2),
+        "runs": runs,
+    }

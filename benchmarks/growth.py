@@ -99,8 +99,12 @@ def sampled_run(argv: list[str], cwd: Path, env: dict[str, str]) -> dict:
     sampler.join()
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(argv[:4])} failed ({proc.returncode}):\n{out[-3000:]}\n{err[-3000:]}")
-    return {"seconds": round(seconds, 2), "python_peak_mb": round(peaks["python"]), "jvm_peak_mb": round(peaks["jvm"]),
-            "jvm_heap_after_gc_peak_mb": heap_after_gc_mb(gc_log)}
+    return {
+        "seconds": round(seconds, 2),
+        "python_peak_mb": round(peaks["python"]),
+        "jvm_peak_mb": round(peaks["jvm"]),
+        "jvm_heap_after_gc_peak_mb": heap_after_gc_mb(gc_log),
+    }
 
 
 def _rows(warehouse: Path) -> int:
@@ -111,7 +115,9 @@ def _rows(warehouse: Path) -> int:
     return DeltaTable(table_uri(str(warehouse), "shop.order_lines")).to_pyarrow_dataset().count_rows()
 
 
-def one_size(root: Path, *, days: int, orders_per_day: int, driver: str = "4g", small_driver: str | None = None) -> dict:
+def one_size(
+    root: Path, *, days: int, orders_per_day: int, driver: str = "4g", small_driver: str | None = None
+) -> dict:
     from peer import fresh_env, our_model
 
     from incremental_assets.demo import generate_demo_data
@@ -126,21 +132,45 @@ def one_size(root: Path, *, days: int, orders_per_day: int, driver: str = "4g", 
     start, end = date(2024, 1, 1), date(2024, 1, 1) + timedelta(days=days)
     env = fresh_env()
     cli = [sys.executable, "-m", "incremental_assets.cli"]
-    year_argv = cli + ["run", "shop.order_lines", "--start", start.isoformat(), "--end", end.isoformat(), "--project", str(project)]
+    year_argv = cli + [
+        "run",
+        "shop.order_lines",
+        "--start",
+        start.isoformat(),
+        "--end",
+        end.isoformat(),
+        "--project",
+        str(project),
+    ]
     year = sampled_run(year_argv, project, env)
     rows = _rows(project / "warehouse")
-    day = sampled_run(cli + ["run", "--auto", "--end", (end + timedelta(days=1)).isoformat(), "--project", str(project)], project, env)
+    day = sampled_run(
+        cli + ["run", "--auto", "--end", (end + timedelta(days=1)).isoformat(), "--project", str(project)], project, env
+    )
     day_rows = _rows(project / "warehouse") - rows
-    result = {"orders_per_day": orders_per_day, "generate_s": round(generated, 1), "year": year, "year_rows": rows,
-              "year_s_per_million_rows": round(year["seconds"] / rows * 1e6, 2), "new_day": day, "new_day_rows": day_rows}
+    result = {
+        "orders_per_day": orders_per_day,
+        "generate_s": round(generated, 1),
+        "year": year,
+        "year_rows": rows,
+        "year_s_per_million_rows": round(year["seconds"] / rows * 1e6, 2),
+        "new_day": day,
+        "new_day_rows": day_rows,
+    }
     if small_driver:  # the year again (replaced in one commit) with a quarter of the driver's memory
         settings.write_text(SETTINGS.format(memory=small_driver, gc_log=project / "gc.log"))
         result["year_small_driver"] = {"driver_memory": small_driver, **sampled_run(year_argv, project, env)}
-        print(f"growth: {orders_per_day} orders/day: year again with a {small_driver} driver "
-              f"{result['year_small_driver']['seconds']}s", flush=True)
-    print(f"growth: {orders_per_day} orders/day: year {year['seconds']}s for {rows} rows "
-          f"({result['year_s_per_million_rows']} s per million), python {year['python_peak_mb']} MB, "
-          f"jvm {year['jvm_peak_mb']} MB (heap after GC {year['jvm_heap_after_gc_peak_mb']} MB); new day {day['seconds']}s ({day_rows} rows)", flush=True)
+        print(
+            f"growth: {orders_per_day} orders/day: year again with a {small_driver} driver "
+            f"{result['year_small_driver']['seconds']}s",
+            flush=True,
+        )
+    print(
+        f"growth: {orders_per_day} orders/day: year {year['seconds']}s for {rows} rows "
+        f"({result['year_s_per_million_rows']} s per million), python {year['python_peak_mb']} MB, "
+        f"jvm {year['jvm_peak_mb']} MB (heap after GC {year['jvm_heap_after_gc_peak_mb']} MB); new day {day['seconds']}s ({day_rows} rows)",
+        flush=True,
+    )
     return result
 
 
@@ -148,22 +178,44 @@ def scenario_growth(root: Path, *, days: int, orders_per_day: int, factors: tupl
     """Every size in turn; the marginal cost between sizes (seconds per extra million rows) is what shows
     linearity, since each command also pays a fixed start-up."""
     driver = os.environ.get("BENCH_GROWTH_DRIVER_MEMORY", "4g")  # every size's driver; 1g shows the bound directly
-    sizes = [one_size(root, days=days, orders_per_day=orders_per_day * f, driver=driver,
-                      small_driver="1g" if f == factors[-1] and driver != "1g" else None) for f in factors]
+    sizes = [
+        one_size(
+            root,
+            days=days,
+            orders_per_day=orders_per_day * f,
+            driver=driver,
+            small_driver="1g" if f == factors[-1] and driver != "1g" else None,
+        )
+        for f in factors
+    ]
     base = sizes[0]
     steps = []
     for before, after in zip(sizes, sizes[1:]):
         extra_rows = after["year_rows"] - before["year_rows"]
-        steps.append({"from_orders_per_day": before["orders_per_day"], "to_orders_per_day": after["orders_per_day"],
-                      "year_s_per_extra_million_rows": round((after["year"]["seconds"] - before["year"]["seconds"]) / extra_rows * 1e6, 2)})
+        steps.append(
+            {
+                "from_orders_per_day": before["orders_per_day"],
+                "to_orders_per_day": after["orders_per_day"],
+                "year_s_per_extra_million_rows": round(
+                    (after["year"]["seconds"] - before["year"]["seconds"]) / extra_rows * 1e6, 2
+                ),
+            }
+        )
     largest = sizes[-1]
     return {
-        "days": days, "factors": list(factors), "driver_memory": driver, "sizes": sizes, "marginal": steps,
+        "days": days,
+        "factors": list(factors),
+        "driver_memory": driver,
+        "sizes": sizes,
+        "marginal": steps,
         "rows_ratio": round(largest["year_rows"] / base["year_rows"], 2),
         "year_time_ratio": round(largest["year"]["seconds"] / base["year"]["seconds"], 2),
         "new_day_time_ratio": round(largest["new_day"]["seconds"] / base["new_day"]["seconds"], 2),
         "python_peak_ratio": round(largest["year"]["python_peak_mb"] / max(base["year"]["python_peak_mb"], 1), 2),
         "jvm_peak_ratio": round(largest["year"]["jvm_peak_mb"] / max(base["year"]["jvm_peak_mb"], 1), 2),
-        "jvm_heap_after_gc_ratio": round(largest["year"]["jvm_heap_after_gc_peak_mb"] / max(base["year"]["jvm_heap_after_gc_peak_mb"], 1), 2)
-        if largest["year"]["jvm_heap_after_gc_peak_mb"] and base["year"]["jvm_heap_after_gc_peak_mb"] else None,
+        "jvm_heap_after_gc_ratio": round(
+            largest["year"]["jvm_heap_after_gc_peak_mb"] / max(base["year"]["jvm_heap_after_gc_peak_mb"], 1), 2
+        )
+        if largest["year"]["jvm_heap_after_gc_peak_mb"] and base["year"]["jvm_heap_after_gc_peak_mb"]
+        else None,
     }

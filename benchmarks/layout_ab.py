@@ -8,15 +8,25 @@ Each checkout runs in a fresh process (PYTHONPATH = the checkout), a fresh Dagst
 printed: seconds per checkout, model and repetition, the data files and partition columns of each table,
 and per checkout the medians, hourly / daily, and the milliseconds per extra partition.
 """
-import os, statistics, sys, tempfile, json
+
+import json
+import statistics
+import sys
+import tempfile
 from datetime import timedelta
 from pathlib import Path
 
-main_repo, new_repo, days, reps = Path(sys.argv[1]).resolve(), Path(sys.argv[2]).resolve(), int(sys.argv[3]), int(sys.argv[4])
-sys.path.insert(0, str(new_repo / "benchmarks")); sys.path.insert(0, str(new_repo / "tests"))
+main_repo, new_repo, days, reps = (
+    Path(sys.argv[1]).resolve(),
+    Path(sys.argv[2]).resolve(),
+    int(sys.argv[3]),
+    int(sys.argv[4]),
+)
+sys.path.insert(0, str(new_repo / "benchmarks"))
+sys.path.insert(0, str(new_repo / "tests"))
 import bookkeeping as bk
-from peer import run
 from deltalake import DeltaTable
+from peer import run
 
 root = Path(tempfile.mkdtemp(prefix="hfab-"))
 bk.write_project(root, days, 4)
@@ -32,16 +42,35 @@ for rep in range(reps):
             bk.prepare_home(home, "after")
             env = bk.variant_env("after", home, wh)
             env["PYTHONPATH"] = str(codes[code])
-            argv = [sys.executable, "-m", "incremental_assets.cli", "run", f"b.{model}", "--auto", "--end", end, "--project", str(root)]
+            argv = [
+                sys.executable,
+                "-m",
+                "incremental_assets.cli",
+                "run",
+                f"b.{model}",
+                "--auto",
+                "--end",
+                end,
+                "--project",
+                str(root),
+            ]
             s = run(argv, root, env)
             assert bk.recorded(home, model) == days * (24 if model == "hourly" else 1)
             t = DeltaTable(str(wh / "b" / model))
-            files[f"{code} {model}"] = {"files": len(t.file_uris()), "partition_columns": t.metadata().partition_columns}
+            files[f"{code} {model}"] = {
+                "files": len(t.file_uris()),
+                "partition_columns": t.metadata().partition_columns,
+            }
             times[code][model].append(s)
             print(f"{code} {model} rep {rep}: {s:.2f}s  {files[f'{code} {model}']}", flush=True)
 out = {}
 for code in codes:
     d, h = statistics.median(times[code]["daily"]), statistics.median(times[code]["hourly"])
-    out[code] = {"daily_s": round(d, 2), "hourly_s": round(h, 2), "hourly_over_daily": round(h / d, 2),
-                 "ms_per_extra_partition": bk.per_extra_partition(d, h, days), "raw": times[code]}
+    out[code] = {
+        "daily_s": round(d, 2),
+        "hourly_s": round(h, 2),
+        "hourly_over_daily": round(h / d, 2),
+        "ms_per_extra_partition": bk.per_extra_partition(d, h, days),
+        "raw": times[code],
+    }
 print(json.dumps({"days": days, "reps": reps, "result": out, "files": files}, indent=1))

@@ -75,12 +75,13 @@ def main() -> dict:
     from deltalake import write_deltalake
 
     from incremental_assets import delta
-    from incremental_assets.orchestration.build_definitions import build_definitions
-    from incremental_assets.spark.session import build_spark_session
     from incremental_assets.load.project import load_project
+    from incremental_assets.orchestration.build_definitions import build_definitions
     from incremental_assets.orchestration.instance import open_instance
     from incremental_assets.orchestration.runner import Runner
     from incremental_assets.orchestration.status import model_status
+    from incremental_assets.spark.session import build_spark_session
+
     from helpers import table_rows
 
     root = Path(tempfile.mkdtemp(prefix="ia-load-"))
@@ -90,11 +91,16 @@ def main() -> dict:
         (root / rel).write_text(text)
     n = HOURS * PER_HOUR
     ts = [START + timedelta(seconds=i * 3600 // PER_HOUR) for i in range(n)]
-    write_deltalake(str(root / "data" / "events"), pa.table({
-        "ts": pa.array(ts, pa.timestamp("us", tz="UTC")),
-        "k": pa.array([f"k{i % 5}" for i in range(n)]),
-        "v": pa.array([i % 97 for i in range(n)], pa.int64()),
-    }))
+    write_deltalake(
+        str(root / "data" / "events"),
+        pa.table(
+            {
+                "ts": pa.array(ts, pa.timestamp("us", tz="UTC")),
+                "k": pa.array([f"k{i % 5}" for i in range(n)]),
+                "v": pa.array([i % 97 for i in range(n)], pa.int64()),
+            }
+        ),
+    )
     os.environ["DAGSTER_HOME"] = str(root / ".dagster")
     project = load_project(root)
     instance = open_instance(project.settings.dagster_home)
@@ -109,7 +115,10 @@ def main() -> dict:
         "source_rows": n,
         "models": 3,
         "intervals_total": 3 * HOURS,
-        "runs": [{"model": r.model, "window": str(r.window), "ok": r.success, "seconds": round(r.seconds, 1), "rows": r.rows} for r in report.records],
+        "runs": [
+            {"model": r.model, "window": str(r.window), "ok": r.success, "seconds": round(r.seconds, 1), "rows": r.rows}
+            for r in report.records
+        ],
         "wall_seconds": round(wall, 1),
         "python_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "jvm_peak_rss_mb": round(vm_hwm_mb(jvm), 1) if jvm else None,

@@ -55,7 +55,9 @@ class History:
         self.key = self.translator.get_asset_key(self.model)
         self.partitions = self.translator.get_partitions_def(self.model)
         self.uri = self.project.settings.table_location(self.model.name)
-        self.instance = open_instance(str(root / "home"), self.project.settings.max_concurrent_runs)  # the product's storage
+        self.instance = open_instance(
+            str(root / "home"), self.project.settings.max_concurrent_runs
+        )  # the product's storage
         self.hours = 0
 
     def add_hour(self, *, record: bool = True) -> None:
@@ -74,15 +76,26 @@ class History:
         staging.mkdir(parents=True)
         pq.write_table(pa.table({"h": [start], "k": ["a"]}), staging / "part-0.parquet")
         run_id = f"run-{self.hours}"
-        result = delta.commit_staged(self.uri, str(staging.parent), pa.schema([("h", pa.timestamp("us", tz="UTC")), ("k", pa.string())]),
-                                     delta.ReplaceWindow(TimeWindow(start, start + timedelta(hours=1)), unit),
-                                     metadata={"model": self.model.name, "run_id": run_id, "fingerprint": self.model.fingerprint,
-                                               "window_start": start.isoformat(), "window_end": (start + timedelta(hours=1)).isoformat()},
-                                     name=self.model.name)
+        result = delta.commit_staged(
+            self.uri,
+            str(staging.parent),
+            pa.schema([("h", pa.timestamp("us", tz="UTC")), ("k", pa.string())]),
+            delta.ReplaceWindow(TimeWindow(start, start + timedelta(hours=1)), unit),
+            metadata={
+                "model": self.model.name,
+                "run_id": run_id,
+                "fingerprint": self.model.fingerprint,
+                "window_start": start.isoformat(),
+                "window_end": (start + timedelta(hours=1)).isoformat(),
+            },
+            name=self.model.name,
+        )
         key = self.partitions.get_partition_key_for_timestamp(start.timestamp())
         if record:
             self.instance.report_runless_asset_event(
-                dg.AssetMaterialization(self.key, partition=key, metadata={"delta_version": result.version, "committed_by_run": run_id})
+                dg.AssetMaterialization(
+                    self.key, partition=key, metadata={"delta_version": result.version, "committed_by_run": run_id}
+                )
             )
         self.hours += 1
 

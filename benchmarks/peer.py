@@ -27,7 +27,10 @@ from incremental_assets.model.settings import LISTING_JOB_THRESHOLD
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 VENV = HERE / ".peer-venv"
-PEER_REQUIREMENTS = ["dbt-core~=1.10.0", "dbt-spark[session]~=1.10.0"]  # dbt-core 1.11+ downloads a binary at install time
+PEER_REQUIREMENTS = [
+    "dbt-core~=1.10.0",
+    "dbt-spark[session]~=1.10.0",
+]  # dbt-core 1.11+ downloads a binary at install time
 
 DBT_PROJECT = """\
 name: bench
@@ -90,7 +93,11 @@ WHERE o.status <> 'cancelled'
 
 def spark_yaml(warehouse: Path, home: Path, indent: int) -> str:
     """SPARK_CONF as YAML lines, with the warehouse folder and the Derby metastore's home."""
-    conf = {**SPARK_CONF, "spark.sql.warehouse.dir": str(warehouse), "spark.driver.extraJavaOptions": f"-Duser.timezone=UTC -Dderby.system.home={home}"}
+    conf = {
+        **SPARK_CONF,
+        "spark.sql.warehouse.dir": str(warehouse),
+        "spark.driver.extraJavaOptions": f"-Duser.timezone=UTC -Dderby.system.home={home}",
+    }
     return "".join(f'{" " * indent}{key}: "{value}"\n' for key, value in conf.items())
 
 
@@ -136,9 +143,14 @@ def source_ddl(links: Path) -> list[str]:
     """Spark SQL registering the sources in a Hive metastore: partitioned parquet tables and the items CSV."""
     ddl = ["CREATE DATABASE IF NOT EXISTS raw"]
     for name in ("orders", "order_items"):
-        ddl += [f"CREATE TABLE IF NOT EXISTS raw.{name} USING parquet LOCATION '{links / name}'", f"MSCK REPAIR TABLE raw.{name}"]
-    ddl.append("CREATE TABLE IF NOT EXISTS raw.items (item_id BIGINT, name STRING, category STRING, unit_price DECIMAL(10,2)) "
-               f"USING csv OPTIONS (header 'true') LOCATION '{links / 'items'}'")
+        ddl += [
+            f"CREATE TABLE IF NOT EXISTS raw.{name} USING parquet LOCATION '{links / name}'",
+            f"MSCK REPAIR TABLE raw.{name}",
+        ]
+    ddl.append(
+        "CREATE TABLE IF NOT EXISTS raw.items (item_id BIGINT, name STRING, category STRING, unit_price DECIMAL(10,2)) "
+        f"USING csv OPTIONS (header 'true') LOCATION '{links / 'items'}'"
+    )
     return ddl
 
 
@@ -167,7 +179,9 @@ def run(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
     done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - began
     if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv[:3])} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        raise RuntimeError(
+            f"{' '.join(argv[:3])} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
     return seconds
 
 
@@ -195,7 +209,9 @@ def our_day_totals(warehouse: str, last: date) -> dict[str, dict]:
     days = checked_days(last)
     # Only the checked days' partitions are read (the table is partitioned by day), not the year.
     partitions = [(PARTITION_COLUMN, "in", [d.isoformat() for d in days])]
-    table = DeltaTable(table_uri(warehouse, "shop.order_lines")).to_pyarrow_table(partitions=partitions, columns=["order_date", "revenue"])
+    table = DeltaTable(table_uri(warehouse, "shop.order_lines")).to_pyarrow_table(
+        partitions=partitions, columns=["order_date", "revenue"]
+    )
     totals = {}
     for day in days:
         revenue = table.filter(pc.equal(table["order_date"], day))["revenue"]
@@ -221,7 +237,11 @@ def check_dbt_against_ours(warehouse: str, dbt_table: Path, last: date) -> dict:
 
 def _server_env(root: Path) -> dict[str, str]:
     """Our server's settings: the peers' Spark (local[2], a 4 GB driver), its record under one state folder."""
-    return {**os.environ, "DAGSTER_HOME": str(root / "dagster-server"), "INCREMENTAL_ASSETS_SPARK_CONF": '{"spark.driver.memory": "4g"}'}
+    return {
+        **os.environ,
+        "DAGSTER_HOME": str(root / "dagster-server"),
+        "INCREMENTAL_ASSETS_SPARK_CONF": '{"spark.driver.memory": "4g"}',
+    }
 
 
 def start_our_server(project: Path, root: Path) -> str:
@@ -231,15 +251,25 @@ def start_our_server(project: Path, root: Path) -> str:
 
     cli = [sys.executable, "-m", "incremental_assets.cli", "spark"]
     seconds = run(cli + ["start", "--project", str(project)], project, _server_env(root))
-    done = subprocess.run(cli + ["status", "--json", "--project", str(project)], cwd=project, env=_server_env(root),
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        cli + ["status", "--json", "--project", str(project)],
+        cwd=project,
+        env=_server_env(root),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     url = json.loads(done.stdout)["url"]
     print(f"peer: our Spark Connect server started in {seconds:.1f}s: {url}", flush=True)
     return url
 
 
 def stop_our_server(project: Path, root: Path) -> None:
-    run([sys.executable, "-m", "incremental_assets.cli", "spark", "stop", "--project", str(project)], project, _server_env(root))
+    run(
+        [sys.executable, "-m", "incremental_assets.cli", "spark", "stop", "--project", str(project)],
+        project,
+        _server_env(root),
+    )
 
 
 def scenario_peer(root: Path, *, days: int, reps: int, orders_per_day: int, backfill_reps: int | None = None) -> dict:
@@ -265,12 +295,20 @@ def scenario_peer(root: Path, *, days: int, reps: int, orders_per_day: int, back
     server_url: str | None = None  # BENCH_OURS_SPARK_SERVER=1: our side on its long-lived Spark (started below)
 
     def ours_env(tag: str) -> dict[str, str]:
-        env = {**os.environ, "INCREMENTAL_ASSETS_WAREHOUSE": str(root / f"wh-{tag}"), "DAGSTER_HOME": str(root / f"dagster-{tag}")}
+        env = {
+            **os.environ,
+            "INCREMENTAL_ASSETS_WAREHOUSE": str(root / f"wh-{tag}"),
+            "DAGSTER_HOME": str(root / f"dagster-{tag}"),
+        }
         return {**env, "INCREMENTAL_ASSETS_SPARK_REMOTE": server_url} if server_url else env
 
     # Each side: (backfill of [start, end), one day [last, end) on top of it), both taking the repetition's tag.
-    sides = {"ours": (lambda tag: run(cli + ["--start", start.isoformat(), "--end", end.isoformat()], ours, ours_env(tag)),
-                      lambda tag: run(cli + ["--start", last.isoformat(), "--end", end.isoformat()], ours, ours_env(tag)))}
+    sides = {
+        "ours": (
+            lambda tag: run(cli + ["--start", start.isoformat(), "--end", end.isoformat()], ours, ours_env(tag)),
+            lambda tag: run(cli + ["--start", last.isoformat(), "--end", end.isoformat()], ours, ours_env(tag)),
+        )
+    }
     result: dict = {"days": days, "orders_per_day": orders_per_day, "reps": reps, "backfill_reps": backfill_reps}
     if "dbt" in peers:
         dbt = ensure_venv()
@@ -280,10 +318,16 @@ def scenario_peer(root: Path, *, days: int, reps: int, orders_per_day: int, back
 
         def dbt_run(tag: str, since: date) -> float:
             window = ["--event-time-start", since.isoformat(), "--event-time-end", end.isoformat()]
-            return run([str(dbt), "run", "--select", "order_lines", *window], project, {**dbt_env, "BENCH_SCHEMA": f"bench_{tag}"})
+            return run(
+                [str(dbt), "run", "--select", "order_lines", *window],
+                project,
+                {**dbt_env, "BENCH_SCHEMA": f"bench_{tag}"},
+            )
 
         sides["dbt"] = (lambda tag: dbt_run(tag, start), lambda tag: dbt_run(tag, last))
-        result["peer"] = "dbt-core 1.10 + dbt-spark 1.10 (session method, microbatch, batch_size day, parquet + Hive metastore)"
+        result["peer"] = (
+            "dbt-core 1.10 + dbt-spark 1.10 (session method, microbatch, batch_size day, parquet + Hive metastore)"
+        )
     if "sqlmesh" in peers:
         import peer_sqlmesh
 
@@ -307,17 +351,25 @@ def scenario_peer(root: Path, *, days: int, reps: int, orders_per_day: int, back
                     label = f"{days}-day backfill" if phase == "backfill" else "one new day"
                     print(f"peer: {label}, {who}: {times[who][phase][-1]:.1f}s", flush=True)
         if "dbt" in peers:
-            result["dbt_check"] = check_dbt_against_ours(ours_env("r0")["INCREMENTAL_ASSETS_WAREHOUSE"], root / "dbt-warehouse" / "bench_r0.db" / "order_lines", last)
+            result["dbt_check"] = check_dbt_against_ours(
+                ours_env("r0")["INCREMENTAL_ASSETS_WAREHOUSE"],
+                root / "dbt-warehouse" / "bench_r0.db" / "order_lines",
+                last,
+            )
         if "sqlmesh" in peers:
             # Once, after the repetitions: the daily `sqlmesh run` on a day the table does not have yet.
             sqlmesh_run = peer_sqlmesh.new_day_run(root, ours / "data", end)
             print(f"peer: one new day, sqlmesh run: {sqlmesh_run:.1f}s", flush=True)
-            result["sqlmesh_check"] = peer_sqlmesh.check_against_ours(root, ours_env("r0")["INCREMENTAL_ASSETS_WAREHOUSE"], last)
+            result["sqlmesh_check"] = peer_sqlmesh.check_against_ours(
+                root, ours_env("r0")["INCREMENTAL_ASSETS_WAREHOUSE"], last
+            )
     finally:
         if server_url:
             stop_our_server(ours, root)
     if server_url:
-        result["ours_spark"] = "the project's long-lived Spark Connect server (incremental-assets spark start), local[2], 4 GB driver"
+        result["ours_spark"] = (
+            "the project's long-lived Spark Connect server (incremental-assets spark start), local[2], 4 GB driver"
+        )
     med = statistics.median
     result["backfill_ours_s"] = round(med(times["ours"]["backfill"]), 2)
     for who in peers:
@@ -330,5 +382,12 @@ def scenario_peer(root: Path, *, days: int, reps: int, orders_per_day: int, back
     if "sqlmesh" in peers:
         result["day_sqlmesh_run_s"] = round(sqlmesh_run, 2)
         result["day_sqlmesh_run_over_ours"] = round(sqlmesh_run / med(times["ours"]["day"]), 2)
-    print("peer: " + ", ".join(f"{who}/ours backfill {result[f'backfill_{who}_over_ours']}x, one day {result[f'day_{who}_over_ours']}x" for who in peers), flush=True)
+    print(
+        "peer: "
+        + ", ".join(
+            f"{who}/ours backfill {result[f'backfill_{who}_over_ours']}x, one day {result[f'day_{who}_over_ours']}x"
+            for who in peers
+        ),
+        flush=True,
+    )
     return result

@@ -72,7 +72,9 @@ def sqlmesh_project(root: Path, data: Path, tag: str = "r0") -> Path:
     project = root / f"sqlmesh-{tag}"
     (project / "models").mkdir(parents=True)
     warehouse = root / f"sqlmesh-warehouse-{tag}"
-    (project / "config.yaml").write_text(CONFIG.replace("{spark}", spark_yaml(warehouse, project, 8)).replace("{home}", str(project)))
+    (project / "config.yaml").write_text(
+        CONFIG.replace("{spark}", spark_yaml(warehouse, project, 8)).replace("{home}", str(project))
+    )
     (project / "external_models.yaml").write_text(EXTERNAL_MODELS)
     (project / "models" / "order_lines.sql").write_text(model_text())
     source_links(root, data)
@@ -81,10 +83,17 @@ def sqlmesh_project(root: Path, data: Path, tag: str = "r0") -> Path:
 
 def sql(project: Path, statements: list[str]) -> list[list[str]]:
     """Run SQL through the project's gateway in a fresh process (SQLMesh's venv); the last statement's rows."""
-    done = subprocess.run([str(VENV / "bin" / "python"), "-c", SQL_SCRIPT, str(project), json.dumps(statements)],
-                          cwd=project, env=peer_env(), capture_output=True, text=True)
+    done = subprocess.run(
+        [str(VENV / "bin" / "python"), "-c", SQL_SCRIPT, str(project), json.dumps(statements)],
+        cwd=project,
+        env=peer_env(),
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
-        raise RuntimeError(f"SQL through SQLMesh failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        raise RuntimeError(
+            f"SQL through SQLMesh failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -95,8 +104,19 @@ def commands(start: date, end: date) -> tuple[list[str], list[str]]:
     the equivalent of our run of a window that is already there (``sqlmesh run`` would find nothing missing)."""
     last = end - timedelta(days=1)
     backfill = ["plan", "--auto-apply", "--no-prompts", "--execution-time", end.isoformat()]
-    day = ["plan", "--auto-apply", "--no-prompts", "--restate-model", "shop.order_lines",
-           "--start", last.isoformat(), "--end", last.isoformat(), "--execution-time", end.isoformat()]
+    day = [
+        "plan",
+        "--auto-apply",
+        "--no-prompts",
+        "--restate-model",
+        "shop.order_lines",
+        "--start",
+        last.isoformat(),
+        "--end",
+        last.isoformat(),
+        "--execution-time",
+        end.isoformat(),
+    ]
     return backfill, day
 
 
@@ -113,8 +133,10 @@ def side(root: Path, data: Path, start: date, end: date):
     """The (backfill, day) timed commands of the runner, each taking the repetition's tag."""
     exe = ensure_venv()
     backfill, day = commands(start, end)
-    return (lambda tag: run([str(exe), *backfill], prepared_project(root, data, tag), peer_env()),
-            lambda tag: run([str(exe), *day], prepared_project(root, data, tag), peer_env()))
+    return (
+        lambda tag: run([str(exe), *backfill], prepared_project(root, data, tag), peer_env()),
+        lambda tag: run([str(exe), *day], prepared_project(root, data, tag), peer_env()),
+    )
 
 
 def new_day_run(root: Path, data: Path, end: date) -> float:
@@ -128,11 +150,22 @@ def new_day_run(root: Path, data: Path, end: date) -> float:
 
 
 def description() -> str:
-    done = subprocess.run([str(VENV / "bin" / "python"), "-c", "import sqlmesh, pyspark; print(sqlmesh.__version__, pyspark.__version__)"],
-                          env=peer_env(), capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [
+            str(VENV / "bin" / "python"),
+            "-c",
+            "import sqlmesh, pyspark; print(sqlmesh.__version__, pyspark.__version__)",
+        ],
+        env=peer_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     sqlmesh_version, pyspark_version = done.stdout.split()
-    return (f"SQLMesh {sqlmesh_version} (Spark engine, local PySpark {pyspark_version} with a Derby Hive metastore, DuckDB state; "
-            "INCREMENTAL_BY_TIME_RANGE, parquet partitioned by day, INSERT OVERWRITE)")
+    return (
+        f"SQLMesh {sqlmesh_version} (Spark engine, local PySpark {pyspark_version} with a Derby Hive metastore, DuckDB state; "
+        "INCREMENTAL_BY_TIME_RANGE, parquet partitioned by day, INSERT OVERWRITE)"
+    )
 
 
 def check_against_ours(root: Path, warehouse: str, last: date, tags: tuple[str, ...] = ("r0", "daily")) -> dict:
@@ -143,10 +176,14 @@ def check_against_ours(root: Path, warehouse: str, last: date, tags: tuple[str, 
     ours = our_day_totals(warehouse, last)
     days = [date.fromisoformat(d) for d in ours]
     listed = ", ".join(f"DATE'{d.isoformat()}'" for d in days)
-    query = (f"SELECT CAST(order_date AS STRING), count(*), CAST(sum(revenue) AS STRING) FROM shop.order_lines "
-             f"WHERE order_date IN ({listed}) GROUP BY order_date")
+    query = (
+        f"SELECT CAST(order_date AS STRING), count(*), CAST(sum(revenue) AS STRING) FROM shop.order_lines "
+        f"WHERE order_date IN ({listed}) GROUP BY order_date"
+    )
     for tag in tags:
-        theirs = {day: {"rows": int(n), "revenue": revenue} for day, n, revenue in sql(root / f"sqlmesh-{tag}", [query])}
+        theirs = {
+            day: {"rows": int(n), "revenue": revenue} for day, n, revenue in sql(root / f"sqlmesh-{tag}", [query])
+        }
         if theirs != ours:
             raise RuntimeError(f"SQLMesh's table ({tag}) differs from ours: {theirs} vs {ours}")
     print(f"peer: SQLMesh's tables ({', '.join(tags)}) equal ours on {', '.join(ours)}: {ours}", flush=True)

@@ -19,21 +19,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from helpers import EVENTS_SOURCE  # noqa: E402  (the hourly raw.events Delta source the tests and benchmarks share)
 
-SOURCES = EVENTS_SOURCE + """\
+SOURCES = (
+    EVENTS_SOURCE
+    + """\
 - name: raw.users
   location: data/users.parquet
   format: parquet
 """
+)
 
 SHAPES = [
     # (kind header, query) ; {up} is an upstream model or source
-    ("INCREMENTAL_BY_TIME_RANGE (time_column ds)",
-     "SELECT CAST(ts AS DATE) AS ds, k, COUNT(*) AS n FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY CAST(ts AS DATE), k"),
-    ("INCREMENTAL_BY_TIME_RANGE (time_column ds)",
-     "SELECT u.ds, u.k, SUM(u.n) AS n FROM {up} AS u JOIN raw.users AS r ON r.k = u.k WHERE u.ds BETWEEN @start_ds AND @end_ds GROUP BY u.ds, u.k"),
-    ("INCREMENTAL_BY_TIME_RANGE (time_column ds)",
-     "SELECT a.ds, a.k, COUNT(*) AS n FROM {up} AS a JOIN {up} AS b ON b.k = a.k AND b.ds BETWEEN a.ds - INTERVAL 7 DAYS AND a.ds "
-     "WHERE a.ds BETWEEN @start_ds AND @end_ds GROUP BY a.ds, a.k"),
+    (
+        "INCREMENTAL_BY_TIME_RANGE (time_column ds)",
+        "SELECT CAST(ts AS DATE) AS ds, k, COUNT(*) AS n FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY CAST(ts AS DATE), k",
+    ),
+    (
+        "INCREMENTAL_BY_TIME_RANGE (time_column ds)",
+        "SELECT u.ds, u.k, SUM(u.n) AS n FROM {up} AS u JOIN raw.users AS r ON r.k = u.k WHERE u.ds BETWEEN @start_ds AND @end_ds GROUP BY u.ds, u.k",
+    ),
+    (
+        "INCREMENTAL_BY_TIME_RANGE (time_column ds)",
+        "SELECT a.ds, a.k, COUNT(*) AS n FROM {up} AS a JOIN {up} AS b ON b.k = a.k AND b.ds BETWEEN a.ds - INTERVAL 7 DAYS AND a.ds "
+        "WHERE a.ds BETWEEN @start_ds AND @end_ds GROUP BY a.ds, a.k",
+    ),
     ("FULL", "SELECT k, SUM(n) AS n FROM {up} GROUP BY k"),
 ]
 
@@ -82,7 +91,10 @@ def measure(n: int) -> dict:
     project's ``.cache`` holds what the first computed): the second is every later load of the project."""
     with tempfile.TemporaryDirectory() as tmp:
         generate(Path(tmp), n)
-        runs = [subprocess.run([sys.executable, "-c", MEASURE, tmp], capture_output=True, text=True, check=True).stdout for _ in range(2)]
+        runs = [
+            subprocess.run([sys.executable, "-c", MEASURE, tmp], capture_output=True, text=True, check=True).stdout
+            for _ in range(2)
+        ]
         first, again = (json.loads(out.strip().splitlines()[-1]) for out in runs)
         return {**first, "again": again}
 
@@ -97,9 +109,14 @@ def main(argv: list[str], reps: int = 1) -> list[dict]:
         r = {**runs[len(runs) // 2], "reps": reps, "load_s_all": [round(x["load_s"], 2) for x in runs]}
         results.append(r)
         for label, x in (("first load", r), ("again", r["again"])):
-            print(f"{n:>6} models, {label}: parse {x['parse_s']:.2f}s, analyse {x['analyse_s']:.2f}s, Definitions {x['definitions_s']:.2f}s, "
-                  f"load total {x['load_s']:.2f}s (CPU {x['load_cpu_s']:.2f}s), peak RSS {x['max_rss_mb']:.0f} MB, refused {x['refused']}", flush=True)
-        print(f"{n:>6} models: first loads {', '.join(f'{x:.2f}' for x in r['load_s_all'])} (median reported)", flush=True)
+            print(
+                f"{n:>6} models, {label}: parse {x['parse_s']:.2f}s, analyse {x['analyse_s']:.2f}s, Definitions {x['definitions_s']:.2f}s, "
+                f"load total {x['load_s']:.2f}s (CPU {x['load_cpu_s']:.2f}s), peak RSS {x['max_rss_mb']:.0f} MB, refused {x['refused']}",
+                flush=True,
+            )
+        print(
+            f"{n:>6} models: first loads {', '.join(f'{x:.2f}' for x in r['load_s_all'])} (median reported)", flush=True
+        )
     return results
 
 

@@ -100,9 +100,9 @@ def scenario_scale() -> dict:
 
 
 def scenario_incremental(spark) -> dict:
-    from incremental_assets.spark.executor import Executor
-    from incremental_assets.plan.run_plan import plan_run
     from incremental_assets.model.intervals import TimeWindow, utc
+    from incremental_assets.plan.run_plan import plan_run
+    from incremental_assets.spark.executor import Executor
 
     rows = []
     for days in HISTORY_SIZES:
@@ -116,9 +116,17 @@ def scenario_incremental(spark) -> dict:
             ex.execute(plan_run(project, model, full))  # warm-up, and the table exists
             t_full = median_time(lambda: ex.execute(plan_run(project, model, full)))
             t_day = median_time(lambda: ex.execute(plan_run(project, model, last_day)))
-            row = {"days": days, "orders_per_day": ORDERS_PER_DAY, "full_refresh_s": round(t_full, 2),
-                   "one_new_day_s": round(t_day, 2), "ratio_day_to_full": round(t_day / t_full, 4)}
-            print(f"incremental: {days} days: full refresh {t_full:.2f}s, one new day {t_day:.2f}s, ratio 1/{t_full / t_day:.1f}", flush=True)
+            row = {
+                "days": days,
+                "orders_per_day": ORDERS_PER_DAY,
+                "full_refresh_s": round(t_full, 2),
+                "one_new_day_s": round(t_day, 2),
+                "ratio_day_to_full": round(t_day / t_full, 4),
+            }
+            print(
+                f"incremental: {days} days: full refresh {t_full:.2f}s, one new day {t_day:.2f}s, ratio 1/{t_full / t_day:.1f}",
+                flush=True,
+            )
             rows.append(row)
     return {"rows": rows}
 
@@ -126,9 +134,9 @@ def scenario_incremental(spark) -> dict:
 def scenario_backfill(spark) -> dict:
     from pyspark.sql import functions as F
 
-    from incremental_assets.spark.executor import Executor
+    from incremental_assets.model.intervals import TimeWindow, batches, utc
     from incremental_assets.plan.run_plan import plan_run
-    from incremental_assets.model.intervals import batches, TimeWindow, utc
+    from incremental_assets.spark.executor import Executor
 
     days = BACKFILL_DAYS
     with tempfile.TemporaryDirectory() as tmp:
@@ -158,12 +166,17 @@ def scenario_backfill(spark) -> dict:
         floor()  # warm-up both paths
         t_single, t_floor = [], []
         for rep in range(REPS):  # interleaved, so a change in the machine's load hits both alike
-            for fn, out in ((framework, t_single), (floor, t_floor)) if rep % 2 == 0 else ((floor, t_floor), (framework, t_single)):
+            for fn, out in (
+                ((framework, t_single), (floor, t_floor)) if rep % 2 == 0 else ((floor, t_floor), (framework, t_single))
+            ):
                 began = time.perf_counter()
                 fn()
                 out.append(time.perf_counter() - began)
         single, floor_s = statistics.median(t_single), statistics.median(t_floor)
-        print(f"backfill: {days} days single run {single:.2f}s vs floor {floor_s:.2f}s: {single / floor_s:.2f}x", flush=True)
+        print(
+            f"backfill: {days} days single run {single:.2f}s vs floor {floor_s:.2f}s: {single / floor_s:.2f}x",
+            flush=True,
+        )
 
         # One-day runs in one process (one session). BENCH_PER_INTERVAL_DAYS < days measures the first N
         # intervals only and scales their time to the whole range (reported as such): on a loaded machine
@@ -178,8 +191,11 @@ def scenario_backfill(spark) -> dict:
 
         t_measured = median_time(per_interval, reps=1)
         t_per = t_measured * days / measured_days
-        print(f"backfill: {measured_days} one-day runs (one session) {t_measured:.2f}s, {t_measured / measured_days:.2f}s each; "
-              f"{days} runs: {t_per:.1f}s vs one single run {single:.2f}s: {t_per / single:.1f}x", flush=True)
+        print(
+            f"backfill: {measured_days} one-day runs (one session) {t_measured:.2f}s, {t_measured / measured_days:.2f}s each; "
+            f"{days} runs: {t_per:.1f}s vs one single run {single:.2f}s: {t_per / single:.1f}x",
+            flush=True,
+        )
     return {
         "days": days,
         "orders_per_day": ORDERS_PER_DAY,
@@ -263,7 +279,9 @@ def scenario_peer() -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         # dbt's 365-batch backfill takes minutes per repetition: BENCH_PEER_BACKFILL_REPS=1 measures it once.
         backfill_reps = int(os.environ.get("BENCH_PEER_BACKFILL_REPS", str(REPS)))
-        return peer.scenario_peer(Path(tmp), days=PEER_DAYS, reps=REPS, orders_per_day=ORDERS_PER_DAY, backfill_reps=backfill_reps)
+        return peer.scenario_peer(
+            Path(tmp), days=PEER_DAYS, reps=REPS, orders_per_day=ORDERS_PER_DAY, backfill_reps=backfill_reps
+        )
 
 
 def machine() -> dict:
@@ -272,7 +290,14 @@ def machine() -> dict:
     import pyspark
     import sqlglot
 
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), "?")
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        "?",
+    )
     return {
         "cpus": os.cpu_count(),
         "cpu_model": cpu,
@@ -280,7 +305,12 @@ def machine() -> dict:
         "platform": platform.platform(),
         "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
         "java": subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0],
-        "versions": {"pyspark": pyspark.__version__, "deltalake": deltalake.__version__, "dagster": dagster.__version__, "sqlglot": sqlglot.__version__},
+        "versions": {
+            "pyspark": pyspark.__version__,
+            "deltalake": deltalake.__version__,
+            "dagster": dagster.__version__,
+            "sqlglot": sqlglot.__version__,
+        },
     }
 
 
@@ -295,7 +325,20 @@ def main(argv: list[str]) -> None:
     unknown = [a for a in argv if a.startswith("-") and a != "--quick" and not a.startswith("--out=")]
     if unknown:
         raise SystemExit(f"unknown option {unknown[0]}; see benchmarks/run.py --help")
-    chosen = [a for a in argv if not a.startswith("--")] or ["scale", "incremental", "backfill", "overhead", "bookkeeping", "spark_server", "automation", "changes", "log_history", "peer", "growth", "year"]
+    chosen = [a for a in argv if not a.startswith("--")] or [
+        "scale",
+        "incremental",
+        "backfill",
+        "overhead",
+        "bookkeeping",
+        "spark_server",
+        "automation",
+        "changes",
+        "log_history",
+        "peer",
+        "growth",
+        "year",
+    ]
     results: dict = {
         "machine": machine(),
         "command": "benchmarks/run.py " + " ".join(argv),
@@ -306,12 +349,25 @@ def main(argv: list[str]) -> None:
     }
     chosen_out = [a.split("=", 1)[1] for a in argv if a.startswith("--out=")]
     out = Path(chosen_out[0]) if chosen_out else HERE / ("results-quick.json" if QUICK else "results.json")
-    spark = spark_session() if any(s in ("incremental", "backfill", "overhead", "bookkeeping", "spark_server") for s in chosen) else None
-    scenarios = {"scale": scenario_scale, "incremental": lambda: scenario_incremental(spark),
-                 "backfill": lambda: scenario_backfill(spark), "overhead": lambda: scenario_overhead(spark),
-                 "bookkeeping": lambda: scenario_bookkeeping(spark), "automation": scenario_automation,
-                 "spark_server": lambda: scenario_spark_server(spark),
-                 "changes": scenario_changes, "log_history": scenario_log_history, "peer": scenario_peer, "growth": scenario_growth, "year": scenario_year}
+    spark = (
+        spark_session()
+        if any(s in ("incremental", "backfill", "overhead", "bookkeeping", "spark_server") for s in chosen)
+        else None
+    )
+    scenarios = {
+        "scale": scenario_scale,
+        "incremental": lambda: scenario_incremental(spark),
+        "backfill": lambda: scenario_backfill(spark),
+        "overhead": lambda: scenario_overhead(spark),
+        "bookkeeping": lambda: scenario_bookkeeping(spark),
+        "automation": scenario_automation,
+        "spark_server": lambda: scenario_spark_server(spark),
+        "changes": scenario_changes,
+        "log_history": scenario_log_history,
+        "peer": scenario_peer,
+        "growth": scenario_growth,
+        "year": scenario_year,
+    }
     failed = []
     for name in chosen:
         if name not in scenarios:

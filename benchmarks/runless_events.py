@@ -22,7 +22,9 @@ def main(n: int) -> None:
     keys = [str(i) for i in range(n)]
 
     def events(name: str) -> list[dg.AssetMaterialization]:
-        return [dg.AssetMaterialization(asset_key=["s", name], partition=k, metadata={"delta_version": 1}) for k in keys]
+        return [
+            dg.AssetMaterialization(asset_key=["s", name], partition=k, metadata={"delta_version": 1}) for k in keys
+        ]
 
     one = events("one")
     began = time.perf_counter()
@@ -34,7 +36,9 @@ def main(n: int) -> None:
     report_materializations(instance, batched)
     batch = time.perf_counter() - began
     assert instance.get_materialized_partitions(dg.AssetKey(["s", "batch"])) == set(keys)
-    print(f"{n} materializations: one by one {single:.2f}s ({n / single:,.0f}/s); one batch {batch:.2f}s ({n / batch:,.0f}/s)")
+    print(
+        f"{n} materializations: one by one {single:.2f}s ({n / single:,.0f}/s); one batch {batch:.2f}s ({n / batch:,.0f}/s)"
+    )
 
 
 if __name__ == "__main__":

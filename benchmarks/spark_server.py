@@ -35,7 +35,9 @@ spark:
 
 
 LISTING_JOB_DEFAULT = '{"spark.sql.sources.parallelPartitionDiscovery.threshold": "32"}'  # Spark's own default
-PLAIN_MAIN = "import sys; from incremental_assets.cli.commands import main; sys.exit(main())"  # the collector as Python sets it
+PLAIN_MAIN = (
+    "import sys; from incremental_assets.cli.commands import main; sys.exit(main())"  # the collector as Python sets it
+)
 
 
 def _cli(project: Path, *args: str) -> list[str]:
@@ -54,12 +56,16 @@ class _InProcess:
         from incremental_assets.spark.executor import Executor
 
         project = load_project(project_dir)
-        self.project = dataclasses.replace(project, settings=dataclasses.replace(project.settings, warehouse=str(warehouse)))
+        self.project = dataclasses.replace(
+            project, settings=dataclasses.replace(project.settings, warehouse=str(warehouse))
+        )
         self.model = self.project.model("shop.order_lines")
         self.executor = Executor(spark, self.project)
         self.plan_run = plan_run
         self.year = TimeWindow(utc(start.year, start.month, start.day), utc(end.year, end.month, end.day))
-        self.executor.execute(plan_run(self.project, self.model, TimeWindow(self.year.start, self.year.start + timedelta(days=1))))
+        self.executor.execute(
+            plan_run(self.project, self.model, TimeWindow(self.year.start, self.year.start + timedelta(days=1)))
+        )
 
     def year_run(self) -> float:
         began = time.perf_counter()
@@ -69,7 +75,9 @@ class _InProcess:
         return seconds
 
 
-def _summary(in_process: list[float], cli_year: list[float], year_down: float, day_up: list[float], day_down: list[float]) -> dict:
+def _summary(
+    in_process: list[float], cli_year: list[float], year_down: float, day_up: list[float], day_down: list[float]
+) -> dict:
     med = statistics.median
     return {
         "in_process_year_s": round(med(in_process), 2),
@@ -79,8 +87,12 @@ def _summary(in_process: list[float], cli_year: list[float], year_down: float, d
         "new_day_server_up_s": round(med(day_up), 2),
         "new_day_server_down_s": round(med(day_down), 2),
         "new_day_down_over_up": round(med(day_down) / med(day_up), 2),
-        "every_run_s": {"in_process": [round(t, 2) for t in in_process], "cli_year_up": [round(t, 2) for t in cli_year],
-                        "new_day_up": [round(t, 2) for t in day_up], "new_day_down": [round(t, 2) for t in day_down]},
+        "every_run_s": {
+            "in_process": [round(t, 2) for t in in_process],
+            "cli_year_up": [round(t, 2) for t in cli_year],
+            "new_day_up": [round(t, 2) for t in day_up],
+            "new_day_down": [round(t, 2) for t in day_down],
+        },
     }
 
 
@@ -122,8 +134,12 @@ def scenario_spark_server(spark, root: Path, *, days: int, reps: int, orders_per
         for rep in range(reps):  # side by side, in turns, the order rotating; each replaces the year in one commit
             in_process.append(single_run.year_run())
             names = list(variants)
-            for name in names[rep % len(names):] + names[:rep % len(names)]:
-                argv = [sys.executable, "-c", PLAIN_MAIN, *year, "--project", str(project)] if name == "gc_settings" else _cli(project, *year)
+            for name in names[rep % len(names) :] + names[: rep % len(names)]:
+                argv = (
+                    [sys.executable, "-c", PLAIN_MAIN, *year, "--project", str(project)]
+                    if name == "gc_settings"
+                    else _cli(project, *year)
+                )
                 times[name].append(run(argv, project, variants[name]))
                 print(f"spark-server: CLI year backfill, server up ({name}) {times[name][-1]:.2f}s", flush=True)
         cli_year = times.pop("cli")
@@ -148,6 +164,9 @@ def scenario_spark_server(spark, root: Path, *, days: int, reps: int, orders_per
     figures.update(_summary(in_process, cli_year, year_down, day_up, day_down), tables_checked_equal=ours)
     figures["cli_year_without_s"] = {name: round(statistics.median(runs), 2) for name, runs in without.items()}
     figures["every_run_s"]["cli_year_without"] = {name: [round(t, 2) for t in runs] for name, runs in without.items()}
-    print(f"spark-server: new day {figures['new_day_server_up_s']}s up vs {figures['new_day_server_down_s']}s down; CLI year "
-          f"{figures['cli_year_server_up_s']}s = {figures['cli_year_server_up_over_in_process']}x the in-process single run", flush=True)
+    print(
+        f"spark-server: new day {figures['new_day_server_up_s']}s up vs {figures['new_day_server_down_s']}s down; CLI year "
+        f"{figures['cli_year_server_up_s']}s = {figures['cli_year_server_up_over_in_process']}x the in-process single run",
+        flush=True,
+    )
     return figures

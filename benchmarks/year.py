@@ -85,8 +85,12 @@ def append_rows(events: Path, stamps: list[datetime]) -> None:
 
     if not stamps:
         return
-    table = pa.table({"ts": pa.array(stamps, pa.timestamp("us", tz="UTC")),
-                      "v": pa.array([int(s.timestamp()) % 97 for s in stamps], pa.int64())})
+    table = pa.table(
+        {
+            "ts": pa.array(stamps, pa.timestamp("us", tz="UTC")),
+            "v": pa.array([int(s.timestamp()) % 97 for s in stamps], pa.int64()),
+        }
+    )
     write_deltalake(str(events), table, mode="append")
 
 
@@ -141,8 +145,16 @@ class PhaseClock:
         s, self.spent = self.spent, {}
         run, work, commit = s.get("run", 0.0), s.get("spark_commit", 0.0), s.get("commit", 0.0)
         known = s.get("load", 0.0) + s.get("setup", 0.0) + s.get("integrity", 0.0) + run
-        out = {"total": total, "load": s.get("load", 0.0), "setup": s.get("setup", 0.0), "integrity": s.get("integrity", 0.0),
-               "dagster": run - work, "spark": work - commit, "commit": commit, "planning": total - known}
+        out = {
+            "total": total,
+            "load": s.get("load", 0.0),
+            "setup": s.get("setup", 0.0),
+            "integrity": s.get("integrity", 0.0),
+            "dagster": run - work,
+            "spark": work - commit,
+            "commit": commit,
+            "planning": total - known,
+        }
         return {k: round(v, 4) for k, v in out.items()}
 
 
@@ -165,8 +177,10 @@ def jvm_rss_mb() -> float:
 @contextlib.contextmanager
 def traced_opens(out: Path):
     """Every file this process (all its threads) opens meanwhile, written by strace to ``out``."""
-    tracer = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=openat,open", "-p", str(os.getpid()), "-o", str(out)],
-                              stderr=subprocess.DEVNULL)
+    tracer = subprocess.Popen(
+        ["strace", "-f", "-qq", "-e", "trace=openat,open", "-p", str(os.getpid()), "-o", str(out)],
+        stderr=subprocess.DEVNULL,
+    )
     time.sleep(1.0)  # attached to every thread
     try:
         yield
@@ -200,7 +214,9 @@ def command(argv: list[str]) -> int:
 
 def maintenance_command(root: Path) -> list[str]:
     """``maintain`` when this checkout has it, otherwise ``vacuum`` (the maintenance that exists)."""
-    probe = subprocess.run([sys.executable, "-m", "incremental_assets.cli", "maintain", "--help"], capture_output=True, text=True)
+    probe = subprocess.run(
+        [sys.executable, "-m", "incremental_assets.cli", "maintain", "--help"], capture_output=True, text=True
+    )
     return ["maintain", "--project", str(root)] if probe.returncode == 0 else ["vacuum", "--project", str(root)]
 
 
@@ -209,8 +225,12 @@ def table_state(uri: str) -> dict:
 
     log = Path(uri) / "_delta_log"
     t = DeltaTable(uri)
-    return {"version": t.version(), "active_files": len(t.file_uris()),
-            "log_commits": len(list(log.glob("*.json"))), "log_checkpoints": len(list(log.glob("*.checkpoint*.parquet")))}
+    return {
+        "version": t.version(),
+        "active_files": len(t.file_uris()),
+        "log_commits": len(list(log.glob("*.json"))),
+        "log_checkpoints": len(list(log.glob("*.checkpoint*.parquet"))),
+    }
 
 
 def dagster_size(home: Path) -> int:
@@ -231,7 +251,9 @@ def recompute_matches(root: Path, warehouse: Path, end: datetime) -> dict:
     daily = daily_src.assign(ds=daily_src["h"].dt.date).groupby("ds").agg(n=("n", "sum"), v=("v", "sum")).reset_index()
 
     def rows(frame, cols):
-        return sorted(tuple(str(x) if i == 0 else int(x) for i, x in enumerate(r)) for r in frame[cols].itertuples(index=False))
+        return sorted(
+            tuple(str(x) if i == 0 else int(x) for i, x in enumerate(r)) for r in frame[cols].itertuples(index=False)
+        )
 
     def table(name):
         return DeltaTable(str(warehouse / "s" / name)).to_pandas()
@@ -240,21 +262,35 @@ def recompute_matches(root: Path, warehouse: Path, end: datetime) -> dict:
     got_h["h"] = pd.to_datetime(got_h["h"], utc=True)
     got_d = table("daily")
     got_t = table("total")
-    expected = {"s.hourly": rows(hourly, ["h", "n", "v"]), "s.daily": rows(daily, ["ds", "n", "v"]),
-                "s.total": [(str(len(daily)), int(daily["n"].sum()), int(daily["v"].sum()))]}
-    got = {"s.hourly": rows(got_h, ["h", "n", "v"]), "s.daily": rows(got_d, ["ds", "n", "v"]), "s.total": rows(got_t, ["days", "n", "v"])}
+    expected = {
+        "s.hourly": rows(hourly, ["h", "n", "v"]),
+        "s.daily": rows(daily, ["ds", "n", "v"]),
+        "s.total": [(str(len(daily)), int(daily["n"].sum()), int(daily["v"].sum()))],
+    }
+    got = {
+        "s.hourly": rows(got_h, ["h", "n", "v"]),
+        "s.daily": rows(got_d, ["ds", "n", "v"]),
+        "s.total": rows(got_t, ["days", "n", "v"]),
+    }
     out = {}
     for name in expected:
         want, have = set(expected[name]), set(got[name])
-        out[name] = {"equal": want == have and len(got[name]) == len(set(got[name])), "rows": len(got[name]),
-                     "missing_or_wrong": len(want - have), "extra_or_wrong": len(have - want),
-                     "duplicates": len(got[name]) - len(have), "example_wrong": sorted(want - have)[:3]}
+        out[name] = {
+            "equal": want == have and len(got[name]) == len(set(got[name])),
+            "rows": len(got[name]),
+            "missing_or_wrong": len(want - have),
+            "extra_or_wrong": len(have - want),
+            "duplicates": len(got[name]) - len(have),
+            "example_wrong": sorted(want - have)[:3],
+        }
     return out
 
 
 def summary(cycles: list[dict]) -> dict:
     measured = [c for c in cycles if not c.get("traced")]
-    return {p: round(statistics.median(c["cost"][p] for c in measured), 3) for p in ("total", *PHASES)} if measured else {}
+    return (
+        {p: round(statistics.median(c["cost"][p] for c in measured), 3) for p in ("total", *PHASES)} if measured else {}
+    )
 
 
 def run_year(root: Path, *, first_days: int, forward_days: int, last_days: int, step_days: int = 1) -> dict:
@@ -281,24 +317,44 @@ def run_year(root: Path, *, first_days: int, forward_days: int, last_days: int, 
         maintenance.append(round(time.perf_counter() - t0, 3))
         state = table_state(str(warehouse / "s" / "hourly"))
         day = (hour_end - START).days
-        days.append({"day": day, **state, "files_per_day": round(state["active_files"] / day, 2),
-                     "daily_log_commits": table_state(str(warehouse / "s" / "daily"))["log_commits"],
-                     "dagster_bytes": dagster_size(home), "dagster_bytes_per_partition": round(dagster_size(home) / (day * 24 + day), 1),
-                     "rss_mb": rss_mb(os.getpid()), "jvm_rss_mb": jvm_rss_mb()})
+        days.append(
+            {
+                "day": day,
+                **state,
+                "files_per_day": round(state["active_files"] / day, 2),
+                "daily_log_commits": table_state(str(warehouse / "s" / "daily"))["log_commits"],
+                "dagster_bytes": dagster_size(home),
+                "dagster_bytes_per_partition": round(dagster_size(home) / (day * 24 + day), 1),
+                "rss_mb": rss_mb(os.getpid()),
+                "jvm_rss_mb": jvm_rss_mb(),
+            }
+        )
 
     def hourly_cycle(index: int, phase: str, trace: str | None = None) -> None:
         append_rows(events, arrivals(index))
         hour_end = START + (index + 1) * HOUR
         t0 = time.perf_counter()
-        with (traced_opens(root / f"trace-{trace}.txt") if trace else contextlib.nullcontext()):
+        with traced_opens(root / f"trace-{trace}.txt") if trace else contextlib.nullcontext():
             t_cmd = time.perf_counter()
             command(["run", "--auto", "--end", hour_end.isoformat(), "--project", str(root)])
             total = time.perf_counter() - t_cmd
         cost = clock.take(total)
         if trace:
-            traces[trace] = {"cycle": index + 1, "delta_log": delta_log_reads(root / f"trace-{trace}.txt"), "seconds_traced": round(time.perf_counter() - t0, 2)}
-        cycles.append({"cycle": index + 1, "phase": phase, "cost": cost, "rss_mb": rss_mb(os.getpid()), "jvm_rss_mb": jvm_rss_mb(),
-                       **({"traced": True} if trace else {})})
+            traces[trace] = {
+                "cycle": index + 1,
+                "delta_log": delta_log_reads(root / f"trace-{trace}.txt"),
+                "seconds_traced": round(time.perf_counter() - t0, 2),
+            }
+        cycles.append(
+            {
+                "cycle": index + 1,
+                "phase": phase,
+                "cost": cost,
+                "rss_mb": rss_mb(os.getpid()),
+                "jvm_rss_mb": jvm_rss_mb(),
+                **({"traced": True} if trace else {}),
+            }
+        )
         if hour_end.hour == 0:
             end_of_day(hour_end)
         print(f"year: cycle {index + 1} ({phase}) {cost['total']:.2f}s", flush=True)
@@ -322,11 +378,20 @@ def run_year(root: Path, *, first_days: int, forward_days: int, last_days: int, 
         command(["run", "--auto", "--end", (START + index * HOUR).isoformat(), "--project", str(root)])
         # ``seconds`` includes the appends: delta-rs reads the source's whole snapshot for each append (one
         # file per hour, thousands by the end), the benchmark's own data generator, not the product.
-        forward.append({"day": index // 24, "days": days_now, "seconds": round(time.perf_counter() - t0, 2),
-                        "run_seconds": round(time.perf_counter() - t_run, 2)})
+        forward.append(
+            {
+                "day": index // 24,
+                "days": days_now,
+                "seconds": round(time.perf_counter() - t0, 2),
+                "run_seconds": round(time.perf_counter() - t_run, 2),
+            }
+        )
         clock.take(0.0)
         end_of_day(START + index * HOUR)
-        print(f"year: forward day {index // 24} {forward[-1]['seconds']:.1f}s (run --auto {forward[-1]['run_seconds']:.1f}s)", flush=True)
+        print(
+            f"year: forward day {index // 24} {forward[-1]['seconds']:.1f}s (run --auto {forward[-1]['run_seconds']:.1f}s)",
+            flush=True,
+        )
     for n in range(last_days * 24):
         hourly_cycle(index, "last", trace="last" if n == max(0, last_days * 24 - 20) else None)
         index += 1
@@ -334,15 +399,27 @@ def run_year(root: Path, *, first_days: int, forward_days: int, last_days: int, 
     first = summary([c for c in cycles if c["phase"] == "first"][3:])  # the first cycles warm the JVM up
     last = summary([c for c in cycles if c["phase"] == "last"])
     return {
-        "what_ran": {"first_hourly_days": first_days, "forward_days": forward_days, "forward_days_per_cycle": step_days, "last_hourly_days": last_days,
-                     "hourly_cycles": len(cycles), "simulated_hours": index, "history_before_first": "day one, one run --auto (untimed)", "maintenance": " ".join(maintain[:1]),
-                     "maintain_available": maintain[0] == "maintain", "spark": "local, in this process (the embedded default)"},
+        "what_ran": {
+            "first_hourly_days": first_days,
+            "forward_days": forward_days,
+            "forward_days_per_cycle": step_days,
+            "last_hourly_days": last_days,
+            "hourly_cycles": len(cycles),
+            "simulated_hours": index,
+            "history_before_first": "day one, one run --auto (untimed)",
+            "maintenance": " ".join(maintain[:1]),
+            "maintain_available": maintain[0] == "maintain",
+            "spark": "local, in this process (the embedded default)",
+        },
         "seconds": round(time.perf_counter() - began, 1),
-        "median_cycle_first": first, "median_cycle_last": last,
+        "median_cycle_first": first,
+        "median_cycle_last": last,
         "last_over_first": round(last["total"] / first["total"], 3) if first and last else None,
         "delta_log_reads": traces,
         "days": days,
-        "forward_seconds_per_day_median": statistics.median(f["seconds"] / f.get("days", 1) for f in forward) if forward else None,
+        "forward_seconds_per_day_median": statistics.median(f["seconds"] / f.get("days", 1) for f in forward)
+        if forward
+        else None,
         "forward": forward,
         "maintenance_seconds_median": statistics.median(maintenance) if maintenance else None,
         "recompute": recompute_matches(root, warehouse, end),
@@ -356,9 +433,13 @@ def svg_plot(result: dict, out: Path) -> None:
     days; the integrity check of each hourly cycle in green."""
     cycles = [c for c in result["cycles"] if not c.get("traced")]
     forward = result.get("forward", [])
-    points = {"first": [(c["cycle"], c["cost"]["total"], c["cost"]["integrity"]) for c in cycles if c["phase"] == "first"],
-              "forward": [(f["day"] * 24, f.get("run_seconds", f["seconds"]) / (24 * f.get("days", 1)), None) for f in forward],
-              "last": [(c["cycle"], c["cost"]["total"], c["cost"]["integrity"]) for c in cycles if c["phase"] == "last"]}
+    points = {
+        "first": [(c["cycle"], c["cost"]["total"], c["cost"]["integrity"]) for c in cycles if c["phase"] == "first"],
+        "forward": [
+            (f["day"] * 24, f.get("run_seconds", f["seconds"]) / (24 * f.get("days", 1)), None) for f in forward
+        ],
+        "last": [(c["cycle"], c["cost"]["total"], c["cost"]["integrity"]) for c in cycles if c["phase"] == "last"],
+    }
     panels = [(name, pts) for name, pts in points.items() if pts]
     if not panels:
         return
@@ -370,11 +451,15 @@ def svg_plot(result: dict, out: Path) -> None:
         return h - pad - y / top * (h - 2 * pad)
 
     colours = {"first": "#1f77b4", "forward": "#7f7f7f", "last": "#d62728"}
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11">',
-             f'<rect width="{w}" height="{h}" fill="white"/>']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11">',
+        f'<rect width="{w}" height="{h}" fill="white"/>',
+    ]
     for frac in (0, 0.25, 0.5, 0.75, 1):
         parts.append(f'<text x="{pad - 6}" y="{py(top * frac) + 4:.1f}" text-anchor="end">{top * frac:.1f}</text>')
-        parts.append(f'<line x1="{pad}" y1="{py(top * frac):.1f}" x2="{w - pad}" y2="{py(top * frac):.1f}" stroke="#ddd"/>')
+        parts.append(
+            f'<line x1="{pad}" y1="{py(top * frac):.1f}" x2="{w - pad}" y2="{py(top * frac):.1f}" stroke="#ddd"/>'
+        )
     for i, (name, pts) in enumerate(panels):
         left = pad + i * (width + gap)
         x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
@@ -384,16 +469,27 @@ def svg_plot(result: dict, out: Path) -> None:
 
         parts.append(f'<line x1="{left}" y1="{h - pad}" x2="{left + width}" y2="{h - pad}" stroke="black"/>')
         parts.append(f'<line x1="{left}" y1="{pad}" x2="{left}" y2="{h - pad}" stroke="black"/>')
-        parts += [f'<text x="{px(x):.1f}" y="{h - pad + 14}" text-anchor="{a}">{x}</text>' for x, a in ((x0, "start"), (x1, "end"))]
-        label = {"first": "first hourly cycles", "forward": "fast-forward: run --auto per cycle of days, s per simulated hour", "last": "last hourly cycles"}[name]
-        parts.append(f'<text x="{left + width / 2:.1f}" y="{pad - 8}" text-anchor="middle" fill="{colours[name]}">{label}</text>')
+        parts += [
+            f'<text x="{px(x):.1f}" y="{h - pad + 14}" text-anchor="{a}">{x}</text>'
+            for x, a in ((x0, "start"), (x1, "end"))
+        ]
+        label = {
+            "first": "first hourly cycles",
+            "forward": "fast-forward: run --auto per cycle of days, s per simulated hour",
+            "last": "last hourly cycles",
+        }[name]
+        parts.append(
+            f'<text x="{left + width / 2:.1f}" y="{pad - 8}" text-anchor="middle" fill="{colours[name]}">{label}</text>'
+        )
         for x, y, integrity in pts:
             parts.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="2" fill="{colours[name]}"/>')
             if integrity is not None:
                 parts.append(f'<circle cx="{px(x):.1f}" cy="{py(integrity):.1f}" r="1.3" fill="#2ca02c"/>')
-    parts += [f'<text x="{w / 2}" y="{h - 14}" text-anchor="middle">cycle (simulated hour since 2025-01-01); green: the integrity check</text>',
-              f'<text x="14" y="{h / 2}" transform="rotate(-90 14 {h / 2})" text-anchor="middle">seconds per cycle (run --auto)</text>',
-              "</svg>"]
+    parts += [
+        f'<text x="{w / 2}" y="{h - 14}" text-anchor="middle">cycle (simulated hour since 2025-01-01); green: the integrity check</text>',
+        f'<text x="14" y="{h / 2}" transform="rotate(-90 14 {h / 2})" text-anchor="middle">seconds per cycle (run --auto)</text>',
+        "</svg>",
+    ]
     out.write_text("\n".join(parts) + "\n")
 
 
@@ -405,9 +501,26 @@ def scenario_year(*, first_days: int, forward_days: int, last_days: int, plot: P
 
     with tempfile.TemporaryDirectory(prefix="bench-year-") as tmp:
         out = Path(tmp) / "year.json"
-        done = subprocess.run([sys.executable, __file__, "--first-days", str(first_days), "--forward-days", str(forward_days),
-                               "--last-days", str(last_days), "--forward-step-days", str(step_days), "--out", str(out), "--plot", str(plot)],
-                              env=fresh_env(), cwd=tmp)
+        done = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--first-days",
+                str(first_days),
+                "--forward-days",
+                str(forward_days),
+                "--last-days",
+                str(last_days),
+                "--forward-step-days",
+                str(step_days),
+                "--out",
+                str(out),
+                "--plot",
+                str(plot),
+            ],
+            env=fresh_env(),
+            cwd=tmp,
+        )
         if done.returncode != 0:
             raise RuntimeError(f"year failed ({done.returncode})")
         return json.loads(out.read_text())
@@ -418,7 +531,9 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--first-days", type=int, default=7)
     parser.add_argument("--forward-days", type=int, default=351)
     parser.add_argument("--last-days", type=int, default=7)
-    parser.add_argument("--forward-step-days", type=int, default=1, help="simulated days per fast-forward cycle (one run --auto each)")
+    parser.add_argument(
+        "--forward-step-days", type=int, default=1, help="simulated days per fast-forward cycle (one run --auto each)"
+    )
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--plot", type=Path, default=HERE / "year-cost-per-cycle.svg")
     args = parser.parse_args(argv)
@@ -426,7 +541,13 @@ def main(argv: list[str]) -> None:
     import tempfile
 
     root = Path(tempfile.mkdtemp(prefix="year-project-")) / "project"
-    result = run_year(root, first_days=args.first_days, forward_days=args.forward_days, last_days=args.last_days, step_days=args.forward_step_days)
+    result = run_year(
+        root,
+        first_days=args.first_days,
+        forward_days=args.forward_days,
+        last_days=args.last_days,
+        step_days=args.forward_step_days,
+    )
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     svg_plot(result, args.plot)
     shutil.rmtree(root.parent, ignore_errors=True)

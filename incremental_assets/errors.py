@@ -80,8 +80,10 @@ class DamagedTableError(StorageError):
         text = f"{where}: its Delta log is damaged: {damage}. Nothing was read or written. {restore} {uri} aside and rebuild it with {rebuild}"
         if newest and file:
             # The newest commit only: without it the table is its previous version, whole.
-            text += ("; or delete that file: the table falls back to the version before it, and "
-                     "`incremental-assets run --auto` computes again the intervals that commit held")
+            text += (
+                "; or delete that file: the table falls back to the version before it, and "
+                "`incremental-assets run --auto` computes again the intervals that commit held"
+            )
         super().__init__(text)
 
     def of_model(self, model: str) -> "DamagedTableError":

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-import time
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -19,12 +19,14 @@ time.tzset()
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
-    from incremental_assets.spark.session import build_spark_session
     from incremental_assets.model.settings import CATALOG_DIR_KEY, DEFAULT_SPARK_CONF
+    from incremental_assets.spark.session import build_spark_session
 
     conf = dict(DEFAULT_SPARK_CONF)
     conf.update({"spark.master": "local[2]", "spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"})
-    conf[CATALOG_DIR_KEY] = str(tmp_path_factory.mktemp("spark_catalog"))  # schemas that statements create, never in the repository
+    conf[CATALOG_DIR_KEY] = str(
+        tmp_path_factory.mktemp("spark_catalog")
+    )  # schemas that statements create, never in the repository
     session = build_spark_session(conf, app_name="incremental_assets_tests")
     yield session
     session.stop()

@@ -14,7 +14,6 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
-
 EVENTS_SOURCE = """\
 - name: raw.events
   location: data/events
@@ -46,7 +45,9 @@ def table_rows(uri: str, *, drop=("ia_interval", "ia_day")) -> list[tuple]:
 
 def normalize(row: tuple) -> tuple:
     """Aware datetimes as naive UTC, so rows from Delta readers and from Spark's collect() compare equal."""
-    return tuple(v.astimezone(timezone.utc).replace(tzinfo=None) if isinstance(v, datetime) and v.tzinfo else v for v in row)
+    return tuple(
+        v.astimezone(timezone.utc).replace(tzinfo=None) if isinstance(v, datetime) and v.tzinfo else v for v in row
+    )
 
 
 def table_uri(project, name: str) -> str:
@@ -71,7 +72,9 @@ def utc(*args) -> datetime:
 
 
 @contextlib.contextmanager
-def automation_daemon(root: Path, home: Path, clock: datetime | str, log: Path, cursor: str | None = None, *, sensor: bool = True):
+def automation_daemon(
+    root: Path, home: Path, clock: datetime | str, log: Path, cursor: str | None = None, *, sensor: bool = True
+):
     """The real ``dagster-daemon`` on a project's instance with the automation sensor on (its cursor set
     to ``cursor`` first, when given; left off with ``sensor=False``), the sensor's clock at ``clock`` (an
     instant, or ``@FILE``: the instant in that file, read every tick).
@@ -80,20 +83,28 @@ def automation_daemon(root: Path, home: Path, clock: datetime | str, log: Path, 
     from incremental_assets.orchestration.sensors import SENSOR_NAME
 
     repo = Path(__file__).resolve().parent.parent
-    env = {**os.environ, "DAGSTER_HOME": str(home), "INCREMENTAL_ASSETS_PROJECT": str(root), CLOCK_ENV: clock if isinstance(clock, str) else clock.isoformat(),
-           "PYTHONPATH": str(repo) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "INCREMENTAL_ASSETS_PROJECT": str(root),
+        CLOCK_ENV: clock if isinstance(clock, str) else clock.isoformat(),
+        "PYTHONPATH": str(repo) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    }
     location = ["-m", "incremental_assets.definitions"]
     commands = [["sensor", "start", SENSOR_NAME, *location]] if sensor else []
     if cursor is not None:
         commands.append(["sensor", "cursor", SENSOR_NAME, "--set", cursor, *location])
     for args in commands:
-        done = subprocess.run([sys.executable, "-m", "dagster", *args], cwd=root, env=env, capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-m", "dagster", *args], cwd=root, env=env, capture_output=True, text=True, timeout=300
+        )
         if done.returncode != 0:
             raise RuntimeError(f"dagster {' '.join(args[:2])} failed: {done.stdout[-2000:]}{done.stderr[-2000:]}")
     with open(log, "w") as out:
         daemon = str(Path(sys.executable).parent / "dagster-daemon")
-        proc = subprocess.Popen([daemon, "run", *location], cwd=root, env=env,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [daemon, "run", *location], cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
         try:
             yield proc
         finally:

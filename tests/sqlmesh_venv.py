@@ -42,7 +42,11 @@ def _pip_install(python: Path, args: list[str]) -> None:
 def plain(value) -> str:
     """One cell as text both sides agree on: dates as ISO days, timestamps as ISO text, numbers rounded."""
     if isinstance(value, (datetime, date)):
-        return value.isoformat()[:10] if isinstance(value, date) and not isinstance(value, datetime) else value.isoformat(sep=" ")
+        return (
+            value.isoformat()[:10]
+            if isinstance(value, date) and not isinstance(value, datetime)
+            else value.isoformat(sep=" ")
+        )
     if isinstance(value, (float, Decimal)) or isinstance(value, int) and not isinstance(value, bool):
         return repr(round(float(value), 6))
     return str(value)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 
 import dagster as dg
 import pytest
@@ -44,7 +43,13 @@ def make(base, name, daily_sql, days=3):
 
     root = write_project(
         base / name,
-        {"sources.yaml": EVENTS_SOURCE, "models/daily.sql": daily_sql, "models/totals.sql": TOTALS, "models/keys.sql": KEYS, "models/summary.sql": SUMMARY},
+        {
+            "sources.yaml": EVENTS_SOURCE,
+            "models/daily.sql": daily_sql,
+            "models/totals.sql": TOTALS,
+            "models/keys.sql": KEYS,
+            "models/summary.sql": SUMMARY,
+        },
     )
     write_events(root / "data" / "events", utc(2024, 1, 1), 24 * days)
     return root
@@ -78,7 +83,10 @@ def stale(root, model) -> dict[str, StaleStatus]:
     defs = build_definitions(load_project(root))
     resolver = CachingStaleStatusResolver(instance, defs.resolve_asset_graph(), LoadingContextForTest(instance))
     key = dg.AssetKey(model.split("."))
-    return {pk: (resolver.get_status(key, pk), resolver.get_stale_causes(key, pk)) for pk in sorted(instance.get_materialized_partitions(key))}
+    return {
+        pk: (resolver.get_status(key, pk), resolver.get_stale_causes(key, pk))
+        for pk in sorted(instance.get_materialized_partitions(key))
+    }
 
 
 def statuses(root, model) -> set[StaleStatus]:
@@ -88,7 +96,12 @@ def statuses(root, model) -> set[StaleStatus]:
 
 def fresh(root) -> dict:
     """Every partition Dagster does not call fresh, with why (empty: all fresh)."""
-    return {(m, pk): causes for m in MODELS for pk, (status, causes) in stale(root, m).items() if status != StaleStatus.FRESH}
+    return {
+        (m, pk): causes
+        for m in MODELS
+        for pk, (status, causes) in stale(root, m).items()
+        if status != StaleStatus.FRESH
+    }
 
 
 def tables(root) -> dict[str, list]:
@@ -128,7 +141,9 @@ def test_run_auto_recomputes_by_category_and_dagster_agrees(built, tmp_path, cap
     # An added column: s.daily is rebuilt; no model reads it: nothing else is recomputed, nothing stale.
     (root / "models" / "daily.sql").write_text(daily(extra=", MAX(v) AS top"))
     assert {m: c["category"] for m, c in plan(root, capsys).items() if m in MODELS} == {
-        "s.daily": "non-breaking", "s.totals": "indirect-non-breaking", "s.keys": "indirect-non-breaking"
+        "s.daily": "non-breaking",
+        "s.totals": "indirect-non-breaking",
+        "s.keys": "indirect-non-breaking",
     }
     cli_run(root, "s.daily", "--auto", "--end", END)
     assert fresh(root) == {}  # Dagster: the downstream partitions are not stale (data version kept)

@@ -69,7 +69,12 @@ def test_spec_shows_types_table_location_code_lineage_and_freshness(env):
     daily = spec(defs, DAILY)
     table = TableMetadataSet.extract(daily.metadata)  # read back as Dagster's UI reads it
     assert table.table_name == "s.daily"
-    assert {c.name: c.type for c in table.column_schema.columns} == {"ds": "date", "k": "string", "n": "bigint", "mean_v": "double"}
+    assert {c.name: c.type for c in table.column_schema.columns} == {
+        "ds": "date",
+        "k": "string",
+        "n": "bigint",
+        "mean_v": "double",
+    }
     hourly_schema = TableMetadataSet.extract(spec(defs, HOURLY).metadata).column_schema
     assert [(c.name, c.type, c.description) for c in hourly_schema.columns][0] == ("h", "timestamp", "Hour start")
     assert UriMetadataSet.extract(daily.metadata).uri == delta.table_uri(project.settings.warehouse, "s.daily")
@@ -90,11 +95,18 @@ def test_spec_shows_types_table_location_code_lineage_and_freshness(env):
 
 
 def test_bad_freshness_names_the_file_and_line(make_project, tmp_path, monkeypatch):
-    root = make_project({"sources.yaml": SOURCES, "models/m.sql": "MODEL (\n  name s.m,\n  kind FULL,\n  freshness 'soon'\n);\nSELECT 1 AS x\n"})
+    root = make_project(
+        {
+            "sources.yaml": SOURCES,
+            "models/m.sql": "MODEL (\n  name s.m,\n  kind FULL,\n  freshness 'soon'\n);\nSELECT 1 AS x\n",
+        }
+    )
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
     with pytest.raises(ModelFileError) as raised:
         build_definitions(load_project(root))
-    assert "m.sql:4: freshness 'soon' is not a duration" in str(raised.value) and "freshness '6 hours'" in str(raised.value)
+    assert "m.sql:4: freshness 'soon' is not a duration" in str(raised.value) and "freshness '6 hours'" in str(
+        raised.value
+    )
 
 
 def test_code_references_link_to_the_git_host(env):
@@ -105,7 +117,6 @@ def test_code_references_link_to_the_git_host(env):
     defs = build_definitions(load_project(root))
     (ref,) = CodeReferencesMetadataSet.extract(spec(defs, DAILY).metadata).code_references.code_references
     assert ref.url == "https://github.com/acme/shop/tree/main/models/daily.sql#L2"
-
 
 
 class SalesTranslator(ModelTranslator):
@@ -123,7 +134,10 @@ def test_a_translator_overriding_get_asset_spec_changes_the_assets_and_they_stil
         ours, default = spec(defs, key), spec(default_defs, key)
         assert ours.tags == {**default.tags, "team": "sales"} and ours.group_name == "sales" != default.group_name
         assert (ours.deps, ours.metadata, ours.code_version, ours.partitions_def) == (
-            default.deps, default.metadata, default.code_version, default.partitions_def
+            default.deps,
+            default.metadata,
+            default.code_version,
+            default.partitions_def,
         )
     assert defs.resolve_assets_def(DAILY).check_keys == default_defs.resolve_assets_def(DAILY).check_keys
     runner = Runner(project, instance, defs, SalesTranslator())
@@ -153,10 +167,18 @@ def test_each_partition_carries_its_own_window_and_row_count(env):
         assert meta["window_start"] == f"{day}T00:00:00+00:00"
         assert meta["window_end"] == (utc(*map(int, day.split("-"))) + timedelta(days=1)).isoformat()
         assert meta["dagster/partition_row_count"] == per_interval[day] == 3  # three keys a day
-        assert meta["run_window_start"] == "2024-01-01T00:00:00+00:00" and meta["run_window_end"] == "2024-01-03T00:00:00+00:00"
+        assert (
+            meta["run_window_start"] == "2024-01-01T00:00:00+00:00"
+            and meta["run_window_end"] == "2024-01-03T00:00:00+00:00"
+        )
         assert meta["run_rows_written"] == 6 and "SELECT" in meta["run_sql"]
         assert meta["dagster/row_count"] == len(table_rows(daily_uri)) == 6
-        assert {c.name: c.type for c in meta["dagster/column_schema"].columns} == {"ds": "date", "k": "string", "n": "bigint", "mean_v": "double"}
+        assert {c.name: c.type for c in meta["dagster/column_schema"].columns} == {
+            "ds": "date",
+            "k": "string",
+            "n": "bigint",
+            "mean_v": "double",
+        }
         assert meta["dagster/uri"] == daily_uri and meta["delta_version"] == delta.version(daily_uri)
     hourly = _materializations(instance, HOURLY)
     counts = delta.interval_row_counts(delta.table_uri(project.settings.warehouse, "s.hourly"))
@@ -177,8 +199,14 @@ def test_missing_upstream_message_speaks_dagster_in_dagster_and_cli_in_the_cli(e
     )
     assert not result.success
     (failure,) = [e for e in result.all_events if e.is_step_failure]
-    message = failure.step_failure_data.error.cause.message if failure.step_failure_data.error.cause else failure.step_failure_data.error.message
+    message = (
+        failure.step_failure_data.error.cause.message
+        if failure.step_failure_data.error.cause
+        else failure.step_failure_data.error.message
+    )
     assert "s.hourly is missing [2024-01-02, 2024-01-03)" in message
     assert "Materialize those partitions of s/hourly first" in message and "select +" not in message
-    cli_report = Runner(project, instance, defs).run([project.model("s.daily")], start=utc(2024, 1, 2), end=utc(2024, 1, 3))
+    cli_report = Runner(project, instance, defs).run(
+        [project.model("s.daily")], start=utc(2024, 1, 2), end=utc(2024, 1, 3)
+    )
     assert "incremental-assets run +s.daily" in cli_report.records[0].error

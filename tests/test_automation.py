@@ -12,16 +12,16 @@ import dagster as dg
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from test_dagster import MODELS, SOURCES
 
 from incremental_assets.load.project import load_project
+from incremental_assets.model.settings import CLOCK_ENV
 from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.orchestration.instance import open_instance
 from incremental_assets.orchestration.runner import Runner
-from incremental_assets.model.settings import CLOCK_ENV
 from incremental_assets.orchestration.sensors import SENSOR_NAME
 
 from helpers import table_rows, utc, write_events
-from test_dagster import MODELS, SOURCES
 
 START, END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
 
@@ -43,8 +43,11 @@ def test_schedules_follow_cron_and_request_only_missing_complete_intervals(env, 
     project, instance, defs = env
     names = {s.name: s.cron_schedule for s in defs.schedules}
     assert names == {
-        "s__hourly_schedule": "0 * * * *", "s__daily_schedule": "0 0 * * *", "s__weekly_schedule": "0 0 * * 0",
-        "maintenance_compact_schedule": "15 * * * *", "maintenance_vacuum_schedule": "0 3 * * *",  # the defaults
+        "s__hourly_schedule": "0 * * * *",
+        "s__daily_schedule": "0 0 * * *",
+        "s__weekly_schedule": "0 0 * * 0",
+        "maintenance_compact_schedule": "15 * * * *",
+        "maintenance_vacuum_schedule": "0 3 * * *",  # the defaults
     }
     # At 2024-01-03 00:00 two days are complete: one run for both, not the day in progress.
     assert _tick(defs, instance, "s__daily_schedule", utc(2024, 1, 3))[0] == [("2024-01-01", "2024-01-02")]
@@ -78,7 +81,9 @@ class Automation:
     def sense(self, when: datetime, cursor: str | None = ...) -> dg.SensorExecutionData:  # type: ignore[assignment]
         self.monkeypatch.setenv(CLOCK_ENV, when.isoformat())
         sensor = next(s for s in self.defs.sensors if s.name == SENSOR_NAME)
-        context = dg.build_sensor_context(instance=self.instance, cursor=self.cursor if cursor is ... else cursor, definitions=self.defs)
+        context = dg.build_sensor_context(
+            instance=self.instance, cursor=self.cursor if cursor is ... else cursor, definitions=self.defs
+        )
         return sensor.evaluate_tick(context)
 
     def tick(self, when: datetime, *, run: bool = True) -> list[tuple[str, str | None, str | None]]:
@@ -91,7 +96,10 @@ class Automation:
             job = (self.run_defs or self.defs).resolve_implicit_global_asset_job_def()
             for request, key in zip(requests, keys):
                 result = job.execute_in_process(
-                    instance=self.instance, asset_selection=request.asset_selection, tags=request.tags, raise_on_error=False
+                    instance=self.instance,
+                    asset_selection=request.asset_selection,
+                    tags=request.tags,
+                    raise_on_error=False,
                 )
                 if not result.success:
                     self.failed.append(f"{key} at {when}")
@@ -155,13 +163,15 @@ def test_a_changed_definition_rebuilds_the_model_then_every_downstream_interval(
 
 
 def test_an_old_cursor_and_a_half_written_file_are_skipped_with_a_reason(make_project, tmp_path, monkeypatch, spark):
-    root = make_project({
-        "sources.yaml": "- name: raw.drops\n  location: data/drops\n  format: parquet\n  time_column: ts\n  interval_unit: hour\n",
-        "models/daily.sql": """
+    root = make_project(
+        {
+            "sources.yaml": "- name: raw.drops\n  location: data/drops\n  format: parquet\n  time_column: ts\n  interval_unit: hour\n",
+            "models/daily.sql": """
             MODEL (name s.drops_daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');
             SELECT CAST(ts AS DATE) AS ds, COUNT(*) AS n FROM raw.drops WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1
         """,
-    })
+        }
+    )
     folder = root / "data" / "drops"
     folder.mkdir(parents=True)
 
@@ -184,11 +194,17 @@ def test_an_old_cursor_and_a_half_written_file_are_skipped_with_a_reason(make_pr
     os.utime(folder / "b.parquet", (1_000_100, 1_000_100))
     assert auto.tick(now) == [] and "not readable yet" in auto.last_skip
     drop("b.parquet", utc(2024, 1, 5, 1), utc(2024, 1, 7, 23), mtime=1_000_200)
-    assert set(auto.tick(now)) == {("s/drops_daily", "2024-01-05", "2024-01-05"), ("s/drops_daily", "2024-01-07", "2024-01-07")}
+    assert set(auto.tick(now)) == {
+        ("s/drops_daily", "2024-01-05", "2024-01-05"),
+        ("s/drops_daily", "2024-01-07", "2024-01-07"),
+    }
     assert auto.tick(now) == []
     assert auto.failed == []
     assert table_rows(f"{project.settings.warehouse}/s/drops_daily") == [
-        (datetime(2024, 1, 1).date(), 1), (datetime(2024, 1, 2).date(), 1), (datetime(2024, 1, 5).date(), 1), (datetime(2024, 1, 7).date(), 1)
+        (datetime(2024, 1, 1).date(), 1),
+        (datetime(2024, 1, 2).date(), 1),
+        (datetime(2024, 1, 5).date(), 1),
+        (datetime(2024, 1, 7).date(), 1),
     ]
 
 
@@ -236,11 +252,13 @@ WEEK_MODELS = {
 
 
 def _events(path: Path, stamps: list[datetime]) -> None:
-    table = pa.table({
-        "ts": pa.array(stamps, pa.timestamp("us", tz="UTC")),
-        "k": pa.array([f"k{i % 3}" for i in range(len(stamps))]),
-        "v": pa.array([(s.hour * 7 + s.day) % 11 for s in stamps], pa.int64()),
-    })
+    table = pa.table(
+        {
+            "ts": pa.array(stamps, pa.timestamp("us", tz="UTC")),
+            "k": pa.array([f"k{i % 3}" for i in range(len(stamps))]),
+            "v": pa.array([(s.hour * 7 + s.day) % 11 for s in stamps], pa.int64()),
+        }
+    )
     from deltalake import write_deltalake
 
     write_deltalake(str(path), table, mode="append")
@@ -261,7 +279,9 @@ def _week_plan(hour: datetime) -> int:
 
 
 @pytest.mark.slow
-def test_a_week_of_hourly_appends_is_computed_once_each_and_equals_a_full_recompute(make_project, tmp_path, monkeypatch, spark):
+def test_a_week_of_hourly_appends_is_computed_once_each_and_equals_a_full_recompute(
+    make_project, tmp_path, monkeypatch, spark
+):
     root = make_project({"sources.yaml": WEEK_SOURCES, **WEEK_MODELS})
     events, clicks = root / "data" / "events", root / "data" / "clicks"
     _events(events, [utc(2024, 1, 1, 0, 5)])
@@ -316,7 +336,9 @@ def test_a_week_of_hourly_appends_is_computed_once_each_and_equals_a_full_recomp
     assert report.success
     for name in ("s.hourly", "s.daily", "s.weekly", "s.both", "s.total"):
         table = name.replace(".", "/")
-        assert table_rows(f"{project.settings.warehouse}/{table}") == table_rows(f"{again.settings.warehouse}/{table}"), name
+        assert table_rows(f"{project.settings.warehouse}/{table}") == table_rows(
+            f"{again.settings.warehouse}/{table}"
+        ), name
     # The day without rows is recorded as done and holds no row; the quiet hours likewise.
     days = {row[0] for row in table_rows(f"{project.settings.warehouse}/s/daily")}
     assert datetime(2024, 1, 3).date() not in days and datetime(2024, 1, 4).date() in days
@@ -344,7 +366,10 @@ def test_run_auto_after_a_changed_upstream_recomputes_every_downstream_interval(
         ("s.daily", "[2024-01-01, 2024-01-03)"),  # stale: batch_size 2
         ("s.total", "full"),
     ]
-    assert table_rows(f"{project.settings.warehouse}/s/daily") == [(datetime(2024, 1, 1).date(), 48), (datetime(2024, 1, 2).date(), 48)]
+    assert table_rows(f"{project.settings.warehouse}/s/daily") == [
+        (datetime(2024, 1, 1).date(), 48),
+        (datetime(2024, 1, 2).date(), 48),
+    ]
     assert table_rows(f"{project.settings.warehouse}/s/total") == [(96,)]
     # Nothing is stale any more, and status says so.
     assert cli.main(["status", "--until", "2024-01-03", "--project", str(root)]) == 0
@@ -366,8 +391,11 @@ def test_the_automation_sensor_marks_a_killed_cli_run_failed(env):
     try:
         runs = {}
         for name, pid in (("dead", gone.pid), ("alive", alive.pid)):
-            run = DagsterRun(job_name="__ASSET_JOB", status=dg.DagsterRunStatus.STARTED,
-                             tags={tags.PID_TAG: str(pid), tags.HOST_TAG: socket.gethostname(), tags.LAUNCHED_BY_TAG: "cli"})
+            run = DagsterRun(
+                job_name="__ASSET_JOB",
+                status=dg.DagsterRunStatus.STARTED,
+                tags={tags.PID_TAG: str(pid), tags.HOST_TAG: socket.gethostname(), tags.LAUNCHED_BY_TAG: "cli"},
+            )
             runs[name] = instance.add_run(run).run_id
         sensor = next(s for s in defs.sensors if s.name == SENSOR_NAME)
         sensor.evaluate_tick(dg.build_sensor_context(instance=instance, definitions=defs))
@@ -380,7 +408,9 @@ def test_the_automation_sensor_marks_a_killed_cli_run_failed(env):
     assert any(f"(pid {gone.pid}) died without finishing it" in m for m in messages)
 
 
-def test_an_edited_model_file_is_planned_on_the_next_tick_with_its_category_and_what_each_model_waits_for(env, monkeypatch, spark):
+def test_an_edited_model_file_is_planned_on_the_next_tick_with_its_category_and_what_each_model_waits_for(
+    env, monkeypatch, spark
+):
     """The definitions stay those loaded before the edit (no reload): the sensor sees the files."""
     from dagster._core.storage.dagster_run import DagsterRun
 
@@ -403,7 +433,9 @@ def test_an_edited_model_file_is_planned_on_the_next_tick_with_its_category_and_
     # A breaking edit and a new model: the edited model is rebuilt, in the same tick; the new model is
     # not known to the running code location yet and waits for it to reload.
     hourly.write_text(text.replace("COUNT(*) AS n", "COUNT(*) * 2 AS n"))
-    (project.directory / "models" / "extra.sql").write_text("MODEL (name s.extra, kind FULL);\nSELECT COUNT(*) AS n FROM raw.events")
+    (project.directory / "models" / "extra.sql").write_text(
+        "MODEL (name s.extra, kind FULL);\nSELECT COUNT(*) AS n FROM raw.events"
+    )
     data = auto.sense(now)
     auto.cursor = data.cursor
     assert [(r.asset_selection[0].to_user_string(), r.tags[START], r.tags[END]) for r in data.run_requests] == [
@@ -419,8 +451,16 @@ def test_an_edited_model_file_is_planned_on_the_next_tick_with_its_category_and_
     assert auto.sense(now).asset_events == []
 
     # While the rebuild runs, every tick says what each model waits for, never "up to date".
-    run = DagsterRun(job_name=request.job_name, status=dg.DagsterRunStatus.STARTED, asset_selection=frozenset(request.asset_selection),
-                     tags={**request.tags, run_tags.PID_TAG: str(os.getpid()), run_tags.HOST_TAG: __import__("socket").gethostname()})
+    run = DagsterRun(
+        job_name=request.job_name,
+        status=dg.DagsterRunStatus.STARTED,
+        asset_selection=frozenset(request.asset_selection),
+        tags={
+            **request.tags,
+            run_tags.PID_TAG: str(os.getpid()),
+            run_tags.HOST_TAG: __import__("socket").gethostname(),
+        },
+    )
     run_id = instance.add_run(run).run_id
     assert auto.tick(now, run=False) == []
     skip = auto.last_skip
@@ -436,7 +476,9 @@ def test_an_edited_model_file_is_planned_on_the_next_tick_with_its_category_and_
     (project.directory / "models" / "extra.sql").unlink()
     auto.run_defs = build_definitions(load_project(project.directory))
     assert auto.tick(now) == [("s/hourly", "2024-01-01-00:00", "2024-01-03-05:00")]
-    records = instance.event_log_storage.get_asset_check_execution_history(dg.AssetCheckKey(dg.AssetKey(["s", "hourly"]), DEFINITION_CHECK), limit=1)
+    records = instance.event_log_storage.get_asset_check_execution_history(
+        dg.AssetCheckKey(dg.AssetKey(["s", "hourly"]), DEFINITION_CHECK), limit=1
+    )
     assert records[0].event.dagster_event.event_specific_data.passed
     assert auto.tick(now) == [("s/daily", "2024-01-01", "2024-01-02")]
     assert auto.tick(now) == [("s/total", None, None)]

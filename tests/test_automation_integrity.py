@@ -10,6 +10,8 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from test_automation import Automation, env  # noqa: F401 (the fixture)
+from test_dagster import MODELS, SOURCES
 
 from incremental_assets import delta
 from incremental_assets.load.project import load_project
@@ -19,8 +21,6 @@ from incremental_assets.orchestration.runner import Runner
 from incremental_assets.orchestration.watch import INTEGRITY_CHECK, ROTATION_PER_TICK
 
 from helpers import automation_daemon, table_rows, utc, write_events
-from test_automation import Automation, env  # noqa: F401 (the fixture)
-from test_dagster import MODELS, SOURCES
 
 NOW = utc(2024, 1, 3, 6)
 
@@ -76,7 +76,9 @@ def test_a_deleted_newest_log_file_fails_the_check_and_its_intervals_are_compute
 
 def test_a_deleted_data_file_is_found_by_the_rotation_within_a_few_ticks(env, monkeypatch, spark):  # noqa: F811
     auto, uris, clean = built(env, monkeypatch)
-    victim = next(Path(f.uri.removeprefix("file://")) for f in delta.snapshot_files(uris["s.daily"]) if f.interval == "2024-01-01")
+    victim = next(
+        Path(f.uri.removeprefix("file://")) for f in delta.snapshot_files(uris["s.daily"]) if f.interval == "2024-01-01"
+    )
     victim.unlink()  # the log does not change: only the rotation looks at this table
 
     found = []
@@ -117,7 +119,10 @@ def test_the_daemon_repairs_a_deleted_log_file_and_the_check_shows_it(make_proje
     runner = Runner(project, instance, build_definitions(project))
     for now in (utc(2024, 1, 7, 20), utc(2024, 1, 8, 6)):  # the second run's hours are the newest commit
         assert runner.run(project.ordered(), auto=True, now=now).success
-    uris = {name: delta.table_uri(project.settings.warehouse, name) for name in ("s.hourly", "s.daily", "s.weekly", "s.total")}
+    uris = {
+        name: delta.table_uri(project.settings.warehouse, name)
+        for name in ("s.hourly", "s.daily", "s.weekly", "s.total")
+    }
     clean = {name: table_rows(uri) for name, uri in uris.items()}
     sorted((Path(uris["s.hourly"]) / "_delta_log").glob("*.json"))[-1].unlink()
     assert table_rows(uris["s.hourly"]) != clean["s.hourly"]
@@ -135,7 +140,12 @@ def test_the_daemon_repairs_a_deleted_log_file_and_the_check_shows_it(make_proje
             assert daemon.poll() is None, (tmp_path / "daemon.log").read_text()[-4000:]
             outcomes = [e.passed for e in history()]
             busy = instance.get_run_records(filters=dg.RunsFilter(statuses=ACTIVE_RUN_STATUSES), limit=1)
-            done = False in outcomes and outcomes[-1] is True and not busy and table_rows(uris["s.hourly"]) == clean["s.hourly"]
+            done = (
+                False in outcomes
+                and outcomes[-1] is True
+                and not busy
+                and table_rows(uris["s.hourly"]) == clean["s.hourly"]
+            )
         assert done, "not repaired:\n" + (tmp_path / "daemon.log").read_text()[-4000:]
     failed = next(e for e in history() if not e.passed)
     assert "recorded but not in its table: [2024-01-07 20:00, 2024-01-08 06:00)" in str(failed.metadata["status"].value)

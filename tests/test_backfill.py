@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+from test_dagster import env  # noqa: F401  (hourly -> daily (batches of 2 days) -> weekly, on raw.events)
 
 from incremental_assets import cli, delta
-from incremental_assets.spark.executor import Executor
+from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.orchestration.runner import Runner
 from incremental_assets.orchestration.status import model_status
-from incremental_assets.model.intervals import TimeWindow
+from incremental_assets.spark.executor import Executor
 
 from helpers import table_rows, utc
-from test_dagster import env  # noqa: F401  (hourly -> daily (batches of 2 days) -> weekly, on raw.events)
 
 
 def test_failed_backfill_keeps_completed_intervals_and_retry_runs_only_the_rest(env, monkeypatch, capsys):  # noqa: F811
@@ -23,7 +23,9 @@ def test_failed_backfill_keeps_completed_intervals_and_retry_runs_only_the_rest(
         return real(self, plan, **kwargs)
 
     monkeypatch.setattr(Executor, "execute", flaky)
-    report = Runner(project, instance, defs).run(project.select("+s.weekly"), start=utc(2023, 12, 31), end=utc(2024, 1, 14))
+    report = Runner(project, instance, defs).run(
+        project.select("+s.weekly"), start=utc(2023, 12, 31), end=utc(2024, 1, 14)
+    )
     outcome = [(r.model, str(r.window), r.success) for r in report.records]
     assert outcome[:4] == [
         ("s.hourly", "[2024-01-01, 2024-01-14)", True),  # FullyBatchSafe: one run for 13 days of hours
@@ -43,15 +45,24 @@ def test_failed_backfill_keeps_completed_intervals_and_retry_runs_only_the_rest(
     # Only what is missing runs: no hourly run, daily from the failed chunk on, then the two weeks.
     assert "s.hourly" not in out.split("\n", 1)[1]
     ran = [line.split("] ", 1)[1].split(":")[0] for line in out.splitlines() if line.startswith("[")]
-    assert ran == ["s.daily [2024-01-05, 2024-01-07)", "s.daily [2024-01-07, 2024-01-09)", "s.daily [2024-01-09, 2024-01-11)",
-                   "s.daily [2024-01-11, 2024-01-13)", "s.daily [2024-01-13, 2024-01-14)", "s.weekly [2023-12-31, 2024-01-14)"]
+    assert ran == [
+        "s.daily [2024-01-05, 2024-01-07)",
+        "s.daily [2024-01-07, 2024-01-09)",
+        "s.daily [2024-01-09, 2024-01-11)",
+        "s.daily [2024-01-11, 2024-01-13)",
+        "s.daily [2024-01-13, 2024-01-14)",
+        "s.weekly [2023-12-31, 2024-01-14)",
+    ]
     weekly = delta.table_uri(project.settings.warehouse, "s.weekly")
     assert table_rows(weekly) == [(utc(2023, 12, 31).date(), 24 * 6), (utc(2024, 1, 7).date(), 24 * 7)]
     assert model_status(instance, project.model("s.daily"), until=utc(2024, 1, 14), now=utc(2024, 2, 1)).gaps == ()
 
     assert cli.main(["history", "s.daily", "--limit", "7", "--project", root]) == 0
     out = capsys.readouterr().out
-    assert "\n    RuntimeError: executor lost in the middle of the backfill" in out or "executor lost in the middle of the backfill" in out
+    assert (
+        "\n    RuntimeError: executor lost in the middle of the backfill" in out
+        or "executor lost in the middle of the backfill" in out
+    )
     lines = [line for line in out.splitlines() if not line.startswith("    ")]
     assert len(lines) == 7
     assert "SUCCESS   s.daily  2024-01-13...2024-01-13  1 rows" in lines[0]
@@ -62,5 +73,10 @@ def test_failed_backfill_keeps_completed_intervals_and_retry_runs_only_the_rest(
     # --since / --until select runs by creation time.
     assert cli.main(["history", "s.daily", "--since", "2999-01-01", "--project", root]) == 0
     assert capsys.readouterr().out.strip() == "no runs recorded yet"
-    assert cli.main(["history", "s.daily", "--since", "2000-01-01", "--until", "2999-01-01", "--limit", "3", "--project", root]) == 0
+    assert (
+        cli.main(
+            ["history", "s.daily", "--since", "2000-01-01", "--until", "2999-01-01", "--limit", "3", "--project", root]
+        )
+        == 0
+    )
     assert len([line for line in capsys.readouterr().out.splitlines() if not line.startswith("    ")]) == 3

@@ -11,7 +11,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import peer  # noqa: E402
 import project_scale  # noqa: E402
 
-from incremental_assets.load.model_file import parse_model_file# noqa: E402
+from incremental_assets.load.model_file import parse_model_file  # noqa: E402
 
 
 def test_generated_project_loads_and_builds_definitions_in_a_fresh_process():
@@ -33,26 +33,32 @@ def test_peer_side_runs_the_example_model_without_its_audits(tmp_path):
 
 
 def test_sqlmesh_peer_project_declares_the_same_model_sources_and_spark_settings(tmp_path):
-    import yaml
-
     import peer_sqlmesh
+    import yaml
 
     data = tmp_path / "ours" / "data"
     (data / "raw").mkdir(parents=True)
     (data / "raw" / "items.csv").write_text("item_id,name,category,unit_price\n")
     project = peer_sqlmesh.sqlmesh_project(tmp_path, data, "r1")
-    assert (project / "models" / "order_lines.sql").read_text() == peer.model_text()  # the same header and query, no audits
+    assert (
+        project / "models" / "order_lines.sql"
+    ).read_text() == peer.model_text()  # the same header and query, no audits
     config = yaml.safe_load((project / "config.yaml").read_text())
     gateway = config["gateways"][config["default_gateway"]]
     assert gateway["connection"]["type"] == "spark" and gateway["state_connection"]["type"] == "duckdb"
     spark = gateway["connection"]["config"]
     assert spark["spark.master"] == "local[2]" and spark["spark.sql.session.timeZone"] == "UTC"
     assert spark["spark.sql.warehouse.dir"] == str(tmp_path / "sqlmesh-warehouse-r1")
-    declared = {m["name"]: {c: t.lower() for c, t in m["columns"].items()} for m in yaml.safe_load((project / "external_models.yaml").read_text())}
+    declared = {
+        m["name"]: {c: t.lower() for c, t in m["columns"].items()}
+        for m in yaml.safe_load((project / "external_models.yaml").read_text())
+    }
     sources = {s["name"]: s["columns"] for s in yaml.safe_load((REPO / "sources.yaml").read_text())}
     assert declared == {name: sources[name] for name in ("raw.orders", "raw.order_items", "raw.items")}
     links = tmp_path / "peer-data"
-    assert (links / "orders").resolve() == (data / "raw" / "orders").resolve() and (links / "items" / "items.csv").exists()
+    assert (links / "orders").resolve() == (data / "raw" / "orders").resolve() and (
+        links / "items" / "items.csv"
+    ).exists()
     assert any(f"LOCATION '{links / 'orders'}'" in ddl for ddl in peer.source_ddl(links))
 
 
@@ -78,12 +84,17 @@ def test_year_traces_delta_log_reads_per_table_and_plots_every_hourly_cycle(tmp_
         '103 openat(AT_FDCWD, "/p/data/events/_delta_log/00000000000000000001.json", O_RDONLY|O_CLOEXEC) = 4\n'
         '103 openat(AT_FDCWD, "/p/data/events/part-0.parquet", O_RDONLY|O_CLOEXEC) = 4\n'
     )
-    assert year.delta_log_reads(trace) == {"data/events": {"opens": 1, "files": 1}, "s/hourly": {"opens": 2, "files": 1}}
+    assert year.delta_log_reads(trace) == {
+        "data/events": {"opens": 1, "files": 1},
+        "s/hourly": {"opens": 2, "files": 1},
+    }
     # A late row every 10th cycle for the hour five back; every 13th hour empty.
     late = [i for i in range(40) if any(s < year.START + i * year.HOUR for s in year.arrivals(i))]
     assert late == [9, 19, 29, 39] and year.arrivals(7) == [] and len(year.arrivals(8)) == year.hour_rows(8) > 0
     cost = dict.fromkeys(("total", *year.PHASES), 1.0)
     cycles = [{"cycle": c, "phase": "first" if c < 30 else "last", "cost": cost} for c in (25, 26, 100, 101)]
     plot = tmp_path / "plot.svg"
-    year.svg_plot({"cycles": cycles, "what_ran": {"first_hourly_days": 1, "forward_days": 2, "last_hourly_days": 1}}, plot)
+    year.svg_plot(
+        {"cycles": cycles, "what_ran": {"first_hourly_days": 1, "forward_days": 2, "last_hourly_days": 1}}, plot
+    )
     assert plot.read_text().startswith("<svg") and plot.read_text().count('r="2"') == 4

@@ -8,8 +8,8 @@ the 30 days of a real table's life would.
 from __future__ import annotations
 
 import json
-import shutil
 import os
+import shutil
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -68,7 +68,11 @@ def _window(day: str) -> TimeWindow:
 
 
 MODES = {
-    "replace_window": lambda i: (delta.PARTITION_COLUMN, [DAYS[i % 5]], delta.ReplaceWindow(_window(DAYS[i % 5]), IntervalUnit.DAY)),
+    "replace_window": lambda i: (
+        delta.PARTITION_COLUMN,
+        [DAYS[i % 5]],
+        delta.ReplaceWindow(_window(DAYS[i % 5]), IntervalUnit.DAY),
+    ),
     "replace_buckets": lambda i: (delta.BUCKET_COLUMN, [str(i % 3)], delta.ReplaceBuckets((str(i % 3),))),
     "replace_table": lambda i: ("p", [], delta.ReplaceTable()),
     "append": lambda i: ("p", [], delta.Append()),
@@ -181,7 +185,9 @@ def test_spark_writes_and_day_file_rewrites_keep_checkpoints_and_read_alike(spar
     """Real runs: hours appended to a table cut by day, a late hour rewriting its day file; with a
     checkpoint every 2 commits the log is cleaned and Spark reads what deltalake reads. (Merges commit
     by key bucket: see the commit modes above.)"""
-    monkeypatch.setattr(checkpoints, "TABLE_PROPERTIES", {**checkpoints.TABLE_PROPERTIES, "delta.checkpointInterval": "2"})
+    monkeypatch.setattr(
+        checkpoints, "TABLE_PROPERTIES", {**checkpoints.TABLE_PROPERTIES, "delta.checkpointInterval": "2"}
+    )
     root = make_project({"sources.yaml": EVENTS_SOURCE, "models/hourly.sql": HOURLY})
     events = root / "data/events"
     write_events(events, utc(2024, 1, 1), 1, per_hour=2)
@@ -206,7 +212,12 @@ def test_spark_writes_and_day_file_rewrites_keep_checkpoints_and_read_alike(spar
     for name, uri in uris.items():
         assert checkpointed(uri) == [4] and commit_files(uri) == [4], name
         assert DeltaTable(uri).version() == 4
-        from_spark = sorted(tuple(r) for r in spark.read.parquet(*DeltaTable(uri).file_uris()).drop("ia_interval", "ia_day", "ia_bucket").collect())
+        from_spark = sorted(
+            tuple(r)
+            for r in spark.read.parquet(*DeltaTable(uri).file_uris())
+            .drop("ia_interval", "ia_day", "ia_bucket")
+            .collect()
+        )
         assert table_rows(uri, drop=("ia_interval", "ia_day", "ia_bucket")) == from_spark and from_spark
     assert cli.main(["verify", "--project", str(root)]) == 0
 
@@ -272,7 +283,9 @@ def test_the_integrity_check_from_its_last_look_catches_a_deleted_new_data_file(
     assert [(w.start.day, w.start.hour) for w in found.lost] == [(2, 6)]
 
 
-def test_the_integrity_check_from_its_last_look_finds_a_resized_old_file_within_a_round_of_samples(history, monkeypatch):
+def test_the_integrity_check_from_its_last_look_finds_a_resized_old_file_within_a_round_of_samples(
+    history, monkeypatch
+):
     from incremental_assets.orchestration import integrity_since
 
     monkeypatch.setattr(integrity_since, "SAMPLE", 8)  # 30 files: every file stat'ed within 4 checks
@@ -282,7 +295,9 @@ def test_the_integrity_check_from_its_last_look_finds_a_resized_old_file_within_
     seen = [history.check() for _ in range(4)]
     assert any(not found.ok for found in seen)
     lost = next(found for found in seen if not found.ok)
-    assert "bytes where the log recorded" in lost.problems[0] and [(w.start.day, w.start.hour) for w in lost.lost] == [(1, 0)]
+    assert "bytes where the log recorded" in lost.problems[0] and [(w.start.day, w.start.hour) for w in lost.lost] == [
+        (1, 0)
+    ]
 
 
 # -- commits Dagster missed, from the commits after the last look ---------------------------------
@@ -307,7 +322,9 @@ def test_commits_dagster_missed_are_found_from_the_commits_after_the_last_look(h
     assert whole_log == []  # only the commit files after version 29 were read
     assert reconcile.remembered_mark(history.instance, history.uri).version == 29  # not past what is missed
 
-    assert [m.version for m in reconcile.reconcile(history.instance, history.project, history.model, history.translator)] == [31]
+    assert [
+        m.version for m in reconcile.reconcile(history.instance, history.project, history.model, history.translator)
+    ] == [31]
     assert reconcile.remembered_mark(history.instance, history.uri).version == 32
     assert missed() == [] and whole_log == []
 
@@ -326,7 +343,9 @@ def test_finding_dead_runs_staging_folders_reads_the_log_only_for_a_folder_not_m
     monkeypatch.setattr(staging, "commits", lambda uri: whole_log.append(uri) or real_commits(uri))
     folders = sorted(Path(history.uri).glob("run-*"))
     hour_3 = next(p.parent for p in Path(history.uri).glob(f"run-*/{delta.PARTITION_COLUMN}=2024-01-01T03*"))
-    assert len(folders) == 30 and all((f / staging.COMMITTED_MARK).exists() for f in folders)  # each commit marks its folder
+    assert len(folders) == 30 and all(
+        (f / staging.COMMITTED_MARK).exists() for f in folders
+    )  # each commit marks its folder
     assert delta.orphan_staging_dirs(history.uri) == [] and whole_log == []
 
     (hour_3 / staging.COMMITTED_MARK).unlink()  # committed before marks existed (or the mark was lost)
@@ -336,7 +355,9 @@ def test_finding_dead_runs_staging_folders_reads_the_log_only_for_a_folder_not_m
     (dead / f"{delta.PARTITION_COLUMN}=2024-01-01T05" / "part-0.parquet").write_bytes(b"PAR1")
     assert delta.orphan_staging_dirs(history.uri) == [str(dead)] and whole_log == [history.uri]
     shutil.rmtree(dead)
-    assert delta.orphan_staging_dirs(history.uri) == [] and whole_log == [history.uri]  # hour 3's folder is live: no log read
+    assert delta.orphan_staging_dirs(history.uri) == [] and whole_log == [
+        history.uri
+    ]  # hour 3's folder is live: no log read
 
     # A folder whose files a later commit replaced, unmarked: the log is read once and the folder marked.
     history.hours = 3

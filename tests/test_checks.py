@@ -7,12 +7,12 @@ import pytest
 from deltalake import DeltaTable
 
 from incremental_assets import delta
-from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.errors import ProjectError
 from incremental_assets.load.project import load_project
+from incremental_assets.model.intervals import TimeWindow
+from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.orchestration.runner import Runner
 from incremental_assets.orchestration.status import model_status
-from incremental_assets.model.intervals import TimeWindow
 
 from helpers import EVENTS_SOURCE, table_rows, utc, write_events
 
@@ -39,7 +39,14 @@ USER_AUDIT = """
 
 @pytest.fixture
 def env(make_project, dagster_env):
-    root = make_project({"sources.yaml": SOURCES, "models/daily.sql": DAILY, "models/downstream.sql": TOTAL, "audits/few.sql": USER_AUDIT})
+    root = make_project(
+        {
+            "sources.yaml": SOURCES,
+            "models/daily.sql": DAILY,
+            "models/downstream.sql": TOTAL,
+            "audits/few.sql": USER_AUDIT,
+        }
+    )
     # Day 1: 24 events (ok); day 2: 48 events, which breaks the blocking accepted_range (max 24).
     write_events(root / "data" / "events", utc(2024, 1, 1), 24)
     write_events(root / "data" / "events", utc(2024, 1, 2), 24, per_hour=2, mode="append")
@@ -59,7 +66,9 @@ def test_checks_pass_warn_and_block(env, spark):
     assert not specs["few_events"].blocking and not specs["forall"].blocking
 
     runner = Runner(project, instance, defs)
-    ok = runner.run([project.model("s.daily"), project.model("s.downstream")], start=utc(2024, 1, 1), end=utc(2024, 1, 2))
+    ok = runner.run(
+        [project.model("s.daily"), project.model("s.downstream")], start=utc(2024, 1, 1), end=utc(2024, 1, 2)
+    )
     assert ok.success, [r.error for r in ok.records]
     passed = _evaluations(instance, key, "accepted_range__n")[0]
     assert passed.passed and passed.metadata["failing_rows"].value == 0
@@ -67,7 +76,9 @@ def test_checks_pass_warn_and_block(env, spark):
     # Day 2 breaks the blocking range check: the run fails, nothing is committed, downstream is skipped.
     uri = delta.table_uri(project.settings.warehouse, "s.daily")
     version = DeltaTable(uri).version()
-    bad = runner.run([project.model("s.daily"), project.model("s.downstream")], start=utc(2024, 1, 2), end=utc(2024, 1, 3))
+    bad = runner.run(
+        [project.model("s.daily"), project.model("s.downstream")], start=utc(2024, 1, 2), end=utc(2024, 1, 3)
+    )
     assert not bad.success
     assert "accepted_range" in bad.records[0].error and "48" in bad.records[0].error
     assert bad.records[1].error == "skipped: an upstream model failed"
@@ -85,7 +96,9 @@ def test_checks_pass_warn_and_block(env, spark):
 def test_non_blocking_failures_warn_but_commit(env, spark, tmp_path):
     project, instance, defs = env
     # A user audit with a tighter limit: non-blocking, so day 1 (24 > 10) is committed with a warning.
-    (project.directory / "audits" / "few.sql").write_text("AUDIT (name few_events, defaults (most = 10));\nSELECT * FROM @this_model WHERE n > @most\n")
+    (project.directory / "audits" / "few.sql").write_text(
+        "AUDIT (name few_events, defaults (most = 10));\nSELECT * FROM @this_model WHERE n > @most\n"
+    )
     project = load_project(project.directory)
     defs = build_definitions(project)
     report = Runner(project, instance, defs).run([project.model("s.daily")], start=utc(2024, 1, 1), end=utc(2024, 1, 2))

@@ -12,7 +12,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from conftest import REPO, write_project
 
 from incremental_assets.errors import ModelFileError, WindowError
 from incremental_assets.load.project import load_project
@@ -21,24 +20,29 @@ from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.model.settings import SETTING_VARIABLES, EnvSettings, read_env_settings
 from incremental_assets.plan.run_plan import plan_run
 
+from conftest import REPO, write_project
+
 PACKAGE = REPO / "incremental_assets"
 PINNED = datetime(2024, 3, 10, 15, 30, tzinfo=timezone.utc)
 CLOCK_OR_GETENV = re.compile(r"(datetime\.|dt\.datetime\.|date\.)(now|utcnow|today)|time\.time(_ns)?|os\.getenv")
 
 
 def _project(tmp_path: Path):
-    return write_project(tmp_path, {
-        "models/recent.sql": """
+    return write_project(
+        tmp_path,
+        {
+            "models/recent.sql": """
             MODEL (name s.recent, kind INCREMENTAL_BY_TIME_RANGE(time_column ds), start '1 week ago', cron '@daily');
             SELECT ds FROM s.days WHERE ds BETWEEN @start_ds AND @end_ds
         """,
-        "models/nostart.sql": """
+            "models/nostart.sql": """
             MODEL (name s.nostart, kind INCREMENTAL_BY_TIME_RANGE(time_column ds), cron '@daily',
                    physical_properties (allow_nondeterministic = true));
             SELECT ds, @execution_ds AS ran_on FROM s.days WHERE ds BETWEEN @start_ds AND @end_ds
         """,
-        "models/days.sql": "MODEL (name s.days, kind FULL); SELECT CAST('2024-01-01' AS DATE) AS ds",
-    })
+            "models/days.sql": "MODEL (name s.days, kind FULL); SELECT CAST('2024-01-01' AS DATE) AS ds",
+        },
+    )
 
 
 def test_relative_and_default_starts_follow_the_pinned_clock(tmp_path):
@@ -92,7 +96,11 @@ def test_the_clock_and_the_environment_are_read_in_one_place_each():
     assert of_clock == {"model/clock.py"}
     # Besides the one read: what the product sets for Dagster, and a child process's copy of the environment.
     assert of_env == {
-        "model/settings.py", "orchestration/event_log.py", "orchestration/instance.py", "spark/connect_server.py"}
+        "model/settings.py",
+        "orchestration/event_log.py",
+        "orchestration/instance.py",
+        "spark/connect_server.py",
+    }
 
 
 def test_every_variable_read_is_in_the_readme_settings_tables():
@@ -109,11 +117,17 @@ def test_every_variable_read_is_in_the_readme_settings_tables():
 
 def test_the_environment_is_read_into_one_value():
     assert read_env_settings({}) == EnvSettings()
-    env = read_env_settings({
-        "INCREMENTAL_ASSETS_WAREHOUSE": "/w", "INCREMENTAL_ASSETS_UPSTREAM_WAIT_RETRIES": "3",
-        "INCREMENTAL_ASSETS_CACHE_DIR": "off", "INCREMENTAL_ASSETS_CLOCK": " 2024-01-01T00:00:00Z ",
-        "INCREMENTAL_ASSETS_DEBUG": "1", "AWS_PROFILE": "p", "PATH": "/bin",
-    })
+    env = read_env_settings(
+        {
+            "INCREMENTAL_ASSETS_WAREHOUSE": "/w",
+            "INCREMENTAL_ASSETS_UPSTREAM_WAIT_RETRIES": "3",
+            "INCREMENTAL_ASSETS_CACHE_DIR": "off",
+            "INCREMENTAL_ASSETS_CLOCK": " 2024-01-01T00:00:00Z ",
+            "INCREMENTAL_ASSETS_DEBUG": "1",
+            "AWS_PROFILE": "p",
+            "PATH": "/bin",
+        }
+    )
     assert env.setting_overrides == {"INCREMENTAL_ASSETS_WAREHOUSE": "/w"}
     assert (env.upstream_wait_retries, env.cache_dir, env.clock, env.debug) == (3, "off", "2024-01-01T00:00:00Z", True)
     assert env.credentials == {"AWS_PROFILE": "p"}

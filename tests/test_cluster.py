@@ -18,8 +18,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from deltalake import DeltaTable
-
 from cluster.services import (
     LOOPBACK,
     connect_server,
@@ -29,6 +27,8 @@ from cluster.services import (
     spark_env,
     standalone_cluster,
 )
+from deltalake import DeltaTable
+
 from conftest import REPO
 from helpers import normalize
 
@@ -72,7 +72,12 @@ def cli(project: Path, args: list[str], env: dict[str, str], *, log: Path) -> st
     began = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "incremental_assets.cli", *args],
-        cwd=project, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=CLI_TIMEOUT,
+        cwd=project,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT,
     )
     output = done.stdout + done.stderr
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -106,7 +111,9 @@ def assert_backfill(output: str) -> None:
 def assert_same_tables(got: dict[str, list[tuple]], expected: dict[str, list[tuple]], how: str) -> None:
     assert sorted(got) == sorted(expected), f"{how}: tables differ from the local run"
     for name, rows in expected.items():
-        assert got[name] == rows, f"{how}: table {name} differs from the local run ({len(got[name])} vs {len(rows)} rows)"
+        assert got[name] == rows, (
+            f"{how}: table {name} differs from the local run ({len(got[name])} vs {len(rows)} rows)"
+        )
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +145,9 @@ def test_backfill_on_a_standalone_cluster_equals_local(example, local_tables, tm
     with standalone_cluster(tmp_path / "spark", workers=2, cores=1, memory="1g") as cluster:
         warehouse = tmp_path / "warehouse"
         env = run_env(
-            tmp_path, warehouse, tmp_path / "dagster_home",
+            tmp_path,
+            warehouse,
+            tmp_path / "dagster_home",
             INCREMENTAL_ASSETS_SPARK_MASTER=cluster.master_url,
             INCREMENTAL_ASSETS_SPARK_CONF=json.dumps(CLUSTER_CONF),
         )
@@ -152,7 +161,10 @@ def test_backfill_on_a_standalone_cluster_equals_local(example, local_tables, tm
     apps = state["completedapps"] + state["activeapps"]
     assert [a["name"] for a in apps] == ["incremental_assets"], apps
     assert all(len(logs) == 1 for logs in executor_logs.values()), executor_logs
-    tasks = {worker: sum(log.read_text(errors="replace").count("Running task") for log in logs) for worker, logs in executor_logs.items()}
+    tasks = {
+        worker: sum(log.read_text(errors="replace").count("Running task") for log in logs)
+        for worker, logs in executor_logs.items()
+    }
     print(f"tasks run per worker's executor: {tasks}")
     assert all(n > 0 for n in tasks.values()), f"each worker's executor must have run tasks: {tasks}"
     assert_same_tables(delta_tables(warehouse), local_tables, "standalone cluster")
@@ -183,7 +195,9 @@ def test_backfill_through_spark_connect_equals_local(example, local_tables, tmp_
 
     # The server's event log records the SQL it ran, writing into this warehouse.
     events = "".join(p.read_text(errors="replace") for p in server.event_log_dir.rglob("*") if p.is_file())
-    assert "SparkListenerSQLExecutionStart" in events and str(warehouse) in events, "the Connect server ran nothing for this run"
+    assert "SparkListenerSQLExecutionStart" in events and str(warehouse) in events, (
+        "the Connect server ran nothing for this run"
+    )
     assert_same_tables(delta_tables(warehouse), local_tables, "Spark Connect")
 
 
@@ -203,7 +217,14 @@ def test_backfill_with_dagster_storage_on_postgres(example, local_tables, tmp_pa
         env = run_env(tmp_path, warehouse, home, INCREMENTAL_ASSETS_SPARK_MASTER="local[2]", **pg.env())
         output = cli(example, BACKFILL, env, log=tmp_path / "run.log")
         assert_backfill(output)
-        status = json.loads(cli(example, ["status", "--since", "2024-11-01", "--until", "2024-12-08", "--json"], env, log=tmp_path / "status.log"))
+        status = json.loads(
+            cli(
+                example,
+                ["status", "--since", "2024-11-01", "--until", "2024-12-08", "--json"],
+                env,
+                log=tmp_path / "status.log",
+            )
+        )
 
         # Runs, materializations and partition status are in Postgres, not in SQLite files under DAGSTER_HOME.
         runs = dict(pg.query("SELECT status, COUNT(*) FROM runs GROUP BY status"))
@@ -214,14 +235,31 @@ def test_backfill_with_dagster_storage_on_postgres(example, local_tables, tmp_pa
         tables = {name for (name,) in pg.query("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}
 
     assert runs == {"SUCCESS": MODELS}, runs
-    assert {"runs", "event_logs", "asset_keys", "jobs", "instigators"} <= tables, tables  # run, event and schedule storage
+    assert {"runs", "event_logs", "asset_keys", "jobs", "instigators"} <= tables, (
+        tables
+    )  # run, event and schedule storage
     assert not list(home.rglob("*.db")), f"SQLite files under DAGSTER_HOME: {list(home.rglob('*.db'))}"
     partitions = {json.loads(key)[-1]: count for key, count in materialized}
     assert partitions == {
-        "order_lines": 37, "daily_customer_revenue": 37, "hourly_orders": 168, "daily_channel_orders": 7,
-        "monthly_country_revenue": 1, "weekly_category_revenue": 5, "customers": 0, "customer_lifetime": 0, "category_summary": 0,
+        "order_lines": 37,
+        "daily_customer_revenue": 37,
+        "hourly_orders": 168,
+        "daily_channel_orders": 7,
+        "monthly_country_revenue": 1,
+        "weekly_category_revenue": 5,
+        "customers": 0,
+        "customer_lifetime": 0,
+        "category_summary": 0,
     }, partitions
     by_model = {s["model"]: s for s in status}
-    for name in ("shop.order_lines", "shop.hourly_orders", "shop.weekly_category_revenue", "shop.monthly_country_revenue"):
-        assert by_model[name]["gaps"] == [] and by_model[name]["intervals_done"] == by_model[name]["intervals_expected"] > 0, by_model[name]
+    for name in (
+        "shop.order_lines",
+        "shop.hourly_orders",
+        "shop.weekly_category_revenue",
+        "shop.monthly_country_revenue",
+    ):
+        assert (
+            by_model[name]["gaps"] == []
+            and by_model[name]["intervals_done"] == by_model[name]["intervals_expected"] > 0
+        ), by_model[name]
     assert_same_tables(delta_tables(warehouse), local_tables, "Postgres storage")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import textwrap
 
 import dagster as dg
-
 from test_dagster import MODELS, SOURCES
+
 from conftest import write_project
 
 
@@ -32,7 +32,11 @@ def load_component(tmp_path, monkeypatch, name: str, attributes: str) -> dg.Defi
     write_project(tmp_path / "shop_models", {"sources.yaml": SOURCES, **MODELS})
     defs_yaml = "type: incremental_assets.IncrementalAssetsComponent\nattributes:\n  project: ../../../../shop_models\n"
     dg_root = write_project(
-        tmp_path / name, {**dg_project_files(name), f"{name}/defs/shop/defs.yaml": defs_yaml + textwrap.indent(textwrap.dedent(attributes), "  ")}
+        tmp_path / name,
+        {
+            **dg_project_files(name),
+            f"{name}/defs/shop/defs.yaml": defs_yaml + textwrap.indent(textwrap.dedent(attributes), "  "),
+        },
     )
     monkeypatch.syspath_prepend(str(dg_root))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
@@ -50,13 +54,18 @@ def test_defs_yaml_loads_the_project_as_a_component(tmp_path, monkeypatch):
 
 
 def test_component_yaml_sets_key_prefix_group_tags_and_automation(tmp_path, monkeypatch):
-    defs = load_component(tmp_path, monkeypatch, "lake_platform", """
+    defs = load_component(
+        tmp_path,
+        monkeypatch,
+        "lake_platform",
+        """
         key_prefix: [lake]
         group_name: shop_models
         tags: {team: data}
         automation_condition: on_cron
         sensors: false
-    """)
+    """,
+    )
     keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
     assert keys == {"lake/raw/events", "lake/s/hourly", "lake/s/daily", "lake/s/weekly", "lake/s/total"}
     daily = defs.resolve_assets_def(dg.AssetKey(["lake", "s", "daily"]))

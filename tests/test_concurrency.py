@@ -22,10 +22,10 @@ from deltalake.transaction import AddAction
 from incremental_assets import delta
 from incremental_assets.delta import lock as writer_lock_module
 from incremental_assets.errors import StorageError
-from incremental_assets.spark.executor import Executor
-from incremental_assets.plan.run_plan import plan_run
 from incremental_assets.load.project import load_project
 from incremental_assets.model.intervals import IntervalUnit, TimeWindow, to_utc
+from incremental_assets.plan.run_plan import plan_run
+from incremental_assets.spark.executor import Executor
 
 from helpers import EVENTS_SOURCE, all_at_once, table_rows, utc, write_events
 
@@ -49,7 +49,9 @@ def window(day: str, days: int = 1) -> TimeWindow:
 
 
 def commit(uri: str, staging: str, day: str, days: int = 1) -> delta.CommitResult:
-    return delta.commit_staged(uri, staging, SCHEMA, delta.ReplaceWindow(window(day, days), IntervalUnit.DAY), metadata={"model": "t.x"})
+    return delta.commit_staged(
+        uri, staging, SCHEMA, delta.ReplaceWindow(window(day, days), IntervalUnit.DAY), metadata={"model": "t.x"}
+    )
 
 
 def test_delta_rs_alone_lets_two_first_writes_of_a_window_both_land(tmp_path):
@@ -62,9 +64,16 @@ def test_delta_rs_alone_lets_two_first_writes_of_a_window_both_land(tmp_path):
     for table, staging in zip(snapshots, (a, b)):
         path = next(Path(staging).rglob("*.parquet"))
         rel = str(path.relative_to(uri))
-        action = AddAction(rel, path.stat().st_size, {delta.PARTITION_COLUMN: DAY}, 0, True, json.dumps({"numRecords": 3}))
-        table.create_write_transaction([action], mode="overwrite", schema=table.schema(), partition_by=[delta.PARTITION_COLUMN],
-                                       partition_filters=[(delta.PARTITION_COLUMN, "=", DAY)])
+        action = AddAction(
+            rel, path.stat().st_size, {delta.PARTITION_COLUMN: DAY}, 0, True, json.dumps({"numRecords": 3})
+        )
+        table.create_write_transaction(
+            [action],
+            mode="overwrite",
+            schema=table.schema(),
+            partition_by=[delta.PARTITION_COLUMN],
+            partition_filters=[(delta.PARTITION_COLUMN, "=", DAY)],
+        )
     assert len([r for r in table_rows(uri) if r[0] in ("a", "b")]) == 6  # 3 rows, twice
 
 
@@ -77,14 +86,27 @@ def test_two_writers_of_the_same_window_at_once_leave_one_whole_result(tmp_path,
     results = all_at_once(lambda: commit(uri, a, DAY), lambda: commit(uri, b, DAY))
     assert all(isinstance(r, delta.CommitResult) for r in results), results  # the later one waited, then replaced
     rows = table_rows(uri)
-    assert rows in ([("a", 0, ), ("a", 1), ("a", 2)], [("b", 0), ("b", 1), ("b", 2)])
+    assert rows in (
+        [
+            (
+                "a",
+                0,
+            ),
+            ("a", 1),
+            ("a", 2),
+        ],
+        [("b", 0), ("b", 1), ("b", 2)],
+    )
     assert sorted(r.version for r in results) == [round_ % 2, round_ % 2 + 1]
 
 
 def test_two_writers_of_different_windows_at_once_both_land(tmp_path):
     uri = str(tmp_path / "t")
     commit(uri, stage(uri, "old", ["2023-12-31"]), "2023-12-31")
-    jobs = [lambda d=d, s=stage(uri, d, [d]): commit(uri, s, d) for d in ("2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04")]
+    jobs = [
+        lambda d=d, s=stage(uri, d, [d]): commit(uri, s, d)
+        for d in ("2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04")
+    ]
     results = all_at_once(*jobs)
     assert all(isinstance(r, delta.CommitResult) for r in results), results
     keys = {r[0] for r in table_rows(uri)}
@@ -97,7 +119,10 @@ def test_a_held_lock_makes_a_writer_wait_then_fail_naming_the_holder(tmp_path, m
     commit(uri, stage(uri, "old", [DAY]), DAY)
     monkeypatch.setenv(delta.LOCK_TIMEOUT_ENV, "0.3")
     with delta.writer_lock(uri, owner="run 1234 of t.x"):
-        with pytest.raises(StorageError, match=r"being written by run 1234 of t.x \(pid \d+ on .*waited 0s.*INCREMENTAL_ASSETS_LOCK_TIMEOUT"):
+        with pytest.raises(
+            StorageError,
+            match=r"being written by run 1234 of t.x \(pid \d+ on .*waited 0s.*INCREMENTAL_ASSETS_LOCK_TIMEOUT",
+        ):
             commit(uri, stage(uri, "new", [DAY]), DAY)
     assert {r[0] for r in table_rows(uri)} == {"old"}
     commit(uri, stage(uri, "new", [DAY]), DAY)  # released: the next writer proceeds
@@ -126,7 +151,9 @@ class Holders:
         self.most = 0
         self.held: list[str] = []
 
-    def hold(self, uri: str, name: str, seconds: float, timeout: float = 10, until: threading.Event | None = None) -> None:
+    def hold(
+        self, uri: str, name: str, seconds: float, timeout: float = 10, until: threading.Event | None = None
+    ) -> None:
         with delta.writer_lock(uri, owner=name, timeout=timeout):
             with self._guard:
                 self.now.append(name)
@@ -163,16 +190,24 @@ def dead_pid() -> int:
 def write_dead_lock(uri: str, **record) -> Path:
     lock = Path(uri) / delta.LOCK_FILE
     lock.parent.mkdir(parents=True, exist_ok=True)
-    lock.write_text(json.dumps({"pid": dead_pid(), "host": delta.host_tag(), "hostname": "here", "owner": "killed run", **record}))
+    lock.write_text(
+        json.dumps({"pid": dead_pid(), "host": delta.host_tag(), "hostname": "here", "owner": "killed run", **record})
+    )
     return lock
 
 
 # Which steps a writer reaches when the lock is left by a dead writer, free, or held by a live one.
-PAUSES = [("dead", step) for step in writer_lock_module.STEPS] + [("free", "prepared"), ("live", "prepared"), ("live", "opened")]
+PAUSES = [("dead", step) for step in writer_lock_module.STEPS] + [
+    ("free", "prepared"),
+    ("live", "prepared"),
+    ("live", "opened"),
+]
 
 
 @pytest.mark.parametrize("holder,step", PAUSES)
-def test_a_writer_paused_at_any_step_of_taking_the_lock_never_holds_it_with_another(tmp_path, monkeypatch, holder, step):
+def test_a_writer_paused_at_any_step_of_taking_the_lock_never_holds_it_with_another(
+    tmp_path, monkeypatch, holder, step
+):
     """Issue 17: writer A judged a dead writer's lock stale and paused; B took the lock over; A resumed
     and moved B's live lock aside: both committed. Each writer here is a thread that skips the
     in-process lock, so the lock file alone must keep them apart, exactly as between processes."""
@@ -203,7 +238,9 @@ def test_a_writer_paused_at_any_step_of_taking_the_lock_never_holds_it_with_anot
     assert os.listdir(uri) == []  # the dead writer's lock, the prepared and moved-aside files: all gone
 
 
-def test_a_writer_that_opened_a_lock_just_before_its_holder_released_it_never_disturbs_the_next_holder(tmp_path, monkeypatch):
+def test_a_writer_that_opened_a_lock_just_before_its_holder_released_it_never_disturbs_the_next_holder(
+    tmp_path, monkeypatch
+):
     """A opens C's lock file and pauses; C releases; B publishes its own lock; A resumes and finds C's
     file free (flock-ed by nobody): it must see that the path names another file now, and leave B's
     lock alone, so that D, arriving later, waits for B."""
@@ -213,8 +250,10 @@ def test_a_writer_that_opened_a_lock_just_before_its_holder_released_it_never_di
     monkeypatch.setattr(writer_lock_module, "_step_hook", lambda step: (at_open(step), at_move(step)))
     holders = Holders()
     c_done, b_done = threading.Event(), threading.Event()
-    threads = {name: threading.Thread(target=holders.hold, args=(uri, name, 0.05), kwargs=kw, name=name)
-               for name, kw in (("C", {"until": c_done}), ("A", {}), ("B", {"until": b_done}), ("D", {}))}
+    threads = {
+        name: threading.Thread(target=holders.hold, args=(uri, name, 0.05), kwargs=kw, name=name)
+        for name, kw in (("C", {"until": c_done}), ("A", {}), ("B", {"until": b_done}), ("D", {}))
+    }
     threads["C"].start()
     while not holders.held:
         time.sleep(0.01)
@@ -281,8 +320,11 @@ def test_a_lock_from_another_host_is_taken_over_only_once_its_heartbeat_stops(tm
     monkeypatch.setenv(delta.LOCK_TIMEOUT_ENV, "0.3")
     commit(uri, stage(uri, "old", [DAY]), DAY)
     lock = write_dead_lock(uri, host="0ther0st", hostname="worker-2", owner="run 77 of t.x")
-    with pytest.raises(StorageError, match=r"run 77 of t.x .* on worker-2.*another host is taken over once its holder has not "
-                                           r"touched it for 10 minutes"):
+    with pytest.raises(
+        StorageError,
+        match=r"run 77 of t.x .* on worker-2.*another host is taken over once its holder has not "
+        r"touched it for 10 minutes",
+    ):
         with delta.writer_lock(uri, timeout=0.2):
             pass
     nine_minutes_ago = time.time() - 540

@@ -121,7 +121,13 @@ def test_each_engine_has_one_home(engine, home):
     for module, path in modules().items():
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             if any(n.split(".")[0] == engine for n in names) and stage_of(module) not in (home, "demo"):
                 users.append(module)
     assert not users, f"{engine} is used outside {home}/: {sorted(set(users))}"

@@ -22,9 +22,9 @@ import pytest
 from deltalake import DeltaTable
 
 from incremental_assets import cli, delta
+from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.orchestration.instance import open_instance
 from incremental_assets.orchestration.status import model_status
-from incremental_assets.model.intervals import TimeWindow
 
 from conftest import REPO
 from helpers import EVENTS_SOURCE, table_rows, utc, write_events
@@ -62,11 +62,19 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait(timeout=30)
 
 
-def killed_run(root: Path, args: list[str], *, kill_at: str | None = None, when_staging_has_files: str | None = None) -> int:
+def killed_run(
+    root: Path, args: list[str], *, kill_at: str | None = None, when_staging_has_files: str | None = None
+) -> int:
     """Run the CLI in a child process that is killed at a stage; returns its exit code (-9 when killed)."""
     command = [sys.executable, "-m", "incremental_assets.cli", "run", *args, "--project", str(root)]
-    proc = subprocess.Popen(command, env=_child_env(kill_at), cwd=root, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        command,
+        env=_child_env(kill_at),
+        cwd=root,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         if when_staging_has_files:
             table = Path(when_staging_has_files)
@@ -139,7 +147,10 @@ def test_kills_at_every_stage_leave_old_or_new_state_and_are_reconciled(project,
     capsys.readouterr()
     assert cli.main(["status", "s.daily", "--project", str(root)]) == 0
     out = capsys.readouterr().out
-    assert f"warning: Delta version {committed} holds 1 interval(s) in [2024-01-02, 2024-01-03) that Dagster has not recorded" in out
+    assert (
+        f"warning: Delta version {committed} holds 1 interval(s) in [2024-01-02, 2024-01-03) that Dagster has not recorded"
+        in out
+    )
     # `status` itself marks the killed runs failed: none of their intervals shows as running.
     assert "  running:" not in out and "  failed:  [2024-01-01, 2024-01-03)" in out
     assert instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])) == []

@@ -9,6 +9,7 @@ import time
 import dagster as dg
 import pytest
 from deltalake import DeltaTable
+from test_dagster import MODELS, SOURCES
 
 from incremental_assets.load.project import load_project
 from incremental_assets.orchestration.build_definitions import build_definitions
@@ -18,7 +19,6 @@ from incremental_assets.orchestration.sensors import AutomationCursor
 from incremental_assets.orchestration.staleness import latest_ids
 
 from helpers import automation_daemon, table_rows, utc, write_events
-from test_dagster import MODELS, SOURCES
 
 NOW = utc(2024, 1, 8, 6)
 
@@ -33,7 +33,11 @@ def test_the_daemon_recomputes_late_data_through_the_chain(make_project, tmp_pat
     project = load_project(root)
     instance = open_instance(project.settings.dagster_home)
     # Everything materialized up to 2024-01-07 22:00; the daemon's clock says 2024-01-08 06:00.
-    assert Runner(project, instance, build_definitions(project)).run(project.ordered(), auto=True, now=utc(2024, 1, 7, 22)).success
+    assert (
+        Runner(project, instance, build_definitions(project))
+        .run(project.ordered(), auto=True, now=utc(2024, 1, 7, 22))
+        .success
+    )
     before = {name: latest_ids(instance, dg.AssetKey(name.split("."))) for name in ("s.hourly", "s.daily", "s.weekly")}
     total_before = instance.fetch_materializations(dg.AssetKey(["s", "total"]), limit=1).records[0].storage_id
     # The sensor watches the source from its current version on (its first tick would also take it).
@@ -50,17 +54,28 @@ def test_the_daemon_recomputes_late_data_through_the_chain(make_project, tmp_pat
             records = instance.fetch_materializations(dg.AssetKey(["s", "total"]), limit=1).records
             weekly = latest_ids(instance, dg.AssetKey(["s", "weekly"])).get("2023-12-31", 0)
             busy = instance.get_run_records(filters=dg.RunsFilter(statuses=ACTIVE_RUN_STATUSES), limit=1)
-            done = bool(records) and records[0].storage_id > total_before and weekly > before["s.weekly"]["2023-12-31"] and not busy
+            done = (
+                bool(records)
+                and records[0].storage_id > total_before
+                and weekly > before["s.weekly"]["2023-12-31"]
+                and not busy
+            )
         elapsed = time.perf_counter() - arrived
         assert done, "the chain was not recomputed:\n" + (tmp_path / "daemon.log").read_text()[-4000:]
 
     runs = instance.get_run_records(filters=dg.RunsFilter(tags={"incremental_assets/launched_by": "automation"}))
-    assert runs and all(r.dagster_run.status == dg.DagsterRunStatus.SUCCESS for r in runs), [(r.dagster_run.run_id, r.dagster_run.status) for r in runs]
+    assert runs and all(r.dagster_run.status == dg.DagsterRunStatus.SUCCESS for r in runs), [
+        (r.dagster_run.run_id, r.dagster_run.status) for r in runs
+    ]
     after = {name: latest_ids(instance, dg.AssetKey(name.split("."))) for name in ("s.hourly", "s.daily", "s.weekly")}
     changed = {name: sorted(k for k, sid in after[name].items() if sid != before[name].get(k)) for name in after}
     # The new complete hours, days and week, and exactly the hour the late rows touched, the day that
     # reads it (the week reads both: it is new anyway).
     new_hours = [f"2024-01-0{d}-{h:02d}:00" for d, h in [(7, 22), (7, 23), *((8, h) for h in range(6))]]
-    assert changed == {"s.hourly": ["2024-01-02-10:00", *new_hours], "s.daily": ["2024-01-02", "2024-01-07"], "s.weekly": ["2023-12-31"]}
+    assert changed == {
+        "s.hourly": ["2024-01-02-10:00", *new_hours],
+        "s.daily": ["2024-01-02", "2024-01-07"],
+        "s.weekly": ["2023-12-31"],
+    }
     assert table_rows(f"{project.settings.warehouse}/s/total") == [(24 * 7 + 1,)]
     print(f"daemon start with new hours and late data to every model settled: {elapsed:.1f}s with {len(runs)} runs")

@@ -12,9 +12,9 @@ from deltalake import DeltaTable
 
 from incremental_assets import cli, delta
 from incremental_assets.errors import StorageError
+from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.orchestration.runner import Runner
 from incremental_assets.orchestration.status import model_status
-from incremental_assets.model.intervals import TimeWindow
 
 from conftest import REPO
 from helpers import EVENTS_SOURCE, table_rows, utc, write_events
@@ -77,20 +77,28 @@ def test_backfill_across_upstreams_records_intervals_and_metadata(env):
     project, instance, defs = env
     runner = Runner(project, instance, defs)
     lines = []
-    report = runner.run(project.select("+s.weekly"), start=utc(2023, 12, 31), end=utc(2024, 1, 14), progress=lines.append)
+    report = runner.run(
+        project.select("+s.weekly"), start=utc(2023, 12, 31), end=utc(2024, 1, 14), progress=lines.append
+    )
     assert report.success, [r.error for r in report.records]
     # hourly 1 run (single_run); daily batch_size 2 -> 7 runs over 13 days (starts at 2024-01-01); weekly 1 run
     assert [r.model for r in report.records] == ["s.hourly"] + ["s.daily"] * 7 + ["s.weekly"]
     assert lines[-1].startswith("[") and "intervals" in lines[-1] and "s.weekly" in lines[-1]
     wh = project.settings.warehouse
-    assert table_rows(delta.table_uri(wh, "s.weekly")) == [(utc(2023, 12, 31).date(), 24 * 6), (utc(2024, 1, 7).date(), 24 * 7)]
+    assert table_rows(delta.table_uri(wh, "s.weekly")) == [
+        (utc(2023, 12, 31).date(), 24 * 6),
+        (utc(2024, 1, 7).date(), 24 * 7),
+    ]
     status = model_status(instance, project.model("s.daily"), now=utc(2024, 1, 20))
     assert status.covered == (TimeWindow(utc(2024, 1, 1), utc(2024, 1, 14)),)
     assert status.gaps == (TimeWindow(utc(2024, 1, 14), utc(2024, 1, 20)),)
     event = instance.get_latest_materialization_event(dg.AssetKey(["s", "weekly"]))
     meta = event.asset_materialization.metadata
     assert meta["run_rows_written"].value == 2 and meta["delta_version"].value == 0
-    assert meta["run_window_start"].value == "2023-12-31T00:00:00+00:00" and meta["run_window_end"].value == "2024-01-14T00:00:00+00:00"
+    assert (
+        meta["run_window_start"].value == "2023-12-31T00:00:00+00:00"
+        and meta["run_window_end"].value == "2024-01-14T00:00:00+00:00"
+    )
     assert "SELECT" in meta["run_sql"].value and "__window.wk" in meta["run_sql"].value
 
 
@@ -159,7 +167,11 @@ def test_workspace_yaml_loads_the_example_project():
     env.pop("DAGSTER_HOME")
     done = subprocess.run(
         [sys.executable, "-m", "dagster", "definitions", "validate", "-w", "workspace.yaml"],
-        cwd=REPO, capture_output=True, text=True, env=env, timeout=300,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     code = (
@@ -170,7 +182,9 @@ def test_workspace_yaml_loads_the_example_project():
         "    p = a.partitions_def if a else None\n"
         "    print(k.to_user_string(), p.get_first_partition_key() if p else '-')\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True, timeout=300).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True, timeout=300
+    ).stdout
     listed = dict(line.split() for line in out.strip().splitlines())
     assert listed["shop/order_lines"] == "2024-01-01"
     assert listed["shop/hourly_orders"] == "2024-12-01-00:00"
@@ -194,7 +208,10 @@ def test_downstream_waits_while_an_upstream_rerun_is_pending(env, monkeypatch):
         run_id="f" * 8 + "-0000-0000-0000-000000000000",
         status=dg.DagsterRunStatus.STARTED,
         asset_selection=frozenset({dg.AssetKey(["s", "hourly"])}),
-        tags={"dagster/asset_partition_range_start": "2024-01-02-00:00", "dagster/asset_partition_range_end": "2024-01-02-23:00"},
+        tags={
+            "dagster/asset_partition_range_start": "2024-01-02-00:00",
+            "dagster/asset_partition_range_end": "2024-01-02-23:00",
+        },
     )
     instance.add_run(queued)
     monkeypatch.setenv("INCREMENTAL_ASSETS_UPSTREAM_WAIT_RETRIES", "1")

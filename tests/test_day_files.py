@@ -15,6 +15,7 @@ import dagster as dg
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
+from test_crash import killed_run
 
 from incremental_assets import cli, delta
 from incremental_assets.errors import StorageError
@@ -24,7 +25,6 @@ from incremental_assets.orchestration.instance import open_instance
 from incremental_assets.spark.inputs import read_table_window
 
 from helpers import EVENTS_SOURCE, table_rows, utc, write_events
-from test_crash import killed_run
 
 HOURLY = """
 MODEL (name s.hourly, kind INCREMENTAL_BY_TIME_RANGE (time_column h), start '2024-01-01', cron '@hourly');
@@ -70,7 +70,9 @@ def late_row(root: Path, hour: int) -> None:
     ts = pa.array([utc(2024, 1, 1, hour, 59)], pa.timestamp("us", tz="UTC"))
     from deltalake import write_deltalake
 
-    write_deltalake(str(root / EVENTS), pa.table({"ts": ts, "k": ["k0"], "v": pa.array([100], pa.int64())}), mode="append")
+    write_deltalake(
+        str(root / EVENTS), pa.table({"ts": ts, "k": ["k0"], "v": pa.array([100], pa.int64())}), mode="append"
+    )
 
 
 def recompute(root: Path, tmp_path: Path, *args: str) -> list[tuple]:
@@ -124,14 +126,19 @@ def test_a_backfill_writes_a_file_per_day_and_a_late_row_rewrites_only_its_day(r
     recorded = row_counts(instance, ["s", "hourly"])
     assert len(recorded) == 48 and recorded["2024-01-01-05:00"] == 3 and recorded["2024-01-01-04:00"] == 3
     latest = instance.fetch_materializations(dg.AssetKey(["s", "hourly"]), limit=1).records[0].asset_materialization
-    assert latest.partition == "2024-01-01-05:00" and latest.metadata["run_rows_written"].value == 3  # not the 69 copied
+    assert (
+        latest.partition == "2024-01-01-05:00" and latest.metadata["run_rows_written"].value == 3
+    )  # not the 69 copied
 
 
 def test_an_empty_hour_and_a_reader_of_one_hour(root, tmp_path, spark):
     run(root, "s.hourly", *TWO_DAYS)
     run(root, "s.per_hour", "--start", "2024-01-01T05:00", "--end", "2024-01-01T07:00")
     down = uri_of(root, "s.per_hour")
-    assert table_rows(down) == [(utc(2024, 1, 1, 5).replace(tzinfo=None), 3, 3), (utc(2024, 1, 1, 6).replace(tzinfo=None), 3, 3)]
+    assert table_rows(down) == [
+        (utc(2024, 1, 1, 5).replace(tzinfo=None), 3, 3),
+        (utc(2024, 1, 1, 6).replace(tzinfo=None), 3, 3),
+    ]
     # A reader of two hours opens the one day file holding them and keeps exactly their rows.
     rows, files = read_table_window(spark, uri_of(root), TimeWindow(utc(2024, 1, 1, 5), utc(2024, 1, 1, 7)), "hour")
     assert files == 1 and sorted({r["h"].hour for r in rows.collect()}) == [5, 6] and rows.count() == 6
@@ -177,7 +184,9 @@ def test_a_lost_day_file_is_24_lost_hours_and_only_they_are_recomputed(root, cap
     victim[0].unlink()
 
     capsys.readouterr()
-    assert cli.main(["status", "s.hourly", "--until", "2024-01-03", "--project", str(root)]) == 1  # recorded hours absent from the table
+    assert (
+        cli.main(["status", "s.hourly", "--until", "2024-01-03", "--project", str(root)]) == 1
+    )  # recorded hours absent from the table
     out = capsys.readouterr().out
     assert "s.hourly: NOT IN TABLE: [2024-01-02, 2024-01-03) recorded but absent" in out, out
     assert "s.hourly (hour): 24/48 intervals up to 2024-01-03" in out and "lost:    [2024-01-02, 2024-01-03)" in out
@@ -266,7 +275,8 @@ def test_a_blocking_audit_sees_the_replaced_hour_only_not_the_copied_hours(root,
     run(root, "s.hourly", *TWO_DAYS)
     # Each key once per hour: over a whole day the keys repeat, so this fails if copied hours are audited.
     audited = HOURLY.replace("(time_column h)", "(time_column h, forward_only true)").replace(
-        "cron '@hourly')", "cron '@hourly', audits (unique_values(columns := [k])))")
+        "cron '@hourly')", "cron '@hourly', audits (unique_values(columns := [k])))"
+    )
     (root / "models" / "hourly.sql").write_text(audited)
     late_row(root, 5)
     run(root, "s.hourly", *HOUR_5)
@@ -274,7 +284,12 @@ def test_a_blocking_audit_sees_the_replaced_hour_only_not_the_copied_hours(root,
     assert counts["2024-01-01T05"] == 3 and len(counts) == 48
     # Over two hours of one day the keys do repeat: the audit blocks the commit.
     capsys.readouterr()
-    assert cli.main(["run", "s.hourly", "--start", "2024-01-01T05:00", "--end", "2024-01-01T07:00", "--project", str(root)]) == 1
+    assert (
+        cli.main(
+            ["run", "s.hourly", "--start", "2024-01-01T05:00", "--end", "2024-01-01T07:00", "--project", str(root)]
+        )
+        == 1
+    )
     assert "blocking audit failed, nothing was committed" in capsys.readouterr().out
 
 
@@ -284,9 +299,15 @@ def test_a_changed_model_is_rebuilt_in_the_layout_its_table_has(root, tmp_path, 
     run(root, "s.hourly", *TWO_DAYS)
     uri = uri_of(root)
     columns = DeltaTable(uri).metadata().partition_columns
-    monkeypatch.setenv("INCREMENTAL_ASSETS_HOURLY_FILES", "hour" if layout == "day" else "day")  # the setting applies to new tables only
+    monkeypatch.setenv(
+        "INCREMENTAL_ASSETS_HOURLY_FILES", "hour" if layout == "day" else "day"
+    )  # the setting applies to new tables only
     (root / "models" / "hourly.sql").write_text(HOURLY.replace("SUM(v) AS v", "SUM(v) * 2 AS v"))
     run(root, "s.hourly", "--auto", "--end", "2024-01-03")
-    assert DeltaTable(uri).metadata().partition_columns == columns == [delta.DAY_COLUMN if layout == "day" else delta.PARTITION_COLUMN]
+    assert (
+        DeltaTable(uri).metadata().partition_columns
+        == columns
+        == [delta.DAY_COLUMN if layout == "day" else delta.PARTITION_COLUMN]
+    )
     assert table_rows(uri) == recompute(root, tmp_path, *TWO_DAYS)
     assert len(delta.snapshot_files(uri)) == (2 if layout == "day" else 48)

@@ -11,7 +11,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from conftest import REPO
 from deltalake import DeltaTable
 
 from incremental_assets import cli
@@ -21,8 +20,10 @@ from incremental_assets.demo import (
     generate_demo_data,
     last_complete_hour,
     loaded_until,
+    new_hours,
 )
-from incremental_assets.demo import new_hours
+
+from conftest import REPO
 
 UTC = timezone.utc
 NOW = datetime(2024, 12, 2, 6, 37, 12, tzinfo=UTC)  # the injected clock: the last complete hour ends 06:00
@@ -84,7 +85,9 @@ def test_appended_hours_land_in_their_hours_with_quiet_hours_and_late_rows(shop,
         after = orders(shop)
         new = added(before, after)
         assert new.num_rows == result.rows["raw.orders"]
-        assert DeltaTable(shop / SOURCE_LOCATIONS["raw.orders"]).version() == versions + step + 1  # one commit per append
+        assert (
+            DeltaTable(shop / SOURCE_LOCATIONS["raw.orders"]).version() == versions + step + 1
+        )  # one commit per append
         hours = hour_of(new["order_ts"])
         on_time = [h for h in hours if result.start <= h < result.end]
         late = [h for h in hours if h < result.start]
@@ -95,7 +98,9 @@ def test_appended_hours_land_in_their_hours_with_quiet_hours_and_late_rows(shop,
         assert set(result.quiet_hours) == {result.start + timedelta(hours=i) for i in range(8)} - set(on_time)
         seen_late += len(late)
         seen_quiet += len(result.quiet_hours)
-        on_time_all.append(new.filter(pc.greater_equal(new["order_ts"], pa.scalar(result.start, pa.timestamp("us", tz="UTC")))))
+        on_time_all.append(
+            new.filter(pc.greater_equal(new["order_ts"], pa.scalar(result.start, pa.timestamp("us", tz="UTC"))))
+        )
         before, start = after, result.end
     assert seen_late > 0 and seen_quiet > 0, (seen_late, seen_quiet)
     assert loaded_until(shop) == T0 + timedelta(hours=48)
@@ -132,7 +137,9 @@ def test_append_stops_at_the_clock_unless_ahead(shop):
     assert loaded_until(shop) == T0 + timedelta(hours=2)
     assert max(orders(shop)["order_ts"].to_pylist()) < T0 + timedelta(hours=2)  # no order from the future
     ahead = append_demo_hours(shop, hours=6, now=NOW + timedelta(hours=2), orders_per_day=ORDERS_PER_DAY, ahead=True)
-    assert (ahead.end, ahead.asked_end) == (T0 + timedelta(hours=8), None) and loaded_until(shop) == T0 + timedelta(hours=8)
+    assert (ahead.end, ahead.asked_end) == (T0 + timedelta(hours=8), None) and loaded_until(shop) == T0 + timedelta(
+        hours=8
+    )
 
 
 def test_cli_append_says_where_it_stopped_and_why(tmp_path, capsys):
@@ -142,7 +149,9 @@ def test_cli_append_says_where_it_stopped_and_why(tmp_path, capsys):
     out = capsys.readouterr().out.strip()
     assert len(out.splitlines()) <= 2 and "the clock's last complete hour" in out and "--ahead" in out, out
     reached = loaded_until(tmp_path)
-    assert reached in (clock, clock + timedelta(hours=1)) and reached <= last_complete_hour()  # the clock (it may strike meanwhile), not 6 hours ahead
+    assert (
+        reached in (clock, clock + timedelta(hours=1)) and reached <= last_complete_hour()
+    )  # the clock (it may strike meanwhile), not 6 hours ahead
     assert cli.main(["demo-data", "--project", str(tmp_path), "--append", "--hours", "6", "--ahead"]) == 0
     assert "appended 6 hour(s)" in capsys.readouterr().out
     assert loaded_until(tmp_path) == reached + timedelta(hours=6)
@@ -172,7 +181,12 @@ def test_an_append_interrupted_between_its_commits_is_completed_not_repeated(sho
 
 
 def test_cli_appends_hours(shop, capsys):
-    assert cli.main(["demo-data", "--project", str(shop), "--append", "--hours", "4", "--orders-per-day", str(ORDERS_PER_DAY)]) == 0
+    assert (
+        cli.main(
+            ["demo-data", "--project", str(shop), "--append", "--hours", "4", "--orders-per-day", str(ORDERS_PER_DAY)]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "appended 4 hour(s) [2024-12-02 06:00, 2024-12-02 10:00)" in out and "quiet hours" in out
     assert cli.main(["demo-data", "--project", str(shop), "--append", "--until", "2024-12-02T12:00"]) == 0
@@ -195,7 +209,22 @@ def test_run_auto_after_appends_leaves_no_missing_partition(tmp_path, monkeypatc
     root = tmp_path / "shop"
     shutil.copytree(REPO / "models", root / "models")
     shutil.copy(REPO / "sources.yaml", root / "sources.yaml")
-    assert cli.main(["demo-data", "--project", str(root), "--start", "2024-01-01", "--until", T0.isoformat(), "--orders-per-day", "15"]) == 0
+    assert (
+        cli.main(
+            [
+                "demo-data",
+                "--project",
+                str(root),
+                "--start",
+                "2024-01-01",
+                "--until",
+                T0.isoformat(),
+                "--orders-per-day",
+                "15",
+            ]
+        )
+        == 0
+    )
     assert cli.main(["run", "--project", str(root), "--auto", "--end", T0.isoformat()]) == 0
     appended = append_demo_hours(root, hours=22, orders_per_day=15)  # 06:00 to 04:00 the next day: the night included
     assert appended.quiet_hours, "no quiet hour in the appended night"

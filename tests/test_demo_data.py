@@ -15,7 +15,7 @@ import yaml
 from deltalake import DeltaTable
 
 from incremental_assets import demo
-from incremental_assets.demo import append_demo_day, generate_demo_data, SOURCE_LOCATIONS
+from incremental_assets.demo import SOURCE_LOCATIONS, append_demo_day, generate_demo_data
 
 REPO = Path(__file__).resolve().parents[1]
 START = date(2024, 1, 1)
@@ -302,7 +302,9 @@ def test_demo_modules_import_no_engine() -> None:
     modules = sorted(Path(demo.__file__).parent.glob("*.py"))
     assert len(modules) > 3
     trees = [ast.parse(path.read_text()) for path in modules]
-    imported = {alias.name for tree in trees for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported = {
+        alias.name for tree in trees for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+    }
     imported |= {node.module or "" for tree in trees for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     roots = {name.split(".")[0] for name in imported}
     assert not roots & {"dagster", "pyspark"}, roots

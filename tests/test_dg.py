@@ -9,8 +9,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-from conftest import REPO, write_project
 from test_component import dg_project_files
+
+from conftest import REPO, write_project
 
 DG = str(Path(sys.executable).parent / "dg")
 
@@ -30,7 +31,9 @@ def test_dg_lists_and_checks_the_example_project():
     assert sources["shop/order_lines"].endswith("models/staging/order_lines.sql:1")
     assert {s["name"] for s in defs["sensors"]} == {"incremental_assets_automation", "python_assets_automation"}
     checked = dg("check", "defs", cwd=REPO)
-    assert checked.returncode == 0 and "All definitions loaded successfully" in checked.stdout + checked.stderr, checked.stderr[-2000:]
+    assert checked.returncode == 0 and "All definitions loaded successfully" in checked.stdout + checked.stderr, (
+        checked.stderr[-2000:]
+    )
 
 
 def test_dg_scaffold_defs_creates_a_working_component(tmp_path):
@@ -58,14 +61,16 @@ def test_dg_scaffold_defs_creates_a_working_component(tmp_path):
     assert "type: incremental_assets.IncrementalAssetsComponent" in (folder / "defs.yaml").read_text()
     assert (folder / "models" / "numbers.sql").exists()
     # The translator settings a user adds to the YAML take effect.
-    (folder / "defs.yaml").write_text(textwrap.dedent("""
+    (folder / "defs.yaml").write_text(
+        textwrap.dedent("""
         type: incremental_assets.IncrementalAssetsComponent
         attributes:
           project: .
           key_prefix: [lake]
           group_name: starter_models
           sensors: false
-    """))
+    """)
+    )
     checked = dg("check", "defs", cwd=root)
     assert checked.returncode == 0, checked.stderr[-2000:]
     defs = json.loads(dg("list", "defs", "--json", cwd=root).stdout)

@@ -13,19 +13,20 @@ import dagster as dg
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
-from helpers import EVENTS_SOURCE, table_rows, table_uri, utc
 
 from incremental_assets import cli
 from incremental_assets.load.project import load_project
-from incremental_assets.orchestration.checks import DEFINITION_CHECK
 from incremental_assets.model.intervals import TimeWindow
+from incremental_assets.model.settings import CLOCK_ENV
 from incremental_assets.orchestration.build_definitions import build_definitions
+from incremental_assets.orchestration.checks import DEFINITION_CHECK
 from incremental_assets.orchestration.instance import open_instance
 from incremental_assets.orchestration.runner import Runner
 from incremental_assets.orchestration.schedules import job_name
-from incremental_assets.model.settings import CLOCK_ENV
 from incremental_assets.orchestration.sensors import SENSOR_NAME
 from incremental_assets.orchestration.status import model_status
+
+from helpers import EVENTS_SOURCE, table_rows, table_uri, utc
 
 START, END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
 ROWS = "dagster/partition_row_count"
@@ -87,7 +88,6 @@ def env(make_project, dagster_env):
     return build
 
 
-
 def asset_key(name: str) -> dg.AssetKey:
     return dg.AssetKey(name.split("."))
 
@@ -126,7 +126,9 @@ def latest_checks(instance, defs, name: str) -> dict[str, bool]:
     for spec in defs.resolve_assets_def(asset_key(name)).check_specs:
         if spec.name == DEFINITION_CHECK:
             continue
-        records = instance.event_log_storage.get_asset_check_execution_history(dg.AssetCheckKey(asset_key(name), spec.name), limit=1)
+        records = instance.event_log_storage.get_asset_check_execution_history(
+            dg.AssetCheckKey(asset_key(name), spec.name), limit=1
+        )
         assert records and records[0].event is not None, f"{name}: check {spec.name} was not evaluated"
         evaluation = records[0].event.dagster_event.event_specific_data
         assert evaluation.metadata["failing_rows"].value == 0, (name, spec.name, evaluation.metadata)
@@ -152,7 +154,10 @@ def test_cli_runs_over_quiet_hours_an_empty_day_and_past_the_end_of_the_data(env
     first = runner.run([hourly], start=utc(2024, 1, 1, 6), end=utc(2024, 1, 1, 9))
     assert first.success, [r.error for r in first.records]
     assert [r.rows for r in first.records] == [0]
-    assert DeltaTable(table_uri(project, "s.hourly")).file_uris() == [] and table_rows(table_uri(project, "s.hourly")) == []
+    assert (
+        DeltaTable(table_uri(project, "s.hourly")).file_uris() == []
+        and table_rows(table_uri(project, "s.hourly")) == []
+    )
     assert_all_checks_passed(instance, defs, "s.hourly", 3)
     empty_day = runner.run([plain], start=utc(2024, 1, 2), end=utc(2024, 1, 3))
     assert empty_day.success and [r.rows for r in empty_day.records] == [0], [r.error for r in empty_day.records]
@@ -161,19 +166,37 @@ def test_cli_runs_over_quiet_hours_an_empty_day_and_past_the_end_of_the_data(env
     report = runner.run([hourly, daily, plain], start=utc(2024, 1, 1), end=utc(2024, 1, 5))
     assert report.success, [r.error for r in report.records]
     for name in ("s.daily", "s.plain"):
-        assert set(partition_statuses(defs, instance, name, day_keys(utc(2024, 1, 1), utc(2024, 1, 5))).values()) == {"MATERIALIZED"}
-    assert set(partition_statuses(defs, instance, "s.hourly", hour_keys(utc(2024, 1, 1), utc(2024, 1, 5))).values()) == {"MATERIALIZED"}
+        assert set(partition_statuses(defs, instance, name, day_keys(utc(2024, 1, 1), utc(2024, 1, 5))).values()) == {
+            "MATERIALIZED"
+        }
+    assert set(
+        partition_statuses(defs, instance, "s.hourly", hour_keys(utc(2024, 1, 1), utc(2024, 1, 5))).values()
+    ) == {"MATERIALIZED"}
     for model in (hourly, daily, plain):
         status = model_status(instance, model, since=utc(2024, 1, 1), until=utc(2024, 1, 5), now=utc(2024, 1, 10))
-        assert status.gaps == () and status.failed == () and status.covered == (TimeWindow(utc(2024, 1, 1), utc(2024, 1, 5)),), model.name
+        assert (
+            status.gaps == ()
+            and status.failed == ()
+            and status.covered == (TimeWindow(utc(2024, 1, 1), utc(2024, 1, 5)),)
+        ), model.name
 
     # Each interval reports its own rows, 0 for the empty ones, even within one run over many intervals.
     assert materialization(instance, "s.hourly", "2024-01-01-07:00")[ROWS] == 0
     assert materialization(instance, "s.hourly", "2024-01-01-05:00")[ROWS] == 1
     assert materialization(instance, "s.hourly", "2024-01-02-12:00")[ROWS] == 0
     assert materialization(instance, "s.hourly", "2024-01-04-23:00")[ROWS] == 0
-    assert [materialization(instance, "s.daily", d)[ROWS] for d in day_keys(utc(2024, 1, 1), utc(2024, 1, 5))] == [3, 0, 3, 0]
-    assert [materialization(instance, "s.plain", d)[ROWS] for d in day_keys(utc(2024, 1, 1), utc(2024, 1, 5))] == [1, 0, 1, 0]
+    assert [materialization(instance, "s.daily", d)[ROWS] for d in day_keys(utc(2024, 1, 1), utc(2024, 1, 5))] == [
+        3,
+        0,
+        3,
+        0,
+    ]
+    assert [materialization(instance, "s.plain", d)[ROWS] for d in day_keys(utc(2024, 1, 1), utc(2024, 1, 5))] == [
+        1,
+        0,
+        1,
+        0,
+    ]
 
     # The tables hold exactly the days with data.
     assert table_rows(table_uri(project, "s.plain")) == [(utc(2024, 1, 1).date(), 21), (utc(2024, 1, 3).date(), 24)]
@@ -187,7 +210,9 @@ def test_cli_runs_over_quiet_hours_an_empty_day_and_past_the_end_of_the_data(env
     root = str(project.directory)
     assert cli.main(["run", "+s.daily", "--start", "2024-01-05", "--end", "2024-01-06", "--project", root]) == 0
     out = capsys.readouterr().out
-    assert "s.hourly [2024-01-05, 2024-01-06): ok, 0 rows" in out and "s.daily [2024-01-05, 2024-01-06): ok, 0 rows" in out, out
+    assert (
+        "s.hourly [2024-01-05, 2024-01-06): ok, 0 rows" in out and "s.daily [2024-01-05, 2024-01-06): ok, 0 rows" in out
+    ), out
     assert "2 run(s) succeeded, 0 failed" in out
     assert materialization(instance, "s.daily", "2024-01-05")["run_rows_written"] == 0
     assert_all_checks_passed(instance, defs, "s.daily", 3)
@@ -210,9 +235,13 @@ def test_an_interval_that_loses_its_rows_is_replaced_by_nothing_in_one_commit(en
 
     # Re-run as the UI launches runs: the hourly day as one range run, the daily partition on its own.
     hourly_job = defs.resolve_job_def(job_name(hourly))
-    result = hourly_job.execute_in_process(instance=instance, tags={START: "2024-01-03-00:00", END: "2024-01-03-23:00"}, raise_on_error=False)
+    result = hourly_job.execute_in_process(
+        instance=instance, tags={START: "2024-01-03-00:00", END: "2024-01-03-23:00"}, raise_on_error=False
+    )
     assert result.success
-    result = defs.resolve_job_def(job_name(daily)).execute_in_process(instance=instance, partition_key="2024-01-03", raise_on_error=False)
+    result = defs.resolve_job_def(job_name(daily)).execute_in_process(
+        instance=instance, partition_key="2024-01-03", raise_on_error=False
+    )
     assert result.success
 
     for name in ("s.hourly", "s.daily"):
@@ -227,14 +256,18 @@ def test_an_interval_that_loses_its_rows_is_replaced_by_nothing_in_one_commit(en
     assert materialization(instance, "s.daily", "2024-01-03")[ROWS] == 0
     assert materialization(instance, "s.hourly", "2024-01-03-10:00")["run_rows_written"] == 0
     assert partition_statuses(defs, instance, "s.daily", ["2024-01-03"]) == {"2024-01-03": "MATERIALIZED"}
-    assert set(partition_statuses(defs, instance, "s.hourly", hour_keys(utc(2024, 1, 3), utc(2024, 1, 4))).values()) == {"MATERIALIZED"}
+    assert set(
+        partition_statuses(defs, instance, "s.hourly", hour_keys(utc(2024, 1, 3), utc(2024, 1, 4))).values()
+    ) == {"MATERIALIZED"}
     assert_all_checks_passed(instance, defs, "s.hourly", 3)
     assert_all_checks_passed(instance, defs, "s.daily", 3)
 
 
 def _launch(defs, instance, request: dg.RunRequest, job: str):
     """Launch a requested run the way the daemon does: the job with the request's tags, in this process."""
-    return defs.resolve_job_def(request.job_name or job).execute_in_process(instance=instance, tags=request.tags, raise_on_error=False)
+    return defs.resolve_job_def(request.job_name or job).execute_in_process(
+        instance=instance, tags=request.tags, raise_on_error=False
+    )
 
 
 def test_schedule_ticks_that_catch_up_past_the_end_of_the_data_succeed(env, spark):
@@ -250,8 +283,12 @@ def test_schedule_ticks_that_catch_up_past_the_end_of_the_data_succeed(env, spar
             assert result.success, (model.name, request.tags)
         again = schedule.evaluate_tick(dg.build_schedule_context(instance=instance, scheduled_execution_time=when))
         assert not again.run_requests and "every complete interval" in again.skip_message
-    assert set(partition_statuses(defs, instance, "s.hourly", hour_keys(utc(2024, 1, 1), when)).values()) == {"MATERIALIZED"}
-    assert partition_statuses(defs, instance, "s.daily", day_keys(utc(2024, 1, 1), when)) == {d: "MATERIALIZED" for d in day_keys(utc(2024, 1, 1), when)}
+    assert set(partition_statuses(defs, instance, "s.hourly", hour_keys(utc(2024, 1, 1), when)).values()) == {
+        "MATERIALIZED"
+    }
+    assert partition_statuses(defs, instance, "s.daily", day_keys(utc(2024, 1, 1), when)) == {
+        d: "MATERIALIZED" for d in day_keys(utc(2024, 1, 1), when)
+    }
     assert [materialization(instance, "s.plain", d)[ROWS] for d in day_keys(utc(2024, 1, 1), when)] == [1, 0, 1, 0, 0]
     assert table_rows(table_uri(project, "s.plain")) == [(utc(2024, 1, 1).date(), 21), (utc(2024, 1, 3).date(), 24)]
     assert_all_checks_passed(instance, defs, "s.hourly", 3)
@@ -282,13 +319,19 @@ def test_sensor_requested_ranges_with_quiet_hours_succeed(env, spark, monkeypatc
         result = _launch(defs, instance, request, "")
         assert result.success, request.tags
 
-    assert [materialization(instance, "s.hourly", k)[ROWS] for k in hour_keys(utc(2024, 1, 5, 1), utc(2024, 1, 5, 6))] == [1, 0, 0, 0, 1]
-    assert [materialization(instance, "s.large", k)[ROWS] for k in hour_keys(utc(2024, 1, 5, 1), utc(2024, 1, 5, 6))] == [0] * 5
+    assert [
+        materialization(instance, "s.hourly", k)[ROWS] for k in hour_keys(utc(2024, 1, 5, 1), utc(2024, 1, 5, 6))
+    ] == [1, 0, 0, 0, 1]
+    assert [
+        materialization(instance, "s.large", k)[ROWS] for k in hour_keys(utc(2024, 1, 5, 1), utc(2024, 1, 5, 6))
+    ] == [0] * 5
     assert materialization(instance, "s.large", "2024-01-05-03:00")["run_rows_written"] == 0
     assert materialization(instance, "s.plain", "2024-01-05")[ROWS] == 1
     assert (utc(2024, 1, 5).date(), 2) in table_rows(table_uri(project, "s.plain"))
     assert table_rows(table_uri(project, "s.large")) == []
-    assert set(partition_statuses(defs, instance, "s.large", hour_keys(utc(2024, 1, 1), utc(2024, 1, 6))).values()) == {"MATERIALIZED"}
+    assert set(partition_statuses(defs, instance, "s.large", hour_keys(utc(2024, 1, 1), utc(2024, 1, 6))).values()) == {
+        "MATERIALIZED"
+    }
     for name, checks in (("s.hourly", 3), ("s.large", 1), ("s.daily", 3)):
         assert_all_checks_passed(instance, defs, name, checks)
 

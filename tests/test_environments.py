@@ -32,8 +32,13 @@ MODELS = ("s.clean", "s.daily", "s.totals", "s.keys")
 
 
 def files(measure: str) -> dict[str, str]:
-    return {"sources.yaml": EVENTS_SOURCE, "models/clean.sql": CLEAN, "models/daily.sql": DAILY.format(measure=measure),
-            "models/totals.sql": TOTALS, "models/keys.sql": KEYS}
+    return {
+        "sources.yaml": EVENTS_SOURCE,
+        "models/clean.sql": CLEAN,
+        "models/daily.sql": DAILY.format(measure=measure),
+        "models/totals.sql": TOTALS,
+        "models/keys.sql": KEYS,
+    }
 
 
 def build(root, home, monkeypatch):
@@ -52,7 +57,11 @@ def production(project) -> dict:
     for name in MODELS:
         uri = delta.table_uri(project.settings.warehouse, name)
         key = dg.AssetKey(name.split("."))
-        state[name] = (delta.version(uri), sorted(os.listdir(uri)), len(instance.fetch_materializations(key, limit=1000).records))
+        state[name] = (
+            delta.version(uri),
+            sorted(os.listdir(uri)),
+            len(instance.fetch_materializations(key, limit=1000).records),
+        )
     return state
 
 
@@ -63,11 +72,11 @@ def run(root, *args) -> int:
 @pytest.fixture(scope="module")
 def projects(spark, tmp_path_factory):
     """Production built with COUNT(*), then edited to SUM(v); and the edited project built from scratch."""
-    from conftest import write_project
-
     from incremental_assets.model.intervals import TimeWindow
     from incremental_assets.plan.run_plan import plan_window
     from incremental_assets.spark.executor import Executor
+
+    from conftest import write_project
 
     base = tmp_path_factory.mktemp("envs")
     mp = pytest.MonkeyPatch()
@@ -99,7 +108,9 @@ def test_an_environment_builds_the_change_apart_and_reads_the_rest_in_place(proj
     root_dir = env_root(warehouse, "dev")
     assert sorted(os.listdir(os.path.join(root_dir, "s"))) == ["daily", "totals"]  # nothing copied of s.clean or s.keys
     for name in ("s.daily", "s.totals"):  # equal to a full recompute of the edited project
-        assert table_rows(f"{root_dir}/{name.replace('.', '/')}") == table_rows(delta.table_uri(expected.settings.warehouse, name))
+        assert table_rows(f"{root_dir}/{name.replace('.', '/')}") == table_rows(
+            delta.table_uri(expected.settings.warehouse, name)
+        )
     assert table_rows(f"{root_dir}/s/daily") != table_rows(delta.table_uri(warehouse, "s.daily"))
 
     manifest = json.loads(open(os.path.join(root_dir, "environment.json")).read())
@@ -191,7 +202,9 @@ def test_drop_keeps_files_a_production_table_references(tmp_path):
     (env_table / "part-own.parquet").write_bytes(b"y")
     log = tmp_path / "s" / "t" / "_delta_log"
     log.mkdir(parents=True)
-    (log / "00000000000000000000.json").write_text(json.dumps({"add": {"path": str(env_table / "part-taken.parquet")}}) + "\n")
+    (log / "00000000000000000000.json").write_text(
+        json.dumps({"add": {"path": str(env_table / "part-taken.parquet")}}) + "\n"
+    )
     dropped = drop_environment(warehouse, "dev")
     assert dropped.removed == 1 and [os.path.basename(p) for p in dropped.kept] == ["part-taken.parquet"]
     assert sorted(os.listdir(env_table)) == ["part-taken.parquet"]

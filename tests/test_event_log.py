@@ -13,19 +13,19 @@ import sqlite3
 import dagster as dg
 import pytest
 from deltalake import DeltaTable
+from test_crash import killed_run
 
 from incremental_assets import cli, delta
 from incremental_assets.errors import IncrementalAssetsError
+from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.orchestration import event_log
 from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.orchestration.event_log import BATCH_SIZE_ENV, BatchedSqliteEventLogStorage
 from incremental_assets.orchestration.instance import MANAGED_MARK, dagster_yaml, open_instance
 from incremental_assets.orchestration.runner import Runner
 from incremental_assets.orchestration.status import model_status
-from incremental_assets.model.intervals import TimeWindow
 
 from helpers import EVENTS_SOURCE, utc, write_events
-from test_crash import killed_run
 
 HOURLY = """
     MODEL (name s.hourly, kind INCREMENTAL_BY_TIME_RANGE (time_column h), start '2024-01-01', cron '@hourly',
@@ -71,13 +71,23 @@ def index_contents(home) -> dict:
         return {
             "events": sorted(con.execute("SELECT dagster_event_type, asset_key, partition FROM event_logs"), key=repr),
             "tags": sorted(con.execute("SELECT asset_key, key, value FROM asset_event_tags"), key=repr),
-            "checks": sorted(con.execute("SELECT asset_key, check_name, partition, execution_status FROM asset_check_executions"), key=repr),
-            "asset_keys": sorted(con.execute("SELECT asset_key, last_run_id IS NOT NULL, last_materialization IS NOT NULL FROM asset_keys"), key=repr),
+            "checks": sorted(
+                con.execute("SELECT asset_key, check_name, partition, execution_status FROM asset_check_executions"),
+                key=repr,
+            ),
+            "asset_keys": sorted(
+                con.execute(
+                    "SELECT asset_key, last_run_id IS NOT NULL, last_materialization IS NOT NULL FROM asset_keys"
+                ),
+                key=repr,
+            ),
         }
 
 
 def run_log(instance, run_id) -> list[tuple]:
-    return [(e.dagster_event_type.value, e.dagster_event.partition) for e in instance.all_logs(run_id) if e.is_dagster_event]
+    return [
+        (e.dagster_event_type.value, e.dagster_event.partition) for e in instance.all_logs(run_id) if e.is_dagster_event
+    ]
 
 
 def ranged_run(project, home, monkeypatch) -> tuple[dg.DagsterInstance, str, list[str]]:
@@ -91,7 +101,9 @@ def ranged_run(project, home, monkeypatch) -> tuple[dg.DagsterInstance, str, lis
         return original(self, event)
 
     monkeypatch.setattr(event_log.SqliteEventLogStorage, "store_event", store_event)
-    project = dataclasses.replace(project, settings=dataclasses.replace(project.settings, warehouse=str(home / "warehouse")))
+    project = dataclasses.replace(
+        project, settings=dataclasses.replace(project.settings, warehouse=str(home / "warehouse"))
+    )
     instance = open_instance(home)
     runner = Runner(project, instance, build_definitions(project))
     report = runner.run([project.model("s.hourly")], start=utc(2024, 1, 1), end=utc(2024, 1, 3))
@@ -157,11 +169,17 @@ def test_a_run_killed_while_recording_records_none_of_its_partitions_then_all(pr
     assert "that Dagster has not recorded" in capsys.readouterr().out
     # The next run records the commit from the Delta log, all 48 partitions at once, nothing recomputed.
     assert cli.main(["run", "s.hourly", "--auto", "--end", "2024-01-03", "--project", str(root)]) == 0
-    assert "s.hourly: recorded 48 interval(s) in [2024-01-01, 2024-01-03) from Delta version 0" in capsys.readouterr().out
+    assert (
+        "s.hourly: recorded 48 interval(s) in [2024-01-01, 2024-01-03) from Delta version 0" in capsys.readouterr().out
+    )
     assert DeltaTable(uri).version() == 0
     assert sorted(instance.get_materialized_partitions(KEY)) == HOURS
     status = model_status(instance, project.model("s.hourly"), until=utc(2024, 1, 3), now=utc(2024, 1, 3))
-    assert status.covered == (TimeWindow(utc(2024, 1, 1), utc(2024, 1, 3)),) and status.gaps == () and status.in_progress == ()
+    assert (
+        status.covered == (TimeWindow(utc(2024, 1, 1), utc(2024, 1, 3)),)
+        and status.gaps == ()
+        and status.in_progress == ()
+    )
 
 
 HOURLY_ASSET = dg.HourlyPartitionsDefinition(start_date="2024-01-01-00:00")
@@ -175,8 +193,10 @@ def counted(context) -> dg.MaterializeResult:
 def run_range(instance, first: int, last: int) -> str:
     job = dg.Definitions(assets=[counted]).resolve_implicit_global_asset_job_def()
     keys = HOURLY_ASSET.get_partition_keys(current_time=utc(2024, 2, 1))
-    result = job.execute_in_process(instance=instance, tags={"dagster/asset_partition_range_start": keys[first],
-                                                             "dagster/asset_partition_range_end": keys[last]})
+    result = job.execute_in_process(
+        instance=instance,
+        tags={"dagster/asset_partition_range_start": keys[first], "dagster/asset_partition_range_end": keys[last]},
+    )
     assert result.success
     return result.run_id
 
@@ -197,7 +217,9 @@ def test_a_failed_batch_write_stores_each_event_once(tmp_path, monkeypatch, batc
     assert failures == [24]  # the planned events' batch failed; Dagster stored them one by one instead
     kinds = [e.dagster_event_type.value for e in instance.all_logs(run_id) if e.is_dagster_event]
     assert kinds.count("ASSET_MATERIALIZATION_PLANNED") == 24 and kinds.count("ASSET_MATERIALIZATION") == 24
-    planned = instance.get_event_records(dg.EventRecordsFilter(dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED, asset_key=counted.key))
+    planned = instance.get_event_records(
+        dg.EventRecordsFilter(dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED, asset_key=counted.key)
+    )
     assert len(planned) == 24 and len(instance.get_materialized_partitions(counted.key)) == 24
 
 
@@ -209,16 +231,24 @@ def test_materializations_without_a_run_are_recorded_as_one_batch(tmp_path, monk
     instance = open_instance(tmp_path / "home")
     batches = []
     original = BatchedSqliteEventLogStorage.store_event_batch
-    monkeypatch.setattr(BatchedSqliteEventLogStorage, "store_event_batch", lambda self, events: (batches.append(len(events)), original(self, events)))
+    monkeypatch.setattr(
+        BatchedSqliteEventLogStorage,
+        "store_event_batch",
+        lambda self, events: (batches.append(len(events)), original(self, events)),
+    )
     keys = [f"2024-01-{1 + h // 24:02d}-{h % 24:02d}:00" for h in range(744)]
-    report_materializations(instance, [dg.AssetMaterialization(asset_key=KEY, partition=k, metadata={"n": i}) for i, k in enumerate(keys)])
+    report_materializations(
+        instance, [dg.AssetMaterialization(asset_key=KEY, partition=k, metadata={"n": i}) for i, k in enumerate(keys)]
+    )
     assert batches == [744]
     assert instance.get_materialized_partitions(KEY) == set(keys)
     latest = instance.get_latest_materialization_event(KEY).asset_materialization
     assert latest.partition == keys[-1] and latest.metadata["n"].value == 743
 
 
-def test_the_instance_keeps_its_history_when_its_dagster_yaml_gains_the_batched_event_log(tmp_path, monkeypatch, batch_env):
+def test_the_instance_keeps_its_history_when_its_dagster_yaml_gains_the_batched_event_log(
+    tmp_path, monkeypatch, batch_env
+):
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("DAGSTER_HOME", str(home))
@@ -249,10 +279,18 @@ def postgres_contents(server, database: str) -> dict:
     try:
         with conn.cursor() as cur:
             out = {}
-            for name, sql in (("events", "SELECT dagster_event_type, asset_key, partition FROM event_logs WHERE asset_key IS NOT NULL"),
-                              # values: data versions from run ids (the asset has no code version)
-                              ("tags", "SELECT asset_key, key FROM asset_event_tags"),
-                              ("asset_keys", "SELECT asset_key, last_run_id IS NOT NULL, last_materialization IS NOT NULL FROM asset_keys")):
+            for name, sql in (
+                (
+                    "events",
+                    "SELECT dagster_event_type, asset_key, partition FROM event_logs WHERE asset_key IS NOT NULL",
+                ),
+                # values: data versions from run ids (the asset has no code version)
+                ("tags", "SELECT asset_key, key FROM asset_event_tags"),
+                (
+                    "asset_keys",
+                    "SELECT asset_key, last_run_id IS NOT NULL, last_materialization IS NOT NULL FROM asset_keys",
+                ),
+            ):
                 cur.execute(sql)
                 out[name] = sorted(cur.fetchall(), key=repr)
             return out
@@ -285,8 +323,14 @@ def test_the_batched_postgres_event_log_records_what_dagster_postgres_records(tm
                 status = instance.get_status_by_partition(counted.key, HOURS, HOURLY_ASSET)
                 record = instance.get_asset_records([counted.key])[0].asset_entry
                 latest = instance.fetch_materializations(counted.key, limit=1).records[0]
-                runs[name] = (sorted(instance.get_materialized_partitions(counted.key)), status, record.last_materialization_record.storage_id == latest.storage_id,
-                              latest.partition_key, record.last_run_id == run_id, postgres_contents(server, name.replace("-", "_")))
+                runs[name] = (
+                    sorted(instance.get_materialized_partitions(counted.key)),
+                    status,
+                    record.last_materialization_record.storage_id == latest.storage_id,
+                    latest.partition_key,
+                    record.last_run_id == run_id,
+                    postgres_contents(server, name.replace("-", "_")),
+                )
         assert runs["ours"] == runs["dagster-postgres"]
         partitions, status, latest_is_last, last_key, *_ = runs["ours"]
         assert partitions == HOURS and set(status.values()) == {dg.AssetPartitionStatus.MATERIALIZED}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import defaultdict
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta
 
 import dagster as dg
 import pyarrow as pa
@@ -19,7 +19,6 @@ import pytest
 import sqlglot
 from deltalake import write_deltalake
 
-from helpers import table_rows, utc
 from incremental_assets import cli, delta
 from incremental_assets.analysis import SourceBound
 from incremental_assets.errors import ProjectError
@@ -31,6 +30,8 @@ from incremental_assets.plan.analyses import analyses, analysis_of
 from incremental_assets.plan.frames import navigation_frames
 from incremental_assets.plan.run_plan import plan_run, plan_window
 from incremental_assets.spark.executor import Executor
+
+from helpers import table_rows, utc
 
 SOURCES = """\
 - name: raw.clicks
@@ -77,27 +78,34 @@ WHOLE = TimeWindow(utc(2024, 1, 1), utc(2024, 1, 6))
 
 # (key, event time, value); 2024-01-03 has no clicks at all.
 CLICKS = [
-    ("k0", datetime(2024, 1, 1, 10, 0), 1), ("k0", datetime(2024, 1, 1, 23, 55), 2),
-    ("k1", datetime(2024, 1, 1, 23, 40), 3), ("k2", datetime(2024, 1, 1, 12, 0), 4),
+    ("k0", datetime(2024, 1, 1, 10, 0), 1),
+    ("k0", datetime(2024, 1, 1, 23, 55), 2),
+    ("k1", datetime(2024, 1, 1, 23, 40), 3),
+    ("k2", datetime(2024, 1, 1, 12, 0), 4),
     ("k2", datetime(2024, 1, 1, 12, 20), 5),
     ("k0", datetime(2024, 1, 2, 0, 10), 6),  # 15 minutes after 23:55 the day before
     ("k1", datetime(2024, 1, 2, 0, 20), 7),  # 40 minutes after 23:40: no predecessor in the frame
-    ("k0", datetime(2024, 1, 2, 0, 30), 8), ("k2", datetime(2024, 1, 2, 23, 50), 9),
+    ("k0", datetime(2024, 1, 2, 0, 30), 8),
+    ("k2", datetime(2024, 1, 2, 23, 50), 9),
     ("k2", datetime(2024, 1, 4, 0, 15), 10),  # the day before is empty: nothing in reach
-    ("k0", datetime(2024, 1, 4, 0, 5), 11), ("k0", datetime(2024, 1, 4, 23, 59), 12),
-    ("k0", datetime(2024, 1, 5, 0, 1), 13), ("k1", datetime(2024, 1, 5, 0, 25), 14),
+    ("k0", datetime(2024, 1, 4, 0, 5), 11),
+    ("k0", datetime(2024, 1, 4, 23, 59), 12),
+    ("k0", datetime(2024, 1, 5, 0, 1), 13),
+    ("k1", datetime(2024, 1, 5, 0, 25), 14),
 ]
 # Arriving after the first backfill, minutes before midnight: each reaches into the next day.
 LATE = [("k0", datetime(2024, 1, 1, 23, 58), 20), ("k1", datetime(2024, 1, 4, 23, 57), 21)]
 
 
 def write_clicks(path, clicks, mode="overwrite") -> None:
-    table = pa.table({
-        "k": pa.array([c[0] for c in clicks]),
-        "event_date": pa.array([c[1].date() for c in clicks], pa.date32()),
-        "event_ts": pa.array([c[1] for c in clicks], pa.timestamp("us", tz="UTC")),
-        "v": pa.array([c[2] for c in clicks], pa.int64()),
-    })
+    table = pa.table(
+        {
+            "k": pa.array([c[0] for c in clicks]),
+            "event_date": pa.array([c[1].date() for c in clicks], pa.date32()),
+            "event_ts": pa.array([c[1] for c in clicks], pa.timestamp("us", tz="UTC")),
+            "v": pa.array([c[2] for c in clicks], pa.int64()),
+        }
+    )
     write_deltalake(str(path), table, mode=mode, partition_by=["event_date"])
 
 
@@ -144,13 +152,24 @@ def test_bounds_are_derived_in_event_time_and_read_whole_partitions(project):
     for name in ORDER:
         assert analysis_of(project, name).safety_class == "FullyBatchSafe", analysis_of(project, name).reasons
     gaps = analysis_of(project, "s.gaps").bounds["raw.clicks"]
-    assert (gaps.before, gaps.after, gaps.column, gaps.partition_column) == (timedelta(minutes=30), timedelta(0), "event_ts", "event_date")
+    assert (gaps.before, gaps.after, gaps.column, gaps.partition_column) == (
+        timedelta(minutes=30),
+        timedelta(0),
+        "event_ts",
+        "event_date",
+    )
     chained = analysis_of(project, "s.chained").bounds["s.gaps"]
-    assert (chained.before, chained.column, chained.partition_column) == (timedelta(minutes=20), "event_ts", "event_date")
+    assert (chained.before, chained.column, chained.partition_column) == (
+        timedelta(minutes=20),
+        "event_ts",
+        "event_date",
+    )
 
     plan = plan_run(project, project.model("s.gaps"), TimeWindow(utc(2024, 1, 2), utc(2024, 1, 3)))
     (read,) = plan.inputs
-    assert read.window == TimeWindow(utc(2024, 1, 1), utc(2024, 1, 3))  # 30 minutes before = the previous day's partition
+    assert read.window == TimeWindow(
+        utc(2024, 1, 1), utc(2024, 1, 3)
+    )  # 30 minutes before = the previous day's partition
     assert "event_date >= CAST('2024-01-01 00:00:00' AS TIMESTAMP)" in plan.sql
     assert "event_date < CAST('2024-01-03 00:00:00' AS TIMESTAMP)" in plan.sql
     assert "event_ts >= CAST('2024-01-01 23:30:00' AS TIMESTAMP)" in plan.sql
@@ -163,13 +182,18 @@ def test_explain_shows_the_bound_and_its_column(project, capsys):
     assert cli.main(["explain", "s.gaps", "--json", "--project", str(project.directory)]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["sources"]["raw.clicks"] == {
-        "before": "PT30M", "after": "PT0S", "column": "event_ts",
+        "before": "PT30M",
+        "after": "PT0S",
+        "column": "event_ts",
         "partitions": {"column": "event_date", "unit": "day", "before": 1, "after": 0},
     }
     assert cli.main(["explain", "s.chained", "--json", "--project", str(project.directory)]) == 0
     assert json.loads(capsys.readouterr().out)["sources"]["s.gaps"]["column"] == "event_ts"
     assert cli.main(["explain", "s.gaps", "--project", str(project.directory)]) == 0
-    assert "reads raw.clicks: before PT30M, after PT0S on event_ts (whole event_date partitions: 1 before, 0 after)" in capsys.readouterr().out
+    assert (
+        "reads raw.clicks: before PT30M, after PT0S on event_ts (whole event_date partitions: 1 before, 0 after)"
+        in capsys.readouterr().out
+    )
 
 
 def test_lookback_in_event_time_becomes_a_one_day_partition_mapping(project, tmp_path, monkeypatch):
@@ -181,7 +205,9 @@ def test_lookback_in_event_time_becomes_a_one_day_partition_mapping(project, tmp
 
 def test_day_by_day_in_chunks_and_at_once_equal_the_query_over_all_data(spark, project, tmp_path):
     want = expected(CLICKS)
-    assert want["s.gaps"][1][4] is None and any(r[2] == datetime(2024, 1, 2, 0, 10) and r[4] == 2 for r in want["s.gaps"])
+    assert want["s.gaps"][1][4] is None and any(
+        r[2] == datetime(2024, 1, 2, 0, 10) and r[4] == 2 for r in want["s.gaps"]
+    )
     splits = {
         "days": batches(WHOLE, "day", 1),
         "chunks": [TimeWindow(utc(2024, 1, 1), utc(2024, 1, 3)), TimeWindow(utc(2024, 1, 3), utc(2024, 1, 6))],
@@ -196,7 +222,9 @@ def test_day_by_day_in_chunks_and_at_once_equal_the_query_over_all_data(spark, p
     # Without the derived bound the same days lose the rows just before midnight.
     p = with_warehouse(project, tmp_path / "unbounded")
     analysis = analysis_of(p, "s.gaps")
-    analyses(p)["s.gaps"] = dataclasses.replace(analysis, bounds={"raw.clicks": SourceBound(timedelta(0), timedelta(0))})
+    analyses(p)["s.gaps"] = dataclasses.replace(
+        analysis, bounds={"raw.clicks": SourceBound(timedelta(0), timedelta(0))}
+    )
     run(spark, p, "s.gaps", splits["days"])
     assert table_rows(delta.table_uri(p.settings.warehouse, "s.gaps")) != want["s.gaps"]
 
@@ -214,7 +242,10 @@ def test_late_rows_recompute_the_days_they_reach(spark, project, tmp_path):
     now = utc(2024, 1, 10)
     touched = touched_by_sources(p, {"raw.clicks": late_days}, now)
     # A late click at 23:58 reaches 30 minutes into the next day: that day is recomputed too.
-    assert list(touched["s.gaps"]) == [TimeWindow(utc(2024, 1, 1), utc(2024, 1, 3)), TimeWindow(utc(2024, 1, 4), utc(2024, 1, 6))]
+    assert list(touched["s.gaps"]) == [
+        TimeWindow(utc(2024, 1, 1), utc(2024, 1, 3)),
+        TimeWindow(utc(2024, 1, 4), utc(2024, 1, 6)),
+    ]
     for name in ("s.gaps", "s.recent"):
         run(spark, p, name, touched[name])
     downstream = touched_by_sources(p, {"s.gaps": touched["s.gaps"]}, now)
@@ -243,7 +274,9 @@ def test_event_time_declarations_are_checked(make_project, capsys):
 
 
 def test_physical_properties_spelling_loads_in_sqlmesh_and_here(make_project):
-    spelled = MODELS["models/gaps.sql"].replace("event_time_column event_ts", "physical_properties (event_time_column = 'event_ts')")
+    spelled = MODELS["models/gaps.sql"].replace(
+        "event_time_column event_ts", "physical_properties (event_time_column = 'event_ts')"
+    )
     root = make_project({"sources.yaml": SOURCES, "models/gaps.sql": spelled})
     project = load_project(root)
     assert project.event_time_of("s.gaps") == ("event_ts", "day")
@@ -252,7 +285,11 @@ def test_physical_properties_spelling_loads_in_sqlmesh_and_here(make_project):
 
 def test_a_frame_over_an_undeclared_column_is_refused_naming_it(make_project, capsys):
     plain = SOURCES.replace("  event_time_column: event_ts\n", "")
-    undeclared = MODELS["models/gaps.sql"].replace("start '2024-01-01',", "start '2024-01-01'").replace("event_time_column event_ts", "")
+    undeclared = (
+        MODELS["models/gaps.sql"]
+        .replace("start '2024-01-01',", "start '2024-01-01'")
+        .replace("event_time_column event_ts", "")
+    )
     root = make_project({"sources.yaml": plain, "models/gaps.sql": undeclared})
     assert cli.main(["validate", "--project", str(root)]) == 1
     out = capsys.readouterr().err
@@ -273,8 +310,10 @@ def test_lag_and_lead_with_a_range_frame_see_only_rows_inside_it(spark):
         FROM navigation
     """
     rewritten = navigation_frames(sqlglot.parse_one(sql, read="spark")).sql("spark")
-    got = sorted((r.k, int((r.ts - datetime(2024, 1, 1)).total_seconds() // 60), r.lag_asc, r.lead_asc, r.lag_desc)
-                 for r in spark.sql(rewritten).collect())
+    got = sorted(
+        (r.k, int((r.ts - datetime(2024, 1, 1)).total_seconds() // 60), r.lag_asc, r.lead_asc, r.lag_desc)
+        for r in spark.sql(rewritten).collect()
+    )
     assert got == [
         ("a", 0, None, 2, 2),
         ("a", 10, 1, -1, None),  # the next row is 35 minutes later: outside both frames

@@ -12,10 +12,10 @@ import pytest
 
 from incremental_assets import delta
 from incremental_assets.demo import generate_demo_data
-from incremental_assets.spark.executor import Executor
-from incremental_assets.plan.run_plan import plan_run
 from incremental_assets.load.project import load_project
-from incremental_assets.model.intervals import batches, floor, next_boundary, TimeWindow
+from incremental_assets.model.intervals import TimeWindow, batches, floor, next_boundary
+from incremental_assets.plan.run_plan import plan_run
+from incremental_assets.spark.executor import Executor
 
 from conftest import REPO
 from helpers import normalize, table_rows, utc
@@ -88,7 +88,11 @@ def recompute(spark, project) -> dict[str, list[tuple]]:
                 df = results[read.name]
             df.createOrReplaceTempView(read.view)
         results[model.name] = spark.sql(plan.sql).cache()
-    return {name: sorted(normalize(tuple(r)) for r in df.collect()) for name, df in results.items() if project.models[name].kind.name != "VIEW"}
+    return {
+        name: sorted(normalize(tuple(r)) for r in df.collect())
+        for name, df in results.items()
+        if project.models[name].kind.name != "VIEW"
+    }
 
 
 @pytest.mark.slow

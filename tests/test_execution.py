@@ -11,10 +11,10 @@ from deltalake import DeltaTable
 
 from incremental_assets import delta
 from incremental_assets.errors import StorageError, WindowError
-from incremental_assets.spark.executor import Executor
-from incremental_assets.plan.run_plan import plan_run, plan_window
 from incremental_assets.load.project import load_project
 from incremental_assets.model.intervals import TimeWindow
+from incremental_assets.plan.run_plan import plan_run, plan_window
+from incremental_assets.spark.executor import Executor
 
 from helpers import EVENTS_SOURCE, table_rows, table_uri, utc, write_events
 
@@ -42,8 +42,10 @@ def project(make_project):
 def run(spark, p, name, start=None, end=None, **kw):
     window = TimeWindow(utc(*start), utc(*end)) if start else None
     ex = Executor(spark, p)
-    return [ex.execute(plan, **kw) for plan in (plan_window(p, p.model(name), window) if window else [plan_run(p, p.model(name), None)])]
-
+    return [
+        ex.execute(plan, **kw)
+        for plan in (plan_window(p, p.model(name), window) if window else [plan_run(p, p.model(name), None)])
+    ]
 
 
 def test_window_replace_touches_only_its_partitions(spark, project):
@@ -68,7 +70,9 @@ def test_rerunning_a_window_is_idempotent(spark, project):
 
 def test_leakage_guard_drops_rows_outside_the_window(spark, project):
     # The WHERE is deliberately wrong: it reads three days before the window too.
-    leaky = DAILY.replace("WHERE ts BETWEEN @start_dt AND @end_dt", "WHERE ts BETWEEN @start_dt - INTERVAL 3 DAYS AND @end_dt")
+    leaky = DAILY.replace(
+        "WHERE ts BETWEEN @start_dt AND @end_dt", "WHERE ts BETWEEN @start_dt - INTERVAL 3 DAYS AND @end_dt"
+    )
     p = project({"daily": leaky})
     run(spark, p, "s.daily", (2024, 1, 1), (2024, 1, 3))
     marker = table_rows(table_uri(p, "s.daily"))
@@ -113,25 +117,44 @@ def test_failed_commit_leaves_the_table_as_it_was(spark, project, monkeypatch):
 
 
 def test_stray_files_in_the_table_folder_are_never_read(spark, project, make_project):
-    p = project({"daily": DAILY, "weekly": """
+    p = project(
+        {
+            "daily": DAILY,
+            "weekly": """
         MODEL (name s.total, kind FULL);
         SELECT k, SUM(n) AS n FROM s.daily GROUP BY k
-    """})
+    """,
+        }
+    )
     staged = []
     run(spark, p, "s.daily", (2024, 1, 1), (2024, 1, 3), before_commit=staged.append)
     # A crashed run's files (here: a copy with absurd counts) sit in the folder but were never committed.
     orphan = Path(staged[0]) / "ia_interval=2024-01-01" / "part-orphan.parquet"
-    pq.write_table(pa.table({"ds": pa.array([None], pa.date32()), "k": ["k0"], "n": pa.array([10**9], pa.int64()),
-                             "total": pa.array([1], pa.int64())}), orphan)
+    pq.write_table(
+        pa.table(
+            {
+                "ds": pa.array([None], pa.date32()),
+                "k": ["k0"],
+                "n": pa.array([10**9], pa.int64()),
+                "total": pa.array([1], pa.int64()),
+            }
+        ),
+        orphan,
+    )
     (total,) = run(spark, p, "s.total")
     assert sorted(table_rows(table_uri(p, "s.total"))) == [("k0", 16), ("k1", 16), ("k2", 16)]
 
 
 def test_full_model_is_replaced_whole(spark, project):
-    p = project({"daily": DAILY, "total": """
+    p = project(
+        {
+            "daily": DAILY,
+            "total": """
         MODEL (name s.total, kind FULL);
         SELECT k, SUM(n) AS n FROM s.daily GROUP BY k
-    """})
+    """,
+        }
+    )
     run(spark, p, "s.daily", (2024, 1, 1), (2024, 1, 3))
     run(spark, p, "s.total")
     assert table_rows(table_uri(p, "s.total")) == [("k0", 16), ("k1", 16), ("k2", 16)]
@@ -142,13 +165,19 @@ def test_full_model_is_replaced_whole(spark, project):
 
 
 def test_view_is_inlined_into_consumers(spark, project):
-    p = project({"daily": DAILY, "v": """
+    p = project(
+        {
+            "daily": DAILY,
+            "v": """
         MODEL (name s.v, kind VIEW);
         SELECT ds, n * 10 AS n10 FROM s.daily
-    """, "total": """
+    """,
+            "total": """
         MODEL (name s.total, kind FULL);
         SELECT SUM(n10) AS n FROM s.v
-    """})
+    """,
+        }
+    )
     run(spark, p, "s.daily", (2024, 1, 1), (2024, 1, 2))
     (view,) = run(spark, p, "s.v")
     assert view.write == "view" and view.rows is None and not delta.exists(table_uri(p, "s.v"))
@@ -157,17 +186,19 @@ def test_view_is_inlined_into_consumers(spark, project):
 
 
 def test_hourly_model_and_string_time_column_with_format(spark, project):
-    p = project({
-        "hourly": """
+    p = project(
+        {
+            "hourly": """
             MODEL (name s.hourly, kind INCREMENTAL_BY_TIME_RANGE (time_column h), start '2024-01-01', cron '@hourly');
             SELECT date_trunc('HOUR', ts) AS h, COUNT(*) AS n FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1
         """,
-        "bystring": """
+            "bystring": """
             MODEL (name s.bystring, kind INCREMENTAL_BY_TIME_RANGE (time_column (day_key, '%Y%m%d')), start '2024-01-01');
             SELECT date_format(ts, 'yyyyMMdd') AS day_key, COUNT(*) AS n FROM raw.events
             WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1
         """,
-    })
+        }
+    )
     (h,) = run(spark, p, "s.hourly", (2024, 1, 1, 22), (2024, 1, 2, 2))
     assert h.rows == 4 and h.partitions == 2  # an hourly table's files are cut by day
     actions = pa.table(DeltaTable(table_uri(p, "s.hourly")).get_add_actions(flatten=True))

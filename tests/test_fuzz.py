@@ -10,26 +10,88 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from incremental_assets.errors import IncrementalAssetsError, ModelFileError, ProjectError
 from incremental_assets.load.model_file import parse_model_file
-from incremental_assets.spark.model_tests import load_model_tests
 from incremental_assets.load.project import load_project
-from incremental_assets.load.sources import load_sources
 from incremental_assets.load.settings import load_settings
+from incremental_assets.load.sources import load_sources
+from incremental_assets.spark.model_tests import load_model_tests
 
 EXAMPLES = int(os.environ.get("IA_FUZZ_EXAMPLES", "150"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 
 # Pieces of real headers, so the fuzzer reaches deep into the parser, not only its first check.
 TOKENS = [
-    "MODEL", "(", ")", ",", ";", "name", "s.a", "kind", "FULL", "VIEW", "INCREMENTAL_BY_TIME_RANGE",
-    "time_column", "ds", "start", "end", "'2024-01-01'", "'2024-13-45'", "'yesterday'", "cron", "'@daily'", "'@hourly'",
-    "interval_unit", "hour", "day", "week", "lookback", "batch_size", "2", "-1", "0", "1e9", "[", "]", "=", "'",
-    '"', "columns", "(a INT, b STRING)", "grain", "audits", "owner", "tags", "dialect", "duckdb", "nonsense",
-    "allow_window_functions", "true", "--", "/*", "*/", "\n", " ", "\t", "SELECT", "1", "FROM", "raw.events",
-    "@start_ds", "@end_dt", "WHERE", "ds BETWEEN @start_ds AND @end_ds", "time_format", "'%Y-%m-%d'", "@", "\\", "\x00", "é",
+    "MODEL",
+    "(",
+    ")",
+    ",",
+    ";",
+    "name",
+    "s.a",
+    "kind",
+    "FULL",
+    "VIEW",
+    "INCREMENTAL_BY_TIME_RANGE",
+    "time_column",
+    "ds",
+    "start",
+    "end",
+    "'2024-01-01'",
+    "'2024-13-45'",
+    "'yesterday'",
+    "cron",
+    "'@daily'",
+    "'@hourly'",
+    "interval_unit",
+    "hour",
+    "day",
+    "week",
+    "lookback",
+    "batch_size",
+    "2",
+    "-1",
+    "0",
+    "1e9",
+    "[",
+    "]",
+    "=",
+    "'",
+    '"',
+    "columns",
+    "(a INT, b STRING)",
+    "grain",
+    "audits",
+    "owner",
+    "tags",
+    "dialect",
+    "duckdb",
+    "nonsense",
+    "allow_window_functions",
+    "true",
+    "--",
+    "/*",
+    "*/",
+    "\n",
+    " ",
+    "\t",
+    "SELECT",
+    "1",
+    "FROM",
+    "raw.events",
+    "@start_ds",
+    "@end_dt",
+    "WHERE",
+    "ds BETWEEN @start_ds AND @end_ds",
+    "time_format",
+    "'%Y-%m-%d'",
+    "@",
+    "\\",
+    "\x00",
+    "é",
 ]
 header_text = st.one_of(
     st.text(max_size=300),
@@ -53,17 +115,73 @@ def mutated_valid(draw) -> str:
     return text
 
 
-yaml_scalar = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=20), st.sampled_from(
-    ["raw.events", "delta", "csv", "parquet", "ts", "hour", "day", "data/x", "s3://b/x", "2024-01-01", "bigint", "local[1]", "sc://h", "a\x00b"]))
+yaml_scalar = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.text(max_size=20),
+    st.sampled_from(
+        [
+            "raw.events",
+            "delta",
+            "csv",
+            "parquet",
+            "ts",
+            "hour",
+            "day",
+            "data/x",
+            "s3://b/x",
+            "2024-01-01",
+            "bigint",
+            "local[1]",
+            "sc://h",
+            "a\x00b",
+        ]
+    ),
+)
 yaml_data = st.recursive(
     yaml_scalar,
     lambda inner: st.one_of(
         st.lists(inner, max_size=4),
-        st.dictionaries(st.one_of(st.sampled_from([
-            "name", "location", "format", "columns", "time_column", "interval_unit", "sources", "warehouse", "spark", "conf", "master",
-            "remote", "timezone", "dialect", "dagster_home", "model", "inputs", "outputs", "query", "ctes", "vars", "start", "end", "rows",
-            "s.a", "raw.events", "test_a",
-        ]), st.text(max_size=8)), inner, max_size=5),
+        st.dictionaries(
+            st.one_of(
+                st.sampled_from(
+                    [
+                        "name",
+                        "location",
+                        "format",
+                        "columns",
+                        "time_column",
+                        "interval_unit",
+                        "sources",
+                        "warehouse",
+                        "spark",
+                        "conf",
+                        "master",
+                        "remote",
+                        "timezone",
+                        "dialect",
+                        "dagster_home",
+                        "model",
+                        "inputs",
+                        "outputs",
+                        "query",
+                        "ctes",
+                        "vars",
+                        "start",
+                        "end",
+                        "rows",
+                        "s.a",
+                        "raw.events",
+                        "test_a",
+                    ]
+                ),
+                st.text(max_size=8),
+            ),
+            inner,
+            max_size=5,
+        ),
     ),
     max_leaves=20,
 )
@@ -79,8 +197,6 @@ def _diagnosed(exc: Exception, path: Path) -> None:
         assert error.path and Path(error.path).name == path.name, error.render()
 
 
-
-
 @FUZZ
 @given(text=st.one_of(header_text, mutated_valid()))
 def test_model_files_parse_or_name_file_and_line(text):
@@ -91,7 +207,12 @@ def test_model_files_parse_or_name_file_and_line(text):
             parse_model_file(path)
         except Exception as exc:  # judged below: only diagnostics with file and line
             _diagnosed(exc, path)
-            assert exc.line is not None or "not UTF-8" in exc.message or "no MODEL" in exc.message or "empty" in exc.message, exc.render()
+            assert (
+                exc.line is not None
+                or "not UTF-8" in exc.message
+                or "no MODEL" in exc.message
+                or "empty" in exc.message
+            ), exc.render()
 
 
 LOADERS = {

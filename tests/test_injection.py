@@ -10,14 +10,14 @@ from deltalake import DeltaTable
 from sqlglot import exp
 
 from incremental_assets import cli, delta
-from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.errors import ModelFileError
-from incremental_assets.spark.writes import spark_partition_expression
-from incremental_assets.spark.model_tests import load_model_tests
-from incremental_assets.plan.run_plan import plan_run
 from incremental_assets.load.project import load_project
-from incremental_assets.orchestration.instance import open_instance
 from incremental_assets.model.intervals import TimeWindow
+from incremental_assets.orchestration.build_definitions import build_definitions
+from incremental_assets.orchestration.instance import open_instance
+from incremental_assets.plan.run_plan import plan_run
+from incremental_assets.spark.model_tests import load_model_tests
+from incremental_assets.spark.writes import spark_partition_expression
 
 from helpers import EVENTS_SOURCE, table_rows, utc, write_events
 
@@ -28,7 +28,9 @@ SELECT date_trunc('HOUR', ts) AS h, COUNT(*) AS n FROM raw.events WHERE ts BETWE
 """
 
 
-def test_crafted_dates_and_partition_keys_are_refused_and_the_table_is_intact(spark, make_project, tmp_path, monkeypatch, capsys):
+def test_crafted_dates_and_partition_keys_are_refused_and_the_table_is_intact(
+    spark, make_project, tmp_path, monkeypatch, capsys
+):
     root = make_project({"sources.yaml": EVENTS_SOURCE, "models/daily.sql": MODEL})
     write_events(root / "data" / "events", utc(2024, 1, 1), 48)
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
@@ -38,7 +40,10 @@ def test_crafted_dates_and_partition_keys_are_refused_and_the_table_is_intact(sp
     before, version = table_rows(uri), DeltaTable(uri).version()
     capsys.readouterr()
 
-    for args in (["--start", ATTACK, "--end", "2024-01-02"], ["--start", "2024-01-01", "--end", "2024-01-02 00:00' OR '1'='1"]):
+    for args in (
+        ["--start", ATTACK, "--end", "2024-01-02"],
+        ["--start", "2024-01-01", "--end", "2024-01-02 00:00' OR '1'='1"],
+    ):
         assert cli.main(["run", "s.daily", *args, "--project", str(root)]) == 2
         assert "is not a date or timestamp; write it as YYYY-MM-DD" in capsys.readouterr().err
         assert cli.main(["render", "s.daily", *args, "--project", str(root)]) == 2
@@ -56,13 +61,15 @@ def test_crafted_dates_and_partition_keys_are_refused_and_the_table_is_intact(sp
 
 def test_a_crafted_time_format_stays_one_literal(make_project):
     """A format with quotes (from a model header) cannot end its literal in the clamp or the partition key."""
-    root = make_project({
-        "sources.yaml": EVENTS_SOURCE,
-        "models/a.sql": """
+    root = make_project(
+        {
+            "sources.yaml": EVENTS_SOURCE,
+            "models/a.sql": """
             MODEL (name s.a, kind INCREMENTAL_BY_TIME_RANGE (time_column (ds, "%Y-%m-%d' OR '1'='1")), start '2024-01-01');
             SELECT CAST(ts AS STRING) AS ds FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt
         """,
-    })
+        }
+    )
     project = load_project(root)
     model = project.model("s.a")
     sql = plan_run(project, model, TimeWindow(utc(2024, 1, 1), utc(2024, 1, 2))).sql
@@ -76,10 +83,11 @@ def test_a_crafted_time_format_stays_one_literal(make_project):
 
 
 def test_unit_test_variables_must_be_dates(make_project):
-    root = make_project({
-        "sources.yaml": EVENTS_SOURCE,
-        "models/daily.sql": MODEL,
-        "tests/test_daily.yaml": f"""
+    root = make_project(
+        {
+            "sources.yaml": EVENTS_SOURCE,
+            "models/daily.sql": MODEL,
+            "tests/test_daily.yaml": f"""
             test_daily:
               model: s.daily
               inputs:
@@ -89,6 +97,9 @@ def test_unit_test_variables_must_be_dates(make_project):
               vars:
                 start: "{ATTACK}"
         """,
-    })
-    with pytest.raises(ModelFileError, match=r"test_daily.yaml:1: test test_daily: vars.start: .* is not a date or timestamp"):
+        }
+    )
+    with pytest.raises(
+        ModelFileError, match=r"test_daily.yaml:1: test test_daily: vars.start: .* is not a date or timestamp"
+    ):
         load_model_tests(load_project(root))

@@ -115,7 +115,10 @@ def test_an_emptied_newest_log_file_is_named_with_the_fix_that_works(built, caps
     code, out = cli_output(root, capsys, "status", "s.daily")
     assert code == 2
     assert f"_delta_log/{newest.name}: empty. Nothing was read or written." in out
-    assert "or delete that file: the table falls back to the version before it, and `incremental-assets run --auto` computes again" in out
+    assert (
+        "or delete that file: the table falls back to the version before it, and `incremental-assets run --auto` computes again"
+        in out
+    )
     assert cli_output(root, capsys, "run", "--auto", "--end", "2024-01-08")[0] == 2  # refuses, writes nothing
 
     newest.unlink()  # as the message says
@@ -155,13 +158,21 @@ def test_a_data_file_not_what_was_committed_is_found_by_verify_and_recomputed_by
     if tamper == "garbage":
         victim.write_bytes(b"\0" * size)
     else:  # a reader would see 2024-01-04 twice and 2024-01-02 not at all
-        other = next(f for day in ("2024-01-04", "2024-01-03", "2024-01-05") for f in referenced(uri, day) if f.stat().st_size == size)
+        other = next(
+            f
+            for day in ("2024-01-04", "2024-01-03", "2024-01-05")
+            for f in referenced(uri, day)
+            if f.stat().st_size == size
+        )
         shutil.copyfile(other, victim)
 
     code, out = cli_output(root, capsys, "verify", "s.daily")
     assert code == 1
     assert "s.daily: recorded but not in the table: intervals [2024-01-02, 2024-01-03)" in out
-    assert f"file {victim} is not what was committed (its Parquet footer differs from the one recorded at its commit)" in out
+    assert (
+        f"file {victim} is not what was committed (its Parquet footer differs from the one recorded at its commit)"
+        in out
+    )
     assert "fix: `incremental-assets run --auto` computes those intervals again" in out
     if tamper == "garbage":  # a run reading the table names the table's file and the fix, not a source's
         code, out = cli_output(root, capsys, "run", "s.total")
@@ -189,7 +200,10 @@ def test_a_full_table_behind_its_record_is_rebuilt_and_a_removed_table_recompute
 
     shutil.rmtree(uri)  # the whole incremental table
     code, out = cli_output(root, capsys, "status", "--until", "2024-01-08")
-    assert "s.daily: NOT IN TABLE: [2024-01-01, 2024-01-08) recorded but absent (Dagster records intervals of s.daily but there is no table" in out
+    assert (
+        "s.daily: NOT IN TABLE: [2024-01-01, 2024-01-08) recorded but absent (Dagster records intervals of s.daily but there is no table"
+        in out
+    )
     code, out = cli_output(root, capsys, "run", "--auto", "--end", "2024-01-08")
     assert code == 0
     assert recomputed(out) == ["[2024-01-01, 2024-01-08)"]
@@ -221,19 +235,31 @@ def test_recorded_versions_read_per_run_are_what_every_record_says(tmp_path, mon
     instance = open_instance(tmp_path / "home")
     job = dg.Definitions(assets=[counted]).resolve_implicit_global_asset_job_def()
     keys = daily.get_partition_keys(current_time=utc(2024, 2, 1))
-    for first, last, tags in ((0, 9, {"version": "1"}), (10, 19, {"version": "2"}), (5, 14, {"version": "3", "per_partition": "1"})):
-        run_tags = {"dagster/asset_partition_range_start": keys[first], "dagster/asset_partition_range_end": keys[last], **tags}
+    for first, last, tags in (
+        (0, 9, {"version": "1"}),
+        (10, 19, {"version": "2"}),
+        (5, 14, {"version": "3", "per_partition": "1"}),
+    ):
+        run_tags = {
+            "dagster/asset_partition_range_start": keys[first],
+            "dagster/asset_partition_range_end": keys[last],
+            **tags,
+        }
         assert job.execute_in_process(instance=instance, tags=run_tags).success
     for pk, version in (("2024-01-03", 7), ("2024-01-20", 8)):  # recorded from the Delta log
         meta = {"delta_version": version, "committed_by_run": f"run-{version}"}
         instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=counted.key, partition=pk, metadata=meta))
 
     key = counted.key
-    ids = sorted(set(instance.get_latest_storage_id_by_partition(key, dg.DagsterEventType.ASSET_MATERIALIZATION).values()))
+    ids = sorted(
+        set(instance.get_latest_storage_id_by_partition(key, dg.DagsterEventType.ASSET_MATERIALIZATION).values())
+    )
     every = sorted(integrity._read(instance, key, ids).values(), key=repr)
     recorded = sorted(integrity._recorded(instance, key, partitioned=True), key=repr)
     assert recorded == every and len(recorded) == 20
     by_partition = {r.partition: r for r in recorded}
     assert by_partition["2024-01-03"].version == 7 and by_partition["2024-01-03"].run_id == "run-7"
-    assert by_partition["2024-01-06"].version == 3 and by_partition["2024-01-15"].version == 12  # one run, many versions
+    assert (
+        by_partition["2024-01-06"].version == 3 and by_partition["2024-01-15"].version == 12
+    )  # one run, many versions
     assert by_partition["2024-01-01"].version == 1 and by_partition["2024-01-19"].version == 2

@@ -16,9 +16,9 @@ from deltalake import DeltaTable, write_deltalake
 
 from incremental_assets import delta
 from incremental_assets.errors import DuplicateKeyError, ModelFileError, StorageError
-from incremental_assets.spark.executor import Executor
-from incremental_assets.plan.run_plan import plan_run
 from incremental_assets.load.project import load_project
+from incremental_assets.plan.run_plan import plan_run
+from incremental_assets.spark.executor import Executor
 
 from helpers import table_rows, table_uri, utc
 
@@ -53,7 +53,10 @@ def write_menu(root, rows: list[tuple]) -> None:
             "id": pa.array([r[0] for r in rows], pa.int32()),
             "name": [r[1] for r in rows],
             "price": [r[2] for r in rows],
-            "updated_at": pa.array([utc(*map(int, r[3].replace("-", " ").replace(":", " ").split())) for r in rows], pa.timestamp("us", tz="UTC")),
+            "updated_at": pa.array(
+                [utc(*map(int, r[3].replace("-", " ").replace(":", " ").split())) for r in rows],
+                pa.timestamp("us", tz="UTC"),
+            ),
         }
     )
     write_deltalake(str(root / "data" / "menu"), table, mode="overwrite")
@@ -61,9 +64,10 @@ def write_menu(root, rows: list[tuple]) -> None:
 
 def run_model(spark, project, name: str, execution_time: datetime):
     executor = Executor(spark, project)
-    plan = plan_run(project, project.model(name), None, execution_time=execution_time, target=executor.target_state(name))
+    plan = plan_run(
+        project, project.model(name), None, execution_time=execution_time, target=executor.target_state(name)
+    )
     return executor.execute(plan)
-
 
 
 def test_scd_type_2_matches_the_worked_example_row_for_row(spark, make_project):
@@ -111,16 +115,25 @@ def test_scd_type_2_matches_the_worked_example_row_for_row(spark, make_project):
         ],
     )
     run_model(spark, project, "db.menu_items", utc(2020, 1, 3, 2))
-    assert table_rows(table_uri(project, "db.menu_items"), drop=DROP) == sorted([
-        (1, "Chicken Sandwich", 10.99, T("2020-01-01 00:00:00"), epoch, T("2020-01-02 00:00:00")),
-        (1, "Chicken Sandwich", 12.99, T("2020-01-02 00:00:00"), T("2020-01-02 00:00:00"), T("2020-01-03 00:00:00")),
-        (1, "Chicken Sandwich", 14.99, T("2020-01-03 00:00:00"), T("2020-01-03 00:00:00"), none),
-        (2, "Cheeseburger", 8.99, T("2020-01-01 00:00:00"), epoch, T("2020-01-02 02:00:00")),
-        (2, "Cheeseburger", 8.99, T("2020-01-03 00:00:00"), T("2020-01-03 00:00:00"), none),
-        (3, "French Fries", 4.99, T("2020-01-01 00:00:00"), epoch, none),
-        (4, "Milkshake", 3.99, T("2020-01-02 00:00:00"), T("2020-01-02 00:00:00"), T("2020-01-03 00:00:00")),
-        (4, "Chocolate Milkshake", 3.99, T("2020-01-03 00:00:00"), T("2020-01-03 00:00:00"), none),
-    ])
+    assert table_rows(table_uri(project, "db.menu_items"), drop=DROP) == sorted(
+        [
+            (1, "Chicken Sandwich", 10.99, T("2020-01-01 00:00:00"), epoch, T("2020-01-02 00:00:00")),
+            (
+                1,
+                "Chicken Sandwich",
+                12.99,
+                T("2020-01-02 00:00:00"),
+                T("2020-01-02 00:00:00"),
+                T("2020-01-03 00:00:00"),
+            ),
+            (1, "Chicken Sandwich", 14.99, T("2020-01-03 00:00:00"), T("2020-01-03 00:00:00"), none),
+            (2, "Cheeseburger", 8.99, T("2020-01-01 00:00:00"), epoch, T("2020-01-02 02:00:00")),
+            (2, "Cheeseburger", 8.99, T("2020-01-03 00:00:00"), T("2020-01-03 00:00:00"), none),
+            (3, "French Fries", 4.99, T("2020-01-01 00:00:00"), epoch, none),
+            (4, "Milkshake", 3.99, T("2020-01-02 00:00:00"), T("2020-01-02 00:00:00"), T("2020-01-03 00:00:00")),
+            (4, "Chocolate Milkshake", 3.99, T("2020-01-03 00:00:00"), T("2020-01-03 00:00:00"), none),
+        ]
+    )
     # A run with no change commits nothing; a key re-inserted with its old updated_at starts where it ended.
     version = DeltaTable(table_uri(project, "db.menu_items")).version()
     assert run_model(spark, project, "db.menu_items", utc(2020, 1, 4)).version == version
@@ -161,7 +174,10 @@ def test_unique_key_upserts_composite_keys_reading_only_new_source_rows(spark, m
     root = make_project({"sources.yaml": UPDATES_SOURCE, "models/latest.sql": LATEST})
     project = load_project(root)
     name, day = "s.latest", lambda d, h=0: T(f"2024-01-{d:02d} {h:02d}:00:00")
-    append_updates(root, [("eu", 1, "a", utc(2024, 1, 1, 5)), ("eu", 2, "b", utc(2024, 1, 1, 6)), ("us", 1, "c", utc(2024, 1, 1, 7))])
+    append_updates(
+        root,
+        [("eu", 1, "a", utc(2024, 1, 1, 5)), ("eu", 2, "b", utc(2024, 1, 1, 6)), ("us", 1, "c", utc(2024, 1, 1, 7))],
+    )
     first = run_model(spark, project, name, utc(2024, 1, 2))
     assert first.details == {"rows_inserted": 3, "rows_updated": 0} and first.window.end == utc(2024, 1, 2)
     assert DeltaTable(table_uri(project, name)).metadata().partition_columns == ["ia_bucket"]
@@ -171,15 +187,24 @@ def test_unique_key_upserts_composite_keys_reading_only_new_source_rows(spark, m
     second = run_model(spark, project, name, utc(2024, 1, 3))
     assert second.details == {"rows_inserted": 1, "rows_updated": 1}
     assert table_rows(table_uri(project, name), drop=DROP) == [
-        ("eu", 1, "a2", day(2, 1)), ("eu", 2, "b", day(1, 6)), ("us", 1, "c", day(1, 7)), ("us", 2, "d", day(2, 2)),
+        ("eu", 1, "a2", day(2, 1)),
+        ("eu", 2, "b", day(1, 6)),
+        ("us", 1, "c", day(1, 7)),
+        ("us", 2, "d", day(2, 2)),
     ]
 
     # Day 3: every key but one changes; an old row re-appearing in the source outside the window is ignored.
-    append_updates(root, [("eu", 2, "b3", utc(2024, 1, 3, 1)), ("us", 1, "c3", utc(2024, 1, 3, 2)), ("us", 2, "d3", utc(2024, 1, 3, 3))])
+    append_updates(
+        root,
+        [("eu", 2, "b3", utc(2024, 1, 3, 1)), ("us", 1, "c3", utc(2024, 1, 3, 2)), ("us", 2, "d3", utc(2024, 1, 3, 3))],
+    )
     third = run_model(spark, project, name, utc(2024, 1, 4))
     assert third.details == {"rows_inserted": 0, "rows_updated": 3}
     assert table_rows(table_uri(project, name), drop=DROP) == [
-        ("eu", 1, "a2", day(2, 1)), ("eu", 2, "b3", day(3, 1)), ("us", 1, "c3", day(3, 2)), ("us", 2, "d3", day(3, 3)),
+        ("eu", 1, "a2", day(2, 1)),
+        ("eu", 2, "b3", day(3, 1)),
+        ("us", 1, "c3", day(3, 2)),
+        ("us", 2, "d3", day(3, 3)),
     ]
     assert DeltaTable(table_uri(project, name)).version() == 2
 
@@ -211,7 +236,11 @@ def test_scd_type_2_by_column_tracks_changes_of_the_listed_columns_only(spark, m
     project = load_project(root)
 
     def write(rows):
-        write_deltalake(str(root / "data" / "prices"), pa.table({"id": [r[0] for r in rows], "name": [r[1] for r in rows], "price": [r[2] for r in rows]}), mode="overwrite")
+        write_deltalake(
+            str(root / "data" / "prices"),
+            pa.table({"id": [r[0] for r in rows], "name": [r[1] for r in rows], "price": [r[2] for r in rows]}),
+            mode="overwrite",
+        )
 
     epoch = T("1970-01-01 00:00:00")
     write([(1, "tea", 2.0), (2, "coffee", 3.0)])
@@ -248,7 +277,11 @@ SELECT id, payload, @is_backfill AS backfill, @last_value AS seen FROM raw.feed 
 
 
 def write_feed(root, ids: list[int]) -> None:
-    write_deltalake(str(root / "data" / "feed"), pa.table({"id": pa.array(ids, pa.int64()), "payload": [f"p{i}" for i in ids]}), mode="overwrite")
+    write_deltalake(
+        str(root / "data" / "feed"),
+        pa.table({"id": pa.array(ids, pa.int64()), "payload": [f"p{i}" for i in ids]}),
+        mode="overwrite",
+    )
 
 
 def test_cursor_appends_what_is_new_and_derives_the_cursor_from_the_table(spark, make_project, capsys):
@@ -269,18 +302,30 @@ def test_cursor_appends_what_is_new_and_derives_the_cursor_from_the_table(spark,
         raise RuntimeError("commit refused")
 
     with pytest.raises(RuntimeError):
-        executor.execute(plan_run(project, project.model(name), None, target=executor.target_state(name)), before_commit=fail)
+        executor.execute(
+            plan_run(project, project.model(name), None, target=executor.target_state(name)), before_commit=fail
+        )
     assert executor.target_state(name).last_value == "5"
     third = run_model(spark, project, name, utc(2024, 1, 3))
     assert third.details == {"cursor_before": "5", "cursor_after": "6"}
-    assert table_rows(table_uri(project, name)) == [(1, "p1", True, 0), (2, "p2", True, 0), (3, "p3", True, 0), (4, "p4", False, 3), (5, "p5", False, 3), (6, "p6", False, 5)]
+    assert table_rows(table_uri(project, name)) == [
+        (1, "p1", True, 0),
+        (2, "p2", True, 0),
+        (3, "p3", True, 0),
+        (4, "p4", False, 3),
+        (5, "p5", False, 3),
+        (6, "p6", False, 5),
+    ]
 
     # A changed definition starts over from the initial value and replaces the table.
     (root / "models" / "copy.sql").write_text(COPY.replace("payload,", "upper(payload) AS payload,"))
     from incremental_assets import cli
 
     assert cli.main(["status", name, "--project", str(root)]) == 0
-    assert "s.feed_copy: CHANGED since its table was built; the next run starts over from the initial value" in capsys.readouterr().out
+    assert (
+        "s.feed_copy: CHANGED since its table was built; the next run starts over from the initial value"
+        in capsys.readouterr().out
+    )
     project = load_project(root)
     fourth = run_model(spark, project, name, utc(2024, 1, 4))
     assert fourth.write == "replace_table"
@@ -317,7 +362,12 @@ def fetch(last_value, is_backfill):
 
 
 def test_python_source_function_is_called_with_the_committed_cursor(spark, make_project):
-    root = make_project({"models/orders.py": PYTHON_MODEL, "models/big.sql": "MODEL (name s.big, kind FULL);\nSELECT order_id FROM raw_api.orders WHERE amount > 15\n"})
+    root = make_project(
+        {
+            "models/orders.py": PYTHON_MODEL,
+            "models/big.sql": "MODEL (name s.big, kind FULL);\nSELECT order_id FROM raw_api.orders WHERE amount > 15\n",
+        }
+    )
     project = load_project(root)
     assert project.model("raw_api.orders").kind.cursor == "order_id"
     API.orders.clear(), API.calls.clear()
@@ -328,7 +378,9 @@ def test_python_source_function_is_called_with_the_committed_cursor(spark, make_
     version = DeltaTable(table_uri(project, "raw_api.orders")).version()
     folders = sorted(Path(table_uri(project, "raw_api.orders")).iterdir())
     empty = run_model(spark, project, "raw_api.orders", utc(2024, 1, 3))  # nothing new: nothing to commit
-    assert DeltaTable(table_uri(project, "raw_api.orders")).version() == version, "a run with no new rows adds no Delta version"
+    assert DeltaTable(table_uri(project, "raw_api.orders")).version() == version, (
+        "a run with no new rows adds no Delta version"
+    )
     assert empty.rows == 0 and empty.version == version and empty.details == {"cursor_before": "3", "cursor_after": "3"}
     assert sorted(Path(table_uri(project, "raw_api.orders")).iterdir()) == folders  # its staging folder is gone
     API.add(4, 5)
@@ -348,8 +400,14 @@ def test_python_source_function_is_called_with_the_committed_cursor(spark, make_
         ("SCD_TYPE_2_BY_COLUMN (unique_key k)", "needs `columns`"),
         ("INCREMENTAL_BY_CURSOR (initial_value 1)", "needs a cursor column"),
         ("INCREMENTAL_BY_UNIQUE_KEY (buckets 4)", "needs a unique_key"),
-        ("INCREMENTAL_BY_UNIQUE_KEY (unique_key k, when_matched (WHEN NOT MATCHED THEN INSERT *))", "when_matched supports WHEN MATCHED"),
-        ("INCREMENTAL_BY_UNIQUE_KEY (unique_key k, when_matched (WHEN MATCHED THEN UPDATE SET target.w = 1))", "needs column(s) w"),
+        (
+            "INCREMENTAL_BY_UNIQUE_KEY (unique_key k, when_matched (WHEN NOT MATCHED THEN INSERT *))",
+            "when_matched supports WHEN MATCHED",
+        ),
+        (
+            "INCREMENTAL_BY_UNIQUE_KEY (unique_key k, when_matched (WHEN MATCHED THEN UPDATE SET target.w = 1))",
+            "needs column(s) w",
+        ),
         ("SCD_TYPE_2 (unique_key k, columns [v])", "`columns` belongs to SCD_TYPE_2_BY_COLUMN"),
     ],
 )
@@ -402,23 +460,45 @@ def test_a_killed_run_leaves_the_previous_table_or_the_new_one_whole(spark, make
     import subprocess
     import sys
 
-    models = {"upsert": ("s.latest", LATEST, UPDATES_SOURCE), "scd2": ("db.menu_items", MENU_SCD, MENU_SOURCE), "append": ("s.feed_copy", COPY, FEED_SOURCE)}
+    models = {
+        "upsert": ("s.latest", LATEST, UPDATES_SOURCE),
+        "scd2": ("db.menu_items", MENU_SCD, MENU_SOURCE),
+        "append": ("s.feed_copy", COPY, FEED_SOURCE),
+    }
     name, sql, source = models[write]
     root = make_project({"sources.yaml": source, "models/m.sql": sql})
     project = load_project(root)
     change = {
-        "upsert": (lambda: append_updates(root, [("eu", 1, "a", utc(2024, 1, 1, 5))]), lambda: append_updates(root, [("eu", 1, "b", utc(2024, 1, 2, 5)), ("eu", 2, "c", utc(2024, 1, 2, 6))])),
-        "scd2": (lambda: write_menu(root, [(1, "Tea", 1.0, "2020-01-01 00:00:00"), (2, "Pie", 2.0, "2020-01-01 00:00:00")]), lambda: write_menu(root, [(1, "Tea", 1.5, "2020-01-02 00:00:00")])),
+        "upsert": (
+            lambda: append_updates(root, [("eu", 1, "a", utc(2024, 1, 1, 5))]),
+            lambda: append_updates(root, [("eu", 1, "b", utc(2024, 1, 2, 5)), ("eu", 2, "c", utc(2024, 1, 2, 6))]),
+        ),
+        "scd2": (
+            lambda: write_menu(root, [(1, "Tea", 1.0, "2020-01-01 00:00:00"), (2, "Pie", 2.0, "2020-01-01 00:00:00")]),
+            lambda: write_menu(root, [(1, "Tea", 1.5, "2020-01-02 00:00:00")]),
+        ),
         "append": (lambda: write_feed(root, [1, 2]), lambda: write_feed(root, [1, 2, 3])),
     }[write]
     change[0]()
     run_model(spark, project, name, utc(2024, 1, 2))
     before = table_rows(table_uri(project, name), drop=DROP)
     change[1]()
-    env = {**os.environ, "INCREMENTAL_ASSETS_KILL_AT": stage, "PYTHONPATH": str(Path(delta.__file__).parent.parent.parent)}
-    done = subprocess.run([sys.executable, "-c", CRASH_RUN, str(root), name, "2024-01-03T00:00:00+00:00"], env=env, capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "INCREMENTAL_ASSETS_KILL_AT": stage,
+        "PYTHONPATH": str(Path(delta.__file__).parent.parent.parent),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", CRASH_RUN, str(root), name, "2024-01-03T00:00:00+00:00"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
-    assert any(p.name.startswith("run-") for p in Path(table_uri(project, name)).iterdir())  # the killed run had staged files
+    assert any(
+        p.name.startswith("run-") for p in Path(table_uri(project, name)).iterdir()
+    )  # the killed run had staged files
     after = table_rows(table_uri(project, name), drop=DROP)
     if stage == "staged":
         assert after == before and DeltaTable(table_uri(project, name)).version() == 0
@@ -426,9 +506,11 @@ def test_a_killed_run_leaves_the_previous_table_or_the_new_one_whole(spark, make
         assert DeltaTable(table_uri(project, name)).version() == 1 and after != before
         # The committed state is the complete new one: the same run in-process on a copy gives the same rows.
         expected = {
-            "scd2": [(1, "Tea", 1.0, T("2020-01-01 00:00:00"), T("1970-01-01 00:00:00"), T("2020-01-02 00:00:00")),
-                     (1, "Tea", 1.5, T("2020-01-02 00:00:00"), T("2020-01-02 00:00:00"), None),
-                     (2, "Pie", 2.0, T("2020-01-01 00:00:00"), T("1970-01-01 00:00:00"), T("2024-01-03 00:00:00"))],
+            "scd2": [
+                (1, "Tea", 1.0, T("2020-01-01 00:00:00"), T("1970-01-01 00:00:00"), T("2020-01-02 00:00:00")),
+                (1, "Tea", 1.5, T("2020-01-02 00:00:00"), T("2020-01-02 00:00:00"), None),
+                (2, "Pie", 2.0, T("2020-01-01 00:00:00"), T("1970-01-01 00:00:00"), T("2024-01-03 00:00:00")),
+            ],
             "append": [(1, "p1", True, 0), (2, "p2", True, 0), (3, "p3", False, 2)],
         }[write]
         assert after == expected
@@ -438,7 +520,14 @@ def test_a_killed_run_leaves_the_previous_table_or_the_new_one_whole(spark, make
 def test_cli_runs_merge_kinds_as_dagster_materializations(spark, make_project, capsys):
     from incremental_assets import cli
 
-    root = make_project({"sources.yaml": MENU_SOURCE + FEED_SOURCE, "models/menu.sql": MENU_SCD, "models/copy.sql": COPY, "models/orders.py": PYTHON_MODEL})
+    root = make_project(
+        {
+            "sources.yaml": MENU_SOURCE + FEED_SOURCE,
+            "models/menu.sql": MENU_SCD,
+            "models/copy.sql": COPY,
+            "models/orders.py": PYTHON_MODEL,
+        }
+    )
     API.orders.clear(), API.calls.clear()
     API.add(1)
     write_menu(root, [(1, "Tea", 1.0, "2020-01-01 00:00:00"), (2, "Pie", 2.0, "2020-01-01 00:00:00")])
@@ -457,8 +546,14 @@ def test_cli_runs_merge_kinds_as_dagster_materializations(spark, make_project, c
     assert "3 run(s) succeeded, 0 failed" in out
     assert cli.main(["status", "--project", str(root)]) == 0
     out = capsys.readouterr().out
-    assert "db.menu_items (SCD_TYPE_2): last materialized" in out and "rows_inserted 1, rows_closed 2, delta_version 1" in out
-    assert "s.feed_copy (INCREMENTAL_BY_CURSOR): last materialized" in out and "run_rows_written 2, cursor_after 5, delta_version 1" in out
+    assert (
+        "db.menu_items (SCD_TYPE_2): last materialized" in out
+        and "rows_inserted 1, rows_closed 2, delta_version 1" in out
+    )
+    assert (
+        "s.feed_copy (INCREMENTAL_BY_CURSOR): last materialized" in out
+        and "run_rows_written 2, cursor_after 5, delta_version 1" in out
+    )
     assert "raw_api.orders (INCREMENTAL_BY_CURSOR): last materialized" in out and "cursor_after 3" in out
     assert API.calls == [(0, True), (1, False)]
     # Nothing new: a run that changes nothing commits nothing, and its record still matches the table.
@@ -474,13 +569,14 @@ def test_cli_runs_merge_kinds_as_dagster_materializations(spark, make_project, c
     import dagster as dg
 
     from incremental_assets.orchestration.build_definitions import build_definitions
-    from incremental_assets.orchestration.tags import EXECUTION_TIME_TAG
     from incremental_assets.orchestration.instance import open_instance
+    from incremental_assets.orchestration.tags import EXECUTION_TIME_TAG
 
     write_menu(root, [(2, "Pie", 2.0, "2020-01-05 00:00:00")])
     job = build_definitions(project).resolve_implicit_global_asset_job_def()
     result = job.execute_in_process(
-        instance=open_instance(project.settings.dagster_home), asset_selection=[dg.AssetKey(["db", "menu_items"])],
+        instance=open_instance(project.settings.dagster_home),
+        asset_selection=[dg.AssetKey(["db", "menu_items"])],
         tags={EXECUTION_TIME_TAG: "2020-01-04T12:00:00+00:00"},
     )
     assert result.success
@@ -533,9 +629,18 @@ def test_unique_key_when_matched_updates_only_what_its_clauses_say(spark, make_p
     assert len(project.model("s.latest").kind.when_matched) == 2
     append_updates(root, [("eu", 1, "a", utc(2024, 1, 1, 5)), ("eu", 2, "b", utc(2024, 1, 1, 6))])
     run_model(spark, project, "s.latest", utc(2024, 1, 2))
-    append_updates(root, [("eu", 1, "a2", utc(2024, 1, 2, 1)), ("eu", 2, "skip", utc(2024, 1, 2, 2)), ("us", 3, "c", utc(2024, 1, 2, 3))])
+    append_updates(
+        root,
+        [
+            ("eu", 1, "a2", utc(2024, 1, 2, 1)),
+            ("eu", 2, "skip", utc(2024, 1, 2, 2)),
+            ("us", 3, "c", utc(2024, 1, 2, 3)),
+        ],
+    )
     second = run_model(spark, project, "s.latest", utc(2024, 1, 3))
     assert second.details == {"rows_inserted": 1, "rows_updated": 2}
     assert table_rows(table_uri(project, "s.latest"), drop=DROP) == [
-        ("eu", 1, "a+a2", T("2024-01-01 05:00:00")), ("eu", 2, "b", T("2024-01-02 02:00:00")), ("us", 3, "c", T("2024-01-02 03:00:00")),
+        ("eu", 1, "a+a2", T("2024-01-01 05:00:00")),
+        ("eu", 2, "b", T("2024-01-02 02:00:00")),
+        ("us", 3, "c", T("2024-01-02 03:00:00")),
     ]

@@ -9,16 +9,16 @@ import dagster as dg
 import pytest
 from deltalake import DeltaTable
 
-from incremental_assets.plan.analyses import input_bound
 from incremental_assets import delta
-from incremental_assets.orchestration.build_definitions import build_definitions
-from incremental_assets.orchestration.explain import explain_model
 from incremental_assets.errors import ModelFileError, ProjectError
-from incremental_assets.spark.executor import Executor
-from incremental_assets.plan.run_plan import plan_run, plan_window
 from incremental_assets.load.project import load_project
 from incremental_assets.load.seeds import read_seed
 from incremental_assets.model.intervals import TimeWindow
+from incremental_assets.orchestration.build_definitions import build_definitions
+from incremental_assets.orchestration.explain import explain_model
+from incremental_assets.plan.analyses import input_bound
+from incremental_assets.plan.run_plan import plan_run, plan_window
+from incremental_assets.spark.executor import Executor
 
 from helpers import EVENTS_SOURCE, table_rows, table_uri, utc, write_events
 
@@ -49,14 +49,15 @@ GROUP BY r.ts, r.k
 """
 
 
-
 def run_full(spark, p, name, **kw):
     return Executor(spark, p).execute(plan_run(p, p.model(name), None), **kw)
 
 
 def write_seeds(root, countries: list[tuple], rates: list[tuple]) -> None:
     (root / "seeds").mkdir(exist_ok=True)
-    (root / "seeds" / "countries.csv").write_text("code,name,population\n" + "".join(f"{c},{n},{pop}\n" for c, n, pop in countries))
+    (root / "seeds" / "countries.csv").write_text(
+        "code,name,population\n" + "".join(f"{c},{n},{pop}\n" for c, n, pop in countries)
+    )
     (root / "seeds" / "rates.csv").write_text("code;rate;since\n" + "".join(f"{c};{r};{d}\n" for c, r, d in rates))
 
 
@@ -64,7 +65,10 @@ def test_seed_models_load_csv_files_and_reload_when_they_change(spark, make_proj
     root = make_project({"models/countries.sql": SEED_MODEL, "models/rates.sql": INFERRED_SEED, "models/big.sql": BIG})
     contents = [
         ([("fr", "France", 68), ("lu", "Luxembourg", 1)], [("fr", 1.5, "2024-01-01"), ("lu", 2.0, "2024-01-01")]),
-        ([("fr", "France", 68), ("lu", "Luxembourg", 1), ("de", "Germany", 84)], [("fr", 1.5, "2024-01-01"), ("de", 3.25, "2024-02-01")]),
+        (
+            [("fr", "France", 68), ("lu", "Luxembourg", 1), ("de", "Germany", 84)],
+            [("fr", 1.5, "2024-01-01"), ("de", 3.25, "2024-02-01")],
+        ),
         ([("de", "Germany", 85)], [("de", 3.5, "2024-03-01")]),
     ]
     fingerprints = set()
@@ -105,8 +109,14 @@ def test_a_bad_seed_value_names_the_csv_file_and_line(make_project):
 
 @pytest.mark.parametrize(
     "spark_type, good, bad",
-    [("INT", "-7", "7.5"), ("DOUBLE", "1e3", "x1"), ("DECIMAL(10, 2)", "3.14", "pi"), ("BOOLEAN", "TRUE", "yes"),
-     ("DATE", "2024-02-29", "20240229"), ("TIMESTAMP_NTZ", "2024-01-01T10:00:00Z", "2024-01-01 25:00")],
+    [
+        ("INT", "-7", "7.5"),
+        ("DOUBLE", "1e3", "x1"),
+        ("DECIMAL(10, 2)", "3.14", "pi"),
+        ("BOOLEAN", "TRUE", "yes"),
+        ("DATE", "2024-02-29", "20240229"),
+        ("TIMESTAMP_NTZ", "2024-01-01T10:00:00Z", "2024-01-01 25:00"),
+    ],
 )
 def test_declared_seed_types_check_every_value_and_name_its_line(tmp_path, spark_type, good, bad):
     path = tmp_path / "x.csv"
@@ -120,13 +130,29 @@ def test_declared_seed_types_check_every_value_and_name_its_line(tmp_path, spark
 
 def test_seed_column_types_are_inferred_narrowest_first(tmp_path):
     path = tmp_path / "x.csv"
-    path.write_text("i,f,b,d,t,s\n1,1,true,2024-01-01,2024-01-01 10:00:00,2024-01-01\n2,2.5,False,2024-01-02,2024-01-02,x\n")
-    assert read_seed(path).columns == {"i": "BIGINT", "f": "DOUBLE", "b": "BOOLEAN", "d": "DATE", "t": "TIMESTAMP", "s": "STRING"}
+    path.write_text(
+        "i,f,b,d,t,s\n1,1,true,2024-01-01,2024-01-01 10:00:00,2024-01-01\n2,2.5,False,2024-01-02,2024-01-02,x\n"
+    )
+    assert read_seed(path).columns == {
+        "i": "BIGINT",
+        "f": "DOUBLE",
+        "b": "BOOLEAN",
+        "d": "DATE",
+        "t": "TIMESTAMP",
+        "s": "STRING",
+    }
 
 
 @pytest.fixture
 def events_project(make_project):
-    root = make_project({"sources.yaml": EVENTS_SOURCE, "models/per_key.sql": MAT_VIEW, "models/positive.sql": EMBEDDED, "models/rolling.sql": ROLLING})
+    root = make_project(
+        {
+            "sources.yaml": EVENTS_SOURCE,
+            "models/per_key.sql": MAT_VIEW,
+            "models/positive.sql": EMBEDDED,
+            "models/rolling.sql": ROLLING,
+        }
+    )
     return root
 
 
@@ -138,7 +164,10 @@ def test_materialized_view_is_a_table_refreshed_whole(spark, events_project):
         result = run_full(spark, p, "s.per_key")
         assert result.write == "replace_table"
         values = [(f"k{i % 3}", i % 7) for i in range(hours)]
-        expected = sorted((k, sum(1 for kk, _ in values if kk == k), sum(v for kk, v in values if kk == k)) for k in {k for k, _ in values})
+        expected = sorted(
+            (k, sum(1 for kk, _ in values if kk == k), sum(v for kk, v in values if kk == k))
+            for k in {k for k, _ in values}
+        )
         assert table_rows(table_uri(p, "s.per_key")) == expected
 
 
@@ -169,7 +198,11 @@ def test_embedded_model_is_inlined_and_its_lookback_derived_on_the_source(spark,
         return rows
 
     ex = Executor(spark, p)
-    for hours, window in ((48, (utc(2024, 1, 2), utc(2024, 1, 3))), (72, (utc(2024, 1, 3), utc(2024, 1, 4))), (96, (utc(2024, 1, 2), utc(2024, 1, 5)))):
+    for hours, window in (
+        (48, (utc(2024, 1, 2), utc(2024, 1, 3))),
+        (72, (utc(2024, 1, 3), utc(2024, 1, 4))),
+        (96, (utc(2024, 1, 2), utc(2024, 1, 5))),
+    ):
         write_events(root / "data" / "events", utc(2024, 1, 1), hours)
         for plan in plan_window(p, rolling, TimeWindow(*window)):
             ex.execute(plan)

@@ -13,6 +13,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, write_deltalake
+from test_automation import Automation
 
 from incremental_assets import cli, delta
 from incremental_assets.load.project import load_project
@@ -20,7 +21,6 @@ from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.orchestration.instance import open_instance
 
 from helpers import table_rows, utc
-from test_automation import Automation
 
 SOURCES = """\
 - name: raw.events
@@ -52,7 +52,12 @@ FIRST = utc(2025, 6, 1, 18)  # the first cycle's hour: the source holds every ho
 
 
 def _events(path: Path, stamps: list[datetime]) -> None:
-    table = pa.table({"ts": pa.array(stamps, pa.timestamp("us", tz="UTC")), "v": pa.array([s.minute + s.hour for s in stamps], pa.int64())})
+    table = pa.table(
+        {
+            "ts": pa.array(stamps, pa.timestamp("us", tz="UTC")),
+            "v": pa.array([s.minute + s.hour for s in stamps], pa.int64()),
+        }
+    )
     write_deltalake(str(path), table, mode="append")
 
 
@@ -65,7 +70,11 @@ def _recompute(root: Path, end: datetime, *, with_clicks: bool = True) -> dict[s
     """Every table as pandas computes it from the sources: complete hours (and days) before ``end``."""
     events = DeltaTable(str(root / "data" / "events")).to_pandas()
     files = sorted((root / "data" / "clicks").glob("*.parquet")) if with_clicks else []
-    clicks = pd.concat([pd.read_parquet(p) for p in files]) if files else pd.DataFrame({"ts": pd.Series([], dtype="datetime64[us, UTC]")})
+    clicks = (
+        pd.concat([pd.read_parquet(p) for p in files])
+        if files
+        else pd.DataFrame({"ts": pd.Series([], dtype="datetime64[us, UTC]")})
+    )
     cut = pd.Timestamp(end)
     events, clicks = events[events.ts < cut], clicks[clicks.ts < cut]
     events = events.assign(h=events.ts.dt.floor("h"))
@@ -78,7 +87,16 @@ def _recompute(root: Path, end: datetime, *, with_clicks: bool = True) -> dict[s
     def rows(frame: pd.DataFrame) -> list[tuple]:
         out = []
         for record in frame.itertuples(index=False):
-            out.append(tuple(v.tz_convert(None).to_pydatetime() if isinstance(v, pd.Timestamp) else int(v) if not hasattr(v, "year") else v for v in record))
+            out.append(
+                tuple(
+                    v.tz_convert(None).to_pydatetime()
+                    if isinstance(v, pd.Timestamp)
+                    else int(v)
+                    if not hasattr(v, "year")
+                    else v
+                    for v in record
+                )
+            )
         return sorted(out)
 
     out = {"s.hourly": rows(hourly), "s.daily": rows(daily), "s.clicks": rows(by_hour)}
@@ -87,7 +105,9 @@ def _recompute(root: Path, end: datetime, *, with_clicks: bool = True) -> dict[s
 
 def _tables(warehouse: str) -> dict[str, list[tuple]]:
     uris = {name: delta.table_uri(warehouse, name) for name in ("s.hourly", "s.daily", "s.clicks")}
-    return {name: table_rows(uri) if delta.exists(uri) else [] for name, uri in uris.items()}  # no complete day yet: no table
+    return {
+        name: table_rows(uri) if delta.exists(uri) else [] for name, uri in uris.items()
+    }  # no complete day yet: no table
 
 
 def _run_auto(root: Path, capsys, end: datetime) -> str:
@@ -96,7 +116,9 @@ def _run_auto(root: Path, capsys, end: datetime) -> str:
     return capsys.readouterr().out
 
 
-def test_hourly_run_auto_from_cron_keeps_every_table_equal_to_a_recompute_with_late_rows_and_files(make_project, tmp_path, monkeypatch, capsys, spark):
+def test_hourly_run_auto_from_cron_keeps_every_table_equal_to_a_recompute_with_late_rows_and_files(
+    make_project, tmp_path, monkeypatch, capsys, spark
+):
     root = make_project({"sources.yaml": SOURCES, **MODELS})
     events, clicks = root / "data" / "events", root / "data" / "clicks"
     _events(events, [utc(2025, 6, 1, h, 10) for h in range(18)])
@@ -113,7 +135,9 @@ def test_hourly_run_auto_from_cron_keeps_every_table_equal_to_a_recompute_with_l
         if cycle in (4, 8, 11):  # a late row for an hour five hours back (already computed)
             _events(events, [hour - timedelta(hours=5, minutes=-50)])
         if cycle == 6:  # a late file of clicks for an hour five hours back
-            _clicks(clicks, "late.parquet", [hour - timedelta(hours=5, minutes=-1), hour - timedelta(hours=5, minutes=-2)])
+            _clicks(
+                clicks, "late.parquet", [hour - timedelta(hours=5, minutes=-1), hour - timedelta(hours=5, minutes=-2)]
+            )
         end = hour + timedelta(hours=1)
         out = _run_auto(root, capsys, end)
         late_said += [line for line in out.splitlines() if "new source data in" in line]
@@ -128,7 +152,9 @@ def test_hourly_run_auto_from_cron_keeps_every_table_equal_to_a_recompute_with_l
     ]
 
 
-def test_a_late_row_computed_by_run_auto_is_not_computed_again_by_the_sensor_nor_the_other_way(make_project, tmp_path, monkeypatch, capsys, spark):
+def test_a_late_row_computed_by_run_auto_is_not_computed_again_by_the_sensor_nor_the_other_way(
+    make_project, tmp_path, monkeypatch, capsys, spark
+):
     root = make_project({"sources.yaml": SOURCES, **{k: v for k, v in MODELS.items() if "clicks" not in k}})
     (root / "sources.yaml").write_text(SOURCES.split("- name: raw.clicks")[0])
     events = root / "data" / "events"
@@ -162,15 +188,25 @@ def test_a_late_row_computed_by_run_auto_is_not_computed_again_by_the_sensor_nor
     assert tables == _recompute(root, end, with_clicks=False)
 
 
-def test_an_old_sensor_cursor_hands_its_watermarks_and_pending_windows_to_the_shared_record(make_project, tmp_path, monkeypatch):
+def test_an_old_sensor_cursor_hands_its_watermarks_and_pending_windows_to_the_shared_record(
+    make_project, tmp_path, monkeypatch
+):
     from incremental_assets.orchestration.source_watch import read_state
 
-    root = make_project({"sources.yaml": SOURCES.split("- name: raw.clicks")[0], "models/hourly.sql": MODELS["models/hourly.sql"]})
+    root = make_project(
+        {"sources.yaml": SOURCES.split("- name: raw.clicks")[0], "models/hourly.sql": MODELS["models/hourly.sql"]}
+    )
     _events(root / "data" / "events", [utc(2025, 6, 1, h, 10) for h in range(6)])
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
     project = load_project(root)
     instance = open_instance(project.settings.dagster_home)
-    old = json.dumps({"version": 2, "sources": {"raw.events": "v0"}, "pending": {"s.hourly": [["2025-06-01T02:00:00+00:00", "2025-06-01T03:00:00+00:00"]]}})
+    old = json.dumps(
+        {
+            "version": 2,
+            "sources": {"raw.events": "v0"},
+            "pending": {"s.hourly": [["2025-06-01T02:00:00+00:00", "2025-06-01T03:00:00+00:00"]]},
+        }
+    )
     auto = Automation(build_definitions(project), instance, monkeypatch)
     auto.cursor = old
     _events(root / "data" / "events", [utc(2025, 6, 1, 4, 50)])  # version 1: new data the old cursor had not seen
@@ -178,7 +214,10 @@ def test_an_old_sensor_cursor_hands_its_watermarks_and_pending_windows_to_the_sh
     assert json.loads(data.cursor)["version"] == 3 and "sources" not in json.loads(data.cursor)
     state = read_state(instance, project)
     assert state.sources == {"raw.events": "v1"}
-    assert [str(w) for e in state.touched["s.hourly"] for w in e.windows] == ["[2025-06-01 02:00, 2025-06-01 03:00)", "[2025-06-01 04:00, 2025-06-01 05:00)"]
+    assert [str(w) for e in state.touched["s.hourly"] for w in e.windows] == [
+        "[2025-06-01 02:00, 2025-06-01 03:00)",
+        "[2025-06-01 04:00, 2025-06-01 05:00)",
+    ]
 
 
 def test_new_delta_data_is_read_from_the_commits_after_the_watermark_and_compaction_is_not_new_data(tmp_path):

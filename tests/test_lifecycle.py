@@ -17,12 +17,12 @@ from deltalake import DeltaTable
 
 from incremental_assets import cli, delta
 from incremental_assets.errors import ModelFileError
-from incremental_assets.spark.executor import Executor
-from incremental_assets.plan.run_plan import plan_run, plan_window
 from incremental_assets.load.project import load_project
+from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.orchestration.runner import Runner
 from incremental_assets.orchestration.status import model_status
-from incremental_assets.model.intervals import TimeWindow
+from incremental_assets.plan.run_plan import plan_run, plan_window
+from incremental_assets.spark.executor import Executor
 
 from conftest import REPO
 from helpers import EVENTS_SOURCE, table_rows, table_uri, utc, write_events
@@ -61,7 +61,9 @@ def expected_daily(days, factor: int = 1, hours_per_day: int = 24):
 @pytest.fixture
 def env(spark, make_project, dagster_env):
     # `spark`: the runs' Spark resource gets the session's one SparkSession instead of starting a JVM.
-    root = make_project({"sources.yaml": EVENTS_SOURCE, "models/daily.sql": daily(), "models/copy.sql": COPY, "models/total.sql": TOTAL})
+    root = make_project(
+        {"sources.yaml": EVENTS_SOURCE, "models/daily.sql": daily(), "models/copy.sql": COPY, "models/total.sql": TOTAL}
+    )
     write_events(root / "data" / "events", utc(2024, 1, 1), 24 * 7)
 
     def load():
@@ -69,7 +71,6 @@ def env(spark, make_project, dagster_env):
         return project, instance, defs, Runner(project, instance, defs)
 
     return root, load
-
 
 
 def stale(instance, defs, name: str, partition: str | None):
@@ -104,17 +105,30 @@ def test_a_changed_model_is_rebuilt_from_its_start_in_one_commit_and_flagged_sta
     # Only the description changes: same fingerprint, nothing to rebuild.
     (root / "models" / "daily.sql").write_text(daily(description="rows per day"))
     project, instance, defs, runner = load()
-    assert not model_status(instance, project.model("s.daily"), built_with=delta.built_with(table_uri(project, "s.daily")), now=utc(2024, 1, 4)).changed
+    assert not model_status(
+        instance,
+        project.model("s.daily"),
+        built_with=delta.built_with(table_uri(project, "s.daily")),
+        now=utc(2024, 1, 4),
+    ).changed
 
     # The query changes: the model is stale in Dagster (code version); status says what gets rebuilt.
     (root / "models" / "daily.sql").write_text(daily(measure="COUNT(*) * 10"))
     project, instance, defs, runner = load()
     status, causes = stale(instance, defs, "s.daily", "2024-01-02")
     assert status == StaleStatus.STALE and StaleCauseCategory.CODE in causes
-    st = model_status(instance, project.model("s.daily"), built_with=delta.built_with(table_uri(project, "s.daily")), now=utc(2024, 1, 4))
+    st = model_status(
+        instance,
+        project.model("s.daily"),
+        built_with=delta.built_with(table_uri(project, "s.daily")),
+        now=utc(2024, 1, 4),
+    )
     assert st.changed and st.rebuild == TimeWindow(utc(2024, 1, 1), utc(2024, 1, 4))
     assert cli.main(["status", "s.daily", "--until", "2024-01-04", "--project", str(root)]) == 0
-    assert "s.daily: CHANGED since its table was built; the next run rebuilds [2024-01-01, 2024-01-04)" in capsys.readouterr().out
+    assert (
+        "s.daily: CHANGED since its table was built; the next run rebuilds [2024-01-01, 2024-01-04)"
+        in capsys.readouterr().out
+    )
 
     # A run of one new day rebuilds every recorded day too, in ONE commit.
     version = DeltaTable(table_uri(project, "s.daily")).version()
@@ -126,7 +140,10 @@ def test_a_changed_model_is_rebuilt_from_its_start_in_one_commit_and_flagged_sta
     assert DeltaTable(table_uri(project, "s.daily")).version() == version + 1
     assert table_rows(table_uri(project, "s.daily")) == expected_daily([1, 2, 3, 4], factor=10)
     last = DeltaTable(table_uri(project, "s.daily")).history(1)[0]
-    assert last["incremental_assets.write"] == "rebuild" and last["incremental_assets.fingerprint"] == project.model("s.daily").fingerprint
+    assert (
+        last["incremental_assets.write"] == "rebuild"
+        and last["incremental_assets.fingerprint"] == project.model("s.daily").fingerprint
+    )
     assert stale(instance, defs, "s.daily", "2024-01-02")[0] == StaleStatus.FRESH
     event = instance.get_latest_materialization_event(dg.AssetKey(["s", "daily"]))
     assert event.asset_materialization.metadata["fingerprint"].value == project.model("s.daily").fingerprint
@@ -142,7 +159,12 @@ def test_a_changed_model_is_rebuilt_from_its_start_in_one_commit_and_flagged_sta
     assert stale(instance, defs, "s.copy", "2024-01-02")[0] == StaleStatus.FRESH
     assert cli.main(["status", "s.copy", "--until", "2024-01-05", "--project", str(root)]) == 0
     assert "STALE" not in capsys.readouterr().out
-    assert not model_status(instance, project.model("s.daily"), built_with=delta.built_with(table_uri(project, "s.daily")), now=utc(2024, 1, 5)).changed
+    assert not model_status(
+        instance,
+        project.model("s.daily"),
+        built_with=delta.built_with(table_uri(project, "s.daily")),
+        now=utc(2024, 1, 5),
+    ).changed
 
     # A partial backfill of a changed model from Dagster itself is refused: it would mix definitions.
     (root / "models" / "daily.sql").write_text(daily(measure="COUNT(*) * 100"))
@@ -176,7 +198,10 @@ def test_forward_only_keeps_existing_intervals_and_uses_the_new_query_for_new_on
 WITH_TOTAL = "COUNT(*) AS n, SUM(v) AS total FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1, 2\n"
 
 
-def schema_model(policy: str = "", select: str = "COUNT(*) AS n FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1, 2\n") -> str:
+def schema_model(
+    policy: str = "",
+    select: str = "COUNT(*) AS n FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1, 2\n",
+) -> str:
     return (
         f"MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ds, forward_only true{policy}), start '2024-01-01');\n"
         f"SELECT CAST(ts AS DATE) AS ds, k, {select}"
@@ -198,14 +223,27 @@ def columns(p) -> dict[str, str]:
 
 @pytest.fixture
 def schema_project(make_project):
-    root = make_project({"sources.yaml": EVENTS_SOURCE, "models/total.sql": TOTAL.replace("SUM(n) AS n", "SUM(n) AS n, MAX(total) AS top")})
+    root = make_project(
+        {
+            "sources.yaml": EVENTS_SOURCE,
+            "models/total.sql": TOTAL.replace("SUM(n) AS n", "SUM(n) AS n, MAX(total) AS top"),
+        }
+    )
     write_events(root / "data" / "events", utc(2024, 1, 1), 24 * 4)
     return root
 
 
 def test_additive_change_allowed_by_default_evolves_the_table_in_the_same_commit(spark, schema_project):
     root = schema_project
-    p = run_days(spark, root, schema_model(select="CAST(COUNT(*) AS INT) AS n FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1, 2\n"), 1, 2)
+    p = run_days(
+        spark,
+        root,
+        schema_model(
+            select="CAST(COUNT(*) AS INT) AS n FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1, 2\n"
+        ),
+        1,
+        2,
+    )
     version = DeltaTable(table_uri(p, "s.daily")).version()
     # A new column and int -> bigint widening, both additive.
     p = run_days(spark, root, schema_model(select=WITH_TOTAL), 3, 3)
@@ -234,12 +272,19 @@ def test_additive_change_policies(spark, schema_project, caplog, policy, outcome
         with pytest.raises(ModelFileError) as err:
             run_days(spark, root, schema_model(", " + policy, WITH_TOTAL), 2, 2)
         text = str(err.value)
-        assert "daily.sql:1" in text and "additive schema change" in text and "new column total" in text and "on_additive_change" in text
+        assert (
+            "daily.sql:1" in text
+            and "additive schema change" in text
+            and "new column total" in text
+            and "on_additive_change" in text
+        )
         return
     with caplog.at_level(logging.WARNING, logger="incremental_assets"):
         p = run_days(spark, root, schema_model(", " + policy, WITH_TOTAL), 2, 2)
     if outcome == "evolved":
-        assert "total" in columns(p) and any("additive schema change applied: new column total" in r.getMessage() for r in caplog.records)
+        assert "total" in columns(p) and any(
+            "additive schema change applied: new column total" in r.getMessage() for r in caplog.records
+        )
     else:
         assert list(columns(p)) == ["ds", "k", "n"] and len(table_rows(table_uri(p, "s.daily"))) == 6
 
@@ -248,9 +293,14 @@ def test_additive_change_policies(spark, schema_project, caplog, policy, outcome
 def test_destructive_change_policies(spark, schema_project, policy):
     root = schema_project
     run_days(spark, root, schema_model(select=WITH_TOTAL), 1, 1)
-    dropped = schema_model(", " + policy if policy else "", "SUM(v) AS total FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1, 2\n")
+    dropped = schema_model(
+        ", " + policy if policy else "",
+        "SUM(v) AS total FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1, 2\n",
+    )
     if not policy:  # the default is error
-        with pytest.raises(ModelFileError, match=r"daily.sql:1.*destructive schema change.*column n dropped.*on_destructive_change"):
+        with pytest.raises(
+            ModelFileError, match=r"daily.sql:1.*destructive schema change.*column n dropped.*on_destructive_change"
+        ):
             run_days(spark, root, dropped, 2, 2)
         return
     p = run_days(spark, root, dropped, 2, 2)
@@ -259,9 +309,16 @@ def test_destructive_change_policies(spark, schema_project, policy):
         assert list(columns(p)) == ["ds", "k", "total"] and len(rows) == 6
     else:  # ignore: the table keeps n; the new rows hold NULL there
         assert list(columns(p)) == ["ds", "k", "n", "total"]
-        assert [r[2] for r in rows if r[0].day == 2] == [None] * 3 and [r[2] for r in rows if r[0].day == 1] == [8, 8, 8]
+        assert [r[2] for r in rows if r[0].day == 2] == [None] * 3 and [r[2] for r in rows if r[0].day == 1] == [
+            8,
+            8,
+            8,
+        ]
     # Narrowing a type cannot be applied in place, even when destructive changes are allowed.
-    narrowed = schema_model(", " + policy, "CAST(SUM(v) AS INT) AS total FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1, 2\n")
+    narrowed = schema_model(
+        ", " + policy,
+        "CAST(SUM(v) AS INT) AS total FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1, 2\n",
+    )
     if policy.endswith("allow"):
         with pytest.raises(ModelFileError, match="cannot change column types in place"):
             run_days(spark, root, narrowed, 3, 3)
@@ -269,10 +326,21 @@ def test_destructive_change_policies(spark, schema_project, policy):
 
 # -- crashes: a killed rebuild leaves the previous table (FULL, SEED and materialized VIEW: test_kinds) ---
 
+
 def cli_in_subprocess(root, args, kill_at: str) -> int:
-    env = {**os.environ, "INCREMENTAL_ASSETS_KILL_AT": kill_at, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {
+        **os.environ,
+        "INCREMENTAL_ASSETS_KILL_AT": kill_at,
+        "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    }
     code = "import sys; from incremental_assets.cli import main; sys.exit(main(sys.argv[1:]))"
-    done = subprocess.run([sys.executable, "-c", code, *args, "--project", str(root)], env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args, "--project", str(root)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return done.returncode
 
 
@@ -301,15 +369,34 @@ def test_a_killed_rebuild_leaves_the_previous_table_whole(env):
 
 def test_schema_changes_are_classified_like_delta_type_widening(tmp_path):
     from incremental_assets.load.model_file import parse_model_file
-    from incremental_assets.plan.schema_changes import decide, is_widening
-    from incremental_assets.plan.schema_changes import compare
+    from incremental_assets.plan.schema_changes import compare, decide, is_widening
 
-    assert [is_widening(a, b) for a, b in [("int", "bigint"), ("float", "double"), ("date", "timestamp"), ("decimal(10,2)", "decimal(12,2)")]] == [True] * 4
-    assert [is_widening(a, b) for a, b in [("bigint", "int"), ("int", "string"), ("decimal(10,2)", "decimal(10,3)"), ("double", "float")]] == [False] * 4
+    assert [
+        is_widening(a, b)
+        for a, b in [("int", "bigint"), ("float", "double"), ("date", "timestamp"), ("decimal(10,2)", "decimal(12,2)")]
+    ] == [True] * 4
+    assert [
+        is_widening(a, b)
+        for a, b in [("bigint", "int"), ("int", "string"), ("decimal(10,2)", "decimal(10,3)"), ("double", "float")]
+    ] == [False] * 4
     diff = compare({"ds": "date", "n": "bigint", "old": "string"}, {"ds": "date", "n": "int", "new": "string"})
-    assert diff.added == ("new",) and diff.dropped == ("old",) and diff.retyped == (("n", "bigint", "int"),) and diff.additive and diff.destructive
+    assert (
+        diff.added == ("new",)
+        and diff.dropped == ("old",)
+        and diff.retyped == (("n", "bigint", "int"),)
+        and diff.additive
+        and diff.destructive
+    )
     path = tmp_path / "m.sql"
     path.write_text(schema_model(", on_additive_change ignore, on_destructive_change ignore"))
-    decision = decide(parse_model_file(path), {"ds": "date", "k": "string", "n": "bigint"}, {"ds": "date", "k": "string", "n": "int", "extra": "double"})
+    decision = decide(
+        parse_model_file(path),
+        {"ds": "date", "k": "string", "n": "bigint"},
+        {"ds": "date", "k": "string", "n": "int", "extra": "double"},
+    )
     # ignore + ignore: exactly the table's columns, in its order, the narrowed one cast back.
-    assert [(c.name, c.cast, c.null) for c in decision.columns] == [("ds", None, False), ("k", None, False), ("n", "bigint", False)]
+    assert [(c.name, c.cast, c.null) for c in decision.columns] == [
+        ("ds", None, False),
+        ("k", None, False),
+        ("n", "bigint", False),
+    ]

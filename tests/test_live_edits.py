@@ -6,7 +6,6 @@ Needs Debian's chromium and the playwright package: scripts/ci-browser.sh instal
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -16,18 +15,18 @@ import urllib.error
 
 import dagster as dg
 import pytest
+from test_dagster import MODELS, SOURCES
+from test_ui import ARTIFACTS, CHROMIUM, FLAGS, _ensure_browser, _free_port, _graphql, _wait_for_text
 
 from incremental_assets.load.project import load_project
+from incremental_assets.model.settings import CLOCK_ENV
 from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.orchestration.instance import open_instance
 from incremental_assets.orchestration.runner import Runner
-from incremental_assets.model.settings import CLOCK_ENV
 from incremental_assets.orchestration.sensors import SENSOR_NAME
 
 from conftest import REPO
 from helpers import stop_session, utc, write_events
-from test_dagster import MODELS, SOURCES
-from test_ui import ARTIFACTS, CHROMIUM, FLAGS, _ensure_browser, _free_port, _graphql, _wait_for_text
 
 LOCATION = "incremental_assets.definitions"
 CODE_VERSION = '{ assetNodeOrError(assetKey: {path: ["s", "hourly"]}) { ... on AssetNode { opVersion } } }'
@@ -61,19 +60,35 @@ def test_an_edited_model_reaches_the_ui_and_the_automation_without_a_click(make_
     old = project.model("s.hourly").fingerprint
 
     port = _free_port()
-    env = {**os.environ, "DAGSTER_HOME": str(home), "INCREMENTAL_ASSETS_PROJECT": str(root), CLOCK_ENV: now.isoformat(),
-           "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    started = subprocess.run([sys.executable, "-m", "dagster", "sensor", "start", SENSOR_NAME, "-m", LOCATION],
-                             cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "INCREMENTAL_ASSETS_PROJECT": str(root),
+        CLOCK_ENV: now.isoformat(),
+        "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    }
+    started = subprocess.run(
+        [sys.executable, "-m", "dagster", "sensor", "start", SENSOR_NAME, "-m", LOCATION],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert started.returncode == 0, started.stdout[-2000:] + started.stderr[-2000:]
     log_path = tmp_path / "dagster-dev.log"
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "dagster", "dev", "-h", "127.0.0.1", "-p", str(port), "-m", LOCATION],
-            cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=root,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
     try:
+
         def code_version():  # the asset's code version, as the UI shows it (None while dagster dev starts)
             try:
                 result = _graphql(port, CODE_VERSION)
@@ -91,7 +106,12 @@ def test_an_edited_model_reaches_the_ui_and_the_automation_without_a_click(make_
             result = _graphql(port, TICKS, {"s": selector})["data"]["sensorOrError"]
             return (result.get("sensorState") or {}).get("ticks") or []
 
-        _until("a first sensor tick", lambda: any(t["skipReason"] == "every model is up to date" for t in ticks()), 120, log_path)
+        _until(
+            "a first sensor tick",
+            lambda: any(t["skipReason"] == "every model is up to date" for t in ticks()),
+            120,
+            log_path,
+        )
 
         hourly = root / "models" / "hourly.sql"
         hourly.write_text(hourly.read_text().replace("COUNT(*) AS n", "COUNT(*) * 2 AS n"))
@@ -104,21 +124,34 @@ def test_an_edited_model_reaches_the_ui_and_the_automation_without_a_click(make_
 
         # The automation launched the rebuild.
         def rebuild():
-            runs = instance.get_run_records(filters=dg.RunsFilter(tags={"incremental_assets/launched_by": "automation"}))
-            return [r.dagster_run for r in runs if dg.AssetKey(["s", "hourly"]) in (r.dagster_run.asset_selection or ())
-                    and "definition changed" in r.dagster_run.tags.get("incremental_assets/reason", "")]
+            runs = instance.get_run_records(
+                filters=dg.RunsFilter(tags={"incremental_assets/launched_by": "automation"})
+            )
+            return [
+                r.dagster_run
+                for r in runs
+                if dg.AssetKey(["s", "hourly"]) in (r.dagster_run.asset_selection or ())
+                and "definition changed" in r.dagster_run.tags.get("incremental_assets/reason", "")
+            ]
 
         run = _until("the rebuild launched", rebuild, 90, log_path)[0]
         launched = time.monotonic() - edited
         # While it runs, the ticks say what each downstream model waits for.
         waits = f"s.daily waits for s.hourly: rebuilding in run {run.run_id[:8]}"
-        reason = _until("a tick naming what s.daily waits for",
-                        lambda: next((t["skipReason"] for t in ticks() if waits in (t["skipReason"] or "")), None), 120, log_path)
+        reason = _until(
+            "a tick naming what s.daily waits for",
+            lambda: next((t["skipReason"] for t in ticks() if waits in (t["skipReason"] or "")), None),
+            120,
+            log_path,
+        )
         assert "s.total waits for" in reason and "up to date" not in reason
 
         check = dg.AssetCheckKey(dg.AssetKey(["s", "hourly"]), "definition_current")
-        evaluations = [r.event.dagster_event.event_specific_data
-                       for r in instance.event_log_storage.get_asset_check_execution_history(check, limit=1000) if r.event]
+        evaluations = [
+            r.event.dagster_event.event_specific_data
+            for r in instance.event_log_storage.get_asset_check_execution_history(check, limit=1000)
+            if r.event
+        ]
         failed = [e for e in evaluations if isinstance(e, dg.AssetCheckEvaluation) and not e.passed]
         assert failed and failed[-1].metadata["category"].value == "breaking", evaluations
         # The asset's page: its definition_current check (the changed mark, reported failed above with the
@@ -144,6 +177,8 @@ def test_an_edited_model_reaches_the_ui_and_the_automation_without_a_click(make_
             finally:
                 page.screenshot(path=str(ARTIFACTS / "ui-live-edit-definition.png"), full_page=True)
             browser.close()
-        print(f"edit seen in the UI after {seen_in_ui:.1f}s, rebuild launched after {launched:.1f}s; tick: {reason[:300]}")
+        print(
+            f"edit seen in the UI after {seen_in_ui:.1f}s, rebuild launched after {launched:.1f}s; tick: {reason[:300]}"
+        )
     finally:
         stop_session(proc)

@@ -25,7 +25,10 @@ def test_second_load_reads_the_cache_and_every_edit_changes_the_result(make_proj
     monkeypatch.delenv("INCREMENTAL_ASSETS_CACHE_DIR", raising=False)
     root = make_project(FILES)
     first = _types(root)
-    assert first == {"s.a": {"id": "bigint", "units": "int", "scaled": "int"}, "s.b": {"id": "bigint", "total": "bigint"}}
+    assert first == {
+        "s.a": {"id": "bigint", "units": "int", "scaled": "int"},
+        "s.b": {"id": "bigint", "total": "bigint"},
+    }
     cache = root / ".cache" / "incremental_assets" / "columns.json"
     assert cache.is_file()
     written = cache.stat().st_mtime_ns

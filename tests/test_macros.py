@@ -5,7 +5,7 @@ from sqlglot import exp
 
 from incremental_assets.load.macros.render import clamp_to_window, macro_values, render_macros
 from incremental_assets.load.query import parse_query
-from incremental_assets.model.intervals import next_boundary, TimeWindow, utc
+from incremental_assets.model.intervals import TimeWindow, next_boundary, utc
 
 
 def values_sql(window):

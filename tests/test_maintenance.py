@@ -7,13 +7,12 @@ late hours, then maintenance, then everything a user relies on checked again.
 
 from __future__ import annotations
 
-import json
-from datetime import datetime, timedelta
-from pathlib import Path
-
 import importlib
+import json
 import threading
 import time
+from datetime import datetime, timedelta
+from pathlib import Path
 
 import dagster as dg
 import pyarrow as pa
@@ -48,8 +47,13 @@ MODELS = ("s.hourly", "s.daily")
 def events(start: datetime, hours: int, *, minute: int = 0, mode: str = "append") -> pa.Table:
     ts = [start + timedelta(hours=h, minutes=minute + m * 20) for h in range(hours) for m in range(3)]
     ts = [t for t in ts if t.replace(minute=0) not in EMPTY_HOURS]
-    return pa.table({"ts": pa.array(ts, pa.timestamp("us", tz="UTC")), "k": [f"k{i % 3}" for i in range(len(ts))],
-                     "v": pa.array([i % 7 for i in range(len(ts))], pa.int64())})
+    return pa.table(
+        {
+            "ts": pa.array(ts, pa.timestamp("us", tz="UTC")),
+            "k": [f"k{i % 3}" for i in range(len(ts))],
+            "v": pa.array([i % 7 for i in range(len(ts))], pa.int64()),
+        }
+    )
 
 
 @pytest.fixture
@@ -79,7 +83,9 @@ def files_per_day(uri: str) -> dict[str, int]:
 def rows_by_interval(uri: str) -> dict[str, list]:
     out: dict[str, list] = {}
     for row in DeltaTable(uri).to_pyarrow_table().to_pylist():
-        out.setdefault(row["ia_interval"], []).append(tuple(sorted((k, str(v)) for k, v in row.items() if k != "ia_day")))
+        out.setdefault(row["ia_interval"], []).append(
+            tuple(sorted((k, str(v)) for k, v in row.items() if k != "ia_day"))
+        )
     return {k: sorted(v) for k, v in out.items()}
 
 
@@ -105,7 +111,9 @@ def only_data_change_false(uri: str, version: int) -> bool:
     return bool(files) and all(f["dataChange"] is False for f in files)
 
 
-def test_hourly_cycles_then_maintenance_leave_one_file_per_complete_day_and_every_table_as_it_was(root, capsys, monkeypatch):
+def test_hourly_cycles_then_maintenance_leave_one_file_per_complete_day_and_every_table_as_it_was(
+    root, capsys, monkeypatch
+):
     hourly_cycles(root)
     uri, daily = uri_of(root), uri_of(root, "s.daily")
     instance = open_instance(load_project(root).settings.dagster_home)
@@ -133,7 +141,9 @@ def test_hourly_cycles_then_maintenance_leave_one_file_per_complete_day_and_ever
     assert main(root, "verify") == 0 and main(root, "status") == 0
     assert main(root, "run", "--auto", "--end", "2024-01-02T02:00") == 0
     assert instance.get_runs_count() == runs and materializations(instance) == recorded
-    assert not sensor.evaluate_tick(dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs)).run_requests
+    assert not sensor.evaluate_tick(
+        dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs)
+    ).run_requests
     monkeypatch.delenv("INCREMENTAL_ASSETS_CLOCK")
     capsys.readouterr()
 
@@ -169,7 +179,9 @@ def test_hourly_cycles_then_maintenance_leave_one_file_per_complete_day_and_ever
     assert "not what was committed" in capsys.readouterr().out
 
 
-def test_a_compaction_whose_files_a_writer_replaced_meanwhile_commits_nothing_and_loses_nothing(root, monkeypatch, capsys):
+def test_a_compaction_whose_files_a_writer_replaced_meanwhile_commits_nothing_and_loses_nothing(
+    root, monkeypatch, capsys
+):
     assert main(root, "run", "--auto", "--end", "2024-01-01T02:00") == 0
     for hour in (3, 4):
         assert main(root, "run", "--auto", "--end", f"2024-01-01T0{hour}:00") == 0
@@ -193,12 +205,19 @@ def test_a_compaction_whose_files_a_writer_replaced_meanwhile_commits_nothing_an
     assert rows_by_interval(uri) == before and files_per_day(uri) == {"2024-01-01": 1}
 
 
-def test_maintenance_jobs_and_schedules_follow_the_setting_and_purge_keeps_each_partitions_latest_run(root, tmp_path, capsys):
-    (root / "incremental_assets.yaml").write_text('maintenance: {compact: "5 * * * *", vacuum: null, purge_runs: "0 4 * * 0", run_retention_days: 3}\n')
+def test_maintenance_jobs_and_schedules_follow_the_setting_and_purge_keeps_each_partitions_latest_run(
+    root, tmp_path, capsys
+):
+    (root / "incremental_assets.yaml").write_text(
+        'maintenance: {compact: "5 * * * *", vacuum: null, purge_runs: "0 4 * * 0", run_retention_days: 3}\n'
+    )
     defs = build_definitions(root)
     schedules = {s.name: s for s in defs.schedules}
     assert schedules["maintenance_compact_schedule"].cron_schedule == "5 * * * *"
-    assert "maintenance_vacuum_schedule" not in schedules and schedules["maintenance_purge_runs_schedule"].cron_schedule == "0 4 * * 0"
+    assert (
+        "maintenance_vacuum_schedule" not in schedules
+        and schedules["maintenance_purge_runs_schedule"].cron_schedule == "0 4 * * 0"
+    )
     assert schedules["maintenance_compact_schedule"].default_status == dg.DefaultScheduleStatus.RUNNING
     assert {JOB_NAMES["vacuum"], JOB_NAMES["purge_runs"]} <= {j.name for j in defs.resolve_all_job_defs()}
 

@@ -7,9 +7,9 @@ from sqlglot import exp
 
 from incremental_assets.errors import ModelFileError, ProjectError
 from incremental_assets.load.model_file import parse_model_file
-from incremental_assets.model.kinds import Full, IncrementalByTimeRange, View
 from incremental_assets.load.project import load_project
 from incremental_assets.model.intervals import utc
+from incremental_assets.model.kinds import Full, IncrementalByTimeRange, View
 
 FULL_HEADER = """\
 MODEL (
@@ -48,7 +48,12 @@ def test_full_sqlmesh_header_loads(tmp_path):
     m = parse_model_file(write(tmp_path, FULL_HEADER))
     assert m.name == "sushi.orders" and m.schema == "sushi"
     assert m.kind == IncrementalByTimeRange(time_column="ds", time_format="%Y-%m-%d", batch_size=7)
-    assert (m.start, m.end, m.cron, m.interval_unit) == (utc(2024, 1, 1), utc(2025, 1, 2), "@daily", "day")  # the end date is inclusive
+    assert (m.start, m.end, m.cron, m.interval_unit) == (
+        utc(2024, 1, 1),
+        utc(2025, 1, 2),
+        "@daily",
+        "day",
+    )  # the end date is inclusive
     assert m.owner == "jen" and m.tags == ("sales", "core") and m.grains == ("id", "ds")
     assert m.column_descriptions == {"id": "The order id", "ds": "Order day"}
     assert m.columns == {"id": "INT", "ds": "STRING", "amount": "DECIMAL(18, 2)"}
@@ -66,16 +71,26 @@ def test_kinds_full_and_view(tmp_path):
 
 
 def test_interval_unit_derived_from_cron(tmp_path):
-    m = parse_model_file(write(tmp_path, """
+    m = parse_model_file(
+        write(
+            tmp_path,
+            """
         MODEL (name a.b, kind INCREMENTAL_BY_TIME_RANGE (time_column h), start '2024-01-01', cron '@hourly');
-        SELECT h FROM c"""))
+        SELECT h FROM c""",
+        )
+    )
     assert m.interval_unit == "hour"
 
 
 def test_other_dialect_is_transpiled_to_spark(tmp_path):
-    m = parse_model_file(write(tmp_path, """
+    m = parse_model_file(
+        write(
+            tmp_path,
+            """
         MODEL (name a.b, kind FULL, dialect duckdb);
-        SELECT epoch_ms(ts) AS ms, list_value(1, 2) AS l, x::VARCHAR AS s FROM raw.t WHERE ts >= @start_dt"""))
+        SELECT epoch_ms(ts) AS ms, list_value(1, 2) AS l, x::VARCHAR AS s FROM raw.t WHERE ts >= @start_dt""",
+        )
+    )
     sql = m.query.sql("spark")
     assert "CAST(x AS STRING)" in sql and "ARRAY(1, 2)" in sql
     assert m.query.find(exp.Parameter).name == "start_dt"
@@ -83,7 +98,9 @@ def test_other_dialect_is_transpiled_to_spark(tmp_path):
 
 def test_fingerprint_ignores_formatting_and_metadata_but_not_logic(tmp_path):
     a = parse_model_file(write(tmp_path, "MODEL (name a.b, kind FULL, owner x); SELECT  a , b FROM t -- c", "a.sql"))
-    b = parse_model_file(write(tmp_path, "MODEL (name a.b, kind FULL, owner y, description 'd');\nselect a, b\nfrom t", "b.sql"))
+    b = parse_model_file(
+        write(tmp_path, "MODEL (name a.b, kind FULL, owner y, description 'd');\nselect a, b\nfrom t", "b.sql")
+    )
     c = parse_model_file(write(tmp_path, "MODEL (name a.b, kind FULL); SELECT a, b + 1 AS b FROM t", "c.sql"))
     assert a.fingerprint == b.fingerprint
     assert a.fingerprint != c.fingerprint
@@ -97,15 +114,42 @@ def test_fingerprint_ignores_formatting_and_metadata_but_not_logic(tmp_path):
         ("MODEL (\n  name a.b,\n  kind FULL\n SELECT 1", 1, "not closed", "balance the parentheses"),
         ("MODEL (\n  name a.b\n  kind FULL\n);\nSELECT 1", 3, "expected ',' or ')'", "separate properties with commas"),
         ("MODEL (\n  name a.b,\n  kind FULL\n)\nSELECT 1", 4, "must end with ';'", "add ';'"),
-        ("MODEL (\n  name a.b,\n  kind INCREMENTAL_BY_KEY (x y)\n);\nSELECT 1", 3, "unknown kind", "use one of EMBEDDED, FULL"),
-        ("MODEL (\n  name a.b,\n  kind INCREMENTAL_BY_TIME_RANGE (batch_size 2),\n  start '2024-01-01'\n);\nSELECT 1 AS x", 3,
-         "needs a time_column", "add `time_column <column>`"),
-        ("MODEL (\n  name a.b,\n  kind INCREMENTAL_BY_TIME_RANGE (time_column ds),\n  start '2024-01-01'\n);\nSELECT 1 AS x", 3,
-         "time_column 'ds' is not an output column", "select the time column"),
-        ("MODEL (\n  name a.b,\n  kind INCREMENTAL_BY_TIME_RANGE (time_column ds),\n  start '2024-01-03',\n  interval_unit week\n);\nSELECT ds FROM t",
-         4, "not on a week boundary", "use 2023-12-31"),
-        ("MODEL (\n  name a.b,\n  kind FULL,\n  interval_unit fortnight\n);\nSELECT 1", 4, "unknown interval_unit", "use one of hour"),
-        ("MODEL (\n  name a.b,\n  kind FULL\n);\nSELECT 1\nFROM t WHERE", 6, "cannot parse the query", "fix the SQL syntax"),
+        (
+            "MODEL (\n  name a.b,\n  kind INCREMENTAL_BY_KEY (x y)\n);\nSELECT 1",
+            3,
+            "unknown kind",
+            "use one of EMBEDDED, FULL",
+        ),
+        (
+            "MODEL (\n  name a.b,\n  kind INCREMENTAL_BY_TIME_RANGE (batch_size 2),\n  start '2024-01-01'\n);\nSELECT 1 AS x",
+            3,
+            "needs a time_column",
+            "add `time_column <column>`",
+        ),
+        (
+            "MODEL (\n  name a.b,\n  kind INCREMENTAL_BY_TIME_RANGE (time_column ds),\n  start '2024-01-01'\n);\nSELECT 1 AS x",
+            3,
+            "time_column 'ds' is not an output column",
+            "select the time column",
+        ),
+        (
+            "MODEL (\n  name a.b,\n  kind INCREMENTAL_BY_TIME_RANGE (time_column ds),\n  start '2024-01-03',\n  interval_unit week\n);\nSELECT ds FROM t",
+            4,
+            "not on a week boundary",
+            "use 2023-12-31",
+        ),
+        (
+            "MODEL (\n  name a.b,\n  kind FULL,\n  interval_unit fortnight\n);\nSELECT 1",
+            4,
+            "unknown interval_unit",
+            "use one of hour",
+        ),
+        (
+            "MODEL (\n  name a.b,\n  kind FULL\n);\nSELECT 1\nFROM t WHERE",
+            6,
+            "cannot parse the query",
+            "fix the SQL syntax",
+        ),
         ("MODEL (\n  name a.b,\n  kind FULL\n);\nSELECT @nope AS x", 5, "unknown macro @nope", "use one of"),
         ("MODEL (\n  name a.b,\n  kind FULL\n);\nSELECT 1;\nSELECT 2", 6, "2 queries", "own model files"),
         ("MODEL (\n  kind FULL\n);\nSELECT 1", 1, "has no name", "add `name schema.table`"),
@@ -133,42 +177,54 @@ def project_errors(make_project, files):
 
 
 def test_duplicate_model_names(make_project):
-    root, errors = project_errors(make_project, {
-        "models/a.sql": "MODEL (name s.x, kind FULL); SELECT 1 AS a",
-        "models/sub/b.sql": "MODEL (\n  name s.x,\n  kind FULL\n); SELECT 2 AS a",
-    })
+    root, errors = project_errors(
+        make_project,
+        {
+            "models/a.sql": "MODEL (name s.x, kind FULL); SELECT 1 AS a",
+            "models/sub/b.sql": "MODEL (\n  name s.x,\n  kind FULL\n); SELECT 2 AS a",
+        },
+    )
     (e,) = errors
     assert e.path.endswith("models/sub/b.sql") and e.line == 2
     assert "also defined in" in e.message and "a.sql:1" in e.message and "unique name" in e.hint
 
 
 def test_unknown_table_reference(make_project):
-    root, errors = project_errors(make_project, {
-        "models/a.sql": "MODEL (name s.x, kind FULL);\nSELECT a\nFROM s.y\nJOIN raw.nope ON TRUE",
-        "models/b.sql": "MODEL (name s.y, kind FULL); SELECT 1 AS a",
-    })
+    root, errors = project_errors(
+        make_project,
+        {
+            "models/a.sql": "MODEL (name s.x, kind FULL);\nSELECT a\nFROM s.y\nJOIN raw.nope ON TRUE",
+            "models/b.sql": "MODEL (name s.y, kind FULL); SELECT 1 AS a",
+        },
+    )
     (e,) = errors
     assert e.path.endswith("a.sql") and e.line == 4
     assert "unknown table 'raw.nope' in model s.x" in e.message and "sources.yaml" in e.hint
 
 
 def test_dependency_cycle(make_project):
-    root, errors = project_errors(make_project, {
-        "models/a.sql": "MODEL (name s.a, kind FULL);\nSELECT x FROM s.b",
-        "models/b.sql": "MODEL (name s.b, kind FULL);\nSELECT x FROM s.c",
-        "models/c.sql": "MODEL (name s.c, kind FULL);\nSELECT x FROM s.a",
-    })
+    root, errors = project_errors(
+        make_project,
+        {
+            "models/a.sql": "MODEL (name s.a, kind FULL);\nSELECT x FROM s.b",
+            "models/b.sql": "MODEL (name s.b, kind FULL);\nSELECT x FROM s.c",
+            "models/c.sql": "MODEL (name s.c, kind FULL);\nSELECT x FROM s.a",
+        },
+    )
     (e,) = errors
     assert "dependency cycle: s.a -> s.b -> s.c -> s.a" in e.message
     assert e.line == 2 and "break the cycle" in e.hint
 
 
 def test_all_file_errors_are_reported_together(make_project):
-    root, errors = project_errors(make_project, {
-        "models/a.sql": "MODEL (name s.a, kind NOPE); SELECT 1",
-        "models/b.sql": "SELECT 1",
-        "models/c.sql": "MODEL (name s.c, kind FULL); SELECT 1 AS x",
-    })
+    root, errors = project_errors(
+        make_project,
+        {
+            "models/a.sql": "MODEL (name s.a, kind NOPE); SELECT 1",
+            "models/b.sql": "SELECT 1",
+            "models/c.sql": "MODEL (name s.c, kind FULL); SELECT 1 AS x",
+        },
+    )
     assert sorted(e.path.rsplit("/", 1)[-1] for e in errors) == ["a.sql", "b.sql"]
 
 

@@ -41,8 +41,12 @@ def endpoint():
     """A moto S3 server on 127.0.0.1, stopped by its PID at the end."""
     port = _free_port()
     server = Path(sys.executable).with_name("moto_server")
-    proc = subprocess.Popen([str(server), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [str(server), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -62,8 +66,13 @@ def endpoint():
 
 @pytest.fixture
 def bucket(endpoint, monkeypatch):
-    for key, value in {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_ENDPOINT_URL": endpoint,
-                       "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"}.items():
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_REGION": "us-east-1",
+        "AWS_ALLOW_HTTP": "true",
+    }.items():
         monkeypatch.setenv(key, value)
     name = "b" + uuid.uuid4().hex[:12]
     urllib.request.urlopen(urllib.request.Request(f"{endpoint}/{name}", method="PUT"))
@@ -113,7 +122,9 @@ def test_writers_of_different_windows_on_s3_all_land(bucket):
     stagings = {d: stage(uri, d, d) for d in days}
     results = all_at_once(*[lambda d=d: commit(uri, stagings[d], d) for d in days])
     assert all(isinstance(r, delta.CommitResult) for r in results), results
-    assert sorted(r.version for r in results) == [2, 3, 4, 5], [(h["version"], h.get("operation"), h.get(delta.METADATA_PREFIX + "staging")) for h in DeltaTable(uri).history()]  # created empty (0), "old" (1)
+    assert sorted(r.version for r in results) == [2, 3, 4, 5], [
+        (h["version"], h.get("operation"), h.get(delta.METADATA_PREFIX + "staging")) for h in DeltaTable(uri).history()
+    ]  # created empty (0), "old" (1)
     assert {k for k, _, _ in rows(uri)} == {"old", *days} and len(rows(uri)) == 15
 
 

@@ -7,8 +7,7 @@ from datetime import datetime, timedelta, timezone
 import dagster as dg
 import pytest
 
-from incremental_assets.model.intervals import IntervalUnit, TimeWindow, utc
-from incremental_assets.model.intervals import merge
+from incremental_assets.model.intervals import IntervalUnit, TimeWindow, merge, utc
 from incremental_assets.orchestration.partition_keys import failed_and_running, partition_states, window_of_key
 from incremental_assets.orchestration.translator import partitions_for
 
@@ -35,7 +34,11 @@ def test_every_key_reads_as_dagster_reads_it(unit, end):
         (start + timedelta(days=3)).strftime(unit.partition_format),
         instant.strftime(unit.partition_format),
         unit.next(instant).strftime(unit.partition_format),
-        "2024-01-02-05:00", "2024-01-02", "2024-13-01", "nonsense", "",
+        "2024-01-02-05:00",
+        "2024-01-02",
+        "2024-13-01",
+        "nonsense",
+        "",
     ]
     for key in keys:
         assert window_of_key(partitions, key) == _dagsters(partitions, key), key
@@ -64,6 +67,12 @@ def test_failed_and_running_intervals_are_those_dagster_reports_per_partition(tm
         assert {pk for pk in keys if any(w.contains(window_of_key(partitions, pk)) for w in failed)} == expected
         assert running == []
         materialized = [window_of_key(partitions, pk) for pk in instance.get_materialized_partitions(key)]
-        assert partition_states(instance, key, partitions).materialized == merge(materialized) == [
-            TimeWindow(utc(2024, 1, 1), utc(2024, 1, 3)), TimeWindow(utc(2024, 1, 5), utc(2024, 1, 9)), TimeWindow(utc(2024, 1, 10), utc(2024, 1, 11))
-        ]
+        assert (
+            partition_states(instance, key, partitions).materialized
+            == merge(materialized)
+            == [
+                TimeWindow(utc(2024, 1, 1), utc(2024, 1, 3)),
+                TimeWindow(utc(2024, 1, 5), utc(2024, 1, 9)),
+                TimeWindow(utc(2024, 1, 10), utc(2024, 1, 11)),
+            ]
+        )

@@ -38,7 +38,15 @@ def built(spark, tmp_path_factory):
     from conftest import write_project
 
     base = tmp_path_factory.mktemp("plan")
-    root = write_project(base / "project", {"sources.yaml": EVENTS_SOURCE, "models/daily.sql": daily(), "models/totals.sql": TOTALS, "models/keys.sql": KEYS})
+    root = write_project(
+        base / "project",
+        {
+            "sources.yaml": EVENTS_SOURCE,
+            "models/daily.sql": daily(),
+            "models/totals.sql": TOTALS,
+            "models/keys.sql": KEYS,
+        },
+    )
     write_events(root / "data" / "events", utc(2024, 1, 1), 24 * 3)
     os.environ["DAGSTER_HOME"] = str(base / "home")
     project = load_project(root)
@@ -98,7 +106,9 @@ def test_a_changed_column_breaks_only_the_models_reading_it(project, capsys):
     # Forward-only: nothing already built is recomputed, here or downstream.
     models = plan(project, capsys, "--forward-only")
     assert {n: (m["category"], m["recompute"]) for n, m in models.items()} == {
-        "s.daily": ("forward-only", []), "s.totals": ("forward-only", []), "s.keys": ("indirect-non-breaking", []),
+        "s.daily": ("forward-only", []),
+        "s.totals": ("forward-only", []),
+        "s.keys": ("indirect-non-breaking", []),
     }
 
 
@@ -113,7 +123,11 @@ def test_description_only_is_metadata(project, capsys):
     (project / "models" / "daily.sql").write_text(daily(description="rows per day"))
     models = plan(project, capsys)
     assert (models["s.daily"]["category"], models["s.daily"]["recompute"]) == ("metadata", [])
-    assert (models["s.totals"]["change"], models["s.totals"]["category"], models["s.totals"]["recompute"]) == ("indirectly modified", "metadata", [])
+    assert (models["s.totals"]["change"], models["s.totals"]["category"], models["s.totals"]["recompute"]) == (
+        "indirectly modified",
+        "metadata",
+        [],
+    )
 
 
 def test_added_and_removed_models(project, capsys):
@@ -131,7 +145,9 @@ def test_plan_changes_nothing(project, capsys):
 
     def snapshot():
         files = sorted(os.path.join(d, f) for d, _, fs in os.walk(settings.warehouse) for f in fs)
-        versions = {n: DeltaTable(delta.table_uri(settings.warehouse, n)).version() for n in ("s.daily", "s.totals", "s.keys")}
+        versions = {
+            n: DeltaTable(delta.table_uri(settings.warehouse, n)).version() for n in ("s.daily", "s.totals", "s.keys")
+        }
         return files, versions, instance.get_runs_count()
 
     before = snapshot()
@@ -139,7 +155,9 @@ def test_plan_changes_nothing(project, capsys):
     plan(project, capsys)
     assert cli.main(["plan", "--project", str(project), "--env", "dev"]) == 0
     out = capsys.readouterr().out
-    assert "environment dev: the plan compares the project with production" in out and "s.daily: modified, breaking" in out
+    assert (
+        "environment dev: the plan compares the project with production" in out and "s.daily: modified, breaking" in out
+    )
     assert "in dev: not built with the current definition yet" in out
     assert "[2024-01-01, 2024-01-04): 3 partition(s), ~9 rows" in out
     assert snapshot() == before

@@ -14,12 +14,11 @@ import shutil
 import subprocess
 
 import pytest
+from test_sqlmesh_differential import HERE, _sqlmesh_python
 
 from incremental_assets.load.project import load_project
 from incremental_assets.plan.changes import TableState, plan_changes
 from incremental_assets.plan.definition import project_definitions
-
-from test_sqlmesh_differential import HERE, _sqlmesh_python
 
 pytestmark = [pytest.mark.slow, pytest.mark.sqlmesh]
 
@@ -77,7 +76,11 @@ def ours(tmp_path, text: str) -> dict[str, str]:
     tables = {m.name: TableState(True, m.fingerprint, stored[m.name]) for m in built.ordered() if m.has_table}
     (root / "models" / "daily.sql").write_text(text)
     changed = load_project(root)
-    return {c.name: c.category for c in plan_changes(changed, project_definitions(changed), tables) if c.category != "unchanged"}
+    return {
+        c.name: c.category
+        for c in plan_changes(changed, project_definitions(changed), tables)
+        if c.category != "unchanged"
+    }
 
 
 def test_plan_agrees_with_sqlmesh_and_is_finer_only_where_sqlmesh_recompute_proves_it(tmp_path):
@@ -86,7 +89,9 @@ def test_plan_agrees_with_sqlmesh_and_is_finer_only_where_sqlmesh_recompute_prov
     spec.write_text(json.dumps({"project": str(PROJECT), "tables": ["s.daily", "s.totals", "s.keys"], "cases": CASES}))
     script = tmp_path / "categories.py"
     script.write_text(SQLMESH_CATEGORIES)
-    done = subprocess.run([str(python), str(script), str(spec)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    done = subprocess.run(
+        [str(python), str(script), str(spec)], capture_output=True, text=True, timeout=600, cwd=tmp_path
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     theirs = json.loads(done.stdout.strip().splitlines()[-1])
     finer = []
@@ -98,7 +103,12 @@ def test_plan_agrees_with_sqlmesh_and_is_finer_only_where_sqlmesh_recompute_prov
             if category == sqlmesh[name]:
                 continue
             # Finer, never coarser: SQLMesh's recompute of the model left its rows as they were.
-            assert (category, sqlmesh[name]) == ("indirect-non-breaking", "indirect-breaking"), (case, name, category, sqlmesh[name])
+            assert (category, sqlmesh[name]) == ("indirect-non-breaking", "indirect-breaking"), (
+                case,
+                name,
+                category,
+                sqlmesh[name],
+            )
             assert theirs[case]["after"][name] == theirs[case]["before"][name], (case, name)
             finer.append((case, name))
     assert mine == {"s.daily": "metadata", "s.totals": "metadata", "s.keys": "metadata"}

@@ -23,7 +23,9 @@ SOURCES = """\
 
 
 def test_sources_yaml(make_project):
-    root = make_project({"sources.yaml": SOURCES, "models/a.sql": "MODEL (name s.a, kind FULL); SELECT order_id FROM raw.orders"})
+    root = make_project(
+        {"sources.yaml": SOURCES, "models/a.sql": "MODEL (name s.a, kind FULL); SELECT order_id FROM raw.orders"}
+    )
     p = load_project(root)
     orders = p.sources["raw.orders"]
     assert orders.location == str(root / "data" / "orders")
@@ -39,7 +41,11 @@ def test_sources_yaml(make_project):
     [
         ("- name: raw.a\n  location: x\n  format: avro\n", 1, "unknown format 'avro'"),
         ("- name: raw.a\n  format: delta\n", 1, "missing 'location'"),
-        ("- name: raw.a\n  location: x\n  format: delta\n- name: raw.a\n  location: y\n  format: delta\n", 4, "declared twice"),
+        (
+            "- name: raw.a\n  location: x\n  format: delta\n- name: raw.a\n  location: y\n  format: delta\n",
+            4,
+            "declared twice",
+        ),
         ("- name: raw.a\n  location: x\n  format: delta\n  colour: red\n", 1, "unknown key(s) colour"),
         ("- name: raw.a\n  location: [x\n", 3, "invalid YAML"),
         ("name: raw.a\n", 1, "must be a list"),
@@ -63,11 +69,14 @@ def test_settings_defaults_file_and_environment(tmp_path):
     s = load_settings(tmp_path, environ={})
     assert s.warehouse == str(tmp_path.resolve() / "lake") and s.spark_master == "local[1]"
     assert s.spark_config()["spark.sql.shuffle.partitions"] == "8"
-    s = load_settings(tmp_path, environ={
-        "INCREMENTAL_ASSETS_WAREHOUSE": "s3://bucket/wh",
-        "INCREMENTAL_ASSETS_SPARK_MASTER": "spark://h:7077",
-        "INCREMENTAL_ASSETS_SPARK_CONF": '{"spark.executor.memory": "2g"}',
-    })
+    s = load_settings(
+        tmp_path,
+        environ={
+            "INCREMENTAL_ASSETS_WAREHOUSE": "s3://bucket/wh",
+            "INCREMENTAL_ASSETS_SPARK_MASTER": "spark://h:7077",
+            "INCREMENTAL_ASSETS_SPARK_CONF": '{"spark.executor.memory": "2g"}',
+        },
+    )
     assert s.warehouse == "s3://bucket/wh" and s.spark_master == "spark://h:7077"
     assert s.spark_config()["spark.executor.memory"] == "2g" and s.spark_config()["spark.sql.shuffle.partitions"] == "8"
 
@@ -77,11 +86,16 @@ def test_a_local_spark_lists_a_reads_files_on_the_driver(tmp_path):
     year's files); a cluster, a remote server or an object store keeps Spark's default."""
     local = load_settings(tmp_path, environ={})
     assert local.spark_config()[LISTING_JOB_THRESHOLD] == "100000"
-    for environ in ({"INCREMENTAL_ASSETS_SPARK_MASTER": "spark://h:7077"}, {"INCREMENTAL_ASSETS_WAREHOUSE": "s3://bucket/wh"},
-                    {"INCREMENTAL_ASSETS_SPARK_REMOTE": "sc://h:15002"}):
+    for environ in (
+        {"INCREMENTAL_ASSETS_SPARK_MASTER": "spark://h:7077"},
+        {"INCREMENTAL_ASSETS_WAREHOUSE": "s3://bucket/wh"},
+        {"INCREMENTAL_ASSETS_SPARK_REMOTE": "sc://h:15002"},
+    ):
         assert LISTING_JOB_THRESHOLD not in load_settings(tmp_path, environ=environ).spark_config(), environ
     (tmp_path / "incremental_assets.yaml").write_text(f"spark:\n  conf:\n    {LISTING_JOB_THRESHOLD}: 64\n")
-    assert load_settings(tmp_path, environ={}).spark_config()[LISTING_JOB_THRESHOLD] == "64"  # the user's own value wins
+    assert (
+        load_settings(tmp_path, environ={}).spark_config()[LISTING_JOB_THRESHOLD] == "64"
+    )  # the user's own value wins
 
 
 def test_settings_errors(tmp_path):
@@ -93,12 +107,14 @@ def test_settings_errors(tmp_path):
 
 
 def test_selection(make_project):
-    root = make_project({
-        "models/a.sql": "MODEL (name s.a, kind FULL, tags [t1]); SELECT 1 AS x",
-        "models/b.sql": "MODEL (name s.b, kind FULL); SELECT x FROM s.a",
-        "models/c.sql": "MODEL (name s.c, kind FULL); SELECT x FROM s.b",
-        "models/d.sql": "MODEL (name s.d, kind FULL); SELECT 1 AS y",
-    })
+    root = make_project(
+        {
+            "models/a.sql": "MODEL (name s.a, kind FULL, tags [t1]); SELECT 1 AS x",
+            "models/b.sql": "MODEL (name s.b, kind FULL); SELECT x FROM s.a",
+            "models/c.sql": "MODEL (name s.c, kind FULL); SELECT x FROM s.b",
+            "models/d.sql": "MODEL (name s.d, kind FULL); SELECT 1 AS y",
+        }
+    )
     p = load_project(root)
     names = lambda sel: [m.name for m in p.select(sel)]  # noqa: E731
     assert names(None) == ["s.a", "s.b", "s.c", "s.d"]

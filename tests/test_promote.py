@@ -13,8 +13,8 @@ from deltalake import DeltaTable
 
 from incremental_assets import cli, delta
 from incremental_assets.delta.environment import read_manifest
-from incremental_assets.model.environment import env_root
 from incremental_assets.load.project import load_project
+from incremental_assets.model.environment import env_root
 from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.orchestration.instance import open_instance
 from incremental_assets.orchestration.runner import Runner
@@ -35,7 +35,9 @@ MODEL (name s.summary, kind FULL);
 SELECT SUM(n) AS n FROM s.totals
 """
 # The edit: n ten times larger, a new column, and key k2 filtered out.
-EDITED = HOURLY.format(measure="COUNT(*) * 10 AS n, MAX(v)", filter=" AND k <> 'k2'").replace("MAX(v) AS n", "MAX(v) AS top")
+EDITED = HOURLY.format(measure="COUNT(*) * 10 AS n, MAX(v)", filter=" AND k <> 'k2'").replace(
+    "MAX(v) AS n", "MAX(v) AS top"
+)
 START, END = utc(2024, 1, 1), utc(2024, 1, 3)
 MODELS = ("s.hourly", "s.totals", "s.summary")
 
@@ -62,8 +64,14 @@ def _manifest(root) -> dict:
 @pytest.fixture
 def production(spark, make_project, tmp_path, monkeypatch):
     """Production built with the original project (48 hours of s.hourly, s.totals and s.summary)."""
-    root = make_project({"sources.yaml": EVENTS_SOURCE, "models/hourly.sql": HOURLY.format(measure="COUNT(*)", filter=""),
-                         "models/totals.sql": TOTALS.format(extra=""), "models/summary.sql": SUMMARY})
+    root = make_project(
+        {
+            "sources.yaml": EVENTS_SOURCE,
+            "models/hourly.sql": HOURLY.format(measure="COUNT(*)", filter=""),
+            "models/totals.sql": TOTALS.format(extra=""),
+            "models/summary.sql": SUMMARY,
+        }
+    )
     write_events(root / "data" / "events", START, 48)
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
     _run(root)
@@ -108,7 +116,10 @@ def test_diff_then_promote_takes_the_environment_without_recomputing(edited, cap
     # What `run --auto --env dev` recorded: the edited model and both models below it, built against production's versions.
     manifest = _manifest(root)
     assert {m: e["category"] for m, e in manifest["models"].items()} == {
-        "s.hourly": "breaking", "s.totals": "indirect-breaking", "s.summary": "indirect-breaking"}
+        "s.hourly": "breaking",
+        "s.totals": "indirect-breaking",
+        "s.summary": "indirect-breaking",
+    }
     assert manifest["models"]["s.hourly"]["intervals"] == [["2024-01-01", "2024-01-03"]]
     assert manifest["reads"] == {}
     code, hourly = _diff(root, "s.hourly", "--env", "dev")
@@ -117,18 +128,30 @@ def test_diff_then_promote_takes_the_environment_without_recomputing(edited, cap
     assert hourly["grain"] == ["hour", "k"]
     # Every hour held one event; the k2 hours (a third) are gone from the environment, the others have n = 10.
     assert {(c["interval"], c["production"], c["environment"]) for c in hourly["counts"][:3]} == {
-        ("2024-01-01T00", 1, 1), ("2024-01-01T01", 1, 1), ("2024-01-01T02", 1, 0)}
+        ("2024-01-01T00", 1, 1),
+        ("2024-01-01T01", 1, 1),
+        ("2024-01-01T02", 1, 0),
+    }
     assert hourly["rows"] == {"only_production": 16, "only_environment": 0, "changed": 32}
     assert hourly["examples"]["only_production"][0] == {"hour": "2024-01-01T02:00:00", "k": "k2", "n": 1}
-    assert hourly["examples"]["changed"][0] == {"key": {"hour": "2024-01-01T00:00:00", "k": "k0"}, "columns": {"n": {"production": 1, "environment": 10}}}
+    assert hourly["examples"]["changed"][0] == {
+        "key": {"hour": "2024-01-01T00:00:00", "k": "k0"},
+        "columns": {"n": {"production": 1, "environment": 10}},
+    }
     assert len(hourly["examples"]["changed"]) == 5
     code, totals = _diff(root, "s.totals", "--env", "dev")
     assert code == 1 and totals["schema"] == {"added": [], "removed": [], "changed": []}
     assert totals["counts"] == [{"interval": None, "production": 3, "environment": 2}]
     assert totals["rows"] == {"only_production": 1, "only_environment": 0, "changed": 2}
-    assert totals["examples"]["changed"][0] == {"key": {"k": "k0"}, "columns": {"n": {"production": 16, "environment": 160}}}
+    assert totals["examples"]["changed"][0] == {
+        "key": {"k": "k0"},
+        "columns": {"n": {"production": 16, "environment": 160}},
+    }
     # Bad input: one line, exit 2.
-    for args, said in ((["s.nope", "--env", "dev"], "no model named 's.nope'"), (["s.hourly", "--env", "qa"], "no environment named qa")):
+    for args, said in (
+        (["s.nope", "--env", "dev"], "no model named 's.nope'"),
+        (["s.hourly", "--env", "qa"], "no environment named qa"),
+    ):
         assert cli.main(["diff", *args, "--project", str(root)]) == 2
         assert said in capsys.readouterr().err
 
@@ -155,11 +178,17 @@ def test_diff_then_promote_takes_the_environment_without_recomputing(edited, cap
     # Dagster follows: status shows every interval done with the new definition; plan and run --auto have nothing to do.
     assert cli.main(["status", "--json", "--project", str(root)]) == 0
     status = {s["model"]: s for s in json.loads(capsys.readouterr().out)}
-    assert status["s.hourly"]["intervals_done"] == 48 and not status["s.hourly"]["changed"] and not status["s.hourly"]["stale"]
+    assert (
+        status["s.hourly"]["intervals_done"] == 48
+        and not status["s.hourly"]["changed"]
+        and not status["s.hourly"]["stale"]
+    )
     for m in ("s.totals", "s.summary"):
         assert not status[m]["changed"] and not status[m]["upstream_changed"] and not status[m]["stale"]
     assert cli.main(["plan", "--json", "--project", str(root)]) == 0
-    assert all(m["recompute"] == [] and m["category"] == "unchanged" for m in json.loads(capsys.readouterr().out)["models"])
+    assert all(
+        m["recompute"] == [] and m["category"] == "unchanged" for m in json.loads(capsys.readouterr().out)["models"]
+    )
     assert cli.main(["plan", "--json", "--env", "dev", "--project", str(root)]) == 0
     assert all(not m["environment"]["builds"] for m in json.loads(capsys.readouterr().out)["models"])
     versions = {m: delta.version(_uris(root, m)[0]) for m in MODELS}
@@ -178,13 +207,21 @@ def test_diff_then_promote_takes_the_environment_without_recomputing(edited, cap
         assert all(os.path.exists(f.removeprefix("file://")) for f in DeltaTable(prod).file_uris())
     assert _inodes(_uris(root, "s.hourly")[0]) == env_files["s.hourly"]
     assert table_rows(_uris(root, "s.hourly")[0]) == env_rows["s.hourly"]
-    print(f"\npromote: {promote_seconds:.2f}s; the environment's build (a recompute of the same tables): {env_seconds:.2f}s")
+    print(
+        f"\npromote: {promote_seconds:.2f}s; the environment's build (a recompute of the same tables): {env_seconds:.2f}s"
+    )
 
 
 def _records(root, instance) -> dict[str, list[int]]:
     """The storage ids of every materialization Dagster holds of each model."""
     project, translator = load_project(root), ModelTranslator()
-    return {m: [r.storage_id for r in instance.fetch_materializations(translator.get_asset_key(project.model(m)), limit=1000).records] for m in MODELS}
+    return {
+        m: [
+            r.storage_id
+            for r in instance.fetch_materializations(translator.get_asset_key(project.model(m)), limit=1000).records
+        ]
+        for m in MODELS
+    }
 
 
 def _refused(root, capsys, said: str) -> None:
@@ -227,7 +264,10 @@ def test_promote_of_a_change_reading_its_upstream_in_place(production, capsys):
     summary = _state(_uris(root, "s.summary")[0])
     assert cli.main(["promote", "dev", "--project", str(root)]) == 0
     out = capsys.readouterr().out
-    assert "promoted 1 table(s)" in out and "unchanged downstream (they read none of the changed columns): s.summary" in out
+    assert (
+        "promoted 1 table(s)" in out
+        and "unchanged downstream (they read none of the changed columns): s.summary" in out
+    )
     assert "s.summary: reads none of the changed columns of s.totals: 1 interval(s) kept, nothing recomputed" in out
     assert table_rows(_uris(root, "s.totals")[0]) == table_rows(_uris(root, "s.totals")[1])
     assert _state(_uris(root, "s.summary")[0]) == summary  # kept as it is
@@ -235,7 +275,9 @@ def test_promote_of_a_change_reading_its_upstream_in_place(production, capsys):
     assert cli.main(["status", "s.summary", "--project", str(root)]) == 0
     assert "STALE" not in capsys.readouterr().out
     assert cli.main(["plan", "--json", "--project", str(root)]) == 0
-    assert all(m["recompute"] == [] and m["category"] == "unchanged" for m in json.loads(capsys.readouterr().out)["models"])
+    assert all(
+        m["recompute"] == [] and m["category"] == "unchanged" for m in json.loads(capsys.readouterr().out)["models"]
+    )
     assert "s.hourly" not in [r.model for r in _run(root, models=("s.hourly",), start=None, end=END, auto=True).records]
 
 
@@ -267,13 +309,17 @@ def test_a_run_of_production_during_promote_waits_for_it(edited, monkeypatch):
     monkeypatch.setattr(promotion_module, "promote_table", slow)
     result = {}
     # The production run of the edited project: the table's definition changed, so it rebuilds s.hourly.
-    runner = threading.Thread(target=lambda: result.setdefault("report", _run(root, models=("s.hourly",))), name="production run")
+    runner = threading.Thread(
+        target=lambda: result.setdefault("report", _run(root, models=("s.hourly",))), name="production run"
+    )
     runner.start()
     assert staged.wait(120)
     project = load_project(root)
     instance = open_instance(project.settings.dagster_home)
     promotion = promotion_module.prepare(project, instance, "dev")
-    promoter = threading.Thread(target=lambda: result.setdefault("promoted", promotion_module.promote(project, instance, promotion)))
+    promoter = threading.Thread(
+        target=lambda: result.setdefault("promoted", promotion_module.promote(project, instance, promotion))
+    )
     promoter.start()
     assert promoting.wait(30)
     release.set()  # the run goes on to its commit, which waits for promote's lock

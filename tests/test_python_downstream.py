@@ -44,7 +44,11 @@ def test_python_asset_reads_one_model_partition_through_the_deltalake_io_manager
     example = _example(tmp_path, monkeypatch)
     project, defs = example.project, example.defs
     instance = open_instance(project.settings.dagster_home)
-    assert Runner(project, instance, defs).run([project.model("shop.order_lines")], start=utc(2024, 1, 1), end=utc(2024, 1, 4)).success
+    assert (
+        Runner(project, instance, defs)
+        .run([project.model("shop.order_lines")], start=utc(2024, 1, 1), end=utc(2024, 1, 4))
+        .success
+    )
 
     job = defs.resolve_implicit_global_asset_job_def()
     for day in ("2024-01-02", "2024-01-03"):
@@ -63,7 +67,10 @@ def test_python_asset_reads_one_model_partition_through_the_deltalake_io_manager
         assert got == expected and got, day
     event = instance.get_latest_materialization_event(REVENUE)
     assert event.asset_materialization.partition == "2024-01-03"
-    assert event.asset_materialization.metadata["lines_read"].value == lines.filter(pc.equal(lines["order_date"], date(2024, 1, 3))).num_rows
+    assert (
+        event.asset_materialization.metadata["lines_read"].value
+        == lines.filter(pc.equal(lines["order_date"], date(2024, 1, 3))).num_rows
+    )
 
 
 def test_python_asset_is_kept_up_to_date_by_the_automation(tmp_path, monkeypatch):
@@ -77,7 +84,9 @@ def test_python_asset_is_kept_up_to_date_by_the_automation(tmp_path, monkeypatch
     selection = dg.AssetSelection.assets(REVENUE)
 
     def tick(cursor):
-        result = dg.evaluate_automation_conditions(defs=defs, instance=instance, asset_selection=selection, cursor=cursor)
+        result = dg.evaluate_automation_conditions(
+            defs=defs, instance=instance, asset_selection=selection, cursor=cursor
+        )
         return sorted(result.get_requested_partitions(REVENUE) or []), result.cursor
 
     requested, cursor = tick(None)

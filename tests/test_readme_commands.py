@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from conftest import REPO
 
 DG = Path(sys.executable).parent / "dg"
@@ -25,8 +26,15 @@ def test_readme_opens_the_ui_with_dg_dev():
 
 @pytest.mark.slow
 def test_dg_resolves_the_code_location_dg_dev_serves(tmp_path):
-    env = {**os.environ, "VIRTUAL_ENV": str(Path(sys.executable).parent.parent), "PYTHONPATH": str(REPO), "DAGSTER_HOME": str(tmp_path)}
-    done = subprocess.run([str(DG), "list", "defs", "--json"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "VIRTUAL_ENV": str(Path(sys.executable).parent.parent),
+        "PYTHONPATH": str(REPO),
+        "DAGSTER_HOME": str(tmp_path),
+    }
+    done = subprocess.run(
+        [str(DG), "list", "defs", "--json"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     keys = {a["asset_key"] for a in json.loads(done.stdout)["assets"]}
     assert {"analytics/daily_channel_revenue", "shop/order_lines", "raw/orders"} <= keys

@@ -5,8 +5,8 @@ instance on Spark and Delta; the same restatement as one Dagster backfill run by
 from __future__ import annotations
 
 import shutil
-from datetime import datetime
 import time
+from datetime import datetime
 from pathlib import Path
 
 import dagster as dg
@@ -14,6 +14,7 @@ import pyarrow as pa
 import pytest
 from dagster._core.execution.backfill import BulkActionStatus
 from deltalake import DeltaTable
+from test_dagster import MODELS
 
 from incremental_assets import cli
 from incremental_assets.errors import IncrementalAssetsError, ModelFileError
@@ -26,7 +27,6 @@ from incremental_assets.orchestration.staleness import latest_ids
 from incremental_assets.plan.restate import INTERVALS, REBUILD, WHOLE, plan_restatement
 
 from helpers import EVENTS_SOURCE, automation_daemon, table_rows, utc, write_events
-from test_dagster import MODELS
 
 TWO_DAYS = """
     MODEL (name s.two_days, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');
@@ -72,7 +72,9 @@ def fresh_tables(root: Path, tmp_path: Path, monkeypatch) -> dict[str, list]:
     return {name: table_rows(f"{project.settings.warehouse}/{name.replace('.', '/')}") for name in KEYS}
 
 
-def test_restate_recomputes_the_chosen_intervals_and_exactly_what_reads_them(make_project, tmp_path, monkeypatch, spark, capsys):
+def test_restate_recomputes_the_chosen_intervals_and_exactly_what_reads_them(
+    make_project, tmp_path, monkeypatch, spark, capsys
+):
     root = make_project(FILES)
     events = root / "data" / "events"
     write_events(events, utc(2024, 1, 1), 24 * 4)
@@ -98,14 +100,18 @@ def test_restate_recomputes_the_chosen_intervals_and_exactly_what_reads_them(mak
     }
     # Delta: the hours outside the window keep their files; the window's were replaced.
     after_files = files_by_partition(f"{warehouse}/s/hourly")
-    assert {p: f for p, f in after_files.items() if not p.startswith("2024-01-02")} == {p: f for p, f in hourly_files.items() if not p.startswith("2024-01-02")}
+    assert {p: f for p, f in after_files.items() if not p.startswith("2024-01-02")} == {
+        p: f for p, f in hourly_files.items() if not p.startswith("2024-01-02")
+    }
     assert all(after_files[p].isdisjoint(hourly_files[p]) for p in after_files if p.startswith("2024-01-02"))
     restated = {name: table_rows(f"{warehouse}/{name.replace('.', '/')}") for name in KEYS}
     assert (datetime(2024, 1, 2, 10), 2) in restated["s.hourly"] and restated["s.total"] == [(97,)]
     assert restated == fresh_tables(root, tmp_path, monkeypatch)
 
 
-def test_restating_a_forward_only_model_rewrites_only_the_chosen_intervals_with_its_new_query(make_project, tmp_path, monkeypatch, spark, capsys):
+def test_restating_a_forward_only_model_rewrites_only_the_chosen_intervals_with_its_new_query(
+    make_project, tmp_path, monkeypatch, spark, capsys
+):
     daily = MODELS["models/daily.sql"].replace("batch_size 2", "batch_size 2, forward_only true")
     root = make_project({**FILES, "models/daily.sql": daily})
     write_events(root / "data" / "events", utc(2024, 1, 1), 24 * 4)
@@ -114,7 +120,9 @@ def test_restating_a_forward_only_model_rewrites_only_the_chosen_intervals_with_
     (root / "models" / "daily.sql").write_text(daily.replace("SUM(n) AS n", "SUM(n) * 10 AS n"))
     assert cli.main(["restate", "s.daily", "--start", "2024-01-03", "--end", "2024-01-04", "--project", str(root)]) == 0
     new = dict(table_rows(f"{project.settings.warehouse}/s/daily"))
-    assert {str(d): n for d, n in new.items()} == {str(d): n * 10 if str(d) == "2024-01-03" else n for d, n in old.items()}
+    assert {str(d): n for d, n in new.items()} == {
+        str(d): n * 10 if str(d) == "2024-01-03" else n for d, n in old.items()
+    }
     assert "s.two_days [2024-01-03, 2024-01-05): ok" in capsys.readouterr().out
     assert dict(table_rows(f"{project.settings.warehouse}/s/two_days"))[datetime(2024, 1, 4).date()] == 24 * 10 + 24
 
@@ -148,9 +156,13 @@ KEYED = """
 def planned(project, chosen, window, done=None):
     done = done or {}
     return plan_restatement(
-        project, [project.model(n) for n in chosen], window,
+        project,
+        [project.model(n) for n in chosen],
+        window,
         available_end=lambda m: utc(2024, 2, 1),
-        materialized=lambda m: done.get(m.name, [TimeWindow(utc(2023, 12, 31), utc(2024, 1, 14))] if m.is_incremental else True),
+        materialized=lambda m: done.get(
+            m.name, [TimeWindow(utc(2023, 12, 31), utc(2024, 1, 14))] if m.is_incremental else True
+        ),
         built_with=lambda m: None,
     )
 
@@ -170,24 +182,35 @@ def test_the_plan_follows_lookbacks_units_recorded_intervals_and_kinds(make_proj
         "s.total": (WHOLE, []),
         "s.latest": (REBUILD, []),
     }, got
-    assert r.skipped == ("s.history: not restated: SCD_TYPE_2 keeps its history (disable_restatement); its next run adds what changed as new versions",)
+    assert r.skipped == (
+        "s.history: not restated: SCD_TYPE_2 keeps its history (disable_restatement); its next run adds what changed as new versions",
+    )
     # Only intervals already materialized downstream are recomputed.
-    r = planned(project, ["s.daily"], day, {"s.two_days": [TimeWindow(utc(2024, 1, 1), utc(2024, 1, 3))], "s.weekly": []})
+    r = planned(
+        project, ["s.daily"], day, {"s.two_days": [TimeWindow(utc(2024, 1, 1), utc(2024, 1, 3))], "s.weekly": []}
+    )
     assert {i.model.name: [str(w) for w in i.windows] for i in r.models if i.how == INTERVALS} == {
-        "s.daily": ["[2024-01-02, 2024-01-03)"], "s.two_days": ["[2024-01-02, 2024-01-03)"]}
+        "s.daily": ["[2024-01-02, 2024-01-03)"],
+        "s.two_days": ["[2024-01-02, 2024-01-03)"],
+    }
     # An SCD type 2 model chosen is refused unless its kind allows restatement.
     with pytest.raises(ModelFileError, match="restating it would throw away its history"):
         planned(project, ["s.history"], day)
     (root / "models" / "history.sql").write_text(SCD.format(extra=", disable_restatement false"))
-    assert [(i.model.name, i.how) for i in planned(load_project(root), ["s.history"], day).models] == [("s.history", REBUILD)]
+    assert [(i.model.name, i.how) for i in planned(load_project(root), ["s.history"], day).models] == [
+        ("s.history", REBUILD)
+    ]
 
 
 def test_a_changed_model_that_is_not_forward_only_is_refused(make_project):
     project = load_project(make_project(FILES))
     with pytest.raises(IncrementalAssetsError, match="s.daily changed since its table was built"):
         plan_restatement(
-            project, [project.model("s.hourly")], TimeWindow(utc(2024, 1, 2), utc(2024, 1, 3)),
-            available_end=lambda m: utc(2024, 2, 1), materialized=lambda m: [TimeWindow(utc(2024, 1, 1), utc(2024, 1, 5))],
+            project,
+            [project.model("s.hourly")],
+            TimeWindow(utc(2024, 1, 2), utc(2024, 1, 3)),
+            available_end=lambda m: utc(2024, 2, 1),
+            materialized=lambda m: [TimeWindow(utc(2024, 1, 1), utc(2024, 1, 5))],
             built_with=lambda m: "0" * 64 if m.name == "s.daily" else None,
         )
 
@@ -201,7 +224,22 @@ def test_restate_as_one_dagster_backfill_run_by_the_daemon(make_project, tmp_pat
     project, instance = built(root, home, monkeypatch)
     before = ids(instance)
     write_events(events, utc(2024, 1, 2, 10, 30), 1, mode="append")
-    assert cli.main(["restate", "s.hourly", "--start", "2024-01-02", "--end", "2024-01-03", "--backfill", "--project", str(root)]) == 0
+    assert (
+        cli.main(
+            [
+                "restate",
+                "s.hourly",
+                "--start",
+                "2024-01-02",
+                "--end",
+                "2024-01-03",
+                "--backfill",
+                "--project",
+                str(root),
+            ]
+        )
+        == 0
+    )
     backfill_id = capsys.readouterr().out.split("submitted Dagster backfill ")[1].split()[0]
     assert ids(instance) == before  # submitted, not run
     log = tmp_path / "daemon.log"
@@ -216,7 +254,12 @@ def test_restate_as_one_dagster_backfill_run_by_the_daemon(make_project, tmp_pat
     assert backfill.status == BulkActionStatus.COMPLETED_SUCCESS, (backfill.status, log.read_text()[-4000:])
     runs = instance.get_run_records(filters=dg.RunsFilter(tags={"dagster/backfill": backfill_id}))
     # One run per asset: each policy is a single run over its range (the total is unpartitioned).
-    assert sorted(next(iter(r.dagster_run.asset_selection)).to_user_string() for r in runs) == ["s/daily", "s/hourly", "s/total", "s/two_days"]
+    assert sorted(next(iter(r.dagster_run.asset_selection)).to_user_string() for r in runs) == [
+        "s/daily",
+        "s/hourly",
+        "s/total",
+        "s/two_days",
+    ]
     assert changed(before, ids(instance)) == {
         "s.hourly": [f"2024-01-02-{h:02d}:00" for h in range(24)],
         "s.daily": ["2024-01-02"],

@@ -15,8 +15,6 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from conftest import REPO
-from helpers import EVENTS_SOURCE, utc, write_events
 
 from incremental_assets import cli
 from incremental_assets.load.project import load_project
@@ -32,6 +30,9 @@ from incremental_assets.orchestration.instance import (
     table_pool,
 )
 from incremental_assets.orchestration.runner import Runner
+
+from conftest import REPO
+from helpers import EVENTS_SOURCE, utc, write_events
 
 MODELS = {
     "models/total.sql": """
@@ -56,7 +57,11 @@ def project_dir(make_project, tmp_path, monkeypatch):
 
 def concurrency(instance: dg.DagsterInstance):
     config = instance.get_concurrency_config()
-    return config.run_queue_config.max_concurrent_runs, config.pool_config.default_pool_limit, config.pool_config.pool_granularity.value
+    return (
+        config.run_queue_config.max_concurrent_runs,
+        config.pool_config.default_pool_limit,
+        config.pool_config.pool_granularity.value,
+    )
 
 
 # -- the instance: a queue with the configured limit --------------------------------------------------
@@ -107,7 +112,9 @@ def test_a_product_written_dagster_yaml_is_upgraded_an_edited_one_is_kept(tmp_pa
     instance = open_instance(home, 2)
     assert isinstance(instance.run_coordinator, dg.QueuedRunCoordinator) and concurrency(instance)[0] == 2
     # Still the product's: a new limit rewrites it; the same limit leaves it untouched.
-    assert ensure_instance_config(home, 3) == "updated" and "max_concurrent_runs: 3" in (home / "dagster.yaml").read_text()
+    assert (
+        ensure_instance_config(home, 3) == "updated" and "max_concurrent_runs: 3" in (home / "dagster.yaml").read_text()
+    )
     assert ensure_instance_config(home, 3) == "current"
 
     # Edited in any way (here: a comment and another limit), the file is the user's: never rewritten.
@@ -173,7 +180,10 @@ def test_a_cli_run_waits_for_its_table_and_is_recorded(project_dir):
             time.sleep(0.5)
             runs = instance.get_runs(filters=dg.RunsFilter(tags={"incremental_assets/launched_by": "cli"}))
             blocked = [
-                e for r in runs for e in instance.all_logs(r.run_id) if "blocked by limit for pool table/s.total" in (e.message or "")
+                e
+                for r in runs
+                for e in instance.all_logs(r.run_id)
+                if "blocked by limit for pool table/s.total" in (e.message or "")
             ]
         assert blocked, "the CLI run did not wait for the table's pool"
         time.sleep(3)
@@ -234,8 +244,22 @@ def test_two_queued_runs_of_one_table_never_overlap_with_the_real_daemon(project
     # Two runs writing s.total, requested before the daemon is up: both wait in the queue.
     for n in (1, 2):
         subprocess.run(
-            [*dagster, "job", "launch", "-m", "incremental_assets.definitions", "-j", "s__total_job", "--tags", json.dumps({"request": str(n)})],
-            cwd=project_dir, env=env, check=True, capture_output=True, timeout=180,
+            [
+                *dagster,
+                "job",
+                "launch",
+                "-m",
+                "incremental_assets.definitions",
+                "-j",
+                "s__total_job",
+                "--tags",
+                json.dumps({"request": str(n)}),
+            ],
+            cwd=project_dir,
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=180,
         )
     runs = instance.get_runs(filters=dg.RunsFilter(job_name="s__total_job"))
     assert len(runs) == 2 and {r.status for r in runs} == {dg.DagsterRunStatus.QUEUED}
@@ -243,7 +267,10 @@ def test_two_queued_runs_of_one_table_never_overlap_with_the_real_daemon(project
     log = open(tmp_path / "daemon.log", "w")
     daemon = subprocess.Popen(
         [str(Path(sys.executable).parent / "dagster-daemon"), "run", "-m", "incremental_assets.definitions"],
-        cwd=project_dir, env=env, stdout=log, stderr=subprocess.STDOUT,
+        cwd=project_dir,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     seen: list[tuple[str, ...]] = []
@@ -251,7 +278,9 @@ def test_two_queued_runs_of_one_table_never_overlap_with_the_real_daemon(project
     try:
         deadline = time.time() + 300
         while time.time() < deadline:
-            statuses = tuple(sorted(r.status.value for r in instance.get_runs(filters=dg.RunsFilter(job_name="s__total_job"))))
+            statuses = tuple(
+                sorted(r.status.value for r in instance.get_runs(filters=dg.RunsFilter(job_name="s__total_job")))
+            )
             if not seen or seen[-1] != statuses:
                 seen.append(statuses)
             if all(s in ("SUCCESS", "FAILURE", "CANCELED") for s in statuses):
@@ -263,7 +292,10 @@ def test_two_queued_runs_of_one_table_never_overlap_with_the_real_daemon(project
         log.close()
     elapsed = time.time() - began
     runs = instance.get_runs(filters=dg.RunsFilter(job_name="s__total_job"))
-    assert [r.status for r in runs] == [dg.DagsterRunStatus.SUCCESS] * 2, (seen, (tmp_path / "daemon.log").read_text()[-3000:])
+    assert [r.status for r in runs] == [dg.DagsterRunStatus.SUCCESS] * 2, (
+        seen,
+        (tmp_path / "daemon.log").read_text()[-3000:],
+    )
 
     # The steps that wrote the table never overlapped.
     spans = sorted(_step_span(instance, r.run_id) for r in runs)
@@ -273,7 +305,11 @@ def test_two_queued_runs_of_one_table_never_overlap_with_the_real_daemon(project
     logs = {r.run_id: list(instance.all_logs(r.run_id)) for r in runs}
     kinds = {e.dagster_event.event_type_value for entries in logs.values() for e in entries if e.is_dagster_event}
     assert not kinds & {"STEP_UP_FOR_RETRY", "STEP_RESTARTED", "STEP_FAILURE", "RUN_FAILURE"}
-    blocked = any("blocked by limit for pool table/s.total" in (e.message or "") for entries in logs.values() for e in entries)
+    blocked = any(
+        "blocked by limit for pool table/s.total" in (e.message or "") for entries in logs.values() for e in entries
+    )
     queued_while_running = any("QUEUED" in s and ("STARTED" in s or "STARTING" in s) for s in seen)
     assert blocked or queued_while_running, seen
-    print(f"statuses seen: {seen}; step spans {[(round(a - began, 1), round(b - began, 1)) for a, b in spans]}; {elapsed:.0f}s")
+    print(
+        f"statuses seen: {seen}; step spans {[(round(a - began, 1), round(b - began, 1)) for a, b in spans]}; {elapsed:.0f}s"
+    )

@@ -11,15 +11,15 @@ from datetime import timedelta
 import dagster as dg
 import pytest
 
-from incremental_assets.plan.analyses import analyses, analysis_of
 from incremental_assets import cli, delta
 from incremental_assets.analysis import SourceBound
-from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.errors import UnsafeIncrementalError
-from incremental_assets.spark.executor import Executor
-from incremental_assets.plan.run_plan import plan_run, plan_window
 from incremental_assets.load.project import load_project
-from incremental_assets.model.intervals import batches, TimeWindow
+from incremental_assets.model.intervals import TimeWindow, batches
+from incremental_assets.orchestration.build_definitions import build_definitions
+from incremental_assets.plan.analyses import analyses, analysis_of
+from incremental_assets.plan.run_plan import plan_run, plan_window
+from incremental_assets.spark.executor import Executor
 
 from helpers import EVENTS_SOURCE, table_rows, utc, write_events
 
@@ -104,7 +104,9 @@ def random_split(window: TimeWindow, unit: str, rng: random.Random) -> list[Time
 
 @pytest.mark.parametrize("name, unit", [("s.rolling", "hour"), ("s.trailing", "day")])
 def test_derived_lookback_is_sufficient_and_necessary(spark, project, tmp_path, name, unit):
-    whole = TimeWindow(utc(2024, 1, 2), utc(2024, 1, 6)) if unit == "day" else TimeWindow(utc(2024, 1, 2), utc(2024, 1, 3))
+    whole = (
+        TimeWindow(utc(2024, 1, 2), utc(2024, 1, 6)) if unit == "day" else TimeWindow(utc(2024, 1, 2), utc(2024, 1, 3))
+    )
     expected = build(spark, project, name, [whole], tmp_path / "whole")
     assert expected
     rng = random.Random(7)
@@ -180,7 +182,11 @@ def test_explain_json(project, capsys):
     assert info["sources"] == {"raw.events": {"before": "P1D", "after": "PT0S", "column": "ts"}}
     assert info["partitions"]["interval_unit"] == "day" and info["backfill_policy"].startswith("single run")
     assert cli.main(["explain", "s.rolling", "--json", "--project", str(project.directory)]) == 0
-    assert json.loads(capsys.readouterr().out)["sources"]["raw.events"] == {"before": "PT2H", "after": "PT0S", "column": "ts"}
+    assert json.loads(capsys.readouterr().out)["sources"]["raw.events"] == {
+        "before": "PT2H",
+        "after": "PT0S",
+        "column": "ts",
+    }
     assert cli.main(["explain", "s.weekahead", "--json", "--project", str(project.directory)]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["safety_class"] == "BoundedSafe(7)" and info["reasons"][0]["rule"] == "window_relative"
@@ -231,20 +237,27 @@ PAGE_VIEWS = {
 @pytest.fixture(scope="module")
 def page_views(tmp_path_factory):
     import pyarrow as pa
-    from conftest import write_project
     from deltalake import write_deltalake
+
+    from conftest import write_project
 
     root = write_project(tmp_path_factory.mktemp("page_views"), PAGE_VIEWS)
     rng = random.Random(11)
     # Users come back on other days; how many distinct ones a day has varies.
     views = sorted(
         (utc(2024, 1, 1) + timedelta(days=day, minutes=rng.randrange(24 * 60)), rng.randrange(1, 8 + 4 * day))
-        for day in range(7) for _ in range(30)
+        for day in range(7)
+        for _ in range(30)
     )
-    write_deltalake(str(root / "data" / "page_views"), pa.table({
-        "viewed_at": pa.array([t for t, _ in views], pa.timestamp("us", tz="UTC")),
-        "user_id": pa.array([u for _, u in views], pa.int64()),
-    }))
+    write_deltalake(
+        str(root / "data" / "page_views"),
+        pa.table(
+            {
+                "viewed_at": pa.array([t for t, _ in views], pa.timestamp("us", tz="UTC")),
+                "user_id": pa.array([u for _, u in views], pa.int64()),
+            }
+        ),
+    )
     return load_project(root), views
 
 
@@ -267,6 +280,8 @@ def test_daily_count_distinct_is_admitted_and_two_chunks_equal_one_full_run(spar
 def test_unaligned_count_distinct_is_refused_naming_an_override_sqlmesh_loads(page_views):
     project, _ = page_views
     (reason,) = [r for r in analysis_of(project, "s.run_users").reasons if r.rule == "distinct"]
-    assert reason.line == 4 and "set `physical_properties (allow_distinct = true)` in the MODEL header" in reason.message
+    assert (
+        reason.line == 4 and "set `physical_properties (allow_distinct = true)` in the MODEL header" in reason.message
+    )
     admitted = analysis_of(project, "s.run_users_admitted")
     assert (admitted.safety_class, admitted.batch_limit) == ("PerPartitionOnly", 1)

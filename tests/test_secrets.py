@@ -7,11 +7,12 @@ import json
 import re
 from pathlib import Path
 
-from incremental_assets import cli
-from incremental_assets.orchestration.build_definitions import build_definitions
-from incremental_assets.load.project import load_project
-from incremental_assets.orchestration.instance import open_instance
 from dagster._serdes import serialize_value
+
+from incremental_assets import cli
+from incremental_assets.load.project import load_project
+from incremental_assets.orchestration.build_definitions import build_definitions
+from incremental_assets.orchestration.instance import open_instance
 
 from conftest import REPO
 from helpers import EVENTS_SOURCE, utc, write_events
@@ -28,7 +29,9 @@ def _files_containing(root: Path, needle: str) -> list[str]:
     return [str(p) for p in root.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()]
 
 
-def test_credentials_in_spark_settings_never_reach_records_or_output(spark, make_project, tmp_path, monkeypatch, capsys):
+def test_credentials_in_spark_settings_never_reach_records_or_output(
+    spark, make_project, tmp_path, monkeypatch, capsys
+):
     root = make_project({"sources.yaml": EVENTS_SOURCE, "models/daily.sql": MODEL})
     write_events(root / "data" / "events", utc(2024, 1, 1), 24)
     home = tmp_path / "home"
@@ -40,8 +43,15 @@ def test_credentials_in_spark_settings_never_reach_records_or_output(spark, make
         assert cli.main(["run", "s.daily", "--start", "2024-01-01", "--end", "2024-01-02", *args]) == 0
         # The session got the credential (the run used it) ...
         assert spark.conf.get("spark.ia.test.token") == TOKEN
-        for command in (["status"], ["history"], ["explain"], ["explain", "--json"], ["validate"], ["vacuum", "--dry-run", "-v"],
-                        ["render", "s.daily", "--start", "2024-01-01", "--end", "2024-01-02"]):
+        for command in (
+            ["status"],
+            ["history"],
+            ["explain"],
+            ["explain", "--json"],
+            ["validate"],
+            ["vacuum", "--dry-run", "-v"],
+            ["render", "s.daily", "--start", "2024-01-01", "--end", "2024-01-02"],
+        ):
             assert cli.main([*command, *args]) == 0, command
         # ... a failing run's error output too
         assert cli.main(["run", "s.daily", "--start", "2024-01-01T05", "--end", "2024-01-02", *args]) != 0
@@ -55,7 +65,9 @@ def test_credentials_in_spark_settings_never_reach_records_or_output(spark, make
         for run in instance.get_runs():  # snapshots are stored compressed: look inside them
             assert secret not in serialize_value(instance.get_job_snapshot(run.job_snapshot_id))
             assert secret not in json.dumps(run.run_config) + json.dumps(run.tags)
-            assert secret not in "".join(str(e.dagster_event) + str(e.user_message) for e in instance.all_logs(run.run_id))
+            assert secret not in "".join(
+                str(e.dagster_event) + str(e.user_message) for e in instance.all_logs(run.run_id)
+            )
         assert _files_containing(root / "warehouse", secret) == []  # Delta log and commit metadata
     spark_config = build_definitions(load_project(root)).resources["spark"].spark_config
     assert "spark.hadoop.fs.s3a.secret.key" not in spark_config and spark_config["spark.sql.session.timeZone"] == "UTC"

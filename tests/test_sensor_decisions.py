@@ -65,7 +65,12 @@ class Scene:
     def running(self, name: str, first: str, last: str) -> str:
         """A run computing the days ``first``..``last`` of a model, started and not finished."""
         range_tags = {tags.RANGE_START_TAG: first, tags.RANGE_END_TAG: last}
-        run = DagsterRun(job_name="__ASSET_JOB", status=dg.DagsterRunStatus.STARTED, asset_selection=frozenset({self.key(name)}), tags=range_tags)
+        run = DagsterRun(
+            job_name="__ASSET_JOB",
+            status=dg.DagsterRunStatus.STARTED,
+            asset_selection=frozenset({self.key(name)}),
+            tags=range_tags,
+        )
         return self.instance.add_run(run).run_id
 
     def decide(self, cursor: str | None = None) -> sensors.Decision:
@@ -74,7 +79,10 @@ class Scene:
 
 def ranges(decision: sensors.Decision) -> list[tuple[str, str | None, str | None]]:
     """Each request: the model, and the first and last interval of its range (None: the whole table)."""
-    return [(r.asset_selection[0].to_user_string(), r.tags.get(tags.RANGE_START_TAG), r.tags.get(tags.RANGE_END_TAG)) for r in decision.requests]
+    return [
+        (r.asset_selection[0].to_user_string(), r.tags.get(tags.RANGE_START_TAG), r.tags.get(tags.RANGE_END_TAG))
+        for r in decision.requests
+    ]
 
 
 @pytest.fixture
@@ -102,7 +110,10 @@ def test_one_request_per_contiguous_range_of_missing_intervals(scene):
     decision = scene.decide()
     # s.b's second day reads what s.a has: it runs too; its first and third wait for s.a's.
     assert ranges(decision) == [("s/a", DAY1, DAY1), ("s/a", DAY3, DAY3), ("s/b", DAY2, DAY2)]
-    assert decision.waiting[0] == "s.b [2024-01-01, 2024-01-02), [2024-01-03, 2024-01-04) waits for s.a: requested [2024-01-01, 2024-01-02), [2024-01-03, 2024-01-04)"
+    assert (
+        decision.waiting[0]
+        == "s.b [2024-01-01, 2024-01-02), [2024-01-03, 2024-01-04) waits for s.a: requested [2024-01-01, 2024-01-02), [2024-01-03, 2024-01-04)"
+    )
 
 
 def test_a_failed_interval_is_not_retried_and_what_reads_it_waits_saying_why(scene):

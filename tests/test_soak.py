@@ -64,7 +64,9 @@ class Soak:
     bad_file: Path | None = None
     deleted_commit: str | None = None
     status_after_log_fault: list[dict] = field(default_factory=list)
-    recorded: dict = field(default_factory=dict)  # per model, the partitions this process sees materialized, after each settle
+    recorded: dict = field(
+        default_factory=dict
+    )  # per model, the partitions this process sees materialized, after each settle
     recompute_after_log_fault: dict = field(default_factory=dict)
     log: str = ""
     seconds: dict = field(default_factory=dict)  # wall time of each stage
@@ -73,8 +75,14 @@ class Soak:
 def cli(root: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     env.pop("DAGSTER_HOME", None)
-    return subprocess.run([sys.executable, "-m", "incremental_assets.cli", *args, "--project", str(root)],
-                          cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "incremental_assets.cli", *args, "--project", str(root)],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def run_processes(root: Path) -> list[int]:
@@ -85,7 +93,9 @@ def run_processes(root: Path) -> list[int]:
         if entry.isdigit():
             with contextlib.suppress(OSError):
                 command = Path(f"/proc/{entry}/cmdline").read_bytes()
-                if (b"spawn_main" in command or b"execute_run" in command) and str(root).encode() in Path(f"/proc/{entry}/environ").read_bytes():
+                if (b"spawn_main" in command or b"execute_run" in command) and str(root).encode() in Path(
+                    f"/proc/{entry}/environ"
+                ).read_bytes():
                     found.append(int(entry))
     return found
 
@@ -115,7 +125,9 @@ def recorded(project, instance) -> dict[str, list[str]]:
     """The partitions Dagster records as materialized per partitioned model, first and last and how many."""
     out = {}
     for model in project.ordered():
-        keys = sorted(instance.get_materialized_partitions(ModelTranslator().get_asset_key(model))) if model.start else []
+        keys = (
+            sorted(instance.get_materialized_partitions(ModelTranslator().get_asset_key(model))) if model.start else []
+        )
         out[model.name] = [keys[0], keys[-1], str(len(keys))] if keys else []
     return out
 
@@ -154,6 +166,7 @@ def soak(root: Path, hours: int, *, mid_run: bool) -> Soak:
 
     def stage(name: str) -> None:
         result.seconds[name] = round(time.perf_counter() - began - sum(result.seconds.values()), 1)
+
     with spark_server(root, settings):
         built = cli(root, "run", "--auto", "--end", (year.START + 24 * year.HOUR).isoformat())
         assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
@@ -187,8 +200,13 @@ def soak(root: Path, hours: int, *, mid_run: bool) -> Soak:
                     if n == server_at:  # the Spark server dies; started again a little later
                         deadline = time.monotonic() + 300
                         started = dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])
-                        while bool(instance.get_run_records(filters=started, limit=1)) != mid_run and time.monotonic() < deadline:
-                            time.sleep(0.2)  # during a run, or between runs (a run in flight waits minutes on its client's retries)
+                        while (
+                            bool(instance.get_run_records(filters=started, limit=1)) != mid_run
+                            and time.monotonic() < deadline
+                        ):
+                            time.sleep(
+                                0.2
+                            )  # during a run, or between runs (a run in flight waits minutes on its client's retries)
                         record = server.read_record(settings)
                         if record is not None:  # None: the server is gone already; it is started again all the same
                             with contextlib.suppress(ProcessLookupError):
@@ -205,8 +223,12 @@ def soak(root: Path, hours: int, *, mid_run: bool) -> Soak:
                 result.status = status(root, now)
                 result.recorded["settled"] = recorded(project, instance)
                 result.recompute = year.recompute_matches(root, Path(settings.warehouse), now)
-                runs = instance.get_run_records(filters=dg.RunsFilter(tags={"incremental_assets/launched_by": "automation"}))
-                result.failed_runs = [r.dagster_run.run_id for r in runs if r.dagster_run.status != dg.DagsterRunStatus.SUCCESS]
+                runs = instance.get_run_records(
+                    filters=dg.RunsFilter(tags={"incremental_assets/launched_by": "automation"})
+                )
+                result.failed_runs = [
+                    r.dagster_run.run_id for r in runs if r.dagster_run.status != dg.DagsterRunStatus.SUCCESS
+                ]
 
                 # A commit file of the hourly table deleted: what it added is gone from the table.
                 commits = sorted((Path(settings.warehouse) / "s" / "hourly" / "_delta_log").glob("*.json"))
@@ -263,16 +285,27 @@ def test_no_failed_interval_is_left_unrecovered(soaked):
 
 def test_nothing_is_lost_and_nothing_doubled(soaked):
     assert _problems(soaked.status, "lost", "integrity") == {}
-    assert {name: r["duplicates"] for name, r in soaked.recompute.items()} == {"s.hourly": 0, "s.daily": 0, "s.total": 0}
+    assert {name: r["duplicates"] for name, r in soaked.recompute.items()} == {
+        "s.hourly": 0,
+        "s.daily": 0,
+        "s.total": 0,
+    }
 
 
 def test_every_table_equals_a_recompute(soaked):
     assert soaked.server_restarted and soaked.bad_file is not None and soaked.bad_file.exists()
-    assert {name: r["equal"] for name, r in soaked.recompute.items()} == {"s.hourly": True, "s.daily": True, "s.total": True}, soaked.recompute
+    assert {name: r["equal"] for name, r in soaked.recompute.items()} == {
+        "s.hourly": True,
+        "s.daily": True,
+        "s.total": True,
+    }, soaked.recompute
 
 
 def test_a_deleted_commit_file_is_noticed_and_recomputed_by_the_daemon(soaked):
     assert soaked.deleted_commit is not None
     assert _problems(soaked.status_after_log_fault, "lost", "failed", "gaps") == {}, (soaked.recorded, soaked.log)
-    assert {name: r["equal"] for name, r in soaked.recompute_after_log_fault.items()} == {"s.hourly": True, "s.daily": True, "s.total": True}, \
-        soaked.recompute_after_log_fault
+    assert {name: r["equal"] for name, r in soaked.recompute_after_log_fault.items()} == {
+        "s.hourly": True,
+        "s.daily": True,
+        "s.total": True,
+    }, soaked.recompute_after_log_fault

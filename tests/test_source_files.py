@@ -4,7 +4,7 @@ statistics decide which files a window reads)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 
 import dagster as dg
@@ -60,8 +60,10 @@ def test_a_file_whose_column_changed_type_names_source_file_and_column_and_spare
 
     code, lines = run(root, capsys, "--start", "2024-01-01", "--end", "2024-01-06")
     assert code == 2
-    assert f"    source raw.ev: file {bad}: column v is DOUBLE in this file, where it is read as bigint " \
-           f"(fix: rewrite the file with v as bigint, or move it out of {bad.parent})" in lines
+    assert (
+        f"    source raw.ev: file {bad}: column v is DOUBLE in this file, where it is read as bigint "
+        f"(fix: rewrite the file with v as bigint, or move it out of {bad.parent})" in lines
+    )
     assert not any("Py4J" in line or "at org.apache" in line or "Traceback" in line for line in lines)
     assert not delta.exists(uri)  # nothing written
 
@@ -81,8 +83,10 @@ def test_a_file_that_is_not_parquet_or_half_written_is_one_line(root, capsys):
 
     code, lines = run(root, capsys, "--start", "2024-01-01", "--end", "2024-01-03")
     assert code == 2
-    assert f"    source raw.ev: file {half} is not a Parquet file, or is not complete yet (fix: move it out of {folder}; " \
-           "a file still being written is read by a run after it is complete)" in lines
+    assert (
+        f"    source raw.ev: file {half} is not a Parquet file, or is not complete yet (fix: move it out of {folder}; "
+        "a file still being written is read by a run after it is complete)" in lines
+    )
     assert not delta.exists(uri)
     # Dagster's run retries (on in the project's instance) leave it alone: it would fail the same way.
     instance = open_instance(load_project(root).settings.dagster_home)

@@ -47,15 +47,34 @@ def at(day: int, hour: int = 0, minute: int = 0, second: int = 0, micro: int = 0
 # Day 3 has an empty file (in the shapes with one file per day), day 4 no rows at all; a row without a
 # time; the boundaries of a day on both sides; a row before the model's start.
 ROWS = [
-    (datetime(2025, 2, 28, 23, tzinfo=UTC), 1000), (at(1), 1), (at(1, 13, 30), 2), (at(1, 23, 59, 59, 999999), 4),
-    (at(2, 6), 8), (at(2, 18, 15), 16), (None, 32), (at(5, 0, 0, 1), 64), (at(5, 22), 128), (at(6, 12), 256),
+    (datetime(2025, 2, 28, 23, tzinfo=UTC), 1000),
+    (at(1), 1),
+    (at(1, 13, 30), 2),
+    (at(1, 23, 59, 59, 999999), 4),
+    (at(2, 6), 8),
+    (at(2, 18, 15), 16),
+    (None, 32),
+    (at(5, 0, 0, 1), 64),
+    (at(5, 22), 128),
+    (at(6, 12), 256),
 ]
 EMPTY_DAY = date(2025, 3, 3)
 LATE = [(at(2, 12), 512)]  # arrives after the first runs, for a day already run
 
 TIME_TYPES = ("date", "timestamp", "timestamp_ntz", "text")
-SHAPES = ("parquet_file", "parquet_folder", "parquet_hive", "csv_file", "csv_folder", "csv_hive",
-          "json_file", "json_folder", "json_hive", "delta", "delta_partitioned")
+SHAPES = (
+    "parquet_file",
+    "parquet_folder",
+    "parquet_hive",
+    "csv_file",
+    "csv_folder",
+    "csv_hive",
+    "json_file",
+    "json_folder",
+    "json_hive",
+    "delta",
+    "delta_partitioned",
+)
 
 MODEL = """
 MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2025-03-01', cron '@daily');
@@ -131,12 +150,16 @@ def write_source(location: Path, shape: str, time_type: str, rows: list, *, late
     if fmt == "delta":
         partitioned = shape == "delta_partitioned"
         table = table_of(rows, time_type, with_day=partitioned)
-        write_deltalake(str(location), table, mode="append" if late else "error",
-                        partition_by=[partition_column(time_type)] if partitioned else None)
+        write_deltalake(
+            str(location),
+            table,
+            mode="append" if late else "error",
+            partition_by=[partition_column(time_type)] if partitioned else None,
+        )
     elif shape.endswith("_file"):
         write_file(location, fmt, (ROWS + LATE) if late else rows, time_type)
     elif shape.endswith("_folder"):
-        for day, group in ([("late", rows)] if late else by_day(rows).items()):
+        for day, group in [("late", rows)] if late else by_day(rows).items():
             write_file(location / f"part-{day or 'null'}.{fmt}", fmt, group, time_type)
     else:  # hive: key=value folders by day (the NULL day in Spark's and Hive's default partition)
         key = partition_column(time_type)
@@ -169,7 +192,9 @@ def expected(rows: list, end: datetime = END) -> list[tuple]:
 
 
 def make(make_project, shape: str, time_type: str) -> tuple[Path, Path]:
-    root = make_project({"sources.yaml": sources_yaml(shape, time_type), "models/daily.sql": MODEL}, name=f"{shape}-{time_type}")
+    root = make_project(
+        {"sources.yaml": sources_yaml(shape, time_type), "models/daily.sql": MODEL}, name=f"{shape}-{time_type}"
+    )
     location = root / ("data/src" + (f".{shape.split('_')[0]}" if shape.endswith("_file") else ""))
     write_source(location, shape, time_type, ROWS)
     return root, location
@@ -209,10 +234,17 @@ def test_a_daily_model_over_each_shape_and_time_type_equals_pandas(spark, make_p
     assert table_rows(uri) == expected(ROWS + LATE)
 
 
-@pytest.mark.parametrize("shape, time_type", [
-    ("parquet_file", "timestamp_ntz"), ("delta", "timestamp_ntz"), ("json_hive", "text"),
-])
-def test_the_cli_runs_a_shape_in_windows_and_with_auto(spark, make_project, tmp_path, monkeypatch, capsys, shape, time_type):
+@pytest.mark.parametrize(
+    "shape, time_type",
+    [
+        ("parquet_file", "timestamp_ntz"),
+        ("delta", "timestamp_ntz"),
+        ("json_hive", "text"),
+    ],
+)
+def test_the_cli_runs_a_shape_in_windows_and_with_auto(
+    spark, make_project, tmp_path, monkeypatch, capsys, shape, time_type
+):
     """The command a user types: a window, then ``--auto`` up to an end, then the late day again."""
     root, location = make(make_project, shape, time_type)
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
@@ -237,14 +269,28 @@ def test_the_cli_runs_a_shape_in_windows_and_with_auto(spark, make_project, tmp_
 
 
 BAD = {
-    "json_folder": ("part-x.json", '{"t": "2025-03-01", "v": 1}\n{"t": "2025-03-01", "v": \n', "line 2 is not a complete JSON record (fix: correct or remove that line)"),
-    "csv_file": (None, "t,v\n2025-03-01 10:00:00,1\n2025-03-01 11:00:00,abc\n",
-                 "line 3: column v holds 'abc', which is not a double (fix: correct the value, or declare the column's type in sources.yaml)"),
-    "csv_folder": ("part-x.csv", "t,v\n2025-03-01 10:00:00,1\nsoon,2\n",
-                   "line 3: column t holds 'soon', which is not a timestamp "
-                   "(fix: correct the value, or declare the column's type and its time_column_format in sources.yaml)"),
-    "parquet_file": (None, "PAR1 not really", "is not a Parquet file, or is not complete yet (fix: move it out of {folder}; "
-                     "a file still being written is read by a run after it is complete)"),
+    "json_folder": (
+        "part-x.json",
+        '{"t": "2025-03-01", "v": 1}\n{"t": "2025-03-01", "v": \n',
+        "line 2 is not a complete JSON record (fix: correct or remove that line)",
+    ),
+    "csv_file": (
+        None,
+        "t,v\n2025-03-01 10:00:00,1\n2025-03-01 11:00:00,abc\n",
+        "line 3: column v holds 'abc', which is not a double (fix: correct the value, or declare the column's type in sources.yaml)",
+    ),
+    "csv_folder": (
+        "part-x.csv",
+        "t,v\n2025-03-01 10:00:00,1\nsoon,2\n",
+        "line 3: column t holds 'soon', which is not a timestamp "
+        "(fix: correct the value, or declare the column's type and its time_column_format in sources.yaml)",
+    ),
+    "parquet_file": (
+        None,
+        "PAR1 not really",
+        "is not a Parquet file, or is not complete yet (fix: move it out of {folder}; "
+        "a file still being written is read by a run after it is complete)",
+    ),
 }
 
 

@@ -18,11 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from helpers import EVENTS_SOURCE, table_rows, utc, write_events
 from incremental_assets.cli import commands as cli
 from incremental_assets.delta import table_uri
 from incremental_assets.load.settings import load_settings
 from incremental_assets.spark import connect_server as server
+
+from helpers import EVENTS_SOURCE, table_rows, utc, write_events
 
 pytestmark = pytest.mark.cluster
 
@@ -40,14 +41,24 @@ TIMEOUT = 600
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("INCREMENTAL_ASSETS_", "DAGSTER_", "SPARK_", "PYSPARK_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("INCREMENTAL_ASSETS_", "DAGSTER_", "SPARK_", "PYSPARK_"))
+    }
     env.update(TZ="UTC", **extra)
     return env
 
 
 def run_cli(project: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "incremental_assets.cli", *args, "--project", str(project)], cwd=project,
-                          env=env or clean_env(), capture_output=True, text=True, timeout=TIMEOUT)
+    return subprocess.run(
+        [sys.executable, "-m", "incremental_assets.cli", *args, "--project", str(project)],
+        cwd=project,
+        env=env or clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
 
 
 def no_local_spark(tmp: Path) -> dict[str, str]:
@@ -101,36 +112,75 @@ def test_start_run_through_the_server_and_stop(project, tmp_path):
     again = run_cli(project, "spark", "start")
     assert again.returncode == 0 and f"already running: {record.url} (pid {record.pid}" in again.stdout
     status = run_cli(project, "spark", "status", "--json")
-    assert status.returncode == 0 and json.loads(status.stdout) == {"up": True, "url": record.url, "pid": record.pid, "configured_remote": None}
+    assert status.returncode == 0 and json.loads(status.stdout) == {
+        "up": True,
+        "url": record.url,
+        "pid": record.pid,
+        "configured_remote": None,
+    }
     assert server.spark_remote(settings) == record.url
     # An explicit remote wins over the project's server.
-    assert server.spark_remote(load_settings(project, environ={"INCREMENTAL_ASSETS_SPARK_REMOTE": "sc://elsewhere:15002"})) == "sc://elsewhere:15002"
+    assert (
+        server.spark_remote(load_settings(project, environ={"INCREMENTAL_ASSETS_SPARK_REMOTE": "sc://elsewhere:15002"}))
+        == "sc://elsewhere:15002"
+    )
 
     # The CLI: two days of both models, with no Spark of its own.
-    ran = run_cli(project, "run", "s.hourly", "s.daily", "--start", "2024-01-01", "--end", "2024-01-03", env=no_local_spark(tmp_path))
+    ran = run_cli(
+        project,
+        "run",
+        "s.hourly",
+        "s.daily",
+        "--start",
+        "2024-01-01",
+        "--end",
+        "2024-01-03",
+        env=no_local_spark(tmp_path),
+    )
     assert ran.returncode == 0 and "2 run(s) succeeded, 0 failed" in ran.stdout, ran.stdout[-3000:] + ran.stderr[-3000:]
     # Three events an hour, v = i % 7 over the event index i: the oracle recomputes the sums.
     values = [i % 7 for i in range(24 * 4 * 3)]
     daily = table_rows(table_uri(settings.warehouse, "s.daily"))
     assert [(row[0].isoformat(), row[1], row[2]) for row in daily] == [
-        (f"2024-01-0{d + 1}", 72, sum(values[d * 72:(d + 1) * 72])) for d in range(2)
+        (f"2024-01-0{d + 1}", 72, sum(values[d * 72 : (d + 1) * 72])) for d in range(2)
     ]
 
     # A Dagster run in a fresh process (what the daemon and `dagster dev` launch): the resource finds the server.
     dagster = Path(sys.executable).parent / "dagster"
-    env = no_local_spark(tmp_path) | {"INCREMENTAL_ASSETS_PROJECT": str(project), "DAGSTER_HOME": str(project / ".dagster")}
-    materialized = subprocess.run([str(dagster), "asset", "materialize", "-m", "incremental_assets.definitions", "--select", "s/hourly",
-                                   "--partition", "2024-01-03-05:00"], cwd=project, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    env = no_local_spark(tmp_path) | {
+        "INCREMENTAL_ASSETS_PROJECT": str(project),
+        "DAGSTER_HOME": str(project / ".dagster"),
+    }
+    materialized = subprocess.run(
+        [
+            str(dagster),
+            "asset",
+            "materialize",
+            "-m",
+            "incremental_assets.definitions",
+            "--select",
+            "s/hourly",
+            "--partition",
+            "2024-01-03-05:00",
+        ],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
     assert materialized.returncode == 0, materialized.stdout[-3000:] + materialized.stderr[-3000:]
     hours = {row[0]: row[1:] for row in table_rows(table_uri(settings.warehouse, "s.hourly"))}
-    assert hours[utc(2024, 1, 3, 5).replace(tzinfo=None)] == (3, sum(values[(48 + 5) * 3:(48 + 6) * 3]))
+    assert hours[utc(2024, 1, 3, 5).replace(tzinfo=None)] == (3, sum(values[(48 + 5) * 3 : (48 + 6) * 3]))
     assert len(hours) == 49
 
     stopped = run_cli(project, "spark", "stop")
     assert stopped.returncode == 0 and f"stopped (pid {record.pid})" in stopped.stdout, stopped.stdout + stopped.stderr
     assert gone(record.pid)
     assert server.read_record(settings) is None and server.spark_remote(settings) is None
-    assert "Successfully stopped SparkContext" in Path(record.log).read_text(errors="replace")  # a clean shutdown, not a kill
+    assert "Successfully stopped SparkContext" in Path(record.log).read_text(
+        errors="replace"
+    )  # a clean shutdown, not a kill
     after = run_cli(project, "spark", "status")
     assert after.returncode == 1 and after.stdout.startswith("down")
 
@@ -140,7 +190,9 @@ def test_a_record_whose_process_is_not_the_server_is_never_signalled(tmp_path, c
     settings = load_settings(tmp_path, environ={})
     home = server.state_dir(settings)
     home.mkdir(parents=True)
-    record = server.ServerRecord(os.getpid(), 1, str(tmp_path), "local[2]", "2026-01-01T00:00:00+00:00", str(home / server.LOG_FILE))
+    record = server.ServerRecord(
+        os.getpid(), 1, str(tmp_path), "local[2]", "2026-01-01T00:00:00+00:00", str(home / server.LOG_FILE)
+    )
     (home / server.RECORD_FILE).write_text(json.dumps(record.__dict__))
     status = server.server_status(settings)
     assert not status.up and status.stale

@@ -11,16 +11,15 @@ from pathlib import Path
 import dagster as dg
 import pytest
 from alembic.script import ScriptDirectory
-from dagster._core.scheduler.instigation import InstigatorState, InstigatorStatus, InstigatorType
 from dagster._core.remote_origin import GrpcServerCodeLocationOrigin, RemoteInstigatorOrigin, RemoteRepositoryOrigin
+from dagster._core.scheduler.instigation import InstigatorState, InstigatorStatus, InstigatorType
 from dagster._core.storage.sql import get_alembic_config
+from test_event_log import counted, run_range
 
 from incremental_assets.orchestration import sqlite_storage
 from incremental_assets.orchestration.event_log import BATCH_SIZE_ENV, BatchedSqliteEventLogStorage
 from incremental_assets.orchestration.instance import LEGACY_DAGSTER_YAMLS, open_instance
 from incremental_assets.orchestration.sqlite_storage import ProjectSqliteRunStorage, ProjectSqliteScheduleStorage
-
-from test_event_log import counted, run_range
 
 DATABASES = ("history/runs.db", "schedules/schedules.db", "history/runs/index.db")
 
@@ -35,7 +34,11 @@ def schema(path) -> tuple:
     """A SQLite database's tables and indexes (their SQL), journal mode and schema revision."""
     with sqlite3.connect(path) as con:
         objects = sorted(con.execute("SELECT type, name, tbl_name, sql FROM sqlite_master"), key=repr)
-        return objects, con.execute("PRAGMA journal_mode").fetchall(), con.execute("SELECT * FROM alembic_version").fetchall()
+        return (
+            objects,
+            con.execute("PRAGMA journal_mode").fetchall(),
+            con.execute("SELECT * FROM alembic_version").fetchall(),
+        )
 
 
 def dagster_default_home(path, monkeypatch):
@@ -56,16 +59,25 @@ def test_new_databases_are_what_dagsters_default_storage_creates(tmp_path, monke
     theirs_run = run_range(theirs, 0, 3)
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "ours"))
     ours = open_instance(tmp_path / "ours")
-    assert isinstance(ours.run_storage, ProjectSqliteRunStorage) and isinstance(ours.schedule_storage, ProjectSqliteScheduleStorage)
+    assert isinstance(ours.run_storage, ProjectSqliteRunStorage) and isinstance(
+        ours.schedule_storage, ProjectSqliteScheduleStorage
+    )
     assert isinstance(ours.event_log_storage, BatchedSqliteEventLogStorage)
     ours_run = run_range(ours, 0, 3)
     for rel in DATABASES:
         assert schema(tmp_path / "ours" / rel) == schema(tmp_path / "theirs" / rel), rel
     # A run's own event log database: created and stamped without Dagster's set-up, the same schema.
-    assert schema(tmp_path / "ours" / "history" / "runs" / f"{ours_run}.db") == schema(tmp_path / "theirs" / "history" / "runs" / f"{theirs_run}.db")
+    assert schema(tmp_path / "ours" / "history" / "runs" / f"{ours_run}.db") == schema(
+        tmp_path / "theirs" / "history" / "runs" / f"{theirs_run}.db"
+    )
     head = sqlite_storage.migration_scripts().get_current_head()
     assert schema(tmp_path / "ours" / "history" / "runs.db")[2] == [(head,)]
-    assert head == ScriptDirectory.from_config(get_alembic_config(sqlite_storage.sqlite_run_storage.__file__)).get_current_head()
+    assert (
+        head
+        == ScriptDirectory.from_config(
+            get_alembic_config(sqlite_storage.sqlite_run_storage.__file__)
+        ).get_current_head()
+    )
 
 
 def test_an_instance_written_by_dagsters_default_storage_keeps_its_history(tmp_path, monkeypatch):
@@ -145,14 +157,23 @@ def test_processes_opening_a_new_instance_at_once_leave_it_usable(tmp_path, monk
 
     home, flags = tmp_path / "home", tmp_path / "flags"
     flags.mkdir()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")]),
+    }
     procs = [
-        subprocess.Popen([sys.executable, "-c", OPEN_WHEN_TOLD, str(home), str(flags)], env=env, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", OPEN_WHEN_TOLD, str(home), str(flags)], env=env, stderr=subprocess.PIPE, text=True
+        )
         for _ in range(8)
     ]
     try:
         deadline = time.monotonic() + 120
-        while len(list(flags.glob("ready-*"))) < len(procs) and time.monotonic() < deadline and all(p.poll() is None for p in procs):
+        while (
+            len(list(flags.glob("ready-*"))) < len(procs)
+            and time.monotonic() < deadline
+            and all(p.poll() is None for p in procs)
+        ):
             time.sleep(0.05)
         (flags / "go").touch()
         errors = [p.communicate(timeout=120)[1] for p in procs]

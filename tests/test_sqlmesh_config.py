@@ -50,7 +50,12 @@ approvers = Config(users=[User(username="admin", roles=[UserRole.REQUIRED_APPROV
 
 
 def test_a_config_py_with_sqlmesh_classes_enums_and_copies_loads(make_project):
-    root = make_project({"config.py": SUSHI_LIKE_CONFIG, "models/a.sql": "MODEL (name s.a, kind INCREMENTAL_BY_TIME_RANGE (time_column ds)); SELECT CAST('2024-01-05' AS DATE) AS ds"})
+    root = make_project(
+        {
+            "config.py": SUSHI_LIKE_CONFIG,
+            "models/a.sql": "MODEL (name s.a, kind INCREMENTAL_BY_TIME_RANGE (time_column ds)); SELECT CAST('2024-01-05' AS DATE) AS ds",
+        }
+    )
     project = load_project(root)
     assert project.model("s.a").start.isoformat() == "2024-01-05T00:00:00+00:00"  # to_ds computed as SQLMesh does
     assert project.before_all == ("CREATE SCHEMA IF NOT EXISTS raw",)
@@ -59,8 +64,16 @@ def test_a_config_py_with_sqlmesh_classes_enums_and_copies_loads(make_project):
 @pytest.mark.parametrize(
     ("source", "line", "name"),
     [
-        ("import os\nfrom sqlmesh.core.config import Config, NoSuchConfig\nconfig = Config()\n", 2, "sqlmesh.core.config.NoSuchConfig"),
-        ("import sqlmesh.utils.date\n\nconfig = sqlmesh.utils.date.to_somewhere('x')\n", 3, "sqlmesh.utils.date.to_somewhere"),
+        (
+            "import os\nfrom sqlmesh.core.config import Config, NoSuchConfig\nconfig = Config()\n",
+            2,
+            "sqlmesh.core.config.NoSuchConfig",
+        ),
+        (
+            "import sqlmesh.utils.date\n\nconfig = sqlmesh.utils.date.to_somewhere('x')\n",
+            3,
+            "sqlmesh.utils.date.to_somewhere",
+        ),
         ("from sqlmesh.core.scheduler import Scheduler\nconfig = 1\n", 1, "sqlmesh.core.scheduler"),
     ],
 )
@@ -72,19 +85,26 @@ def test_a_sqlmesh_name_the_stand_in_lacks_fails_the_load_with_file_line_and_nam
 
 
 def test_external_models_file_and_folder_with_sqlmesh_keys_and_gateways(make_project):
-    root = make_project({
-        "config.yaml": "gateways: {local: {connection: {type: duckdb}}, prod: {connection: {type: duckdb}}}\n"
-                       "default_gateway: local\nmodel_defaults: {dialect: duckdb}\n",
-        "external_models.yaml": "- name: raw.unread\n  description: no model reads it\n  dialect: duckdb\n  start: 1 week ago\n"
-                                "  audits: [{name: not_null, columns: '[id]'}]\n  columns: {id: int}\n",
-        "external_models/deep/events.yaml": "- name: raw.events\n  columns: {id: int, v: text}\n  location: data/events.parquet\n",
-        "external_models/prod.yaml": "- name: prod_raw.only_prod\n  gateway: prod\n  columns: {id: int}\n  location: data/p.parquet\n"
-                                     "- name: raw.local_only\n  gateway: LOCAL\n  columns: {id: int}\n  location: data/l.parquet\n",
-        "models/a.sql": "MODEL (name s.a, kind FULL); SELECT id, v FROM raw.events",
-    })
+    root = make_project(
+        {
+            "config.yaml": "gateways: {local: {connection: {type: duckdb}}, prod: {connection: {type: duckdb}}}\n"
+            "default_gateway: local\nmodel_defaults: {dialect: duckdb}\n",
+            "external_models.yaml": "- name: raw.unread\n  description: no model reads it\n  dialect: duckdb\n  start: 1 week ago\n"
+            "  audits: [{name: not_null, columns: '[id]'}]\n  columns: {id: int}\n",
+            "external_models/deep/events.yaml": "- name: raw.events\n  columns: {id: int, v: text}\n  location: data/events.parquet\n",
+            "external_models/prod.yaml": "- name: prod_raw.only_prod\n  gateway: prod\n  columns: {id: int}\n  location: data/p.parquet\n"
+            "- name: raw.local_only\n  gateway: LOCAL\n  columns: {id: int}\n  location: data/l.parquet\n",
+            "models/a.sql": "MODEL (name s.a, kind FULL); SELECT id, v FROM raw.events",
+        }
+    )
     project = load_project(root)
-    assert dict(project.sources["raw.events"].columns) == {"id": "INT", "v": "STRING"}  # read from the folder, recursively
-    assert "raw.local_only" in project.sources and "prod_raw.only_prod" not in project.sources  # another gateway's: skipped
+    assert dict(project.sources["raw.events"].columns) == {
+        "id": "INT",
+        "v": "STRING",
+    }  # read from the folder, recursively
+    assert (
+        "raw.local_only" in project.sources and "prod_raw.only_prod" not in project.sources
+    )  # another gateway's: skipped
     assert "raw.unread" not in project.sources  # no location, read by no model: no error
     (root / "models" / "b.sql").write_text("MODEL (name s.b, kind FULL);\nSELECT id\nFROM raw.unread")
     with pytest.raises(ProjectError) as err:
@@ -118,8 +138,8 @@ STATEMENTS_PROJECT = {
 
 
 def test_before_all_runs_on_spark_before_the_models_and_their_objects_are_readable(spark, make_project):
-    from incremental_assets.spark.session import run_project_statements
     from incremental_assets.spark.executor import Executor
+    from incremental_assets.spark.session import run_project_statements
 
     project = load_project(make_project(STATEMENTS_PROJECT))
     assert project.sources["cfg_raw.demographics"].format == "table"  # a catalog view: no sources.yaml entry needed
@@ -165,7 +185,10 @@ examples = pytest.mark.skipif(not EXAMPLES.is_dir(), reason="SQLMesh's examples 
 def test_sqlmesh_multi_example_loads_as_one_project():
     project = load_project([EXAMPLES / "multi" / "repo_1", EXAMPLES / "multi" / "repo_2"])
     assert sorted(project.models) == ["bronze.a", "bronze.b", "silver.c", "silver.d", "silver.e"]
-    assert project.before_all == ("CREATE TABLE IF NOT EXISTS before_1 AS SELECT 1", "CREATE TABLE IF NOT EXISTS before_2 AS SELECT 2")
+    assert project.before_all == (
+        "CREATE TABLE IF NOT EXISTS before_1 AS SELECT 1",
+        "CREATE TABLE IF NOT EXISTS before_2 AS SELECT 2",
+    )
 
 
 @examples
@@ -180,11 +203,13 @@ def test_sqlmesh_sushi_example_gets_past_config_and_external_models():
 def test_a_name_in_the_gateways_default_catalog_names_the_model(make_project):
     """SQLMesh prefixes every model with the gateway's default catalog; generated SQL (ibis.to_sql) writes
     `local.s.a`: it reads model s.a. A catalog that is not the default stays an unknown table."""
-    root = make_project({
-        "config.yaml": "gateways:\n  g:\n    connection:\n      type: duckdb\n      catalogs:\n        local: data/l.duckdb\nmodel_defaults:\n  dialect: duckdb\n",
-        **MODEL,
-        "models/b.sql": "MODEL (name s.b, kind FULL); SELECT x FROM local.s.a",
-    })
+    root = make_project(
+        {
+            "config.yaml": "gateways:\n  g:\n    connection:\n      type: duckdb\n      catalogs:\n        local: data/l.duckdb\nmodel_defaults:\n  dialect: duckdb\n",
+            **MODEL,
+            "models/b.sql": "MODEL (name s.b, kind FULL); SELECT x FROM local.s.a",
+        }
+    )
     project = load_project(root)
     assert project.model("s.b").depends_on == ("s.a",)
     assert "local" not in project.model("s.b").query.sql(dialect="spark")

@@ -69,13 +69,17 @@ def test_sqlmesh_and_we_give_the_same_rows(spark, tmp_path):
     ex = Executor(spark, project)
     for model in project.ordered():
         if model.is_incremental:
-            end = model.end or last_complete_end(datetime.now(timezone.utc), model.unit)  # as SQLMesh's plan: up to yesterday
+            end = model.end or last_complete_end(
+                datetime.now(timezone.utc), model.unit
+            )  # as SQLMesh's plan: up to yesterday
             for plan in plan_window(project, model, TimeWindow(model.start, end)):
                 ex.execute(plan)
         else:
             ex.execute(plan_run(project, model, None))
     names = [m.name for m in project.ordered()]
-    dumped = subprocess.run([str(python), "-c", DUMP, *names], cwd=theirs_dir, capture_output=True, text=True, check=True)
+    dumped = subprocess.run(
+        [str(python), "-c", DUMP, *names], cwd=theirs_dir, capture_output=True, text=True, check=True
+    )
     theirs = json.loads(dumped.stdout)
 
     for name in names:
@@ -133,12 +137,18 @@ def test_an_installed_sqlmesh_serves_its_own_names():
     python = _sqlmesh_python()
     shim = Path(__file__).parents[1] / "incremental_assets" / "load" / "sqlmesh_shim.py"
     files = [str(PROJECT / "models" / "item_sizes.py"), str(PROJECT / "models" / "daily_units.py")]
-    done = subprocess.run([str(python), "-c", READ_REAL, str(shim), str(PROJECT), *files], capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [str(python), "-c", READ_REAL, str(shim), str(PROJECT), *files], capture_output=True, text=True, check=True
+    )
     out = json.loads(done.stdout)
     assert out["installed"] and out["real_classes"]
     assert out["models"] == [
         ["bakery.item_sizes", "FULL", {"item": "text", "quantity": "int", "size": "text"}],
-        ["bakery.daily_units", {"name": "INCREMENTAL_BY_TIME_RANGE", "time_column": "ds"}, {"ds": "date", "units": "int"}],
+        [
+            "bakery.daily_units",
+            {"name": "INCREMENTAL_BY_TIME_RANGE", "time_column": "ds"},
+            {"ds": "date", "units": "int"},
+        ],
     ]
 
 
@@ -157,7 +167,9 @@ def test_the_override_a_refusal_names_loads_in_sqlmesh_and_here(tmp_path):
         "WHERE p.viewed_at BETWEEN @start_dt AND @end_dt\n"
     )
     (tmp_path / "models").mkdir()
-    (tmp_path / "sources.yaml").write_text("- {name: raw.page_views, location: data/pv, format: delta, time_column: viewed_at}\n")
+    (tmp_path / "sources.yaml").write_text(
+        "- {name: raw.page_views, location: data/pv, format: delta, time_column: viewed_at}\n"
+    )
     (tmp_path / "config.yaml").write_text(
         "gateways: {local: {connection: {type: duckdb, database: db.duckdb}}}\ndefault_gateway: local\n"
         "model_defaults: {dialect: spark}\n"
@@ -167,7 +179,9 @@ def test_the_override_a_refusal_names_loads_in_sqlmesh_and_here(tmp_path):
     refused = analysis_of(load_project(tmp_path), "s.run_users")
     fixes = [re.search(r"`physical_properties \((\w+ = true)\)`", r.message) for r in refused.reasons]
     assert sorted(r.rule for r in refused.reasons) == ["aggregate", "distinct"] and all(fixes)
-    model.write_text(f"MODEL (\n  {header},\n  physical_properties ({', '.join(f.group(1) for f in fixes)})\n);\n{body}")
+    model.write_text(
+        f"MODEL (\n  {header},\n  physical_properties ({', '.join(f.group(1) for f in fixes)})\n);\n{body}"
+    )
     admitted = analysis_of(load_project(tmp_path), "s.run_users")
     assert (admitted.safety_class, admitted.batch_limit) == ("PerPartitionOnly", 1)
     rendered = _sqlmesh(tmp_path, "render", "s.run_users")

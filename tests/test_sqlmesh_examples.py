@@ -44,24 +44,34 @@ CLI_TIMEOUT = 600
 
 @dataclass(frozen=True)
 class Example:
-    folders: tuple[str, ...]           # the project folders, relative to the example (multi: two repos as one)
-    database: str                      # SQLMesh's DuckDB file, relative to the example
-    gateway: str | None = None         # SQLMesh's gateway with that file (the default ones are in memory)
-    end: date | None = None            # the fixed range's exclusive end (None: today, UTC: relative starts)
+    folders: tuple[str, ...]  # the project folders, relative to the example (multi: two repos as one)
+    database: str  # SQLMesh's DuckDB file, relative to the example
+    gateway: str | None = None  # SQLMesh's gateway with that file (the default ones are in memory)
+    end: date | None = None  # the fixed range's exclusive end (None: today, UTC: relative starts)
     # Files of the example SQLMesh 0.236.4 itself fails to run on DuckDB: removed from SQLMesh's copy only.
     theirs_without: dict[str, str] = field(default_factory=dict)
 
 
 EXAMPLES = {
-    "sushi": Example(("sushi",), "data/duckdb.db", "duckdb_persistent", theirs_without={
-        "models/latest_order.sql": "its materialization custom_full_with_custom_kind asserts the model's kind is "
-                                   "ExtendedCustomKind, which SQLMesh's loader does not give it (AssertionError)",
-    }),
+    "sushi": Example(
+        ("sushi",),
+        "data/duckdb.db",
+        "duckdb_persistent",
+        theirs_without={
+            "models/latest_order.sql": "its materialization custom_full_with_custom_kind asserts the model's kind is "
+            "ExtendedCustomKind, which SQLMesh's loader does not give it (AssertionError)",
+        },
+    ),
     "wursthall": Example(("wursthall",), "duckdb.db", "duckdb_persistent", end=date(2022, 6, 8)),
-    "ibis": Example(("ibis",), "data/local.duckdb", end=date(2020, 1, 8), theirs_without={
-        "models/ibis_full_model_python.py": "it opens SQLMesh's DuckDB file by path while SQLMesh holds it attached: "
-                                            "'Unique file handle conflict' (BinderException)",
-    }),
+    "ibis": Example(
+        ("ibis",),
+        "data/local.duckdb",
+        end=date(2020, 1, 8),
+        theirs_without={
+            "models/ibis_full_model_python.py": "it opens SQLMesh's DuckDB file by path while SQLMesh holds it attached: "
+            "'Unique file handle conflict' (BinderException)",
+        },
+    ),
     "multi": Example(("repo_1", "repo_2"), "db.duckdb"),
 }
 
@@ -72,7 +82,7 @@ NOT_COMPARED = {
     "sushi.items": "random.randint, random.sample and np.random.uniform without a seed",
     "sushi.order_items": "items.sample(n) and np.random.randint without a seed, over the unseeded orders and items",
     "sushi.raw_marketing": "random.randint / random.sample without a seed (only numpy is seeded); updated_at is the "
-                           "execution time",
+    "execution time",
     "sushi.marketing": "SCD type 2 over sushi.raw_marketing (unseeded, stamped with the execution time)",
     "sushi.customers": _UNSEEDED + " and sushi.raw_marketing",
     "sushi.count_customers_active": _UNSEEDED + " and sushi.raw_marketing",
@@ -85,8 +95,10 @@ NOT_COMPARED = {
     "sushi.active_customers": _UNSEEDED + " and sushi.raw_marketing",
 }
 # Columns compared by presence only (NULL or not), with why their values cannot be compared.
-_BY_POSITION = ("a registered customer is picked by its position in `SELECT id, register_ds FROM src.customer_details "
-                "WHERE ...` without ORDER BY, so which id depends on the engine's row order")
+_BY_POSITION = (
+    "a registered customer is picked by its position in `SELECT id, register_ds FROM src.customer_details "
+    "WHERE ...` without ORDER BY, so which id depends on the engine's row order"
+)
 PARTLY_COMPARED = {
     "src.order_item_details": {"customer_id": _BY_POSITION},
     "db.order_item_f": {"customer_id": _BY_POSITION},
@@ -100,8 +112,8 @@ CUSTOM = {"sushi.active_customers": "models/active_customers.sql", "sushi.latest
 # the example run and are compared. The run exits 1 for them.
 FAILING = {
     "ibis.ibis_full_model_python": "it opens data/local.duckdb, SQLMesh's own DuckDB file, with ibis and calls "
-                                   "con.table(name=...), which ibis-framework 12 refuses (name is positional-only); "
-                                   "SQLMesh 0.236.4 cannot run it either (see EXAMPLES['ibis'].theirs_without)",
+    "con.table(name=...), which ibis-framework 12 refuses (name is positional-only); "
+    "SQLMesh 0.236.4 cannot run it either (see EXAMPLES['ibis'].theirs_without)",
 }
 # Tables on SQLMesh's side that are not models: what before_all / after_all create, external models.
 NOT_MODELS = {"raw.demographics", "main.before_1", "main.before_2", "main.after_1", "main.after_2"}
@@ -134,8 +146,23 @@ def examples_folder() -> Path:
     CACHE.mkdir(exist_ok=True)
     sdist = CACHE / f"sqlmesh-{SQLMESH_VERSION}.tar.gz"
     if not sdist.exists():
-        done = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
-                               f"sqlmesh=={SQLMESH_VERSION}", "-d", str(CACHE)], capture_output=True, text=True)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                f"sqlmesh=={SQLMESH_VERSION}",
+                "-d",
+                str(CACHE),
+            ],
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0 or not sdist.exists():
             pytest.skip(f"cannot download SQLMesh's source distribution: {done.stderr.strip().splitlines()[-1:]}")
     prefix = f"sqlmesh-{SQLMESH_VERSION}/examples/"
@@ -150,8 +177,21 @@ def _our_custom_materializations(folder: Path) -> Path:
     sqlmesh, which our environment does not need (its classes are read, never imported)."""
     target = CACHE / "ours-custom-materializations"
     if not any(target.glob("custom_materializations-*.dist-info")):
-        done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
-                               str(folder / "custom_materializations")], capture_output=True, text=True)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--no-deps",
+                "--target",
+                str(target),
+                str(folder / "custom_materializations"),
+            ],
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0:
             pytest.skip(f"cannot install custom_materializations: {done.stderr.strip().splitlines()[-1:]}")
     return target
@@ -162,12 +202,16 @@ def _our_requirements() -> None:
     probe = "import faker, ibis, ibis.backends.duckdb"
     if subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0:
         return
-    frozen = subprocess.run([sys.executable, "-m", "pip", "freeze", "--exclude-editable"], capture_output=True,
-                            text=True, check=True).stdout
+    frozen = subprocess.run(
+        [sys.executable, "-m", "pip", "freeze", "--exclude-editable"], capture_output=True, text=True, check=True
+    ).stdout
     constraints = CACHE / "constraints.txt"
     constraints.write_text("".join(line + "\n" for line in frozen.splitlines() if "==" in line))
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-c", str(constraints), *EXAMPLE_REQUIREMENTS],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "-c", str(constraints), *EXAMPLE_REQUIREMENTS],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot install {EXAMPLE_REQUIREMENTS}: {done.stderr.strip().splitlines()[-1:]}")
 
@@ -175,9 +219,13 @@ def _our_requirements() -> None:
 @pytest.fixture(scope="module")
 def examples() -> Path:
     folder = examples_folder()
-    sqlmesh_python(f"sqlmesh[bigquery]=={SQLMESH_VERSION}", "google-cloud-bigquery>=3", *EXAMPLE_REQUIREMENTS,
-                   str(folder / "custom_materializations"),
-                   probe="import faker, ibis, google.cloud.bigquery, custom_materializations")
+    sqlmesh_python(
+        f"sqlmesh[bigquery]=={SQLMESH_VERSION}",
+        "google-cloud-bigquery>=3",
+        *EXAMPLE_REQUIREMENTS,
+        str(folder / "custom_materializations"),
+        probe="import faker, ibis, google.cloud.bigquery, custom_materializations",
+    )
     _our_requirements()
     _our_custom_materializations(folder)
     return folder
@@ -190,8 +238,13 @@ def _end(example: Example) -> date:
 def _sqlmesh(cwd: Path, example: Example, *args: str) -> subprocess.CompletedProcess:
     paths = [a for folder in example.folders for a in ("-p", folder)] if len(example.folders) > 1 else []
     gateway = ["--gateway", example.gateway] if example.gateway else []
-    done = subprocess.run([str(VENV / "bin" / "sqlmesh"), *paths, *gateway, *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=CLI_TIMEOUT)
+    done = subprocess.run(
+        [str(VENV / "bin" / "sqlmesh"), *paths, *gateway, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT,
+    )
     assert done.returncode == 0, f"sqlmesh {' '.join(args)} in {cwd}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
     return done
 
@@ -201,7 +254,9 @@ def _project_dirs(root: Path, example: Example) -> list[Path]:
 
 
 def _copy(examples: Path, name: str, to: Path) -> Path:
-    shutil.copytree(examples / name, to, ignore=shutil.ignore_patterns("__pycache__", "logs", ".cache", "*.duckdb", "*.db"))
+    shutil.copytree(
+        examples / name, to, ignore=shutil.ignore_patterns("__pycache__", "logs", ".cache", "*.duckdb", "*.db")
+    )
     return to
 
 
@@ -213,10 +268,22 @@ def run_sqlmesh(examples: Path, name: str, root: Path) -> dict:
         (root / path).unlink()
     (root / example.database).parent.mkdir(parents=True, exist_ok=True)
     _sqlmesh(root, example, "test")
-    _sqlmesh(root, example, "plan", "--auto-apply", "--no-prompts", "--skip-tests",
-             "--execution-time", _end(example).isoformat())
-    dumped = subprocess.run([str(VENV / "bin" / "python"), "-c", DUMP, str(root / example.database)], capture_output=True,
-                            text=True, check=True)
+    _sqlmesh(
+        root,
+        example,
+        "plan",
+        "--auto-apply",
+        "--no-prompts",
+        "--skip-tests",
+        "--execution-time",
+        _end(example).isoformat(),
+    )
+    dumped = subprocess.run(
+        [str(VENV / "bin" / "python"), "-c", DUMP, str(root / example.database)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(dumped.stdout)
 
 
@@ -229,6 +296,7 @@ def theirs(examples, tmp_path_factory):
         if name not in done:
             done[name] = run_sqlmesh(examples, name, tmp_path_factory.mktemp("theirs") / name)
         return done[name]
+
     return tables
 
 
@@ -241,14 +309,27 @@ def test_sqlmesh_runs_its_example(theirs, name):
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("INCREMENTAL_ASSETS_", "DAGSTER_", "SPARK_", "PYSPARK_"))}
-    env.update(TZ="UTC", PYTHONPATH=os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]), **extra)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("INCREMENTAL_ASSETS_", "DAGSTER_", "SPARK_", "PYSPARK_"))
+    }
+    env.update(
+        TZ="UTC", PYTHONPATH=os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]), **extra
+    )
     return env
 
 
 def _cli(cwd: Path, args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "incremental_assets.cli", *args], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=CLI_TIMEOUT)
+    return subprocess.run(
+        [sys.executable, "-m", "incremental_assets.cli", *args],
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -343,15 +424,19 @@ def compare(theirs: dict[str, dict], ours: dict[str, dict]) -> list[str]:
         a, b = _comparable(name, mine), _comparable(name, table)
         if a != b:
             only_ours, only_theirs = sorted(set(a) - set(b))[:3], sorted(set(b) - set(a))[:3]
-            problems.append(f"{name}: {len(a)} rows != SQLMesh's {len(b)}; only ours {only_ours}; only SQLMesh's {only_theirs}")
+            problems.append(
+                f"{name}: {len(a)} rows != SQLMesh's {len(b)}; only ours {only_ours}; only SQLMesh's {only_theirs}"
+            )
     return problems
 
 
 def _comparable(name: str, table: dict) -> list[tuple[str, ...]]:
     """The rows as text, each column of PARTLY_COMPARED reduced to whether it is NULL."""
     partly = {i for i, c in enumerate(table["columns"]) if c.lower() in PARTLY_COMPARED.get(name, {})}
-    return text_rows(tuple(("<set>" if v is not None else None) if i in partly else v for i, v in enumerate(row))
-                     for row in table["rows"])
+    return text_rows(
+        tuple(("<set>" if v is not None else None) if i in partly else v for i, v in enumerate(row))
+        for row in table["rows"]
+    )
 
 
 def run_ours(examples: Path, name: str, root: Path, remote: str) -> None:
@@ -379,7 +464,9 @@ def test_our_cli_runs_the_example_unchanged(examples, theirs, spark_remote, name
     ours = our_tables(tmp_path / name, example, sorted(reference), request)
     problems = compare(reference, ours)
     assert not problems, "\n".join(problems)
-    if name == "sushi":  # SQLMesh cannot run latest_order (EXAMPLES['sushi'].theirs_without): ours holds the latest order
+    if (
+        name == "sushi"
+    ):  # SQLMesh cannot run latest_order (EXAMPLES['sushi'].theirs_without): ours holds the latest order
         latest = our_tables(tmp_path / name, example, ["sushi.latest_order", "sushi.orders"], request)
         newest = max(r[latest["sushi.orders"]["columns"].index("event_date")] for r in latest["sushi.orders"]["rows"])
         assert [r[-1] for r in latest["sushi.latest_order"]["rows"]] == [newest]
@@ -417,8 +504,9 @@ print(json.dumps({"real_sqlmesh": real_sqlmesh_installed(), "models": models}))
 def _loaded(python: Path | str, dirs: list[Path], pythonpath: list[Path]) -> dict:
     env = clean_env()
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *map(str, pythonpath)])
-    done = subprocess.run([str(python), "-c", LOADED, *map(str, dirs)], capture_output=True, text=True, env=env,
-                          timeout=CLI_TIMEOUT)
+    done = subprocess.run(
+        [str(python), "-c", LOADED, *map(str, dirs)], capture_output=True, text=True, env=env, timeout=CLI_TIMEOUT
+    )
     assert done.returncode == 0, f"{python}: {done.stdout[-3000:]}{done.stderr[-3000:]}"
     return json.loads(done.stdout.splitlines()[-1])
 

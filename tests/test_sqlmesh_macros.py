@@ -12,8 +12,8 @@ import os
 import shutil
 import subprocess
 import sys
-from decimal import Decimal
 from datetime import date, datetime
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -40,49 +40,86 @@ def rendered(body: str, dialect: str = "spark") -> str:
 @pytest.mark.parametrize(
     "body, expected",
     [
-        ("SELECT @EACH([4, 5], x -> CASE WHEN n = x THEN 1 ELSE 0 END AS col_@x) FROM t",
-         "SELECT CASE WHEN n = 4 THEN 1 ELSE 0 END AS col_4, CASE WHEN n = 5 THEN 1 ELSE 0 END AS col_5 FROM t"),
+        (
+            "SELECT @EACH([4, 5], x -> CASE WHEN n = x THEN 1 ELSE 0 END AS col_@x) FROM t",
+            "SELECT CASE WHEN n = 4 THEN 1 ELSE 0 END AS col_4, CASE WHEN n = 5 THEN 1 ELSE 0 END AS col_5 FROM t",
+        ),
         ("SELECT @EACH(['a', 'b'], x -> x AS @{x}_lit) FROM t", "SELECT 'a' AS a_lit, 'b' AS b_lit FROM t"),
         ("@DEF(size, 1);\nSELECT a FROM t WHERE size > @size", "SELECT a FROM t WHERE size > 1"),
-        ("@DEF(pythag, (x, y) -> sqrt(pow(x, 2) + pow(y, 2)));\nSELECT @pythag(a, b) AS c FROM t",
-         "SELECT SQRT(POWER(a, 2) + POWER(b, 2)) AS c FROM t"),
-        ("@DEF(area, r -> pi() * r * r);\n@DEF(vol, (r, h) -> @area(r) * h);\nSELECT @vol(d / 2, h) AS v FROM t",
-         "SELECT PI() * (d / 2) * (d / 2) * h AS v FROM t"),
+        (
+            "@DEF(pythag, (x, y) -> sqrt(pow(x, 2) + pow(y, 2)));\nSELECT @pythag(a, b) AS c FROM t",
+            "SELECT SQRT(POWER(a, 2) + POWER(b, 2)) AS c FROM t",
+        ),
+        (
+            "@DEF(area, r -> pi() * r * r);\n@DEF(vol, (r, h) -> @area(r) * h);\nSELECT @vol(d / 2, h) AS v FROM t",
+            "SELECT PI() * (d / 2) * (d / 2) * h AS v FROM t",
+        ),
         ("SELECT col1, @IF(1 > 0, sensitive_col) FROM t", "SELECT col1, sensitive_col FROM t"),
         ("SELECT col1, @IF(1 > 2, sensitive_col) FROM t", "SELECT col1 FROM t"),
         ("SELECT @IF('a' IN ('a', 'b'), x, y) AS z FROM t", "SELECT x AS z FROM t"),
         ("@DEF(x, 1);\nSELECT @EVAL(5 + @x) AS six FROM t", "SELECT 6 AS six FROM t"),
         ("SELECT @EACH(@FILTER([1, 2, 3], x -> x > 1), v -> v) FROM t", "SELECT 2, 3 FROM t"),
-        ("SELECT a FROM t WHERE @REDUCE(@EACH([c1, c2, c3], x -> x = 1), (x, y) -> x AND y)",
-         "SELECT a FROM t WHERE c1 = 1 AND c2 = 1 AND c3 = 1"),
+        (
+            "SELECT a FROM t WHERE @REDUCE(@EACH([c1, c2, c3], x -> x = 1), (x, y) -> x AND y)",
+            "SELECT a FROM t WHERE c1 = 1 AND c2 = 1 AND c3 = 1",
+        ),
         ("SELECT @REDUCE([a + 1, b], (x, y) -> x * y) AS p FROM t", "SELECT (a + 1) * b AS p FROM t"),
-        ("SELECT @GENERATE_SURROGATE_KEY(a, b) AS k FROM t",
-         "SELECT MD5(CONCAT(COALESCE(CAST(a AS STRING), '_sqlmesh_surrogate_key_null_'), '|', "
-         "COALESCE(CAST(b AS STRING), '_sqlmesh_surrogate_key_null_'))) AS k FROM t"),
-        ("SELECT @SAFE_ADD(a, b) AS s FROM t", "SELECT CASE WHEN a IS NULL AND b IS NULL THEN NULL ELSE COALESCE(a, 0) + COALESCE(b, 0) END AS s FROM t"),
-        ("SELECT @SAFE_SUB(a, b) AS s FROM t", "SELECT CASE WHEN a IS NULL AND b IS NULL THEN NULL ELSE COALESCE(a, 0) - COALESCE(b, 0) END AS s FROM t"),
+        (
+            "SELECT @GENERATE_SURROGATE_KEY(a, b) AS k FROM t",
+            "SELECT MD5(CONCAT(COALESCE(CAST(a AS STRING), '_sqlmesh_surrogate_key_null_'), '|', "
+            "COALESCE(CAST(b AS STRING), '_sqlmesh_surrogate_key_null_'))) AS k FROM t",
+        ),
+        (
+            "SELECT @SAFE_ADD(a, b) AS s FROM t",
+            "SELECT CASE WHEN a IS NULL AND b IS NULL THEN NULL ELSE COALESCE(a, 0) + COALESCE(b, 0) END AS s FROM t",
+        ),
+        (
+            "SELECT @SAFE_SUB(a, b) AS s FROM t",
+            "SELECT CASE WHEN a IS NULL AND b IS NULL THEN NULL ELSE COALESCE(a, 0) - COALESCE(b, 0) END AS s FROM t",
+        ),
         ("SELECT @SAFE_DIV(a, b) AS s FROM t", "SELECT a / NULLIF(b, 0) AS s FROM t"),
-        ("SELECT @HAVERSINE_DISTANCE(y1, x1, y2, x2, 'mi') AS d FROM t",
-         "SELECT 7922 * ASIN(SQRT((POWER(SIN(RADIANS((y2 - y1) / 2)), 2)) + (COS(RADIANS(y1)) * COS(RADIANS(y2)) * "
-         "POWER(SIN(RADIANS((x2 - x1) / 2)), 2)))) * 1.0 AS d FROM t"),
-        ("SELECT day, @PIVOT(status, ['cancelled', 'completed']) FROM t GROUP BY 1",
-         "SELECT day, SUM(CASE WHEN status = 'cancelled' THEN 1 ELSE 0 END) AS `cancelled`, "
-         "SUM(CASE WHEN status = 'completed' THEN 1 ELSE 0 END) AS `completed` FROM t GROUP BY 1"),
-        ("SELECT a FROM t WHERE @AND(TRUE, NULL) AND @OR(a = 1, NULL, b = 2)", "SELECT a FROM t WHERE TRUE AND (a = 1 OR b = 2)"),
+        (
+            "SELECT @HAVERSINE_DISTANCE(y1, x1, y2, x2, 'mi') AS d FROM t",
+            "SELECT 7922 * ASIN(SQRT((POWER(SIN(RADIANS((y2 - y1) / 2)), 2)) + (COS(RADIANS(y1)) * COS(RADIANS(y2)) * "
+            "POWER(SIN(RADIANS((x2 - x1) / 2)), 2)))) * 1.0 AS d FROM t",
+        ),
+        (
+            "SELECT day, @PIVOT(status, ['cancelled', 'completed']) FROM t GROUP BY 1",
+            "SELECT day, SUM(CASE WHEN status = 'cancelled' THEN 1 ELSE 0 END) AS `cancelled`, "
+            "SUM(CASE WHEN status = 'completed' THEN 1 ELSE 0 END) AS `completed` FROM t GROUP BY 1",
+        ),
+        (
+            "SELECT a FROM t WHERE @AND(TRUE, NULL) AND @OR(a = 1, NULL, b = 2)",
+            "SELECT a FROM t WHERE TRUE AND (a = 1 OR b = 2)",
+        ),
         ("SELECT @SQL('a + 1') AS b FROM t", "SELECT a + 1 AS b FROM t"),
         ("@DEF(tbl, db.events);\nSELECT * FROM @tbl AS e", "SELECT * FROM db.events AS e"),
         ("SELECT @eAcH([a], x -> x) FROM t", "SELECT a FROM t"),
-        ("@DEF(l, 1);\n@DEF(r, 2);\nSELECT a FROM t @WHERE(@l < @r) a > @l OR b = 2", "SELECT a FROM t WHERE a > 1 OR b = 2"),
+        (
+            "@DEF(l, 1);\n@DEF(r, 2);\nSELECT a FROM t @WHERE(@l < @r) a > @l OR b = 2",
+            "SELECT a FROM t WHERE a > 1 OR b = 2",
+        ),
         ("SELECT a FROM t @WHERE(FALSE) a > 1", "SELECT a FROM t"),
-        ("SELECT c, COUNT(*) AS n FROM t @GROUP_BY(TRUE) c @HAVING(1 > 2) n > 1 @ORDER_BY(TRUE) c DESC",
-         "SELECT c, COUNT(*) AS n FROM t GROUP BY c ORDER BY c DESC"),
-        ("@WITH(TRUE) all_cities AS (SELECT * FROM city) SELECT * FROM all_cities",
-         "WITH all_cities AS (SELECT * FROM city) SELECT * FROM all_cities"),
-        ("@DEF(flag, 0);\n@WITH(@flag > 0) a AS (SELECT 1 AS x), b AS (SELECT 2 AS x) SELECT * FROM city", "SELECT * FROM city"),
-        ("SELECT * FROM city LEFT OUTER @JOIN(TRUE) country ON city.country = country.name OR country.name IS NULL",
-         "SELECT * FROM city LEFT OUTER JOIN country ON city.country = country.name OR country.name IS NULL"),
-        ("SELECT * FROM city LEFT OUTER @JOIN(1 > 2) country ON city.country = country.name WHERE pop > 1",
-         "SELECT * FROM city WHERE pop > 1"),
+        (
+            "SELECT c, COUNT(*) AS n FROM t @GROUP_BY(TRUE) c @HAVING(1 > 2) n > 1 @ORDER_BY(TRUE) c DESC",
+            "SELECT c, COUNT(*) AS n FROM t GROUP BY c ORDER BY c DESC",
+        ),
+        (
+            "@WITH(TRUE) all_cities AS (SELECT * FROM city) SELECT * FROM all_cities",
+            "WITH all_cities AS (SELECT * FROM city) SELECT * FROM all_cities",
+        ),
+        (
+            "@DEF(flag, 0);\n@WITH(@flag > 0) a AS (SELECT 1 AS x), b AS (SELECT 2 AS x) SELECT * FROM city",
+            "SELECT * FROM city",
+        ),
+        (
+            "SELECT * FROM city LEFT OUTER @JOIN(TRUE) country ON city.country = country.name OR country.name IS NULL",
+            "SELECT * FROM city LEFT OUTER JOIN country ON city.country = country.name OR country.name IS NULL",
+        ),
+        (
+            "SELECT * FROM city LEFT OUTER @JOIN(1 > 2) country ON city.country = country.name WHERE pop > 1",
+            "SELECT * FROM city WHERE pop > 1",
+        ),
         ("SELECT * FROM city @LIMIT(TRUE) 10", "SELECT * FROM city LIMIT 10"),
         ("SELECT * FROM city @ORDER_BY(TRUE) pop @LIMIT(FALSE) 10", "SELECT * FROM city ORDER BY pop"),
     ],
@@ -103,7 +140,10 @@ def test_statements_split_around_the_query():
         "@DEF(n, 2);\nSET spark.sql.shuffle.partitions = 3;\nCACHE TABLE c AS SELECT 1 AS one;\nSELECT @n AS n FROM t;\nUNCACHE TABLE c"
     )
     assert body.query.sql("spark") == "SELECT 2 AS n FROM t"
-    assert [s.sql("spark") for s in body.pre_statements] == ["SET spark.sql.shuffle.partitions = 3", "CACHE TABLE c AS SELECT 1 AS one"]
+    assert [s.sql("spark") for s in body.pre_statements] == [
+        "SET spark.sql.shuffle.partitions = 3",
+        "CACHE TABLE c AS SELECT 1 AS one",
+    ]
     assert [s.sql("spark") for s in body.post_statements] == ["UNCACHE TABLE c"]
 
 
@@ -122,8 +162,14 @@ def test_python_macros_from_the_macros_folder_expand_without_sqlmesh(demo):
     project = load_project(demo)
     facts = project.model("shop.order_facts").query
     sql = facts.sql("spark")
-    for piece in ("42 AS plus_one", "id * 10 AS id_times_ten", "UPPER(customer) AS loud_customer",
-                  "CASE WHEN status = 'open' THEN 1 ELSE 0 END AS is_open", "'amount + 1' AS amount_sql", "id * 3 AS tripled"):
+    for piece in (
+        "42 AS plus_one",
+        "id * 10 AS id_times_ten",
+        "UPPER(customer) AS loud_customer",
+        "CASE WHEN status = 'open' THEN 1 ELSE 0 END AS is_open",
+        "'amount + 1' AS amount_sql",
+        "id * 3 AS tripled",
+    ):
         assert piece in sql, piece
     assert "sqlmesh" not in sys.modules and "macros" not in sys.modules  # nothing left behind
     assert project.model("shop.order_facts").depends_on == ("shop.orders",)
@@ -145,28 +191,34 @@ def test_an_installed_sqlmesh_is_set_aside_while_macros_load_and_put_back(demo, 
 
 
 def test_macro_hiding_an_unsafe_construct_is_still_refused(make_project):
-    root = make_project({
-        "macros/unsafe.py": "from sqlmesh import macro\n\n@macro()\ndef ranked(evaluator, col):\n    return f'ROW_NUMBER() OVER (ORDER BY {col})'\n",
-        "models/m.sql": "MODEL (name s.m, kind INCREMENTAL_BY_TIME_RANGE(time_column ds), start '2024-01-01');\n"
-                        "SELECT ds, @ranked(ds) AS rn FROM s.src WHERE ds BETWEEN @start_ds AND @end_ds",
-        "sources.yaml": "- name: s.src\n  location: data/src\n  format: parquet\n  time_column: ds\n  interval_unit: day\n",
-    })
+    root = make_project(
+        {
+            "macros/unsafe.py": "from sqlmesh import macro\n\n@macro()\ndef ranked(evaluator, col):\n    return f'ROW_NUMBER() OVER (ORDER BY {col})'\n",
+            "models/m.sql": "MODEL (name s.m, kind INCREMENTAL_BY_TIME_RANGE(time_column ds), start '2024-01-01');\n"
+            "SELECT ds, @ranked(ds) AS rn FROM s.src WHERE ds BETWEEN @start_ds AND @end_ds",
+            "sources.yaml": "- name: s.src\n  location: data/src\n  format: parquet\n  time_column: ds\n  interval_unit: day\n",
+        }
+    )
     from incremental_assets.plan.analyses import analysis_of
 
     project = load_project(root)
     analysis = analysis_of(project, "s.m")
     assert analysis.safety_class == "Refused"
-    assert any("ROW_NUMBER" in r.message.upper() or r.rule.startswith("window") for r in analysis.reasons), analysis.reasons
+    assert any("ROW_NUMBER" in r.message.upper() or r.rule.startswith("window") for r in analysis.reasons), (
+        analysis.reasons
+    )
 
 
 def test_a_limit_made_by_a_clause_operator_is_refused_like_a_limit(make_project):
     from incremental_assets.plan.analyses import analysis_of
 
-    root = make_project({
-        "models/m.sql": "MODEL (name s.m, kind INCREMENTAL_BY_TIME_RANGE(time_column ds), start '2024-01-01');\n"
-                        "@DEF(sample, TRUE);\nSELECT ds FROM s.src WHERE ds BETWEEN @start_ds AND @end_ds\n@LIMIT(@sample) 5",
-        "sources.yaml": "- name: s.src\n  location: data/src\n  format: parquet\n  time_column: ds\n  interval_unit: day\n",
-    })
+    root = make_project(
+        {
+            "models/m.sql": "MODEL (name s.m, kind INCREMENTAL_BY_TIME_RANGE(time_column ds), start '2024-01-01');\n"
+            "@DEF(sample, TRUE);\nSELECT ds FROM s.src WHERE ds BETWEEN @start_ds AND @end_ds\n@LIMIT(@sample) 5",
+            "sources.yaml": "- name: s.src\n  location: data/src\n  format: parquet\n  time_column: ds\n  interval_unit: day\n",
+        }
+    )
     analysis = analysis_of(load_project(root), "s.m")
     assert analysis.safety_class == "Refused" and [r.rule for r in analysis.reasons] == ["limit"], analysis.reasons
 
@@ -181,17 +233,25 @@ WINDOWED = (
 
 
 def _windowed(make_project, extra=""):
-    return make_project({
-        "models/m.sql": WINDOWED.format(extra=extra),
-        "sources.yaml": "- name: s.src\n  location: data/src\n  format: parquet\n  time_column: ds\n  interval_unit: day\n",
-    })
+    return make_project(
+        {
+            "models/m.sql": WINDOWED.format(extra=extra),
+            "sources.yaml": "- name: s.src\n  location: data/src\n  format: parquet\n  time_column: ds\n  interval_unit: day\n",
+        }
+    )
 
 
 def test_macro_conditions_on_the_run_window_are_decided_per_run(make_project):
     project = load_project(_windowed(make_project))
     model = project.model("s.m")
-    sql = {d: plan_run(project, model, TimeWindow.parse(d, f"2024-01-0{int(d[-1]) + 1}")).query.sql("spark") for d in ("2024-01-01", "2024-01-02", "2024-01-03")}
-    assert "amount AS amount, CAST(19723.0 AS DOUBLE) AS day_no" in sql["2024-01-01"] and "ORDER BY" not in sql["2024-01-01"], sql
+    sql = {
+        d: plan_run(project, model, TimeWindow.parse(d, f"2024-01-0{int(d[-1]) + 1}")).query.sql("spark")
+        for d in ("2024-01-01", "2024-01-02", "2024-01-03")
+    }
+    assert (
+        "amount AS amount, CAST(19723.0 AS DOUBLE) AS day_no" in sql["2024-01-01"]
+        and "ORDER BY" not in sql["2024-01-01"]
+    ), sql
     assert "ORDER BY ds" in sql["2024-01-02"] and "CAST(19724.0 AS DOUBLE) AS day_no" in sql["2024-01-02"], sql
     assert "amount * 2 AS amount" in sql["2024-01-03"] and "ORDER BY" not in sql["2024-01-03"], sql
 
@@ -213,13 +273,19 @@ def test_a_window_condition_that_cannot_be_evaluated_names_the_model_file(make_p
     project = load_project(root)
     with pytest.raises(ModelFileError) as err:
         plan_run(project, project.model("s.m"), None)
-    assert err.value.path == str(root / "models" / "m.sql") and "cannot evaluate" in err.value.message, err.value.render()
+    assert err.value.path == str(root / "models" / "m.sql") and "cannot evaluate" in err.value.message, (
+        err.value.render()
+    )
     assert "@start_ds with 'YYYY-MM-DD' text" in err.value.hint
 
 
 def test_a_statement_under_a_window_condition_runs_only_when_it_holds(make_project):
-    root = make_project({"models/m.sql": "MODEL (name s.m, kind FULL);\nSELECT 1 AS x;\n@IF(@execution_ds >= '2024-01-01', CACHE TABLE t);\n"
-                                         "@IF(@execution_ds < '2024-01-01', UNCACHE TABLE t);"})
+    root = make_project(
+        {
+            "models/m.sql": "MODEL (name s.m, kind FULL);\nSELECT 1 AS x;\n@IF(@execution_ds >= '2024-01-01', CACHE TABLE t);\n"
+            "@IF(@execution_ds < '2024-01-01', UNCACHE TABLE t);"
+        }
+    )
     project = load_project(root)
     plan = plan_run(project, project.model("s.m"), None)
     assert [s.sql("spark") for s in plan.post_statements] == ["CACHE TABLE t"]
@@ -240,11 +306,30 @@ MACRO_FILE = (
         ("SELECT @boom() AS x", 2, "macro @BOOM raised ValueError: no good", "macros/m.py:5"),
         ("SELECT @one(1, 2) AS x", 2, "wrong arguments for @ONE", "@ONE(x)"),
         ("SELECT @EACH([1], 3) AS x", 2, "@EACH needs a function", "x -> x + 1"),
-        ("SELECT @EACH(@FILTER([1, 2], v -> @start_ds > '2024'), v -> v) AS x", 2, "`@start_ds > '2024'` depends on the run window",
-         "@IF, @EVAL or a clause operator"),
-        ("SELECT a FROM t\n@JOIN(TRUE) u USING (k)", 3, "@JOIN(condition) needs a join with an ON condition", "join with ON"),
-        ("SELECT a, @IF(@start_ds > '2024-01-02', b) FROM t", 2, "the query's columns depend on the run window", "same columns"),
-        ("SELECT a\nFROM @IF(@start_ds < '2024-06-01', s.old, s.new)", 3, "a table chosen by a condition on the run window", "UNION ALL"),
+        (
+            "SELECT @EACH(@FILTER([1, 2], v -> @start_ds > '2024'), v -> v) AS x",
+            2,
+            "`@start_ds > '2024'` depends on the run window",
+            "@IF, @EVAL or a clause operator",
+        ),
+        (
+            "SELECT a FROM t\n@JOIN(TRUE) u USING (k)",
+            3,
+            "@JOIN(condition) needs a join with an ON condition",
+            "join with ON",
+        ),
+        (
+            "SELECT a, @IF(@start_ds > '2024-01-02', b) FROM t",
+            2,
+            "the query's columns depend on the run window",
+            "same columns",
+        ),
+        (
+            "SELECT a\nFROM @IF(@start_ds < '2024-06-01', s.old, s.new)",
+            3,
+            "a table chosen by a condition on the run window",
+            "UNION ALL",
+        ),
         ("SELECT @undefined AS x", 2, "unknown macro @undefined", "@DEF(undefined, value)"),
         ("@DEF(x);\nSELECT 1 AS x", 2, "@DEF takes a name and a value", "@DEF(name, value)"),
         ("SELECT @STAR(s.nothing) FROM t", 2, "the columns of s.nothing are not known", "sources.yaml"),
@@ -273,10 +358,12 @@ def _first_error(root: Path) -> None:
 
 
 def test_a_broken_macros_file_is_one_error_naming_its_line(make_project, capsys):
-    root = make_project({
-        "macros/bad.py": "from sqlmesh import macro\nfrom sqlmesh.core.dialect import parse\n",
-        "models/m.sql": "MODEL (name s.m, kind FULL);\nSELECT 1 AS x\n",
-    })
+    root = make_project(
+        {
+            "macros/bad.py": "from sqlmesh import macro\nfrom sqlmesh.core.dialect import parse\n",
+            "models/m.sql": "MODEL (name s.m, kind FULL);\nSELECT 1 AS x\n",
+        }
+    )
     assert main(["validate", "--project", str(root)]) == 2
     out = capsys.readouterr().err
     assert f"{root / 'macros' / 'bad.py'}:2: sqlmesh.core.dialect is not available" in out and "Traceback" not in out
@@ -289,8 +376,9 @@ def test_pre_statements_run_before_the_query_and_post_statements_after_the_write
     from incremental_assets.spark.executor import Executor
     from tests.helpers import table_rows
 
-    root = make_project({
-        "models/m.sql": """\
+    root = make_project(
+        {
+            "models/m.sql": """\
             MODEL (name s.m, kind FULL);
             @DEF(zone, 'America/New_York');
             SET TIME ZONE 'America/New_York';
@@ -298,13 +386,17 @@ def test_pre_statements_run_before_the_query_and_post_statements_after_the_write
             CREATE OR REPLACE TEMPORARY VIEW s_m_after AS SELECT COUNT(*) AS n FROM @this_model;
             SET TIME ZONE 'UTC';
             """,
-    })
+        }
+    )
     project = load_project(root)
     plan = plan_run(project, project.model("s.m"), None)
     assert "SET TIME ZONE 'America/New_York';\nSELECT" in plan.render()
     result = Executor(spark, project).execute(plan)
     assert result.rows == 2
-    assert table_rows(result.table) == [(1, "America/New_York", "America/New_York"), (2, "America/New_York", "America/New_York")]
+    assert table_rows(result.table) == [
+        (1, "America/New_York", "America/New_York"),
+        (2, "America/New_York", "America/New_York"),
+    ]
     assert spark.sql("SELECT n FROM s_m_after").collect()[0][0] == 2  # the post-statement saw the written table
     assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
 
@@ -313,7 +405,9 @@ def test_a_failing_statement_names_the_model_file_and_line(spark, make_project):
     from incremental_assets.errors import StorageError
     from incremental_assets.spark.executor import Executor
 
-    root = make_project({"models/m.sql": "MODEL (name s.m, kind FULL);\nSELECT 1 AS x;\nDROP TABLE no_such_table_here;\n"})
+    root = make_project(
+        {"models/m.sql": "MODEL (name s.m, kind FULL);\nSELECT 1 AS x;\nDROP TABLE no_such_table_here;\n"}
+    )
     project = load_project(root)
     with pytest.raises(StorageError, match=r"m\.sql:3: the post-statement `DROP TABLE no_such_table_here` failed"):
         Executor(spark, project).execute(plan_run(project, project.model("s.m"), None))
@@ -333,14 +427,24 @@ for name in sys.argv[2:]:
     out[name] = {"columns": list(df.columns), "rows": json.loads(df.to_json(orient="values", date_format="iso"))}
 print(json.dumps(out))
 """
-MODELS = ["shop.orders", "shop.order_facts", "shop.by_customer", "shop.daily", "shop.windowed", "shop.recent", "shop.top_customers"]
+MODELS = [
+    "shop.orders",
+    "shop.order_facts",
+    "shop.by_customer",
+    "shop.daily",
+    "shop.windowed",
+    "shop.recent",
+    "shop.top_customers",
+]
 
 
 def _sqlmesh_python() -> Path:
     python = SQLMESH_VENV / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(SQLMESH_VENV)], check=True)
-        done = subprocess.run([str(SQLMESH_VENV / "bin" / "pip"), "install", "-q", "sqlmesh~=0.236.0", "duckdb"], check=False)
+        done = subprocess.run(
+            [str(SQLMESH_VENV / "bin" / "pip"), "install", "-q", "sqlmesh~=0.236.0", "duckdb"], check=False
+        )
         if done.returncode != 0:
             shutil.rmtree(SQLMESH_VENV, ignore_errors=True)
             pytest.skip("SQLMesh could not be installed from the package index")
@@ -365,8 +469,6 @@ def _rows(rows) -> list[tuple]:
 def test_the_demo_project_gives_sqlmesh_rows_on_spark(spark, demo, tmp_path):
     from deltalake import DeltaTable
 
-    from deltalake import DeltaTable
-
     from incremental_assets.spark.executor import Executor
     from tests.helpers import table_rows
 
@@ -374,7 +476,14 @@ def test_the_demo_project_gives_sqlmesh_rows_on_spark(spark, demo, tmp_path):
     theirs_dir = tmp_path / "theirs"
     shutil.copytree(demo, theirs_dir)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    done = subprocess.run([str(python), "-c", SQLMESH_SCRIPT, str(theirs_dir), *MODELS], cwd=theirs_dir, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [str(python), "-c", SQLMESH_SCRIPT, str(theirs_dir), *MODELS],
+        cwd=theirs_dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     theirs = json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -383,7 +492,11 @@ def test_the_demo_project_gives_sqlmesh_rows_on_spark(spark, demo, tmp_path):
     for name in project.order:
         model = project.model(name)
         # one interval per run, as SQLMesh runs shop.windowed (batch_size 1): its @IF / @EVAL read the window
-        windows = [TimeWindow.parse(f"2024-01-0{d}", f"2024-01-0{d + 1}") for d in range(1, 5)] if model.is_incremental else [None]
+        windows = (
+            [TimeWindow.parse(f"2024-01-0{d}", f"2024-01-0{d + 1}") for d in range(1, 5)]
+            if model.is_incremental
+            else [None]
+        )
         for window in windows:
             result = executor.execute(plan_run(project, model, window))
         columns = [f.name for f in DeltaTable(result.table).schema().fields if f.name != "ia_interval"]
@@ -398,21 +511,29 @@ def test_if_statements_run_only_when_their_condition_holds_and_keep_later_lines(
         "@IF(1 > 2, DROP TABLE t);\n"
         "@IF(\n  1 < 2,\n  CACHE TABLE t\n);",
     )
-    assert [s.sql("spark") for s in body.post_statements] == ["ALTER TABLE t SET TBLPROPERTIES ('owner'='me')", "CACHE TABLE t"]
+    assert [s.sql("spark") for s in body.post_statements] == [
+        "ALTER TABLE t SET TBLPROPERTIES ('owner'='me')",
+        "CACHE TABLE t",
+    ]
     with pytest.raises(ModelFileError) as err:
-        parse_model_body("SELECT 1 AS x FROM t;\n@IF(\n  1 < 2,\n  CACHE TABLE t\n);\nCACHE TABLE u AS SELECT\n  @nope AS y", path="m.sql")
+        parse_model_body(
+            "SELECT 1 AS x FROM t;\n@IF(\n  1 < 2,\n  CACHE TABLE t\n);\nCACHE TABLE u AS SELECT\n  @nope AS y",
+            path="m.sql",
+        )
     assert err.value.line == 7 and "unknown macro @nope" in err.value.message, err.value.render()
 
 
 def test_star_and_union_use_the_declared_source_columns_and_macros_read_locals(make_project):
-    root = make_project({
-        "sources.yaml": "- name: raw.a\n  location: data/a\n  format: parquet\n  columns: {id: BIGINT, name: STRING, amount: DOUBLE}\n"
-                        "- name: raw.b\n  location: data/b\n  format: parquet\n  columns: {id: BIGINT, name: INT, amount: DOUBLE}\n",
-        "macros/m.py": "from sqlmesh import macro\n\n@macro()\ndef local_value(evaluator, name):\n    return evaluator.locals[name]\n",
-        "models/star.sql": "MODEL (name s.star, kind FULL);\n@DEF(Limit_Value, 7);\n"
-                           "SELECT @STAR(raw.a, a, [amount], 'src_'), @local_value('limit_value') AS lim FROM raw.a AS a",
-        "models/both.sql": "MODEL (name s.both, kind FULL);\nSELECT * FROM (@UNION('all', raw.a, raw.b)) AS u",
-    })
+    root = make_project(
+        {
+            "sources.yaml": "- name: raw.a\n  location: data/a\n  format: parquet\n  columns: {id: BIGINT, name: STRING, amount: DOUBLE}\n"
+            "- name: raw.b\n  location: data/b\n  format: parquet\n  columns: {id: BIGINT, name: INT, amount: DOUBLE}\n",
+            "macros/m.py": "from sqlmesh import macro\n\n@macro()\ndef local_value(evaluator, name):\n    return evaluator.locals[name]\n",
+            "models/star.sql": "MODEL (name s.star, kind FULL);\n@DEF(Limit_Value, 7);\n"
+            "SELECT @STAR(raw.a, a, [amount], 'src_'), @local_value('limit_value') AS lim FROM raw.a AS a",
+            "models/both.sql": "MODEL (name s.both, kind FULL);\nSELECT * FROM (@UNION('all', raw.a, raw.b)) AS u",
+        }
+    )
     project = load_project(root)
     assert project.model("s.star").query.sql("spark") == (
         "SELECT CAST(`a`.`id` AS BIGINT) AS `src_id`, CAST(`a`.`name` AS STRING) AS `src_name`, 7 AS lim FROM raw.a AS a"
@@ -430,4 +551,7 @@ def test_project_variables_render_as_values_by_name_and_with_var():
 
     context = MacroContext(variables={"str_var": "cat", "int_var": 1, "list_var": [1, 2]})
     body = "SELECT @STR_VAR AS s, @VAR('int_var') AS i, @VAR('missing', 0) AS m, @EACH(@list_var, x -> x * 10) FROM t"
-    assert parse_model_body(body, macros=context).query.sql("spark") == "SELECT 'cat' AS s, 1 AS i, 0 AS m, 1 * 10, 2 * 10 FROM t"
+    assert (
+        parse_model_body(body, macros=context).query.sql("spark")
+        == "SELECT 'cat' AS s, 1 AS i, 0 AS m, 1 * 10, 2 * 10 FROM t"
+    )

@@ -50,7 +50,10 @@ def test_python_models_macros_and_audits_load_as_sqlmesh_reads_them(shop):
     totals = project.model("shop.item_totals")  # is_sql: the entrypoint's SQL text, in the project's dialect
     assert totals.depends_on == ("shop.orders",) and [a.name for a in totals.audits] == ["not_null_items"]
     daily = project.model("shop.daily_orders")
-    assert {p.name for p in daily.query.find_all(exp.Parameter)} == {"start_ds", "end_ds"}  # the macro's window, for each run
+    assert {p.name for p in daily.query.find_all(exp.Parameter)} == {
+        "start_ds",
+        "end_ds",
+    }  # the macro's window, for each run
     assert [s.sql() for s in daily.pre_statements] == ["SELECT 1"]  # @noop() returns a SELECT: still a pre-statement
     assert project.model("shop.labelled").query.sql(dialect="spark") == "SELECT item AS name, 1 AS one FROM shop.items"
     items = project.model("shop.items")
@@ -62,12 +65,21 @@ def test_python_models_macros_and_audits_load_as_sqlmesh_reads_them(shop):
 @pytest.mark.parametrize(
     "file, text, expected",
     [
-        ("models/orders.py", ("context.resolve_table(ITEMS)", "context.resolve_table(ITEMS + unknown_name)"),
-         "models/orders.py:28: cannot tell which table context.resolve_table(ITEMS + unknown_name) reads when the file loads"),
-        ("models/item_totals.py", ("return 'SELECT", "raise ValueError('no table'); return 'SELECT"),
-         "models/item_totals.py:7: @model shop.item_totals: entrypoint raised ValueError: no table"),
-        ("models/orders.py", ('"not_null", {', '"not_null", "columns", {'),
-         "models/orders.py:14: @model shop.orders: audits: an audit is a name, a (name, {arguments}) tuple"),
+        (
+            "models/orders.py",
+            ("context.resolve_table(ITEMS)", "context.resolve_table(ITEMS + unknown_name)"),
+            "models/orders.py:28: cannot tell which table context.resolve_table(ITEMS + unknown_name) reads when the file loads",
+        ),
+        (
+            "models/item_totals.py",
+            ("return 'SELECT", "raise ValueError('no table'); return 'SELECT"),
+            "models/item_totals.py:7: @model shop.item_totals: entrypoint raised ValueError: no table",
+        ),
+        (
+            "models/orders.py",
+            ('"not_null", {', '"not_null", "columns", {'),
+            "models/orders.py:14: @model shop.orders: audits: an audit is a name, a (name, {arguments}) tuple",
+        ),
         ("macros/jinja_macros.sql", ("{{ y }}", "{{ y }"), "macros/jinja_macros.sql:1: cannot read the Jinja macros"),
     ],
 )
@@ -85,7 +97,9 @@ def _run(spark, project, execution_time):
     ex = Executor(spark, project)
     for model in project.ordered():
         if model.is_incremental:
-            for plan in plan_window(project, model, TimeWindow(utc(2024, 1, 1), utc(2024, 1, 4)), execution_time=execution_time):
+            for plan in plan_window(
+                project, model, TimeWindow(utc(2024, 1, 1), utc(2024, 1, 4)), execution_time=execution_time
+            ):
                 ex.execute(plan)
         else:
             ex.execute(plan_run(project, model, None, execution_time=execution_time))
@@ -100,23 +114,34 @@ def test_python_models_run_on_spark_as_sqlmesh_calls_them(spark, shop):
     warehouse = project.settings.warehouse
     orders = table_rows(delta.table_uri(warehouse, "shop.orders"))
     assert orders == [
-        (day * 10 + n, item, Decimal(amount), f"2024-01-0{day}") for day in (1, 2, 3) for n, item, amount in ((0, "apple", "1.50"), (1, "pear", "4.50"))
+        (day * 10 + n, item, Decimal(amount), f"2024-01-0{day}")
+        for day in (1, 2, 3)
+        for n, item, amount in ((0, "apple", "1.50"), (1, "pear", "4.50"))
     ]
     assert table_rows(delta.table_uri(warehouse, "shop.daily_orders")) == [(f"2024-01-0{d}", 2) for d in (1, 2, 3)]
-    assert table_rows(delta.table_uri(warehouse, "shop.item_totals")) == [("apple", Decimal("4.50")), ("pear", Decimal("13.50"))]
+    assert table_rows(delta.table_uri(warehouse, "shop.item_totals")) == [
+        ("apple", Decimal("4.50")),
+        ("pear", Decimal("13.50")),
+    ]
     # FULL: the last complete interval of its cron (@daily) ends 2024-01-05 00:00; the first run reads itself empty
     day_end = datetime(2024, 1, 5)
     assert table_rows(delta.table_uri(warehouse, "shop.order_counts")) == [(1, 6, datetime(2024, 1, 4).date(), day_end)]
     from incremental_assets.spark.executor import Executor
 
-    Executor(spark, project).execute(plan_run(project, project.model("shop.order_counts"), None, execution_time=now + timedelta(days=1)))
-    assert table_rows(delta.table_uri(warehouse, "shop.order_counts")) == [(2, 6, datetime(2024, 1, 5).date(), day_end + timedelta(days=1))]
+    Executor(spark, project).execute(
+        plan_run(project, project.model("shop.order_counts"), None, execution_time=now + timedelta(days=1))
+    )
+    assert table_rows(delta.table_uri(warehouse, "shop.order_counts")) == [
+        (2, 6, datetime(2024, 1, 5).date(), day_end + timedelta(days=1))
+    ]
 
     model = project.model("shop.orders")
     rows = read_committed(spark, project, model, None)
     assert all(o.passed for o in evaluate(spark, project, model, rows, list(model.audits)))
     broken = evaluate(spark, project, model, rows.withColumn("amount", -rows.amount), list(model.audits))
-    assert {o.audit.name: o.failing_rows for o in broken}["assert_amounts_not_negative"] == 6  # @start_ds..@end_ds and its own name
+    assert {o.audit.name: o.failing_rows for o in broken}[
+        "assert_amounts_not_negative"
+    ] == 6  # @start_ds..@end_ds and its own name
     items = project.model("shop.items")
     outcomes = evaluate(spark, project, items, read_committed(spark, project, items, None), list(items.audits))
     assert [(o.audit.name, o.failing_rows) for o in outcomes] == [("price_above", 0), ("named_items", 0)]
@@ -140,9 +165,17 @@ def test_yaml_unit_tests_run_python_models_and_fail_in_one_line(spark, shop):
 @pytest.mark.skipif(not (EXAMPLES / "sushi").is_dir(), reason="SQLMesh's examples are not unpacked")
 def test_sushi_python_models_load_unchanged():
     root = EXAMPLES / "sushi"
-    models = {m.name: m for f in ("items.py", "order_items.py", "orders.py", "raw_marketing.py") for m in load_python_models(root / "models" / f, root=root, dialect="duckdb")}
+    models = {
+        m.name: m
+        for f in ("items.py", "order_items.py", "orders.py", "raw_marketing.py")
+        for m in load_python_models(root / "models" / f, root=root, dialect="duckdb")
+    }
     assert set(models["sushi.order_items"].depends_on) == {"sushi.orders", "sushi.items"}  # ITEMS = "sushi.items"
-    assert [a.name for a in models["sushi.items"].audits] == ["accepted_values", "not_null", "assert_items_price_exceeds_threshold"]
+    assert [a.name for a in models["sushi.items"].audits] == [
+        "accepted_values",
+        "not_null",
+        "assert_items_price_exceeds_threshold",
+    ]
     assert models["sushi.raw_marketing"].depends_on == ("sushi.raw_marketing",)
     assert models["sushi.raw_marketing"].column_descriptions == {"customer_id": "Unique identifier of the customer"}
 
@@ -155,7 +188,10 @@ def test_wursthall_loads_unchanged(tmp_path):
     project = load_project(root)
     order_f = project.model("db.order_f")
     assert (order_f.kind.time_column, order_f.kind.time_format) == ("order_ds", "%Y-%m-%d")
-    assert dict(order_f.columns)["order_total"] == "DECIMAL(7, 2)" and order_f.depends_on == ("db.item_d", "db.order_item_f")
+    assert dict(order_f.columns)["order_total"] == "DECIMAL(7, 2)" and order_f.depends_on == (
+        "db.item_d",
+        "db.order_item_f",
+    )
 
 
 def test_the_test_command_reports_a_failing_python_model_in_one_line(spark, shop, capfd):
@@ -181,16 +217,18 @@ def test_a_models_package_imported_from_elsewhere_does_not_hide_the_projects_own
     monkeypatch.delitem(sys.modules, "models", raising=False)
     import models as theirs
 
-    root = make_project({
-        "models/__init__.py": "",
-        "models/src/__init__.py": "",
-        "models/src/shared.py": "COLUMNS = {'x': 'int'}\n",
-        "models/src/numbers.py": (
-            "import pandas as pd\nfrom sqlmesh import model\nfrom models.src.shared import COLUMNS\n\n"
-            "@model('s.numbers', kind='FULL', columns=COLUMNS)\n"
-            "def execute(context, start, end, execution_time, **kwargs):\n    return pd.DataFrame({'x': [1]})\n"
-        ),
-    })
+    root = make_project(
+        {
+            "models/__init__.py": "",
+            "models/src/__init__.py": "",
+            "models/src/shared.py": "COLUMNS = {'x': 'int'}\n",
+            "models/src/numbers.py": (
+                "import pandas as pd\nfrom sqlmesh import model\nfrom models.src.shared import COLUMNS\n\n"
+                "@model('s.numbers', kind='FULL', columns=COLUMNS)\n"
+                "def execute(context, start, end, execution_time, **kwargs):\n    return pd.DataFrame({'x': [1]})\n"
+            ),
+        }
+    )
     project = load_project(root)
     assert dict(project.model("s.numbers").columns) == {"x": "INT"}
     assert sys.modules["models"] is theirs

@@ -11,7 +11,6 @@ agree with what a user expects at that step.
 
 from __future__ import annotations
 
-
 import dagster as dg
 import pytest
 
@@ -67,13 +66,17 @@ class History:
         fingerprint = self.project.models[name].fingerprint
         for partition in partitions or (None,):
             self.instance.report_runless_asset_event(
-                dg.AssetMaterialization(asset_key=self.key(name), partition=partition, metadata={"fingerprint": fingerprint})
+                dg.AssetMaterialization(
+                    asset_key=self.key(name), partition=partition, metadata={"fingerprint": fingerprint}
+                )
             )
 
     def confirmed(self, name: str, *partitions: str) -> None:
         for partition in partitions:
             self.instance.report_runless_asset_event(
-                dg.AssetObservation(asset_key=self.key(name), partition=partition, metadata={CONFIRMED: "no input column changed"})
+                dg.AssetObservation(
+                    asset_key=self.key(name), partition=partition, metadata={CONFIRMED: "no input column changed"}
+                )
             )
 
     def stale(self, name: str) -> tuple[list[str], tuple[str, ...]]:

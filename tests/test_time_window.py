@@ -1,10 +1,23 @@
 from datetime import timedelta
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from incremental_assets.errors import WindowError
-from incremental_assets.model.intervals import batches, check_aligned, floor, INTERVAL_UNITS, intervals, merge, next_boundary, subtract, TimeWindow, unit_from_cron, utc
+from incremental_assets.model.intervals import (
+    INTERVAL_UNITS,
+    TimeWindow,
+    batches,
+    check_aligned,
+    floor,
+    intervals,
+    merge,
+    next_boundary,
+    subtract,
+    unit_from_cron,
+    utc,
+)
 
 
 @pytest.mark.parametrize(
@@ -86,8 +99,16 @@ def test_merge_and_subtract_find_gaps():
 
 @pytest.mark.parametrize(
     "cron, unit",
-    [("@hourly", "hour"), ("@daily", "day"), ("0 6 * * *", "day"), ("@weekly", "week"), ("0 0 1 * *", "month"),
-     ("0 0 1 1,4,7,10 *", "quarter"), ("@yearly", "year"), ("*/5 * * * *", "hour")],
+    [
+        ("@hourly", "hour"),
+        ("@daily", "day"),
+        ("0 6 * * *", "day"),
+        ("@weekly", "week"),
+        ("0 0 1 * *", "month"),
+        ("0 0 1 1,4,7,10 *", "quarter"),
+        ("@yearly", "year"),
+        ("*/5 * * * *", "hour"),
+    ],
 )
 def test_unit_from_cron(cron, unit):
     assert unit_from_cron(cron) == unit

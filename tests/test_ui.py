@@ -31,13 +31,26 @@ from conftest import REPO
 
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = REPO / "tests" / "artifacts"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def _ensure_browser() -> None:
     if not Path(CHROMIUM).exists() or shutil.which("chromium") is None:
-        subprocess.run(["sh", str(REPO / "scripts" / "ci-browser.sh")], check=False, env={**os.environ, "PYTHON": sys.executable}, timeout=600)
+        subprocess.run(
+            ["sh", str(REPO / "scripts" / "ci-browser.sh")],
+            check=False,
+            env={**os.environ, "PYTHON": sys.executable},
+            timeout=600,
+        )
     if not Path(CHROMIUM).exists():
         if os.environ.get("CI"):
             pytest.fail("chromium is missing in CI: scripts/ci-browser.sh could not install it")
@@ -65,13 +78,33 @@ def _serve(root: Path, log_path: Path, **environ: str):
     home = project.settings.dagster_home
     open_instance(home)
     port = _free_port()
-    env = {**os.environ, "DAGSTER_HOME": str(home), "INCREMENTAL_ASSETS_PROJECT": str(root),
-           "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), **environ}
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "INCREMENTAL_ASSETS_PROJECT": str(root),
+        "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        **environ,
+    }
     log = open(log_path, "w")
     # `dagster dev` started in the background ignores SIGTERM: restore SIGINT and stop it with kill -INT.
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dagster", "dev", "-h", "127.0.0.1", "-p", str(port), "-m", "incremental_assets.definitions"],
-        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        [
+            sys.executable,
+            "-m",
+            "dagster",
+            "dev",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "-m",
+            "incremental_assets.definitions",
+        ],
+        cwd=root,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         deadline = time.time() + 120
@@ -175,11 +208,17 @@ def test_ui_shows_assets_and_launches_a_partition_range_backfill(dagster_dev):
             page.screenshot(path=str(ARTIFACTS / "ui-launch-dialog.png"))
             print(f"launching from the dialog failed ({exc}); falling back to GraphQL launchPartitionBackfill")
         if not launched_from_ui:
-            result = _graphql(port, BACKFILL, {"params": {
-                "partitionNames": ["2024-01-01", "2024-01-02", "2024-01-03"],
-                "assetSelection": [{"path": ["shop", "order_lines"]}],
-                "fromFailure": False,
-            }})
+            result = _graphql(
+                port,
+                BACKFILL,
+                {
+                    "params": {
+                        "partitionNames": ["2024-01-01", "2024-01-02", "2024-01-03"],
+                        "assetSelection": [{"path": ["shop", "order_lines"]}],
+                        "fromFailure": False,
+                    }
+                },
+            )
             assert result["data"]["launchPartitionBackfill"]["__typename"] == "LaunchBackfillSuccess", result
 
         # The daemon (started by dagster dev) runs the backfill; wait until it is done.
@@ -236,21 +275,33 @@ def test_ui_shows_an_environment_beside_production(spark, tmp_path, monkeypatch,
 
     root = _shop(tmp_path)
     monkeypatch.setenv("DAGSTER_HOME", str(load_project(root).settings.dagster_home))
-    assert cli.main(["run", "shop.order_lines", "--start", "2024-01-01", "--end", "2024-01-04", "--project", str(root)]) == 0
+    assert (
+        cli.main(["run", "shop.order_lines", "--start", "2024-01-01", "--end", "2024-01-04", "--project", str(root)])
+        == 0
+    )
     lines = root / "models" / "staging" / "order_lines.sql"
-    lines.write_text(lines.read_text().replace("AND o.status <> 'cancelled'", "AND o.status <> 'cancelled' AND o.channel <> 'store'"))
+    lines.write_text(
+        lines.read_text().replace("AND o.status <> 'cancelled'", "AND o.status <> 'cancelled' AND o.channel <> 'store'")
+    )
     assert cli.main(["run", "--auto", "--env", "dev", "shop.order_lines", "--project", str(root)]) == 0
     capsys.readouterr()
     project = load_project(root)
     production_key = dg.AssetKey(["shop", "order_lines"])
     instance = open_instance(project.settings.dagster_home)
-    before = (delta.version(delta.table_uri(project.settings.warehouse, "shop.order_lines")),
-              [r.storage_id for r in instance.fetch_materializations(production_key, limit=100).records])
+    before = (
+        delta.version(delta.table_uri(project.settings.warehouse, "shop.order_lines")),
+        [r.storage_id for r in instance.fetch_materializations(production_key, limit=100).records],
+    )
 
     base_url = None
-    with _serve(root, tmp_path / "dagster-dev.log", INCREMENTAL_ASSETS_ENVIRONMENTS="dev") as (_, port), sync_playwright() as p:
+    with (
+        _serve(root, tmp_path / "dagster-dev.log", INCREMENTAL_ASSETS_ENVIRONMENTS="dev") as (_, port),
+        sync_playwright() as p,
+    ):
         base_url = f"http://127.0.0.1:{port}"
-        nodes = {tuple(n["assetKey"]["path"]): n["groupName"] for n in _graphql(port, ASSET_NODES)["data"]["assetNodes"]}
+        nodes = {
+            tuple(n["assetKey"]["path"]): n["groupName"] for n in _graphql(port, ASSET_NODES)["data"]["assetNodes"]
+        }
         assert nodes[("env", "dev", "shop", "order_lines")] == "env_dev"
         assert nodes[("shop", "order_lines")] == "shop"
         browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
@@ -280,5 +331,7 @@ def test_ui_shows_an_environment_beside_production(spark, tmp_path, monkeypatch,
     assert base_url is not None
     env_key = dg.AssetKey(["env", "dev", "shop", "order_lines"])
     assert instance.get_materialized_partitions(env_key) == {"2024-01-01", "2024-01-02", "2024-01-03"}
-    assert (delta.version(delta.table_uri(project.settings.warehouse, "shop.order_lines")),
-            [r.storage_id for r in instance.fetch_materializations(production_key, limit=100).records]) == before
+    assert (
+        delta.version(delta.table_uri(project.settings.warehouse, "shop.order_lines")),
+        [r.storage_id for r in instance.fetch_materializations(production_key, limit=100).records],
+    ) == before

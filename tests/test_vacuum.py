@@ -9,13 +9,13 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from deltalake import DeltaTable
+from test_concurrency import DAY, commit, stage
 
 from incremental_assets import cli, delta
-from incremental_assets.spark.executor import Executor
 from incremental_assets.load.project import load_project
+from incremental_assets.spark.executor import Executor
 
 from helpers import table_rows
-from test_concurrency import DAY, commit, stage
 
 
 def _dead_pid() -> int:
@@ -52,8 +52,12 @@ def test_each_executor_sweeps_dead_runs_staging_once_per_table(spark, make_proje
 
 
 def test_vacuum_removes_replaced_files_and_dead_runs_staging(make_project, capsys):
-    root = make_project({"models/x.sql": "MODEL (name t.x, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), start '2024-01-01'); SELECT ts FROM t.y",
-                         "models/y.sql": "MODEL (name t.y, kind FULL); SELECT CAST('2024-01-01' AS TIMESTAMP) AS ts"})
+    root = make_project(
+        {
+            "models/x.sql": "MODEL (name t.x, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), start '2024-01-01'); SELECT ts FROM t.y",
+            "models/y.sql": "MODEL (name t.y, kind FULL); SELECT CAST('2024-01-01' AS TIMESTAMP) AS ts",
+        }
+    )
     project = load_project(root)
     uri = delta.table_uri(project.settings.warehouse, "t.x")
     commit(uri, stage(uri, "first", [DAY]), DAY)
@@ -93,12 +97,21 @@ def test_status_warns_when_recorded_intervals_have_no_table(make_project, tmp_pa
 
     from incremental_assets.orchestration.instance import open_instance
 
-    root = make_project({"models/x.sql": "MODEL (name t.x, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), start '2024-01-01'); SELECT ts FROM t.y",
-                         "models/y.sql": "MODEL (name t.y, kind FULL); SELECT CAST('2024-01-01' AS TIMESTAMP) AS ts"})
+    root = make_project(
+        {
+            "models/x.sql": "MODEL (name t.x, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), start '2024-01-01'); SELECT ts FROM t.y",
+            "models/y.sql": "MODEL (name t.y, kind FULL); SELECT CAST('2024-01-01' AS TIMESTAMP) AS ts",
+        }
+    )
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
     instance = open_instance(tmp_path / "home")
-    instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=dg.AssetKey(["t", "x"]), partition="2024-01-01"))
+    instance.report_runless_asset_event(
+        dg.AssetMaterialization(asset_key=dg.AssetKey(["t", "x"]), partition="2024-01-01")
+    )
     assert cli.main(["status", "t.x", "--project", str(root)]) == 1  # recorded but not in a table
     out = capsys.readouterr().out
-    assert "t.x: NOT IN TABLE: [2024-01-01, 2024-01-02) recorded but absent (Dagster records intervals of t.x but there is no table at" in out
+    assert (
+        "t.x: NOT IN TABLE: [2024-01-01, 2024-01-02) recorded but absent (Dagster records intervals of t.x but there is no table at"
+        in out
+    )
     assert "lost:    [2024-01-01, 2024-01-02) (recorded, but not in the table)" in out

@@ -59,7 +59,12 @@ def analyze_query(
     if unknown:
         raise ValueError(f"unknown safety override(s) {sorted(unknown)}; known: {sorted(KNOWN_OVERRIDES)}")
     lineage = Lineage(
-        query, model_name=model_name, time_column=time_column, time_columns=time_columns, interval=interval, dialect=dialect,
+        query,
+        model_name=model_name,
+        time_column=time_column,
+        time_columns=time_columns,
+        interval=interval,
+        dialect=dialect,
         event_time_columns=event_time_columns,
     )
     safety = check_safety(lineage, overrides=overrides)

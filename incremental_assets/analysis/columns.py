@@ -119,7 +119,9 @@ def describe_columns(
     schema = nested_schema({t: tables[t] for t in _read_tables(query) if t in tables})
     query = query.transform(lambda n: values.get(n.name, exp.Null()).copy() if isinstance(n, exp.Parameter) else n)
     try:
-        qualified = qualify(query, schema=schema, dialect=dialect, validate_qualify_columns=False, quote_identifiers=False)
+        qualified = qualify(
+            query, schema=schema, dialect=dialect, validate_qualify_columns=False, quote_identifiers=False
+        )
         annotated = annotate_types(qualified, schema=schema, dialect=dialect)
         if not isinstance(annotated, exp.Query) or any(isinstance(s, exp.Star) for s in annotated.selects):
             return Columns()
@@ -184,7 +186,9 @@ def _projections_and_shape(query: exp.Query) -> tuple[dict[str, str], str]:
     generators = (exp.Explode, exp.Posexplode, exp.Inline)
     if any(s.find(*generators) for s in query.selects):
         return expressions, whole
-    grouped = bool(query.args.get("group")) or any(not a.find_ancestor(exp.Window) for s in query.selects for a in s.find_all(exp.AggFunc))
+    grouped = bool(query.args.get("group")) or any(
+        not a.find_ancestor(exp.Window) for s in query.selects for a in s.find_all(exp.AggFunc)
+    )
     placeholder = query.copy().select(exp.Literal.number(1), append=False)
     # Whether the query aggregates decides its rows: an added aggregate column must not turn a
     # row-per-input query into one row, so the shape says it.

@@ -194,7 +194,9 @@ class Lineage:
 
     # --- references ------------------------------------------------------------------------
 
-    def _collect_refs(self, time_columns: Mapping[str, str | None], event_time_columns: Mapping[str, tuple[str, str]]) -> None:
+    def _collect_refs(
+        self, time_columns: Mapping[str, str | None], event_time_columns: Mapping[str, tuple[str, str]]
+    ) -> None:
         by_lower = {name.lower(): name for name in time_columns}
         events = {name.lower(): value for name, value in event_time_columns.items()}
         for scope in self.scopes:
@@ -235,7 +237,9 @@ class Lineage:
 
     # --- resolving values to table columns --------------------------------------------------
 
-    def resolve(self, expr: exp.Expression, scope: Scope, *, aliases: bool = False, depth: int = 0) -> list[Origin] | None:
+    def resolve(
+        self, expr: exp.Expression, scope: Scope, *, aliases: bool = False, depth: int = 0
+    ) -> list[Origin] | None:
         """``expr`` (evaluated in ``scope``) rewritten over table columns; one origin per union branch.
 
         None when some column cannot be traced (unknown schema, aggregate, window, ambiguity).
@@ -338,7 +342,13 @@ class Lineage:
         else:
             origins = None
             for projection in query.expressions:
-                star = projection if isinstance(projection, exp.Star) else projection.this if isinstance(projection, exp.Column) else None
+                star = (
+                    projection
+                    if isinstance(projection, exp.Star)
+                    else projection.this
+                    if isinstance(projection, exp.Column)
+                    else None
+                )
                 if isinstance(star, exp.Star):
                     table = projection.table if isinstance(projection, exp.Column) else None
                     origins = self._resolve_column(exp.column(name, table=table), scope, False, depth + 1)

@@ -122,7 +122,9 @@ class _State:
     via: dict[int, list[frozenset[int]]] = field(default_factory=dict)
 
 
-def derive_bounds(lineage: Lineage, *, declared_lookback: int | None = None) -> tuple[dict[str, SourceBound | None], Findings]:
+def derive_bounds(
+    lineage: Lineage, *, declared_lookback: int | None = None
+) -> tuple[dict[str, SourceBound | None], Findings]:
     """The read bound of every referenced table (by name), with refusals, notes and a batch limit."""
     lengths = _interval_lengths(lineage)
     state = _State()
@@ -140,9 +142,13 @@ def derive_bounds(lineage: Lineage, *, declared_lookback: int | None = None) -> 
     per_ref: dict[int, list[timedelta | None]] = {}
     for ref in lineage.refs:
         if not ref.known:
-            report.refusals.append(Reason("unknown_source", f"{ref.name} is neither a source nor a model", line_of(ref.table)))
+            report.refusals.append(
+                Reason("unknown_source", f"{ref.name} is neither a source nor a model", line_of(ref.table))
+            )
         elif ref.time_column:
-            per_ref[id(ref)] = [_side_bound(lineage, state, ref, side, lengths, declared_lookback, report) for side in (BEFORE, AFTER)]
+            per_ref[id(ref)] = [
+                _side_bound(lineage, state, ref, side, lengths, declared_lookback, report) for side in (BEFORE, AFTER)
+            ]
     _check_output(lineage, report)
     return _bounds_by_name(lineage, per_ref), report.findings()
 
@@ -150,19 +156,23 @@ def derive_bounds(lineage: Lineage, *, declared_lookback: int | None = None) -> 
 def _check_output(lineage: Lineage, report: _Report) -> None:
     """The output must carry the time column; one computed from a macro makes every run one interval."""
     if not lineage.selects_time_column():
-        report.refusals.append(Reason(
-            "time_column",
-            f"the query does not select the model's time column {lineage.time_column}",
-            line_of(lineage.root.expression),
-        ))
+        report.refusals.append(
+            Reason(
+                "time_column",
+                f"the query does not select the model's time column {lineage.time_column}",
+                line_of(lineage.root.expression),
+            )
+        )
     macro = lineage.time_column_from_macro()
     if macro is not None:
-        report.notes.append(Reason(
-            "window_relative",
-            f"the time column {lineage.time_column} is computed from @{macro.name}, so every row of a run gets "
-            "the same window edge: runs cover one interval each",
-            line_of(macro),
-        ))
+        report.notes.append(
+            Reason(
+                "window_relative",
+                f"the time column {lineage.time_column} is computed from @{macro.name}, so every row of a run gets "
+                "the same window edge: runs cover one interval each",
+                line_of(macro),
+            )
+        )
         report.limits.append(1)
 
 
@@ -227,7 +237,9 @@ def _demand_from_output(lineage: Lineage, state: _State) -> None:
         _lower_demand(state, ref, candidate)
 
 
-def _lower_demand(state: _State, ref: Ref, candidate: list[timedelta | None], via: frozenset[int] = frozenset()) -> bool:
+def _lower_demand(
+    state: _State, ref: Ref, candidate: list[timedelta | None], via: frozenset[int] = frozenset()
+) -> bool:
     current = state.demand[id(ref)]
     changed = False
     for side in (BEFORE, AFTER):
@@ -391,7 +403,11 @@ def _propagate_relations(lineage: Lineage, state: _State, lengths: tuple[timedel
             if relation.side == BEFORE:
                 value = source_range + _slack(relation.source.grain, source_range, lineage) - relation.offset.low
             else:
-                value = source_range + relation.offset.high + _slack(relation.target.grain, source_range + relation.offset.high, lineage)
+                value = (
+                    source_range
+                    + relation.offset.high
+                    + _slack(relation.target.grain, source_range + relation.offset.high, lineage)
+                )
             candidate: list[timedelta | None] = [None, None]
             candidate[relation.side] = value + reach
             changed |= _lower_demand(state, target, candidate, via | {id(source)})
@@ -399,11 +415,15 @@ def _propagate_relations(lineage: Lineage, state: _State, lengths: tuple[timedel
             break
 
 
-def _current_range(state: _State, ref: Ref, lengths: tuple[timedelta, timedelta]) -> list[tuple[timedelta | None, frozenset[int]]]:
+def _current_range(
+    state: _State, ref: Ref, lengths: tuple[timedelta, timedelta]
+) -> list[tuple[timedelta | None, frozenset[int]]]:
     """Per side, how far the rows of ``ref`` that a run uses can reach, and what that was derived through."""
     values = []
     for side in (BEFORE, AFTER):
-        filters = [max(ZERO, e.base - e.per_interval * lengths[0]) for e in state.edges if e.ref is ref and e.side == side]
+        filters = [
+            max(ZERO, e.base - e.per_interval * lengths[0]) for e in state.edges if e.ref is ref and e.side == side
+        ]
         options = [(min(filters), frozenset())] if filters else []
         if state.demand[id(ref)][side] is not None:
             options.append((state.demand[id(ref)][side], state.via[id(ref)][side]))
@@ -444,14 +464,19 @@ def _side_bound(
         window = _unknown_window(lineage, chain, side)
         if side == BEFORE and declared is not None:
             return max(_declared(lineage, ref, declared, report), filtered or ZERO)
-        hint = ("a declared lookback only covers data before the window" if side == AFTER
-                else "give it a RANGE BETWEEN INTERVAL '...' PRECEDING AND CURRENT ROW frame or declare a lookback")
-        report.refusals.append(Reason(
-            "lookback_underivable",
-            f"{ref.name} feeds {snippet(window, lineage.dialect) if window is not None else 'a window'}, which needs rows an "
-            f"unknown distance {word} each row; {hint}",
-            line_of(window) if window is not None else line_of(ref.table),
-        ))
+        hint = (
+            "a declared lookback only covers data before the window"
+            if side == AFTER
+            else "give it a RANGE BETWEEN INTERVAL '...' PRECEDING AND CURRENT ROW frame or declare a lookback"
+        )
+        report.refusals.append(
+            Reason(
+                "lookback_underivable",
+                f"{ref.name} feeds {snippet(window, lineage.dialect) if window is not None else 'a window'}, which needs rows an "
+                f"unknown distance {word} each row; {hint}",
+                line_of(window) if window is not None else line_of(ref.table),
+            )
+        )
         return None
 
     demand = state.demand[id(ref)][side]
@@ -467,66 +492,80 @@ def _side_bound(
     column = ref.event_column or ref.time_column
     if not any(e.ref is ref for e in state.edges) and state.demand[id(ref)] == [None, None]:
         if side == BEFORE:  # one refusal for the reference, not one per side
-            report.refusals.append(Reason(
-                "lookback_underivable",
-                f"{ref.name} is a time series but nothing bounds which of its rows a run needs: filter {column} on "
-                f"the window (e.g. {column} BETWEEN @start_dt AND @end_dt), derive {lineage.time_column} from it, "
-                "relate it to another source's time column, or declare a lookback",
-                line_of(ref.table),
-            ))
+            report.refusals.append(
+                Reason(
+                    "lookback_underivable",
+                    f"{ref.name} is a time series but nothing bounds which of its rows a run needs: filter {column} on "
+                    f"the window (e.g. {column} BETWEEN @start_dt AND @end_dt), derive {lineage.time_column} from it, "
+                    "relate it to another source's time column, or declare a lookback",
+                    line_of(ref.table),
+                )
+            )
         return None
     bound = f"{column} >= @start_dt" if side == BEFORE else f"{column} <= @end_dt"
-    report.refusals.append(Reason(
-        "lookback_underivable",
-        f"nothing bounds how far {word} the window {ref.name} is read; add a filter such as {bound}",
-        line_of(ref.table),
-    ))
+    report.refusals.append(
+        Reason(
+            "lookback_underivable",
+            f"nothing bounds how far {word} the window {ref.name} is read; add a filter such as {bound}",
+            line_of(ref.table),
+        )
+    )
     return None
 
 
 def _declared(lineage: Lineage, ref: Ref, declared: int, report: _Report) -> timedelta:
     value = declared * lineage.interval
-    report.notes.append(Reason(
-        "declared_lookback",
-        f"{ref.name}: read {iso_duration(value)} before the window, from the declared lookback of {declared} intervals",
-        line_of(ref.table),
-    ))
+    report.notes.append(
+        Reason(
+            "declared_lookback",
+            f"{ref.name}: read {iso_duration(value)} before the window, from the declared lookback of {declared} intervals",
+            line_of(ref.table),
+        )
+    )
     return value
 
 
-def _check_edge(lineage: Lineage, ref: Ref, edge: _Edge, required: timedelta, longest: timedelta, report: _Report) -> None:
+def _check_edge(
+    lineage: Lineage, ref: Ref, edge: _Edge, required: timedelta, longest: timedelta, report: _Report
+) -> None:
     """A filter narrower than what the query needs: refused if it cuts a lookback, else it limits runs."""
     word = _SIDE_NAMES[edge.side]
     if edge.per_interval == 0:
         if edge.base >= required:
             return
         if edge.base >= ZERO:
-            report.refusals.append(Reason(
-                "lookback_truncated",
-                f"{snippet(edge.node, lineage.dialect)} reads {ref.name} only {iso_duration(edge.base)} {word} the window, "
-                f"but the query needs {iso_duration(required)} (window frames, joins or the output time column); "
-                f"widen the filter to match",
-                line_of(edge.node),
-            ))
+            report.refusals.append(
+                Reason(
+                    "lookback_truncated",
+                    f"{snippet(edge.node, lineage.dialect)} reads {ref.name} only {iso_duration(edge.base)} {word} the window, "
+                    f"but the query needs {iso_duration(required)} (window frames, joins or the output time column); "
+                    f"widen the filter to match",
+                    line_of(edge.node),
+                )
+            )
             return
         report.limits.append(1)
-        report.notes.append(Reason(
-            "window_relative",
-            f"{snippet(edge.node, lineage.dialect)} reads only part of each run's window from {ref.name}: "
-            "runs cover one interval each",
-            line_of(edge.node),
-        ))
+        report.notes.append(
+            Reason(
+                "window_relative",
+                f"{snippet(edge.node, lineage.dialect)} reads only part of each run's window from {ref.name}: "
+                "runs cover one interval each",
+                line_of(edge.node),
+            )
+        )
         return
     most = math.floor((edge.base - required) / longest)
     report.limits.append(max(1, most))
     anchor = "start" if edge.side == AFTER else "end"
     extent = "one interval" if most <= 1 else f"at most {most} intervals"
-    report.notes.append(Reason(
-        "window_relative",
-        f"{snippet(edge.node, lineage.dialect)} reads {ref.name} relative to the {anchor} of the run window, "
-        f"so a run may cover {extent}",
-        line_of(edge.node),
-    ))
+    report.notes.append(
+        Reason(
+            "window_relative",
+            f"{snippet(edge.node, lineage.dialect)} reads {ref.name} relative to the {anchor} of the run window, "
+            f"so a run may cover {extent}",
+            line_of(edge.node),
+        )
+    )
 
 
 def _unknown_window(lineage: Lineage, chain: tuple[Scope, ...], side: int) -> exp.Window | None:

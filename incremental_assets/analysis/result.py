@@ -15,8 +15,14 @@ from typing import Literal
 
 from incremental_assets.model.intervals import IntervalUnit
 
-_SHORTEST = {"hour": timedelta(hours=1), "day": timedelta(days=1), "week": timedelta(days=7),
-             "month": timedelta(days=28), "quarter": timedelta(days=89), "year": timedelta(days=365)}
+_SHORTEST = {
+    "hour": timedelta(hours=1),
+    "day": timedelta(days=1),
+    "week": timedelta(days=7),
+    "month": timedelta(days=28),
+    "quarter": timedelta(days=89),
+    "year": timedelta(days=365),
+}
 
 SafetyClass = Literal["FullyBatchSafe", "BoundedSafe", "PerPartitionOnly", "Refused"]
 

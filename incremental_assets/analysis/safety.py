@@ -70,14 +70,44 @@ OVERRIDES = SAFETY_OVERRIDES  # rule -> the kind flag that admits it
 
 # Classes of the sqlglot in use (older 30.x releases, such as the one SQLMesh pins, lack some: their names below
 # catch those functions as anonymous calls).
-_NONDETERMINISTIC = tuple(getattr(exp, name) for name in (
-    "Rand", "Randn", "Uuid", "Shuffle", "CurrentTimestamp", "CurrentDate", "CurrentTime",
-    "CurrentDatetime", "Localtimestamp", "Localtime", "CurrentTimestampLTZ", "TableSample",
-) if hasattr(exp, name))
+_NONDETERMINISTIC = tuple(
+    getattr(exp, name)
+    for name in (
+        "Rand",
+        "Randn",
+        "Uuid",
+        "Shuffle",
+        "CurrentTimestamp",
+        "CurrentDate",
+        "CurrentTime",
+        "CurrentDatetime",
+        "Localtimestamp",
+        "Localtime",
+        "CurrentTimestampLTZ",
+        "TableSample",
+    )
+    if hasattr(exp, name)
+)
 _NONDETERMINISTIC_NAMES = {
-    "now", "rand", "random", "randn", "randstr", "uniform", "uuid", "shuffle", "monotonically_increasing_id",
-    "spark_partition_id", "input_file_name", "input_file_block_start", "input_file_block_length",
-    "current_timestamp", "current_date", "sysdate", "getdate", "systimestamp", "gen_random_uuid",
+    "now",
+    "rand",
+    "random",
+    "randn",
+    "randstr",
+    "uniform",
+    "uuid",
+    "shuffle",
+    "monotonically_increasing_id",
+    "spark_partition_id",
+    "input_file_name",
+    "input_file_block_start",
+    "input_file_block_length",
+    "current_timestamp",
+    "current_date",
+    "sysdate",
+    "getdate",
+    "systimestamp",
+    "gen_random_uuid",
 }
 
 
@@ -117,18 +147,29 @@ def check_safety(lineage: Lineage, *, overrides: frozenset[str] = frozenset()) -
             refusals.append(Reason(hit.rule, f"{hit.problem}; {hit.fix}", line_of(hit.node), hit.node.meta.get("path")))
             continue
         limited = "" if hit.batch_safe else "; runs cover one interval each"
-        notes.append(Reason(hit.rule, f"admitted by {override}: {hit.problem}{limited}", line_of(hit.node), hit.node.meta.get("path")))
+        notes.append(
+            Reason(
+                hit.rule,
+                f"admitted by {override}: {hit.problem}{limited}",
+                line_of(hit.node),
+                hit.node.meta.get("path"),
+            )
+        )
         if not hit.batch_safe:
             batch_limit = 1
     if lineage.recursive:
-        refusals.append(Reason("recursive_cte", "WITH RECURSIVE cannot be analysed for partial runs", line_of(lineage.query)))
+        refusals.append(
+            Reason("recursive_cte", "WITH RECURSIVE cannot be analysed for partial runs", line_of(lineage.query))
+        )
     for ref in lineage.refs:
         if ref.is_self:
-            notes.append(Reason(
-                "self_reference",
-                f"reads its own earlier output ({ref.name}): runs go one interval at a time, in order",
-                line_of(ref.table),
-            ))
+            notes.append(
+                Reason(
+                    "self_reference",
+                    f"reads its own earlier output ({ref.name}): runs go one interval at a time, in order",
+                    line_of(ref.table),
+                )
+            )
             batch_limit = 1
     return Findings(tuple(refusals), tuple(notes), batch_limit)
 
@@ -168,12 +209,15 @@ def _nondeterministic(lineage: Lineage, scope: Scope) -> list[_Hit]:
         else:
             continue
         changes = "picks different rows" if isinstance(node, exp.TableSample) else "gives a different value"
-        hits.append(_Hit(
-            "nondeterministic", node,
-            f"{what} {changes} on every run, so re-running a window would not reproduce its rows",
-            f"compute it elsewhere or {override_hint('nondeterministic')}",
-            batch_safe=True,
-        ))
+        hits.append(
+            _Hit(
+                "nondeterministic",
+                node,
+                f"{what} {changes} on every run, so re-running a window would not reproduce its rows",
+                f"compute it elsewhere or {override_hint('nondeterministic')}",
+                batch_safe=True,
+            )
+        )
     return hits
 
 
@@ -181,18 +225,22 @@ def _limit(lineage: Lineage, scope: Scope) -> list[_Hit]:
     node = scope.expression.args.get("limit") or scope.expression.args.get("fetch")
     if node is None:
         return []
-    return [_Hit(
-        "limit", node,
-        f"{snippet(node, lineage.dialect, 40)} keeps a subset of each run's rows, which depends on how the "
-        "window is cut into runs",
-        f"remove it or {override_hint('limit')}",
-    )]
+    return [
+        _Hit(
+            "limit",
+            node,
+            f"{snippet(node, lineage.dialect, 40)} keeps a subset of each run's rows, which depends on how the "
+            "window is cut into runs",
+            f"remove it or {override_hint('limit')}",
+        )
+    ]
 
 
 def _subquery(lineage: Lineage, scope: Scope) -> _Hit:
     names = sorted({ref.name for ref in lineage.refs_under(scope) if ref.time_column})
     return _Hit(
-        "subquery", scope.expression,
+        "subquery",
+        scope.expression,
         f"subquery ({snippet(scope.expression, lineage.dialect, 60)}) reads time-series data "
         f"({', '.join(names)}) that a run only has for its window",
         f"join it as a table or CTE, or {override_hint('subquery')}",
@@ -207,17 +255,22 @@ def _windows(lineage: Lineage, scope: Scope) -> list[_Hit]:
         if use.untimed_order is not None:
             hits.append(_untimed_frame(lineage, use.node, *use.untimed_order))
             continue
-        hits.append(_Hit(
-            "window_function", use.node,
-            f"window function {snippet(use.node, lineage.dialect)} is not partitioned by the time column "
-            f"{lineage.time_column}, so a run sees only part of each partition",
-            f"partition it by {lineage.time_column} (or an expression of it at the model's grain), bound it with "
-            f"RANGE BETWEEN INTERVAL ... PRECEDING AND CURRENT ROW, or {override_hint('window_function')}",
-        ))
+        hits.append(
+            _Hit(
+                "window_function",
+                use.node,
+                f"window function {snippet(use.node, lineage.dialect)} is not partitioned by the time column "
+                f"{lineage.time_column}, so a run sees only part of each partition",
+                f"partition it by {lineage.time_column} (or an expression of it at the model's grain), bound it with "
+                f"RANGE BETWEEN INTERVAL ... PRECEDING AND CURRENT ROW, or {override_hint('window_function')}",
+            )
+        )
     return hits
 
 
-def _untimed_frame(lineage: Lineage, node: exp.Window, table: str, time_column: str, event_column: str | None, column: str) -> _Hit:
+def _untimed_frame(
+    lineage: Lineage, node: exp.Window, table: str, time_column: str, event_column: str | None, column: str
+) -> _Hit:
     """A RANGE frame over a column of a time-series table that says nothing about its time."""
     message = (
         f"window function {snippet(node, lineage.dialect)} has a RANGE frame over {column} of {table}, which is "
@@ -246,38 +299,54 @@ def _aggregates(lineage: Lineage, scope: Scope, *, per_interval: bool) -> list[_
     hits = []
     if grouped and not aligned:
         group = select.args.get("group")
-        what = snippet(group, lineage.dialect, 60) if group is not None else f"aggregate {snippet(aggregates[0], lineage.dialect, 40)} without GROUP BY"
-        hits.append(_Hit(
-            "aggregate", group if group is not None else aggregates[0],
-            f"{what} over time-series data has no key aligned with the time column {lineage.time_column}: "
-            "a group can span several intervals and a run sees only part of it",
-            f"group by {lineage.time_column} (or an expression of it at the model's grain) or {override_hint('aggregate')}",
-        ))
+        what = (
+            snippet(group, lineage.dialect, 60)
+            if group is not None
+            else f"aggregate {snippet(aggregates[0], lineage.dialect, 40)} without GROUP BY"
+        )
+        hits.append(
+            _Hit(
+                "aggregate",
+                group if group is not None else aggregates[0],
+                f"{what} over time-series data has no key aligned with the time column {lineage.time_column}: "
+                "a group can span several intervals and a run sees only part of it",
+                f"group by {lineage.time_column} (or an expression of it at the model's grain) or {override_hint('aggregate')}",
+            )
+        )
     # Groups aligned with the time column lie inside one interval, which a run reads whole: HAVING
     # and DISTINCT then see every row of their group and are admitted as they are.
     having = select.args.get("having")
     if having is not None and having.find(exp.AggFunc) is not None and not aligned:
-        hits.append(_Hit(
-            "having", having,
-            f"{snippet(having, lineage.dialect, 60)} filters groups on aggregates, which differ when a group is "
-            "only partly in a run",
-            f"group by {lineage.time_column} (or an expression of it at the model's grain) or {override_hint('having')}",
-        ))
+        hits.append(
+            _Hit(
+                "having",
+                having,
+                f"{snippet(having, lineage.dialect, 60)} filters groups on aggregates, which differ when a group is "
+                "only partly in a run",
+                f"group by {lineage.time_column} (or an expression of it at the model's grain) or {override_hint('having')}",
+            )
+        )
     if select.args.get("distinct") is not None and not _keeps_time(lineage, scope, per_interval=per_interval):
-        hits.append(_Hit(
-            "distinct", select.expressions[0],
-            f"SELECT DISTINCT without a column aligned with the time column {lineage.time_column} removes "
-            "duplicates only among the rows of one run",
-            f"select {lineage.time_column} (or an expression of it at the model's grain) too, or {override_hint('distinct')}",
-        ))
+        hits.append(
+            _Hit(
+                "distinct",
+                select.expressions[0],
+                f"SELECT DISTINCT without a column aligned with the time column {lineage.time_column} removes "
+                "duplicates only among the rows of one run",
+                f"select {lineage.time_column} (or an expression of it at the model's grain) too, or {override_hint('distinct')}",
+            )
+        )
     if not aligned:
         for aggregate in aggregates:
             if isinstance(aggregate.this, exp.Distinct):
-                hits.append(_Hit(
-                    "distinct", aggregate,
-                    f"{snippet(aggregate, lineage.dialect, 40)} counts distinct values only among the rows of one run",
-                    f"group by {lineage.time_column} (or an expression of it at the model's grain) or {override_hint('distinct')}",
-                ))
+                hits.append(
+                    _Hit(
+                        "distinct",
+                        aggregate,
+                        f"{snippet(aggregate, lineage.dialect, 40)} counts distinct values only among the rows of one run",
+                        f"group by {lineage.time_column} (or an expression of it at the model's grain) or {override_hint('distinct')}",
+                    )
+                )
     return hits
 
 
@@ -303,7 +372,8 @@ def _set_distinct(lineage: Lineage, scope: Scope) -> _Hit | None:
         return None
     keyword = operation.key.upper()
     return _Hit(
-        "distinct", operation.expression,  # the right-hand query, just after the keyword
+        "distinct",
+        operation.expression,  # the right-hand query, just after the keyword
         f"{keyword} without ALL and without a column aligned with the time column {lineage.time_column} in every "
         "branch removes duplicates only among the rows of one run",
         f"write {keyword} ALL or {override_hint('distinct')}",

@@ -41,19 +41,46 @@ _FIXED: dict[str, timedelta] = {
     "day": DAY,
 }
 # The longest bucket of each calendar unit, as the model's interval units define them.
-_CALENDAR_NOMINAL = {u.value: u.nominal for u in (IntervalUnit.WEEK, IntervalUnit.MONTH, IntervalUnit.QUARTER, IntervalUnit.YEAR)}
+_CALENDAR_NOMINAL = {
+    u.value: u.nominal for u in (IntervalUnit.WEEK, IntervalUnit.MONTH, IntervalUnit.QUARTER, IntervalUnit.YEAR)
+}
 _CALENDAR_DIVIDES = {"month": {"month", "quarter", "year"}, "quarter": {"quarter", "year"}, "year": {"year"}}
 
 _UNIT_ALIASES = {
-    "microsecond": "second", "us": "second", "millisecond": "second", "ms": "second",
-    "second": "second", "s": "second", "ss": "second", "sec": "second",
-    "minute": "minute", "mi": "minute", "min": "minute", "m": "minute",
-    "hour": "hour", "h": "hour", "hh": "hour", "hh24": "hour",
-    "day": "day", "d": "day", "dd": "day", "dayofmonth": "day",
-    "week": "week", "w": "week", "wk": "week", "weekiso": "week",
-    "month": "month", "mm": "month", "mon": "month",
-    "quarter": "quarter", "q": "quarter", "qtr": "quarter",
-    "year": "year", "y": "year", "yy": "year", "yyyy": "year",
+    "microsecond": "second",
+    "us": "second",
+    "millisecond": "second",
+    "ms": "second",
+    "second": "second",
+    "s": "second",
+    "ss": "second",
+    "sec": "second",
+    "minute": "minute",
+    "mi": "minute",
+    "min": "minute",
+    "m": "minute",
+    "hour": "hour",
+    "h": "hour",
+    "hh": "hour",
+    "hh24": "hour",
+    "day": "day",
+    "d": "day",
+    "dd": "day",
+    "dayofmonth": "day",
+    "week": "week",
+    "w": "week",
+    "wk": "week",
+    "weekiso": "week",
+    "month": "month",
+    "mm": "month",
+    "mon": "month",
+    "quarter": "quarter",
+    "q": "quarter",
+    "qtr": "quarter",
+    "year": "year",
+    "y": "year",
+    "yy": "year",
+    "yyyy": "year",
 }
 
 
@@ -304,9 +331,16 @@ def split_shift(node: exp.Expression) -> Shift:
 
 _DATE_TYPES = {exp.DataType.Type.DATE, exp.DataType.Type.DATE32}
 _KEEP_TYPES = {
-    exp.DataType.Type.TIMESTAMP, exp.DataType.Type.TIMESTAMPTZ, exp.DataType.Type.TIMESTAMPLTZ,
-    exp.DataType.Type.TIMESTAMPNTZ, exp.DataType.Type.DATETIME, exp.DataType.Type.DATETIME64,
-    exp.DataType.Type.TEXT, exp.DataType.Type.VARCHAR, exp.DataType.Type.CHAR, exp.DataType.Type.NVARCHAR,
+    exp.DataType.Type.TIMESTAMP,
+    exp.DataType.Type.TIMESTAMPTZ,
+    exp.DataType.Type.TIMESTAMPLTZ,
+    exp.DataType.Type.TIMESTAMPNTZ,
+    exp.DataType.Type.DATETIME,
+    exp.DataType.Type.DATETIME64,
+    exp.DataType.Type.TEXT,
+    exp.DataType.Type.VARCHAR,
+    exp.DataType.Type.CHAR,
+    exp.DataType.Type.NVARCHAR,
 }
 _TO_DATE = (exp.TsOrDsToDate, exp.Date, exp.StrToDate, exp.DateStrToDate)
 _TO_TIME = (exp.TsOrDsToTimestamp, exp.TimeStrToTime, exp.StrToTime, exp.UnixToTime)

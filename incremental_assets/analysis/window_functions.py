@@ -124,7 +124,9 @@ def _spec(node: exp.Window, named: dict[str, exp.Window]) -> tuple[list, list, e
     return partition, (order.expressions if order else []), spec
 
 
-def _classify(lineage: Lineage, scope: Scope, node: exp.Window, named: dict[str, exp.Window]) -> tuple[WindowKind, Reach]:
+def _classify(
+    lineage: Lineage, scope: Scope, node: exp.Window, named: dict[str, exp.Window]
+) -> tuple[WindowKind, Reach]:
     partition, order, spec = _spec(node, named)
     if any(lineage.aligned(key, scope) for key in partition):
         return "aligned", NO_REACH
@@ -156,7 +158,10 @@ def _navigation(
 
 def _frame(lineage: Lineage, order: list, keys: list, spec: exp.WindowSpec) -> tuple[WindowKind, Reach]:
     """The reach of an explicit frame: intervals on a RANGE over time, unknown for row counts."""
-    bounds = [(spec.args.get("start"), spec.args.get("start_side")), (spec.args.get("end") or "CURRENT ROW", spec.args.get("end_side"))]
+    bounds = [
+        (spec.args.get("start"), spec.args.get("start_side")),
+        (spec.args.get("end") or "CURRENT ROW", spec.args.get("end_side")),
+    ]
     if any(str(value).upper() == "UNBOUNDED" for value, _ in bounds):
         return "history", NO_REACH
     ranged = str(spec.args.get("kind", "")).upper() == "RANGE" and len(order) == 1

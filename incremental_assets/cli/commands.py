@@ -11,10 +11,10 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
+from incremental_assets.cli.diff import add_diff_command
 from incremental_assets.cli.environments import add_env_command, cmd_run_env
 from incremental_assets.cli.maintain import add_maintain_command
 from incremental_assets.cli.plan import add_plan_command
-from incremental_assets.cli.diff import add_diff_command
 from incremental_assets.cli.promote import add_promote_command
 from incremental_assets.cli.restate import add_restate_command
 from incremental_assets.cli.status import check_range, cmd_status
@@ -48,13 +48,18 @@ def cmd_validate(args: argparse.Namespace) -> int:
         if analysis is not None and analysis.refused:
             refused += 1
             for reason in analysis.reasons:
-                print(f"{rel}:{reason.line or model.header_line}: error: {model.name}: [{reason.rule}] {reason.message}", file=sys.stderr)
+                print(
+                    f"{rel}:{reason.line or model.header_line}: error: {model.name}: [{reason.rule}] {reason.message}",
+                    file=sys.stderr,
+                )
             continue
         cls = f", {safety_class_text(analysis)}" if analysis is not None else ""
         print(f"ok  {model.name} ({model.kind.name}{unit}{cls})  {rel}")
     for model in project.models.values():
         if model.name not in project.order:
-            print(f"ok  {model.name} ({model.kind.name}, {explain_model(project, model).safety_class})  {project.relative_path(model.path)}")
+            print(
+                f"ok  {model.name} ({model.kind.name}, {explain_model(project, model).safety_class})  {project.relative_path(model.path)}"
+            )
     if refused:
         print(
             f"{refused} model(s) refused by the safety analysis: fix the SQL, allow the construct in the MODEL header "
@@ -143,7 +148,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.auto and bool(args.start) != bool(args.end) and not (args.full_refresh and not args.start):
         raise IncrementalAssetsError("give both --start and --end, or --auto")
     if args.forward_only and args.full_refresh:
-        raise IncrementalAssetsError("--forward-only keeps the built intervals, --full-refresh rebuilds them: give one of them")
+        raise IncrementalAssetsError(
+            "--forward-only keeps the built intervals, --full-refresh rebuilds them: give one of them"
+        )
     project = _project(args)
     models = project.select(" ".join(args.selection) if args.selection else None)
     if args.env:
@@ -151,7 +158,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     start = parse_instant(args.start, "start")
     end = parse_instant(args.end, "end")
     if not args.auto and not args.full_refresh and start is None and any(m.is_incremental for m in models):
-        raise IncrementalAssetsError("incremental models need --start S --end E, or --auto to fill the missing intervals")
+        raise IncrementalAssetsError(
+            "incremental models need --start S --end E, or --auto to fill the missing intervals"
+        )
     if start is not None and end is not None:
         check_range(start, end, ("--start", "--end"))
         if not args.auto and not args.full_refresh:
@@ -160,7 +169,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     runner = _runner(project)
     print(f"running {len(models)} model(s): {', '.join(m.name for m in models)}", flush=True)
     report = runner.run(
-        models, start=start, end=end, auto=args.auto, allow_downgrade=args.allow_downgrade, full_refresh=args.full_refresh,
+        models,
+        start=start,
+        end=end,
+        auto=args.auto,
+        allow_downgrade=args.allow_downgrade,
+        full_refresh=args.full_refresh,
         forward_only=args.forward_only,
         progress=lambda line: print(line, flush=True),
     )
@@ -186,9 +200,14 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
         if not delta.exists(uri):
             continue
         result = delta.vacuum(
-            uri, retention_hours=args.retention_hours, staging_age=timedelta(hours=args.staging_age_hours), dry_run=args.dry_run
+            uri,
+            retention_hours=args.retention_hours,
+            staging_age=timedelta(hours=args.staging_age_hours),
+            dry_run=args.dry_run,
         )
-        print(f"{model.name}: {verb} {len(result.removed_files)} replaced file(s), {len(result.orphan_dirs)} staging folder(s) of dead runs")
+        print(
+            f"{model.name}: {verb} {len(result.removed_files)} replaced file(s), {len(result.orphan_dirs)} staging folder(s) of dead runs"
+        )
         if args.verbose:
             for path in result.removed_files + result.orphan_dirs:
                 print(f"  {path}")
@@ -204,8 +223,12 @@ def cmd_history(args: argparse.Namespace) -> int:
     project = _project(args)
     check_range(parse_instant(args.since, "since"), parse_instant(args.until, "until"))
     entries = run_history(
-        project_instance(project), project, args.model, limit=args.limit,
-        since=parse_instant(args.since, "since"), until=parse_instant(args.until, "until"),
+        project_instance(project),
+        project,
+        args.model,
+        limit=args.limit,
+        since=parse_instant(args.since, "since"),
+        until=parse_instant(args.until, "until"),
     )
     for entry in entries:
         print(entry.line())
@@ -216,8 +239,8 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 def cmd_test(args: argparse.Namespace) -> int:
     """Run the model unit tests on Spark; exit 1 when one fails."""
-    from incremental_assets.spark.model_tests import load_model_tests, run_model_test
     from incremental_assets.spark.connect_server import spark_remote
+    from incremental_assets.spark.model_tests import load_model_tests, run_model_test
     from incremental_assets.spark.session import build_spark_session
 
     project = _project(args)
@@ -259,17 +282,32 @@ def cmd_demo_data(args: argparse.Namespace) -> int:
     try:
         if args.append:
             if args.start or args.days is not None:
-                raise IncrementalAssetsError("--append adds hours after the data's end: give --hours N or --until (default: now), not --start/--days")
-            result = append_demo_hours(args.project, hours=args.hours, until=until, orders_per_day=args.orders_per_day, ahead=args.ahead)
-            stopped = (f"; stopped at {format_instant(result.end)}, the clock's last complete hour, not {format_instant(result.asked_end)}"
-                       " (--ahead appends hours ahead of the clock)") if result.asked_end else ""
+                raise IncrementalAssetsError(
+                    "--append adds hours after the data's end: give --hours N or --until (default: now), not --start/--days"
+                )
+            result = append_demo_hours(
+                args.project, hours=args.hours, until=until, orders_per_day=args.orders_per_day, ahead=args.ahead
+            )
+            stopped = (
+                (
+                    f"; stopped at {format_instant(result.end)}, the clock's last complete hour, not {format_instant(result.asked_end)}"
+                    " (--ahead appends hours ahead of the clock)"
+                )
+                if result.asked_end
+                else ""
+            )
             if not result.hours:
                 print(f"nothing to append: the data already reaches {format_instant(result.start)}{stopped}")
                 return 0
-            print(f"appended {result.hours} hour(s) [{format_instant(result.start)}, {format_instant(result.end)}): "
-                  + ", ".join(f"{name} {n:,} rows" for name, n in result.rows.items()) + stopped)
-            print(f"  quiet hours (no orders): {len(result.quiet_hours)}; late orders: {result.late_orders}"
-                  + (f" for {', '.join(format_instant(h) for h in result.late_hours)}" if result.late_hours else ""))
+            print(
+                f"appended {result.hours} hour(s) [{format_instant(result.start)}, {format_instant(result.end)}): "
+                + ", ".join(f"{name} {n:,} rows" for name, n in result.rows.items())
+                + stopped
+            )
+            print(
+                f"  quiet hours (no orders): {len(result.quiet_hours)}; late orders: {result.late_orders}"
+                + (f" for {', '.join(format_instant(h) for h in result.late_hours)}" if result.late_hours else "")
+            )
             return 0
         if args.hours is not None:
             raise IncrementalAssetsError("--hours needs --append")
@@ -278,7 +316,9 @@ def cmd_demo_data(args: argparse.Namespace) -> int:
             start = date.fromisoformat(args.start) if args.start else until.date() - timedelta(days=days)
         else:
             start = date.fromisoformat(args.start or "2024-01-01")
-        counts = generate_demo_data(args.project, start=start, days=days, orders_per_day=args.orders_per_day, until=until)
+        counts = generate_demo_data(
+            args.project, start=start, days=days, orders_per_day=args.orders_per_day, until=until
+        )
     except ValueError as exc:
         raise IncrementalAssetsError(str(exc)) from None
     for name, n in counts.items():
@@ -290,13 +330,17 @@ def cmd_demo_data(args: argparse.Namespace) -> int:
 
 AddCommand = Callable[[str, str], argparse.ArgumentParser]  # adds a subcommand with --project, returns its parser
 
-PROJECT_HELP = ("project folder (holds models/); default: the current directory. Repeat it to load several folders as one "
-                "project (SQLMesh's -p repo_1 -p repo_2); settings and warehouse are the first folder's")
+PROJECT_HELP = (
+    "project folder (holds models/); default: the current directory. Repeat it to load several folders as one "
+    "project (SQLMesh's -p repo_1 -p repo_2); settings and warehouse are the first folder's"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``incremental-assets`` argument parser: one subcommand per command, each with ``--project``."""
-    parser = argparse.ArgumentParser(prog="incremental-assets", description="SQL models as incremental Dagster assets on Spark and Delta Lake")
+    parser = argparse.ArgumentParser(
+        prog="incremental-assets", description="SQL models as incremental Dagster assets on Spark and Delta Lake"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     def add(name: str, help_text: str) -> argparse.ArgumentParser:
@@ -324,7 +368,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_build_commands(add: AddCommand) -> None:
     """``validate``, ``render`` and ``run``."""
-    add("validate", "load and check every model; exit non-zero with file:line diagnostics").set_defaults(func=cmd_validate)
+    add("validate", "load and check every model; exit non-zero with file:line diagnostics").set_defaults(
+        func=cmd_validate
+    )
 
     p = add("render", "print the exact SQL a model would run for a window")
     p.add_argument("model")
@@ -337,12 +383,26 @@ def _add_build_commands(add: AddCommand) -> None:
     p.add_argument("selection", nargs="*", help="models: name, +name (with upstreams), name+ (with downstreams), tag:x")
     p.add_argument("--start", help="window start (inclusive), e.g. 2024-01-01")
     p.add_argument("--end", help="window end (exclusive)")
-    p.add_argument("--auto", action="store_true", help="run only the missing intervals, up to the last complete one (or --end)")
-    p.add_argument("--allow-downgrade", action="store_true", help="run models the safety analysis refuses as a full refresh (with a warning); not persisted")
-    p.add_argument("--full-refresh", action="store_true", help="rebuild the selected models from their start (one atomic commit per model)")
-    p.add_argument("--env", help="with --auto: build the changed models and what they break in environment NAME, apart from production")
     p.add_argument(
-        "--forward-only", action="store_true",
+        "--auto", action="store_true", help="run only the missing intervals, up to the last complete one (or --end)"
+    )
+    p.add_argument(
+        "--allow-downgrade",
+        action="store_true",
+        help="run models the safety analysis refuses as a full refresh (with a warning); not persisted",
+    )
+    p.add_argument(
+        "--full-refresh",
+        action="store_true",
+        help="rebuild the selected models from their start (one atomic commit per model)",
+    )
+    p.add_argument(
+        "--env",
+        help="with --auto: build the changed models and what they break in environment NAME, apart from production",
+    )
+    p.add_argument(
+        "--forward-only",
+        action="store_true",
         help="apply every change of the selected models to new intervals only: built intervals are kept, nothing downstream is restated",
     )
     p.set_defaults(func=cmd_run)
@@ -374,8 +434,18 @@ def _add_history_and_vacuum(add: AddCommand) -> None:
 
     p = add("vacuum", "delete replaced data files older than the retention, and staging folders of dead runs")
     p.add_argument("model", nargs="?")
-    p.add_argument("--retention-hours", type=int, default=168, help="keep files a version younger than this needs (time travel); default 168 (7 days)")
-    p.add_argument("--staging-age-hours", type=float, default=24.0, help="staging folders made on another host count as dead after this age; default 24")
+    p.add_argument(
+        "--retention-hours",
+        type=int,
+        default=168,
+        help="keep files a version younger than this needs (time travel); default 168 (7 days)",
+    )
+    p.add_argument(
+        "--staging-age-hours",
+        type=float,
+        default=24.0,
+        help="staging folders made on another host count as dead after this age; default 24",
+    )
     p.add_argument("--dry-run", action="store_true", help="only list what would be removed")
     p.add_argument("-v", "--verbose", action="store_true", help="list every path")
     p.set_defaults(func=cmd_vacuum)
@@ -387,13 +457,27 @@ def _add_test_and_demo_data(add: AddCommand) -> None:
     p.add_argument("name", nargs="*", help="only these tests")
     p.set_defaults(func=cmd_test)
 
-    p = add("demo-data", "generate the example project's source data (deterministic), or append new hours to it in place")
+    p = add(
+        "demo-data", "generate the example project's source data (deterministic), or append new hours to it in place"
+    )
     p.add_argument("--start", help="first day (default 2024-01-01; with --until: --days before it)")
     p.add_argument("--days", type=int, help="days to generate (default 365); ignored with both --start and --until")
-    p.add_argument("--until", help="generate (or with --append: append) up to this hour boundary; `now` = the last complete hour")
-    p.add_argument("--append", action="store_true", help="add the hours after the data's end to the sources in place (default: up to now)")
-    p.add_argument("--hours", type=int, help="with --append: add this many hours (at most up to the last complete hour)")
-    p.add_argument("--ahead", action="store_true", help="with --append: allow hours after the last complete hour (data from the future)")
+    p.add_argument(
+        "--until", help="generate (or with --append: append) up to this hour boundary; `now` = the last complete hour"
+    )
+    p.add_argument(
+        "--append",
+        action="store_true",
+        help="add the hours after the data's end to the sources in place (default: up to now)",
+    )
+    p.add_argument(
+        "--hours", type=int, help="with --append: add this many hours (at most up to the last complete hour)"
+    )
+    p.add_argument(
+        "--ahead",
+        action="store_true",
+        help="with --append: allow hours after the last complete hour (data from the future)",
+    )
     p.add_argument("--orders-per-day", type=int, default=200)
     p.set_defaults(func=cmd_demo_data)
 
@@ -420,8 +504,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if read_env_settings().debug:
             raise
         first = (str(exc).strip().splitlines() or [""])[0][:500]
-        print(f"error: unexpected {type(exc).__name__}: {first} (fix: this is a bug of incremental_assets, please report "
-              "it with the command; INCREMENTAL_ASSETS_DEBUG=1 prints the Python trace)", file=sys.stderr)
+        print(
+            f"error: unexpected {type(exc).__name__}: {first} (fix: this is a bug of incremental_assets, please report "
+            "it with the command; INCREMENTAL_ASSETS_DEBUG=1 prints the Python trace)",
+            file=sys.stderr,
+        )
         return 1
 
 

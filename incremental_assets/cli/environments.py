@@ -23,15 +23,25 @@ def cmd_run_env(args: argparse.Namespace, project, models) -> int:
     instance = project_instance(project)
     selection = models if args.selection else None
     build = build_environment(
-        project, args.env, instance, selection=selection, end=parse_instant(args.end, "end"), progress=lambda line: print(line, flush=True)
+        project,
+        args.env,
+        instance,
+        selection=selection,
+        end=parse_instant(args.end, "end"),
+        progress=lambda line: print(line, flush=True),
     )
     failed = [r for r in build.report.records if not r.success]
     read = [m.name for m in project.ordered() if m.has_table and m.name not in build.plan.models]
-    print(f"environment {args.env}: {len(build.plan.models)} model(s) built apart ({', '.join(build.plan.models) or 'none'}); "
-          f"{len(read)} read from production in place")
-    print(f"{len(build.built)} model(s) built now, {len(build.current)} already current"
-          + (f", {len(build.idle)} with no complete interval yet" if build.idle else "") + "; "
-          f"{len(build.report.records) - len(failed)} run(s) succeeded, {len(failed)} failed")
+    print(
+        f"environment {args.env}: {len(build.plan.models)} model(s) built apart ({', '.join(build.plan.models) or 'none'}); "
+        f"{len(read)} read from production in place"
+    )
+    print(
+        f"{len(build.built)} model(s) built now, {len(build.current)} already current"
+        + (f", {len(build.idle)} with no complete interval yet" if build.idle else "")
+        + "; "
+        f"{len(build.report.records) - len(failed)} run(s) succeeded, {len(failed)} failed"
+    )
     if any(r.bad_input for r in failed):
         return 2
     return 1 if failed else 0
@@ -58,13 +68,23 @@ def cmd_env_list(args: argparse.Namespace) -> int:
     for name in environment_names(warehouse):
         manifest = read_manifest(warehouse, name) or {}
         size, files = environment_size(warehouse, name)
-        rows.append({"name": name, "models": sorted(manifest.get("models") or {}), "reads": sorted(manifest.get("reads") or {}),
-                     "updated": manifest.get("updated"), "bytes": size, "files": files})
+        rows.append(
+            {
+                "name": name,
+                "models": sorted(manifest.get("models") or {}),
+                "reads": sorted(manifest.get("reads") or {}),
+                "updated": manifest.get("updated"),
+                "bytes": size,
+                "files": files,
+            }
+        )
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     for row in rows:
-        print(f"{row['name']}: {len(row['models'])} model(s), updated {row['updated'] or 'never (no manifest)'}, {_size(row['bytes'])} in {row['files']} file(s)")
+        print(
+            f"{row['name']}: {len(row['models'])} model(s), updated {row['updated'] or 'never (no manifest)'}, {_size(row['bytes'])} in {row['files']} file(s)"
+        )
         if row["models"]:
             print(f"  built:   {', '.join(row['models'])}")
         if row["reads"]:
@@ -90,9 +110,13 @@ def cmd_env_drop(args: argparse.Namespace) -> int:
     keys = instance.get_asset_keys(prefix=[KEY_PREFIX, name])
     if keys:
         instance.wipe_assets(list(keys))
-    print(f"environment {name} dropped: {dropped.removed} file(s) removed, Dagster records of {len(keys)} asset(s) wiped")
+    print(
+        f"environment {name} dropped: {dropped.removed} file(s) removed, Dagster records of {len(keys)} asset(s) wiped"
+    )
     if dropped.kept:
-        print(f"  kept {len(dropped.kept)} file(s) a production table references (taken into production by a promotion)")
+        print(
+            f"  kept {len(dropped.kept)} file(s) a production table references (taken into production by a promotion)"
+        )
     return 0
 
 
@@ -104,7 +128,12 @@ def add_env_command(sub, add: Callable[[str, str], argparse.ArgumentParser]) -> 
 
     def action(name: str, help_text: str) -> argparse.ArgumentParser:
         a = actions.add_parser(name, help=help_text, description=help_text)
-        a.add_argument("--project", action="append", type=Path, help="project folder (holds models/); default: the current directory")
+        a.add_argument(
+            "--project",
+            action="append",
+            type=Path,
+            help="project folder (holds models/); default: the current directory",
+        )
         return a
 
     listed = action("list", "the environments: models, when updated, size")

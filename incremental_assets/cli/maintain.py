@@ -23,26 +23,45 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     prefix = "(dry run) " if args.dry_run else ""
     translator = ModelTranslator()
     for model in models:
-        for line in maintain_model(project, instance, model, translator, compact=compact, vacuum=vacuum, dry_run=args.dry_run):
+        for line in maintain_model(
+            project, instance, model, translator, compact=compact, vacuum=vacuum, dry_run=args.dry_run
+        ):
             print(f"{prefix}{model.name}: {line}")
     if args.purge_runs:
         days = args.older_than_days or project.settings.maintenance.run_retention_days
         result = purge_runs(instance, timedelta(days=days), dry_run=args.dry_run)
         verb = "would delete" if args.dry_run else "deleted"
-        print(f"{prefix}Dagster: {verb} {len(result.runs)} run(s) older than {days} days with their events; "
-              f"kept {result.kept} holding a partition's latest record")
+        print(
+            f"{prefix}Dagster: {verb} {len(result.runs)} run(s) older than {days} days with their events; "
+            f"kept {result.kept} holding a partition's latest record"
+        )
     return 0
 
 
 def add_maintain_command(sub: argparse._SubParsersAction, add) -> None:
     """The ``maintain`` command."""
-    p = add("maintain", "compact small files (no data change), checkpoint, vacuum old files and staging folders; "
-                        "with --purge-runs also delete old Dagster runs")
+    p = add(
+        "maintain",
+        "compact small files (no data change), checkpoint, vacuum old files and staging folders; "
+        "with --purge-runs also delete old Dagster runs",
+    )
     p.add_argument("model", nargs="?", help="only this model's table")
-    p.add_argument("--compact", action="store_true", help="compact (complete days of hourly tables, small files of others); checkpoints when due")
-    p.add_argument("--vacuum", action="store_true", help="delete replaced files older than maintenance.retention_hours and dead runs' staging folders")
-    p.add_argument("--purge-runs", action="store_true", help="delete Dagster runs older than maintenance.run_retention_days and their events, "
-                                                          "keeping the runs that hold each partition's latest record")
+    p.add_argument(
+        "--compact",
+        action="store_true",
+        help="compact (complete days of hourly tables, small files of others); checkpoints when due",
+    )
+    p.add_argument(
+        "--vacuum",
+        action="store_true",
+        help="delete replaced files older than maintenance.retention_hours and dead runs' staging folders",
+    )
+    p.add_argument(
+        "--purge-runs",
+        action="store_true",
+        help="delete Dagster runs older than maintenance.run_retention_days and their events, "
+        "keeping the runs that hold each partition's latest record",
+    )
     p.add_argument("--older-than-days", type=int, help="with --purge-runs: instead of maintenance.run_retention_days")
     p.add_argument("--dry-run", action="store_true", help="only say what would be done")
     p.set_defaults(func=cmd_maintain)

@@ -20,13 +20,23 @@ def _ranges(change: ModelChange) -> str:
 def print_plan(changes: list[ModelChange], environment: str | None, held: dict[str, bool] | None = None) -> None:
     """The plan's changes by category as text, and with an environment what it holds built."""
     if environment:
-        print(f"environment {environment}: the plan compares the project with production; the environment builds "
-              f"{len(held or {})} model(s), every other model is read from production in place")
+        print(
+            f"environment {environment}: the plan compares the project with production; the environment builds "
+            f"{len(held or {})} model(s), every other model is read from production in place"
+        )
     shown = [c for c in changes if c.category != UNCHANGED or c.change != "unchanged"]
     for change in shown:
         print(f"{change.name}: {change.change}, {change.category}")
         if environment and held is not None:
-            where = ("built with the current definition" if held[change.name] else "not built with the current definition yet") if change.name in held else "read from production"
+            where = (
+                (
+                    "built with the current definition"
+                    if held[change.name]
+                    else "not built with the current definition yet"
+                )
+                if change.name in held
+                else "read from production"
+            )
             print(f"  in {environment}: {where}")
         for reason in change.reasons:
             print(f"  {reason}")
@@ -52,7 +62,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     tables = delta.production_tables(project)
     names = {m.lower() for m in project.models}
     removed = [t for t in delta.table_names(warehouse) if t.lower() not in names]
-    changes = plan_changes(project, project_definitions(project), tables, forward_only=args.forward_only, removed=removed)
+    changes = plan_changes(
+        project, project_definitions(project), tables, forward_only=args.forward_only, removed=removed
+    )
     held = None
     if args.env:
         from incremental_assets.orchestration.environments import environment_state, plan_environment
@@ -70,8 +82,18 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def add_plan_command(sub, add: Callable[[str, str], argparse.ArgumentParser]) -> None:
     """The ``plan`` command."""
-    p = add("plan", "what a change of the models would recompute, by category (breaking, non-breaking, ...); changes nothing")
-    p.add_argument("--env", help="also say, per model, whether environment NAME holds it built with the current definition (the plan compares with production)")
-    p.add_argument("--forward-only", action="store_true", help="apply every change to new intervals only: nothing built is recomputed")
+    p = add(
+        "plan",
+        "what a change of the models would recompute, by category (breaking, non-breaking, ...); changes nothing",
+    )
+    p.add_argument(
+        "--env",
+        help="also say, per model, whether environment NAME holds it built with the current definition (the plan compares with production)",
+    )
+    p.add_argument(
+        "--forward-only",
+        action="store_true",
+        help="apply every change to new intervals only: nothing built is recomputed",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_plan)

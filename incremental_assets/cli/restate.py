@@ -47,8 +47,12 @@ def cmd_restate(args: argparse.Namespace) -> int:
     if args.dry_run:
         return 0
     if args.backfill:
-        backfill_id = restate.submit_backfill(runner, restatement, title=f"restate {', '.join(m.name for m in chosen)} {window}")
-        print(f"submitted Dagster backfill {backfill_id} ({len(restatement.models)} asset(s)); the dagster-daemon runs it")
+        backfill_id = restate.submit_backfill(
+            runner, restatement, title=f"restate {', '.join(m.name for m in chosen)} {window}"
+        )
+        print(
+            f"submitted Dagster backfill {backfill_id} ({len(restatement.models)} asset(s)); the dagster-daemon runs it"
+        )
         return 0
     report = restate.execute(runner, restatement, progress=lambda line: print(line, flush=True))
     failed = [r for r in report.records if not r.success]
@@ -60,10 +64,17 @@ def cmd_restate(args: argparse.Namespace) -> int:
 
 def add_restate_command(sub, add: Callable[[str, str], argparse.ArgumentParser]) -> None:
     """The ``restate`` command."""
-    p = add("restate", "recompute chosen intervals of models (current definition, forward_only too) and exactly the downstream intervals that read them")
+    p = add(
+        "restate",
+        "recompute chosen intervals of models (current definition, forward_only too) and exactly the downstream intervals that read them",
+    )
     p.add_argument("models", nargs="+", metavar="MODEL")
     p.add_argument("--start", required=True, help="first interval to recompute (inclusive), e.g. 2024-01-01")
     p.add_argument("--end", required=True, help="end of the last interval (exclusive)")
     p.add_argument("--dry-run", action="store_true", help="only print what would be recomputed")
-    p.add_argument("--backfill", action="store_true", help="submit it as one Dagster backfill that the dagster-daemon runs, and print its id")
+    p.add_argument(
+        "--backfill",
+        action="store_true",
+        help="submit it as one Dagster backfill that the dagster-daemon runs, and print its id",
+    )
     p.set_defaults(func=cmd_restate)

@@ -18,8 +18,10 @@ def _settings(args: argparse.Namespace):
 
 def _configured_remote_note(settings) -> str | None:
     if settings.spark_remote:
-        return (f"note: spark.remote is set ({redact_url(settings.spark_remote)}): commands and runs of this project use "
-                "that server, not this one")
+        return (
+            f"note: spark.remote is set ({redact_url(settings.spark_remote)}): commands and runs of this project use "
+            "that server, not this one"
+        )
     return None
 
 
@@ -45,7 +47,11 @@ def cmd_spark_stop(args: argparse.Namespace) -> int:
     from incremental_assets.spark.connect_server import stop_server
 
     record = stop_server(_settings(args), timeout=args.timeout)
-    print(f"Spark Connect server stopped (pid {record.pid})" if record else "no Spark Connect server running for this project")
+    print(
+        f"Spark Connect server stopped (pid {record.pid})"
+        if record
+        else "no Spark Connect server running for this project"
+    )
     return 0
 
 
@@ -57,8 +63,12 @@ def cmd_spark_status(args: argparse.Namespace) -> int:
     status = server_status(settings)
     record = status.record
     if args.json:
-        info = {"up": status.up, "url": record.url if status.up and record else None, "pid": record.pid if status.up and record else None,
-                "configured_remote": redact_url(settings.spark_remote)}
+        info = {
+            "up": status.up,
+            "url": record.url if status.up and record else None,
+            "pid": record.pid if status.up and record else None,
+            "configured_remote": redact_url(settings.spark_remote),
+        }
         print(json.dumps(info))
         return 0 if status.up else 1
     if status.up and record:
@@ -68,8 +78,11 @@ def cmd_spark_status(args: argparse.Namespace) -> int:
     elif record and not status.stale:
         print(f"down: pid {record.pid} is running but not answering on port {record.port}; see {record.log}")
     else:
-        print("down" + (f" (the server last started, pid {record.pid}, is no longer running)" if record else "")
-              + ": commands start an in-process Spark; `incremental-assets spark start` starts a shared one")
+        print(
+            "down"
+            + (f" (the server last started, pid {record.pid}, is no longer running)" if record else "")
+            + ": commands start an in-process Spark; `incremental-assets spark start` starts a shared one"
+        )
     note = _configured_remote_note(settings)
     if note:
         print(note)
@@ -86,12 +99,19 @@ def add_spark_command(add: Callable[[str, str], argparse.ArgumentParser]) -> Non
         ("status", cmd_spark_status, "up or down, its URL and PID; exit code 1 when down"),
     ):
         p = actions.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("--project", action="append", default=argparse.SUPPRESS, type=Path,
-                       help="project folder; default: the current directory (of several, the first's server)")
+        p.add_argument(
+            "--project",
+            action="append",
+            default=argparse.SUPPRESS,
+            type=Path,
+            help="project folder; default: the current directory (of several, the first's server)",
+        )
         if name == "status":
             p.add_argument("--json", action="store_true")
         else:
             p.add_argument("--timeout", type=float, default=180.0 if name == "start" else 30.0, help="seconds to wait")
         if name == "start":
-            p.add_argument("--no-warm-up", action="store_true", help="skip the few small queries that warm the server's JVM")
+            p.add_argument(
+                "--no-warm-up", action="store_true", help="skip the few small queries that warm the server's JVM"
+            )
         p.set_defaults(func=func)

@@ -57,14 +57,18 @@ def print_status(row: StatusRow) -> None:
     model, integrity, stale = row.model, row.integrity, row.stale
     if not integrity.ok:
         where = describe_windows(integrity.lost) if integrity.lost else "its rows"
-        print(f"{model.name}: NOT IN TABLE: {where} recorded but absent ({'; '.join(integrity.problems)}); {integrity.advice()}")
+        print(
+            f"{model.name}: NOT IN TABLE: {where} recorded but absent ({'; '.join(integrity.problems)}); {integrity.advice()}"
+        )
     if stale.windows:
         print(
             f"{model.name}: STALE: {', '.join(stale.causes)} changed after {describe_windows(stale.windows)} were computed; "
             "`run --auto` (or the automation sensor) recomputes them"
         )
     elif stale.causes:
-        print(f"{model.name}: STALE: {', '.join(stale.causes)} changed since this table was written; `run --auto` runs it again")
+        print(
+            f"{model.name}: STALE: {', '.join(stale.causes)} changed since this table was written; `run --auto` runs it again"
+        )
     if row.status.partitioned:
         _print_intervals(row)
     else:
@@ -79,7 +83,8 @@ def _print_last_run(row: StatusRow) -> None:
     when = format_instant(st.last_materialized) if st.last_materialized else "never"
     detail = ", ".join(f"{k} {v}" for k, v in st.last_details.items())
     print(
-        f"{model.name} ({model.kind.name}): last materialized {when}" + (f" ({detail})" if detail else "")
+        f"{model.name} ({model.kind.name}): last materialized {when}"
+        + (f" ({detail})" if detail else "")
         + (", changed since: the next run rebuilds it" if st.changed and not st.on_change else "")
     )
 
@@ -88,8 +93,12 @@ def _print_intervals(row: StatusRow) -> None:
     """A partitioned model: whether it changed, its intervals done, covered, missing, lost, failed and running."""
     model, st = row.model, row.status
     if st.changed:
-        print(f"{model.name}: CHANGED since its table was built; the next run rebuilds {st.rebuild or 'it from its start'}")
-    print(f"{model.name} ({model.interval_unit}): {st.intervals_done}/{st.intervals_expected} intervals up to {format_instant(st.expected.end) if st.expected else '-'}")
+        print(
+            f"{model.name}: CHANGED since its table was built; the next run rebuilds {st.rebuild or 'it from its start'}"
+        )
+    print(
+        f"{model.name} ({model.interval_unit}): {st.intervals_done}/{st.intervals_expected} intervals up to {format_instant(st.expected.end) if st.expected else '-'}"
+    )
     print(f"  covered: {describe_windows(st.covered)}")
     print(f"  gaps:    {describe_windows(st.gaps)}")
     if st.lost:

@@ -25,7 +25,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
     for model in models:
         try:
             result = check_model(instance, project, model, translator, files=True, readable=args.files)
-            files = len(delta.snapshot_files(project.settings.table_location(model.name))) if result.table_version is not None else 0
+            files = (
+                len(delta.snapshot_files(project.settings.table_location(model.name)))
+                if result.table_version is not None
+                else 0
+            )
         except DamagedTableError as exc:
             print(f"error: {exc.of_model(model.name)}", file=sys.stderr)
             damaged += 1
@@ -52,5 +56,9 @@ def add_verify_command(sub: argparse._SubParsersAction, add) -> None:
     """The ``verify`` command."""
     p = add("verify", "check Dagster's record against the tables: every recorded interval's rows and files present")
     p.add_argument("model", nargs="?")
-    p.add_argument("--files", action="store_true", help="also open every data file the tables reference (reads each Parquet footer)")
+    p.add_argument(
+        "--files",
+        action="store_true",
+        help="also open every data file the tables reference (reads each Parquet footer)",
+    )
     p.set_defaults(func=cmd_verify)

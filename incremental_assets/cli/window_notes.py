@@ -46,10 +46,14 @@ def window_notes(models: Sequence, start: datetime, end: datetime) -> tuple[list
         bounds = _bounds(model)
         if hi <= lo:
             side = "before its start" if end <= model.start else "after its end"
-            notes.append(f"{model.name}: nothing to run: the window {TimeWindow(start, end)} lies {side} (the model {bounds})")
+            notes.append(
+                f"{model.name}: nothing to run: the window {TimeWindow(start, end)} lies {side} (the model {bounds})"
+            )
             empty.append(model.name)
         elif (lo, hi) != (start, end):
-            notes.append(f"{model.name}: runs {TimeWindow(lo, hi)} of the window {TimeWindow(start, end)}: the model {bounds}")
+            notes.append(
+                f"{model.name}: runs {TimeWindow(lo, hi)} of the window {TimeWindow(start, end)}: the model {bounds}"
+            )
     return notes, empty
 
 

@@ -6,6 +6,7 @@ Callers use this package's names (``delta.commit_staged(...)``); the modules say
 :mod:`.source_log` (new data in a source), :mod:`.vacuum` (cleanup), :mod:`.compact` (small files rewritten into one, no row changed), :mod:`.verify` (the files the log references, checked).
 """
 
+from incremental_assets.delta.checkpoints import checkpoint_if_due
 from incremental_assets.delta.commit import (
     Append,
     CommitMode,
@@ -16,12 +17,18 @@ from incremental_assets.delta.commit import (
     commit_staged,
     record_definition,
 )
-from incremental_assets.delta.checkpoints import checkpoint_if_due
 from incremental_assets.delta.compact import CompactResult, compact, plan_compaction
-from incremental_assets.delta.definition import production_tables, stored_definition, table_names, table_state, write_definition
 from incremental_assets.delta.day_files import column_range, copied_files
+from incremental_assets.delta.definition import (
+    production_tables,
+    stored_definition,
+    table_names,
+    table_state,
+    write_definition,
+)
 from incremental_assets.delta.files import host_tag, is_local
 from incremental_assets.delta.lock import LOCK_FILE, LOCK_TIMEOUT_ENV, writer_lock
+from incremental_assets.delta.source_log import added_time_ranges
 from incremental_assets.delta.staging import (
     discard_staging,
     has_staged_rows,
@@ -46,9 +53,9 @@ from incremental_assets.delta.tables import (
     damaged_log_file,
     exists,
     history,
+    interval_bounds,
     last_commit_metadata,
     last_run_commit,
-    interval_bounds,
     open_table,
     partial_days,
     partitioned_by_day,
@@ -57,18 +64,72 @@ from incremental_assets.delta.tables import (
     table_uri,
     version,
 )
-from incremental_assets.delta.source_log import added_time_ranges
 from incremental_assets.delta.vacuum import VacuumResult, vacuum
 from incremental_assets.delta.verify import TableFile, file_problems, log_mark, snapshot_files
 
 __all__ = [
-    "Append", "BUCKET_COLUMN", "Commit", "DAY_COLUMN", "CommitMode", "CommitResult", "LOCK_FILE", "LOCK_TIMEOUT_ENV", "METADATA_PREFIX",
-    "PARTITION_COLUMN", "ReplaceBuckets", "ReplaceTable", "ReplaceWindow", "TableFile", "file_problems", "log_mark", "snapshot_files", "VacuumResult", "added_time_ranges",
-    "arrow_schema", "built_with", "check_log", "commit_of", "commit_staged", "commits", "committed_files", "damaged_log_file", "discard_staging", "exists",
-    "history", "is_local", "open_table",
-    "has_staged_rows", "keep_staged_schema", "host_tag", "last_commit_metadata", "last_run_commit", "new_staging_dir", "orphan_staging_dirs",
-    "remove_orphan_staging", "source_files", "table_uri", "vacuum", "version", "writer_lock",
-    "production_tables", "record_definition", "stored_definition", "table_names", "table_state", "write_definition",
-    "CompactResult", "checkpoint_if_due", "compact", "plan_compaction",
-    "column_types", "interval_row_counts", "row_count", "partitioned_by_day", "row_filter", "interval_bounds", "partial_days", "copied_files", "column_range",
+    "Append",
+    "BUCKET_COLUMN",
+    "Commit",
+    "DAY_COLUMN",
+    "CommitMode",
+    "CommitResult",
+    "LOCK_FILE",
+    "LOCK_TIMEOUT_ENV",
+    "METADATA_PREFIX",
+    "PARTITION_COLUMN",
+    "ReplaceBuckets",
+    "ReplaceTable",
+    "ReplaceWindow",
+    "TableFile",
+    "file_problems",
+    "log_mark",
+    "snapshot_files",
+    "VacuumResult",
+    "added_time_ranges",
+    "arrow_schema",
+    "built_with",
+    "check_log",
+    "commit_of",
+    "commit_staged",
+    "commits",
+    "committed_files",
+    "damaged_log_file",
+    "discard_staging",
+    "exists",
+    "history",
+    "is_local",
+    "open_table",
+    "has_staged_rows",
+    "keep_staged_schema",
+    "host_tag",
+    "last_commit_metadata",
+    "last_run_commit",
+    "new_staging_dir",
+    "orphan_staging_dirs",
+    "remove_orphan_staging",
+    "source_files",
+    "table_uri",
+    "vacuum",
+    "version",
+    "writer_lock",
+    "production_tables",
+    "record_definition",
+    "stored_definition",
+    "table_names",
+    "table_state",
+    "write_definition",
+    "CompactResult",
+    "checkpoint_if_due",
+    "compact",
+    "plan_compaction",
+    "column_types",
+    "interval_row_counts",
+    "row_count",
+    "partitioned_by_day",
+    "row_filter",
+    "interval_bounds",
+    "partial_days",
+    "copied_files",
+    "column_range",
 ]

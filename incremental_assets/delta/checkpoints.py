@@ -64,9 +64,15 @@ def create_table(
 ) -> Maintained:
     """Create the table at ``uri`` with ``actions`` as version 0, with the product's log settings."""
     create_table_with_add_actions(
-        uri, schema, actions, mode=mode,  # type: ignore[arg-type]
-        partition_by=partition_by or None, name=name, configuration=TABLE_PROPERTIES,
-        commit_properties=properties, post_commithook_properties=_NO_HOOKS,
+        uri,
+        schema,
+        actions,
+        mode=mode,  # type: ignore[arg-type]
+        partition_by=partition_by or None,
+        name=name,
+        configuration=TABLE_PROPERTIES,
+        commit_properties=properties,
+        post_commithook_properties=_NO_HOOKS,
     )
     return after_commit(uri)
 
@@ -84,9 +90,13 @@ def write_transaction(
     """Commit ``actions`` on ``table``'s snapshot as one transaction, then keep its log (see the module)."""
     restore_checkpointed_commit(table.table_uri, table.version())
     table.create_write_transaction(
-        actions, mode=mode, schema=schema, partition_by=partition_by or None,  # type: ignore[arg-type]
+        actions,
+        mode=mode,
+        schema=schema,
+        partition_by=partition_by or None,  # type: ignore[arg-type]
         partition_filters=partition_filters,  # type: ignore[arg-type]
-        commit_properties=properties, post_commithook_properties=_NO_HOOKS,
+        commit_properties=properties,
+        post_commithook_properties=_NO_HOOKS,
     )
     return after_commit(table.table_uri)
 
@@ -104,8 +114,11 @@ def restore_checkpointed_commit(uri: str, version: int) -> bool:
         return False
     if fs.get_file_info(f"{log}/{version:020d}.checkpoint.parquet").type == pafs.FileType.NotFound:
         return False  # a multi-part checkpoint (other writers'): left to them
-    info = {"timestamp": int(clock.wall_time().timestamp() * 1000), "operation": "RESTORE COMMIT FILE",
-            "operationParameters": {"reason": "commit file lost; the state is the checkpoint's"}}
+    info = {
+        "timestamp": int(clock.wall_time().timestamp() * 1000),
+        "operation": "RESTORE COMMIT FILE",
+        "operationParameters": {"reason": "commit file lost; the state is the checkpoint's"},
+    }
     with fs.open_output_stream(path) as out:
         out.write((json.dumps({"commitInfo": info}) + "\n").encode())
     return True

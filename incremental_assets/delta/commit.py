@@ -17,9 +17,8 @@ from deltalake import CommitProperties, DeltaTable, Schema, Transaction
 from deltalake.transaction import AddAction, RemoveAction
 
 from incremental_assets.delta.checkpoints import create_table, write_transaction
-
-from incremental_assets.delta.definition import keep_only, write_definition
 from incremental_assets.delta.day_files import copied_files, replaced_files
+from incremental_assets.delta.definition import keep_only, write_definition
 from incremental_assets.delta.files import filesystem, is_local
 from incremental_assets.delta.fingerprints import record_footers
 from incremental_assets.delta.lock import writer_lock
@@ -41,7 +40,6 @@ from incremental_assets.model import clock
 from incremental_assets.model.intervals import IntervalUnit, TimeWindow
 from incremental_assets.plan.rebuild import ASK_FULL_REFRESH
 
-
 # Every commit is one step of this application transaction: two writers committing on the same snapshot
 # conflict (delta-rs's ConcurrentTransaction), where two overwrites of a window nobody had written would not.
 APP_ID = "incremental_assets.writer"
@@ -55,7 +53,9 @@ class CommitResult:
     files: int
     bytes: int
     partitions: int
-    interval_rows: Mapping[str, int] = field(default_factory=dict)  # rows added per ``ia_interval`` value (none: no key)
+    interval_rows: Mapping[str, int] = field(
+        default_factory=dict
+    )  # rows added per ``ia_interval`` value (none: no key)
 
 
 def _add_actions(uri: str, staging: str, *, by_day: bool = False) -> tuple[list[AddAction], int]:
@@ -163,7 +163,9 @@ def _check_partitioning(uri: str, table: DeltaTable, mode: CommitMode) -> None:
         if isinstance(mode, ReplaceWindow)
         else "a Delta table's partitioning cannot be changed by a commit: the model's kind changed, so remove the table folder and run the model again"
     )
-    raise StorageError(f"table {uri} is partitioned by {current or 'nothing'}, this write needs {list(mode.partition_by) or 'no partitions'}; {fix}")
+    raise StorageError(
+        f"table {uri} is partitioned by {current or 'nothing'}, this write needs {list(mode.partition_by) or 'no partitions'}; {fix}"
+    )
 
 
 def commit_staged(
@@ -232,17 +234,28 @@ def commit_staged(
 def _with_types(definition: Mapping[str, Any], schema: Schema) -> dict[str, Any]:
     """The definition with each column's type as the table holds it (inference may not know them all)."""
     written = {f.name.lower(): spark_type(f.type) for f in schema.fields}
-    columns = {name: {**column, "type": written.get(name.lower(), column.get("type"))} for name, column in definition.get("columns", {}).items()}
+    columns = {
+        name: {**column, "type": written.get(name.lower(), column.get("type"))}
+        for name, column in definition.get("columns", {}).items()
+    }
     return {**definition, "columns": columns}
 
 
 def _commit_once(
-    uri: str, actions: list[AddAction], schema: Schema, partition_by: list[str], mode: CommitMode, custom: dict[str, str], name: str | None
+    uri: str,
+    actions: list[AddAction],
+    schema: Schema,
+    partition_by: list[str],
+    mode: CommitMode,
+    custom: dict[str, str],
+    name: str | None,
 ) -> None:
     """One attempt at the commit, on the table's latest snapshot, as one application transaction."""
     if not exists(uri):
         if is_local(uri):  # under the writer lock: nobody else creates it meanwhile
-            properties = CommitProperties(custom_metadata=custom, app_transactions=[Transaction(app_id=APP_ID, version=1)])
+            properties = CommitProperties(
+                custom_metadata=custom, app_transactions=[Transaction(app_id=APP_ID, version=1)]
+            )
             create_table(uri, schema, actions, partition_by=partition_by, name=name, properties=properties)
             return
         # On an object store two creations can both land (the later one as the next version, keeping
@@ -251,13 +264,23 @@ def _commit_once(
     table = open_table(uri)
     _check_partitioning(uri, table, mode)
     sequence = (table.transaction_version(APP_ID) or 0) + 1
-    properties = CommitProperties(custom_metadata=custom, app_transactions=[Transaction(app_id=APP_ID, version=sequence)])
+    properties = CommitProperties(
+        custom_metadata=custom, app_transactions=[Transaction(app_id=APP_ID, version=sequence)]
+    )
     write_mode, filters, removes = "append" if isinstance(mode, Append) else "overwrite", mode.filters(), []
     if isinstance(mode, ReplaceWindow) and mode.by_day:
         removes = _day_removes(uri, table, mode)
         if not mode.whole_days:
             write_mode, filters = "append", None  # only the files holding the window's rows are removed
-    write_transaction(table, [*actions, *removes], mode=write_mode, schema=schema, partition_by=partition_by, partition_filters=filters, properties=properties)
+    write_transaction(
+        table,
+        [*actions, *removes],
+        mode=write_mode,
+        schema=schema,
+        partition_by=partition_by,
+        partition_filters=filters,
+        properties=properties,
+    )
 
 
 def _day_removes(uri: str, table: DeltaTable, mode: ReplaceWindow) -> list[RemoveAction]:
@@ -339,7 +362,16 @@ def record_definition(uri: str, definition: Mapping[str, Any]) -> int | None:
         custom[METADATA_PREFIX + "fingerprint"] = fingerprint
         custom[METADATA_PREFIX + "definition_only"] = "true"
         sequence = (table.transaction_version(APP_ID) or 0) + 1
-        properties = CommitProperties(custom_metadata=custom, app_transactions=[Transaction(app_id=APP_ID, version=sequence)])
-        write_transaction(table, [], mode="append", schema=table.schema(), partition_by=list(table.metadata().partition_columns), properties=properties)
+        properties = CommitProperties(
+            custom_metadata=custom, app_transactions=[Transaction(app_id=APP_ID, version=sequence)]
+        )
+        write_transaction(
+            table,
+            [],
+            mode="append",
+            schema=table.schema(),
+            partition_by=list(table.metadata().partition_columns),
+            properties=properties,
+        )
         keep_only(uri, fingerprint)
         return open_table(uri).version()

@@ -37,8 +37,8 @@ from deltalake.transaction import AddAction, RemoveAction
 from incremental_assets.delta.checkpoints import write_transaction
 from incremental_assets.delta.commit import APP_ID, carried_metadata
 from incremental_assets.delta.files import filesystem, host_tag, is_local, local_path
-from incremental_assets.delta.lock import writer_lock
 from incremental_assets.delta.fingerprints import record_footers
+from incremental_assets.delta.lock import writer_lock
 from incremental_assets.delta.staging import COMPACT_PREFIX
 from incremental_assets.delta.stats import file_stats
 from incremental_assets.delta.tables import DAY_COLUMN, METADATA_PREFIX, PARTITION_COLUMN, exists, open_table
@@ -101,11 +101,21 @@ def _active_files(uri: str) -> tuple[list[_File], list[str]]:
     for row in pa.table(table.get_add_actions(flatten=True)).to_pylist():
         rows = row.get("num_records")
         partition = tuple((c, row.get(f"partition.{c}")) for c in columns)
-        out.append(_File(row["path"], int(row["size_bytes"] or 0), None if rows is None else int(rows), partition, row.get(f"min.{PARTITION_COLUMN}")))
+        out.append(
+            _File(
+                row["path"],
+                int(row["size_bytes"] or 0),
+                None if rows is None else int(rows),
+                partition,
+                row.get(f"min.{PARTITION_COLUMN}"),
+            )
+        )
     return out, columns
 
 
-def plan_compaction(uri: str, *, days: Collection[str] | None = None, target_bytes: int = DEFAULT_TARGET_BYTES) -> list[Group]:
+def plan_compaction(
+    uri: str, *, days: Collection[str] | None = None, target_bytes: int = DEFAULT_TARGET_BYTES
+) -> list[Group]:
     """The groups of files :func:`compact` would rewrite: per partition, its files smaller than
     ``target_bytes`` packed in order into groups of at most about ``target_bytes``, those of two files or
     more. On a table cut by day only the ``days`` given are considered (None: every day); a day whose
@@ -134,7 +144,12 @@ def plan_compaction(uri: str, *, days: Collection[str] | None = None, target_byt
 
 
 def compact(
-    uri: str, *, days: Collection[str] | None = None, target_bytes: int = DEFAULT_TARGET_BYTES, dry_run: bool = False, owner: str = "compaction"
+    uri: str,
+    *,
+    days: Collection[str] | None = None,
+    target_bytes: int = DEFAULT_TARGET_BYTES,
+    dry_run: bool = False,
+    owner: str = "compaction",
 ) -> CompactResult:
     """Rewrite the groups :func:`plan_compaction` finds into one file each, as one commit that changes
     no row (see the module docstring). A writer that replaced one of the files meanwhile makes it skip."""
@@ -155,22 +170,41 @@ def compact(
             table = open_table(uri)
             active = {row["path"] for row in pa.table(table.get_add_actions(flatten=True)).select(["path"]).to_pylist()}
             if any(f.path not in active for g in groups for f in g.files):
-                return CompactResult(planned.groups, planned.files_before, planned.files_after, None,
-                                     "a writer replaced some of those files meanwhile; the next compaction tries again")
+                return CompactResult(
+                    planned.groups,
+                    planned.files_before,
+                    planned.files_after,
+                    None,
+                    "a writer replaced some of those files meanwhile; the next compaction tries again",
+                )
             before = table.version()
             now = int(clock.wall_time().timestamp() * 1000)
             removes = [RemoveAction(f.path, False, now, f.size, dict(g.partition)) for g in groups for f in g.files]
             custom = carried_metadata((table.history(1) or [{}])[0])
             custom[METADATA_PREFIX + "compaction"] = f"{planned.files_before} files into {planned.files_after}"
             sequence = (table.transaction_version(APP_ID) or 0) + 1
-            properties = CommitProperties(custom_metadata=custom, app_transactions=[Transaction(app_id=APP_ID, version=sequence)])
+            properties = CommitProperties(
+                custom_metadata=custom, app_transactions=[Transaction(app_id=APP_ID, version=sequence)]
+            )
             partition_by = list(table.metadata().partition_columns) or None
             try:
-                write_transaction(table, [*adds, *removes], mode="append", schema=table.schema(), partition_by=partition_by, properties=properties)
+                write_transaction(
+                    table,
+                    [*adds, *removes],
+                    mode="append",
+                    schema=table.schema(),
+                    partition_by=partition_by,
+                    properties=properties,
+                )
             except Exception as exc:  # delta-rs raises several unrelated types; a concurrent commit is one of them
                 if open_table(uri).version() != before:
-                    return CompactResult(planned.groups, planned.files_before, planned.files_after, None,
-                                         "another writer committed meanwhile; the next compaction tries again")
+                    return CompactResult(
+                        planned.groups,
+                        planned.files_before,
+                        planned.files_after,
+                        None,
+                        "another writer committed meanwhile; the next compaction tries again",
+                    )
                 raise StorageError(f"the compaction of {uri} failed, the table is unchanged: {exc}") from exc
             committed = True
             return CompactResult(planned.groups, planned.files_before, planned.files_after, open_table(uri).version())
@@ -184,12 +218,16 @@ def _rewrite(uri: str, folder: str, group: Group, by_day: bool) -> AddAction:
     fs, base = filesystem(uri)
     parts = []
     for f in group.files:
-        with fs.open_input_file(f"{base.rstrip('/')}/{f.path}") as handle:  # by handle: no partition column from the path
+        with fs.open_input_file(
+            f"{base.rstrip('/')}/{f.path}"
+        ) as handle:  # by handle: no partition column from the path
             parts.append(pq.read_table(handle))
     data = _concat(parts)
     expected = sum(f.rows or 0 for f in group.files)
     if data.num_rows != expected:
-        raise StorageError(f"table {uri}: the files of {group.label} hold {data.num_rows} rows, the log says {expected}; nothing was compacted")
+        raise StorageError(
+            f"table {uri}: the files of {group.label} hold {data.num_rows} rows, the log says {expected}; nothing was compacted"
+        )
     if PARTITION_COLUMN in data.column_names:
         data = data.sort_by(PARTITION_COLUMN)  # tight interval statistics per row group
     relative_dir = "/".join(f"{k}={'__HIVE_DEFAULT_PARTITION__' if v is None else v}" for k, v in group.partition)
@@ -211,6 +249,9 @@ def _concat(parts: list[pa.Table]) -> pa.Table:
     schema = pa.unify_schemas([p.schema.remove_metadata() for p in parts], promote_options="permissive")
     aligned = []
     for part in parts:
-        columns = [part.column(f.name).cast(f.type) if f.name in part.column_names else pa.nulls(part.num_rows, f.type) for f in schema]
+        columns = [
+            part.column(f.name).cast(f.type) if f.name in part.column_names else pa.nulls(part.num_rows, f.type)
+            for f in schema
+        ]
         aligned.append(pa.table(columns, schema=schema))
     return pa.concat_tables(aligned)

@@ -16,7 +16,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
-from incremental_assets.delta.tables import DAY_COLUMN, PARTITION_COLUMN, interval_bounds, open_table, partial_days, window_filters
+from incremental_assets.delta.tables import (
+    DAY_COLUMN,
+    PARTITION_COLUMN,
+    interval_bounds,
+    open_table,
+    partial_days,
+    window_filters,
+)
 from incremental_assets.model.intervals import IntervalUnit, TimeWindow
 
 
@@ -52,12 +59,22 @@ def day_files(table: DeltaTable, window: TimeWindow) -> list[DayFile]:
         if day is None or not lo <= day < hi:
             continue
         path = row["path"]
-        out.append(DayFile(path if "://" in path or path.startswith("/") else f"{base}/{path}", path, int(row["size_bytes"] or 0), day,
-                           row.get(f"min.{PARTITION_COLUMN}"), row.get(f"max.{PARTITION_COLUMN}")))
+        out.append(
+            DayFile(
+                path if "://" in path or path.startswith("/") else f"{base}/{path}",
+                path,
+                int(row["size_bytes"] or 0),
+                day,
+                row.get(f"min.{PARTITION_COLUMN}"),
+                row.get(f"max.{PARTITION_COLUMN}"),
+            )
+        )
     return out
 
 
-def replaced_files(table: DeltaTable, window: TimeWindow, unit: IntervalUnit | str | None) -> tuple[list[DayFile], list[DayFile]]:
+def replaced_files(
+    table: DeltaTable, window: TimeWindow, unit: IntervalUnit | str | None
+) -> tuple[list[DayFile], list[DayFile]]:
     """The files a replace of ``window`` removes, and among them those holding other intervals too (to copy from)."""
     first, end = interval_bounds(window, unit)
     removed = [f for f in day_files(table, window) if f.overlaps(first, end)]
@@ -92,7 +109,9 @@ def interval_range(metadata: pq.FileMetaData) -> tuple[str, str] | None:
     return min(lows), max(highs)
 
 
-def copied_files(table: DeltaTable | str, window: TimeWindow, unit: IntervalUnit | str | None, *, whole_days: bool) -> list[str]:
+def copied_files(
+    table: DeltaTable | str, window: TimeWindow, unit: IntervalUnit | str | None, *, whole_days: bool
+) -> list[str]:
     """The files whose rows outside ``window`` a replace of it copies: those it removes that hold other
     intervals too, or with ``whole_days`` (the table's columns change, so every file of a touched day is
     rewritten) every file of the days it covers in part."""

@@ -98,13 +98,20 @@ def table_names(warehouse: str) -> list[str]:
     fs, base = filesystem(warehouse)
     base = base.rstrip("/")
     try:
-        schemas = [i for i in fs.get_file_info(pafs.FileSelector(base, allow_not_found=True)) if i.type == pafs.FileType.Directory]
+        schemas = [
+            i
+            for i in fs.get_file_info(pafs.FileSelector(base, allow_not_found=True))
+            if i.type == pafs.FileType.Directory
+        ]
         found = []
         for schema in schemas:
             if schema.base_name.startswith((".", "_")):
                 continue
             for table in fs.get_file_info(pafs.FileSelector(schema.path, allow_not_found=True)):
-                if table.type == pafs.FileType.Directory and fs.get_file_info(f"{table.path}/_delta_log").type == pafs.FileType.Directory:
+                if (
+                    table.type == pafs.FileType.Directory
+                    and fs.get_file_info(f"{table.path}/_delta_log").type == pafs.FileType.Directory
+                ):
                     found.append(f"{schema.base_name}.{table.base_name}")
     except OSError as exc:
         raise StorageError(f"cannot list the tables of {warehouse}: {exc}") from None
@@ -136,7 +143,9 @@ def production_tables(project: Project, *, counts: bool = True) -> dict[str, Tab
         if not model.has_table:
             continue
         try:
-            out[model.name] = table_state(table_uri(warehouse, model.name), by_interval=model.is_incremental, counts=counts)
+            out[model.name] = table_state(
+                table_uri(warehouse, model.name), by_interval=model.is_incremental, counts=counts
+            )
         except DamagedTableError as exc:
             raise exc.of_model(model.name) from None
     return out

@@ -68,7 +68,11 @@ def environment_names(warehouse: str) -> list[str]:
 def _files(uri: str) -> list[pafs.FileInfo]:
     fs, base = filesystem(uri)
     try:
-        return [i for i in fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True)) if i.type == pafs.FileType.File]
+        return [
+            i
+            for i in fs.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
+            if i.type == pafs.FileType.File
+        ]
     except OSError as exc:
         raise StorageError(f"cannot list {uri}: {exc}") from None
 
@@ -92,7 +96,11 @@ def production_references(warehouse: str) -> set[str]:
         fs, base = filesystem(uri)
         log = f"{base.rstrip('/')}/_delta_log"
         try:
-            commits = [i for i in fs.get_file_info(pafs.FileSelector(log, allow_not_found=True)) if i.base_name.endswith(".json")]
+            commits = [
+                i
+                for i in fs.get_file_info(pafs.FileSelector(log, allow_not_found=True))
+                if i.base_name.endswith(".json")
+            ]
             for info in commits:
                 with fs.open_input_stream(info.path) as handle:
                     lines = handle.read().decode("utf-8").splitlines()
@@ -101,7 +109,9 @@ def production_references(warehouse: str) -> set[str]:
                     entry = action.get("add") or action.get("remove")
                     if entry and entry.get("path"):
                         path = unquote(entry["path"])
-                        found.add(_normal(path if "://" in path or path.startswith("/") else f"{base.rstrip('/')}/{path}"))
+                        found.add(
+                            _normal(path if "://" in path or path.startswith("/") else f"{base.rstrip('/')}/{path}")
+                        )
             # the current version's files, also those only a checkpoint names (older commit files past the log retention are gone)
             try:
                 found.update(_normal(unquote(f)) for f in open_table(uri).file_uris())
@@ -110,7 +120,9 @@ def production_references(warehouse: str) -> set[str]:
                     raise  # files only its checkpoint names cannot be known: nothing is removed
                 # without a checkpoint every file the table holds is in a commit file read above
         except (OSError, ValueError) as exc:
-            raise StorageError(f"cannot read the Delta log of {uri} to check what it references: {exc}; nothing was removed") from None
+            raise StorageError(
+                f"cannot read the Delta log of {uri} to check what it references: {exc}; nothing was removed"
+            ) from None
     return found
 
 
@@ -143,4 +155,13 @@ def drop_environment(warehouse: str, name: str) -> Dropped:
     return Dropped(len(files) - len(kept), kept)
 
 
-__all__ = ["MANIFEST", "Dropped", "drop_environment", "environment_names", "environment_size", "production_references", "read_manifest", "write_manifest"]
+__all__ = [
+    "MANIFEST",
+    "Dropped",
+    "drop_environment",
+    "environment_names",
+    "environment_size",
+    "production_references",
+    "read_manifest",
+    "write_manifest",
+]

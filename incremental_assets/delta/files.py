@@ -12,13 +12,19 @@ from typing import Mapping
 from pyarrow import fs as pafs
 
 from incremental_assets.errors import StorageError
-from incremental_assets.model.settings import is_local  # noqa: F401 (the delta package's name for it)
-from incremental_assets.model.settings import read_env_settings
-
+from incremental_assets.model.settings import (
+    is_local,  # noqa: F401 (the delta package's name for it)
+    read_env_settings,
+)
 
 # Where the AWS SDKs (delta-rs, pyarrow) find credentials, besides an EC2 instance role.
-_AWS_CREDENTIAL_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE",
-                             "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI")
+_AWS_CREDENTIAL_VARIABLES = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_PROFILE",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+)
 
 
 def check_credentials(uri: str, environ: Mapping[str, str] | None = None) -> None:
@@ -37,10 +43,16 @@ def check_credentials(uri: str, environ: Mapping[str, str] | None = None) -> Non
     env = read_env_settings().credentials if environ is None else environ
     if any(env.get(name) for name in _AWS_CREDENTIAL_VARIABLES):
         return
-    if env.get("AWS_SKIP_SIGNATURE", "").lower() == "true" or env.get("AWS_EC2_METADATA_DISABLED", "").lower() == "false":
+    if (
+        env.get("AWS_SKIP_SIGNATURE", "").lower() == "true"
+        or env.get("AWS_EC2_METADATA_DISABLED", "").lower() == "false"
+    ):
         return
     home = Path(env.get("HOME") or Path.home())
-    files = (env.get("AWS_SHARED_CREDENTIALS_FILE") or home / ".aws" / "credentials", env.get("AWS_CONFIG_FILE") or home / ".aws" / "config")
+    files = (
+        env.get("AWS_SHARED_CREDENTIALS_FILE") or home / ".aws" / "credentials",
+        env.get("AWS_CONFIG_FILE") or home / ".aws" / "config",
+    )
     if environ is None and any(Path(f).is_file() for f in files):
         return
     raise StorageError(

@@ -64,7 +64,9 @@ class Footers:
     def recorded(self, path: str) -> tuple[bool, str | None]:
         """Whether a hash was recorded for the file at ``path`` (a filesystem path), and that hash."""
         parts = path.split("/")
-        folder = next((i for i in range(len(parts) - 2, -1, -1) if parts[i].startswith((STAGING_PREFIX, COMPACT_PREFIX))), None)
+        folder = next(
+            (i for i in range(len(parts) - 2, -1, -1) if parts[i].startswith((STAGING_PREFIX, COMPACT_PREFIX))), None
+        )
         if folder is None:
             return False, None
         root = "/".join(parts[: folder + 1])

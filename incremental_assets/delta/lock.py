@@ -113,7 +113,9 @@ def _holder_is_gone(record: dict, fd: int) -> bool:
         if pid == os.getpid():  # our threads are serialised before the file: a record of ours is left over
             return True
         started = process_started(pid)
-        return not pid_alive(pid) or (record.get("started") is not None and started is not None and started != record["started"])
+        return not pid_alive(pid) or (
+            record.get("started") is not None and started is not None and started != record["started"]
+        )
     # another host, or no readable record: only a heartbeat older than the limit proves the holder dead
     return clock.wall_time().timestamp() - os.fstat(fd).st_mtime > STALE_LOCK_SECONDS
 
@@ -208,11 +210,15 @@ def _heartbeat(fd: int, stop: threading.Event) -> None:
 
 def _busy(uri: str, path: str, record: dict, wait: float) -> StorageError:
     who = record.get("owner") or "another run"
-    text = (f"table {uri} is being written by {who} (pid {record.get('pid')} on {record.get('hostname')}, since "
-            f"{record.get('since')}); waited {wait:.0f}s. Retry when it is done, or raise {LOCK_TIMEOUT_ENV}")
+    text = (
+        f"table {uri} is being written by {who} (pid {record.get('pid')} on {record.get('hostname')}, since "
+        f"{record.get('since')}); waited {wait:.0f}s. Retry when it is done, or raise {LOCK_TIMEOUT_ENV}"
+    )
     if record.get("host") != host_tag():
-        text += (f"; a lock written on another host is taken over once its holder has not touched it for "
-                 f"{STALE_LOCK_SECONDS / 60:.0f} minutes, or delete {path} if you know that writer is gone")
+        text += (
+            f"; a lock written on another host is taken over once its holder has not touched it for "
+            f"{STALE_LOCK_SECONDS / 60:.0f} minutes, or delete {path} if you know that writer is gone"
+        )
     return StorageError(text)
 
 
@@ -265,9 +271,15 @@ def writer_lock(uri: str, *, owner: str = "", timeout: float | None = None) -> I
 
 def _acquire(uri: str, folder: str, path: str, owner: str, deadline: float, wait: float) -> int:
     """Publish our lock file, taking over a dead writer's; the open, flock-ed lock file when held."""
-    record = {"pid": os.getpid(), "started": process_started(os.getpid()), "host": host_tag(),
-              "hostname": socket.gethostname(), "owner": owner, "since": clock.wall_time().isoformat(),
-              "token": uuid.uuid4().hex}
+    record = {
+        "pid": os.getpid(),
+        "started": process_started(os.getpid()),
+        "host": host_tag(),
+        "hostname": socket.gethostname(),
+        "owner": owner,
+        "since": clock.wall_time().isoformat(),
+        "token": uuid.uuid4().hex,
+    }
     fd, prepared = _prepare(folder, record)
     held = False
     try:

@@ -66,7 +66,9 @@ def read_entry(uri: str, version: int) -> LogEntry | None:
         try:
             action = json.loads(line)
         except ValueError:
-            raise DamagedTableError(uri, name, "a line is not complete JSON (the file was cut off or overwritten)") from None
+            raise DamagedTableError(
+                uri, name, "a line is not complete JSON (the file was cut off or overwritten)"
+            ) from None
         if "commitInfo" in action:
             info = dict(action["commitInfo"] or {})
         elif "add" in action:

@@ -32,7 +32,14 @@ from incremental_assets.delta.commit import APP_ID, version_or_none
 from incremental_assets.delta.definition import keep_only, stored_definition, write_definition
 from incremental_assets.delta.files import filesystem, is_local, local_path
 from incremental_assets.delta.lock import writer_lock
-from incremental_assets.delta.tables import METADATA_PREFIX, PARTITION_COLUMN, built_with, exists, last_commit_metadata, open_table
+from incremental_assets.delta.tables import (
+    METADATA_PREFIX,
+    PARTITION_COLUMN,
+    built_with,
+    exists,
+    last_commit_metadata,
+    open_table,
+)
 from incremental_assets.errors import PromotionRefusedError, StorageError
 from incremental_assets.model import clock
 
@@ -62,7 +69,9 @@ def check_version(uri: str, expected: int | None, what: str, fix: str) -> None:
     current = version_or_none(uri)
     if current != expected:
         said = "no table" if expected is None else f"version {expected}"
-        raise PromotionRefusedError(f"{what}: production's table is at version {current} but the environment was built against {said}; {fix}")
+        raise PromotionRefusedError(
+            f"{what}: production's table is at version {current} but the environment was built against {said}; {fix}"
+        )
 
 
 def promote_table(env_uri: str, prod_uri: str, model: str, *, metadata: Mapping[str, str]) -> PromotedTable:
@@ -90,7 +99,9 @@ def promote_table(env_uri: str, prod_uri: str, model: str, *, metadata: Mapping[
     schema, partition_by = env.schema(), list(env.metadata().partition_columns)
     try:
         if not exists(prod_uri):
-            properties = CommitProperties(custom_metadata=custom, app_transactions=[Transaction(app_id=APP_ID, version=1)])
+            properties = CommitProperties(
+                custom_metadata=custom, app_transactions=[Transaction(app_id=APP_ID, version=1)]
+            )
             create_table(prod_uri, schema, actions, partition_by=partition_by, name=model, properties=properties)
         else:
             table = open_table(prod_uri)
@@ -101,12 +112,18 @@ def promote_table(env_uri: str, prod_uri: str, model: str, *, metadata: Mapping[
                     "a Delta commit cannot change a table's partitioning: run the model in production with --full-refresh instead"
                 )
             sequence = (table.transaction_version(APP_ID) or 0) + 1
-            properties = CommitProperties(custom_metadata=custom, app_transactions=[Transaction(app_id=APP_ID, version=sequence)])
-            write_transaction(table, actions, mode="overwrite", schema=schema, partition_by=partition_by, properties=properties)
+            properties = CommitProperties(
+                custom_metadata=custom, app_transactions=[Transaction(app_id=APP_ID, version=sequence)]
+            )
+            write_transaction(
+                table, actions, mode="overwrite", schema=schema, partition_by=partition_by, properties=properties
+            )
     except PromotionRefusedError:
         raise
     except Exception as exc:  # delta-rs raises several unrelated exception types
-        raise StorageError(f"{model}: the promotion commit to {prod_uri} failed, the table is unchanged: {exc}") from exc
+        raise StorageError(
+            f"{model}: the promotion commit to {prod_uri} failed, the table is unchanged: {exc}"
+        ) from exc
     if fingerprint:
         keep_only(prod_uri, fingerprint)
     return PromotedTable(
@@ -126,7 +143,14 @@ def _add_action(row: dict) -> AddAction:
     low, high = (row.get("min") or {}).get(PARTITION_COLUMN), (row.get("max") or {}).get(PARTITION_COLUMN)
     if low is not None and high is not None:
         stats.update(minValues={PARTITION_COLUMN: low}, maxValues={PARTITION_COLUMN: high})
-    return AddAction(row["path"], int(row["size_bytes"]), dict(row.get("partition") or {}), int(row["modification_time"]), True, json.dumps(stats))
+    return AddAction(
+        row["path"],
+        int(row["size_bytes"]),
+        dict(row.get("partition") or {}),
+        int(row["modification_time"]),
+        True,
+        json.dumps(stats),
+    )
 
 
 def _link(env_uri: str, prod_uri: str, path: str) -> int:

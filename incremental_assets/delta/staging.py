@@ -125,7 +125,9 @@ def mark_committed(staging: str, version: int) -> None:
             out.write(str(version))
 
 
-def orphan_staging_dirs(uri: str, *, older_than: timedelta = timedelta(hours=24), now: datetime | None = None) -> list[str]:
+def orphan_staging_dirs(
+    uri: str, *, older_than: timedelta = timedelta(hours=24), now: datetime | None = None
+) -> list[str]:
     """Staging folders of runs that died before committing: no file of theirs is in the table's log.
 
     A folder is an orphan when no commit in the log names it and no file of the current version lies
@@ -138,8 +140,11 @@ def orphan_staging_dirs(uri: str, *, older_than: timedelta = timedelta(hours=24)
         return []
     folder = local_path(uri).rstrip("/")
     candidates = [
-        n for n in sorted(os.listdir(folder))
-        if n.startswith(STAGING_PREFIX) and os.path.isdir(f"{folder}/{n}") and not os.path.exists(f"{folder}/{n}/{COMMITTED_MARK}")
+        n
+        for n in sorted(os.listdir(folder))
+        if n.startswith(STAGING_PREFIX)
+        and os.path.isdir(f"{folder}/{n}")
+        and not os.path.exists(f"{folder}/{n}/{COMMITTED_MARK}")
     ]
     now = now or clock.wall_time()
     gone = [name for name in candidates if _run_gone(name, older_than, now)]

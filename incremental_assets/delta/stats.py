@@ -50,7 +50,9 @@ def file_stats(footer: pq.FileMetaData, *, by_day: bool) -> str:
     return json.dumps(stats)
 
 
-def column_types(uri: str, *, drop: tuple[str, ...] = (PARTITION_COLUMN, DAY_COLUMN, BUCKET_COLUMN)) -> dict[str, str] | None:
+def column_types(
+    uri: str, *, drop: tuple[str, ...] = (PARTITION_COLUMN, DAY_COLUMN, BUCKET_COLUMN)
+) -> dict[str, str] | None:
     """The table's columns and their Spark SQL types, in table order (None: no table yet).
 
     The interval and bucket partition columns are the framework's own and are left out."""
@@ -98,7 +100,9 @@ def interval_row_counts(uri: str) -> dict[str, int] | None:
     out: dict[str, int] = {}
     if actions.num_rows == 0:
         return out
-    for key, count in zip(actions.column(f"partition.{PARTITION_COLUMN}").to_pylist(), actions.column("num_records").to_pylist()):
+    for key, count in zip(
+        actions.column(f"partition.{PARTITION_COLUMN}").to_pylist(), actions.column("num_records").to_pylist()
+    ):
         if count is None:
             return None
         out[str(key)] = out.get(str(key), 0) + int(count)

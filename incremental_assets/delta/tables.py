@@ -94,7 +94,14 @@ def _numbered(uri: str, current: int, entries: list[dict]) -> list[dict]:
         return entries
     folder = os.path.join(local_path(uri), "_delta_log")
     try:
-        present = sorted((int(n[:-5]) for n in os.listdir(folder) if n.endswith(".json") and n[:-5].isdigit() and int(n[:-5]) <= current), reverse=True)
+        present = sorted(
+            (
+                int(n[:-5])
+                for n in os.listdir(folder)
+                if n.endswith(".json") and n[:-5].isdigit() and int(n[:-5]) <= current
+            ),
+            reverse=True,
+        )
     except OSError:
         return entries
     if len(present) < len(entries) or present[: len(entries)] == [e.get("version") for e in entries]:
@@ -123,7 +130,11 @@ def check_log(uri: str) -> None:
 
 def _newest_commit_file(uri: str) -> str | None:
     folder = os.path.join(local_path(uri), "_delta_log")
-    names = sorted(n for n in os.listdir(folder) if n.endswith(".json") and n[:-5].isdigit()) if os.path.isdir(folder) else []
+    names = (
+        sorted(n for n in os.listdir(folder) if n.endswith(".json") and n[:-5].isdigit())
+        if os.path.isdir(folder)
+        else []
+    )
     return f"_delta_log/{names[-1]}" if names else None
 
 
@@ -153,7 +164,10 @@ def damaged_log_file(uri: str) -> tuple[str, str] | None:
     for version in versions:
         name = f"_delta_log/{version:020d}.json"
         if expected is not None and version != expected and version > checkpoint + 1:
-            return f"_delta_log/{expected:020d}.json", "missing: the log jumps from version " f"{expected - 1} to {version}"
+            return (
+                f"_delta_log/{expected:020d}.json",
+                f"missing: the log jumps from version {expected - 1} to {version}",
+            )
         expected = version + 1
         problem = _commit_file_problem(os.path.join(folder, f"{version:020d}.json"))
         if problem:
@@ -194,11 +208,15 @@ def commit_info(uri: str, version: int) -> dict:
             try:
                 return dict(json.loads(line).get("commitInfo") or {})
             except ValueError:
-                raise DamagedTableError(uri, f"_delta_log/{version:020d}.json", "a commit info line is not complete JSON") from None
+                raise DamagedTableError(
+                    uri, f"_delta_log/{version:020d}.json", "a commit info line is not complete JSON"
+                ) from None
     return {}
 
 
-def window_filters(window: TimeWindow, unit: IntervalUnit | str | None, *, by_day: bool = False) -> list[tuple[str, str, object]]:
+def window_filters(
+    window: TimeWindow, unit: IntervalUnit | str | None, *, by_day: bool = False
+) -> list[tuple[str, str, object]]:
     """Partition filters selecting every interval partition that overlaps ``window`` (widened to boundaries),
     or with ``by_day`` every day partition.
 
@@ -294,7 +312,9 @@ def committed_files(
     if window is not None and DAY_COLUMN in columns:
         # By day, then by the first and last interval each file holds (its statistics).
         first, end = interval_bounds(window, unit)
-        intervals = [(PARTITION_COLUMN, ">=", first), (PARTITION_COLUMN, "<", end)] if day_window(window) != window else []
+        intervals = (
+            [(PARTITION_COLUMN, ">=", first), (PARTITION_COLUMN, "<", end)] if day_window(window) != window else []
+        )
         return table.file_uris(file_pruning_predicate=window_filters(window, unit, by_day=True) + intervals)
     if window is None or PARTITION_COLUMN not in columns:
         return table.file_uris()
@@ -312,7 +332,12 @@ def row_filter(uri: str, window: TimeWindow | None, unit: str | None) -> tuple[s
 
 
 def source_files(
-    uri: str, *, time_column: str | None = None, window: TimeWindow | None = None, time_format: str | None = None, tz: tzinfo = timezone.utc
+    uri: str,
+    *,
+    time_column: str | None = None,
+    window: TimeWindow | None = None,
+    time_format: str | None = None,
+    tz: tzinfo = timezone.utc,
 ) -> tuple[list[str], pa.Schema]:
     """Files of a Delta source, pruned by partition values or min/max statistics of its time column, the
     window's bounds given in the column's own type (see :mod:`~incremental_assets.model.source_time`);
@@ -328,7 +353,9 @@ def source_files(
     return table.file_uris(file_pruning_predicate=[(time_column, low_op, low), (time_column, high_op, high)]), schema
 
 
-def _bounds_in_type(column_type: str | None, window: TimeWindow, time_format: str | None, tz: tzinfo) -> tuple[tuple[str, object], tuple[str, object]] | None:
+def _bounds_in_type(
+    column_type: str | None, window: TimeWindow, time_format: str | None, tz: tzinfo
+) -> tuple[tuple[str, object], tuple[str, object]] | None:
     """The window as two comparisons with values of the time column's type.
 
     >>> from incremental_assets.model.intervals import utc
@@ -445,5 +472,3 @@ def commit_of(info: dict, version: int) -> Commit | None:
 
 
 # -- orphans and vacuum ----------------------------------------------------------------------------
-
-

@@ -31,7 +31,9 @@ class TableFile:
     rows: int | None
     interval: str | None = None  # the ``ia_interval`` partition it belongs to (time-partitioned tables)
     bucket: str | None = None  # the ``ia_bucket`` partition it belongs to (keyed tables)
-    day: str | None = None  # the ``ia_day`` partition it belongs to (hourly tables cut by day: every interval of that day)
+    day: str | None = (
+        None  # the ``ia_day`` partition it belongs to (hourly tables cut by day: every interval of that day)
+    )
 
 
 def snapshot_files(uri: str) -> list[TableFile]:
@@ -71,7 +73,9 @@ def file_problems(uri: str, files: list[TableFile], *, readable: bool = False) -
         elif item.size is not None and info.size is not None and info.size != item.size:
             problems.append((item, f"{info.size} bytes where the log recorded {item.size}"))
         elif footers.differs(path, info.size or 0):
-            problems.append((item, "not what was committed (its Parquet footer differs from the one recorded at its commit)"))
+            problems.append(
+                (item, "not what was committed (its Parquet footer differs from the one recorded at its commit)")
+            )
         elif readable:
             try:
                 pq.read_metadata(path, filesystem=filesystem)

@@ -52,6 +52,11 @@ from incremental_assets.demo.new_hours import AppendResult, append_demo_hours
 from incremental_assets.demo.sources import SOURCE_LOCATIONS, last_complete_hour, loaded_until
 
 __all__ = [
-    "SOURCE_LOCATIONS", "AppendResult", "append_demo_day", "append_demo_hours", "generate_demo_data",
-    "last_complete_hour", "loaded_until",
+    "SOURCE_LOCATIONS",
+    "AppendResult",
+    "append_demo_day",
+    "append_demo_hours",
+    "generate_demo_data",
+    "last_complete_hour",
+    "loaded_until",
 ]

@@ -15,14 +15,10 @@ def _main(argv: list[str] | None = None) -> None:
     parser.add_argument("--days", type=int, default=365)
     parser.add_argument("--orders-per-day", type=int, default=200)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument(
-        "--append-day", type=date.fromisoformat, help="append this day instead of regenerating"
-    )
+    parser.add_argument("--append-day", type=date.fromisoformat, help="append this day instead of regenerating")
     args = parser.parse_args(argv)
     if args.append_day:
-        counts = append_demo_day(
-            args.project_dir, args.append_day, orders_per_day=args.orders_per_day, seed=args.seed
-        )
+        counts = append_demo_day(args.project_dir, args.append_day, orders_per_day=args.orders_per_day, seed=args.seed)
     else:
         counts = generate_demo_data(
             args.project_dir,

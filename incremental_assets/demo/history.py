@@ -50,10 +50,7 @@ def generate_demo_data(
     location(root, "raw.orders").parent.mkdir(parents=True, exist_ok=True)
     items, customers = _write_items_and_customers(root, start, orders_per_day, seed)
     shop = _Shop.from_tables(customers, items, seed)
-    day_batches = [
-        shop.orders_for_day(start + timedelta(days=i), orders_per_day)
-        for i in range(days)
-    ]
+    day_batches = [shop.orders_for_day(start + timedelta(days=i), orders_per_day) for i in range(days)]
     batch = _DayBatch.concat(day_batches)
     loaded = until or _midnight(start + timedelta(days=days))
     if until is not None:

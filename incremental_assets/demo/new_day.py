@@ -14,9 +14,7 @@ from incremental_assets.demo.shop import _midnight
 from incremental_assets.demo.sources import loaded_until, loaded_until_commit, location, next_order_id, saved_shop
 
 
-def append_demo_day(
-    project_dir: str | Path, day: date, *, orders_per_day: int = 200, seed: int = 7
-) -> dict[str, int]:
+def append_demo_day(project_dir: str | Path, day: date, *, orders_per_day: int = 200, seed: int = 7) -> dict[str, int]:
     """Append one day of orders and order lines to the Delta sources (one new Delta version each).
 
     For a day that is not loaded yet this appends exactly the rows that
@@ -50,6 +48,7 @@ def append_demo_day(
     reached = max(loaded_until(root), _midnight(day + timedelta(days=1)))
     for name, table in (("raw.orders", orders), ("raw.order_items", order_items)):
         commit = loaded_until_commit(reached)
-        write_deltalake(location(root, name), table, mode="append", partition_by=["order_date"],
-                        commit_properties=commit)
+        write_deltalake(
+            location(root, name), table, mode="append", partition_by=["order_date"], commit_properties=commit
+        )
     return {"raw.orders": orders.num_rows, "raw.order_items": order_items.num_rows}

@@ -104,14 +104,20 @@ def append_demo_hours(
         if loaded_until(root, name) >= end:
             continue  # committed by an append that stopped before its second commit
         commit = loaded_until_commit(end)
-        write_deltalake(location(root, name), table, mode="append", partition_by=["order_date"],
-                        commit_properties=commit)
+        write_deltalake(
+            location(root, name), table, mode="append", partition_by=["order_date"], commit_properties=commit
+        )
     filled = set(np.unique(np.concatenate([b.order_ts for b in on_time]) // _MICROS_PER_HOUR).tolist())
     quiet = tuple(h for h in _hours(start, end) if _hours_since_epoch(h) not in filled)
     late_hours = tuple(sorted({_hour_of(int(b.order_ts[0])) for b in late if len(b.order_ts)}))
     return AppendResult(
-        start, end, {"raw.orders": orders.num_rows, "raw.order_items": order_items.num_rows},
-        late_orders=sum(len(b.order_ts) for b in late), late_hours=late_hours, quiet_hours=quiet, asked_end=asked_end,
+        start,
+        end,
+        {"raw.orders": orders.num_rows, "raw.order_items": order_items.num_rows},
+        late_orders=sum(len(b.order_ts) for b in late),
+        late_hours=late_hours,
+        quiet_hours=quiet,
+        asked_end=asked_end,
     )
 
 

@@ -73,9 +73,7 @@ _CATEGORIES: dict[str, tuple[float, float, tuple[str, ...]]] = {
     "toys": (7.0, 120.0, ("Puzzle", "Building Set", "Plush Bear", "Kite", "Board Game", "Robot")),
     "clothing": (12.0, 180.0, ("Jacket", "Hoodie", "Scarf", "Sneakers", "Cap", "Raincoat")),
     "beauty": (4.0, 90.0, ("Face Cream", "Shampoo", "Lip Balm", "Perfume", "Soap Set", "Hair Oil")),
-    "sports": (
-        9.0, 400.0, ("Yoga Mat", "Water Bottle", "Dumbbell", "Tennis Racket", "Bike Light", "Backpack")
-    ),
+    "sports": (9.0, 400.0, ("Yoga Mat", "Water Bottle", "Dumbbell", "Tennis Racket", "Bike Light", "Backpack")),
 }
 
 _ITEM_ADJECTIVES = (
@@ -108,7 +106,9 @@ def _midnight(day: date) -> datetime:
 
 
 def _micros(instant: datetime) -> int:
-    return _days_since_epoch(instant.date()) * _MICROS_PER_DAY + (instant - _midnight(instant.date())) // timedelta(microseconds=1)
+    return _days_since_epoch(instant.date()) * _MICROS_PER_DAY + (instant - _midnight(instant.date())) // timedelta(
+        microseconds=1
+    )
 
 
 def _hours_since_epoch(instant: datetime) -> int:
@@ -164,9 +164,7 @@ def _make_customers(start: date, orders_per_day: int, seed: int) -> pa.Table:
     count = max(50, orders_per_day * 10)
     start_day = _days_since_epoch(start)
     before = rng.random(count) < _SIGNED_UP_BEFORE_START
-    offsets = np.where(
-        before, -rng.integers(1, 3 * 365 + 1, size=count), rng.integers(0, 365, size=count)
-    )
+    offsets = np.where(before, -rng.integers(1, 3 * 365 + 1, size=count), rng.integers(0, 365, size=count))
     # Customer ids are handed out in signup order, as a real shop's sequence would.
     signup_days = np.sort(start_day + offsets).astype(np.int32)
 

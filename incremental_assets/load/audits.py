@@ -33,9 +33,9 @@ from incremental_assets.load.header import (
     read_utf8,
     split_model_file,
 )
-from incremental_assets.model.audits import BUILTINS, Audit, Origin, UserAudit
 from incremental_assets.load.macros.syntax import call_name, protect_macros, restore_macros
 from incremental_assets.load.query import check_nesting, check_tree_depth
+from incremental_assets.model.audits import BUILTINS, Audit, Origin, UserAudit
 
 
 def _expr(value: Value, path: str | Path) -> exp.Expression:
@@ -59,12 +59,16 @@ def parse_audits(value: Value, path: str | Path, *, origin: Origin) -> tuple[Aud
         if isinstance(item, Name):
             item = Call(item.value, (), item.line, item.text)
         if not isinstance(item, Call):
-            raise ModelFileError(path, item.line, f"{origin}: expected a call such as not_null(columns := [id]), found {item.text}")
+            raise ModelFileError(
+                path, item.line, f"{origin}: expected a call such as not_null(columns := [id]), found {item.text}"
+            )
         name = item.name.lower()
         args: dict[str, Value] = {}
         for arg in item.args:
             if not isinstance(arg, Pair):
-                raise ModelFileError(path, arg.line, f"{origin}: {name} takes named arguments (name := value), found {arg.text}")
+                raise ModelFileError(
+                    path, arg.line, f"{origin}: {name} takes named arguments (name := value), found {arg.text}"
+                )
             args[arg.key.lower()] = arg.value
         blocking: bool | None = None
         if "blocking" in args:
@@ -77,28 +81,46 @@ def parse_audits(value: Value, path: str | Path, *, origin: Origin) -> tuple[Aud
             required, optional = BUILTINS[name]
             missing = required - args.keys()
             if missing:
-                raise ModelFileError(path, item.line, f"{origin}: {name} needs {', '.join(sorted(missing))}", hint=f"e.g. {_example(name)}")
+                raise ModelFileError(
+                    path,
+                    item.line,
+                    f"{origin}: {name} needs {', '.join(sorted(missing))}",
+                    hint=f"e.g. {_example(name)}",
+                )
             unknown = args.keys() - required - optional
             if unknown:
-                raise ModelFileError(path, item.line, f"{origin}: {name} does not take {', '.join(sorted(unknown))}", hint=f"e.g. {_example(name)}")
+                raise ModelFileError(
+                    path,
+                    item.line,
+                    f"{origin}: {name} does not take {', '.join(sorted(unknown))}",
+                    hint=f"e.g. {_example(name)}",
+                )
             if name == "accepted_range" and not ({"min_v", "max_v"} & args.keys()):
-                raise ModelFileError(path, item.line, f"{origin}: accepted_range needs min_v or max_v", hint=_example(name))
+                raise ModelFileError(
+                    path, item.line, f"{origin}: accepted_range needs min_v or max_v", hint=_example(name)
+                )
             if name == "number_of_rows":
                 t = args["threshold"]
                 if not (isinstance(t, Literal) and isinstance(t.value, int) and not isinstance(t.value, bool)):
-                    raise ModelFileError(path, t.line, f"{origin}: number_of_rows threshold must be a whole number, found {t.text}")
+                    raise ModelFileError(
+                        path, t.line, f"{origin}: number_of_rows threshold must be a whole number, found {t.text}"
+                    )
         for key, v in args.items():
             typed[key] = _exprs(v, path) if key in ("columns", "is_in", "criteria") else _expr(v, path)
         audits.append(Audit(name, typed, blocking, item.line, origin, item.text))
     seen: dict[str, int] = {}
     for a in audits:
         if a.check_name in seen:
-            raise ModelFileError(path, a.line, f"{origin}: {a.text} is declared twice (first on line {seen[a.check_name]})")
+            raise ModelFileError(
+                path, a.line, f"{origin}: {a.text} is declared twice (first on line {seen[a.check_name]})"
+            )
         seen[a.check_name] = a.line
     return tuple(audits)
 
 
-def expand_audit_arguments(audits: tuple[Audit, ...], expand: Callable[[exp.Expression], exp.Expression]) -> tuple[Audit, ...]:
+def expand_audit_arguments(
+    audits: tuple[Audit, ...], expand: Callable[[exp.Expression], exp.Expression]
+) -> tuple[Audit, ...]:
     """The audits with every macro call in their arguments (``threshold := @limit()``) replaced by its
     value when the model loads, as SQLMesh renders audit arguments; date macros stay for the run."""
 
@@ -184,7 +206,9 @@ def parse_audit_text(text: str, path: Path) -> list[UserAudit]:
             break
         body = "MODEL" + rest[start.end() - 1 :]
         split = split_model_file(body, path)
-        header = parse_header(split.header_text, path, offset + rest.count("\n", 0, start.start()) + split.header_line - 1)
+        header = parse_header(
+            split.header_text, path, offset + rest.count("\n", 0, start.start()) + split.header_line - 1
+        )
         props = {p.key: p for p in header.properties}
         if "name" not in props:
             raise ModelFileError(path, header.line, "the AUDIT header has no name", hint="AUDIT (name my_audit);")

@@ -25,8 +25,12 @@ def _values(entry: object, path: str | Path, line: int) -> dict[str, tuple[str, 
     out = {}
     for pair in pairs:
         if not isinstance(pair, Pair):
-            raise ModelFileError(path, getattr(pair, "line", line), f"cannot read blueprint '{getattr(pair, 'text', pair)}'",
-                                 hint="write blueprints ((name := value, ...), ...)")
+            raise ModelFileError(
+                path,
+                getattr(pair, "line", line),
+                f"cannot read blueprint '{getattr(pair, 'text', pair)}'",
+                hint="write blueprints ((name := value, ...), ...)",
+            )
         bare = str(pair.value.value) if isinstance(pair.value, Literal) else pair.value.text
         out[pair.key.lower()] = (pair.value.text, bare)
     return out
@@ -51,8 +55,10 @@ def expand_blueprints(text: str, path: str | Path) -> list[str]:
     # Drop the property (and its comma) from the header, keeping the lines.
     start = split.header_text.find(prop.value.text, split.header_text.lower().find("blueprints"))
     key_at = split.header_text.lower().rfind("blueprints", 0, start)
-    removed = split.header_text[key_at:start + len(prop.value.text)]
-    header_text = split.header_text[:key_at] + "\n" * removed.count("\n") + split.header_text[start + len(prop.value.text):]
+    removed = split.header_text[key_at : start + len(prop.value.text)]
+    header_text = (
+        split.header_text[:key_at] + "\n" * removed.count("\n") + split.header_text[start + len(prop.value.text) :]
+    )
     header_text = re.sub(r",\s*,", lambda m: "," + _newlines(m), header_text)
     header_text = re.sub(r",\s*(?=\)\s*$)", _newlines, header_text)
     body = text.replace(split.header_text, header_text, 1)

@@ -35,7 +35,19 @@ log = logging.getLogger(__name__)
 EXTERNAL_MODELS_FILE = "external_models.yaml"
 EXTERNAL_MODELS_DIR = "external_models"
 # SQLMesh's keys for an external model, then where we read it from (SQLMesh finds it through its gateway).
-_SQLMESH_KEYS = {"name", "columns", "description", "gateway", "dialect", "start", "audits", "owner", "tags", "column_descriptions", "kind"}
+_SQLMESH_KEYS = {
+    "name",
+    "columns",
+    "description",
+    "gateway",
+    "dialect",
+    "start",
+    "audits",
+    "owner",
+    "tags",
+    "column_descriptions",
+    "kind",
+}
 _KEYS = _SQLMESH_KEYS | {"location", "format", "time_column", "event_time_column", "interval_unit"}
 _SUFFIX_FORMATS = {".csv": "csv", ".json": "json", ".parquet": "parquet"}
 
@@ -57,12 +69,19 @@ class Unlocated:
 def external_model_files(project_dir: Path) -> list[Path]:
     """``external_models.yaml`` and every YAML file under ``external_models/`` (recursively), as SQLMesh reads them."""
     folder = project_dir / EXTERNAL_MODELS_DIR
-    nested = sorted(p for p in folder.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()) if folder.is_dir() else []
+    nested = (
+        sorted(p for p in folder.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()) if folder.is_dir() else []
+    )
     return [project_dir / EXTERNAL_MODELS_FILE, *nested]
 
 
 def load_external_models(
-    path: Path, project_dir: Path, sources: Mapping[str, Source], dialect: str, *, gateway: str | None = None,
+    path: Path,
+    project_dir: Path,
+    sources: Mapping[str, Source],
+    dialect: str,
+    *,
+    gateway: str | None = None,
     unlocated: dict[str, Unlocated] | None = None,
 ) -> dict[str, Source]:
     """sources.yaml's sources completed by one external models file, plus the externals located there.
@@ -73,16 +92,28 @@ def load_external_models(
     out = dict(sources)
     for entry, line in yaml_entries(path, f"{path.name} must be a list of tables"):
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-            raise ModelFileError(path, line, "each external model is a mapping with a name", hint="write `- name: raw.orders`")
+            raise ModelFileError(
+                path, line, "each external model is a mapping with a name", hint="write `- name: raw.orders`"
+            )
         unknown = set(entry) - _KEYS
         if unknown:
-            raise ModelFileError(path, line, f"unknown key(s) {', '.join(sorted(unknown))} in an external model", hint="use " + ", ".join(sorted(_KEYS)))
+            raise ModelFileError(
+                path,
+                line,
+                f"unknown key(s) {', '.join(sorted(unknown))} in an external model",
+                hint="use " + ", ".join(sorted(_KEYS)),
+            )
         if entry.get("gateway") and str(entry["gateway"]).lower() != (gateway or "").lower():
             continue
         name = entry["name"].replace('"', "").replace("`", "").lower()
         columns = _spark_columns(entry.get("columns") or {}, str(entry.get("dialect") or dialect), path, line, name)
         if entry.get("audits"):
-            log.info("%s:%s: the audits of external model %s are SQLMesh's checks on its gateway's table and are not run here", path, line, name)
+            log.info(
+                "%s:%s: the audits of external model %s are SQLMesh's checks on its gateway's table and are not run here",
+                path,
+                line,
+                name,
+            )
         if name in out:
             if not out[name].columns:
                 out[name] = replace(out[name], columns=columns)
@@ -91,18 +122,24 @@ def load_external_models(
             if unlocated is not None:
                 unlocated[name] = Unlocated(name, path, line, columns)
             continue
-        fmt = str(entry.get("format") or _SUFFIX_FORMATS.get(Path(str(entry["location"])).suffix.lower(), "delta")).lower()
+        fmt = str(
+            entry.get("format") or _SUFFIX_FORMATS.get(Path(str(entry["location"])).suffix.lower(), "delta")
+        ).lower()
         out[name] = make_source(entry, name, fmt, columns, project_dir, path, line, what="external model")
     return out
 
 
 def _spark_columns(columns: object, dialect: str, path: Path, line: int, name: str) -> dict[str, str]:
     if not isinstance(columns, dict):
-        raise ModelFileError(path, line, f"external model {name}: columns must map names to types", hint="write `columns: {id: INT}`")
+        raise ModelFileError(
+            path, line, f"external model {name}: columns must map names to types", hint="write `columns: {id: INT}`"
+        )
     out = {}
     for column, type_text in columns.items():
         try:
             out[str(column).lower()] = exp.DataType.build(str(type_text), dialect=dialect).sql(dialect="spark")
         except (ParseError, TokenError, ValueError):
-            raise ModelFileError(path, line, f"external model {name}: unknown type '{type_text}' for column {column}") from None
+            raise ModelFileError(
+                path, line, f"external model {name}: unknown type '{type_text}' for column {column}"
+            ) from None
     return out

@@ -135,7 +135,10 @@ def split_model_file(text: str, path: str | Path) -> SplitFile:
             break
     else:
         raise ModelFileError(
-            path, _line_at(text, start), "the MODEL header is not closed", hint="balance the parentheses of MODEL ( ... );"
+            path,
+            _line_at(text, start),
+            "the MODEL header is not closed",
+            hint="balance the parentheses of MODEL ( ... );",
         )
     header_text = text[start:i]
     n = len(text)
@@ -161,7 +164,9 @@ def check_file_size(path: Path) -> None:
         return  # reading it reports the problem
     if size > MAX_MODEL_FILE_BYTES:
         raise ModelFileError(
-            path, None, f"the file is {size:,} bytes; a model or audit file may be at most {MAX_MODEL_FILE_BYTES:,}",
+            path,
+            None,
+            f"the file is {size:,} bytes; a model or audit file may be at most {MAX_MODEL_FILE_BYTES:,}",
             hint="keep data in a source or SEED table, not in the SQL; split a generated query into several models",
         )
 
@@ -207,8 +212,11 @@ class _Parser:
     def sequence(self, close: TokenType) -> tuple[Value, ...]:
         self.depth += 1
         if self.depth > MAX_HEADER_DEPTH:
-            raise self.error(f"brackets nest more than {MAX_HEADER_DEPTH} deep in the MODEL header", self.tokens[self.i - 1],
-                             hint="a property value is a name, a literal, a list or a call with arguments")
+            raise self.error(
+                f"brackets nest more than {MAX_HEADER_DEPTH} deep in the MODEL header",
+                self.tokens[self.i - 1],
+                hint="a property value is a name, a literal, a list or a call with arguments",
+            )
         try:
             return self._sequence(close)
         finally:
@@ -284,8 +292,11 @@ class _Parser:
             parts.append(last.text)
         name = ".".join(parts)
         nxt = self.peek()
-        if nxt is not None and nxt.token_type == TokenType.L_PAREN and nxt.start == last.end + 1 or (
-            nxt is not None and nxt.token_type == TokenType.L_PAREN and name.isupper()
+        if (
+            nxt is not None
+            and nxt.token_type == TokenType.L_PAREN
+            and nxt.start == last.end + 1
+            or (nxt is not None and nxt.token_type == TokenType.L_PAREN and name.isupper())
         ):
             self.take()
             args = self.sequence(TokenType.R_PAREN)
@@ -306,14 +317,18 @@ class _Parser:
                 continue
             if not key_tok.text or not (key_tok.text[0].isalpha() or key_tok.text[0] == "_"):
                 raise self.error(
-                    f"expected a property name, found '{key_tok.text}'", key_tok, hint="write properties as `key value,`"
+                    f"expected a property name, found '{key_tok.text}'",
+                    key_tok,
+                    hint="write properties as `key value,`",
                 )
             nxt = self.peek()
             if nxt is not None and nxt.token_type in (TokenType.EQ, TokenType.COLON_EQ):
                 self.take()
             nxt = self.peek()
             if nxt is None or nxt.token_type in (TokenType.COMMA, TokenType.R_PAREN):
-                raise self.error(f"property '{key_tok.text}' has no value", key_tok, hint=f"write `{key_tok.text} <value>`")
+                raise self.error(
+                    f"property '{key_tok.text}' has no value", key_tok, hint=f"write `{key_tok.text} <value>`"
+                )
             value = self.item(TokenType.R_PAREN)
             if isinstance(value, Seq):
                 # `name a.b <newline> kind FULL`: a forgotten comma glues two properties together.

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from incremental_assets.errors import ModelFileError
-from incremental_assets.model.sql_model import DATE_MACROS
 from incremental_assets.load.text import read_utf8
+from incremental_assets.model.sql_model import DATE_MACROS
 
 _BLOCK = re.compile(r"JINJA_(QUERY|STATEMENT)_BEGIN\s*;(.*?)JINJA_END\s*;?", re.IGNORECASE | re.DOTALL)
 _QUOTED_MACRO = re.compile(r"'@(" + "|".join(sorted(DATE_MACROS, key=len, reverse=True)) + r")'")
@@ -66,7 +66,9 @@ def render_jinja_blocks(
     try:
         import jinja2
     except ImportError:
-        raise ModelFileError(path, line_offset + 1, "the model uses Jinja blocks and jinja2 is not installed", hint="pip install jinja2") from None
+        raise ModelFileError(
+            path, line_offset + 1, "the model uses Jinja blocks and jinja2 is not installed", hint="pip install jinja2"
+        ) from None
 
     def var(name: str, default: Any = None) -> str:
         return _sql_literal(variables.get(str(name).lower(), default))
@@ -81,7 +83,9 @@ def render_jinja_blocks(
         try:
             rendered = env.from_string(match.group(2)).render(**context)
         except jinja2.TemplateError as exc:
-            raise ModelFileError(path, line + (getattr(exc, "lineno", 1) or 1) - 1, f"cannot render the Jinja block: {exc}") from None
+            raise ModelFileError(
+                path, line + (getattr(exc, "lineno", 1) or 1) - 1, f"cannot render the Jinja block: {exc}"
+            ) from None
         rendered = _QUOTED_MACRO.sub(lambda m: "@" + m.group(1), rendered)
         if match.group(1).upper() == "STATEMENT":
             rendered = rendered.rstrip().rstrip(";") + ";"

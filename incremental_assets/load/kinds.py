@@ -47,7 +47,9 @@ def read_kind(reader: HeaderReader, prop: Property, metadata: dict[str, str]) ->
     if name in LATER_KINDS:
         raise reader.fail(line, f"kind {name} is not supported yet", hint="use INCREMENTAL_BY_TIME_RANGE, FULL or VIEW")
     if name not in KNOWN_KINDS:
-        raise reader.fail(line, f"unknown kind '{prop.value.text}'", hint="use one of " + ", ".join(sorted(KNOWN_KINDS)))
+        raise reader.fail(
+            line, f"unknown kind '{prop.value.text}'", hint="use one of " + ", ".join(sorted(KNOWN_KINDS))
+        )
     kind = KindName(name)
     props = _kind_properties(reader, args, name)
     if kind in KEYED_KINDS:
@@ -63,27 +65,38 @@ def _custom_kind(reader: HeaderReader, props: KindProperties, line: int, metadat
     (said once in the log). The class is found and judged from its source, never imported
     (:mod:`incremental_assets.load.materializations`)."""
     if "materialization" not in props:
-        raise reader.fail(line, "kind CUSTOM needs a materialization", hint="write kind CUSTOM (materialization 'name'), or use a built-in kind")
+        raise reader.fail(
+            line,
+            "kind CUSTOM needs a materialization",
+            hint="write kind CUSTOM (materialization 'name'), or use a built-in kind",
+        )
     value, mline = props.pop("materialization")
     name = reader.text(value, "materialization")
     folders = [parent / "materializations" for parent in list(reader.path.parents)[:4]]
     found = find_materialization(name, folders)
     if found is None:
         raise reader.fail(
-            mline, f"kind CUSTOM runs materialization '{name}', which was found neither among the installed "
+            mline,
+            f"kind CUSTOM runs materialization '{name}', which was found neither among the installed "
             f"'{MATERIALIZATIONS_GROUP}' entry points nor in a materializations/ folder of the project",
             hint="install the package that provides it (as SQLMesh needs too), or use a built-in kind: " + _INSTEAD,
         )
     where = f"class {found.class_name} in {found.path}:{found.line}" + (f", {found.origin}" if found.origin else "")
     if found.problem:
         raise reader.fail(
-            mline, f"kind CUSTOM runs materialization '{name}' ({where}), which cannot run here: {found.problem}; "
+            mline,
+            f"kind CUSTOM runs materialization '{name}' ({where}), which cannot run here: {found.problem}; "
             "only a class whose insert just replaces the table with the model's query runs (as FULL): other writes "
             "go through SQLMesh's engine adapter, which does not exist here",
             hint="use the built-in kind that writes the same way: " + _INSTEAD,
         )
-    log.warning("%s:%s: kind CUSTOM materialization '%s' (%s) only replaces the table with the model's query, so it runs as FULL",
-                reader.path, mline, name, where)
+    log.warning(
+        "%s:%s: kind CUSTOM materialization '%s' (%s) only replaces the table with the model's query, so it runs as FULL",
+        reader.path,
+        mline,
+        name,
+        where,
+    )
     _rest_to_metadata(props, metadata)
     return Full()
 
@@ -100,7 +113,12 @@ def _kind_call(value: Value) -> tuple[str, tuple[Value, ...], int]:
         return value.value.upper(), (), value.line
     if isinstance(value, Call):
         return value.name.upper(), value.args, value.line
-    if isinstance(value, Seq) and len(value.values) == 2 and isinstance(value.values[0], Name) and isinstance(value.values[1], Items):
+    if (
+        isinstance(value, Seq)
+        and len(value.values) == 2
+        and isinstance(value.values[0], Name)
+        and isinstance(value.values[1], Items)
+    ):
         return value.values[0].value.upper(), value.values[1].items, value.line
     return "", (), value.line
 
@@ -115,7 +133,9 @@ def _kind_properties(reader: HeaderReader, args: tuple[Value, ...], kind: str) -
             value = rest[0] if len(rest) == 1 else Seq(rest, arg.line, arg.text)
             out[arg.values[0].value.lower()] = (value, arg.line)
         else:
-            raise reader.fail(arg.line, f"cannot read '{arg.text}' in kind {kind}", hint="write kind properties as `key value`")
+            raise reader.fail(
+                arg.line, f"cannot read '{arg.text}' in kind {kind}", hint="write kind properties as `key value`"
+            )
     return out
 
 
@@ -135,7 +155,9 @@ def _read_view(reader: HeaderReader, props: KindProperties, line: int, metadata:
     return View(materialized=materialized)
 
 
-def _read_time_range(reader: HeaderReader, props: KindProperties, line: int, metadata: dict[str, str]) -> IncrementalByTimeRange:
+def _read_time_range(
+    reader: HeaderReader, props: KindProperties, line: int, metadata: dict[str, str]
+) -> IncrementalByTimeRange:
     if "time_column" not in props:
         raise reader.fail(
             line,
@@ -165,7 +187,11 @@ def _read_time_range(reader: HeaderReader, props: KindProperties, line: int, met
         elif key == "safety_overrides":
             for name in reader.names(v, key):
                 if name.lower() not in SAFETY_OVERRIDE_FLAGS:
-                    raise reader.fail(kline, f"unknown safety override '{name}'", hint="use " + ", ".join(sorted(SAFETY_OVERRIDE_FLAGS)))
+                    raise reader.fail(
+                        kline,
+                        f"unknown safety override '{name}'",
+                        hint="use " + ", ".join(sorted(SAFETY_OVERRIDE_FLAGS)),
+                    )
                 overrides.add(name.lower())
         else:
             metadata[f"kind.{key}"] = v.text
@@ -183,7 +209,9 @@ def _read_seed(reader: HeaderReader, props: KindProperties, line: int, metadata:
         for pair in pairs:
             if not isinstance(pair, Pair) or pair.key.lower() not in CSV_SETTINGS:
                 raise reader.fail(
-                    getattr(pair, "line", sline), f"cannot read csv setting '{pair.text}'", hint="use " + ", ".join(f"{k} = ','" for k in CSV_SETTINGS)
+                    getattr(pair, "line", sline),
+                    f"cannot read csv setting '{pair.text}'",
+                    hint="use " + ", ".join(f"{k} = ','" for k in CSV_SETTINGS),
                 )
             settings.append((pair.key.lower(), reader.text(pair.value, pair.key)))
     if "batch_size" in props:  # SQLMesh's insert batching: Spark reads the CSV in one go
@@ -191,15 +219,27 @@ def _read_seed(reader: HeaderReader, props: KindProperties, line: int, metadata:
     for key, (_, kline) in props.items():
         raise reader.fail(kline, f"unknown property '{key}' in kind SEED", hint="use path, csv_settings and batch_size")
     # `$root/...` is SQLMesh's project folder: look for the rest above the model file.
-    path = path[len("$root/"):] if path.startswith("$root/") else path
+    path = path[len("$root/") :] if path.startswith("$root/") else path
     # Relative to the model file, or to a folder above it (the project folder for `seeds/x.csv`).
     for folder in (reader.path.parent, *reader.path.parent.parents):
         if (folder / path).is_file():
             return Seed(path, str((folder / path).resolve()), tuple(settings))
-    raise reader.fail(line, f"seed file '{path}' does not exist", hint="give the CSV's path relative to the project folder or the model file")
+    raise reader.fail(
+        line,
+        f"seed file '{path}' does not exist",
+        hint="give the CSV's path relative to the project folder or the model file",
+    )
 
 
-def read_lifecycle(reader: HeaderReader, key: str, value: Any, line: int, config: dict[str, Any], *, flags: tuple[str, ...] = ("forward_only",)) -> bool:
+def read_lifecycle(
+    reader: HeaderReader,
+    key: str,
+    value: Any,
+    line: int,
+    config: dict[str, Any],
+    *,
+    flags: tuple[str, ...] = ("forward_only",),
+) -> bool:
     """Read a lifecycle setting into ``config``; False when ``key`` is not one."""
     if key in flags:
         config[key] = reader.flag(value, key)
@@ -213,12 +253,18 @@ def read_lifecycle(reader: HeaderReader, key: str, value: Any, line: int, config
     return True
 
 
-def read_keyed_kind(reader: HeaderReader, kind: str, props: dict, line: int, metadata: dict[str, str]) -> UniqueKey | ScdType2 | IncrementalByCursor:
+def read_keyed_kind(
+    reader: HeaderReader, kind: str, props: dict, line: int, metadata: dict[str, str]
+) -> UniqueKey | ScdType2 | IncrementalByCursor:
     """Build the kind from its properties (``{key: (Value, line)}``); ``reader`` is model.py's HeaderReader."""
     if kind == "INCREMENTAL_BY_CURSOR":
         return _read_cursor(reader, props, line, metadata)
     if "unique_key" not in props:
-        raise reader.fail(line, f"kind {kind} needs a unique_key", hint="add `unique_key id` or `unique_key (a, b)` inside the kind's parentheses")
+        raise reader.fail(
+            line,
+            f"kind {kind} needs a unique_key",
+            hint="add `unique_key id` or `unique_key (a, b)` inside the kind's parentheses",
+        )
     value, _ = props.pop("unique_key")
     config: dict[str, Any] = {"unique_key": tuple(n.lower() for n in reader.names(value, "unique_key"))}
     if "buckets" in props:
@@ -242,11 +288,17 @@ def read_keyed_kind(reader: HeaderReader, kind: str, props: dict, line: int, met
     if "columns" in props:
         cvalue, cline = props.pop("columns")
         if config["by"] != "column":
-            raise reader.fail(cline, "`columns` belongs to SCD_TYPE_2_BY_COLUMN", hint="use kind SCD_TYPE_2_BY_COLUMN to compare columns")
+            raise reader.fail(
+                cline,
+                "`columns` belongs to SCD_TYPE_2_BY_COLUMN",
+                hint="use kind SCD_TYPE_2_BY_COLUMN to compare columns",
+            )
         names = tuple(n.lower() for n in reader.names(cvalue, "columns"))
         config["columns"] = () if names == ("*",) else names
     elif config["by"] == "column":
-        raise reader.fail(line, "kind SCD_TYPE_2_BY_COLUMN needs `columns`", hint="add `columns [name, price]` or `columns *`")
+        raise reader.fail(
+            line, "kind SCD_TYPE_2_BY_COLUMN needs `columns`", hint="add `columns [name, price]` or `columns *`"
+        )
     _read_lifecycle_props(reader, props, config, flags=("forward_only", "disable_restatement"))
     _rest_to_metadata(props, metadata)
     return ScdType2(**config)
@@ -278,7 +330,9 @@ def read_when_matched(reader: HeaderReader, value: Any, line: int) -> tuple[Matc
     for when in whens.expressions if whens is not None else []:
         then = when.args.get("then")
         if not when.args.get("matched") or not isinstance(then, exp.Update):
-            raise reader.fail(line, f"when_matched supports WHEN MATCHED ... THEN UPDATE SET, found `{when.sql('spark')}`", hint=hint)
+            raise reader.fail(
+                line, f"when_matched supports WHEN MATCHED ... THEN UPDATE SET, found `{when.sql('spark')}`", hint=hint
+            )
         assignments = []
         for eq in then.expressions:
             if not isinstance(eq, exp.EQ) or not isinstance(eq.this, exp.Column):
@@ -294,20 +348,28 @@ def read_when_matched(reader: HeaderReader, value: Any, line: int) -> tuple[Matc
 def _read_cursor(reader: HeaderReader, props: dict, line: int, metadata: dict[str, str]) -> IncrementalByCursor:
     key = "cursor" if "cursor" in props else "cursor_column" if "cursor_column" in props else None
     if key is None:
-        raise reader.fail(line, "kind INCREMENTAL_BY_CURSOR needs a cursor column", hint="add `cursor updated_at` inside the kind's parentheses")
+        raise reader.fail(
+            line,
+            "kind INCREMENTAL_BY_CURSOR needs a cursor column",
+            hint="add `cursor updated_at` inside the kind's parentheses",
+        )
     cursor = reader.text(props.pop(key)[0], key).lower()
     initial: str | int | float | None = None
     if "initial_value" in props:
         ivalue, _ = props.pop("initial_value")
         raw = getattr(ivalue, "value", None)
-        initial = raw if isinstance(raw, (int, float)) and not isinstance(raw, bool) else reader.text(ivalue, "initial_value")
+        initial = (
+            raw if isinstance(raw, (int, float)) and not isinstance(raw, bool) else reader.text(ivalue, "initial_value")
+        )
     config: dict[str, Any] = {}
     _read_lifecycle_props(reader, props, config, flags=())
     _rest_to_metadata(props, metadata)
     return IncrementalByCursor(cursor, initial, **config)
 
 
-def _read_lifecycle_props(reader: HeaderReader, props: dict, config: dict[str, Any], *, flags: tuple[str, ...] = ("forward_only",)) -> None:
+def _read_lifecycle_props(
+    reader: HeaderReader, props: dict, config: dict[str, Any], *, flags: tuple[str, ...] = ("forward_only",)
+) -> None:
     for key in list(props):
         value, line = props[key]
         if read_lifecycle(reader, key, value, line, config, flags=flags):

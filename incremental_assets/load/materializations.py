@@ -100,7 +100,11 @@ def _entry_point_classes() -> list[Materialization]:
         attr = attr.strip()
         file = _module_file(module.strip())
         if file is None:
-            out.append(Materialization(ep.name.lower(), attr, Path(module), 0, origin, f"the source of module {module} cannot be found"))
+            out.append(
+                Materialization(
+                    ep.name.lower(), attr, Path(module), 0, origin, f"the source of module {module} cannot be found"
+                )
+            )
             continue
         tree, error = _parse(file)
         classes = {n.name: n for n in (tree.body if tree else []) if isinstance(n, ast.ClassDef)}
@@ -152,8 +156,10 @@ def _names_from_sqlmesh(tree: ast.Module) -> set[str]:
     """Local names bound to sqlmesh's CustomMaterialization (``from sqlmesh import CustomMaterialization``)."""
     return {
         alias.asname or alias.name
-        for node in tree.body if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "sqlmesh"
-        for alias in node.names if alias.name == BASE
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "sqlmesh"
+        for alias in node.names
+        if alias.name == BASE
     }
 
 
@@ -207,7 +213,12 @@ def _is_sqlmesh_base(base: ast.expr, imported: set[str]) -> bool:
     target = base.value if isinstance(base, ast.Subscript) else base
     if isinstance(target, ast.Name):
         return target.id in imported
-    return isinstance(target, ast.Attribute) and target.attr == BASE and isinstance(target.value, ast.Name) and target.value.id == "sqlmesh"
+    return (
+        isinstance(target, ast.Attribute)
+        and target.attr == BASE
+        and isinstance(target.value, ast.Name)
+        and target.value.id == "sqlmesh"
+    )
 
 
 def _is_inert(stmt: ast.stmt) -> bool:
@@ -220,7 +231,11 @@ def _is_inert(stmt: ast.stmt) -> bool:
 def _is_name_assignment(stmt: ast.stmt) -> bool:
     """``NAME = "..."`` or ``NAME: str = "..."``."""
     targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
-    return bool(targets) and all(isinstance(t, ast.Name) and t.id == "NAME" for t in targets) and isinstance(stmt.value, ast.Constant)
+    return (
+        bool(targets)
+        and all(isinstance(t, ast.Name) and t.id == "NAME" for t in targets)
+        and isinstance(stmt.value, ast.Constant)
+    )
 
 
 def _method_problem(method: ast.FunctionDef, file: Path) -> str | None:
@@ -266,7 +281,9 @@ def _arguments_problem(call: ast.Call, query_at: int | None, query: str | None, 
         elif keyword.arg == "query_or_df":
             given = keyword.value
     if query_at is not None and not (isinstance(given, ast.Name) and given.id == query):
-        return f"with `{_short(given) if given is not None else 'no query'}` as the query, not the model's query ({query})"
+        return (
+            f"with `{_short(given) if given is not None else 'no query'}` as the query, not the model's query ({query})"
+        )
     return None
 
 

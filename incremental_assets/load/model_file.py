@@ -59,8 +59,8 @@ from incremental_assets.model.cron import CRON_HINT, cron_problem
 from incremental_assets.model.intervals import IntervalUnit, relative_instant, unit_from_cron
 from incremental_assets.model.kinds import (
     CURSOR_MACROS,
-    IncrementalByCursor,
     SAFETY_OVERRIDE_FLAGS,
+    IncrementalByCursor,
     IncrementalByTimeRange,
     Kind,
     MergeKind,
@@ -144,7 +144,11 @@ class _Body:
 
 
 def _header_values(
-    reader: HeaderReader, seen: Mapping[str, Property], kind: Kind, values: Mapping[str, Any], defaulted: set[str],
+    reader: HeaderReader,
+    seen: Mapping[str, Property],
+    kind: Kind,
+    values: Mapping[str, Any],
+    defaulted: set[str],
     macros: MacroContext | None,
 ) -> dict[str, Any]:
     """The header's values completed: audit arguments expanded, end after start (a date-only end
@@ -161,8 +165,13 @@ def _header_values(
 
 
 def _read_body(
-    reader: HeaderReader, split: SplitFile, model: tuple[str, Kind, int], dialect: str,
-    columns: Mapping[str, str] | None, variables: Mapping[str, Any] | None, macros: MacroContext | None,
+    reader: HeaderReader,
+    split: SplitFile,
+    model: tuple[str, Kind, int],
+    dialect: str,
+    columns: Mapping[str, str] | None,
+    variables: Mapping[str, Any] | None,
+    macros: MacroContext | None,
 ) -> _Body:
     """The query part of the model ``(name, kind, line of the kind)``, its Jinja blocks rendered and its
     inline audits split off: a seed's select from its CSV, or the parsed query with its statements."""
@@ -192,7 +201,9 @@ def _check_query(
     _check_keyed_kind(reader, body.query, body.kind, seen["kind"].line)
 
 
-def _expanded_audits(reader: HeaderReader, seen: Mapping[str, Property], audits: tuple[Any, ...], macros: MacroContext | None) -> tuple[Any, ...]:
+def _expanded_audits(
+    reader: HeaderReader, seen: Mapping[str, Property], audits: tuple[Any, ...], macros: MacroContext | None
+) -> tuple[Any, ...]:
     """Audit arguments with their macro calls evaluated (the project's Python macros)."""
     evaluator = MacroEvaluator(macros or MacroContext(), "spark", runtime_stage="loading")
     line = seen["audits"].line if "audits" in seen else None
@@ -213,7 +224,8 @@ def _start_and_end(reader: HeaderReader, seen: Mapping[str, Property], values: M
     inclusive = "end" in values and _is_date_only(seen["end"].value)
     if "start" in values and "end" in values and values["end"] + timedelta(days=inclusive) <= values["start"]:
         raise reader.fail(
-            seen["end"].line, f"end {values['end'].isoformat()} is not after start {values['start'].isoformat()}: the model would have no interval",
+            seen["end"].line,
+            f"end {values['end'].isoformat()} is not after start {values['start'].isoformat()}: the model would have no interval",
             hint="set end after start, or remove end (the model then runs up to the present)",
         )
     return {**values, "end": values["end"] + timedelta(days=1)} if inclusive else dict(values)
@@ -249,7 +261,9 @@ def _apply_defaults(path: Path, header: Header, seen: dict[str, Property], defau
         try:
             (prop,) = parse_header(f"MODEL ({key} {text})", "model_defaults").properties
         except ModelFileError as exc:
-            raise ModelFileError(path, header.line, f"model_defaults {key} '{text}' cannot be read: {exc.message}") from None
+            raise ModelFileError(
+                path, header.line, f"model_defaults {key} '{text}' cannot be read: {exc.message}"
+            ) from None
         seen[key] = replace(prop, line=header.line, value=_at_line(prop.value, header.line))
         filled.add(key)
     return filled
@@ -279,14 +293,20 @@ def _warn_unused(path: Path, seen: Mapping[str, Property]) -> None:
 
 def is_relative_time(value: Value) -> bool:
     """Whether a header value is a relative time (``'1 year ago'``), which moves with the load time."""
-    return isinstance(value, (Literal, Name)) and isinstance(value.value, str) and relative_instant(value.value, clock.now()) is not None
+    return (
+        isinstance(value, (Literal, Name))
+        and isinstance(value.value, str)
+        and relative_instant(value.value, clock.now()) is not None
+    )
 
 
 _DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 def _is_date_only(value: Value) -> bool:
-    return isinstance(value, Literal) and isinstance(value.value, str) and bool(_DATE_ONLY.fullmatch(value.value.strip()))
+    return (
+        isinstance(value, Literal) and isinstance(value.value, str) and bool(_DATE_ONLY.fullmatch(value.value.strip()))
+    )
 
 
 def _dialect(reader: HeaderReader, seen: Mapping[str, Property], default: str) -> str:
@@ -296,14 +316,18 @@ def _dialect(reader: HeaderReader, seen: Mapping[str, Property], default: str) -
     try:
         sqlglot.Dialect.get_or_raise(dialect)
     except ValueError:
-        raise reader.fail(seen["dialect"].line, f"unknown SQL dialect '{dialect}'", hint="use spark, duckdb, bigquery, snowflake, ...") from None
+        raise reader.fail(
+            seen["dialect"].line, f"unknown SQL dialect '{dialect}'", hint="use spark, duckdb, bigquery, snowflake, ..."
+        ) from None
     return dialect
 
 
 def _interval_unit(reader: HeaderReader, prop: Property) -> IntervalUnit:
     unit = reader.text(prop.value, "interval_unit").lower()
     if unit not in IntervalUnit._value2member_map_:
-        raise reader.fail(prop.line, f"unknown interval_unit '{unit}'", hint="use one of " + ", ".join(u.value for u in IntervalUnit))
+        raise reader.fail(
+            prop.line, f"unknown interval_unit '{unit}'", hint="use one of " + ", ".join(u.value for u in IntervalUnit)
+        )
     return IntervalUnit(unit)
 
 
@@ -373,7 +397,9 @@ def _physical_overrides(reader: HeaderReader, kind: Any, prop: Property | None) 
     on = {
         item.key.lower()
         for item in prop.value.items
-        if isinstance(item, Pair) and item.key.lower() in SAFETY_OVERRIDE_FLAGS and reader.flag(item.value, item.key.lower())
+        if isinstance(item, Pair)
+        and item.key.lower() in SAFETY_OVERRIDE_FLAGS
+        and reader.flag(item.value, item.key.lower())
     }
     return replace(kind, safety_overrides=kind.safety_overrides | on) if on else kind
 
@@ -417,7 +443,7 @@ def _time_layout(
             seen["cron"].line,
             f"cron '{values['cron']}' fires every {cron_unit}, more often than the model's {unit} intervals complete",
             hint=f"use a cron at most as frequent as the intervals, e.g. cron '{_CRON_ALIAS.get(unit.value, unit.cron)}', "
-                 f"or interval_unit {cron_unit} to cut {cron_unit} intervals",
+            f"or interval_unit {cron_unit} to cut {cron_unit} intervals",
         )
     if values.get("end") is not None:
         layout["end"] = unit.ceil(values["end"])
@@ -435,7 +461,14 @@ def _time_layout(
     return layout
 
 
-_CRON_ALIAS = {"hour": "@hourly", "day": "@daily", "week": "@weekly", "month": "@monthly", "quarter": "@quarterly", "year": "@yearly"}
+_CRON_ALIAS = {
+    "hour": "@hourly",
+    "day": "@daily",
+    "week": "@weekly",
+    "month": "@monthly",
+    "quarter": "@quarterly",
+    "year": "@yearly",
+}
 
 
 def _read_columns(reader: HeaderReader, v: Value, dialect: str) -> dict[str, str]:
@@ -461,7 +494,11 @@ def _seed_query(
     """Check the CSV (types, row shapes) against the declared ``columns``: the seed's kind (with the CSV's
     hash), the select of its columns from the seed's view, and the model's columns."""
     if query_text.strip().strip(";").strip():
-        raise reader.fail(line, "a SEED model has no query: its rows come from the CSV file", hint="remove the query after the MODEL header")
+        raise reader.fail(
+            line,
+            "a SEED model has no query: its rows come from the CSV file",
+            hint="remove the query after the MODEL header",
+        )
     seed = read_seed(Path(kind.location), dict(kind.csv_settings), columns)
     query = exp.select(*(exp.column(c, quoted=True) for c in seed.columns)).from_(SEED_VIEW)
     return Seed(kind.path, kind.location, kind.csv_settings, seed.content_hash), query, seed.columns
@@ -471,15 +508,22 @@ def _check_spark_equivalent(reader: HeaderReader, query: exp.Query, dialect: str
     """A query in another dialect must have a Spark equivalent: refuse what sqlglot cannot transpile."""
     for join in query.find_all(exp.Join):
         if str(join.args.get("method") or "").upper() == "ASOF":
-            raise reader.fail(node_line(join, 0) or line, f"an ASOF join ({dialect}) has no Spark equivalent",
-                              hint="rewrite it as a join on the key with a window function picking the latest earlier row")
+            raise reader.fail(
+                node_line(join, 0) or line,
+                f"an ASOF join ({dialect}) has no Spark equivalent",
+                hint="rewrite it as a join on the key with a window function picking the latest earlier row",
+            )
     try:
         query.sql(dialect="spark", unsupported_level=ErrorLevel.RAISE)
     except UnsupportedError as exc:
-        raise reader.fail(line, f"the query ({dialect}) has no Spark equivalent: {exc}", hint="rewrite that construct in Spark SQL") from None
+        raise reader.fail(
+            line, f"the query ({dialect}) has no Spark equivalent: {exc}", hint="rewrite that construct in Spark SQL"
+        ) from None
 
 
-def _check_time_column(reader: HeaderReader, query: exp.Query, column: str, line: int, declared: Mapping[str, str]) -> None:
+def _check_time_column(
+    reader: HeaderReader, query: exp.Query, column: str, line: int, declared: Mapping[str, str]
+) -> None:
     names = output_columns(query)
     if names is None:
         if declared and column not in declared:
@@ -493,21 +537,31 @@ def _check_time_column(reader: HeaderReader, query: exp.Query, column: str, line
         )
 
 
-def _check_event_time_column(reader: HeaderReader, query: exp.Query, kind: Kind, values: Mapping[str, Any], seen: Mapping[str, Property]) -> None:
+def _check_event_time_column(
+    reader: HeaderReader, query: exp.Query, kind: Kind, values: Mapping[str, Any], seen: Mapping[str, Property]
+) -> None:
     """An event-time column refines the time column of a time-partitioned model and is one of its outputs."""
     column = values.get("event_time_column")
     if column is None:
         return
     line = (seen.get("event_time_column") or seen["physical_properties"]).line
     if not isinstance(kind, IncrementalByTimeRange):
-        raise reader.fail(line, f"event_time_column {column} needs a time column: the model is {kind.name}",
-                          hint="use kind INCREMENTAL_BY_TIME_RANGE (time_column <partition column>), or remove event_time_column")
+        raise reader.fail(
+            line,
+            f"event_time_column {column} needs a time column: the model is {kind.name}",
+            hint="use kind INCREMENTAL_BY_TIME_RANGE (time_column <partition column>), or remove event_time_column",
+        )
     if column == kind.time_column.lower():
-        raise reader.fail(line, f"event_time_column and the time_column are both {column}", hint="remove event_time_column")
+        raise reader.fail(
+            line, f"event_time_column and the time_column are both {column}", hint="remove event_time_column"
+        )
     names = output_columns(query)
     if names is not None and column not in names:
-        raise reader.fail(line, f"event_time_column '{column}' is not an output column of the query (outputs: {', '.join(names)})",
-                          hint=f"select the event time, e.g. `... AS {column}`")
+        raise reader.fail(
+            line,
+            f"event_time_column '{column}' is not an output column of the query (outputs: {', '.join(names)})",
+            hint=f"select the event time, e.g. `... AS {column}`",
+        )
 
 
 def _check_keyed_kind(reader: HeaderReader, query: exp.Query, kind: Kind, line: int) -> None:
@@ -533,4 +587,8 @@ def _check_keyed_kind(reader: HeaderReader, query: exp.Query, kind: Kind, line: 
     if isinstance(kind, ScdType2) and names is not None:
         clash = [c for c in (kind.valid_from_name, kind.valid_to_name) if c in names]
         if clash:
-            raise reader.fail(line, f"the query outputs {', '.join(clash)}, which SCD_TYPE_2 adds itself", hint="rename the column or set valid_from_name / valid_to_name")
+            raise reader.fail(
+                line,
+                f"the query outputs {', '.join(clash)}, which SCD_TYPE_2 adds itself",
+                hint="rename the column or set valid_from_name / valid_to_name",
+            )

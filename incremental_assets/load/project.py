@@ -53,7 +53,9 @@ def load_project(directory: str | Path | Sequence[str | Path] = ".", *, settings
     return project
 
 
-def load_valid_models(directory: str | Path | Sequence[str | Path] = ".", *, settings: Settings | None = None) -> tuple[Project, list[ModelFileError]]:
+def load_valid_models(
+    directory: str | Path | Sequence[str | Path] = ".", *, settings: Settings | None = None
+) -> tuple[Project, list[ModelFileError]]:
     """The project of every model that loads, with the errors of those that do not: a model whose file,
     references or audits are wrong is left out, and so is every model reading one left out.
 
@@ -62,14 +64,22 @@ def load_valid_models(directory: str | Path | Sequence[str | Path] = ".", *, set
     return project, errors + left_out
 
 
-def _load(directory: str | Path | Sequence[str | Path], settings: Settings | None) -> tuple[Project, list[ModelFileError], list[ModelFileError]]:
+def _load(
+    directory: str | Path | Sequence[str | Path], settings: Settings | None
+) -> tuple[Project, list[ModelFileError], list[ModelFileError]]:
     directories = _project_directories(directory)
     settings = settings or load_settings(directories[0])
     errors: list[ModelFileError] = []
     configs: list[SqlmeshConfig] = []
     for folder in directories:
         if not (folder / "models").is_dir():
-            raise ProjectError([ModelFileError(folder, None, "no models/ folder here", hint="pass --project DIR pointing at the project folder")])
+            raise ProjectError(
+                [
+                    ModelFileError(
+                        folder, None, "no models/ folder here", hint="pass --project DIR pointing at the project folder"
+                    )
+                ]
+            )
         try:
             configs.append(load_sqlmesh_config(folder))
         except ModelFileError as exc:
@@ -101,15 +111,25 @@ def _load(directory: str | Path | Sequence[str | Path], settings: Settings | Non
     for config in reversed(configs):  # the first folder's variables win
         variables.update(config.variables)
     project = Project(
-        directory=directories[0], settings=settings, models=models, sources=sources, order=tuple(order), audits=user_audits,
-        variables=variables, before_all=tuple(s.sql(dialect="spark") for s in before), after_all=tuple(s.sql(dialect="spark") for s in after),
+        directory=directories[0],
+        settings=settings,
+        models=models,
+        sources=sources,
+        order=tuple(order),
+        audits=user_audits,
+        variables=variables,
+        before_all=tuple(s.sql(dialect="spark") for s in before),
+        after_all=tuple(s.sql(dialect="spark") for s in after),
         directories=tuple(directories),
     )
     return project, errors, left_out
 
 
 def _without_invalid(
-    models: Mapping[str, SqlModel], sources: Mapping[str, Source], errors: list[ModelFileError], left_out: list[ModelFileError]
+    models: Mapping[str, SqlModel],
+    sources: Mapping[str, Source],
+    errors: list[ModelFileError],
+    left_out: list[ModelFileError],
 ) -> dict[str, SqlModel]:
     """The models no error names, less those reading an invalid model (said in ``left_out``); a reference
     to a model that did not load at all is already an error of its own."""
@@ -123,8 +143,14 @@ def _without_invalid(
             model = kept.pop(name)
             if upstream in models:
                 line = next((r.line for r in model.references if r.name == upstream), model.query_line)
-                left_out.append(ModelFileError(model.path, line, f"model {name} is left out: it reads {upstream}, which is invalid",
-                                               hint=f"fix {upstream} first"))
+                left_out.append(
+                    ModelFileError(
+                        model.path,
+                        line,
+                        f"model {name} is left out: it reads {upstream}, which is invalid",
+                        hint=f"fix {upstream} first",
+                    )
+                )
 
 
 def project_folders(text: str) -> list[str]:
@@ -153,9 +179,15 @@ def _config_statements(
     out: list[exp.Expression] = []
     for text in getattr(config, key):
         try:
-            out += parse_statements(text, dialect=config.dialect or settings.dialect, path=config.path or key, macros=macros)
+            out += parse_statements(
+                text, dialect=config.dialect or settings.dialect, path=config.path or key, macros=macros
+            )
         except ModelFileError as exc:
-            errors.append(ModelFileError(exc.path, _line_of_text(config.path, text) or exc.line, f"{key}: {exc.message}", hint=exc.hint))
+            errors.append(
+                ModelFileError(
+                    exc.path, _line_of_text(config.path, text) or exc.line, f"{key}: {exc.message}", hint=exc.hint
+                )
+            )
     return out
 
 
@@ -169,7 +201,10 @@ def _line_of_text(path: Path | None, text: str) -> int | None:
 
 
 def catalog_tables(
-    models: Mapping[str, SqlModel], sources: Mapping[str, Source], unlocated: Mapping[str, Unlocated], statements: Sequence[exp.Expression]
+    models: Mapping[str, SqlModel],
+    sources: Mapping[str, Source],
+    unlocated: Mapping[str, Unlocated],
+    statements: Sequence[exp.Expression],
 ) -> dict[str, Source]:
     """Tables and views that ``before_all`` or a model's pre-statements create and a model reads: sources
     read from Spark's catalog (with an external model's columns where one declares them).
@@ -180,7 +215,10 @@ def catalog_tables(
     read = {ref.name for model in models.values() for ref in model.references}
     out: dict[str, Source] = {}
     for statement in created:
-        if not isinstance(statement, exp.Create) or str(statement.args.get("kind") or "").upper() not in ("TABLE", "VIEW"):
+        if not isinstance(statement, exp.Create) or str(statement.args.get("kind") or "").upper() not in (
+            "TABLE",
+            "VIEW",
+        ):
             continue
         target = statement.this.this if isinstance(statement.this, exp.Schema) else statement.this
         if not isinstance(target, exp.Table):
@@ -193,7 +231,9 @@ def catalog_tables(
     return out
 
 
-def _macro_context(directory: Path, sources: Mapping[str, Source], config: SqlmeshConfig, errors: list[ModelFileError]) -> MacroContext:
+def _macro_context(
+    directory: Path, sources: Mapping[str, Source], config: SqlmeshConfig, errors: list[ModelFileError]
+) -> MacroContext:
     """What the models' macros may use: the project's ``macros/*.py``, its variables and the declared source schemas."""
     functions, macro_errors = load_macros(directory)
     errors.extend(macro_errors)
@@ -202,12 +242,16 @@ def _macro_context(directory: Path, sources: Mapping[str, Source], config: Sqlme
     return MacroContext(macros=functions, schemas=schemas, macros_dir=directory / "macros", variables=variables)
 
 
-def _load_sources(directory: Path, config: SqlmeshConfig, errors: list[ModelFileError], unlocated: dict[str, Unlocated]) -> dict[str, Source]:
+def _load_sources(
+    directory: Path, config: SqlmeshConfig, errors: list[ModelFileError], unlocated: dict[str, Unlocated]
+) -> dict[str, Source]:
     """sources.yaml, completed by SQLMesh's external models (``external_models.yaml``, ``external_models/``)."""
     try:
         sources = load_sources(directory / "sources.yaml", directory)
         for path in external_model_files(directory):
-            sources = load_external_models(path, directory, sources, config.dialect or "spark", gateway=config.gateway, unlocated=unlocated)
+            sources = load_external_models(
+                path, directory, sources, config.dialect or "spark", gateway=config.gateway, unlocated=unlocated
+            )
         return sources
     except ModelFileError as exc:
         errors.append(exc)
@@ -237,11 +281,20 @@ def _load_models(
             if path.suffix == ".sql":
                 texts = expand_blueprints(read_model_text(path), path)
                 found = [
-                    parse_model_file(path, text=t, default_dialect=dialect, defaults=defaults, variables=config.variables, macros=macros)
+                    parse_model_file(
+                        path,
+                        text=t,
+                        default_dialect=dialect,
+                        defaults=defaults,
+                        variables=config.variables,
+                        macros=macros,
+                    )
                     for t in texts
                 ]
             else:
-                found = load_python_models(path, root=models_dir.parent, defaults=defaults, dialect=dialect, macros=macros, deferred=deferred)
+                found = load_python_models(
+                    path, root=models_dir.parent, defaults=defaults, dialect=dialect, macros=macros, deferred=deferred
+                )
         except ModelFileError as exc:
             errors.append(exc)
             continue
@@ -273,7 +326,9 @@ def _in_default_catalog(model: SqlModel, catalog: str | None) -> SqlModel:
     return replace(model, query=query, references=table_references(query))
 
 
-def _add_model(models: dict[str, SqlModel], model: SqlModel, sources: Mapping[str, Source], errors: list[ModelFileError]) -> None:
+def _add_model(
+    models: dict[str, SqlModel], model: SqlModel, sources: Mapping[str, Source], errors: list[ModelFileError]
+) -> None:
     """Add one loaded model: enabled ones only, each name once, never a source's name."""
     path = model.path
     if not model.enabled:
@@ -291,22 +346,40 @@ def _add_model(models: dict[str, SqlModel], model: SqlModel, sources: Mapping[st
         return
     problem = cron_problem(model.cron) if model.cron else None
     if problem:  # a Python model's cron; a model file's is refused as its header is read
-        errors.append(ModelFileError(path, model.line_of("cron"), f"invalid cron '{model.cron}': {problem}", hint=CRON_HINT))
+        errors.append(
+            ModelFileError(path, model.line_of("cron"), f"invalid cron '{model.cron}': {problem}", hint=CRON_HINT)
+        )
         return
     if model.name in sources:
-        errors.append(ModelFileError(path, model.line_of("name"), f"model {model.name} has the name of a source in sources.yaml", hint="rename the model or the source"))
+        errors.append(
+            ModelFileError(
+                path,
+                model.line_of("name"),
+                f"model {model.name} has the name of a source in sources.yaml",
+                hint="rename the model or the source",
+            )
+        )
         return
     models[model.name] = model
 
 
-def _inline_audits(models: Mapping[str, SqlModel], known: Mapping[str, UserAudit], errors: list[ModelFileError]) -> dict[str, UserAudit]:
+def _inline_audits(
+    models: Mapping[str, SqlModel], known: Mapping[str, UserAudit], errors: list[ModelFileError]
+) -> dict[str, UserAudit]:
     """``AUDIT (...)`` blocks of model files, by name; one name, one definition across the project."""
     out: dict[str, UserAudit] = {}
     for model in models.values():
         for audit in model.inline_audits:
             first = out.get(audit.name) or known.get(audit.name)
             if first is not None and first.sql != audit.sql:
-                errors.append(ModelFileError(model.path, None, f"audit {audit.name} is also defined in {first.path}", hint="give each audit a unique name"))
+                errors.append(
+                    ModelFileError(
+                        model.path,
+                        None,
+                        f"audit {audit.name} is also defined in {first.path}",
+                        hint="give each audit a unique name",
+                    )
+                )
                 continue
             out[audit.name] = audit
     return out
@@ -343,16 +416,22 @@ def default_starts(models: Mapping[str, SqlModel], now: datetime | None = None) 
     return out
 
 
-def _reference_errors(models: Mapping[str, SqlModel], sources: Mapping[str, Source], unlocated: Mapping[str, Unlocated]) -> list[ModelFileError]:
+def _reference_errors(
+    models: Mapping[str, SqlModel], sources: Mapping[str, Source], unlocated: Mapping[str, Unlocated]
+) -> list[ModelFileError]:
     errors = []
     for model in models.values():
         for ref in model.references:
             if ref.name in unlocated and ref.name not in sources:
                 declared = unlocated[ref.name]
-                errors.append(ModelFileError(
-                    model.path, ref.line, f"model {model.name} reads external model {ref.name}, which does not say where its data lives",
-                    hint=f"add `location: <path or URI>` (and `format:`) to its entry at {declared.path}:{declared.line}, or create it in before_all",
-                ))
+                errors.append(
+                    ModelFileError(
+                        model.path,
+                        ref.line,
+                        f"model {model.name} reads external model {ref.name}, which does not say where its data lives",
+                        hint=f"add `location: <path or URI>` (and `format:`) to its entry at {declared.path}:{declared.line}, or create it in before_all",
+                    )
+                )
             elif ref.name not in models and ref.name not in sources and ref.name != model.name:
                 errors.append(
                     ModelFileError(
@@ -362,8 +441,14 @@ def _reference_errors(models: Mapping[str, SqlModel], sources: Mapping[str, Sour
                         hint="declare it in sources.yaml or create a model with that name",
                     )
                 )
-            if ref.name == model.name and not model.is_incremental and not isinstance(model, SqlmeshPythonModel):  # its rows are read before the write
-                errors.append(ModelFileError(model.path, ref.line, f"model {model.name} reads itself; only incremental models may"))
+            if (
+                ref.name == model.name and not model.is_incremental and not isinstance(model, SqlmeshPythonModel)
+            ):  # its rows are read before the write
+                errors.append(
+                    ModelFileError(
+                        model.path, ref.line, f"model {model.name} reads itself; only incremental models may"
+                    )
+                )
     return errors
 
 
@@ -412,7 +497,15 @@ def inline_embedded(models: Mapping[str, SqlModel]) -> dict[str, SqlModel]:
             if name not in embedded or (not table.db and name in ctes):
                 continue
             if name in stack:
-                raise ProjectError([ModelFileError(model.path, table.this.meta.get("line"), "embedded models form a cycle: " + " -> ".join(stack + (name,)))])
+                raise ProjectError(
+                    [
+                        ModelFileError(
+                            model.path,
+                            table.this.meta.get("line"),
+                            "embedded models form a cycle: " + " -> ".join(stack + (name,)),
+                        )
+                    ]
+                )
             inner = expand(models[name], stack + (name,))
             inlined |= {name, *inner.embeds}
             body = inner.query.copy()
@@ -442,7 +535,10 @@ def _topological_order(models: Mapping[str, SqlModel]) -> list[str]:
                 [
                     ModelFileError(
                         model.path,
-                        next((r.line for r in model.references if r.name == cycle[-2] or r.name in cycle), model.query_line),
+                        next(
+                            (r.line for r in model.references if r.name == cycle[-2] or r.name in cycle),
+                            model.query_line,
+                        ),
                         "dependency cycle: " + " -> ".join(cycle),
                         hint="break the cycle: a model cannot depend on its own downstream models",
                     )

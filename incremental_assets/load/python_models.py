@@ -32,11 +32,11 @@ from incremental_assets.load.macros.evaluator import MacroContext
 from incremental_assets.load.query import parse_query
 from incremental_assets.load.sqlmesh_models import sqlmesh_python_model
 from incremental_assets.load.sqlmesh_shim import MODEL_REGISTRY, import_failure, real_model_specs, sqlmesh_names
+from incremental_assets.load.text import read_utf8
 from incremental_assets.model.intervals import INTERVAL_UNITS
 from incremental_assets.model.kinds import IncrementalByCursor
 from incremental_assets.model.python_model import PythonModel
 from incremental_assets.model.sql_model import SqlModel
-from incremental_assets.load.text import read_utf8
 
 # The rows ``fetch`` returned are registered under this view; the model's query reads it whole.
 FETCHED_VIEW = "ia_fetched_rows"
@@ -117,7 +117,9 @@ def _modules_named_like(root: Path) -> dict[str, Any]:
     out = {}
     for name in [n for n in sys.modules if n.split(".")[0] in names]:
         module_ = sys.modules[name]
-        places = [str(p) for p in [getattr(module_, "__file__", None) or "", *(getattr(module_, "__path__", None) or [])] if p]
+        places = [
+            str(p) for p in [getattr(module_, "__file__", None) or "", *(getattr(module_, "__path__", None) or [])] if p
+        ]
         if places and not any(p.startswith(str(root)) or p.startswith(installed) for p in places):
             out[name] = sys.modules.pop(name)
     return out
@@ -160,14 +162,26 @@ def load_python_model(path: str | Path, *, module: Any = None) -> PythonSourceMo
     module = module or _import(path, None)
     config = getattr(module, "MODEL", None)
     if not isinstance(config, dict):
-        raise ModelFileError(path, None, "a Python model defines MODEL = {...}", hint="add MODEL = {'name': ..., 'kind': 'INCREMENTAL_BY_CURSOR', 'cursor': ...}")
+        raise ModelFileError(
+            path,
+            None,
+            "a Python model defines MODEL = {...}",
+            hint="add MODEL = {'name': ..., 'kind': 'INCREMENTAL_BY_CURSOR', 'cursor': ...}",
+        )
     fetch = getattr(module, "fetch", None)
     if not callable(fetch):
-        raise ModelFileError(path, None, "a Python model defines a function fetch(last_value, initial_value, is_backfill)")
+        raise ModelFileError(
+            path, None, "a Python model defines a function fetch(last_value, initial_value, is_backfill)"
+        )
     params = set(inspect.signature(fetch).parameters)
     unknown = params - set(FETCH_ARGS)
     if unknown:
-        raise ModelFileError(path, fetch.__code__.co_firstlineno, f"fetch takes unknown argument(s) {', '.join(sorted(unknown))}", hint="use " + ", ".join(FETCH_ARGS))
+        raise ModelFileError(
+            path,
+            fetch.__code__.co_firstlineno,
+            f"fetch takes unknown argument(s) {', '.join(sorted(unknown))}",
+            hint="use " + ", ".join(FETCH_ARGS),
+        )
     name = str(config.get("name", "")).lower()
     if not name:
         raise ModelFileError(path, line, "MODEL has no name", hint="add 'name': 'schema.table'")

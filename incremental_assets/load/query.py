@@ -17,10 +17,14 @@ from sqlglot.errors import ParseError, TokenError
 
 from incremental_assets.errors import ModelFileError
 from incremental_assets.load.macros.evaluator import MacroContext, MacroError, MacroEvaluator, macro_error_location
-from incremental_assets.load.macros.syntax import protect_macros, restore_macros, table_macro, var_name
-from incremental_assets.load.macros.syntax import RUNTIME_IF
+from incremental_assets.load.macros.syntax import RUNTIME_IF, protect_macros, restore_macros, table_macro, var_name
+from incremental_assets.load.macros.window_conditions import (
+    MAX_RUNTIME_CHOICES,
+    choice_count,
+    first_variant,
+    runtime_variants,
+)
 from incremental_assets.load.sql_text import parentheses, skip_space_and_comments
-from incremental_assets.load.macros.window_conditions import MAX_RUNTIME_CHOICES, choice_count, first_variant, runtime_variants
 from incremental_assets.model.kinds import CURSOR_MACROS
 from incremental_assets.model.sql_model import DATE_MACROS, TableReference
 
@@ -82,7 +86,9 @@ def check_nesting(sql: str, path: str | Path, line_offset: int = 0) -> None:
     depth, line = _deepest_parenthesis(sql)
     if depth > MAX_QUERY_DEPTH:
         raise ModelFileError(
-            path, line + 1 + line_offset, f"the query nests {depth} parentheses deep; at most {MAX_QUERY_DEPTH} can be analysed",
+            path,
+            line + 1 + line_offset,
+            f"the query nests {depth} parentheses deep; at most {MAX_QUERY_DEPTH} can be analysed",
             hint=_TOO_DEEP_HINT,
         )
 
@@ -92,7 +98,9 @@ def check_tree_depth(tree: exp.Expression, path: str | Path, line_offset: int = 
     depth, deepest = query_depth(tree)
     if depth > MAX_QUERY_DEPTH:
         raise ModelFileError(
-            path, (_line_near(deepest) or 1) + line_offset, f"the query nests {depth:.0f} levels deep; at most {MAX_QUERY_DEPTH} can be analysed",
+            path,
+            (_line_near(deepest) or 1) + line_offset,
+            f"the query nests {depth:.0f} levels deep; at most {MAX_QUERY_DEPTH} can be analysed",
             hint=_TOO_DEEP_HINT,
         )
 
@@ -111,11 +119,16 @@ def _parse_statements(sql: str, dialect: str, path: str | Path, line_offset: int
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # statements sqlglot keeps as raw commands (SET TIME ZONE ...) are fine here
     try:
-        statements = [restore_macros(s, dialect) for s in sqlglot.parse(protect_macros(sql), read=dialect) if s is not None]
+        statements = [
+            restore_macros(s, dialect) for s in sqlglot.parse(protect_macros(sql), read=dialect) if s is not None
+        ]
     except RecursionError:  # reported where the statement begins: its deepest point is not known
         begins = sql.count("\n", 0, skip_space_and_comments(sql, 0))
         raise ModelFileError(
-            path, line_offset + 1 + begins, f"the query nests too deeply to be parsed; at most {MAX_QUERY_DEPTH} levels can be analysed", hint=_TOO_DEEP_HINT
+            path,
+            line_offset + 1 + begins,
+            f"the query nests too deeply to be parsed; at most {MAX_QUERY_DEPTH} levels can be analysed",
+            hint=_TOO_DEEP_HINT,
         ) from None
     except ParseError as exc:
         first = exc.errors[0] if exc.errors else {}
@@ -123,7 +136,9 @@ def _parse_statements(sql: str, dialect: str, path: str | Path, line_offset: int
         desc = first.get("description") or str(exc)
         if first.get("hint"):  # a macro written where its clause cannot be found
             raise ModelFileError(path, line, desc, hint=first["hint"]) from None
-        raise ModelFileError(path, line, f"cannot parse the query ({dialect}): {desc}", hint="fix the SQL syntax") from None
+        raise ModelFileError(
+            path, line, f"cannot parse the query ({dialect}): {desc}", hint="fix the SQL syntax"
+        ) from None
     except TokenError as exc:
         raise ModelFileError(path, line_offset + 1, f"cannot read the query: {exc}") from None
     finally:
@@ -136,7 +151,12 @@ def _parse_statements(sql: str, dialect: str, path: str | Path, line_offset: int
 
 
 def _expand(
-    statements: list[exp.Expression], dialect: str, path: str | Path, line_offset: int, macros: MacroContext | None, this_model: str | None
+    statements: list[exp.Expression],
+    dialect: str,
+    path: str | Path,
+    line_offset: int,
+    macros: MacroContext | None,
+    this_model: str | None,
 ) -> list[exp.Expression]:
     """Expand every macro; a macro's error becomes one file:line error naming the fix."""
     evaluator = MacroEvaluator(macros or MacroContext(), dialect, this_model=this_model)
@@ -165,7 +185,12 @@ def parse_statements(
 
 
 def parse_model_body(
-    sql: str, *, dialect: str = "spark", path: str | Path = "<query>", line_offset: int = 0, this_model: str | None = None,
+    sql: str,
+    *,
+    dialect: str = "spark",
+    path: str | Path = "<query>",
+    line_offset: int = 0,
+    this_model: str | None = None,
     macros: MacroContext | None = None,
 ) -> ModelBody:
     """Parse a model's statements, expand its macros, and split them around the one query.
@@ -191,13 +216,19 @@ def parse_model_body(
     if not queries:
         if statements:
             raise ModelFileError(
-                path, node_line(statements[0], 0) or line_offset + 1, f"a model's body must hold a query (SELECT / WITH / UNION), found only {statements[0].key.upper()}",
+                path,
+                node_line(statements[0], 0) or line_offset + 1,
+                f"a model's body must hold a query (SELECT / WITH / UNION), found only {statements[0].key.upper()}",
                 hint="write one SELECT after the MODEL header",
             )
-        raise ModelFileError(path, line_offset + 1, "the model has no query", hint="write one SELECT after the MODEL header")
+        raise ModelFileError(
+            path, line_offset + 1, "the model has no query", hint="write one SELECT after the MODEL header"
+        )
     if len(queries) > 1:
         raise ModelFileError(
-            path, node_line(statements[queries[1]], 0) or line_offset + 1, f"the model has {len(queries)} queries; a model holds exactly one",
+            path,
+            node_line(statements[queries[1]], 0) or line_offset + 1,
+            f"the model has {len(queries)} queries; a model holds exactly one",
             hint="move the other queries into their own model files",
         )
     query = statements[queries[0]]
@@ -207,7 +238,9 @@ def parse_model_body(
     for param in query.find_all(exp.Parameter):
         if param.name not in DATE_MACROS | CURSOR_MACROS:
             raise ModelFileError(
-                path, node_line(param, 0) or line_offset + 1, f"unknown macro @{param.name}",
+                path,
+                node_line(param, 0) or line_offset + 1,
+                f"unknown macro @{param.name}",
                 hint="use one of " + ", ".join("@" + m for m in sorted(DATE_MACROS)),
             )
     _check_runtime_choices(query, path, line_offset)
@@ -219,14 +252,16 @@ def _check_runtime_choices(query: exp.Expression, path: str | Path, line_offset:
     for node in query.find_all(exp.Anonymous):
         if str(node.this).lower() == RUNTIME_IF and isinstance(node.parent, exp.Table):
             raise ModelFileError(
-                path, node_line(node, 0) or line_offset + 1,
+                path,
+                node_line(node, 0) or line_offset + 1,
                 "a table chosen by a condition on the run window (FROM @IF(@start_ds ..., a, b)): the tables a model reads must be known when it loads",
                 hint="read both tables with UNION ALL, each filtered by the condition (WHERE @start_ds < '2024-06-01'), or make two models",
             )
     count = choice_count(query)
     if count > MAX_RUNTIME_CHOICES:
         raise ModelFileError(
-            path, node_line(query, 0) or line_offset + 1,
+            path,
+            node_line(query, 0) or line_offset + 1,
             f"the query holds {count} macro conditions on the run window; at most {MAX_RUNTIME_CHOICES} can be analysed (every combination is)",
             hint="compare date macros in the SQL itself (CASE WHEN @start_ds >= '2024-02-01' THEN ... END) for the others",
         )
@@ -234,8 +269,11 @@ def _check_runtime_choices(query: exp.Expression, path: str | Path, line_offset:
         shapes = {tuple(_named_outputs(v) or ()) for v in runtime_variants(query)}
         if len(shapes) > 1:
             raise ModelFileError(
-                path, node_line(query, 0) or line_offset + 1,
-                "the query's columns depend on the run window (" + " / ".join(", ".join(s) for s in sorted(shapes)) + "): a table keeps one set of columns",
+                path,
+                node_line(query, 0) or line_offset + 1,
+                "the query's columns depend on the run window ("
+                + " / ".join(", ".join(s) for s in sorted(shapes))
+                + "): a table keeps one set of columns",
                 hint="give every branch of @IF the same columns, e.g. @IF(cond, a, NULL) AS x",
             )
 
@@ -252,7 +290,12 @@ def _name_this_model(query: exp.Expression, this_model: str) -> None:
 
 
 def parse_query(
-    sql: str, *, dialect: str = "spark", path: str | Path = "<query>", line_offset: int = 0, this_model: str | None = None,
+    sql: str,
+    *,
+    dialect: str = "spark",
+    path: str | Path = "<query>",
+    line_offset: int = 0,
+    this_model: str | None = None,
     macros: MacroContext | None = None,
 ) -> exp.Query:
     """Parse exactly one query, macros expanded; date macros become ``exp.Parameter`` nodes.
@@ -261,11 +304,15 @@ def parse_query(
     >>> sorted(p.name for p in q.find_all(exp.Parameter))
     ['end_ds', 'start_ds']
     """
-    body = parse_model_body(sql, dialect=dialect, path=path, line_offset=line_offset, this_model=this_model, macros=macros)
+    body = parse_model_body(
+        sql, dialect=dialect, path=path, line_offset=line_offset, this_model=this_model, macros=macros
+    )
     extra = body.pre_statements + body.post_statements
     if extra:
         raise ModelFileError(
-            path, node_line(extra[0], 0) or line_offset + 1, f"the model has {len(extra) + 1} statements; only one query is expected here",
+            path,
+            node_line(extra[0], 0) or line_offset + 1,
+            f"the model has {len(extra) + 1} statements; only one query is expected here",
             hint="keep only the query",
         )
     return body.query
@@ -314,7 +361,9 @@ def _named_outputs(query: exp.Expression) -> list[str] | None:
         select = select.this
     names: list[str] = []
     for projection in select.selects:
-        if isinstance(projection, exp.Star) or (isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star)):
+        if isinstance(projection, exp.Star) or (
+            isinstance(projection, exp.Column) and isinstance(projection.this, exp.Star)
+        ):
             return None
         names.append(projection.alias_or_name.lower())
     return names

@@ -58,4 +58,8 @@ class HeaderReader:
         except WindowError as exc:
             if "precise" in str(exc):
                 raise self.fail(v.line, f"{what} {exc}") from None
-            raise self.fail(v.line, f"{what} '{raw}' is not a date", hint="write it as 'YYYY-MM-DD', or relative as SQLMesh does ('1 year ago', '2 months ago', 'yesterday')") from None
+            raise self.fail(
+                v.line,
+                f"{what} '{raw}' is not a date",
+                hint="write it as 'YYYY-MM-DD', or relative as SQLMesh does ('1 year ago', '2 months ago', 'yesterday')",
+            ) from None

@@ -87,7 +87,9 @@ def _checker(spark_type: str) -> Callable[[str], object] | None:
     return _PARSERS.get(t)
 
 
-def read_seed(path: Path, settings: Mapping[str, str] | None = None, declared: Mapping[str, str] | None = None) -> SeedFile:
+def read_seed(
+    path: Path, settings: Mapping[str, str] | None = None, declared: Mapping[str, str] | None = None
+) -> SeedFile:
     """Read and check a seed CSV; raise ModelFileError naming the CSV file and line of a bad row."""
     settings = settings or {}
     try:
@@ -110,7 +112,9 @@ def read_seed(path: Path, settings: Mapping[str, str] | None = None, declared: M
         raise ModelFileError(path, 1, "the seed file is empty", hint="the first line must name the columns") from None
     names = [h.strip().lower() for h in header]
     if not names or any(not n for n in names):
-        raise ModelFileError(path, 1, "the header line has an empty column name", hint="name every column on the first line")
+        raise ModelFileError(
+            path, 1, "the header line has an empty column name", hint="name every column on the first line"
+        )
     if declared:
         if list(declared) != names:
             raise ModelFileError(
@@ -137,11 +141,16 @@ def read_seed(path: Path, settings: Mapping[str, str] | None = None, declared: M
                 value = record[i].strip()
                 if value and not _fits(parse, value):
                     raise ModelFileError(
-                        path, line, f"value '{value}' of column {name} is not a {spark_type}", hint="fix the value or the column's declared type"
+                        path,
+                        line,
+                        f"value '{value}' of column {name} is not a {spark_type}",
+                        hint="fix the value or the column's declared type",
                     )
     else:
         columns = {}
         for i, name in enumerate(names):
             values = [r[i].strip() for _, r in rows if r[i].strip()]
-            columns[name] = next((t for t in _INFERENCE if values and all(_fits(_PARSERS[t], v) for v in values)), "STRING")
+            columns[name] = next(
+                (t for t in _INFERENCE if values and all(_fits(_PARSERS[t], v) for v in values)), "STRING"
+            )
     return SeedFile(columns, hashlib.sha256(raw).hexdigest(), len(rows))

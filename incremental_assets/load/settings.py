@@ -52,8 +52,8 @@ from sqlglot.dialects.dialect import Dialect, Dialects
 
 from incremental_assets.errors import ModelFileError
 from incremental_assets.load.text import read_utf8, yaml_mapping
-from incremental_assets.model.environment import is_name
 from incremental_assets.model.cron import cron_problem
+from incremental_assets.model.environment import is_name
 from incremental_assets.model.settings import Maintenance, Settings, read_env_settings
 
 SETTINGS_FILE = "incremental_assets.yaml"
@@ -97,14 +97,21 @@ def _run_limit(value: object, where: Path | None, source: str) -> int:
     except ValueError:
         limit = 0
     if limit < 1 or isinstance(value, bool):
-        raise ModelFileError(where, None, f"{source} must be a whole number of runs, at least 1, not {value!r}", hint="e.g. `max_concurrent_runs: 2`")
+        raise ModelFileError(
+            where,
+            None,
+            f"{source} must be a whole number of runs, at least 1, not {value!r}",
+            hint="e.g. `max_concurrent_runs: 2`",
+        )
     return limit
 
 
 DIALECTS = tuple(sorted(d.value for d in Dialects if d.value))
 
 # What Spark's spark.sql.session.timeZone takes as an offset (java.time.ZoneOffset, after Spark widens `+5:30`).
-_OFFSET = re.compile(r"(?:UTC|GMT|UT)?([+-])(\d{1,2})(?::(\d{2})(?::(\d{2}))?)?|(?:UTC|GMT|UT)?([+-])(\d{2})(\d{2})(\d{2})?")
+_OFFSET = re.compile(
+    r"(?:UTC|GMT|UT)?([+-])(\d{1,2})(?::(\d{2})(?::(\d{2}))?)?|(?:UTC|GMT|UT)?([+-])(\d{2})(\d{2})(\d{2})?"
+)
 _ZONE_HINT = "use an IANA zone such as UTC or Europe/Berlin, or an offset such as +01:00"
 
 
@@ -123,11 +130,15 @@ def timezone_problem(name: str) -> str | None:
         return None
     match = _OFFSET.fullmatch(name)
     if match:
-        hours, minutes, seconds = (int(g or 0) for g in (match.groups()[1:4] if match.group(1) else match.groups()[5:8]))
+        hours, minutes, seconds = (
+            int(g or 0) for g in (match.groups()[1:4] if match.group(1) else match.groups()[5:8])
+        )
         if minutes > 59 or seconds > 59:
             return f"time zone offset '{name}' has minutes or seconds past 59"
         if hours * 3600 + minutes * 60 + seconds > 18 * 3600:
-            return f"time zone offset '{name}' is out of range: an offset lies within 18 hours of UTC (-18:00 to +18:00)"
+            return (
+                f"time zone offset '{name}' is out of range: an offset lies within 18 hours of UTC (-18:00 to +18:00)"
+            )
         return None
     try:
         zoneinfo.ZoneInfo(name)
@@ -166,10 +177,22 @@ def load_settings(project_dir: str | Path, *, environ: Mapping[str, str] | None 
     if path.exists():
         text = read_utf8(path)
         raw = yaml_mapping(text, path, "settings")
-    known = {"warehouse", "dialect", "timezone", "spark", "dagster_home", "max_concurrent_runs", "hourly_files", "environments", "maintenance"}
+    known = {
+        "warehouse",
+        "dialect",
+        "timezone",
+        "spark",
+        "dagster_home",
+        "max_concurrent_runs",
+        "hourly_files",
+        "environments",
+        "maintenance",
+    }
     unknown = {str(k) for k in raw} - known
     if unknown:
-        raise ModelFileError(path, None, f"unknown setting(s): {', '.join(sorted(unknown))}", hint="use " + ", ".join(sorted(known)))
+        raise ModelFileError(
+            path, None, f"unknown setting(s): {', '.join(sorted(unknown))}", hint="use " + ", ".join(sorted(known))
+        )
     for key in ("warehouse", "dialect", "timezone", "dagster_home"):
         value = raw.get(key)
         if value is not None and (not isinstance(value, (str, int, float)) or "\x00" in str(value)):
@@ -179,9 +202,20 @@ def load_settings(project_dir: str | Path, *, environ: Mapping[str, str] | None 
         raise ModelFileError(path, None, "spark must be a mapping with master, remote and conf")
     for key in ("master", "remote"):
         if spark.get(key) is not None and not isinstance(spark.get(key), str):
-            raise ModelFileError(path, None, f"spark.{key} must be text, e.g. `{key}: local[2]`" if key == "master" else f"spark.{key} must be a Spark Connect URL")
+            raise ModelFileError(
+                path,
+                None,
+                f"spark.{key} must be text, e.g. `{key}: local[2]`"
+                if key == "master"
+                else f"spark.{key} must be a Spark Connect URL",
+            )
     if not isinstance(spark.get("conf") or {}, dict):
-        raise ModelFileError(path, None, "spark.conf must be a mapping of Spark settings to values", hint="write `conf: {spark.sql.shuffle.partitions: 8}`")
+        raise ModelFileError(
+            path,
+            None,
+            "spark.conf must be a mapping of Spark settings to values",
+            hint="write `conf: {spark.sql.shuffle.partitions: 8}`",
+        )
     conf = {str(k): str(v) for k, v in (spark.get("conf") or {}).items()}
     if env.get("INCREMENTAL_ASSETS_SPARK_CONF"):
         try:
@@ -189,15 +223,21 @@ def load_settings(project_dir: str | Path, *, environ: Mapping[str, str] | None 
             if not isinstance(extra, dict):
                 raise ValueError
         except ValueError:
-            raise ModelFileError("INCREMENTAL_ASSETS_SPARK_CONF", None, "must be a JSON object of Spark settings",
-                                 hint='e.g. {"spark.sql.shuffle.partitions": "8"}') from None
+            raise ModelFileError(
+                "INCREMENTAL_ASSETS_SPARK_CONF",
+                None,
+                "must be a JSON object of Spark settings",
+                hint='e.g. {"spark.sql.shuffle.partitions": "8"}',
+            ) from None
         conf.update({str(k): str(v) for k, v in extra.items()})
     warehouse = env.get("INCREMENTAL_ASSETS_WAREHOUSE") or raw.get("warehouse") or "warehouse"
     home = env.get("DAGSTER_HOME") or raw.get("dagster_home") or ".dagster"
     spark_master = str(env.get("INCREMENTAL_ASSETS_SPARK_MASTER") or spark.get("master") or "local[2]")
     remote = env.get("INCREMENTAL_ASSETS_SPARK_REMOTE") or spark.get("remote") or None
     if env.get("INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS"):
-        max_runs = _run_limit(env["INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS"], None, "INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS")
+        max_runs = _run_limit(
+            env["INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS"], None, "INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS"
+        )
     elif raw.get("max_concurrent_runs") is not None:
         max_runs = _run_limit(raw["max_concurrent_runs"], path, "max_concurrent_runs")
     else:
@@ -232,16 +272,24 @@ def _environments(raw: dict, env: Mapping[str, str], path: Path, text: str) -> t
     for name in out:
         if not is_name(name):
             where, line = _origin("environments", "INCREMENTAL_ASSETS_ENVIRONMENTS", env, path, text)
-            raise ModelFileError(where, line, f"environment name '{name}' is not valid: it must match [a-z][a-z0-9_]* and not be 'prod'",
-                                 hint="e.g. `environments: [dev]` or INCREMENTAL_ASSETS_ENVIRONMENTS=dev")
+            raise ModelFileError(
+                where,
+                line,
+                f"environment name '{name}' is not valid: it must match [a-z][a-z0-9_]* and not be 'prod'",
+                hint="e.g. `environments: [dev]` or INCREMENTAL_ASSETS_ENVIRONMENTS=dev",
+            )
     return out
 
 
 def _timezone(raw: dict, env: Mapping[str, str], path: Path, text: str) -> str:
     if not env.get("INCREMENTAL_ASSETS_TIMEZONE") and isinstance(raw.get("timezone"), (int, float)):
         _, line = _origin("timezone", "INCREMENTAL_ASSETS_TIMEZONE", env, path, text)
-        raise ModelFileError(path, line, f"timezone is the number {raw['timezone']}: YAML reads an unquoted offset such as +1:00 as a number",
-                             hint="quote it, e.g. `timezone: '+01:00'`")
+        raise ModelFileError(
+            path,
+            line,
+            f"timezone is the number {raw['timezone']}: YAML reads an unquoted offset such as +1:00 as a number",
+            hint="quote it, e.g. `timezone: '+01:00'`",
+        )
     timezone = str(env.get("INCREMENTAL_ASSETS_TIMEZONE") or raw.get("timezone") or "UTC")
     problem = timezone_problem(timezone)
     if problem:
@@ -257,8 +305,12 @@ def _hourly_files(raw: dict, env: Mapping[str, str], path: Path, text: str) -> s
     value = str(env.get("INCREMENTAL_ASSETS_HOURLY_FILES") or raw.get("hourly_files") or "day").strip().lower()
     if value not in HOURLY_FILES:
         where, line = _origin("hourly_files", "INCREMENTAL_ASSETS_HOURLY_FILES", env, path, text)
-        raise ModelFileError(where, line, f"hourly_files must be day or hour, not {value!r}",
-                             hint="`hourly_files: day` (one file per day of an hourly table, the default) or `hourly_files: hour`")
+        raise ModelFileError(
+            where,
+            line,
+            f"hourly_files must be day or hour, not {value!r}",
+            hint="`hourly_files: day` (one file per day of an hourly table, the default) or `hourly_files: hour`",
+        )
     return value
 
 
@@ -275,16 +327,30 @@ def _maintenance(raw: dict, path: Path, text: str) -> Maintenance:
     known = Maintenance.__dataclass_fields__
     unknown = sorted(str(k) for k in value if k not in known)
     if unknown:
-        raise ModelFileError(path, line, f"unknown maintenance setting(s): {', '.join(unknown)}", hint="use " + ", ".join(known))
+        raise ModelFileError(
+            path, line, f"unknown maintenance setting(s): {', '.join(unknown)}", hint="use " + ", ".join(known)
+        )
     out = {}
     for key, given in value.items():
         if key in ("compact", "vacuum", "purge_runs"):
-            problem = None if given is None else cron_problem(str(given)) if isinstance(given, str) else "it is not text"
+            problem = (
+                None if given is None else cron_problem(str(given)) if isinstance(given, str) else "it is not text"
+            )
             if problem:
-                raise ModelFileError(path, line, f"maintenance.{key} must be a cron or null: {problem}", hint=f'e.g. `{key}: "0 3 * * *"`')
+                raise ModelFileError(
+                    path,
+                    line,
+                    f"maintenance.{key} must be a cron or null: {problem}",
+                    hint=f'e.g. `{key}: "0 3 * * *"`',
+                )
             out[key] = given
         else:
             if isinstance(given, bool) or not isinstance(given, int) or given < 1:
-                raise ModelFileError(path, line, f"maintenance.{key} must be a whole number, at least 1, not {given!r}", hint=f"e.g. `{key}: {getattr(Maintenance, key)}`")
+                raise ModelFileError(
+                    path,
+                    line,
+                    f"maintenance.{key} must be a whole number, at least 1, not {given!r}",
+                    hint=f"e.g. `{key}: {getattr(Maintenance, key)}`",
+                )
             out[key] = given
     return Maintenance(**out)

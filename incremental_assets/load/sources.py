@@ -13,11 +13,21 @@ from typing import Any
 import yaml
 
 from incremental_assets.errors import ModelFileError
+from incremental_assets.load.text import read_utf8, yaml_error
 from incremental_assets.model.intervals import INTERVAL_UNITS
 from incremental_assets.model.project import SOURCE_FORMATS, Source
-from incremental_assets.load.text import read_utf8, yaml_error
 
-_SOURCE_KEYS = {"name", "location", "format", "columns", "time_column", "time_column_format", "event_time_column", "interval_unit", "description"}
+_SOURCE_KEYS = {
+    "name",
+    "location",
+    "format",
+    "columns",
+    "time_column",
+    "time_column_format",
+    "event_time_column",
+    "interval_unit",
+    "description",
+}
 
 
 def _node_line(node: yaml.Node) -> int:
@@ -40,24 +50,45 @@ def yaml_entries(path: Path, not_a_list: str, *, under: str | None = None) -> li
         root = next(v for k, v in root.value if k.value == under)
     if not isinstance(root, yaml.SequenceNode):
         raise ModelFileError(path, _node_line(root), not_a_list, hint="start each entry with `- name: raw.orders`")
-    return [(yaml.safe_load(yaml.serialize(node)) if isinstance(node, yaml.MappingNode) else None, _node_line(node)) for node in root.value]
+    return [
+        (yaml.safe_load(yaml.serialize(node)) if isinstance(node, yaml.MappingNode) else None, _node_line(node))
+        for node in root.value
+    ]
 
 
-def make_source(entry: dict, name: str, fmt: str, columns: dict[str, str], project_dir: Path, path: Path, line: int, *, what: str = "source") -> Source:
+def make_source(
+    entry: dict,
+    name: str,
+    fmt: str,
+    columns: dict[str, str],
+    project_dir: Path,
+    path: Path,
+    line: int,
+    *,
+    what: str = "source",
+) -> Source:
     """One source from its entry: format and interval unit checked, a relative location made absolute."""
     if fmt not in SOURCE_FORMATS:
-        raise ModelFileError(path, line, f"{what} {name}: unknown format '{fmt}'", hint="use one of " + ", ".join(SOURCE_FORMATS))
+        raise ModelFileError(
+            path, line, f"{what} {name}: unknown format '{fmt}'", hint="use one of " + ", ".join(SOURCE_FORMATS)
+        )
     unit = entry.get("interval_unit")
     if unit is not None and str(unit).lower() not in INTERVAL_UNITS:
-        raise ModelFileError(path, line, f"{what} {name}: unknown interval_unit '{unit}'", hint="use one of " + ", ".join(INTERVAL_UNITS))
+        raise ModelFileError(
+            path, line, f"{what} {name}: unknown interval_unit '{unit}'", hint="use one of " + ", ".join(INTERVAL_UNITS)
+        )
     location = str(entry["location"])
     if fmt != "table" and "://" not in location and not Path(location).is_absolute():
         location = str((project_dir / location).resolve())
     time_column = entry.get("time_column")
     return Source(
-        name=name, location=location, format=fmt, columns=columns,
+        name=name,
+        location=location,
+        format=fmt,
+        columns=columns,
         time_column=str(time_column).lower() if time_column else None,
-        interval_unit=str(unit).lower() if unit else ("day" if time_column else None), line=line,
+        interval_unit=str(unit).lower() if unit else ("day" if time_column else None),
+        line=line,
         event_time_column=read_event_time_column(entry, path, line, name),
         time_format=read_time_format(entry, path, line, name),
     )
@@ -72,7 +103,9 @@ def load_sources(path: Path, project_dir: Path) -> dict[str, Source]:
         unknown = set(entry) - _SOURCE_KEYS
         if unknown:
             raise ModelFileError(
-                path, line, f"unknown key(s) {', '.join(sorted(unknown))} in a source",
+                path,
+                line,
+                f"unknown key(s) {', '.join(sorted(unknown))} in a source",
                 hint="use name, location, format, columns, time_column, time_column_format, event_time_column, interval_unit",
             )
         for key in ("name", "location", "format"):
@@ -95,14 +128,26 @@ def read_event_time_column(entry: dict, path: Path, line: int, name: str) -> str
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip():
-        raise ModelFileError(path, line, f"source {name}: event_time_column must be a column name", hint="write `event_time_column: event_ts`")
+        raise ModelFileError(
+            path,
+            line,
+            f"source {name}: event_time_column must be a column name",
+            hint="write `event_time_column: event_ts`",
+        )
     if not entry.get("time_column"):
         raise ModelFileError(
-            path, line, f"source {name}: event_time_column {value} needs a time_column (the partition column it is truncated to)",
+            path,
+            line,
+            f"source {name}: event_time_column {value} needs a time_column (the partition column it is truncated to)",
             hint="add `time_column: event_date` (and `interval_unit: day`), the column whose value is the event time truncated to the unit",
         )
     if value.lower() == str(entry["time_column"]).lower():
-        raise ModelFileError(path, line, f"source {name}: event_time_column and time_column are both {value}", hint="remove event_time_column")
+        raise ModelFileError(
+            path,
+            line,
+            f"source {name}: event_time_column and time_column are both {value}",
+            hint="remove event_time_column",
+        )
     return value.lower()
 
 
@@ -116,16 +161,22 @@ def read_time_format(entry: dict, path: Path, line: int, name: str) -> str | Non
     if value is None:
         return None
     if not entry.get("time_column"):
-        raise ModelFileError(path, line, f"source {name}: time_column_format needs a time_column", hint="add `time_column: ds`")
+        raise ModelFileError(
+            path, line, f"source {name}: time_column_format needs a time_column", hint="add `time_column: ds`"
+        )
     if not isinstance(value, str) or "%" not in value:
         raise ModelFileError(
-            path, line, f"source {name}: time_column_format {value!r} is not a strftime format",
+            path,
+            line,
+            f"source {name}: time_column_format {value!r} is not a strftime format",
             hint="write the format of the text, e.g. `time_column_format: '%Y-%m-%d'`",
         )
     try:
         datetime(2024, 1, 2, 3, 4, 5).strftime(value)
     except ValueError:
-        raise ModelFileError(path, line, f"source {name}: time_column_format {value!r} is not a strftime format", hint="e.g. '%Y-%m-%d'") from None
+        raise ModelFileError(
+            path, line, f"source {name}: time_column_format {value!r} is not a strftime format", hint="e.g. '%Y-%m-%d'"
+        ) from None
     return value
 
 
@@ -137,5 +188,7 @@ def _columns(columns: object, path: Path, line: int, name: str) -> dict:
         except (TypeError, ValueError):
             raise ModelFileError(path, line, f"source {name}: columns must map names to types") from None
     if not isinstance(columns, dict):
-        raise ModelFileError(path, line, f"source {name}: columns must map names to types", hint="write `columns: {id: bigint}`")
+        raise ModelFileError(
+            path, line, f"source {name}: columns must map names to types", hint="write `columns: {id: bigint}`"
+        )
     return columns

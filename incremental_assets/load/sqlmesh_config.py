@@ -37,23 +37,53 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-
 from incremental_assets.errors import ModelFileError
-from incremental_assets.model.settings import user_variable
 from incremental_assets.load.sqlmesh_shim import import_failure, plain, sqlmesh_names
 from incremental_assets.load.text import read_utf8, yaml_mapping
+from incremental_assets.model.settings import user_variable
 
 log = logging.getLogger(__name__)
 
 CONFIG_FILES = ("config.yaml", "config.yml", "config.py")
 # model_defaults keys that become MODEL header properties of every model that does not set them.
 HEADER_DEFAULTS = ("start", "end", "cron", "owner", "kind", "enabled", "interval_unit", "tags", "audits")
-KNOWN_KEYS = {"gateways", "default_gateway", "model_defaults", "variables", "project", "default_connection",
-              "default_test_connection", "default_scheduler", "before_all", "after_all", "linter", "format", "ui",
-              "plan", "migration", "run", "physical_schema_mapping", "environment_suffix_target", "model_naming",
-              "cicd_bot", "users", "notification_targets", "env_vars", "ignore_patterns", "time_column_format",
-              "infer_python_dependencies", "snapshot_ttl", "environment_ttl", "pinned_environments",
-              "default_target_environment", "physical_schema_override", "log_limit", "cache_dir", "dbt", "janitor"}
+KNOWN_KEYS = {
+    "gateways",
+    "default_gateway",
+    "model_defaults",
+    "variables",
+    "project",
+    "default_connection",
+    "default_test_connection",
+    "default_scheduler",
+    "before_all",
+    "after_all",
+    "linter",
+    "format",
+    "ui",
+    "plan",
+    "migration",
+    "run",
+    "physical_schema_mapping",
+    "environment_suffix_target",
+    "model_naming",
+    "cicd_bot",
+    "users",
+    "notification_targets",
+    "env_vars",
+    "ignore_patterns",
+    "time_column_format",
+    "infer_python_dependencies",
+    "snapshot_ttl",
+    "environment_ttl",
+    "pinned_environments",
+    "default_target_environment",
+    "physical_schema_override",
+    "log_limit",
+    "cache_dir",
+    "dbt",
+    "janitor",
+}
 
 
 @dataclass(frozen=True)
@@ -75,7 +105,11 @@ class SqlmeshConfig:
 
     def default_properties(self) -> dict[str, str]:
         """model_defaults as MODEL header text, per property (e.g. ``{'start': "'2024-01-01'"}``)."""
-        return {key: header_text(self.model_defaults[key]) for key in HEADER_DEFAULTS if self.model_defaults.get(key) is not None}
+        return {
+            key: header_text(self.model_defaults[key])
+            for key in HEADER_DEFAULTS
+            if self.model_defaults.get(key) is not None
+        }
 
 
 def header_text(value: Any) -> str:
@@ -121,23 +155,43 @@ def load_sqlmesh_config(directory: str | Path) -> SqlmeshConfig:
     if not present:
         return SqlmeshConfig()
     if len(present) > 1:
-        raise ModelFileError(present[1], None, f"the project has both {present[0].name} and {present[1].name}", hint="keep one config file")
+        raise ModelFileError(
+            present[1],
+            None,
+            f"the project has both {present[0].name} and {present[1].name}",
+            hint="keep one config file",
+        )
     path = present[0]
     raw = _read_python(path) if path.suffix == ".py" else _read_yaml(path)
     unknown = sorted(set(raw) - KNOWN_KEYS)
     if unknown:  # newer SQLMesh versions add keys: say so, do not refuse the project
-        log.warning("%s:%s: config key(s) %s are not known here and not used", path, _line_of(path, unknown[0]), ", ".join(unknown))
+        log.warning(
+            "%s:%s: config key(s) %s are not known here and not used",
+            path,
+            _line_of(path, unknown[0]),
+            ", ".join(unknown),
+        )
     defaults = raw.get("model_defaults") or {}
     if not isinstance(defaults, dict):
-        raise ModelFileError(path, _line_of(path, "model_defaults"), "model_defaults must be a mapping", hint="e.g. `model_defaults: {dialect: duckdb}`")
+        raise ModelFileError(
+            path,
+            _line_of(path, "model_defaults"),
+            "model_defaults must be a mapping",
+            hint="e.g. `model_defaults: {dialect: duckdb}`",
+        )
     ignored = sorted(set(defaults) - set(HEADER_DEFAULTS) - {"dialect"})
     if ignored:
         log.info("%s: model_defaults %s concern SQLMesh's engines and are not used here", path, ", ".join(ignored))
     if raw.get("gateways"):
         log.info("%s: gateways are not used; models run on the Spark session of incremental_assets.yaml", path)
     return SqlmeshConfig(
-        path, defaults, _variables(raw, path), _selected_gateway(raw),
-        _statements(raw, "before_all", path), _statements(raw, "after_all", path), default_catalog(raw),
+        path,
+        defaults,
+        _variables(raw, path),
+        _selected_gateway(raw),
+        _statements(raw, "before_all", path),
+        _statements(raw, "after_all", path),
+        default_catalog(raw),
     )
 
 
@@ -183,7 +237,12 @@ def _selected_gateway(raw: Mapping[str, Any]) -> str | None:
 def _statements(raw: Mapping[str, Any], key: str, path: Path) -> tuple[str, ...]:
     value = raw.get(key) or []
     if not isinstance(value, (list, tuple)) or not all(isinstance(s, str) for s in value):
-        raise ModelFileError(path, _line_of(path, key), f"{key} must be a list of SQL statements", hint=f"e.g. `{key}: [\"CREATE SCHEMA IF NOT EXISTS raw\"]`")
+        raise ModelFileError(
+            path,
+            _line_of(path, key),
+            f"{key} must be a list of SQL statements",
+            hint=f'e.g. `{key}: ["CREATE SCHEMA IF NOT EXISTS raw"]`',
+        )
     return tuple(value)
 
 

@@ -105,6 +105,17 @@ def yesterday_timestamp() -> int:
 
 EXPORTS: dict[str, Any] = {
     name: globals()[name]
-    for name in ("TimeLike", "now", "to_datetime", "to_date", "to_ds", "to_ts", "to_timestamp", "now_timestamp", "now_ds", "yesterday_ds",
-                 "yesterday_timestamp")
+    for name in (
+        "TimeLike",
+        "now",
+        "to_datetime",
+        "to_date",
+        "to_ds",
+        "to_ts",
+        "to_timestamp",
+        "now_timestamp",
+        "now_ds",
+        "yesterday_ds",
+        "yesterday_timestamp",
+    )
 }

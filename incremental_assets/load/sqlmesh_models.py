@@ -31,9 +31,9 @@ from incremental_assets.load.macros.evaluator import MacroContext, MacroEvaluato
 from incremental_assets.load.model_file import parse_model_file
 from incremental_assets.load.sqlmesh_config import header_text
 from incremental_assets.load.sqlmesh_shim import ModelSpec, model_kind_name, plain
+from incremental_assets.load.text import read_utf8
 from incremental_assets.model.python_model import PythonModel
 from incremental_assets.model.sql_model import SqlModel, TableReference
-from incremental_assets.load.text import read_utf8
 
 PYTHON_ROWS_VIEW = "ia_python_rows"
 # @model arguments that are MODEL header properties.
@@ -78,7 +78,9 @@ def _kind_text(kind: Any) -> str:
     fields = {k: v for k, v in fields.items() if k != "name"}
     time_column = fields.get("time_column")
     if isinstance(time_column, dict):  # TimeColumn(column=..., format=...)
-        fields["time_column"] = (time_column["column"], time_column["format"]) if time_column.get("format") else time_column["column"]
+        fields["time_column"] = (
+            (time_column["column"], time_column["format"]) if time_column.get("format") else time_column["column"]
+        )
     return header_text({"name": name, **fields})
 
 
@@ -101,7 +103,9 @@ def _audits_text(audits: Any, dialect: str) -> str:
         elif isinstance(entry, (list, tuple)) and len(entry) == 2 and isinstance(entry[1], dict):
             name, args = entry
         else:
-            raise ValueError(f"audits: an audit is a name, a (name, {{arguments}}) tuple or a dict with a name, found {entry!r}")
+            raise ValueError(
+                f"audits: an audit is a name, a (name, {{arguments}}) tuple or a dict with a name, found {entry!r}"
+            )
         calls.append(f"{name}(" + ", ".join(f"{k} := {_sql_value(v, dialect)}" for k, v in args.items()) + ")")
     return "(" + ", ".join(calls) + ")"
 
@@ -164,7 +168,9 @@ def resolved_tables(path: Path, text: str, env: Mapping[str, Any], variables: Ma
             value = eval(compile(ast.Expression(arg), str(path), "eval"), dict(env), {"context": _Variables(variables)})  # noqa: S307 - the user's own constant
         except Exception:
             raise ModelFileError(
-                path, node.lineno, f"cannot tell which table context.{func.attr}({ast.unparse(arg)}) reads when the file loads",
+                path,
+                node.lineno,
+                f"cannot tell which table context.{func.attr}({ast.unparse(arg)}) reads when the file loads",
                 hint="pass a table name, a module constant or context.var(...), or list the tables in depends_on=[...] of @model",
             ) from None
         found.append(str(value))
@@ -180,17 +186,26 @@ def _entrypoint_sql(path: Path, spec: ModelSpec, line: int | None, dialect: str,
         raise
     except Exception as exc:  # the user's code: name the model and what it raised
         message = getattr(exc, "message", None) or str(exc)
-        raise ModelFileError(path, line, f"@model {spec.name}: entrypoint raised {type(exc).__name__}: {message}") from None
+        raise ModelFileError(
+            path, line, f"@model {spec.name}: entrypoint raised {type(exc).__name__}: {message}"
+        ) from None
     if isinstance(result, exp.Expression):  # macro variables left for the run (@start_ds) stay macros in the text
         as_macro = result.transform(lambda n: exp.var(f"@{n.name}") if isinstance(n, exp.Parameter) else n)
         return as_macro.sql(dialect=dialect)
     if isinstance(result, str):
         return result
-    raise ModelFileError(path, line, f"@model {spec.name}: an is_sql entrypoint returns SQL text or a sqlglot expression, found {type(result).__name__}")
+    raise ModelFileError(
+        path,
+        line,
+        f"@model {spec.name}: an is_sql entrypoint returns SQL text or a sqlglot expression, found {type(result).__name__}",
+    )
 
 
 def _statements(values: Any, dialect: str) -> str:
-    return "".join(f"{v.sql(dialect=dialect) if isinstance(v, exp.Expression) else str(v).rstrip().rstrip(';')};\n" for v in values or ())
+    return "".join(
+        f"{v.sql(dialect=dialect) if isinstance(v, exp.Expression) else str(v).rstrip().rstrip(';')};\n"
+        for v in values or ()
+    )
 
 
 def sqlmesh_python_model(
@@ -216,12 +231,28 @@ def sqlmesh_python_model(
         body = _statements(kwargs.get("pre_statements"), model_dialect) + query.rstrip().rstrip(";") + ";\n"
         body += _statements(kwargs.get("post_statements"), model_dialect)
     elif not kwargs.get("columns"):
-        raise ModelFileError(path, line, f"Python model {spec.name} declares no columns", hint="add columns={'name': 'type', ...} to @model")
+        raise ModelFileError(
+            path,
+            line,
+            f"Python model {spec.name} declares no columns",
+            hint="add columns={'name': 'type', ...} to @model",
+        )
     else:
-        body = "SELECT " + ", ".join(exp.to_identifier(c).sql(dialect=dialect) for c in plain(kwargs["columns"])) + f" FROM {PYTHON_ROWS_VIEW}"
+        body = (
+            "SELECT "
+            + ", ".join(exp.to_identifier(c).sql(dialect=dialect) for c in plain(kwargs["columns"]))
+            + f" FROM {PYTHON_ROWS_VIEW}"
+        )
     variables = macros.variables if macros else {}
     try:
-        model = parse_model_file(path, text=_header(spec, dialect) + body, defaults=defaults, default_dialect=dialect, variables=variables, macros=macros)
+        model = parse_model_file(
+            path,
+            text=_header(spec, dialect) + body,
+            defaults=defaults,
+            default_dialect=dialect,
+            variables=variables,
+            macros=macros,
+        )
     except ModelFileError as exc:
         raise ModelFileError(path, line, f"@model {spec.name}: {exc.message}", hint=exc.hint) from None
     except ValueError as exc:
@@ -232,7 +263,9 @@ def sqlmesh_python_model(
     depends = plain(kwargs.get("depends_on"))
     if depends is None:
         depends = resolved_tables(path, text, spec.func.__globals__, variables)
-    references = tuple(TableReference(str(d).replace('"', "").replace("`", "").lower(), line) for d in dict.fromkeys(depends))
+    references = tuple(
+        TableReference(str(d).replace('"', "").replace("`", "").lower(), line) for d in dict.fromkeys(depends)
+    )
     fields = {k: v for k, v in vars(model).items() if not k.startswith("_") and k != "fingerprint"}
     fields.update(references=references, header_line=line or 1, query_line=line or 1, audits=audits, lines={})
     return SqlmeshPythonModel(**fields, execute=spec.func, source_text=text)

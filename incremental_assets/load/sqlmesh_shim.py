@@ -54,10 +54,10 @@ from __future__ import annotations
 
 import enum
 import functools
-import re
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import re
 import sys
 import threading
 import types
@@ -69,8 +69,10 @@ ROOT = "sqlmesh"
 
 
 # SQLMesh's kind names that are not ours (KindName), each after the name it follows in SQLMesh's ModelKindName.
-_SQLMESH_ONLY_KINDS = {"INCREMENTAL_BY_UNIQUE_KEY": ("INCREMENTAL_BY_PARTITION", "INCREMENTAL_UNMANAGED"),
-                       "SEED": ("EXTERNAL", "CUSTOM", "MANAGED")}
+_SQLMESH_ONLY_KINDS = {
+    "INCREMENTAL_BY_UNIQUE_KEY": ("INCREMENTAL_BY_PARTITION", "INCREMENTAL_UNMANAGED"),
+    "SEED": ("EXTERNAL", "CUSTOM", "MANAGED"),
+}
 _OUR_ONLY_KINDS = {"INCREMENTAL_BY_CURSOR"}
 
 
@@ -94,8 +96,12 @@ def model_kind_name() -> type[enum.Enum]:
     """
     from incremental_assets.model.kinds import KindName  # not at the top: this module runs alone too
 
-    names = [name for kind in KindName if kind.value not in _OUR_ONLY_KINDS
-             for name in (kind.value, *_SQLMESH_ONLY_KINDS.get(kind.value, ()))]
+    names = [
+        name
+        for kind in KindName
+        if kind.value not in _OUR_ONLY_KINDS
+        for name in (kind.value, *_SQLMESH_ONLY_KINDS.get(kind.value, ()))
+    ]
     kinds = _NameEnum("ModelKindName", [(name, name) for name in names], module=__name__, qualname="ModelKindName")
     kinds.__doc__ = "SQLMesh's kind names; a member compares equal to its name."
     return kinds
@@ -247,36 +253,84 @@ def _recorded(*names: str) -> dict[str, type]:
     return {name: type(name, (Recorded,), {"__module__": __name__}) for name in names}
 
 
-_CONNECTIONS = _recorded(*(
-    f"{engine}ConnectionConfig" for engine in (
-        "Athena", "BigQuery", "ClickHouse", "Databricks", "DuckDB", "Fabric", "GCPPostgres", "MSSQL", "MotherDuck", "MySQL",
-        "Postgres", "Redshift", "RisingWave", "Snowflake", "Spark", "StarRocks", "Trino", "AzureSQL",
+_CONNECTIONS = _recorded(
+    *(
+        f"{engine}ConnectionConfig"
+        for engine in (
+            "Athena",
+            "BigQuery",
+            "ClickHouse",
+            "Databricks",
+            "DuckDB",
+            "Fabric",
+            "GCPPostgres",
+            "MSSQL",
+            "MotherDuck",
+            "MySQL",
+            "Postgres",
+            "Redshift",
+            "RisingWave",
+            "Snowflake",
+            "Spark",
+            "StarRocks",
+            "Trino",
+            "AzureSQL",
+        )
     )
-))
+)
 _CONFIGS = {
-    **_recorded("Config", "ModelDefaultsConfig", "GatewayConfig", "PlanConfig", "LinterConfig", "FormatConfig", "UIConfig", "RunConfig",
-                "MigrationConfig", "JanitorConfig", "NameInferenceConfig", "BuiltInSchedulerConfig", "DbtConfig"),
-    "CategorizerConfig": CategorizerConfig, "AutoCategorizationMode": AutoCategorizationMode,
-    "EnvironmentSuffixTarget": EnvironmentSuffixTarget, "TableNamingConvention": TableNamingConvention,
+    **_recorded(
+        "Config",
+        "ModelDefaultsConfig",
+        "GatewayConfig",
+        "PlanConfig",
+        "LinterConfig",
+        "FormatConfig",
+        "UIConfig",
+        "RunConfig",
+        "MigrationConfig",
+        "JanitorConfig",
+        "NameInferenceConfig",
+        "BuiltInSchedulerConfig",
+        "DbtConfig",
+    ),
+    "CategorizerConfig": CategorizerConfig,
+    "AutoCategorizationMode": AutoCategorizationMode,
+    "EnvironmentSuffixTarget": EnvironmentSuffixTarget,
+    "TableNamingConvention": TableNamingConvention,
 }
-_NOTIFICATIONS = _recorded("BasicSMTPNotificationTarget", "ConsoleNotificationTarget", "SlackApiNotificationTarget",
-                           "SlackWebhookNotificationTarget")
+_NOTIFICATIONS = _recorded(
+    "BasicSMTPNotificationTarget",
+    "ConsoleNotificationTarget",
+    "SlackApiNotificationTarget",
+    "SlackWebhookNotificationTarget",
+)
 
 
 def _served_modules() -> dict[str, dict[str, Any]]:
     """Module path -> the names :func:`sqlmesh_names` serves from it."""
     from incremental_assets.load import sqlmesh_dates  # not at the top: this module runs alone too
 
-    common = {"EnvironmentSuffixTarget": EnvironmentSuffixTarget, "VirtualEnvironmentMode": VirtualEnvironmentMode,
-              "TableNamingConvention": TableNamingConvention}
-    kinds = {"ModelKindName": model_kind_name(), **_recorded("IncrementalByTimeRangeKind", "TimeColumn", "FullKind", "ViewKind",
-                                                          "IncrementalByUniqueKeyKind", "SeedKind")}
+    common = {
+        "EnvironmentSuffixTarget": EnvironmentSuffixTarget,
+        "VirtualEnvironmentMode": VirtualEnvironmentMode,
+        "TableNamingConvention": TableNamingConvention,
+    }
+    kinds = {
+        "ModelKindName": model_kind_name(),
+        **_recorded(
+            "IncrementalByTimeRangeKind", "TimeColumn", "FullKind", "ViewKind", "IncrementalByUniqueKeyKind", "SeedKind"
+        ),
+    }
     return {
         ROOT: {"model": model, "macro": macro, "SQL": SQL, "ExecutionContext": ExecutionContext},
         ROOT + ".core": {},
         ROOT + ".core.config": {**_CONFIGS, **_CONNECTIONS},
         ROOT + ".core.config.common": common,
-        ROOT + ".core.config.categorizer": {"AutoCategorizationMode": AutoCategorizationMode, "CategorizerConfig": CategorizerConfig},
+        ROOT + ".core.config.categorizer": {
+            "AutoCategorizationMode": AutoCategorizationMode,
+            "CategorizerConfig": CategorizerConfig,
+        },
         ROOT + ".core.config.connection": dict(_CONNECTIONS),
         ROOT + ".core.config.gateway": {"GatewayConfig": _CONFIGS["GatewayConfig"]},
         ROOT + ".core.config.linter": {"LinterConfig": _CONFIGS["LinterConfig"]},
@@ -287,7 +341,11 @@ def _served_modules() -> dict[str, dict[str, Any]]:
         ROOT + ".core.notification_target": dict(_NOTIFICATIONS),
         ROOT + ".core.user": {"User": _recorded("User")["User"], "UserRole": UserRole},
         ROOT + ".core.context": {"ExecutionContext": ExecutionContext},
-        ROOT + ".core.macros": {"macro": macro, "SQL": SQL, "MacroEvaluator": _recorded("MacroEvaluator")["MacroEvaluator"]},
+        ROOT + ".core.macros": {
+            "macro": macro,
+            "SQL": SQL,
+            "MacroEvaluator": _recorded("MacroEvaluator")["MacroEvaluator"],
+        },
         ROOT + ".core.model": {"model": model, **kinds},
         ROOT + ".core.model.kind": kinds,
         ROOT + ".utils": {},
@@ -346,7 +404,9 @@ def import_failure(path: Any, exc: BaseException, what: str) -> Any:
     name = unserved_name(exc)
     if name is not None:
         return ModelFileError(
-            path, line, f"{name} is not available: SQLMesh is not installed here and its stand-in does not provide it",
+            path,
+            line,
+            f"{name} is not available: SQLMesh is not installed here and its stand-in does not provide it",
             hint="install sqlmesh next to incremental_assets, or use only the names listed in docs/sqlmesh.md",
         )
     return ModelFileError(path, line, f"cannot import {what}: {type(exc).__name__}: {exc}")
@@ -398,7 +458,13 @@ def macro_exports() -> dict[str, dict[str, Any]]:
     from incremental_assets.load.macros.evaluator import MacroEvaluator  # not at the top: this module runs alone too
 
     return {
-        ROOT: {"macro": macro, "SQL": SQL, "MacroEvaluator": MacroEvaluator, "model": model, "ExecutionContext": ExecutionContext},
+        ROOT: {
+            "macro": macro,
+            "SQL": SQL,
+            "MacroEvaluator": MacroEvaluator,
+            "model": model,
+            "ExecutionContext": ExecutionContext,
+        },
         ROOT + ".core": {},
         ROOT + ".core.macros": {"macro": macro, "SQL": SQL, "MacroEvaluator": MacroEvaluator},
         ROOT + ".core.model": {"model": model},
@@ -464,7 +530,9 @@ def real_model_specs(module_name: str) -> list[ModelSpec]:
         if func is None or getattr(func, "__module__", None) != module_name:
             continue
         kwargs = {k: _as_declared(v) for k, v in (getattr(entry, "kwargs", None) or {}).items()}
-        kwargs["audits"] = [name if isinstance(name, str) and not args else (name, args) for name, args in kwargs.get("audits") or ()]
+        kwargs["audits"] = [
+            name if isinstance(name, str) and not args else (name, args) for name, args in kwargs.get("audits") or ()
+        ]
         for key_ in ("audits", "signals"):
             if not kwargs.get(key_):
                 kwargs.pop(key_, None)

@@ -29,7 +29,9 @@ def read_utf8(path: Path) -> str:
         line = data.count(b"\n", 0, exc.start) + 1
         column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
         raise ModelFileError(
-            path, line, f"byte 0x{data[exc.start]:02x} at offset {exc.start} (line {line}, column {column}) is not UTF-8: the file is in another encoding",
+            path,
+            line,
+            f"byte 0x{data[exc.start]:02x} at offset {exc.start} (line {line}, column {column}) is not UTF-8: the file is in another encoding",
             hint="save the file as UTF-8 (an editor's Save with Encoding, or `iconv -t utf-8`)",
         ) from None
 
@@ -37,7 +39,9 @@ def read_utf8(path: Path) -> str:
 def yaml_error(path: Path, exc: yaml.YAMLError) -> ModelFileError:
     """A YAML file that does not parse, as an error naming the file and the line of the problem."""
     mark = getattr(exc, "problem_mark", None)
-    return ModelFileError(path, mark.line + 1 if mark else None, f"invalid YAML: {getattr(exc, 'problem', None) or exc}")
+    return ModelFileError(
+        path, mark.line + 1 if mark else None, f"invalid YAML: {getattr(exc, 'problem', None) or exc}"
+    )
 
 
 def yaml_mapping(text: str, path: Path, what: str) -> dict[str, Any]:

@@ -70,5 +70,3 @@ class UserAudit:
     path: Path
     blocking: bool = True
     defaults: Mapping[str, str] = field(default_factory=dict)
-
-

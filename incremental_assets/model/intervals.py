@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import calendar
 import re
-
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from enum import Enum
@@ -423,7 +422,9 @@ class Coverage:
         """The part of this coverage inside ``window``."""
         if self.every:
             return Coverage.of([window])
-        return Coverage.of([TimeWindow(max(w.start, window.start), min(w.end, window.end)) for w in self.windows if w.overlaps(window)])
+        return Coverage.of(
+            [TimeWindow(max(w.start, window.start), min(w.end, window.end)) for w in self.windows if w.overlaps(window)]
+        )
 
     def to_json(self) -> str | list[list[str]]:
         """``"*"`` for every interval, else ``[[start, end], ...]`` in ISO text (the sensor's cursor and the
@@ -486,7 +487,9 @@ def unit_from_cron(cron: str) -> str | None:
 
 _RELATIVE_DAYS = {"today": 0, "yesterday": -1, "tomorrow": 1}
 _RELATIVE_PART = re.compile(r"(\d+|an?|one)\s+(second|minute|hour|day|week|month|year)s?", re.IGNORECASE)
-_RELATIVE = re.compile(r"\s*((?:(?:\d+|an?|one)\s+(?:second|minute|hour|day|week|month|year)s?[\s,]*(?:and\s+)?)+)ago\s*", re.IGNORECASE)
+_RELATIVE = re.compile(
+    r"\s*((?:(?:\d+|an?|one)\s+(?:second|minute|hour|day|week|month|year)s?[\s,]*(?:and\s+)?)+)ago\s*", re.IGNORECASE
+)
 _CLOCK_UNITS = {"second", "minute", "hour"}
 
 
@@ -512,9 +515,17 @@ def relative_instant(text: str, now: datetime) -> datetime | None:
     if match is None:
         return None
     parts = [(1 if n in ("a", "an", "one") else int(n), unit) for n, unit in _RELATIVE_PART.findall(match.group(1))]
-    base = now.astimezone(timezone.utc).replace(second=0, microsecond=0) if any(u in _CLOCK_UNITS for _, u in parts) else midnight
+    base = (
+        now.astimezone(timezone.utc).replace(second=0, microsecond=0)
+        if any(u in _CLOCK_UNITS for _, u in parts)
+        else midnight
+    )
     months = sum(n * (12 if u == "year" else 1) for n, u in parts if u in ("month", "year"))
-    seconds = sum(n * {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 604800}[u] for n, u in parts if u not in ("month", "year"))
+    seconds = sum(
+        n * {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 604800}[u]
+        for n, u in parts
+        if u not in ("month", "year")
+    )
     return _months_back(base, months) - timedelta(seconds=seconds)
 
 

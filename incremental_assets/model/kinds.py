@@ -53,7 +53,15 @@ SAFETY_OVERRIDES: dict[str, str] = {
 }
 SAFETY_OVERRIDE_FLAGS = frozenset(SAFETY_OVERRIDES.values())
 
-KEYED_KINDS = frozenset({KindName.INCREMENTAL_BY_UNIQUE_KEY, KindName.SCD_TYPE_2, KindName.SCD_TYPE_2_BY_TIME, KindName.SCD_TYPE_2_BY_COLUMN, KindName.INCREMENTAL_BY_CURSOR})
+KEYED_KINDS = frozenset(
+    {
+        KindName.INCREMENTAL_BY_UNIQUE_KEY,
+        KindName.SCD_TYPE_2,
+        KindName.SCD_TYPE_2_BY_TIME,
+        KindName.SCD_TYPE_2_BY_COLUMN,
+        KindName.INCREMENTAL_BY_CURSOR,
+    }
+)
 
 # Macros of cursor models: the high-water mark read back from the committed table.
 CURSOR_MACROS = frozenset({"last_value", "initial_value", "is_backfill"})
@@ -156,7 +164,9 @@ class IncrementalByTimeRange:
     on_additive_change: ChangePolicy = "allow"
     safety_overrides: frozenset[str] = frozenset()
     name: ClassVar[str] = "INCREMENTAL_BY_TIME_RANGE"
-    not_in_fingerprint: ClassVar[frozenset[str]] = frozenset({"forward_only", "on_destructive_change", "on_additive_change"})
+    not_in_fingerprint: ClassVar[frozenset[str]] = frozenset(
+        {"forward_only", "on_destructive_change", "on_additive_change"}
+    )
 
 
 @dataclass(frozen=True)
@@ -221,8 +231,14 @@ def describe_write(kind: Any) -> str | None:
     if isinstance(kind, UniqueKey):
         return f"upsert by unique key ({', '.join(kind.unique_key)}); table partitioned into {kind.buckets} key buckets, a run rewrites only the buckets it touches"
     if isinstance(kind, ScdType2):
-        change = f"a newer {kind.updated_at_name}" if kind.by == "time" else "a change in " + (", ".join(kind.columns) or "any column")
-        deletes = "deleted keys closed at execution time" if kind.invalidate_hard_deletes else "deleted keys stay current"
+        change = (
+            f"a newer {kind.updated_at_name}"
+            if kind.by == "time"
+            else "a change in " + (", ".join(kind.columns) or "any column")
+        )
+        deletes = (
+            "deleted keys closed at execution time" if kind.invalidate_hard_deletes else "deleted keys stay current"
+        )
         return (
             f"SCD type 2 history by ({', '.join(kind.unique_key)}): {change} closes the current row; "
             f"{kind.valid_from_name} / {kind.valid_to_name} columns; {deletes}; {kind.buckets} key buckets"

@@ -87,7 +87,9 @@ class Project:
         """A relation's event-time column and the unit its time (partition) column truncates it to, if declared."""
         if name in self.models:
             model = self.models[name]
-            return (model.event_time_column, model.unit.value) if model.event_time_column and model.time_column else None
+            return (
+                (model.event_time_column, model.unit.value) if model.event_time_column and model.time_column else None
+            )
         source = self.sources.get(name)
         if source is not None and source.event_time_column and source.time_column:
             return source.event_time_column, source.interval_unit or "day"

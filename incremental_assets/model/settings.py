@@ -31,7 +31,10 @@ DEFAULT_SPARK_CONF: dict[str, str] = {
 
 LISTING_JOB_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
 
-SECRET_KEY = re.compile(r"secret|password|passwd|token|credential|private|(^|[._-])(access|api|account|sas)?[._-]?key($|[._-])", re.IGNORECASE)
+SECRET_KEY = re.compile(
+    r"secret|password|passwd|token|credential|private|(^|[._-])(access|api|account|sas)?[._-]?key($|[._-])",
+    re.IGNORECASE,
+)
 
 REDACTED = "<redacted>"
 

@@ -51,7 +51,11 @@ def instant(value: object, *, time_format: str | None = None, tz: tzinfo = timez
     if isinstance(value, (str, bytes)):
         text = value.decode() if isinstance(value, bytes) else value
         try:
-            parsed = datetime.strptime(text, time_format) if time_format else datetime.fromisoformat(text.replace("Z", "+00:00"))
+            parsed = (
+                datetime.strptime(text, time_format)
+                if time_format
+                else datetime.fromisoformat(text.replace("Z", "+00:00"))
+            )
         except ValueError:
             return None
         return instant(parsed, tz=tz)

@@ -5,7 +5,15 @@ from __future__ import annotations
 from typing import Iterator
 
 _SPARK_PATTERN = {
-    "%Y": "yyyy", "%m": "MM", "%d": "dd", "%H": "HH", "%M": "mm", "%S": "ss", "%f": "SSSSSS", "%j": "DDD", "%y": "yy",
+    "%Y": "yyyy",
+    "%m": "MM",
+    "%d": "dd",
+    "%H": "HH",
+    "%M": "mm",
+    "%S": "ss",
+    "%f": "SSSSSS",
+    "%j": "DDD",
+    "%y": "yy",
 }
 
 

@@ -64,7 +64,11 @@ def parent_keys(project: Project, model: SqlModel, translator: ModelTranslator) 
 
 
 def apply_without_compute(
-    project: Project, instance: dg.DagsterInstance, translator: ModelTranslator, changes: Iterable[ModelChange], models: set[str] | None = None
+    project: Project,
+    instance: dg.DagsterInstance,
+    translator: ModelTranslator,
+    changes: Iterable[ModelChange],
+    models: set[str] | None = None,
 ) -> list[str]:
     """Apply the changes that recompute nothing (metadata, forward-only) to the tables and to Dagster;
     say what was done, one line per model. ``models`` limits it to a selection."""
@@ -83,12 +87,17 @@ def apply_without_compute(
         version = delta.record_definition(uri, definition)
         if forward:
             count = confirm(
-                instance, translator.get_asset_key(model), parent_keys(project, model, translator),
-                code_version=translator.get_code_version(model), partitioned=translator.get_partitions_def(model) is not None,
+                instance,
+                translator.get_asset_key(model),
+                parent_keys(project, model, translator),
+                code_version=translator.get_code_version(model),
+                partitioned=translator.get_partitions_def(model) is not None,
                 reason="forward-only change: built intervals are kept, new intervals use the new definition",
             )
             where = f"Delta version {version}" if version is not None else "its table"
-            notes.append(f"{model.name}: forward-only change recorded in {where}; {count} built interval(s) kept as they are")
+            notes.append(
+                f"{model.name}: forward-only change recorded in {where}; {count} built interval(s) kept as they are"
+            )
         elif change.change == "modified":
             notes.append(f"{model.name}: metadata change recorded with its table; nothing recomputed")
     return notes
@@ -107,20 +116,26 @@ def unaffected_downstream(project: Project, model: SqlModel) -> list[str]:
     return names
 
 
-def kept_data_version(instance: dg.DagsterInstance, project: Project, model: SqlModel, translator: ModelTranslator, unaffected: set[str]) -> str | None:
+def kept_data_version(
+    instance: dg.DagsterInstance, project: Project, model: SqlModel, translator: ModelTranslator, unaffected: set[str]
+) -> str | None:
     """The data version a rebuild of ``model`` keeps: that of its materializations so far, when every
     model reading it is left unchanged by the rebuild (None: Dagster's own, a new one). Dagster's stale
     status compares an upstream's data version before and after: kept, no downstream partition is stale
     by Dagster either; changed, every one is (Dagster has no column level), so a rebuild any reader
     depends on changes it. A plain view holds no data: it reads the new rows when queried."""
-    readers = [m.name for m in project.models.values() if model.name in m.depends_on and m.name != model.name and m.has_table]
+    readers = [
+        m.name for m in project.models.values() if model.name in m.depends_on and m.name != model.name and m.has_table
+    ]
     if not readers or set(readers) - unaffected:
         return None
     record = latest_record(instance, translator.get_asset_key(model), observations=False)
     return (record.event_log_entry.tags or {}).get(DATA_VERSION_TAG) if record is not None else None
 
 
-def stale_partitions(instance: dg.DagsterInstance, project: Project, model: SqlModel, translator: ModelTranslator) -> set[str]:
+def stale_partitions(
+    instance: dg.DagsterInstance, project: Project, model: SqlModel, translator: ModelTranslator
+) -> set[str]:
     """The partition keys of a model's intervals that are stale now (before an upstream's rebuild)."""
     partitions = translator.get_partitions_def(model)
     if not isinstance(partitions, dg.TimeWindowPartitionsDefinition):
@@ -130,7 +145,11 @@ def stale_partitions(instance: dg.DagsterInstance, project: Project, model: SqlM
 
 
 def confirm_unaffected(
-    instance: dg.DagsterInstance, project: Project, model: SqlModel, translator: ModelTranslator, kept: dict[str, set[str]]
+    instance: dg.DagsterInstance,
+    project: Project,
+    model: SqlModel,
+    translator: ModelTranslator,
+    kept: dict[str, set[str]],
 ) -> list[str]:
     """After ``model``'s rebuild is recorded: confirm the partitions of each unaffected downstream model
     (``kept``: model -> partitions stale before the rebuild, left to be recomputed)."""
@@ -138,10 +157,16 @@ def confirm_unaffected(
     for name, stale in kept.items():
         other = project.models[name]
         count = confirm(
-            instance, translator.get_asset_key(other), parent_keys(project, other, translator),
-            code_version=translator.get_code_version(other), partitioned=translator.get_partitions_def(other) is not None,
+            instance,
+            translator.get_asset_key(other),
+            parent_keys(project, other, translator),
+            code_version=translator.get_code_version(other),
+            partitioned=translator.get_partitions_def(other) is not None,
             reason=f"{model.name} was rebuilt; {name} reads none of its changed columns: nothing recomputed",
-            refreshed=[translator.get_asset_key(model)], skip=stale,
+            refreshed=[translator.get_asset_key(model)],
+            skip=stale,
         )
-        notes.append(f"{name}: reads none of the changed columns of {model.name}: {count} interval(s) kept, nothing recomputed")
+        notes.append(
+            f"{name}: reads none of the changed columns of {model.name}: {count} interval(s) kept, nothing recomputed"
+        )
     return notes

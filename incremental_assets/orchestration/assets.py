@@ -66,4 +66,3 @@ def _signature(function: Any) -> inspect.Signature:
     if not _SIGNATURES:
         _SIGNATURES.append(inspect.signature(function))
     return _SIGNATURES[0]
-

@@ -60,10 +60,9 @@ def build_definitions(
         assets += [build_model_asset(project, m, translator, columns.get(m.name)) for m in project.ordered()]
         assets += [a for name in project.settings.environments for a in shown_environment(project, name, translator)]
         assets = link_to_git(assets, project.directory)
+    from incremental_assets.orchestration.maintenance import maintenance_jobs, maintenance_schedules
     from incremental_assets.orchestration.schedules import build_schedules, model_jobs
     from incremental_assets.orchestration.sensors import build_sensors
-
-    from incremental_assets.orchestration.maintenance import maintenance_jobs, maintenance_schedules
 
     jobs = model_jobs(project, translator)
     upkeep = maintenance_jobs(project, translator)

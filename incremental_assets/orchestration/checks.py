@@ -25,7 +25,6 @@ from incremental_assets.spark.audits import (
 )
 from incremental_assets.spark.session import SparkSession
 
-
 DEFINITION_CHECK = "definition_current"
 
 
@@ -35,13 +34,17 @@ def check_specs(project: Project, model: SqlModel, key: dg.AssetKey) -> list[dg.
     computes (failed, with the plan's category, as soon as the automation sensor sees the model file
     edited; passed again by the run that rebuilds it). Dagster's own stale status of a partitioned asset
     is per partition only: this check is the asset-level mark."""
-    own = [
-        dg.AssetCheckSpec(
-            DEFINITION_CHECK,
-            asset=key,
-            description="The table was built with the model's current definition (fails when the model file changed since)",
-        )
-    ] if model.has_table else []
+    own = (
+        [
+            dg.AssetCheckSpec(
+                DEFINITION_CHECK,
+                asset=key,
+                description="The table was built with the model's current definition (fails when the model file changed since)",
+            )
+        ]
+        if model.has_table
+        else []
+    )
     return own + [
         dg.AssetCheckSpec(
             audit.check_name,
@@ -73,8 +76,14 @@ def check_result(key: dg.AssetKey, outcome: AuditOutcome, window: TimeWindow | N
     )
 
 
-def _definition_metadata(model: SqlModel, built_with: str | None, category: str | None, reasons: tuple[str, ...] = ()) -> dict[str, Any]:
-    meta: dict[str, Any] = {"fingerprint": model.fingerprint, "built_with": built_with or "", "model_file": str(model.path)}
+def _definition_metadata(
+    model: SqlModel, built_with: str | None, category: str | None, reasons: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "fingerprint": model.fingerprint,
+        "built_with": built_with or "",
+        "model_file": str(model.path),
+    }
     if category:
         meta["category"] = category
     if reasons:
@@ -82,12 +91,16 @@ def _definition_metadata(model: SqlModel, built_with: str | None, category: str 
     return meta
 
 
-def definition_evaluation(key: dg.AssetKey, model: SqlModel, category: str, reasons: tuple[str, ...] = ()) -> dg.AssetCheckEvaluation:
+def definition_evaluation(
+    key: dg.AssetKey, model: SqlModel, category: str, reasons: tuple[str, ...] = ()
+) -> dg.AssetCheckEvaluation:
     """The changed mark the automation sensor reports when it sees a model's definition differ from its table's."""
     meta = _definition_metadata(model, None, category, reasons)
     del meta["built_with"]
     meta["status"] = f"changed ({category}): the table was built with another definition"
-    return dg.AssetCheckEvaluation(asset_key=key, check_name=DEFINITION_CHECK, passed=False, severity=dg.AssetCheckSeverity.WARN, metadata=meta)
+    return dg.AssetCheckEvaluation(
+        asset_key=key, check_name=DEFINITION_CHECK, passed=False, severity=dg.AssetCheckSeverity.WARN, metadata=meta
+    )
 
 
 def definition_result(key: dg.AssetKey, model: SqlModel, built_with: str | None) -> dg.AssetCheckResult:
@@ -96,7 +109,9 @@ def definition_result(key: dg.AssetKey, model: SqlModel, built_with: str | None)
     current = built_with is None or built_with == model.fingerprint
     meta = _definition_metadata(model, built_with, None)
     meta["status"] = "current" if current else "the table keeps rows of an earlier definition (forward_only)"
-    return dg.AssetCheckResult(asset_key=key, check_name=DEFINITION_CHECK, passed=current, severity=dg.AssetCheckSeverity.WARN, metadata=meta)
+    return dg.AssetCheckResult(
+        asset_key=key, check_name=DEFINITION_CHECK, passed=current, severity=dg.AssetCheckSeverity.WARN, metadata=meta
+    )
 
 
 def failure_message(model: SqlModel, outcomes: list[AuditOutcome], window: TimeWindow | None) -> str:
@@ -119,7 +134,13 @@ class WindowAuditor:
             return None
 
         def audit_staged(staging: str) -> None:
-            outcomes = evaluate(self.spark, self.project, self.model, read_staged(self.spark, staging, window, self.model.interval_unit), self.blocking)
+            outcomes = evaluate(
+                self.spark,
+                self.project,
+                self.model,
+                read_staged(self.spark, staging, window, self.model.interval_unit),
+                self.blocking,
+            )
             for o in outcomes:
                 self.blocking_outcomes.setdefault(o.audit.check_name, []).append(o)
             if not all(o.passed for o in outcomes):
@@ -127,7 +148,11 @@ class WindowAuditor:
                     r = check_result(self.key, o, window)
                     self.context.log_event(
                         dg.AssetCheckEvaluation(
-                            asset_key=self.key, check_name=r.check_name, passed=r.passed, metadata=r.metadata, severity=r.severity
+                            asset_key=self.key,
+                            check_name=r.check_name,
+                            passed=r.passed,
+                            metadata=r.metadata,
+                            severity=r.severity,
                         )
                     )
                 raise AuditFailedError(failure_message(self.model, outcomes, window))
@@ -141,6 +166,12 @@ class WindowAuditor:
             out.append(check_result(self.key, merged, window))
         pending = self.others + ([a for a in self.blocking if a.check_name not in self.blocking_outcomes])
         if pending:
-            rows = self.spark.sql(view_sql) if view_sql is not None else read_committed(self.spark, self.project, self.model, window)
-            out += [check_result(self.key, o, window) for o in evaluate(self.spark, self.project, self.model, rows, pending)]
+            rows = (
+                self.spark.sql(view_sql)
+                if view_sql is not None
+                else read_committed(self.spark, self.project, self.model, window)
+            )
+            out += [
+                check_result(self.key, o, window) for o in evaluate(self.spark, self.project, self.model, rows, pending)
+            ]
         return out

@@ -56,7 +56,9 @@ class IncrementalAssetsScaffolder(dg.Scaffolder[ScaffoldParams]):
             models = Path(request.target_path) / "models"
             models.mkdir(parents=True, exist_ok=True)
             (models / "numbers.sql").write_text(STARTER_MODEL)
-        dg.scaffold_component(request, {"project": project or ".", "key_prefix": [], "group_name": None, "tags": {}, "sensors": True})
+        dg.scaffold_component(
+            request, {"project": project or ".", "key_prefix": [], "group_name": None, "tags": {}, "sensors": True}
+        )
 
 
 @dg.scaffold_with(IncrementalAssetsScaffolder)
@@ -80,7 +82,10 @@ class IncrementalAssetsComponent(dg.Component, dg.Model, dg.Resolvable):
         from incremental_assets.orchestration.translator import ModelTranslator
 
         return ModelTranslator(
-            key_prefix=self.key_prefix, group_name=self.group_name, tags=self.tags, automation_condition=self.automation_condition
+            key_prefix=self.key_prefix,
+            group_name=self.group_name,
+            tags=self.tags,
+            automation_condition=self.automation_condition,
         )
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:

@@ -45,7 +45,10 @@ CONFIRMED = "confirmed_current"  # the metadata entry of a confirmation: why not
 
 
 def latest_ids(
-    instance: dg.DagsterInstance, key: dg.AssetKey, event_type: DagsterEventType = MATERIALIZATION, partitions: set[str] | None = None
+    instance: dg.DagsterInstance,
+    key: dg.AssetKey,
+    event_type: DagsterEventType = MATERIALIZATION,
+    partitions: set[str] | None = None,
 ) -> dict[str, int]:
     """The storage id of the latest event of ``event_type`` of each partition of an asset (of ``partitions``
     only, when given)."""
@@ -81,7 +84,9 @@ def current_id(instance: dg.DagsterInstance, key: dg.AssetKey) -> int | None:
     return record.storage_id if record is not None else None
 
 
-def _own_state(instance: dg.DagsterInstance, key: dg.AssetKey, partitioned: bool) -> dict[str | None, tuple[int, Mapping[str, str]]]:
+def _own_state(
+    instance: dg.DagsterInstance, key: dg.AssetKey, partitioned: bool
+) -> dict[str | None, tuple[int, Mapping[str, str]]]:
     """Per materialized partition (None: the unpartitioned asset) the storage id of its latest record
     (materialization or confirmation) and that record's tags (for a partition: its data version only,
     the one tag Dagster indexes per partition)."""
@@ -95,7 +100,11 @@ def _own_state(instance: dg.DagsterInstance, key: dg.AssetKey, partitioned: bool
     versions = dict(storage.get_latest_tags_by_partition(key, MATERIALIZATION, [DATA_VERSION_TAG]))
     observed = {p: sid for p, sid in latest_ids(instance, key, OBSERVATION).items() if sid > materialized.get(p, sid)}
     if observed:
-        versions.update(storage.get_latest_tags_by_partition(key, OBSERVATION, [DATA_VERSION_TAG], asset_partitions=sorted(observed)))
+        versions.update(
+            storage.get_latest_tags_by_partition(
+                key, OBSERVATION, [DATA_VERSION_TAG], asset_partitions=sorted(observed)
+            )
+        )
     return {p: (observed.get(p, sid), versions.get(p, {})) for p, sid in materialized.items()}
 
 
@@ -144,12 +153,20 @@ def confirm(
             tags[get_input_data_version_tag(parent)] = data_version
         observation = dg.AssetObservation(asset_key=key, partition=partition, metadata={CONFIRMED: reason}, tags=tags)
         event = DagsterEvent(
-            event_type_value=OBSERVATION.value, event_specific_data=AssetObservationData(observation), job_name=RUNLESS_JOB_NAME
+            event_type_value=OBSERVATION.value,
+            event_specific_data=AssetObservationData(observation),
+            job_name=RUNLESS_JOB_NAME,
         )
         entries.append(
             EventLogEntry(
-                user_message="", level=logging.INFO, job_name=RUNLESS_JOB_NAME, run_id=RUNLESS_RUN_ID,
-                error_info=None, timestamp=now, step_key=None, dagster_event=event,
+                user_message="",
+                level=logging.INFO,
+                job_name=RUNLESS_JOB_NAME,
+                run_id=RUNLESS_RUN_ID,
+                error_info=None,
+                timestamp=now,
+                step_key=None,
+                dagster_event=event,
             )
         )
     if entries:

@@ -24,7 +24,16 @@ from incremental_assets.delta.environment import read_manifest, write_manifest
 from incremental_assets.errors import SelectionError
 from incremental_assets.model import clock
 from incremental_assets.model.environment import KEY_PREFIX, check_name
-from incremental_assets.model.intervals import TimeWindow, batches, ceil, format_instant, last_complete_end, merge, subtract, to_utc
+from incremental_assets.model.intervals import (
+    TimeWindow,
+    batches,
+    ceil,
+    format_instant,
+    last_complete_end,
+    merge,
+    subtract,
+    to_utc,
+)
 from incremental_assets.model.kinds import IncrementalByTimeRange
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
@@ -32,8 +41,9 @@ from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.instance import materialized_windows
 from incremental_assets.orchestration.partition_keys import time_partitions
 from incremental_assets.orchestration.resource import SparkResource
-from incremental_assets.orchestration.runner import RunRecord, RunReport, Runner
+from incremental_assets.orchestration.runner import Runner, RunRecord, RunReport
 from incremental_assets.orchestration.translator import ModelTranslator
+from incremental_assets.plan.analyses import run_size
 from incremental_assets.plan.changes import (
     BREAKING,
     FORWARD_ONLY,
@@ -44,7 +54,6 @@ from incremental_assets.plan.changes import (
     merged_ranges,
     plan_changes,
 )
-from incremental_assets.plan.analyses import run_size
 from incremental_assets.plan.definition import project_definitions
 
 BUILT_CATEGORIES = (BREAKING, NON_BREAKING, FORWARD_ONLY, INDIRECT_BREAKING)
@@ -65,7 +74,12 @@ class EnvironmentPlan:
 
 
 def plan_environment(
-    project: Project, name: str, *, forward_only: bool = False, tables: Mapping[str, TableState] | None = None, changes: Sequence[ModelChange] | None = None
+    project: Project,
+    name: str,
+    *,
+    forward_only: bool = False,
+    tables: Mapping[str, TableState] | None = None,
+    changes: Sequence[ModelChange] | None = None,
 ) -> EnvironmentPlan:
     """Plan the project against production for environment ``name`` (validated); ``tables`` and
     ``changes`` when the caller has read and planned them already."""
@@ -75,13 +89,17 @@ def plan_environment(
         changes = plan_changes(project, project_definitions(project), tables, forward_only=forward_only)
     built = {c.name for c in changes if c.category in BUILT_CATEGORIES and c.change != "removed"}
     models = tuple(m.name for m in project.ordered() if m.name in built and m.has_table)
-    versions = {m: delta.version(delta.table_uri(project.settings.warehouse, m)) if tables[m].exists else None for m in tables}
+    versions = {
+        m: delta.version(delta.table_uri(project.settings.warehouse, m)) if tables[m].exists else None for m in tables
+    }
     return EnvironmentPlan(name, tuple(changes), tables, versions, models)
 
 
 def environment_project(project: Project, name: str, models: Sequence[str]) -> Project:
     """The project as the environment sees it: ``models`` have the environment's tables, the rest production's."""
-    settings = replace(project.settings, environment=check_name(name), environment_models=frozenset(m.lower() for m in models))
+    settings = replace(
+        project.settings, environment=check_name(name), environment_models=frozenset(m.lower() for m in models)
+    )
     return replace(project, settings=settings)
 
 
@@ -104,7 +122,9 @@ def environment_translator(translator: ModelTranslator, name: str, models: Seque
     return out
 
 
-def environment_assets(project: Project, plan: EnvironmentPlan, translator: ModelTranslator | None = None) -> tuple[Project, ModelTranslator, list[Any]]:
+def environment_assets(
+    project: Project, plan: EnvironmentPlan, translator: ModelTranslator | None = None
+) -> tuple[Project, ModelTranslator, list[Any]]:
     """The environment's project, translator and assets (one per model it builds)."""
     from incremental_assets.orchestration.assets import build_model_asset
     from incremental_assets.orchestration.table_metadata import project_columns
@@ -114,7 +134,11 @@ def environment_assets(project: Project, plan: EnvironmentPlan, translator: Mode
     columns = project_columns(env)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", dg.BetaWarning)  # backfill_policy and code references, as production's assets
-        return env, env_translator, [build_model_asset(env, env.models[m], env_translator, columns.get(m)) for m in plan.models]
+        return (
+            env,
+            env_translator,
+            [build_model_asset(env, env.models[m], env_translator, columns.get(m)) for m in plan.models],
+        )
 
 
 def environment_key(name: str, key: dg.AssetKey) -> bool:
@@ -140,7 +164,8 @@ def _moved_reads(env: Project, model: SqlModel, plan: EnvironmentPlan, reads: Ma
     at the Delta version the environment last built from (``reads`` of its manifest): an interval was
     recomputed or added since, so the environment's table must be built again."""
     return [
-        u.name for u in env.upstream_models(model)
+        u.name
+        for u in env.upstream_models(model)
         if u.has_table and u.name not in plan.models and u.name in reads and reads[u.name] != plan.versions.get(u.name)
     ]
 
@@ -162,12 +187,18 @@ def _targets(model: SqlModel, state: TableState, end: datetime | None, now: date
         return []
     else:
         # As `run --auto`: whole intervals only, up to the last complete one (or --end, rounded down).
-        until = min(last_complete_end(now, model.unit), model.unit.floor(end)) if end else last_complete_end(now, model.unit)
+        until = (
+            min(last_complete_end(now, model.unit), model.unit.floor(end))
+            if end
+            else last_complete_end(now, model.unit)
+        )
         if model.end:
             until = min(until, model.end)
         windows = [TimeWindow(model.start, until)] if until > model.start else []
     if end is not None:
-        windows = [TimeWindow(w.start, min(w.end, ceil(end, model.unit))) for w in windows if w.start < ceil(end, model.unit)]
+        windows = [
+            TimeWindow(w.start, min(w.end, ceil(end, model.unit))) for w in windows if w.start < ceil(end, model.unit)
+        ]
     return windows
 
 
@@ -202,7 +233,9 @@ def build_environment(
     held = manifest.get("models") or {}
     chosen = set(plan.models) if selection is None else {m.name for m in selection} & set(plan.models)
     # Locations: what this command builds, and what the environment already holds with its current definition.
-    located = [m for m in plan.models if m in chosen or (held.get(m) or {}).get("fingerprint") == project.models[m].fingerprint]
+    located = [
+        m for m in plan.models if m in chosen or (held.get(m) or {}).get("fingerprint") == project.models[m].fingerprint
+    ]
     for model_name in sorted(chosen):
         lacking = [u for u in project.models[model_name].depends_on if u in plan.models and u not in located]
         if lacking:
@@ -212,7 +245,9 @@ def build_environment(
             )
     full_plan = replace(plan, models=tuple(located))
     env, env_translator, assets = environment_assets(project, full_plan, translator)
-    defs = dg.Definitions(assets=assets, resources={"spark": SparkResource.from_settings(env.settings)}, executor=dg.in_process_executor)
+    defs = dg.Definitions(
+        assets=assets, resources={"spark": SparkResource.from_settings(env.settings)}, executor=dg.in_process_executor
+    )
     runner = Runner(env, instance, defs, env_translator)
     runner.extra_tags = {tags.ENVIRONMENT_TAG: name}
     result = EnvironmentBuild(plan)
@@ -223,15 +258,22 @@ def build_environment(
             continue
         model = env.models[model_name]
         if failed & set(model.depends_on):
-            result.report.records.append(RunRecord(model_name, None, False, "", 0.0, error="skipped: an upstream model failed"))
+            result.report.records.append(
+                RunRecord(model_name, None, False, "", 0.0, error="skipped: an upstream model failed")
+            )
             failed.add(model_name)
             continue
         uri = env.settings.table_location(model_name)
         built_with = delta.built_with(uri)
         signature = _signature(env, model, full_plan)
         entry = held.get(model_name) or {}
-        fresh = (built_with != model.fingerprint or entry.get("upstream") != signature or bool(rebuilt & set(model.depends_on))
-                 or bool(_moved_reads(env, model, full_plan, manifest.get("reads") or {})) or _moved_itself(entry, full_plan, model_name))
+        fresh = (
+            built_with != model.fingerprint
+            or entry.get("upstream") != signature
+            or bool(rebuilt & set(model.depends_on))
+            or bool(_moved_reads(env, model, full_plan, manifest.get("reads") or {}))
+            or _moved_itself(entry, full_plan, model_name)
+        )
         runs: list[tuple[TimeWindow | None, bool]] = []  # (window, rebuild)
         if isinstance(model.kind, IncrementalByTimeRange):
             targets = _targets(model, plan.tables.get(model_name, TableState()), end, now)
@@ -245,7 +287,9 @@ def build_environment(
                 runs.append((TimeWindow(model.start, max(w.end for w in [*targets, *recorded])), True))
             else:
                 todo = [part for w in targets for part in subtract(w, recorded if built_with is not None else [])]
-                runs += [(w, False) for window in merge(todo) for w in batches(window, model.unit, run_size(env, model))]
+                runs += [
+                    (w, False) for window in merge(todo) for w in batches(window, model.unit, run_size(env, model))
+                ]
         elif fresh:
             runs.append((None, built_with is not None and model.is_merge_style))
         if not runs:
@@ -256,8 +300,11 @@ def build_environment(
             result.report.records.append(record)
             if progress:
                 where = (str(window) if window else "full") + (" (rebuilt from start, one commit)" if rebuild else "")
-                progress(f"[env {name}] {model_name} {where}: {'ok' if record.success else 'FAILED'}"
-                         + (f", {record.rows:,} rows" if record.rows is not None else "") + (f"\n    {record.error}" if record.error else ""))
+                progress(
+                    f"[env {name}] {model_name} {where}: {'ok' if record.success else 'FAILED'}"
+                    + (f", {record.rows:,} rows" if record.rows is not None else "")
+                    + (f"\n    {record.error}" if record.error else "")
+                )
             if not record.success:
                 failed.add(model_name)
                 break
@@ -271,7 +318,13 @@ def build_environment(
 
 
 def _write_manifest(
-    env: Project, plan: EnvironmentPlan, instance: dg.DagsterInstance, translator: ModelTranslator, held: Mapping[str, Any], failed: set[str], chosen: set[str]
+    env: Project,
+    plan: EnvironmentPlan,
+    instance: dg.DagsterInstance,
+    translator: ModelTranslator,
+    held: Mapping[str, Any],
+    failed: set[str],
+    chosen: set[str],
 ) -> None:
     """The manifest after a build: the models the environment holds built with their current definition,
     and the production versions of what they read in place (the version a model left out of this command
@@ -304,7 +357,9 @@ def _write_manifest(
         for upstream in env.upstream_models(env.models[name]):
             if upstream.has_table and upstream.name not in plan.models:
                 stays = name not in chosen and upstream.name in earlier
-                reads[upstream.name] = earlier[upstream.name] if stays else reads.get(upstream.name, plan.versions.get(upstream.name))
+                reads[upstream.name] = (
+                    earlier[upstream.name] if stays else reads.get(upstream.name, plan.versions.get(upstream.name))
+                )
     if previous.get("models") == models and previous.get("reads") == reads:
         return
     updated = clock.now().replace(microsecond=0).isoformat().replace("+00:00", "Z")
@@ -325,4 +380,3 @@ def environment_state(project: Project, plan: EnvironmentPlan) -> dict[str, bool
         and delta.built_with(env.settings.table_location(name)) == env.models[name].fingerprint
         for name in plan.models
     }
-

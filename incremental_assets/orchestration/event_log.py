@@ -87,7 +87,9 @@ class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
         return {"dagster_home": StringSource}
 
     @classmethod
-    def from_config_value(cls, inst_data: ConfigurableClassData | None, config_value: Any) -> "BatchedSqliteEventLogStorage":
+    def from_config_value(
+        cls, inst_data: ConfigurableClassData | None, config_value: Any
+    ) -> "BatchedSqliteEventLogStorage":
         return cls(inst_data=inst_data, **config_value)
 
     def _initdb(self, engine: Any, for_index_shard: bool = False) -> None:

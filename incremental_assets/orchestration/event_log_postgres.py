@@ -19,17 +19,21 @@ from dagster._serdes import ConfigurableClassData
 from dagster_postgres.event_log import PostgresEventLogStorage
 from dagster_postgres.utils import get_token_provider_from_config, pg_url_from_config
 
-from incremental_assets.orchestration.event_log import enable_event_batches, insert_returning_ids, last_per_asset_and_type
+from incremental_assets.orchestration.event_log import (
+    enable_event_batches,
+    insert_returning_ids,
+    last_per_asset_and_type,
+)
 
 
 class BatchedPostgresEventLogStorage(PostgresEventLogStorage):
     """dagster-postgres's event log whose batch write is one transaction. In dagster.yaml::
 
-        event_log_storage:
-          module: incremental_assets.orchestration.event_log_postgres
-          class: BatchedPostgresEventLogStorage
-          config:
-            postgres_url: {env: DAGSTER_PG_URL}
+    event_log_storage:
+      module: incremental_assets.orchestration.event_log_postgres
+      class: BatchedPostgresEventLogStorage
+      config:
+        postgres_url: {env: DAGSTER_PG_URL}
     """
 
     def __init__(self, *args: Any, **kwargs: Any):
@@ -37,7 +41,9 @@ class BatchedPostgresEventLogStorage(PostgresEventLogStorage):
         enable_event_batches()
 
     @classmethod
-    def from_config_value(cls, inst_data: ConfigurableClassData | None, config_value: Any) -> "BatchedPostgresEventLogStorage":
+    def from_config_value(
+        cls, inst_data: ConfigurableClassData | None, config_value: Any
+    ) -> "BatchedPostgresEventLogStorage":
         return cls(
             inst_data=inst_data,
             postgres_url=pg_url_from_config(config_value),
@@ -46,7 +52,9 @@ class BatchedPostgresEventLogStorage(PostgresEventLogStorage):
         )
 
     def store_event_batch(self, events: Sequence[EventLogEntry]) -> None:
-        events = [e for e in events if not (e.dagster_event is not None and e.dagster_event.is_asset_failed_to_materialize)]
+        events = [
+            e for e in events if not (e.dagster_event is not None and e.dagster_event.is_asset_failed_to_materialize)
+        ]
         if not events:
             return
         rows = [self._event_to_row(event) for event in events]
@@ -55,7 +63,11 @@ class BatchedPostgresEventLogStorage(PostgresEventLogStorage):
             conn = autocommit.execution_options(isolation_level="READ COMMITTED")
             with conn.begin():
                 ids = insert_returning_ids(conn, rows)
-                assets = [i for i, e in enumerate(events) if e.dagster_event_type in ASSET_EVENTS and e.dagster_event.asset_key]  # type: ignore[union-attr]
+                assets = [
+                    i
+                    for i, e in enumerate(events)
+                    if e.dagster_event_type in ASSET_EVENTS and e.dagster_event.asset_key
+                ]  # type: ignore[union-attr]
                 if assets:
                     self._store_asset_event_tags(conn, [events[i] for i in assets], [ids[i] for i in assets])
                 for i in last_per_asset_and_type(events, assets):

@@ -58,7 +58,12 @@ class Explanation:
 
     def to_json(self) -> dict[str, Any]:
         """What ``explain --json`` prints, keys in this order."""
-        info: dict[str, Any] = {"model": self.model, "kind": self.kind, "file": self.file, "safety_class": self.safety_class}
+        info: dict[str, Any] = {
+            "model": self.model,
+            "kind": self.kind,
+            "file": self.file,
+            "safety_class": self.safety_class,
+        }
         if self.write:
             info["write"] = self.write
         info["reasons"] = [{"rule": r.rule, "message": r.message, "line": r.line} for r in self.reasons]
@@ -94,7 +99,9 @@ def explain_model(project: Project, model: SqlModel) -> Explanation:
         model.name,
         model.kind.name,
         str(project.relative_path(model.path)),
-        safety_class="not applicable (no time windows: merges by key or cursor)" if write else safety_class_text(analysis),
+        safety_class="not applicable (no time windows: merges by key or cursor)"
+        if write
+        else safety_class_text(analysis),
         backfill_policy="single run (unpartitioned)",
         write=write,
     )
@@ -108,7 +115,9 @@ def explain_model(project: Project, model: SqlModel) -> Explanation:
     return replace(
         explained,
         reasons=analysis.reasons,
-        sources={name: bound for name, bound in sorted(analysis.bounds.items()) if name != model.name or bound is not None},
+        sources={
+            name: bound for name, bound in sorted(analysis.bounds.items()) if name != model.name or bound is not None
+        },
         partitions=partitions,
         backfill_policy=policy,
     )

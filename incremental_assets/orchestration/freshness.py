@@ -49,7 +49,9 @@ def freshness_policy(model: SqlModel) -> dg.FreshnessPolicy | None:
             fail = parse_freshness(model.metadata["freshness"])
         except ValueError as exc:
             raise ModelFileError(
-                model.path, model.line_of("freshness"), f"freshness '{exc}' is not a duration",
+                model.path,
+                model.line_of("freshness"),
+                f"freshness '{exc}' is not a duration",
                 hint="write freshness '6 hours' (minutes, hours, days or weeks), or freshness off",
             ) from None
         return dg.FreshnessPolicy.time_window(fail_window=fail) if fail else None

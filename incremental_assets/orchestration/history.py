@@ -88,8 +88,15 @@ def run_history(
             seconds = record.end_time - record.start_time if record.start_time and record.end_time else None
             out.append(
                 HistoryEntry(
-                    run.run_id, tuple(sorted(names[k] for k in selected)), run.status.value, started, seconds, _window(run), rows,
-                    run.tags.get(tags.LAUNCHED_BY_TAG, "ui"), error,
+                    run.run_id,
+                    tuple(sorted(names[k] for k in selected)),
+                    run.status.value,
+                    started,
+                    seconds,
+                    _window(run),
+                    rows,
+                    run.tags.get(tags.LAUNCHED_BY_TAG, "ui"),
+                    error,
                 )
             )
             if len(out) >= limit:

@@ -22,8 +22,8 @@ from incremental_assets.model.intervals import (
 from incremental_assets.model.kinds import IncrementalByTimeRange
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
-from incremental_assets.orchestration.partition_keys import partition_states, time_partitions
 from incremental_assets.orchestration import tags
+from incremental_assets.orchestration.partition_keys import partition_states, time_partitions
 from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.plan.analyses import input_bound
 
@@ -116,7 +116,7 @@ def instance_config_owner(text: str) -> str:
     if text in LEGACY_DAGSTER_YAMLS:
         return "product"
     first, _, body = text.partition("\n")
-    if first.startswith(MANAGED_MARK) and first[len(MANAGED_MARK):] == hashlib.sha256(body.encode()).hexdigest()[:16]:
+    if first.startswith(MANAGED_MARK) and first[len(MANAGED_MARK) :] == hashlib.sha256(body.encode()).hexdigest()[:16]:
         return "product"
     return "user"
 
@@ -174,10 +174,10 @@ def open_instance(home: Path | str, max_concurrent_runs: int | None = None) -> d
     return dg.DagsterInstance.from_config(str(home))
 
 
-
 def project_instance(project: Project) -> dg.DagsterInstance:
     """The project's Dagster instance, opened as its settings say (home, runs at once); see :func:`open_instance`."""
     return open_instance(project.settings.dagster_home, project.settings.max_concurrent_runs)
+
 
 def register_table_pools(instance: dg.DagsterInstance, project: Project) -> list[str]:
     """Create the pool of each model's table (limit: the instance's default, 1) if it does not exist yet.
@@ -200,7 +200,9 @@ def fail_dead_runs(instance: dg.DagsterInstance) -> list[str]:
     (killed, out of memory): their intervals then show as failed, not as running forever."""
     host = socket.gethostname()
     failed = []
-    for record in instance.get_run_records(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING])):
+    for record in instance.get_run_records(
+        filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING])
+    ):
         run = record.dagster_run
         pid = run.tags.get(tags.PID_TAG)
         if run.tags.get(tags.HOST_TAG) != host or not (pid or "").isdigit() or int(pid) == os.getpid():
@@ -220,7 +222,9 @@ def fail_dead_runs(instance: dg.DagsterInstance) -> list[str]:
     return failed
 
 
-def materialized_windows(instance: dg.DagsterInstance, key: dg.AssetKey, partitions: dg.TimeWindowPartitionsDefinition) -> list[TimeWindow]:
+def materialized_windows(
+    instance: dg.DagsterInstance, key: dg.AssetKey, partitions: dg.TimeWindowPartitionsDefinition
+) -> list[TimeWindow]:
     """The intervals Dagster has recorded as materialized, merged into ranges."""
     return partition_states(instance, key, partitions, within=False).materialized
 
@@ -246,9 +250,14 @@ def missing_upstream(
             need_end = min(need_end, upstream.end)
         if need_end <= need_start:
             continue
-        gaps = subtract(TimeWindow(need_start, need_end), materialized_windows(instance, translator.get_asset_key(upstream), partitions))
+        gaps = subtract(
+            TimeWindow(need_start, need_end),
+            materialized_windows(instance, translator.get_asset_key(upstream), partitions),
+        )
         if gaps:
-            problems.append(f"{upstream.name} is missing {', '.join(str(g) for g in gaps[:5])}" + (" ..." if len(gaps) > 5 else ""))
+            problems.append(
+                f"{upstream.name} is missing {', '.join(str(g) for g in gaps[:5])}" + (" ..." if len(gaps) > 5 else "")
+            )
     return problems
 
 
@@ -261,7 +270,12 @@ ACTIVE_RUN_STATUSES = [
 
 
 def pending_upstream_runs(
-    instance: dg.DagsterInstance, project: Project, model: SqlModel, window: TimeWindow | None, translator: ModelTranslator, own_run_id: str
+    instance: dg.DagsterInstance,
+    project: Project,
+    model: SqlModel,
+    window: TimeWindow | None,
+    translator: ModelTranslator,
+    own_run_id: str,
 ) -> list[str]:
     """Other runs, queued or running, that are rebuilding upstream data this run would read.
 
@@ -308,4 +322,8 @@ def report_materializations(instance: dg.DagsterInstance, materializations: list
             event_specific_data=StepMaterializationData(materialization),
             job_name=RUNLESS_JOB_NAME,
         )
-        instance.report_dagster_event(event, run_id=RUNLESS_RUN_ID, batch_metadata=DagsterEventBatchMetadata(batch, i == len(materializations) - 1))
+        instance.report_dagster_event(
+            event,
+            run_id=RUNLESS_RUN_ID,
+            batch_metadata=DagsterEventBatchMetadata(batch, i == len(materializations) - 1),
+        )

@@ -61,7 +61,10 @@ class Integrity:
                 return f"`incremental-assets run {self.model} --full-refresh` rebuilds it whole"
             return f"`incremental-assets run --auto` rebuilds {self.model} whole"
         if not self.seen_by_run:
-            runs = [f"`incremental-assets run {self.model} --start {format_instant(w.start)} --end {format_instant(w.end)}`" for w in self.lost]
+            runs = [
+                f"`incremental-assets run {self.model} --start {format_instant(w.start)} --end {format_instant(w.end)}`"
+                for w in self.lost
+            ]
             return f"{' and '.join(runs)} computes them again"
         return "`incremental-assets run --auto` computes those intervals again (upstream sources must still hold their data)"
 
@@ -101,7 +104,11 @@ def check_model(
     since = since_module.check_since(instance, key, uri, looked, _decode) if looked is not None else None
     if since is not None:
         records, current, newest = since.records, since.current, since.looked.newest
-        gone = [r for r in records if r.version is not None and _gone(r.version, r.run_id, current, since.runs, since.oldest)]
+        gone = [
+            r
+            for r in records
+            if r.version is not None and _gone(r.version, r.run_id, current, since.runs, since.oldest)
+        ]
         checked = (delta.snapshot_files(uri) if every_file else since.files) if files else []
     else:
         storage_id = since_module.newest_storage_id(instance, key)
@@ -127,15 +134,29 @@ def check_model(
     return found
 
 
-def _judged(model, partitions, timed: bool, uri: str, current: int, newest: int | None, gone: list[_Recorded], checked, readable: bool) -> Integrity:
+def _judged(
+    model,
+    partitions,
+    timed: bool,
+    uri: str,
+    current: int,
+    newest: int | None,
+    gone: list[_Recorded],
+    checked,
+    readable: bool,
+) -> Integrity:
     """The integrity found from the records gone from the log and the files checked."""
     if gone:
         delta.check_log(uri)  # a damaged log file (e.g. an empty newest commit) is said as such, with its fix
     problems = []
     if any(r.version is not None and r.version > current for r in gone):
-        problems.append(f"table {uri} is at Delta version {current}, behind version {newest} that Dagster recorded (its newest log file was lost)")
+        problems.append(
+            f"table {uri} is at Delta version {current}, behind version {newest} that Dagster recorded (its newest log file was lost)"
+        )
     elif gone:
-        problems.append(f"table {uri}: Delta versions {_versions(gone)} were written by other runs than Dagster recorded (the log was rewritten)")
+        problems.append(
+            f"table {uri}: Delta versions {_versions(gone)} were written by other runs than Dagster recorded (the log was rewritten)"
+        )
     damaged = delta.file_problems(uri, checked, readable=readable) if checked else []
     for item, reason in damaged[:3]:
         problems.append(f"file {item.uri.removeprefix('file://')} is {reason}")
@@ -147,7 +168,9 @@ def _judged(model, partitions, timed: bool, uri: str, current: int, newest: int 
         return Integrity(model.name, current, newest, (), bool(problems), tuple(problems), seen)
     keys = {r.partition for r in gone}
     for item, _ in damaged:
-        keys |= _keys_of_day(partitions, item.day) if item.day is not None else {_key_of(partitions, model, item.interval)}
+        keys |= (
+            _keys_of_day(partitions, item.day) if item.day is not None else {_key_of(partitions, model, item.interval)}
+        )
     lost = _windows(partitions, sorted(k for k in keys if k))
     return Integrity(model.name, current, newest, lost, False, tuple(problems), seen)
 
@@ -168,7 +191,9 @@ def _recorded(instance: dg.DagsterInstance, key: dg.AssetKey, *, partitioned: bo
     groups: dict[str, list[int]] = {}
     for sid in ids:
         groups.setdefault(runs.get(sid, ""), []).append(sid)
-    read = _read(instance, key, sorted({sid for run, sids in groups.items() for sid in ((sids[0], sids[-1]) if run else sids)}))
+    read = _read(
+        instance, key, sorted({sid for run, sids in groups.items() for sid in ((sids[0], sids[-1]) if run else sids)})
+    )
     partition_of = {sid: pk for pk, sid in by_partition.items()}
     out = []
     for run, sids in groups.items():
@@ -201,7 +226,9 @@ def _read(instance: dg.DagsterInstance, key: dg.AssetKey, ids: list[int]) -> dic
     out: dict[int, _Recorded] = {}
     for first in range(0, len(ids), _FETCH):
         chunk = ids[first : first + _FETCH]
-        result = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key, storage_ids=chunk), limit=len(chunk))
+        result = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=key, storage_ids=chunk), limit=len(chunk)
+        )
         for record in result.records:
             decoded = _decode(record)
             if decoded is not None:

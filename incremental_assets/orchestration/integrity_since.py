@@ -104,7 +104,9 @@ def check_since(instance: dg.DagsterInstance, key: dg.AssetKey, uri: str, looked
     entries = read_after(uri, looked.version, current)
     records, storage_id = [], looked.storage_id
     while True:
-        page = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key, after_storage_id=storage_id), limit=_FETCH, ascending=True).records
+        page = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=key, after_storage_id=storage_id), limit=_FETCH, ascending=True
+        ).records
         for record in page:
             decoded = decode(record)
             if decoded is not None:
@@ -121,7 +123,9 @@ def check_since(instance: dg.DagsterInstance, key: dg.AssetKey, uri: str, looked
     files, sample_at = _files_to_check(uri, entries, looked.sample_at)
     newest = max([v for v in [looked.newest, *(r.version for r in records)] if v is not None], default=None)
     last = entries[-1] if entries else entry
-    return Since(current, records, runs, oldest, files, Looked(current, identity(last.info), storage_id, newest, sample_at))
+    return Since(
+        current, records, runs, oldest, files, Looked(current, identity(last.info), storage_id, newest, sample_at)
+    )
 
 
 def _files_to_check(uri: str, entries: list, sample_at: int) -> tuple[list[delta.TableFile], int]:

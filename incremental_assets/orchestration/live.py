@@ -21,6 +21,7 @@ from incremental_assets.plan.changes import ModelChange, plan_changes
 from incremental_assets.plan.definition import project_definitions
 from incremental_assets.plan.rebuild import definition_changed
 
+
 def active_runs(
     instance: dg.DagsterInstance, project: Project, translator: ModelTranslator
 ) -> tuple[dict[str, Coverage], dict[str, str]]:
@@ -37,7 +38,9 @@ def active_runs(
             if model is None:
                 continue
             partitions = translator.get_partitions_def(model)
-            keys = tags.range_of(run.tags) or ((run.tags[tags.PARTITION_TAG],) * 2 if tags.PARTITION_TAG in run.tags else None)
+            keys = tags.range_of(run.tags) or (
+                (run.tags[tags.PARTITION_TAG],) * 2 if tags.PARTITION_TAG in run.tags else None
+            )
             queued = " (queued)" if run.status in (dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED) else ""
             if "definition changed" in run.tags.get(tags.REASON_TAG, ""):
                 doing.setdefault(model.name, f"rebuilding in run {run.run_id[:8]}{queued}")
@@ -45,7 +48,10 @@ def active_runs(
                 out[model.name] = EVERY_INTERVAL
                 doing.setdefault(model.name, f"computing in run {run.run_id[:8]}{queued}")
                 continue
-            first, last = partitions.time_window_for_partition_key(keys[0]), partitions.time_window_for_partition_key(keys[1])
+            first, last = (
+                partitions.time_window_for_partition_key(keys[0]),
+                partitions.time_window_for_partition_key(keys[1]),
+            )
             window = TimeWindow(to_utc(first.start), to_utc(last.end))
             doing.setdefault(model.name, f"computing {window} in run {run.run_id[:8]}{queued}")
             out[model.name] = out.get(model.name, NO_INTERVAL).union(Coverage.of([window]))
@@ -90,8 +96,13 @@ def change_categories(project: Project) -> dict[str, ModelChange]:
     return {c.name: c for c in changes if c.name in built and definition_changed(project.models[c.name], built[c.name])}
 
 
-def changed_marks(project: Project, translator: ModelTranslator, changes: dict[str, ModelChange], reported: dict[str, str],
-                   served: set[str]) -> list[dg.AssetCheckEvaluation]:
+def changed_marks(
+    project: Project,
+    translator: ModelTranslator,
+    changes: dict[str, ModelChange],
+    reported: dict[str, str],
+    served: set[str],
+) -> list[dg.AssetCheckEvaluation]:
     """A failed ``definition_current`` check per model newly seen changed (once per definition): the
     asset's page and the lineage graph show it at asset level, with the plan's category. The model's
     next materialization reports the check again (passed once its table holds the new definition)."""

@@ -59,7 +59,14 @@ def complete_days(instance: dg.DagsterInstance, model: SqlModel, translator: Mod
     return out
 
 
-def compact_model(project: Project, instance: dg.DagsterInstance, model: SqlModel, translator: ModelTranslator, *, dry_run: bool = False) -> delta.CompactResult:
+def compact_model(
+    project: Project,
+    instance: dg.DagsterInstance,
+    model: SqlModel,
+    translator: ModelTranslator,
+    *,
+    dry_run: bool = False,
+) -> delta.CompactResult:
     """Compact one model's table: the complete days of a table cut by day, the small files of any other."""
     uri = project.settings.table_location(model.name)
     if not model.has_table or not delta.exists(uri):
@@ -88,7 +95,14 @@ def vacuum_model(project: Project, model: SqlModel, *, dry_run: bool = False) ->
 
 
 def maintain_model(
-    project: Project, instance: dg.DagsterInstance, model: SqlModel, translator: ModelTranslator, *, compact: bool, vacuum: bool, dry_run: bool = False
+    project: Project,
+    instance: dg.DagsterInstance,
+    model: SqlModel,
+    translator: ModelTranslator,
+    *,
+    compact: bool,
+    vacuum: bool,
+    dry_run: bool = False,
 ) -> list[str]:
     """The maintenance asked for one model's table; one line per step that did (or would do) something."""
     lines = []
@@ -103,7 +117,9 @@ def maintain_model(
         result = vacuum_model(project, model, dry_run=dry_run)
         if result.removed_files or result.orphan_dirs:
             verb = "would remove" if dry_run else "removed"
-            lines.append(f"{verb} {len(result.removed_files)} replaced file(s), {len(result.orphan_dirs)} staging folder(s) of dead runs")
+            lines.append(
+                f"{verb} {len(result.removed_files)} replaced file(s), {len(result.orphan_dirs)} staging folder(s) of dead runs"
+            )
     return lines
 
 
@@ -133,12 +149,16 @@ def _kept_runs(instance: dg.DagsterInstance) -> set[str]:
     kept = set()
     for key in instance.get_asset_keys():  # another storage: read the records themselves
         for sid in sorted(ids):
-            found = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key, storage_ids=[sid]), limit=1).records
+            found = instance.fetch_materializations(
+                dg.AssetRecordsFilter(asset_key=key, storage_ids=[sid]), limit=1
+            ).records
             kept.update(r.run_id for r in found if r.run_id)
     return kept
 
 
-def purge_runs(instance: dg.DagsterInstance, older_than: timedelta, *, dry_run: bool = False, now: datetime | None = None) -> Purged:
+def purge_runs(
+    instance: dg.DagsterInstance, older_than: timedelta, *, dry_run: bool = False, now: datetime | None = None
+) -> Purged:
     """Delete the finished runs created more than ``older_than`` ago, with their events (and, on SQLite,
     their event database files and compute logs), except those holding a partition's latest record."""
     before = (now or clock.now()) - older_than
@@ -198,7 +218,9 @@ def _tables_op(project: Project, translator: ModelTranslator, what: str) -> dg.O
     def _maintain(context) -> None:
         for model in [m for m in project.ordered() if m.has_table]:
             with table_slot(context.instance, model, context.run_id):
-                lines = maintain_model(project, context.instance, model, translator, compact=what == COMPACT, vacuum=what == VACUUM)
+                lines = maintain_model(
+                    project, context.instance, model, translator, compact=what == COMPACT, vacuum=what == VACUUM
+                )
             for line in lines:
                 context.log.info(f"{model.name}: {line}")
 
@@ -209,19 +231,29 @@ def maintenance_jobs(project: Project, translator: ModelTranslator | None = None
     """The compaction and vacuum jobs (one op: each table in turn, holding its pool) and the job purging old runs."""
     translator = translator or ModelTranslator()
     days = project.settings.maintenance.run_retention_days
-    texts = {COMPACT: "Compacts the small files of every table (no data changes) and writes due checkpoints",
-             VACUUM: "Deletes replaced files past the retention and dead runs' staging folders",
-             PURGE: f"Deletes runs older than {days} days and their events, keeping each partition's latest record"}
+    texts = {
+        COMPACT: "Compacts the small files of every table (no data changes) and writes due checkpoints",
+        VACUUM: "Deletes replaced files past the retention and dead runs' staging folders",
+        PURGE: f"Deletes runs older than {days} days and their events, keeping each partition's latest record",
+    }
     jobs = []
     for what in (COMPACT, VACUUM):
         op = _tables_op(project, translator, what)
-        jobs.append(dg.JobDefinition(graph_def=dg.GraphDefinition(name=JOB_NAMES[what], node_defs=[op]), name=JOB_NAMES[what],
-                                     description=texts[what], executor_def=dg.in_process_executor))
+        jobs.append(
+            dg.JobDefinition(
+                graph_def=dg.GraphDefinition(name=JOB_NAMES[what], node_defs=[op]),
+                name=JOB_NAMES[what],
+                description=texts[what],
+                executor_def=dg.in_process_executor,
+            )
+        )
 
     @dg.op(name="purge_old_runs", description=texts[PURGE])
     def _purge(context) -> None:
         result = purge_runs(context.instance, timedelta(days=days))
-        context.log.info(f"deleted {len(result.runs)} run(s) older than {days} days; kept {result.kept} holding a partition's latest record")
+        context.log.info(
+            f"deleted {len(result.runs)} run(s) older than {days} days; kept {result.kept} holding a partition's latest record"
+        )
 
     @dg.job(name=JOB_NAMES[PURGE], description=texts[PURGE], executor_def=dg.in_process_executor)
     def _purge_job() -> None:
@@ -238,7 +270,13 @@ def maintenance_schedules(project: Project, jobs: list[dg.JobDefinition]) -> lis
     for what in (COMPACT, VACUUM, PURGE):
         cron = getattr(settings, what)
         if cron:
-            out.append(dg.ScheduleDefinition(name=f"{JOB_NAMES[what]}_schedule", cron_schedule=cron, job=by_name[JOB_NAMES[what]],
-                                             execution_timezone="UTC", default_status=dg.DefaultScheduleStatus.RUNNING))
+            out.append(
+                dg.ScheduleDefinition(
+                    name=f"{JOB_NAMES[what]}_schedule",
+                    cron_schedule=cron,
+                    job=by_name[JOB_NAMES[what]],
+                    execution_timezone="UTC",
+                    default_status=dg.DefaultScheduleStatus.RUNNING,
+                )
+            )
     return out
-

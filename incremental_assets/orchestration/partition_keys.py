@@ -125,7 +125,11 @@ class PartitionStates:
 
 
 def partition_states(
-    instance: dg.DagsterInstance, key: dg.AssetKey, partitions: dg.TimeWindowPartitionsDefinition, *, within: bool = True
+    instance: dg.DagsterInstance,
+    key: dg.AssetKey,
+    partitions: dg.TimeWindowPartitionsDefinition,
+    *,
+    within: bool = True,
 ) -> PartitionStates:
     """The asset's intervals by state, read from Dagster's partition status cache (brought up to date
     first, as ``get_status_by_partition`` does); ``within``: only intervals the definition has now."""

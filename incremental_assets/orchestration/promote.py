@@ -50,21 +50,33 @@ def _redo(name: str) -> str:
     return f"build the environment again with `incremental-assets run --auto --env {name}`, then promote it"
 
 
-def prepare(project: Project, instance: dg.DagsterInstance, name: str, selection: Sequence[str] = (), translator: ModelTranslator | None = None) -> Promotion:
+def prepare(
+    project: Project,
+    instance: dg.DagsterInstance,
+    name: str,
+    selection: Sequence[str] = (),
+    translator: ModelTranslator | None = None,
+) -> Promotion:
     """The promotion of environment ``name`` (of the models in ``selection``, default all it built),
     refused with what to do when it cannot be taken as it stands."""
     translator = translator or ModelTranslator()
     manifest = read_manifest(project.settings.warehouse, name)
     if manifest is None:
-        raise PromotionRefusedError(f"no environment named {name} under {project.settings.warehouse} (fix: build it with `incremental-assets run --auto --env {name}`)")
+        raise PromotionRefusedError(
+            f"no environment named {name} under {project.settings.warehouse} (fix: build it with `incremental-assets run --auto --env {name}`)"
+        )
     built = {m.lower(): m for m in manifest["models"]}
     for wanted in selection:
         if wanted.lower() not in built:
-            raise PromotionRefusedError(f"environment {name} did not build {wanted}; it built: {', '.join(sorted(built)) or 'nothing'}")
+            raise PromotionRefusedError(
+                f"environment {name} did not build {wanted}; it built: {', '.join(sorted(built)) or 'nothing'}"
+            )
     chosen = {s.lower() for s in selection} or set(built)
     missing = sorted(m for m in chosen if m not in project.models)
     if missing:
-        raise PromotionRefusedError(f"environment {name} built {', '.join(missing)}, which the project no longer has; {_redo(name)}")
+        raise PromotionRefusedError(
+            f"environment {name} built {', '.join(missing)}, which the project no longer has; {_redo(name)}"
+        )
     manifest = {**manifest, "models": {k.lower(): v for k, v in manifest["models"].items()}}
     models = tuple(m for m in project.ordered() if m.name in chosen and m.has_table)  # a plain view has nothing to take
     promotion = Promotion(name, models, manifest)
@@ -85,25 +97,44 @@ def check_current(project: Project, promotion: Promotion, selection: set[str] | 
     for model in plan.models:
         if (selection is None or model in selection) and not state[model]:
             held = model in promotion.manifest["models"]
-            why = "was built from other definitions or production versions than now" if held else "is changed in the project but not built there"
+            why = (
+                "was built from other definitions or production versions than now"
+                if held
+                else "is changed in the project but not built there"
+            )
             raise PromotionRefusedError(f"{model}: environment {promotion.name} {why}; {_redo(promotion.name)}")
     return tuple(c.name for c in plan.changes if c.category == INDIRECT_NON_BREAKING)
 
 
-def _check_model(project: Project, instance: dg.DagsterInstance, promotion: Promotion, model: SqlModel, translator: ModelTranslator, chosen: set[str]) -> None:
+def _check_model(
+    project: Project,
+    instance: dg.DagsterInstance,
+    promotion: Promotion,
+    model: SqlModel,
+    translator: ModelTranslator,
+    chosen: set[str],
+) -> None:
     name = promotion.name
     entry = promotion.entry(model)
     if entry.get("fingerprint") != model.fingerprint:
-        raise PromotionRefusedError(f"{model.name}: environment {name} built it from another definition than the project's now; {_redo(name)}")
+        raise PromotionRefusedError(
+            f"{model.name}: environment {name} built it from another definition than the project's now; {_redo(name)}"
+        )
     env_uri = delta.table_uri(env_root(project.settings.warehouse, name), model.name)
     if delta.built_with(env_uri) != model.fingerprint:
-        raise PromotionRefusedError(f"{model.name}: environment {name}'s table ({env_uri}) is not the build its manifest names; {_redo(name)}")
+        raise PromotionRefusedError(
+            f"{model.name}: environment {name}'s table ({env_uri}) is not the build its manifest names; {_redo(name)}"
+        )
     for upstream in model.depends_on:
         if upstream in promotion.manifest["models"] and upstream not in chosen:
-            raise PromotionRefusedError(f"{model.name} was built in environment {name} from its own {upstream}: promote {upstream} with it")
+            raise PromotionRefusedError(
+                f"{model.name} was built in environment {name} from its own {upstream}: promote {upstream} with it"
+            )
     partitions = translator.get_partitions_def(model)
     if isinstance(partitions, dg.TimeWindowPartitionsDefinition):
-        taken = {tags.partition_key(partitions, p.start) for w in promotion.windows(model) for p in batches(w, model.unit, 1)}
+        taken = {
+            tags.partition_key(partitions, p.start) for w in promotion.windows(model) for p in batches(w, model.unit, 1)
+        }
         lacking = sorted(set(instance.get_materialized_partitions(translator.get_asset_key(model))) - taken)
         if lacking:
             raise PromotionRefusedError(
@@ -118,11 +149,18 @@ def check_production(project: Project, promotion: Promotion) -> None:
     warehouse, name = project.settings.warehouse, promotion.name
     for model in promotion.models:
         expected = promotion.entry(model).get("production_version")
-        check_version(delta.table_uri(warehouse, model.name), expected, f"{model.name} changed in production since environment {name} was built", _redo(name))
+        check_version(
+            delta.table_uri(warehouse, model.name),
+            expected,
+            f"{model.name} changed in production since environment {name} was built",
+            _redo(name),
+        )
     for upstream, expected in (promotion.manifest.get("reads") or {}).items():
         check_version(
-            delta.table_uri(warehouse, upstream), expected,
-            f"{upstream}, which environment {name} read in place, changed in production since it was built", _redo(name),
+            delta.table_uri(warehouse, upstream),
+            expected,
+            f"{upstream}, which environment {name} read in place, changed in production since it was built",
+            _redo(name),
         )
 
 
@@ -138,35 +176,62 @@ def promote(
     translator = translator or ModelTranslator()
     warehouse, name = project.settings.warehouse, promotion.name
     promoted_names = {m.name for m in promotion.models}
-    reads = [m.name for m in project.ordered() if m.name in (promotion.manifest.get("reads") or {}) and m.name not in promoted_names]
+    reads = [
+        m.name
+        for m in project.ordered()
+        if m.name in (promotion.manifest.get("reads") or {}) and m.name not in promoted_names
+    ]
     involved = [m.name for m in project.ordered() if m.name in promoted_names or m.name in reads]
     run_id = f"promote-{name}-{uuid.uuid4().hex[:8]}"
     done = []
     with writer_locks([delta.table_uri(warehouse, m) for m in involved], owner=f"promotion of environment {name}"):
         check_production(project, promotion)  # again, now that no writer can commit
         # Decided while production still holds the previous definitions, as a rebuild decides it before its commit.
-        kept = {m.name: {n: stale_partitions(instance, project, project.models[n], translator) for n in unaffected_downstream(project, m) if n not in promoted_names}
-                for m in promotion.models}
+        kept = {
+            m.name: {
+                n: stale_partitions(instance, project, project.models[n], translator)
+                for n in unaffected_downstream(project, m)
+                if n not in promoted_names
+            }
+            for m in promotion.models
+        }
         for model in promotion.models:
             windows = promotion.windows(model)
             span = TimeWindow(windows[0].start, windows[-1].end) if windows else None
             meta = {
-                "model": model.name, "fingerprint": model.fingerprint, "run_id": run_id, "promoted_from": name,
-                "window_start": span.start.isoformat() if span else "", "window_end": span.end.isoformat() if span else "",
+                "model": model.name,
+                "fingerprint": model.fingerprint,
+                "run_id": run_id,
+                "promoted_from": name,
+                "window_start": span.start.isoformat() if span else "",
+                "window_end": span.end.isoformat() if span else "",
             }
             uri = delta.table_uri(warehouse, model.name)
-            result = promote_table(delta.table_uri(env_root(warehouse, name), model.name), uri, model.name, metadata=meta)
+            result = promote_table(
+                delta.table_uri(env_root(warehouse, name), model.name), uri, model.name, metadata=meta
+            )
             record(instance, model, translator, windows, result, uri, name, run_id)
             done.append(result)
             if progress:
-                progress(f"{model.name}: production version {result.version} is environment {name}'s table: {result.rows:,} rows in {result.files} file(s), {result.linked} linked, nothing recomputed")
+                progress(
+                    f"{model.name}: production version {result.version} is environment {name}'s table: {result.rows:,} rows in {result.files} file(s), {result.linked} linked, nothing recomputed"
+                )
             for line in confirm_unaffected(instance, project, model, translator, kept[model.name]):
                 if progress:
                     progress(line)
     return done
 
 
-def record(instance: dg.DagsterInstance, model: SqlModel, translator: ModelTranslator, windows: list[TimeWindow], result: PromotedTable, uri: str, env: str, run_id: str) -> None:
+def record(
+    instance: dg.DagsterInstance,
+    model: SqlModel,
+    translator: ModelTranslator,
+    windows: list[TimeWindow],
+    result: PromotedTable,
+    uri: str,
+    env: str,
+    run_id: str,
+) -> None:
     """Materializations of the promoted intervals (or of the whole table), as a run of the model with its
     definition would have recorded them."""
     key = translator.get_asset_key(model)
@@ -180,7 +245,9 @@ def record(instance: dg.DagsterInstance, model: SqlModel, translator: ModelTrans
     event_tags = {"dagster/code_version": translator.get_code_version(model)}
     partitions = translator.get_partitions_def(model)
     if not isinstance(partitions, dg.TimeWindowPartitionsDefinition):
-        report_materializations(instance, [dg.AssetMaterialization(asset_key=key, metadata={**meta, "rows": result.rows}, tags=event_tags)])
+        report_materializations(
+            instance, [dg.AssetMaterialization(asset_key=key, metadata={**meta, "rows": result.rows}, tags=event_tags)]
+        )
         return
     counts = delta.interval_row_counts(uri) or {}
     events = []
@@ -189,7 +256,11 @@ def record(instance: dg.DagsterInstance, model: SqlModel, translator: ModelTrans
             pk = tags.partition_key(partitions, part.start)
             if window_of_key(partitions, pk) is None:
                 continue
-            own = {**meta, "window_start": part.start.isoformat(), "window_end": part.end.isoformat(),
-                   "dagster/partition_row_count": counts.get(model.unit.partition_key(part.start), 0)}
+            own = {
+                **meta,
+                "window_start": part.start.isoformat(),
+                "window_end": part.end.isoformat(),
+                "dagster/partition_row_count": counts.get(model.unit.partition_key(part.start), 0),
+            }
             events.append(dg.AssetMaterialization(asset_key=key, partition=pk, metadata=own, tags=event_tags))
     report_materializations(instance, events)  # one batch: a year of hourly partitions in seconds

@@ -58,7 +58,9 @@ def _remember(instance: dg.DagsterInstance, uri: str, mark: Mark | None) -> None
         write_state(instance, KEY_PREFIX + uri, mark)
 
 
-def _log_to_judge(instance: dg.DagsterInstance, uri: str, model: SqlModel, done: int) -> tuple[list[delta.Commit], Mark | None]:
+def _log_to_judge(
+    instance: dg.DagsterInstance, uri: str, model: SqlModel, done: int
+) -> tuple[list[delta.Commit], Mark | None]:
     """The model's commits not yet accounted for (all of them without a valid mark), and the mark that
     holds once they are (None: the current commit cannot be named)."""
     current = delta.version(uri)
@@ -76,10 +78,14 @@ def _log_to_judge(instance: dg.DagsterInstance, uri: str, model: SqlModel, done:
         log = [c for c in delta.commits(uri) if c.model == model.name]
         entries = [read_entry(uri, current)] if log else []
     last = entries[-1] if entries else None
-    return log, Mark(current, identity(last.info), model.fingerprint, done) if last is not None and last.version == current else None
+    return log, Mark(
+        current, identity(last.info), model.fingerprint, done
+    ) if last is not None and last.version == current else None
 
 
-def unrecorded_commits(instance: dg.DagsterInstance, project: Project, model: SqlModel, translator: ModelTranslator) -> list[Reconciled]:
+def unrecorded_commits(
+    instance: dg.DagsterInstance, project: Project, model: SqlModel, translator: ModelTranslator
+) -> list[Reconciled]:
     """Commits in the model's Delta log that Dagster never recorded (the process died between the
     commit and the materialization event), made by the current version of the model's query.
 
@@ -92,7 +98,9 @@ def unrecorded_commits(instance: dg.DagsterInstance, project: Project, model: Sq
     return found
 
 
-def _unrecorded(instance: dg.DagsterInstance, project: Project, model: SqlModel, translator: ModelTranslator) -> tuple[list[Reconciled], Mark | None]:
+def _unrecorded(
+    instance: dg.DagsterInstance, project: Project, model: SqlModel, translator: ModelTranslator
+) -> tuple[list[Reconciled], Mark | None]:
     uri = project.settings.table_location(model.name)
     key = translator.get_asset_key(model)
     partitions = translator.get_partitions_def(model)
@@ -104,7 +112,9 @@ def _unrecorded(instance: dg.DagsterInstance, project: Project, model: SqlModel,
     if not isinstance(partitions, dg.TimeWindowPartitionsDefinition):
         newest = log[-1]
         event = instance.get_latest_materialization_event(key)
-        recorded = event.asset_materialization.metadata.get("delta_version") if event and event.asset_materialization else None
+        recorded = (
+            event.asset_materialization.metadata.get("delta_version") if event and event.asset_materialization else None
+        )
         if newest.fingerprint != model.fingerprint or (recorded is not None and recorded.value >= newest.version):
             return [], mark
         if recorded is None and event is not None:
@@ -128,7 +138,9 @@ def _unrecorded(instance: dg.DagsterInstance, project: Project, model: SqlModel,
     return found, mark
 
 
-def reconcile(instance: dg.DagsterInstance, project: Project, model: SqlModel, translator: ModelTranslator) -> list[Reconciled]:
+def reconcile(
+    instance: dg.DagsterInstance, project: Project, model: SqlModel, translator: ModelTranslator
+) -> list[Reconciled]:
     """Record in Dagster the commits it missed (see :func:`unrecorded_commits`), as materializations
     whose metadata names the Delta version, instead of computing those intervals again."""
     found, mark = _unrecorded(instance, project, model, translator)
@@ -141,7 +153,14 @@ def reconcile(instance: dg.DagsterInstance, project: Project, model: SqlModel, t
             "committed_by_run": item.run_id,
             "table_uri": dg.MetadataValue.path(uri),
         }
-        report_materializations(instance, [dg.AssetMaterialization(asset_key=key, partition=pk, metadata=meta) for pk in item.partitions or (None,)])
+        report_materializations(
+            instance,
+            [dg.AssetMaterialization(asset_key=key, partition=pk, metadata=meta) for pk in item.partitions or (None,)],
+        )
     if mark is not None:
-        _remember(instance, uri, Mark(mark.version, mark.identity, mark.fingerprint, mark.done + sum(len(i.partitions) for i in found)))
+        _remember(
+            instance,
+            uri,
+            Mark(mark.version, mark.identity, mark.fingerprint, mark.done + sum(len(i.partitions) for i in found)),
+        )
     return found

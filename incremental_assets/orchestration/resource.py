@@ -111,8 +111,12 @@ def window_of(context: dg.AssetExecutionContext) -> TimeWindow:
 
 
 def rebuild_plans(
-    context: dg.AssetExecutionContext, project: Project, model: SqlModel, window: TimeWindow | None,
-    translator: ModelTranslator, allow_downgrade: bool,
+    context: dg.AssetExecutionContext,
+    project: Project,
+    model: SqlModel,
+    window: TimeWindow | None,
+    translator: ModelTranslator,
+    allow_downgrade: bool,
 ) -> list[RunPlan] | None:
     """Plans rebuilding an incremental model from its start, when the run asks for it (``REBUILD_TAG``)
     or the model's definition changed since its table was built; None for a plain window run."""
@@ -180,7 +184,10 @@ def unpartitioned_plan(
 
 
 def check_upstreams(
-    context: dg.AssetExecutionContext, project: Project, model: SqlModel, window: TimeWindow | None,
+    context: dg.AssetExecutionContext,
+    project: Project,
+    model: SqlModel,
+    window: TimeWindow | None,
     translator: ModelTranslator,
 ) -> None:
     """Wait (by a retry) for upstream runs rebuilding what this run reads; fail naming upstream intervals
@@ -197,7 +204,11 @@ def check_upstreams(
 
 
 def upstream_message(
-    run_tags: Any, project: Project, model: SqlModel, window: TimeWindow, missing: list[str],
+    run_tags: Any,
+    project: Project,
+    model: SqlModel,
+    window: TimeWindow,
+    missing: list[str],
     translator: ModelTranslator,
 ) -> str:
     """Why a window cannot run yet, in the words of where the run was launched: the CLI's selection
@@ -277,8 +288,15 @@ def report_intervals(context: dg.AssetExecutionContext, model: SqlModel, results
 # upstream intervals not there yet): not retried by Dagster's run retries. Anything else (a Spark server
 # that went away, a killed run worker) is.
 FINAL_ERRORS = (
-    AuditFailedError, DamagedTableError, DuplicateKeyError, ModelFileError, ProjectError, SelectionError,
-    SourceDataError, UnsafeIncrementalError, WindowError,
+    AuditFailedError,
+    DamagedTableError,
+    DuplicateKeyError,
+    ModelFileError,
+    ProjectError,
+    SelectionError,
+    SourceDataError,
+    UnsafeIncrementalError,
+    WindowError,
 )
 
 
@@ -293,7 +311,10 @@ def _not_retried_when_final(
 
 
 def run_model(
-    context: dg.AssetExecutionContext, spark: SparkSession, project: Project, model: SqlModel,
+    context: dg.AssetExecutionContext,
+    spark: SparkSession,
+    project: Project,
+    model: SqlModel,
     translator: ModelTranslator,
 ) -> Iterator[dg.MaterializeResult]:
     """One asset execution of ``model``: check upstreams, plan, execute with the audits, report."""
@@ -317,8 +338,12 @@ def run_model(
 
 
 def run_plans(
-    context: dg.AssetExecutionContext, project: Project, model: SqlModel, window: TimeWindow | None,
-    translator: ModelTranslator, executor: Executor,
+    context: dg.AssetExecutionContext,
+    project: Project,
+    model: SqlModel,
+    window: TimeWindow | None,
+    translator: ModelTranslator,
+    executor: Executor,
 ) -> tuple[list[RunPlan], dict[str, set[str]], str | None]:
     """What the run executes (a rebuild from the model's start, the window's plans, or one unpartitioned
     plan) and, before a rebuild of a changed definition, what :func:`unaffected_before_rebuild` finds."""
@@ -335,8 +360,12 @@ def run_plans(
 
 
 def execute_plans(
-    context: dg.AssetExecutionContext, executor: Executor, auditor: checks.WindowAuditor, model: SqlModel,
-    plans: list[RunPlan], window: TimeWindow | None,
+    context: dg.AssetExecutionContext,
+    executor: Executor,
+    auditor: checks.WindowAuditor,
+    model: SqlModel,
+    plans: list[RunPlan],
+    window: TimeWindow | None,
 ) -> list[RunResult]:
     """A rebuild's plans committed as one transaction, other plans one commit each; blocking audits
     before each commit."""
@@ -366,7 +395,11 @@ def run_metadata(model: SqlModel, plans: list[RunPlan], results: list[RunResult]
 
 
 def run_check_results(
-    project: Project, model: SqlModel, key: dg.AssetKey, auditor: checks.WindowAuditor, plans: list[RunPlan],
+    project: Project,
+    model: SqlModel,
+    key: dg.AssetKey,
+    auditor: checks.WindowAuditor,
+    plans: list[RunPlan],
     window: TimeWindow | None,
 ) -> list[dg.AssetCheckResult]:
     """The audits' results (the non-blocking ones run now, on the committed rows) and ``definition_current``."""

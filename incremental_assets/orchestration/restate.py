@@ -19,7 +19,7 @@ from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.instance import fail_dead_runs, materialized_windows
 from incremental_assets.orchestration.partition_keys import time_partitions
-from incremental_assets.orchestration.runner import RunRecord, RunReport, Runner
+from incremental_assets.orchestration.runner import Runner, RunRecord, RunReport
 from incremental_assets.orchestration.staleness import latest_id
 from incremental_assets.plan.analyses import run_size
 from incremental_assets.plan.restate import INTERVALS, REBUILD, Restatement, plan_restatement
@@ -37,7 +37,9 @@ def plan(runner: Runner, chosen: list[SqlModel], window: TimeWindow, now: dateti
         return latest_id(instance, translator.get_asset_key(model)) is not None
 
     return plan_restatement(
-        runner.project, chosen, window,
+        runner.project,
+        chosen,
+        window,
         available_end=lambda m: last_complete_end(now, m.unit),
         materialized=materialized,
         built_with=runner.built_with,
@@ -54,22 +56,33 @@ def execute(runner: Runner, restatement: Restatement, progress: Callable[[str], 
         model = item.model
         built = runner.built_with(model) if item.how == INTERVALS else None
         runs: list[TimeWindow | None] = (
-            [part for w in item.windows for part in batches(w, model.unit, run_size(runner.project, model))] if item.how == INTERVALS else [None]
+            [part for w in item.windows for part in batches(w, model.unit, run_size(runner.project, model))]
+            if item.how == INTERVALS
+            else [None]
         )
         for window in runs:
             if failed & {model.name, *model.depends_on}:
-                report.records.append(RunRecord(model.name, window, False, "", 0.0, error="skipped: an upstream model failed"))
+                report.records.append(
+                    RunRecord(model.name, window, False, "", 0.0, error="skipped: an upstream model failed")
+                )
                 failed.add(model.name)
                 continue
-            record = runner.run_window(model, window, rebuild=item.how == REBUILD, **({"built_with": built} if item.how == INTERVALS else {}))
+            record = runner.run_window(
+                model, window, rebuild=item.how == REBUILD, **({"built_with": built} if item.how == INTERVALS else {})
+            )
             report.records.append(record)
             if not record.success:
                 failed.add(model.name)
             if progress:
-                where = str(window) if window else ("full (rebuilt from scratch, one commit)" if item.how == REBUILD else "full")
+                where = (
+                    str(window)
+                    if window
+                    else ("full (rebuilt from scratch, one commit)" if item.how == REBUILD else "full")
+                )
                 progress(
                     f"[{time.perf_counter() - began:.1f}s] {model.name} {where}: {'ok' if record.success else 'FAILED'}"
-                    + (f", {record.rows:,} rows" if record.rows is not None else "") + (f"\n    {record.error}" if record.error else "")
+                    + (f", {record.rows:,} rows" if record.rows is not None else "")
+                    + (f"\n    {record.error}" if record.error else "")
                 )
     return report
 
@@ -85,7 +98,9 @@ def submit_backfill(runner: Runner, restatement: Restatement, title: str) -> str
         partitions = translator.get_partitions_def(item.model)
         if item.how == INTERVALS:
             partitions = time_partitions(partitions, item.model.name)
-            keys = [tags.partition_key(partitions, i.start) for w in item.windows for i in intervals(w, item.model.unit)]
+            keys = [
+                tags.partition_key(partitions, i.start) for w in item.windows for i in intervals(w, item.model.unit)
+            ]
             subsets[key] = partitions.empty_subset().with_partition_keys(keys)
         else:
             whole.add(key)

@@ -80,7 +80,13 @@ _UNREAD: Any = object()  # run_window's built_with when the caller has not read 
 class Runner:
     """Launches in-process Dagster runs for models of one project against one instance."""
 
-    def __init__(self, project: Project, instance: dg.DagsterInstance, defs: dg.Definitions, translator: ModelTranslator | None = None):
+    def __init__(
+        self,
+        project: Project,
+        instance: dg.DagsterInstance,
+        defs: dg.Definitions,
+        translator: ModelTranslator | None = None,
+    ):
         self.project = project
         self.instance = instance
         self.defs = defs
@@ -104,13 +110,24 @@ class Runner:
         return TimeWindow(model.start, end) if end > model.start else None
 
     def run_window(
-        self, model: SqlModel, window: TimeWindow | None, *, allow_downgrade: bool = False, rebuild: bool = False, built_with: str | None = _UNREAD,
+        self,
+        model: SqlModel,
+        window: TimeWindow | None,
+        *,
+        allow_downgrade: bool = False,
+        rebuild: bool = False,
+        built_with: str | None = _UNREAD,
         full_refresh: bool = False,
     ) -> RunRecord:
         """One Dagster run of the model over ``window``; ``built_with`` is the table's fingerprint when the
         caller has already read it (the run then does not read it again; otherwise the run reads it)."""
         key = self.translator.get_asset_key(model)
-        run_tags: dict[str, str] = {tags.LAUNCHED_BY_TAG: "cli", tags.PID_TAG: str(os.getpid()), tags.HOST_TAG: socket.gethostname(), **self.extra_tags}
+        run_tags: dict[str, str] = {
+            tags.LAUNCHED_BY_TAG: "cli",
+            tags.PID_TAG: str(os.getpid()),
+            tags.HOST_TAG: socket.gethostname(),
+            **self.extra_tags,
+        }
         if allow_downgrade:
             run_tags[tags.ALLOW_DOWNGRADE_TAG] = "true"
         if rebuild:
@@ -124,9 +141,15 @@ class Runner:
             partitions = time_partitions(partitions, model.name)
             run_tags.update(tags.range_tags(partitions, window, model.unit))
         began = time.perf_counter()
-        job = self.job.get_subset(asset_selection={key}, asset_check_selection=set(self.defs.get_assets_def(key).check_keys))  # not `in_table`
+        job = self.job.get_subset(
+            asset_selection={key}, asset_check_selection=set(self.defs.get_assets_def(key).check_keys)
+        )  # not `in_table`
         result = job.execute_in_process(  # the run names its asset (history, status read it)
-            instance=self.instance, asset_selection=[key], tags=run_tags, raise_on_error=False, run_config=QUIET_RUN_CONFIG
+            instance=self.instance,
+            asset_selection=[key],
+            tags=run_tags,
+            raise_on_error=False,
+            run_config=QUIET_RUN_CONFIG,
         )
         seconds = time.perf_counter() - began
         rows = None
@@ -169,7 +192,9 @@ class Runner:
         fail_dead_runs(self.instance)
         if (auto or forward_only) and not full_refresh:
             changes = current_plan(self.project, forward_only=forward_only)
-            for line in apply_without_compute(self.project, self.instance, self.translator, changes, {m.name for m in models}):
+            for line in apply_without_compute(
+                self.project, self.instance, self.translator, changes, {m.name for m in models}
+            ):
                 if progress:
                     progress(line)
         observed = None
@@ -179,7 +204,16 @@ class Runner:
             for line in observed.notes:
                 if progress:
                     progress(line)
-        queue = self.plan_runs(models, start=start, end=end, auto=auto, now=now, progress=progress, full_refresh=full_refresh, observed=observed)
+        queue = self.plan_runs(
+            models,
+            start=start,
+            end=end,
+            auto=auto,
+            now=now,
+            progress=progress,
+            full_refresh=full_refresh,
+            observed=observed,
+        )
         report = RunReport()
         total, done, rows = queue.intervals, 0, 0
         began = time.perf_counter()
@@ -193,12 +227,18 @@ class Runner:
                 total += sum(len(batches(w, model.unit, 1)) for w in extra)
             for window in runs:
                 if model.name in failed_models or failed_models & set(model.depends_on):
-                    report.records.append(RunRecord(model.name, window, False, "", 0.0, error="skipped: an upstream model failed"))
+                    report.records.append(
+                        RunRecord(model.name, window, False, "", 0.0, error="skipped: an upstream model failed")
+                    )
                     failed_models.add(model.name)
                     continue
                 rebuild = model.name in queue.rebuilds
                 record = self.run_window(
-                    model, window, allow_downgrade=allow_downgrade, rebuild=rebuild, built_with=queue.built.get(model.name, _UNREAD),
+                    model,
+                    window,
+                    allow_downgrade=allow_downgrade,
+                    rebuild=rebuild,
+                    built_with=queue.built.get(model.name, _UNREAD),
                     full_refresh=full_refresh,
                 )
                 report.records.append(record)
@@ -207,10 +247,13 @@ class Runner:
                 rows += record.rows or 0
                 if progress:
                     state = "ok" if record.success else "FAILED"
-                    where = (str(window) if window else "full") + (" (rebuilt from start, one commit)" if rebuild else "")
+                    where = (str(window) if window else "full") + (
+                        " (rebuilt from start, one commit)" if rebuild else ""
+                    )
                     progress(
                         f"[{done}/{total} intervals, {rows:,} rows, {time.perf_counter() - began:.1f}s] "
-                        f"{model.name} {where}: {state}" + (f", {record.rows:,} rows" if record.rows is not None else "")
+                        f"{model.name} {where}: {state}"
+                        + (f", {record.rows:,} rows" if record.rows is not None else "")
                         + (f"\n    {record.error}" if record.error else "")
                     )
                 if not record.success:
@@ -250,7 +293,9 @@ class Runner:
             for item in reconciled:
                 if progress:
                     where = f"{len(item.partitions)} interval(s) in {item.window}" if item.partitions else "full table"
-                    progress(f"{model.name}: recorded {where} from Delta version {item.version} (committed by run {item.run_id[:8]}, not recorded)")
+                    progress(
+                        f"{model.name}: recorded {where} from Delta version {item.version} (committed by run {item.run_id[:8]}, not recorded)"
+                    )
             if reconciled and auto and not isinstance(model.kind, IncrementalByTimeRange):
                 continue  # its last commit is the current query's output: nothing to redo
             integrity = self.check_integrity(model)
@@ -268,11 +313,20 @@ class Runner:
                 # A refused model run with allow_downgrade is one full rebuild, not a series of windows.
                 size = None if analysis is not None and analysis.refused else run_size(self.project, model)
                 windows = windows_to_run(
-                    self.instance, model, start=start, end=end, auto=auto, translator=self.translator, now=now, lost=integrity.lost
+                    self.instance,
+                    model,
+                    start=start,
+                    end=end,
+                    auto=auto,
+                    translator=self.translator,
+                    now=now,
+                    lost=integrity.lost,
                 )
                 if auto:
                     late = self.late_windows(model, observed, start, end, now, windows, progress)
-                    windows = merge([*windows, *stale_intervals(self.instance, self.project, model, self.translator).windows, *late])
+                    windows = merge(
+                        [*windows, *stale_intervals(self.instance, self.project, model, self.translator).windows, *late]
+                    )
                 self.say_lost(model, integrity, windows, progress)
                 for window in windows:
                     queue.runs.extend((model, part) for part in batches(window, model.unit, size))
@@ -280,14 +334,24 @@ class Runner:
                 self.say_lost(model, integrity, None, progress)
                 queue.runs.append((model, None))
                 # A merge-style table that lost rows is rebuilt whole (not SCD type 2: its history cannot be).
-                lost_rows = integrity.whole_table and integrity.table_version is not None and not isinstance(model.kind, ScdType2)
+                lost_rows = (
+                    integrity.whole_table
+                    and integrity.table_version is not None
+                    and not isinstance(model.kind, ScdType2)
+                )
                 if (full_refresh or lost_rows) and model.is_merge_style:
                     queue.rebuilds.add(model.name)  # one run that starts over and replaces the whole table
         return queue
 
     def late_windows(
-        self, model: SqlModel, observed: Observed | None, start: datetime | None, end: datetime | None, now: datetime | None,
-        missing: list[TimeWindow], progress: Callable[[str], None] | None,
+        self,
+        model: SqlModel,
+        observed: Observed | None,
+        start: datetime | None,
+        end: datetime | None,
+        now: datetime | None,
+        missing: list[TimeWindow],
+        progress: Callable[[str], None] | None,
     ) -> list[TimeWindow]:
         """Complete intervals of the model within the command's range that new source data touched (planned
         like missing intervals); those computed before (not ``missing``) are said."""
@@ -323,13 +387,22 @@ class Runner:
             where = describe_windows(found.lost) if found.lost else "its rows"
             progress(f"{model.name}: recorded but not in its table: {where} ({problems}); computing again")
             return
-        covered = [part for w in found.lost for p in planned for part in ([TimeWindow(max(w.start, p.start), min(w.end, p.end))] if w.overlaps(p) else [])]
+        covered = [
+            part
+            for w in found.lost
+            for p in planned
+            for part in ([TimeWindow(max(w.start, p.start), min(w.end, p.end))] if w.overlaps(p) else [])
+        ]
         rest = [part for w in found.lost for part in subtract(w, planned)]
         if covered:
-            progress(f"{model.name}: recorded but not in its table: {describe_windows(merge(covered))} ({problems}); computing again")
+            progress(
+                f"{model.name}: recorded but not in its table: {describe_windows(merge(covered))} ({problems}); computing again"
+            )
         if rest or not found.lost:
             where = describe_windows(merge(rest)) if rest else "its rows"
-            progress(f"{model.name}: recorded but not in its table: {where} ({problems}); not computed by this command: {found.advice()}")
+            progress(
+                f"{model.name}: recorded but not in its table: {where} ({problems}); not computed by this command: {found.advice()}"
+            )
 
 
 @dataclass
@@ -339,7 +412,9 @@ class RunQueue:
     runs: list[tuple[SqlModel, TimeWindow | None]] = field(default_factory=list)
     rebuilds: set[str] = field(default_factory=set)
     ran: set[str] = field(default_factory=set)  # models that ran in this command
-    built: dict[str, str | None] = field(default_factory=dict)  # fingerprint each incremental table was built with, read once
+    built: dict[str, str | None] = field(
+        default_factory=dict
+    )  # fingerprint each incremental table was built with, read once
 
     @property
     def intervals(self) -> int:

@@ -48,13 +48,19 @@ def cron_of(model: SqlModel) -> str | None:
 
 
 def missing_windows(
-    instance: dg.DagsterInstance, model: SqlModel, translator: ModelTranslator, now: datetime, recompute: list[TimeWindow] | None = None
+    instance: dg.DagsterInstance,
+    model: SqlModel,
+    translator: ModelTranslator,
+    now: datetime,
+    recompute: list[TimeWindow] | None = None,
 ) -> list[TimeWindow]:
     """Complete intervals up to ``now`` that are not materialized (or are in ``recompute``, clipped to
     them) and not being materialized."""
     status = model_status(instance, model, translator=translator, now=now)
     end = status.expected.end if status.expected else None
-    windows = merge([*status.gaps, *(TimeWindow(w.start, min(w.end, end)) for w in recompute or () if end and w.start < end)])
+    windows = merge(
+        [*status.gaps, *(TimeWindow(w.start, min(w.end, end)) for w in recompute or () if end and w.start < end)]
+    )
     for running in status.in_progress:
         windows = [part for w in windows for part in subtract(w, [running])]
     return windows
@@ -83,7 +89,11 @@ def model_jobs(project: Project, translator: ModelTranslator) -> dict[str, dg.Un
     from incremental_assets.orchestration.watch import model_selection
 
     return {
-        m.name: dg.define_asset_job(job_name(m), selection=model_selection(translator.get_asset_key(m), m.has_table), partitions_def=translator.get_partitions_def(m))
+        m.name: dg.define_asset_job(
+            job_name(m),
+            selection=model_selection(translator.get_asset_key(m), m.has_table),
+            partitions_def=translator.get_partitions_def(m),
+        )
         for m in project.ordered()
     }
 
@@ -96,20 +106,28 @@ def build_model_schedule(
         return None
     partitions = translator.get_partitions_def(model)
 
-    @dg.schedule(name=schedule_name(model), cron_schedule=cron, job=job, execution_timezone="UTC",
-                 description=f"Runs the missing complete intervals of {model.name} ({cron})")
+    @dg.schedule(
+        name=schedule_name(model),
+        cron_schedule=cron,
+        job=job,
+        execution_timezone="UTC",
+        description=f"Runs the missing complete intervals of {model.name} ({cron})",
+    )
     def _tick(context: dg.ScheduleEvaluationContext):
         now = to_utc(context.scheduled_execution_time or clock.now())
         if not isinstance(partitions, dg.TimeWindowPartitionsDefinition):
             return dg.RunRequest(run_key=f"{model.name}@{now.isoformat()}", tags={tags.LAUNCHED_BY_TAG: "schedule"})
         windows, recompute, token = out_of_date(context.instance, project, model, translator, now)
         if not windows:
-            return dg.SkipReason(f"{model.name}: every complete interval up to {now.isoformat()} is materialized and current")
+            return dg.SkipReason(
+                f"{model.name}: every complete interval up to {now.isoformat()} is materialized and current"
+            )
         unit = model.unit
         return [
             dg.RunRequest(
                 # A window computed before is keyed by the state of its inputs too: new data runs it again.
-                run_key=f"{model.name}:{w.start.isoformat()}..{w.end.isoformat()}" + (f":{token}" if any(w.overlaps(r) for r in recompute) else ""),
+                run_key=f"{model.name}:{w.start.isoformat()}..{w.end.isoformat()}"
+                + (f":{token}" if any(w.overlaps(r) for r in recompute) else ""),
                 tags={**tags.range_tags(partitions, w, unit), tags.LAUNCHED_BY_TAG: "schedule"},
             )
             for w in windows
@@ -119,7 +137,9 @@ def build_model_schedule(
 
 
 def build_schedules(
-    project: Project, translator: ModelTranslator | None = None, jobs: dict[str, dg.UnresolvedAssetJobDefinition] | None = None
+    project: Project,
+    translator: ModelTranslator | None = None,
+    jobs: dict[str, dg.UnresolvedAssetJobDefinition] | None = None,
 ) -> list[dg.ScheduleDefinition]:
     """One schedule per enabled model with a cron or an interval unit."""
     translator = translator or ModelTranslator()

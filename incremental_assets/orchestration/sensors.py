@@ -33,11 +33,19 @@ from typing import Mapping, Sequence
 import dagster as dg
 
 from incremental_assets import delta
+from incremental_assets.model import clock
 from incremental_assets.model.intervals import (
-    END_OF_TIME, EVERY_INTERVAL, NO_INTERVAL, START_OF_TIME, Coverage, TimeWindow, last_complete_end, subtract, to_utc,
+    END_OF_TIME,
+    EVERY_INTERVAL,
+    NO_INTERVAL,
+    START_OF_TIME,
+    Coverage,
+    TimeWindow,
+    last_complete_end,
+    subtract,
+    to_utc,
 )
 from incremental_assets.model.kinds import IncrementalByTimeRange
-from incremental_assets.model import clock
 from incremental_assets.model.project import Project
 from incremental_assets.model.settings import read_env_settings
 from incremental_assets.model.sql_model import SqlModel
@@ -45,8 +53,8 @@ from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.apply import apply_without_compute, current_plan
 from incremental_assets.orchestration.code_reload import own_code_server, request_reload
 from incremental_assets.orchestration.instance import fail_dead_runs, materialized_windows
-from incremental_assets.orchestration.partition_keys import failed_and_running, time_partitions
 from incremental_assets.orchestration.live import LiveProject, active_runs, change_categories, changed_marks
+from incremental_assets.orchestration.partition_keys import failed_and_running, time_partitions
 from incremental_assets.orchestration.schedules import job_name, model_jobs
 from incremental_assets.orchestration.source_watch import Observed, observe_sources
 from incremental_assets.orchestration.staleness import latest_id, stale_intervals
@@ -81,7 +89,12 @@ class AutomationCursor:
                 raise ValueError
             pending = {name: Coverage.from_json(value) for name, value in raw.get("pending", {}).items()}
             sources = {str(k): str(v) for k, v in raw.get("sources", {}).items()}
-            return cls(sources, pending, {str(k): str(v) for k, v in raw.get("changed", {}).items()}, dict(raw.get("watch", {}))), None
+            return cls(
+                sources,
+                pending,
+                {str(k): str(v) for k, v in raw.get("changed", {}).items()},
+                dict(raw.get("watch", {})),
+            ), None
         except (ValueError, TypeError, AttributeError):
             return cls(), "the sensor's cursor is from another version of incremental_assets: replaced by a fresh one"
 
@@ -178,12 +191,17 @@ class Wanted:
     changes: tuple[str, ...] = ()
 
 
-def _failed_windows(instance: dg.DagsterInstance, key: dg.AssetKey, partitions: dg.TimeWindowPartitionsDefinition) -> Coverage:
+def _failed_windows(
+    instance: dg.DagsterInstance, key: dg.AssetKey, partitions: dg.TimeWindowPartitionsDefinition
+) -> Coverage:
     return Coverage.of(failed_and_running(instance, key, partitions)[0])
 
 
 def _intervals_reading(
-    project: Project, model: SqlModel, upstream_intervals: Mapping[str, Coverage], never_materialized: frozenset[str],
+    project: Project,
+    model: SqlModel,
+    upstream_intervals: Mapping[str, Coverage],
+    never_materialized: frozenset[str],
     doing: Mapping[str, str],
 ) -> tuple[Coverage, list[str]]:
     """The intervals of ``model`` that read any of the given upstream intervals (lookback included), and a
@@ -224,13 +242,17 @@ def _run_key(model: SqlModel, window: TimeWindow | None, reasons: Sequence[str],
     return f"{model.name}:{where}:{token}"
 
 
-def _request(model: SqlModel, translator: ModelTranslator, window: TimeWindow | None, key: str, reasons: Sequence[str]) -> dg.RunRequest:
+def _request(
+    model: SqlModel, translator: ModelTranslator, window: TimeWindow | None, key: str, reasons: Sequence[str]
+) -> dg.RunRequest:
     run_tags = {tags.LAUNCHED_BY_TAG: "automation", tags.REASON_TAG: "; ".join(reasons)[:500]}
     if window is not None:
         partitions = translator.get_partitions_def(model)
         partitions = time_partitions(partitions, model.name)
         run_tags.update(tags.range_tags(partitions, window, model.unit))
-    return dg.RunRequest(run_key=key, job_name=job_name(model), asset_selection=[translator.get_asset_key(model)], tags=run_tags)
+    return dg.RunRequest(
+        run_key=key, job_name=job_name(model), asset_selection=[translator.get_asset_key(model)], tags=run_tags
+    )
 
 
 @dataclass(frozen=True)
@@ -253,7 +275,11 @@ class Tick:
 
     def _partitioned(self, model: SqlModel, upstreams: Upstreams) -> ModelDecision:
         assert model.start is not None
-        end = min(last_complete_end(self.now, model.unit), model.end) if model.end else last_complete_end(self.now, model.unit)
+        end = (
+            min(last_complete_end(self.now, model.unit), model.end)
+            if model.end
+            else last_complete_end(self.now, model.unit)
+        )
         empty = latest_id(self.instance, self.translator.get_asset_key(model)) is None
         if end <= model.start:
             return ModelDecision(never_materialized=empty)
@@ -263,18 +289,25 @@ class Tick:
         wanted = self._wanted(model, TimeWindow(model.start, end))
         desired = wanted.intervals.minus(running)
         # Intervals that read upstream intervals about to change will change too: their downstream waits.
-        predicted, changing_upstreams = _intervals_reading(self.project, model, upstreams.changing, frozenset(), upstreams.doing)
+        predicted, changing_upstreams = _intervals_reading(
+            self.project, model, upstreams.changing, frozenset(), upstreams.doing
+        )
         predicted = predicted.within(TimeWindow(START_OF_TIME, end))
         decided = ModelDecision(
-            notes=wanted.notes, changes=wanted.changes, never_materialized=empty,
-            changing=desired.union(running, predicted), unsettled=wanted.missing.union(desired, running, predicted),
+            notes=wanted.notes,
+            changes=wanted.changes,
+            never_materialized=empty,
+            changing=desired.union(running, predicted),
+            unsettled=wanted.missing.union(desired, running, predicted),
         )
         if desired:
             return self._launch(model, desired, wanted, upstreams, decided)
         if not predicted or model.name in upstreams.doing:
             return decided
         names = ", ".join(u.name for u in self.project.upstream_models(model) if upstreams.changing.get(u.name))
-        return replace(decided, waiting=(f"{model.name} waits for {'; '.join(changing_upstreams)}",), doing=f"waits for {names}")
+        return replace(
+            decided, waiting=(f"{model.name} waits for {'; '.join(changing_upstreams)}",), doing=f"waits for {names}"
+        )
 
     def _wanted(self, model: SqlModel, expected: TimeWindow) -> Wanted:
         """What ``model`` needs computed in ``expected`` (from its start to its last complete interval)."""
@@ -284,8 +317,17 @@ class Tick:
         missing = Coverage.of(subtract(expected, materialized_windows(self.instance, key, partitions)))
         built = delta.built_with(self.project.settings.table_location(model.name))
         if needs_rebuild(model, built):
-            return Wanted(missing, Coverage.of([expected]), (f"definition changed: rebuilt from {expected.start.date()}",), rebuild=True)
-        changes = (self._changed_line(model, "applies to new intervals only (forward_only)"),) if definition_changed(model, built) else ()
+            return Wanted(
+                missing,
+                Coverage.of([expected]),
+                (f"definition changed: rebuilt from {expected.start.date()}",),
+                rebuild=True,
+            )
+        changes = (
+            (self._changed_line(model, "applies to new intervals only (forward_only)"),)
+            if definition_changed(model, built)
+            else ()
+        )
         failed = _failed_windows(self.instance, key, partitions) if missing else NO_INTERVAL
         gaps = missing.minus(failed)
         stale = stale_intervals(self.instance, self.project, model, self.translator)
@@ -293,25 +335,39 @@ class Tick:
         reasons = ["missing intervals"] if gaps else []
         reasons += [f"upstream {', '.join(stale.causes)} changed"] if stale.windows else []
         reasons += ["new source data"] if pending else []
-        failed_lines = [f"{model.name}: failed {', '.join(str(w) for w in failed.windows[:3])} not retried until an input changes"]
+        failed_lines = [
+            f"{model.name}: failed {', '.join(str(w) for w in failed.windows[:3])} not retried until an input changes"
+        ]
         intervals = gaps.union(Coverage.of([*stale.windows, *pending]))
         return Wanted(missing, intervals, tuple(reasons), notes=tuple(failed_lines if failed else ()), changes=changes)
 
-    def _launch(self, model: SqlModel, desired: Coverage, wanted: Wanted, upstreams: Upstreams, decided: ModelDecision) -> ModelDecision:
+    def _launch(
+        self, model: SqlModel, desired: Coverage, wanted: Wanted, upstreams: Upstreams, decided: ModelDecision
+    ) -> ModelDecision:
         """The runs of the desired intervals whose upstream intervals are settled; the others wait."""
-        blocked, waits = _intervals_reading(self.project, model, upstreams.unsettled, upstreams.never_materialized, upstreams.doing)
+        blocked, waits = _intervals_reading(
+            self.project, model, upstreams.unsettled, upstreams.never_materialized, upstreams.doing
+        )
         launch = desired.minus(blocked)
         held = desired.minus(launch)
-        waiting = (f"{model.name} {', '.join(str(w) for w in held.windows[:3])} waits for {'; '.join(waits)}",) if held else ()
+        waiting = (
+            (f"{model.name} {', '.join(str(w) for w in held.windows[:3])} waits for {'; '.join(waits)}",)
+            if held
+            else ()
+        )
         doing = "waits for its upstreams" if held and model.name not in upstreams.doing else None
         if launch:
-            doing = "rebuild requested" if wanted.rebuild else f"requested {', '.join(str(w) for w in launch.windows[:3])}"
+            doing = (
+                "rebuild requested" if wanted.rebuild else f"requested {', '.join(str(w) for w in launch.windows[:3])}"
+            )
         input_versions = self._input_versions(model) if launch else []
         keys = [(window, _run_key(model, window, wanted.reasons, input_versions)) for window in launch]
         requests = tuple(_request(model, self.translator, window, key, wanted.reasons) for window, key in keys)
         changes = decided.changes
         if wanted.rebuild:
-            changes += (self._changed_line(model, "rebuild requested" if launch else "rebuild waits for its upstreams"),)
+            changes += (
+                self._changed_line(model, "rebuild requested" if launch else "rebuild waits for its upstreams"),
+            )
         return replace(decided, requests=requests, launched=launch, waiting=waiting, changes=changes, doing=doing)
 
     def _unpartitioned(self, model: SqlModel, upstreams: Upstreams) -> ModelDecision:
@@ -334,24 +390,39 @@ class Tick:
         # A whole-table model reads what its upstreams hold: it waits only for those about to change (and
         # will change itself once they have).
         never = upstreams.never_materialized
-        waits = [u.name for u in self.project.upstream_models(model) if upstreams.changing.get(u.name) or u.name in never]
+        waits = [
+            u.name for u in self.project.upstream_models(model) if upstreams.changing.get(u.name) or u.name in never
+        ]
         whole = EVERY_INTERVAL if waits or reasons else NO_INTERVAL
-        decided = ModelDecision(changing=whole, unsettled=whole, never_materialized=empty, doing=f"waits for {', '.join(waits)}" if waits else None)
+        decided = ModelDecision(
+            changing=whole,
+            unsettled=whole,
+            never_materialized=empty,
+            doing=f"waits for {', '.join(waits)}" if waits else None,
+        )
         if waits:
-            said = [f"{u}: {upstreams.doing[u]}" if u in upstreams.doing else (f"{u} (no data yet)" if u in never else u) for u in waits]
+            said = [
+                f"{u}: {upstreams.doing[u]}" if u in upstreams.doing else (f"{u} (no data yet)" if u in never else u)
+                for u in waits
+            ]
             line = f"{model.name} waits for {'; '.join(said)}" + (f" ({'; '.join(reasons)})" if reasons else "")
             changes = (self._changed_line(model, "run waits for its upstreams"),) if changed else ()
             return replace(decided, waiting=(line,), changes=changes)
         if not reasons:
             return decided
-        request = _request(model, self.translator, None, _run_key(model, None, reasons, self._input_versions(model)), reasons)
+        request = _request(
+            model, self.translator, None, _run_key(model, None, reasons, self._input_versions(model)), reasons
+        )
         changes = (self._changed_line(model, "run requested"),) if changed else ()
         return replace(decided, requests=(request,), launched=EVERY_INTERVAL, changes=changes, doing="run requested")
 
     def _input_versions(self, model: SqlModel) -> list[str]:
         """What a run of ``model`` reads, as of now (each upstream's latest materialization, each source's
         watermark): a run key changes when any of them does."""
-        latest = [f"{u.name}@{latest_id(self.instance, self.translator.get_asset_key(u))}" for u in self.project.upstream_models(model)]
+        latest = [
+            f"{u.name}@{latest_id(self.instance, self.translator.get_asset_key(u))}"
+            for u in self.project.upstream_models(model)
+        ]
         return latest + [f"{s}={self.observed.markers.get(s)}" for s in model.depends_on if s in self.project.sources]
 
     def _changed_line(self, model: SqlModel, what: str) -> str:
@@ -359,8 +430,14 @@ class Tick:
 
 
 def evaluate(
-    project: Project, translator: ModelTranslator, instance: dg.DagsterInstance, cursor_text: str | None, now: datetime,
-    *, categories: dict[str, str] | None = None, served: set[str] | None = None,
+    project: Project,
+    translator: ModelTranslator,
+    instance: dg.DagsterInstance,
+    cursor_text: str | None,
+    now: datetime,
+    *,
+    categories: dict[str, str] | None = None,
+    served: set[str] | None = None,
 ) -> Decision:
     """Decide one tick (reading the instance and the sources). The plan's changes that recompute nothing
     (metadata, ``forward_only`` models) are applied first, as ``run --auto`` does. ``categories``: the
@@ -374,7 +451,9 @@ def evaluate(
     # Lost intervals the look at the tables' integrity found are computed again as new data's are: they go
     # to the record shared with `run --auto` with what new source data touched (an older cursor's too).
     damaged = watch_tables(instance, project, translator, cursor, decision)
-    observed = observe_sources(instance, project, now, translator, legacy_sources=cursor.sources, legacy_pending=cursor.pending)
+    observed = observe_sources(
+        instance, project, now, translator, legacy_sources=cursor.sources, legacy_pending=cursor.pending
+    )
     cursor.sources, cursor.pending = {}, {}
     decision.notes += observed.notes
     active, doing = active_runs(instance, project, translator)
@@ -398,7 +477,11 @@ def evaluate(
 
 
 def build_automation_sensor(
-    project: Project, translator: ModelTranslator, jobs: dict[str, dg.UnresolvedAssetJobDefinition], *, interval_seconds: int = 5
+    project: Project,
+    translator: ModelTranslator,
+    jobs: dict[str, dg.UnresolvedAssetJobDefinition],
+    *,
+    interval_seconds: int = 5,
 ) -> dg.SensorDefinition:
     live = LiveProject(project)
     served = set(project.models)
@@ -434,11 +517,18 @@ def build_automation_sensor(
                 request_reload(server)
                 notes.append(f"model files edited: planned from the files; {server} asked to reload the definitions")
             else:
-                notes.append("model files edited: planned from the files; the UI shows the new definitions after \"Reload definitions\"")
+                notes.append(
+                    'model files edited: planned from the files; the UI shows the new definitions after "Reload definitions"'
+                )
         changes = change_categories(current)
         decision = evaluate(
-            current, translator, context.instance, context.cursor, now,
-            categories={n: c.category for n, c in changes.items()}, served=served,
+            current,
+            translator,
+            context.instance,
+            context.cursor,
+            now,
+            categories={n: c.category for n, c in changes.items()},
+            served=served,
         )
         decision.notes += notes
         events = changed_marks(current, translator, changes, decision.cursor.changed, served) + decision.events
@@ -446,13 +536,17 @@ def build_automation_sensor(
             context.log.info(line)
         if decision.requests:
             return dg.SensorResult(run_requests=decision.requests, cursor=decision.cursor.dump(), asset_events=events)
-        return dg.SensorResult(skip_reason=decision.summary()[:2000], cursor=decision.cursor.dump(), asset_events=events)
+        return dg.SensorResult(
+            skip_reason=decision.summary()[:2000], cursor=decision.cursor.dump(), asset_events=events
+        )
 
     return _automate
 
 
 def build_sensors(
-    project: Project, translator: ModelTranslator | None = None, jobs: dict[str, dg.UnresolvedAssetJobDefinition] | None = None
+    project: Project,
+    translator: ModelTranslator | None = None,
+    jobs: dict[str, dg.UnresolvedAssetJobDefinition] | None = None,
 ) -> list[dg.SensorDefinition]:
     """The project's automation sensor (none for a project without models)."""
     translator = translator or ModelTranslator()

@@ -34,14 +34,24 @@ import dagster as dg
 from incremental_assets import delta
 from incremental_assets.model import clock
 from incremental_assets.model.intervals import (
-    END_OF_TIME, EVERY_INTERVAL, NO_INTERVAL, START_OF_TIME, Coverage, IntervalUnit, TimeWindow, batches, last_complete_end, merge, to_utc,
+    END_OF_TIME,
+    EVERY_INTERVAL,
+    NO_INTERVAL,
+    START_OF_TIME,
+    Coverage,
+    IntervalUnit,
+    TimeWindow,
+    batches,
+    last_complete_end,
+    merge,
+    to_utc,
 )
 from incremental_assets.model.kinds import IncrementalByTimeRange
 from incremental_assets.model.project import Project, Source
 from incremental_assets.model.source_time import instant, zone
 from incremental_assets.model.sql_model import SqlModel
-from incremental_assets.orchestration.integrity import run_ids_of
 from incremental_assets.orchestration.confirm import latest_ids
+from incremental_assets.orchestration.integrity import run_ids_of
 from incremental_assets.orchestration.partition_keys import key_of
 from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.plan.analyses import input_bound
@@ -55,7 +65,9 @@ WATCHED_FORMATS = ("delta", "parquet", "csv", "json")
 # -- what changed in the sources --------------------------------------------------------------------
 
 
-def changed_windows(ranges: list[tuple[datetime | None, datetime | None]], unit: IntervalUnit | str) -> list[TimeWindow]:
+def changed_windows(
+    ranges: list[tuple[datetime | None, datetime | None]], unit: IntervalUnit | str
+) -> list[TimeWindow]:
     """Whole source intervals covering each changed (min, max) range."""
     unit = IntervalUnit.of(unit)
     out = []
@@ -67,12 +79,16 @@ def changed_windows(ranges: list[tuple[datetime | None, datetime | None]], unit:
     return merge(out)
 
 
-def _file_ranges(source: Source, since: float, tz: tzinfo = timezone.utc) -> tuple[float, list[tuple[datetime | None, datetime | None]], list[str]]:
+def _file_ranges(
+    source: Source, since: float, tz: tzinfo = timezone.utc
+) -> tuple[float, list[tuple[datetime | None, datetime | None]], list[str]]:
     """Files of a file source modified after ``since`` (a one-file source rewritten in place is new data):
     the mtime to continue from, each readable file's intervals, and the files that could not be read yet
     (half-written: read again next tick)."""
     root = Path(source.location)
-    files = [p for p in ([root] if root.is_file() else root.rglob("*")) if p.is_file() and not p.name.startswith((".", "_"))]
+    files = [
+        p for p in ([root] if root.is_file() else root.rglob("*")) if p.is_file() and not p.name.startswith((".", "_"))
+    ]
     new = [(p, p.stat().st_mtime) for p in files if p.stat().st_mtime > since]
     ranges: list[tuple[datetime | None, datetime | None]] = []
     unreadable: list[tuple[Path, float]] = []
@@ -102,7 +118,12 @@ def _interval_starts(source: Source, root: Path, path: Path, grain: str, tz: tzi
     if path.stat().st_size == 0:
         return []  # an empty file (a day without rows): nothing to read
     hive = {"partitioning": "hive", "partition_base_dir": str(root)} if root.is_dir() else {}
-    column = ds.dataset([str(path)], format=source.format, **hive).to_table(columns=[source.time_column]).column(0).drop_null()
+    column = (
+        ds.dataset([str(path)], format=source.format, **hive)
+        .to_table(columns=[source.time_column])
+        .column(0)
+        .drop_null()
+    )
     if pa.types.is_timestamp(column.type):
         # Fewer values to look at: floored where the floor is UTC's (wall time elsewhere is not).
         if (column.type.tz or "") in ("UTC", "+00:00") or (column.type.tz is None and tz == timezone.utc):
@@ -111,7 +132,9 @@ def _interval_starts(source: Source, root: Path, path: Path, grain: str, tz: tzi
     return sorted({IntervalUnit.of(grain).floor(t) for t in found if t is not None})
 
 
-def source_changes(source: Source, marker: str | None, tz: tzinfo = timezone.utc) -> tuple[str, list[TimeWindow], str | None]:
+def source_changes(
+    source: Source, marker: str | None, tz: tzinfo = timezone.utc
+) -> tuple[str, list[TimeWindow], str | None]:
     """A source's new marker, the source intervals its new data touches, and a note (or None).
 
     Without a marker (first tick) the current state is remembered and nothing counts as new: intervals
@@ -126,16 +149,27 @@ def source_changes(source: Source, marker: str | None, tz: tzinfo = timezone.utc
         seen = int(marker[1:])
         current = delta.version(source.location)
         if current is not None and current < seen:
-            return f"v{current}", [], f"{source.name}: the table went back from version {seen} to {current}; watching from there"
+            return (
+                f"v{current}",
+                [],
+                f"{source.name}: the table went back from version {seen} to {current}; watching from there",
+            )
         version, ranges = delta.added_time_ranges(source.location, seen, source.time_column or "")
-        ranges = [(instant(lo, time_format=source.time_format, tz=tz), instant(hi, time_format=source.time_format, tz=tz)) for lo, hi in ranges]
+        ranges = [
+            (instant(lo, time_format=source.time_format, tz=tz), instant(hi, time_format=source.time_format, tz=tz))
+            for lo, hi in ranges
+        ]
         return f"v{version}", changed_windows(ranges, unit), None
     if not marker or not marker.startswith("t"):
         root = Path(source.location)
         files = [root] if root.is_file() else [p for p in root.rglob("*") if p.is_file()] if root.is_dir() else []
         return f"t{max((p.stat().st_mtime for p in files), default=0.0)!r}", [], None
     resume, ranges, unreadable = _file_ranges(source, float(marker[1:]), tz)
-    note = f"{source.name}: {len(unreadable)} file(s) not readable yet (half-written?), read again next tick" if unreadable else None
+    note = (
+        f"{source.name}: {len(unreadable)} file(s) not readable yet (half-written?), read again next tick"
+        if unreadable
+        else None
+    )
     return f"t{resume!r}", changed_windows(ranges, unit), note
 
 
@@ -282,7 +316,9 @@ def observe_sources(
         for source in project.sources.values():
             if source.name not in read or not source.time_column or source.format not in WATCHED_FORMATS:
                 continue
-            marker, windows, note = source_changes(source, state.sources.get(source.name), zone(project.settings.timezone))
+            marker, windows, note = source_changes(
+                source, state.sources.get(source.name), zone(project.settings.timezone)
+            )
             state.sources[source.name] = marker
             changed[source.name] = windows
             if note:
@@ -305,7 +341,9 @@ def observe_sources(
     return observed
 
 
-def _not_done(instance: dg.DagsterInstance, model: SqlModel, translator: ModelTranslator, entries: list[Entry]) -> list[Entry]:
+def _not_done(
+    instance: dg.DagsterInstance, model: SqlModel, translator: ModelTranslator, entries: list[Entry]
+) -> list[Entry]:
     """The entries, each cut to its intervals not yet materialized by a run that could read the new data."""
     key = translator.get_asset_key(model)
     partitions = translator.get_partitions_def(model)
@@ -318,7 +356,9 @@ def _not_done(instance: dg.DagsterInstance, model: SqlModel, translator: ModelTr
         id(entry): [
             (part, key_of(partitions, part.start))
             for w in entry.windows
-            for part in batches(TimeWindow(model.unit.floor(w.start), model.unit.ceil(w.end)), model.unit, 1)  # its unit may have changed
+            for part in batches(
+                TimeWindow(model.unit.floor(w.start), model.unit.ceil(w.end)), model.unit, 1
+            )  # its unit may have changed
         ]
         for entry in entries
         if not entry.windows.every  # else the model was unpartitioned when it was noticed

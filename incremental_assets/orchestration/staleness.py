@@ -35,7 +35,6 @@ from incremental_assets.orchestration.partition_keys import key_of, window_of_ke
 from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.plan.analyses import input_bound
 
-
 KEY_PREFIX = "incremental_assets.stale:"
 
 
@@ -66,7 +65,9 @@ def _windows(partitions: dg.TimeWindowPartitionsDefinition, ids: dict[str, int])
     return out
 
 
-def stale_intervals(instance: dg.DagsterInstance, project: Project, model: SqlModel, translator: ModelTranslator) -> Stale:
+def stale_intervals(
+    instance: dg.DagsterInstance, project: Project, model: SqlModel, translator: ModelTranslator
+) -> Stale:
     """The stale intervals of a partitioned model, or whether an unpartitioned one is stale (``causes``)."""
     upstreams = project.upstream_models(model)
     if not upstreams or not model.has_table:
@@ -127,7 +128,13 @@ class _Judge:
     """Judges one partitioned model's intervals against its upstreams' materializations."""
 
     def __init__(self, instance, project: Project, model: SqlModel, translator: ModelTranslator, partitions) -> None:
-        self.instance, self.project, self.model, self.translator, self.partitions = instance, project, model, translator, partitions
+        self.instance, self.project, self.model, self.translator, self.partitions = (
+            instance,
+            project,
+            model,
+            translator,
+            partitions,
+        )
         self.key = translator.get_asset_key(model)
 
     def everything(self, identity: str) -> Looked:
@@ -148,7 +155,9 @@ class _Judge:
 
     def since(self, state: Looked) -> Looked:
         """The last judgement, and the upstream materializations recorded after it."""
-        looked = Looked(state.identity, dict(state.cursors), {k: list(v) for k, v in state.fingerprints.items()}, dict(state.stale))
+        looked = Looked(
+            state.identity, dict(state.cursors), {k: list(v) for k, v in state.fingerprints.items()}, dict(state.stale)
+        )
         for upstream in self.project.upstream_models(self.model):
             up_key = self.translator.get_asset_key(upstream)
             after = state.cursors.get(upstream.name, 0)
@@ -160,7 +169,9 @@ class _Judge:
             self._partitioned(looked, upstream, ids, None)
         return looked
 
-    def _partitioned(self, looked: Looked, upstream: SqlModel, newer: dict[str, int], own_ids: dict[str, int] | None) -> None:
+    def _partitioned(
+        self, looked: Looked, upstream: SqlModel, newer: dict[str, int], own_ids: dict[str, int] | None
+    ) -> None:
         """Own intervals whose read window (widened by the lookback) overlaps an upstream interval
         materialized at ``newer``'s storage id become candidates (judged by :meth:`still_stale`)."""
         bound = input_bound(self.project, self.model.name, upstream.name)
@@ -174,7 +185,9 @@ class _Judge:
                     self._candidate(looked, own_key, sid, upstream.name)
                 cursor = unit.next(cursor)
 
-    def _unpartitioned(self, looked: Looked, upstream: SqlModel, records: list[tuple[int, str | None]], own_ids) -> None:
+    def _unpartitioned(
+        self, looked: Looked, upstream: SqlModel, records: list[tuple[int, str | None]], own_ids
+    ) -> None:
         """An unpartitioned upstream whose definition changed: every own interval current before its
         first materialization with the new definition is a candidate."""
         seen = looked.fingerprints.get(upstream.name)
@@ -213,7 +226,9 @@ class _Judge:
         return Stale(tuple(merge(windows)), tuple(u.name for u in upstreams if u.name in named))
 
 
-def fetch_definitions(instance: dg.DagsterInstance, key: dg.AssetKey, after: int | None, scan: int = 500) -> list[tuple[int, str | None]]:
+def fetch_definitions(
+    instance: dg.DagsterInstance, key: dg.AssetKey, after: int | None, scan: int = 500
+) -> list[tuple[int, str | None]]:
     """(storage id, fingerprint) of an asset's materializations after the storage id ``after``, oldest
     first (with ``after`` None: the latest ``scan``)."""
     if after is None:

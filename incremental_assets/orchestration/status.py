@@ -32,7 +32,15 @@ from incremental_assets.plan.rebuild import (
 )
 
 # What `status` shows of an unpartitioned model's last materialization.
-STATUS_DETAILS = ("run_rows_written", "rows_written", "rows_inserted", "rows_updated", "rows_closed", "cursor_after", "delta_version")
+STATUS_DETAILS = (
+    "run_rows_written",
+    "rows_written",
+    "rows_inserted",
+    "rows_updated",
+    "rows_closed",
+    "cursor_after",
+    "delta_version",
+)
 
 
 @dataclass(frozen=True)
@@ -47,7 +55,9 @@ class ModelStatus:
     last_materialized: datetime | None = None
     intervals_done: int = 0
     intervals_expected: int = 0
-    last_details: Mapping[str, str] = field(default_factory=dict)  # unpartitioned: rows, cursor, version of the last run
+    last_details: Mapping[str, str] = field(
+        default_factory=dict
+    )  # unpartitioned: rows, cursor, version of the last run
     changed: bool = False  # built with another definition: the next run rebuilds ``rebuild``
     rebuild: TimeWindow | None = None
     on_change: str | None = None  # a changed merge-style model: what its next run does (start over, or keep its rows)
@@ -104,7 +114,11 @@ def model_status(
         by_state["MATERIALIZED"] = [part for w in by_state["MATERIALIZED"] for part in subtract(w, lost)]
     covered = clip(by_state["MATERIALIZED"])
     gaps = tuple(subtract(expected, covered)) if expected else ()
-    done = sum(count_intervals(part, unit) for w in by_state["MATERIALIZED"] for part in ([w] if expected is None else _within(w, expected)))
+    done = sum(
+        count_intervals(part, unit)
+        for w in by_state["MATERIALIZED"]
+        for part in ([w] if expected is None else _within(w, expected))
+    )
     total = count_intervals(expected, unit) if expected else 0
     changed = needs_rebuild(model, built_with)
     rebuild = None
@@ -131,7 +145,9 @@ def _within(window: TimeWindow, bounds: TimeWindow) -> list[TimeWindow]:
     return [TimeWindow(start, end)] if end > start else []
 
 
-def _unpartitioned_status(instance: dg.DagsterInstance, model: SqlModel, key: dg.AssetKey, built_with: str | None) -> ModelStatus:
+def _unpartitioned_status(
+    instance: dg.DagsterInstance, model: SqlModel, key: dg.AssetKey, built_with: str | None
+) -> ModelStatus:
     """A FULL, VIEW, SEED or merge-style model: its last materialization and what a changed definition does."""
     event = instance.get_latest_materialization_event(key)
     when = datetime.fromtimestamp(event.timestamp, timezone.utc) if event else None
@@ -141,7 +157,9 @@ def _unpartitioned_status(instance: dg.DagsterInstance, model: SqlModel, key: dg
         details = {k: str(meta[k].value) for k in STATUS_DETAILS if k in meta}
     changed = definition_changed(model, built_with)
     on_change = change_effect(model) if changed and model.is_merge_style else None
-    return ModelStatus(model.name, False, last_materialized=when, last_details=details, changed=changed, on_change=on_change)
+    return ModelStatus(
+        model.name, False, last_materialized=when, last_details=details, changed=changed, on_change=on_change
+    )
 
 
 def windows_to_run(

@@ -34,10 +34,19 @@ class StatusRow:
         """The model's entry in ``status --json``, keys in this order."""
         s, stale = self.status, self.stale
         return {
-            "model": s.model, "partitioned": s.partitioned, "covered": windows_json(s.covered), "gaps": windows_json(s.gaps),
-            "failed": windows_json(s.failed), "lost": windows_json(s.lost), "integrity": list(self.integrity.problems),
-            "intervals_done": s.intervals_done, "intervals_expected": s.intervals_expected, "changed": s.changed,
-            "on_change": s.on_change, "stale": windows_json(stale.windows), "upstream_changed": list(stale.causes),
+            "model": s.model,
+            "partitioned": s.partitioned,
+            "covered": windows_json(s.covered),
+            "gaps": windows_json(s.gaps),
+            "failed": windows_json(s.failed),
+            "lost": windows_json(s.lost),
+            "integrity": list(self.integrity.problems),
+            "intervals_done": s.intervals_done,
+            "intervals_expected": s.intervals_expected,
+            "changed": s.changed,
+            "on_change": s.on_change,
+            "stale": windows_json(stale.windows),
+            "upstream_changed": list(stale.causes),
             "rebuild": windows_json([s.rebuild]) if s.rebuild else [],
             "last_materialized": s.last_materialized.isoformat() if s.last_materialized else None,
             "last_run": dict(s.last_details),

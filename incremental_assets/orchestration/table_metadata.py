@@ -24,12 +24,12 @@ from incremental_assets.analysis import columns as columns_module
 from incremental_assets.analysis.cache import ResultCache, cache_folder, code_digest, result_key
 from incremental_assets.analysis.columns import describe_columns
 from incremental_assets.errors import StorageError
+from incremental_assets.load.macros import render as macros_module
 from incremental_assets.load.macros import window_conditions
 from incremental_assets.load.macros.window_conditions import first_variant
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.plan import definition as definition_module
-from incremental_assets.load.macros import render as macros_module
 from incremental_assets.plan.definition import sample_macros
 
 UNKNOWN_TYPE = "unknown"
@@ -71,15 +71,20 @@ def project_columns(project: Project) -> dict[str, ModelColumns]:
     return out
 
 
-def _inferred(model: SqlModel, known: Mapping[str, Mapping[str, str]], cache: ResultCache) -> tuple[dict[str, str | None], dict[str, tuple[tuple[str, str], ...]]]:
+def _inferred(
+    model: SqlModel, known: Mapping[str, Mapping[str, str]], cache: ResultCache
+) -> tuple[dict[str, str | None], dict[str, tuple[tuple[str, str], ...]]]:
     """sqlglot's types and lineage of the model's columns, cached under what they are computed from: the
     model's definition (its fingerprint: the query after macros, kind, columns), the macro values, and the
     columns of every table the query reads."""
     read = sorted({".".join(p.name for p in t.parts).lower() for t in model.query.find_all(exp.Table)})
     key = result_key(
-        code_digest(columns_module, window_conditions, definition_module, macros_module), model.fingerprint, model.name,
+        code_digest(columns_module, window_conditions, definition_module, macros_module),
+        model.fingerprint,
+        model.name,
         # what the sample macro values are made of
-        [model.start, model.unit.name, model.is_incremental], [(t, sorted(known[t].items())) for t in read if t in known],
+        [model.start, model.unit.name, model.is_incremental],
+        [(t, sorted(known[t].items())) for t in read if t in known],
     )
     found = cache.get(key)
     if found is None:
@@ -90,14 +95,22 @@ def _inferred(model: SqlModel, known: Mapping[str, Mapping[str, str]], cache: Re
 
 
 def column_schema(types: Mapping[str, str], descriptions: Mapping[str, str]) -> dg.TableSchema:
-    return dg.TableSchema(columns=[dg.TableColumn(name=n, type=t, description=descriptions.get(n)) for n, t in types.items()])
+    return dg.TableSchema(
+        columns=[dg.TableColumn(name=n, type=t, description=descriptions.get(n)) for n, t in types.items()]
+    )
 
 
-def column_lineage(lineage: Mapping[str, Sequence[tuple[str, str]]], key_of: Callable[[str], dg.AssetKey | None]) -> dg.TableColumnLineage | None:
+def column_lineage(
+    lineage: Mapping[str, Sequence[tuple[str, str]]], key_of: Callable[[str], dg.AssetKey | None]
+) -> dg.TableColumnLineage | None:
     """``dagster/column_lineage``: each output column's upstream asset columns (tables without an asset are left out)."""
     deps: dict[str, list[dg.TableColumnDep]] = {}
     for column, sources in lineage.items():
-        found = [dg.TableColumnDep(asset_key=key, column_name=name) for table, name in sources if (key := key_of(table)) is not None]
+        found = [
+            dg.TableColumnDep(asset_key=key, column_name=name)
+            for table, name in sources
+            if (key := key_of(table)) is not None
+        ]
         if found:
             deps[column] = found
     return dg.TableColumnLineage(deps_by_column=deps) if deps else None
@@ -134,7 +147,9 @@ def written_schema(uri: str | None, descriptions: Mapping[str, str]) -> dg.Table
 
 # -- links to the project's git host ---------------------------------------------------------------
 
-_REMOTE = re.compile(r"^(?:https?://(?:[^@/]+@)?|ssh://(?:[^@/]+@)?|[^@/]+@)(?P<host>[^/:]+)(?::\d+)?[:/](?P<path>.+?)(?:\.git)?/?$")
+_REMOTE = re.compile(
+    r"^(?:https?://(?:[^@/]+@)?|ssh://(?:[^@/]+@)?|[^@/]+@)(?P<host>[^/:]+)(?::\d+)?[:/](?P<path>.+?)(?:\.git)?/?$"
+)
 
 
 def web_url(remote: str) -> str | None:

@@ -50,16 +50,22 @@ def partition_key(partitions: dg.TimeWindowPartitionsDefinition, instant: dateti
     return partitions.get_partition_key_for_timestamp(instant.timestamp())
 
 
-def range_tags(partitions: dg.TimeWindowPartitionsDefinition, window: TimeWindow, unit: IntervalUnit | str) -> dict[str, str]:
+def range_tags(
+    partitions: dg.TimeWindowPartitionsDefinition, window: TimeWindow, unit: IntervalUnit | str
+) -> dict[str, str]:
     """Tags of one run over ``window``: its first and last partition keys."""
     last_start = IntervalUnit.of(unit).floor(window.end - timedelta(microseconds=1))  # the window's last interval
-    return {RANGE_START_TAG: partition_key(partitions, window.start), RANGE_END_TAG: partition_key(partitions, last_start)}
+    return {
+        RANGE_START_TAG: partition_key(partitions, window.start),
+        RANGE_END_TAG: partition_key(partitions, last_start),
+    }
 
 
 def range_of(tags: dict[str, str]) -> tuple[str, str] | None:
     """The (first, last) partition keys of a ranged run, None for other runs."""
     start, end = tags.get(RANGE_START_TAG), tags.get(RANGE_END_TAG)
     return (start, end) if start and end else None
+
 
 # Set on a run failing on input the user must fix (a model, a source file, an audit): Dagster's run
 # retries would fail the same way (Dagster's own tag).

@@ -34,7 +34,9 @@ from incremental_assets.plan.analyses import input_bound
 _TAG_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
 
 
-def partitions_for(unit: IntervalUnit | str, start: datetime, end: datetime | None = None) -> dg.TimeWindowPartitionsDefinition:
+def partitions_for(
+    unit: IntervalUnit | str, start: datetime, end: datetime | None = None
+) -> dg.TimeWindowPartitionsDefinition:
     """Dagster partitions whose keys are the model's intervals, in UTC.
 
     >>> from incremental_assets.model.intervals import utc
@@ -73,7 +75,9 @@ class ModelTranslator:
         automation_condition: str | None = None,
     ):
         if automation_condition is not None and automation_condition not in AUTOMATION_CONDITIONS:
-            raise ValueError(f"automation_condition '{automation_condition}' is not one of {', '.join(AUTOMATION_CONDITIONS)}")
+            raise ValueError(
+                f"automation_condition '{automation_condition}' is not one of {', '.join(AUTOMATION_CONDITIONS)}"
+            )
         self.key_prefix = tuple(key_prefix)
         self.group_name = group_name
         self.extra_tags = dict(tags or {})
@@ -168,7 +172,9 @@ class ModelTranslator:
     def get_automation_condition(self, model: SqlModel) -> dg.AutomationCondition | None:
         if self.automation_condition == "eager":
             return dg.AutomationCondition.eager()
-        cron = expand_cron(model.cron) if model.cron else (model.unit.cron if model.is_incremental else None)  # as the model's schedule
+        cron = (
+            expand_cron(model.cron) if model.cron else (model.unit.cron if model.is_incremental else None)
+        )  # as the model's schedule
         if self.automation_condition == "on_cron" and cron:
             return dg.AutomationCondition.on_cron(cron, cron_timezone="UTC")
         if self.automation_condition == "on_missing":
@@ -223,7 +229,9 @@ class ModelTranslator:
         names = list(model.columns) or output_columns(model.query) or []
         if not names:
             return None
-        return table_metadata.column_schema({n: model.columns.get(n, table_metadata.UNKNOWN_TYPE) for n in names}, model.column_descriptions)
+        return table_metadata.column_schema(
+            {n: model.columns.get(n, table_metadata.UNKNOWN_TYPE) for n in names}, model.column_descriptions
+        )
 
     def get_table_name(self, model: SqlModel) -> str:
         """``dagster/table_name``: the model's ``schema.table``, as its SQL readers write it."""
@@ -232,7 +240,9 @@ class ModelTranslator:
     def get_code_references(self, model: SqlModel) -> dg.CodeReferencesMetadataValue:
         return table_metadata.code_references(model)
 
-    def get_table_metadata(self, model: SqlModel, uri: str, columns: ModelColumns | None, key_of: Any) -> dict[str, object]:
+    def get_table_metadata(
+        self, model: SqlModel, uri: str, columns: ModelColumns | None, key_of: Any
+    ) -> dict[str, object]:
         """Dagster's table metadata of a model's spec: name, location, typed columns, column lineage,
         code references. ``key_of`` maps a table name to its asset key (None: not an asset)."""
         meta: dict[str, object] = {

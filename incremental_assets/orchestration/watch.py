@@ -60,20 +60,26 @@ def _integrity_check(project: Project, model: SqlModel, translator: ModelTransla
     key = translator.get_asset_key(model)
 
     @dg.asset_check(
-        asset=key, name=INTEGRITY_CHECK, blocking=False,
+        asset=key,
+        name=INTEGRITY_CHECK,
+        blocking=False,
         description="Every interval Dagster records is in the table (fails, with the cause, when a log or data file was lost or damaged)",
     )
     def _in_table(context) -> dg.AssetCheckResult:  # noqa: ANN001 (Dagster reads the annotation, a string here)
         try:
             found = integrity_of(context.instance, project, model, translator)
         except DamagedTableError as exc:
-            return _result(key, False, str(exc.of_model(model.name)), "nothing is launched on this table until it is repaired")
+            return _result(
+                key, False, str(exc.of_model(model.name)), "nothing is launched on this table until it is repaired"
+            )
         return _result(key, True, IN_TABLE, "") if found.ok else _result(key, False, *_said(found))
 
     return _in_table
 
 
-def integrity_of(instance: dg.DagsterInstance, project: Project, model: SqlModel, translator: ModelTranslator) -> Integrity:
+def integrity_of(
+    instance: dg.DagsterInstance, project: Project, model: SqlModel, translator: ModelTranslator
+) -> Integrity:
     """The integrity check, as the automation calls it (the one place it does)."""
     return check_model(instance, project, model, translator)
 
@@ -98,7 +104,9 @@ def _chosen(project: Project, marks: dict[str, str], seen: dict[str, str], turn:
     return list(dict.fromkeys(changed + rotation))
 
 
-def look(instance: dg.DagsterInstance, project: Project, translator: ModelTranslator, state: dict[str, Any] | None) -> Look:
+def look(
+    instance: dg.DagsterInstance, project: Project, translator: ModelTranslator, state: dict[str, Any] | None
+) -> Look:
     """Check the tables whose log changed and the rotation's next ones (see the module docstring)."""
     state = state or {}
     seen: dict[str, str] = dict(state.get("marks", {}))
@@ -115,7 +123,9 @@ def look(instance: dg.DagsterInstance, project: Project, translator: ModelTransl
         except DamagedTableError as exc:
             message = str(exc.of_model(name))
             out.damaged[name] = message
-            out.events.append(_evaluation(key, False, message, "nothing is launched on this table until it is repaired"))
+            out.events.append(
+                _evaluation(key, False, message, "nothing is launched on this table until it is repaired")
+            )
             out.notes.append(f"{name}: damaged, nothing launched on it: {message}")
             failing.add(name)
             continue
@@ -153,15 +163,21 @@ def _said(found: Integrity) -> tuple[str, str]:
 
 def _result(key: dg.AssetKey, passed: bool, status: str, fix: str) -> dg.AssetCheckResult:
     meta = {"status": status} | ({"fix": fix} if fix else {})
-    return dg.AssetCheckResult(asset_key=key, check_name=INTEGRITY_CHECK, passed=passed, severity=dg.AssetCheckSeverity.ERROR, metadata=meta)
+    return dg.AssetCheckResult(
+        asset_key=key, check_name=INTEGRITY_CHECK, passed=passed, severity=dg.AssetCheckSeverity.ERROR, metadata=meta
+    )
 
 
 def _evaluation(key: dg.AssetKey, passed: bool, status: str, fix: str) -> dg.AssetCheckEvaluation:
     r = _result(key, passed, status, fix)
-    return dg.AssetCheckEvaluation(asset_key=key, check_name=INTEGRITY_CHECK, passed=passed, severity=r.severity, metadata=r.metadata)
+    return dg.AssetCheckEvaluation(
+        asset_key=key, check_name=INTEGRITY_CHECK, passed=passed, severity=r.severity, metadata=r.metadata
+    )
 
 
-def watch_tables(instance: dg.DagsterInstance, project: Project, translator: ModelTranslator, cursor: Any, decision: Any) -> set[str]:
+def watch_tables(
+    instance: dg.DagsterInstance, project: Project, translator: ModelTranslator, cursor: Any, decision: Any
+) -> set[str]:
     """One tick's look, applied to the automation's cursor (lost intervals become pending, as new data's
     are) and decision (check evaluations, lines); the damaged tables, on which nothing may be launched."""
     seen = look(instance, project, translator, cursor.watch)

@@ -12,10 +12,14 @@ from weakref import WeakKeyDictionary
 
 from sqlglot import exp
 
-from incremental_assets.analysis import Analysis, SourceBound, analyze_query
-from incremental_assets.analysis import Reason
+from incremental_assets.analysis import Analysis, Reason, SourceBound, analyze_query
 from incremental_assets.analysis.classify import one_interval_per_run, strictest
-from incremental_assets.load.macros.window_conditions import MAX_RUNTIME_CHOICES, choice_count, has_runtime_macros, runtime_variants
+from incremental_assets.load.macros.window_conditions import (
+    MAX_RUNTIME_CHOICES,
+    choice_count,
+    has_runtime_macros,
+    runtime_variants,
+)
 from incremental_assets.load.sqlmesh_models import SqlmeshPythonModel
 from incremental_assets.model.kinds import IncrementalByTimeRange
 from incremental_assets.model.project import Project
@@ -31,33 +35,45 @@ def analyze_model(project: Project, model: SqlModel) -> Analysis | None:
         return None
     time_columns = {name: project.time_column_of(name) for name in model.depends_on}
     time_columns[model.name] = kind.time_column
-    event_time_columns = {name: found for name in (*model.depends_on, model.name) if (found := project.event_time_of(name))}
+    event_time_columns = {
+        name: found for name in (*model.depends_on, model.name) if (found := project.event_time_of(name))
+    }
     query = model.query
     if isinstance(model, SqlmeshPythonModel):
         # Its function is opaque: it reads its upstreams in full, its rows are clamped to the window.
         query = exp.select(*(s.copy() for s in query.selects))
     if choice_count(query) > 2 * MAX_RUNTIME_CHOICES:  # each file has at most 6; EMBEDDED models inlined add theirs
-        reason = Reason("window_condition", f"more than {2 * MAX_RUNTIME_CHOICES} macro conditions on the run window (with the EMBEDDED models inlined) are too many combinations to analyse", model.query_line)
+        reason = Reason(
+            "window_condition",
+            f"more than {2 * MAX_RUNTIME_CHOICES} macro conditions on the run window (with the EMBEDDED models inlined) are too many combinations to analyse",
+            model.query_line,
+        )
         return Analysis("Refused", None, (reason,), {})
     # A macro condition on the run window picks one of several queries per run: each is analysed, and
     # since a run decides once for its whole window, a run covers one interval (SQLMesh's batch_size 1).
-    analysis = strictest([
-        analyze_query(
-            variant,
-            model_name=model.name,
-            time_column=kind.time_column,
-            time_columns=time_columns,
-            interval=model.unit.nominal,
-            overrides=kind.safety_overrides,
-            declared_lookback=kind.lookback,
-            dialect=model.dialect,
-            event_time_columns=event_time_columns,
-        )
-        for variant in runtime_variants(query)
-    ])
+    analysis = strictest(
+        [
+            analyze_query(
+                variant,
+                model_name=model.name,
+                time_column=kind.time_column,
+                time_columns=time_columns,
+                interval=model.unit.nominal,
+                overrides=kind.safety_overrides,
+                declared_lookback=kind.lookback,
+                dialect=model.dialect,
+                event_time_columns=event_time_columns,
+            )
+            for variant in runtime_variants(query)
+        ]
+    )
     if not has_runtime_macros(query):
         return analysis
-    reason = Reason("window_condition", "a macro condition on the run window (@IF, @EVAL, a clause operator) is decided per run: one interval per run", model.query_line)
+    reason = Reason(
+        "window_condition",
+        "a macro condition on the run window (@IF, @EVAL, a clause operator) is decided per run: one interval per run",
+        model.query_line,
+    )
     return one_interval_per_run(analysis, reason)
 
 
@@ -91,5 +107,9 @@ def run_size(project: Project, model: SqlModel, batch_size: int | None = None) -
     if not isinstance(kind, IncrementalByTimeRange):
         return None
     analysis = analysis_of(project, model.name)
-    limits = [n for n in (batch_size if batch_size is not None else kind.batch_size, analysis.batch_limit if analysis else None) if n]
+    limits = [
+        n
+        for n in (batch_size if batch_size is not None else kind.batch_size, analysis.batch_limit if analysis else None)
+        if n
+    ]
     return min(limits) if limits else None

@@ -15,10 +15,10 @@ import sqlglot
 from sqlglot import exp
 
 from incremental_assets.errors import ModelFileError
+from incremental_assets.load.macros.render import macro_values
 from incremental_assets.model.audits import Audit, UserAudit
 from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.model.project import Project
-from incremental_assets.load.macros.render import macro_values
 
 
 def _or(conditions: list[exp.Expression]) -> exp.Expression:
@@ -41,8 +41,14 @@ def failing_rows_sql(audit: Audit, table: str, user: UserAudit | None = None, mo
         if name == "unique_values" and len(cols) > 1:
             # SQLMesh's unique_values checks each column on its own.
             parts = [
-                exp.select(exp.Literal.string(c.sql()).as_("column_name"), exp.cast(c.copy(), "string").as_("value"), exp.Count(this=exp.Star()).as_("duplicates"))
-                .from_(src.copy()).group_by(c.copy()).having(exp.GT(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(1)))
+                exp.select(
+                    exp.Literal.string(c.sql()).as_("column_name"),
+                    exp.cast(c.copy(), "string").as_("value"),
+                    exp.Count(this=exp.Star()).as_("duplicates"),
+                )
+                .from_(src.copy())
+                .group_by(c.copy())
+                .having(exp.GT(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(1)))
                 for c in cols
             ]
             q = parts[0]
@@ -51,7 +57,8 @@ def failing_rows_sql(audit: Audit, table: str, user: UserAudit | None = None, mo
         else:
             q = (
                 exp.select(*[c.copy() for c in cols], exp.Count(this=exp.Star()).as_("duplicates"))
-                .from_(src).group_by(*[c.copy() for c in cols])
+                .from_(src)
+                .group_by(*[c.copy() for c in cols])
                 .having(exp.GT(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(1)))
             )
     elif name == "positive_values":
@@ -70,11 +77,19 @@ def failing_rows_sql(audit: Audit, table: str, user: UserAudit | None = None, mo
         q = select.where(exp.Not(this=exp.In(this=col.copy(), expressions=[v.copy() for v in a["is_in"]])))  # type: ignore[union-attr]
     elif name == "number_of_rows":
         # One failing row when the table has fewer rows than the threshold.
-        q = exp.select(exp.Count(this=exp.Star()).as_("row_count")).from_(src).having(
-            exp.LT(this=exp.Count(this=exp.Star()), expression=a["threshold"].copy())  # type: ignore[union-attr]
+        q = (
+            exp.select(exp.Count(this=exp.Star()).as_("row_count"))
+            .from_(src)
+            .having(
+                exp.LT(this=exp.Count(this=exp.Star()), expression=a["threshold"].copy())  # type: ignore[union-attr]
+            )
         )
     elif name == "forall":
-        q = select.where(_or([exp.Not(this=exp.Coalesce(this=exp.paren(c.copy()), expressions=[exp.false()])) for c in a["criteria"]]))  # type: ignore[union-attr]
+        q = select.where(
+            _or(
+                [exp.Not(this=exp.Coalesce(this=exp.paren(c.copy()), expressions=[exp.false()])) for c in a["criteria"]]
+            )
+        )  # type: ignore[union-attr]
     else:
         assert user is not None, f"unresolved audit {name}"
         return render_user_audit(user, audit, table, model_name)
@@ -83,7 +98,9 @@ def failing_rows_sql(audit: Audit, table: str, user: UserAudit | None = None, mo
 
 # An audit runs over the rows of the run's window only: its date macros (``order_ds BETWEEN @start_ds AND
 # @end_ds``) select all of them, as SQLMesh's do over the same window.
-_ALL_TIME = macro_values(TimeWindow(datetime(1970, 1, 1, tzinfo=timezone.utc), datetime(9999, 12, 31, tzinfo=timezone.utc)))
+_ALL_TIME = macro_values(
+    TimeWindow(datetime(1970, 1, 1, tzinfo=timezone.utc), datetime(9999, 12, 31, tzinfo=timezone.utc))
+)
 
 
 def render_user_audit(user: UserAudit, audit: Audit, table: str, model_name: str | None = None) -> str:
@@ -104,7 +121,12 @@ def render_user_audit(user: UserAudit, audit: Audit, table: str, model_name: str
             if key in _ALL_TIME:
                 return _ALL_TIME[key].copy()
             raise ModelFileError(user.path, None, f"audit {user.name} uses @{key}, which the model does not pass")
-        if model_name and isinstance(node, exp.Table) and ".".join(p for p in (node.db, node.name) if p).lower() == model_name and not node.catalog:
+        if (
+            model_name
+            and isinstance(node, exp.Table)
+            and ".".join(p for p in (node.db, node.name) if p).lower() == model_name
+            and not node.catalog
+        ):
             return exp.to_table(table).as_(node.alias) if node.alias else exp.to_table(table)
         return node
 

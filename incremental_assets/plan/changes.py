@@ -108,7 +108,9 @@ def _pairs(values: Any) -> set[tuple[str, str]]:
     return {(str(t).lower(), str(c).lower()) for t, c in values or ()}
 
 
-def _direct(stored: Mapping[str, Any], current: Mapping[str, Any]) -> tuple[set[str] | None, tuple[str, ...], tuple[str, ...], list[str]]:
+def _direct(
+    stored: Mapping[str, Any], current: Mapping[str, Any]
+) -> tuple[set[str] | None, tuple[str, ...], tuple[str, ...], list[str]]:
     """Which of the model's columns changed (ALL: every one), which were added and removed, and why."""
     old_cols, new_cols = stored.get("columns") or {}, current.get("columns") or {}
     added = tuple(c for c in new_cols if c not in old_cols)
@@ -116,10 +118,21 @@ def _direct(stored: Mapping[str, Any], current: Mapping[str, Any]) -> tuple[set[
     if stored.get("kind") != current.get("kind") or stored.get("settings") != current.get("settings"):
         return ALL, added, removed, ["the kind, its settings or the declared columns changed"]
     if stored.get("shape") is None or stored.get("shape") != current.get("shape"):
-        return ALL, added, removed, ["the query changed outside its output columns (FROM, a filter, join, grouping or CTE)"]
+        return (
+            ALL,
+            added,
+            removed,
+            ["the query changed outside its output columns (FROM, a filter, join, grouping or CTE)"],
+        )
     changed = {
-        c for c, old in old_cols.items()
-        if c in new_cols and (old.get("sql") is None or old.get("sql") != new_cols[c].get("sql") or _pairs(old.get("reads")) != _pairs(new_cols[c].get("reads")))
+        c
+        for c, old in old_cols.items()
+        if c in new_cols
+        and (
+            old.get("sql") is None
+            or old.get("sql") != new_cols[c].get("sql")
+            or _pairs(old.get("reads")) != _pairs(new_cols[c].get("reads"))
+        )
     }
     changed |= set(removed)
     reasons = [f"column {c} changed" for c in sorted(changed - set(removed))] + [f"column {c} removed" for c in removed]
@@ -127,15 +140,24 @@ def _direct(stored: Mapping[str, Any], current: Mapping[str, Any]) -> tuple[set[
     return changed, added, removed, reasons
 
 
-def _reads(definition: Mapping[str, Any] | None) -> tuple[Mapping[str, set[tuple[str, str]]], set[tuple[str, str]] | None]:
+def _reads(
+    definition: Mapping[str, Any] | None,
+) -> tuple[Mapping[str, set[tuple[str, str]]], set[tuple[str, str]] | None]:
     """Per output column the upstream columns it reads, and what filters read (None: not traceable)."""
     if not definition or not definition.get("columns"):
         return {}, None
     filters = definition.get("filters")
-    return {c: _pairs(v.get("reads")) for c, v in definition["columns"].items()}, None if filters is None else _pairs(filters)
+    return {c: _pairs(v.get("reads")) for c, v in definition["columns"].items()}, None if filters is None else _pairs(
+        filters
+    )
 
 
-def _indirect(model: SqlModel, current: Mapping[str, Any] | None, stored: Mapping[str, Any] | None, changed: Mapping[str, set[str] | None]) -> tuple[set[str] | None, list[str]]:
+def _indirect(
+    model: SqlModel,
+    current: Mapping[str, Any] | None,
+    stored: Mapping[str, Any] | None,
+    changed: Mapping[str, set[str] | None],
+) -> tuple[set[str] | None, list[str]]:
     """The columns of an unchanged model that read a changed upstream column (ALL: every one)."""
     upstream = {u.lower(): changed[u.lower()] for u in model.depends_on if u.lower() in changed}
     if not upstream:
@@ -152,13 +174,17 @@ def _indirect(model: SqlModel, current: Mapping[str, Any] | None, stored: Mappin
     if hit(filters):
         return ALL, [f"filters, joins or groups on {', '.join(sorted(f'{t}.{c}' for t, c in hit(filters)))}"]
     out = {c for c, pairs in by_column.items() if hit(pairs)}
-    reasons = [f"column {c} reads {', '.join(sorted(f'{t}.{col}' for t, col in hit(by_column[c])))}" for c in sorted(out)]
+    reasons = [
+        f"column {c} reads {', '.join(sorted(f'{t}.{col}' for t, col in hit(by_column[c])))}" for c in sorted(out)
+    ]
     if not out:
         reasons = [f"reads no changed column of {', '.join(sorted(upstream))}"]
     return out, reasons
 
 
-def _recompute(model: SqlModel, state: TableState) -> tuple[tuple[tuple[str | None, str | None], ...], int | None, int | None]:
+def _recompute(
+    model: SqlModel, state: TableState
+) -> tuple[tuple[tuple[str | None, str | None], ...], int | None, int | None]:
     """Every built interval of the model's table (merged), their number and rows: what a rebuild recomputes."""
     if not state.exists:
         return (), None, None
@@ -190,62 +216,127 @@ def plan_changes(
             cols, reasons = _indirect(model, definition, None, changed)
             if cols is ALL or cols:
                 changed[key] = cols
-            out.append(ModelChange(model.name, "unchanged", UNCHANGED, reasons=("no table (a plain view or an embedded model): nothing stored, nothing to recompute",)))
+            out.append(
+                ModelChange(
+                    model.name,
+                    "unchanged",
+                    UNCHANGED,
+                    reasons=("no table (a plain view or an embedded model): nothing stored, nothing to recompute",),
+                )
+            )
             continue
         if not state.exists:
             changed[key] = ALL
-            out.append(ModelChange(model.name, "added", BREAKING, reasons=("no table yet: built from its start by the next run",)))
+            out.append(
+                ModelChange(
+                    model.name, "added", BREAKING, reasons=("no table yet: built from its start by the next run",)
+                )
+            )
             continue
         if state.fingerprint != model.fingerprint:
             out.append(_modified(model, state, definition, is_forward, changed, forward))
             continue
         cols, reasons = _indirect(model, definition, state.stored, changed)
-        metadata = state.stored is not None and definition is not None and state.stored.get("metadata") != definition.get("metadata")
+        metadata = (
+            state.stored is not None
+            and definition is not None
+            and state.stored.get("metadata") != definition.get("metadata")
+        )
         if cols is ALL or cols:
             changed[key] = cols
             upstream_forward = any(u.lower() in forward for u in model.depends_on)
             if is_forward or upstream_forward:
                 forward.add(key)
-                out.append(ModelChange(model.name, "indirectly modified", FORWARD_ONLY, reasons=tuple(reasons) + ("forward-only: built intervals are kept",)))
+                out.append(
+                    ModelChange(
+                        model.name,
+                        "indirectly modified",
+                        FORWARD_ONLY,
+                        reasons=tuple(reasons) + ("forward-only: built intervals are kept",),
+                    )
+                )
                 continue
             recompute, partitions, rows = _recompute(model, state)
-            out.append(ModelChange(model.name, "indirectly modified", INDIRECT_BREAKING, recompute, partitions, rows, tuple(reasons)))
+            out.append(
+                ModelChange(
+                    model.name, "indirectly modified", INDIRECT_BREAKING, recompute, partitions, rows, tuple(reasons)
+                )
+            )
         elif reasons:
             changed[key] = set()  # its downstream models are indirectly modified too, and read nothing changed
             category = METADATA if metadata else INDIRECT_NON_BREAKING
             out.append(ModelChange(model.name, "indirectly modified", category, reasons=tuple(reasons)))
         elif metadata:
             meta.add(key)
-            out.append(ModelChange(model.name, "modified", METADATA, reasons=("only metadata changed (description, owner, tags, audits, cron, grain)",)))
+            out.append(
+                ModelChange(
+                    model.name,
+                    "modified",
+                    METADATA,
+                    reasons=("only metadata changed (description, owner, tags, audits, cron, grain)",),
+                )
+            )
         elif any(u.lower() in meta for u in model.depends_on):
             meta.add(key)  # as SQLMesh: downstream of a metadata change, a metadata change itself
             upstream = ", ".join(sorted(u for u in model.depends_on if u.lower() in meta))
-            out.append(ModelChange(model.name, "indirectly modified", METADATA, reasons=(f"{upstream} changed only metadata",)))
+            out.append(
+                ModelChange(model.name, "indirectly modified", METADATA, reasons=(f"{upstream} changed only metadata",))
+            )
         else:
             reasons_ = () if state.stored is not None else ("built before definitions were kept with tables",)
             out.append(ModelChange(model.name, "unchanged", UNCHANGED, reasons=reasons_))
-    out.extend(ModelChange(name, "removed", BREAKING, reasons=("a table exists, no model writes it any more: the table is kept",)) for name in removed)
+    out.extend(
+        ModelChange(
+            name, "removed", BREAKING, reasons=("a table exists, no model writes it any more: the table is kept",)
+        )
+        for name in removed
+    )
     return out
 
 
-def _modified(model: SqlModel, state: TableState, definition: Mapping[str, Any] | None, is_forward: bool, changed: dict, forward: set) -> ModelChange:
+def _modified(
+    model: SqlModel,
+    state: TableState,
+    definition: Mapping[str, Any] | None,
+    is_forward: bool,
+    changed: dict,
+    forward: set,
+) -> ModelChange:
     """A model whose fingerprint differs from its table's."""
     key = model.name.lower()
     diff = None
     if state.stored is None or definition is None:
-        cols, columns, reasons = ALL, {}, ["its table was built before definitions were kept with tables: treated as breaking"]
+        cols, columns, reasons = (
+            ALL,
+            {},
+            ["its table was built before definitions were kept with tables: treated as breaking"],
+        )
     else:
         cols, added, removed, reasons = _direct(state.stored, definition)
         if cols is not ALL and not cols and not added:
-            cols, reasons = ALL, ["the definition changed in a way the comparison cannot place (a Python model, a statement): treated as breaking"]
-        columns = {k: v for k, v in (("added", added), ("removed", removed), ("changed", tuple(sorted(cols or ())))) if v}
+            cols, reasons = (
+                ALL,
+                [
+                    "the definition changed in a way the comparison cannot place (a Python model, a statement): treated as breaking"
+                ],
+            )
+        columns = {
+            k: v for k, v in (("added", added), ("removed", removed), ("changed", tuple(sorted(cols or ())))) if v
+        }
         if state.stored.get("query") != definition.get("query"):
             diff = query_diff(str(state.stored.get("query")), str(definition.get("query")), model.name)
     changed[key] = cols
     if is_forward:
         forward.add(key)
         reason = "forward_only model" if model.forward_only else "plan --forward-only"
-        return ModelChange(model.name, "modified", FORWARD_ONLY, reasons=(*reasons, f"{reason}: built intervals are kept, new ones use the new definition"), diff=diff, columns=columns)
+        return ModelChange(
+            model.name,
+            "modified",
+            FORWARD_ONLY,
+            reasons=(*reasons, f"{reason}: built intervals are kept, new ones use the new definition"),
+            diff=diff,
+            columns=columns,
+        )
     recompute, partitions, rows = _recompute(model, state)
     category = BREAKING if cols is ALL or cols else NON_BREAKING
     return ModelChange(model.name, "modified", category, recompute, partitions, rows, tuple(reasons), diff, columns)

@@ -27,11 +27,11 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from incremental_assets.analysis.columns import Columns, describe_columns
+from incremental_assets.load.macros.render import macro_values
 from incremental_assets.load.macros.window_conditions import first_variant
 from incremental_assets.model.intervals import IntervalUnit, TimeWindow
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
-from incremental_assets.load.macros.render import macro_values
 
 DEFINITION_FORMAT = 1
 UNKNOWN_TYPE = "unknown"
@@ -76,9 +76,15 @@ def _metadata(model: SqlModel) -> dict[str, Any]:
     )
 
 
-def model_definition(model: SqlModel, known: Mapping[str, Mapping[str, str]], columns: Columns | None = None) -> dict[str, Any]:
+def model_definition(
+    model: SqlModel, known: Mapping[str, Mapping[str, str]], columns: Columns | None = None
+) -> dict[str, Any]:
     """The definition of ``model`` over the upstream columns ``known`` (``{table: {column: type}}``)."""
-    cols = columns if columns is not None else describe_columns(first_variant(model.query), known, macros=sample_macros(model))
+    cols = (
+        columns
+        if columns is not None
+        else describe_columns(first_variant(model.query), known, macros=sample_macros(model))
+    )
     names = list(model.columns) or list(cols.types)
     data = _json(model.data_payload())
     return {

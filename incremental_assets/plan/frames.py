@@ -50,7 +50,11 @@ def _within_frame(window: exp.Window) -> exp.Expression:
     frameless = window.copy()
     frameless.set("spec", None)
     backward = isinstance(function, exp.Lag)
-    edge, side = (spec.args.get("start"), spec.args.get("start_side")) if backward else (spec.args.get("end"), spec.args.get("end_side"))
+    edge, side = (
+        (spec.args.get("start"), spec.args.get("start_side"))
+        if backward
+        else (spec.args.get("end"), spec.args.get("end_side"))
+    )
     if isinstance(edge, str) and edge.upper() == "UNBOUNDED":
         return frameless  # every earlier (later) row is in the frame
     offset = function.args.get("offset") or exp.Literal.number(1)
@@ -61,7 +65,11 @@ def _within_frame(window: exp.Window) -> exp.Expression:
     else:
         # The frame's far edge, in the order of the rows: before the key when it precedes in that order.
         earlier = (str(side).upper() == "PRECEDING") != descending
-        limit = exp.Sub(this=key.copy(), expression=edge.copy()) if earlier else exp.Add(this=key.copy(), expression=edge.copy())
+        limit = (
+            exp.Sub(this=key.copy(), expression=edge.copy())
+            if earlier
+            else exp.Add(this=key.copy(), expression=edge.copy())
+        )
         at_or_after = backward != descending
         condition = exp.GTE(this=picked, expression=limit) if at_or_after else exp.LTE(this=picked, expression=limit)
     default = function.args.get("default")

@@ -64,12 +64,15 @@ def refuse_restatement(model: SqlModel) -> None:
     kind = model.kind
     if isinstance(kind, ScdType2) and kind.disable_restatement:
         raise ModelFileError(
-            model.path, model.line_of("kind"),
+            model.path,
+            model.line_of("kind"),
             f"model {model.name} is SCD_TYPE_2: restating it would throw away its history, which cannot be rebuilt from the current source rows",
             hint="leave it out (its new history follows from the next run), or set `disable_restatement false` in the kind to rebuild it from the current source rows",
         )
     if not model.has_table:
-        raise IncrementalAssetsError(f"model {model.name} has no table of its own (a plain VIEW or EMBEDDED): there is nothing to restate; restate the models it reads")
+        raise IncrementalAssetsError(
+            f"model {model.name} has no table of its own (a plain VIEW or EMBEDDED): there is nothing to restate; restate the models it reads"
+        )
 
 
 def plan_restatement(
@@ -136,7 +139,9 @@ def _downstream(project, model, upstream, affected, materialized, skipped) -> Re
     if not materialized(model):
         return None
     if isinstance(model.kind, ScdType2) and model.kind.disable_restatement:
-        skipped.append(f"{model.name}: not restated: SCD_TYPE_2 keeps its history (disable_restatement); its next run adds what changed as new versions")
+        skipped.append(
+            f"{model.name}: not restated: SCD_TYPE_2 keeps its history (disable_restatement); its next run adds what changed as new versions"
+        )
         return None
     return Restated(model, REBUILD if model.is_merge_style else WHOLE, (), tuple(upstream))
 

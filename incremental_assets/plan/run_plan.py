@@ -28,6 +28,13 @@ from sqlglot import exp
 
 from incremental_assets.analysis import Analysis, SourceBound, pushdown
 from incremental_assets.errors import ModelFileError, UnsafeIncrementalError, WindowError
+from incremental_assets.load.macros.render import (
+    clamp_to_window,
+    cursor_literal,
+    render_macros,
+    render_statements,
+    window_literal,
+)
 from incremental_assets.load.query import table_name
 from incremental_assets.model import clock
 from incremental_assets.model.intervals import (
@@ -52,13 +59,6 @@ from incremental_assets.model.sql_model import SEED_VIEW, SqlModel
 from incremental_assets.plan.analyses import analysis_of, run_size
 from incremental_assets.plan.definition import definition_of
 from incremental_assets.plan.frames import navigation_frames
-from incremental_assets.load.macros.render import (
-    clamp_to_window,
-    cursor_literal,
-    render_macros,
-    render_statements,
-    window_literal,
-)
 from incremental_assets.plan.rebuild import ASK_DOWNGRADE, TargetState
 
 log = logging.getLogger(__name__)
@@ -143,9 +143,14 @@ class RunPlan:
 
     def render(self) -> str:
         """The SQL with a header saying which table each view stands for and what is read."""
-        header = [f"-- model {self.model}" + (f", window {self.window}" if self.window else "") + f", write: {self.write}"]
+        header = [
+            f"-- model {self.model}" + (f", window {self.window}" if self.window else "") + f", write: {self.write}"
+        ]
         if self.safety_class:
-            header.append(f"-- safety class: {self.safety_class}" + (" (refused: downgraded to a full refresh)" if self.downgraded else ""))
+            header.append(
+                f"-- safety class: {self.safety_class}"
+                + (" (refused: downgraded to a full refresh)" if self.downgraded else "")
+            )
         pre = [f"{sql};" for sql in self.pre_sql]
         post = [f"-- after the write:\n{sql};" for sql in self.post_sql]
         return "\n".join(header + self.explain_inputs() + pre + [self.sql] + post)
@@ -222,7 +227,9 @@ def plan_run(
     kind = model.kind
     state = target or TargetState()  # merge-style kinds: no table yet unless the caller read one
     if isinstance(kind, Embedded):
-        raise WindowError(f"model {model.name} is EMBEDDED: it has no table and runs only inside the models that read it")
+        raise WindowError(
+            f"model {model.name} is EMBEDDED: it has no table and runs only inside the models that read it"
+        )
     analysis = analysis_of(project, model.name)
     bounds: Mapping[str, SourceBound | None] | None = None
     downgraded = False
@@ -246,19 +253,41 @@ def plan_run(
         query = clamp_to_window(rendered, kind.time_column, window, time_format=kind.time_format)
     safety = analysis.label if analysis is not None else None
     pre, post = render_statements(
-        model, macro_window(model, window, execution_time), execution_time=execution_time, extra=cursor_macros(model, state),
+        model,
+        macro_window(model, window, execution_time),
+        execution_time=execution_time,
+        extra=cursor_macros(model, state),
         views={read.name: read.view for read in inputs} | {model.name: view_name(model.name)},
     )
     definition = definition_of(project, model.name)
-    return RunPlan(model.name, window, query, tuple(inputs), write, model.fingerprint, safety, downgraded, execution_time, target, pre, post, definition)
+    return RunPlan(
+        model.name,
+        window,
+        query,
+        tuple(inputs),
+        write,
+        model.fingerprint,
+        safety,
+        downgraded,
+        execution_time,
+        target,
+        pre,
+        post,
+        definition,
+    )
 
 
-def _rendered_query(model: SqlModel, window: TimeWindow | None, execution_time: datetime, state: TargetState) -> exp.Expression:
+def _rendered_query(
+    model: SqlModel, window: TimeWindow | None, execution_time: datetime, state: TargetState
+) -> exp.Expression:
     """The model's query with the run's macro values; a macro condition on the run window that cannot be
     evaluated for this one names the model file."""
     try:
         return render_macros(
-            model.query, macro_window(model, window, execution_time), execution_time=execution_time, this_model=model.name,
+            model.query,
+            macro_window(model, window, execution_time),
+            execution_time=execution_time,
+            this_model=model.name,
             extra=cursor_macros(model, state),
         )
     except ModelFileError as exc:
@@ -266,7 +295,10 @@ def _rendered_query(model: SqlModel, window: TimeWindow | None, execution_time: 
 
 
 def _bounded_reads(
-    project: Project, rendered: exp.Expression, window: TimeWindow | None, bounds: Mapping[str, SourceBound | None] | None
+    project: Project,
+    rendered: exp.Expression,
+    window: TimeWindow | None,
+    bounds: Mapping[str, SourceBound | None] | None,
 ) -> exp.Expression:
     """The query with each time-series input read only for the window widened by its bound."""
     if window is None or not bounds:
@@ -414,7 +446,9 @@ def plan_rebuild(
     """
     if not model.is_incremental or model.start is None:
         raise WindowError(f"model {model.name} is not incremental: every run rebuilds it, plan it with plan_run")
-    plans = plan_window(project, model, TimeWindow(model.start, end), execution_time=execution_time, allow_downgrade=allow_downgrade)
+    plans = plan_window(
+        project, model, TimeWindow(model.start, end), execution_time=execution_time, allow_downgrade=allow_downgrade
+    )
     if model.name in model.depends_on:
         return plans
     return [replace(p, write=WriteKind.REBUILD) for p in plans]

@@ -59,10 +59,15 @@ class SchemaDiff:
         return bool(self.dropped or self.retyped)
 
     def describe_additive(self) -> str:
-        return "; ".join([f"new column {c}" for c in self.added] + [f"{c} widened from {o} to {n}" for c, o, n in self.widened])
+        return "; ".join(
+            [f"new column {c}" for c in self.added] + [f"{c} widened from {o} to {n}" for c, o, n in self.widened]
+        )
 
     def describe_destructive(self) -> str:
-        return "; ".join([f"column {c} dropped (or renamed)" for c in self.dropped] + [f"{c} changed from {o} to {n}" for c, o, n in self.retyped])
+        return "; ".join(
+            [f"column {c} dropped (or renamed)" for c in self.dropped]
+            + [f"{c} changed from {o} to {n}" for c, o, n in self.retyped]
+        )
 
 
 def compare(table: Mapping[str, str], query: Mapping[str, str]) -> SchemaDiff:

@@ -32,7 +32,9 @@ class AuditOutcome:
         return self.failing_rows == 0
 
 
-def evaluate(spark: SparkSession, project: Project, model: SqlModel, rows: DataFrame, audits: list[Audit]) -> list[AuditOutcome]:
+def evaluate(
+    spark: SparkSession, project: Project, model: SqlModel, rows: DataFrame, audits: list[Audit]
+) -> list[AuditOutcome]:
     """Run each audit's failing-rows query over ``rows``; count the failures and keep a sample."""
     view = "ia_audited_" + model.name.replace(".", "_")
     rows.drop(delta.PARTITION_COLUMN, delta.DAY_COLUMN, delta.BUCKET_COLUMN).createOrReplaceTempView(view)
@@ -41,7 +43,9 @@ def evaluate(spark: SparkSession, project: Project, model: SqlModel, rows: DataF
         return []
     # Every audit's failing rows are counted in ONE Spark job (a UNION ALL of the counts): a job costs
     # a fixed ~0.3-0.7 s on a small machine, and each interval of a run pays it before its commit.
-    counting = " UNION ALL ".join(f"SELECT {i} AS ia_audit, COUNT(*) AS ia_failing FROM ({sql}) AS ia_audit_{i}" for i, sql in enumerate(sqls))
+    counting = " UNION ALL ".join(
+        f"SELECT {i} AS ia_audit, COUNT(*) AS ia_failing FROM ({sql}) AS ia_audit_{i}" for i, sql in enumerate(sqls)
+    )
     counts = {row[0]: row[1] for row in spark.sql(counting).collect()}
     outcomes = []
     for i, (audit, sql) in enumerate(zip(audits, sqls)):
@@ -51,7 +55,9 @@ def evaluate(spark: SparkSession, project: Project, model: SqlModel, rows: DataF
     return outcomes
 
 
-def read_staged(spark: SparkSession, staging: str, window: TimeWindow | None = None, unit: str | None = None) -> DataFrame:
+def read_staged(
+    spark: SparkSession, staging: str, window: TimeWindow | None = None, unit: str | None = None
+) -> DataFrame:
     """The rows a run staged, those of ``window`` only: on a table cut by day the staged files also hold
     the other hours of the days the window covers in part, copied, not written by this run."""
     # A staging folder always holds a file with its columns, even for a window with no rows.

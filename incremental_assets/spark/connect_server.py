@@ -116,7 +116,9 @@ def _refuse_foreign(status: ServerStatus, settings: Settings) -> None:
     if status.foreign and status.record:
         raise SparkServerError(
             f"the state folder {state_dir(settings)} is shared with the project {status.record.project_dir}, whose Spark Connect "
-            f"server (pid {status.record.pid}) it records", hint="give each project its own dagster_home (DAGSTER_HOME)")
+            f"server (pid {status.record.pid}) it records",
+            hint="give each project its own dagster_home (DAGSTER_HOME)",
+        )
 
 
 def spark_remote(settings: Settings) -> str | None:
@@ -144,12 +146,14 @@ def _free_port() -> int:
 def server_conf(settings: Settings, port: int) -> dict[str, str]:
     """The server's Spark settings: the project's (it is the driver now), bound to loopback and ``port``."""
     conf = {k: v for k, v in settings.spark_config().items() if k != "spark.master"}
-    conf.update({
-        # No authentication on a Connect server: only this machine may reach it.
-        "spark.connect.grpc.binding.address": LOOPBACK,
-        "spark.connect.grpc.binding.port": str(port),
-        "spark.app.name": "incremental_assets Spark Connect server",
-    })
+    conf.update(
+        {
+            # No authentication on a Connect server: only this machine may reach it.
+            "spark.connect.grpc.binding.address": LOOPBACK,
+            "spark.connect.grpc.binding.port": str(port),
+            "spark.app.name": "incremental_assets Spark Connect server",
+        }
+    )
     return conf
 
 
@@ -167,14 +171,30 @@ def _launch(settings: Settings, port: int) -> subprocess.Popen:
     home.mkdir(parents=True, exist_ok=True)
     conf_path = home / CONF_FILE
     _write_conf(conf_path, server_conf(settings, port))
-    argv = [str(spark_home / "bin" / "spark-submit"), "--master", settings.spark_master, "--properties-file", str(conf_path),
-            "--class", SERVER_CLASS, "--name", "incremental_assets Spark Connect server"]
+    argv = [
+        str(spark_home / "bin" / "spark-submit"),
+        "--master",
+        settings.spark_master,
+        "--properties-file",
+        str(conf_path),
+        "--class",
+        SERVER_CLASS,
+        "--name",
+        "incremental_assets Spark Connect server",
+    ]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_CONNECT_MODE"))}
     env.update(SPARK_HOME=str(spark_home), PYSPARK_PYTHON=sys.executable, TZ="UTC")
     with open(home / LOG_FILE, "ab") as log:
         # Its own session (process group): it outlives this command, and stopping it stops all it started.
-        return subprocess.Popen(argv, env=env, cwd=settings.project_dir, stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            argv,
+            env=env,
+            cwd=settings.project_dir,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def _log_tail(settings: Settings, lines: int = 30) -> str:
@@ -190,23 +210,37 @@ def start_server(settings: Settings, *, timeout: float = 180.0) -> tuple[ServerR
         return status.record, False
     _refuse_foreign(status, settings)
     if status.record and not status.stale:
-        raise SparkServerError(f"the Spark Connect server (pid {status.record.pid}) is running but not answering on port "
-                               f"{status.record.port}; see {status.record.log}", hint="`incremental-assets spark stop`, then start it again")
+        raise SparkServerError(
+            f"the Spark Connect server (pid {status.record.pid}) is running but not answering on port "
+            f"{status.record.port}; see {status.record.log}",
+            hint="`incremental-assets spark stop`, then start it again",
+        )
     if status.stale:
         (state_dir(settings) / RECORD_FILE).unlink(missing_ok=True)
     port = _free_port()
     process = _launch(settings, port)
-    record = ServerRecord(process.pid, port, str(settings.project_dir), settings.spark_master,
-                          clock.wall_time().isoformat(timespec="seconds"), str(state_dir(settings) / LOG_FILE))
+    record = ServerRecord(
+        process.pid,
+        port,
+        str(settings.project_dir),
+        settings.spark_master,
+        clock.wall_time().isoformat(timespec="seconds"),
+        str(state_dir(settings) / LOG_FILE),
+    )
     deadline = time.monotonic() + timeout
     while not port_open(port):
         if process.poll() is not None:
-            raise SparkServerError(f"the Spark Connect server exited with code {process.returncode} while starting; "
-                                   f"last lines of {record.log}:\n{_log_tail(settings)}", hint="check that Java 17+ is installed (JAVA_HOME)")
+            raise SparkServerError(
+                f"the Spark Connect server exited with code {process.returncode} while starting; "
+                f"last lines of {record.log}:\n{_log_tail(settings)}",
+                hint="check that Java 17+ is installed (JAVA_HOME)",
+            )
         if time.monotonic() > deadline:
             _signal_group(process.pid, signal.SIGKILL)
-            raise SparkServerError(f"the Spark Connect server did not listen on port {port} within {timeout:.0f} s; "
-                                   f"last lines of {record.log}:\n{_log_tail(settings)}")
+            raise SparkServerError(
+                f"the Spark Connect server did not listen on port {port} within {timeout:.0f} s; "
+                f"last lines of {record.log}:\n{_log_tail(settings)}"
+            )
         time.sleep(0.2)
     (state_dir(settings) / RECORD_FILE).write_text(json.dumps(asdict(record), indent=2) + "\n")
     return record, True
@@ -237,7 +271,9 @@ def stop_server(settings: Settings, *, timeout: float = 30.0) -> ServerRecord | 
         if not _wait_gone(record.pid, timeout):
             _signal_group(record.pid, signal.SIGKILL)
             if not _wait_gone(record.pid, 10.0):
-                raise SparkServerError(f"the Spark Connect server (pid {record.pid}) did not stop", hint=f"kill {record.pid}")
+                raise SparkServerError(
+                    f"the Spark Connect server (pid {record.pid}) did not stop", hint=f"kill {record.pid}"
+                )
     (state_dir(settings) / RECORD_FILE).unlink(missing_ok=True)
     return None if status.stale else record
 

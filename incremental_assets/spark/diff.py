@@ -34,8 +34,12 @@ class TableDiff:
 
     @property
     def equal(self) -> bool:
-        return not any(self.schema.values()) and not self.only_production and not self.only_environment and not self.changed and all(
-            c["production"] == c["environment"] for c in self.counts
+        return (
+            not any(self.schema.values())
+            and not self.only_production
+            and not self.only_environment
+            and not self.changed
+            and all(c["production"] == c["environment"] for c in self.counts)
         )
 
     def as_json(self) -> dict[str, Any]:
@@ -44,7 +48,11 @@ class TableDiff:
             "schema": self.schema,
             "counts": self.counts,
             "grain": list(self.grain),
-            "rows": {"only_production": self.only_production, "only_environment": self.only_environment, "changed": self.changed},
+            "rows": {
+                "only_production": self.only_production,
+                "only_environment": self.only_environment,
+                "changed": self.changed,
+            },
             "examples": self.examples,
         }
 
@@ -68,8 +76,17 @@ def interval_counts(production_uri: str, environment_uri: str) -> list[dict[str,
     """Rows per ``ia_interval`` on both sides (one entry ``interval: None`` for an unpartitioned table)."""
     prod, env = delta.interval_row_counts(production_uri), delta.interval_row_counts(environment_uri)
     if prod is None or env is None:
-        return [{"interval": None, "production": delta.row_count(production_uri) or 0, "environment": delta.row_count(environment_uri) or 0}]
-    return [{"interval": k, "production": prod.get(k, 0), "environment": env.get(k, 0)} for k in sorted(set(prod) | set(env))]
+        return [
+            {
+                "interval": None,
+                "production": delta.row_count(production_uri) or 0,
+                "environment": delta.row_count(environment_uri) or 0,
+            }
+        ]
+    return [
+        {"interval": k, "production": prod.get(k, 0), "environment": env.get(k, 0)}
+        for k in sorted(set(prod) | set(env))
+    ]
 
 
 def diff_tables(spark: SparkSession, production_uri: str, environment_uri: str, grain: Sequence[str] = ()) -> TableDiff:
@@ -92,7 +109,11 @@ def diff_tables(spark: SparkSession, production_uri: str, environment_uri: str, 
         counts=counts,
         only_production=only_prod.count(),
         only_environment=only_env.count(),
-        examples={"only_production": _examples(only_prod, common), "only_environment": _examples(only_env, common), "changed": []},
+        examples={
+            "only_production": _examples(only_prod, common),
+            "only_environment": _examples(only_env, common),
+            "changed": [],
+        },
     )
 
 
@@ -103,7 +124,9 @@ def _grain_columns(grain: Sequence[str], common: list[str]) -> list[str]:
     return [c for c in found if c] if found and all(found) else []
 
 
-def _by_grain(prod: DataFrame, env: DataFrame, common: list[str], keys: list[int], schema: dict, counts: list) -> TableDiff:
+def _by_grain(
+    prod: DataFrame, env: DataFrame, common: list[str], keys: list[int], schema: dict, counts: list
+) -> TableDiff:
     p = prod.select(*[F.col(f"c{i}").alias(f"p{i}") for i in range(len(common))], F.lit(True).alias("p_row"))
     e = env.select(*[F.col(f"c{i}").alias(f"e{i}") for i in range(len(common))], F.lit(True).alias("e_row"))
     on: Column = F.lit(True)
@@ -115,7 +138,10 @@ def _by_grain(prod: DataFrame, env: DataFrame, common: list[str], keys: list[int
         if i not in keys:
             same = same & F.col(f"p{i}").eqNullSafe(F.col(f"e{i}"))
     state = (
-        F.when(F.col("e_row").isNull(), "only_production").when(F.col("p_row").isNull(), "only_environment").when(~same, "changed").otherwise("same")
+        F.when(F.col("e_row").isNull(), "only_production")
+        .when(F.col("p_row").isNull(), "only_environment")
+        .when(~same, "changed")
+        .otherwise("same")
     )
     joined = joined.withColumn("state", state).where(F.col("state") != "same").cache()
     try:

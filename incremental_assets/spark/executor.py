@@ -24,8 +24,8 @@ from incremental_assets.model.project import Project
 from incremental_assets.plan.run_plan import InputRead, RunPlan, WriteKind, view_name
 from incremental_assets.spark import faults, merge
 from incremental_assets.spark.inputs import Inputs
-from incremental_assets.spark.read_errors import unreadable_input
 from incremental_assets.spark.python_models import register_python_rows
+from incremental_assets.spark.read_errors import unreadable_input
 from incremental_assets.spark.session import run_project_statements
 from incremental_assets.spark.writes import STRATEGIES, Staged, WriteStrategy
 
@@ -86,7 +86,9 @@ class Executor(Inputs):
             self.run_statements(plan, plan.pre_statements, "pre")
             self.spark.sql(plan.sql).schema  # analysis only: proves the view resolves, reads nothing
             self.run_statements(plan, plan.post_statements, "post")
-            return RunResult(plan.model, None, plan.write, None, None, 0, 0, plan.sql, time.perf_counter() - began, None, inputs)
+            return RunResult(
+                plan.model, None, plan.write, None, None, 0, 0, plan.sql, time.perf_counter() - began, None, inputs
+            )
         return self.execute_together([plan], run_id=run_id, before_commit=before_commit)
 
     def execute_together(
@@ -130,12 +132,33 @@ class Executor(Inputs):
         self.run_statements(last, last.post_statements, "post")
         details = dict(staged.details)
         if isinstance(model.kind, IncrementalByCursor):
-            details["cursor_before"] = first.target.last_value if first.target and first.write == WriteKind.APPEND else None
+            details["cursor_before"] = (
+                first.target.last_value if first.target and first.write == WriteKind.APPEND else None
+            )
             details["cursor_after"] = merge.new_cursor_value(self, uri, first.model)
         seconds = time.perf_counter() - began
-        log.info("%s %s (%s): %s rows, version %s, %.2fs", first.model, window or "full", first.write, result.rows, result.version, seconds)
+        log.info(
+            "%s %s (%s): %s rows, version %s, %.2fs",
+            first.model,
+            window or "full",
+            first.write,
+            result.rows,
+            result.version,
+            seconds,
+        )
         return RunResult(
-            first.model, window, first.write, result.rows, result.version, result.files, result.partitions, last.sql, seconds, uri, inputs, details,
+            first.model,
+            window,
+            first.write,
+            result.rows,
+            result.version,
+            result.files,
+            result.partitions,
+            last.sql,
+            seconds,
+            uri,
+            inputs,
+            details,
             result.interval_rows,
         )
 
@@ -168,7 +191,9 @@ class Executor(Inputs):
             try:
                 self.spark.sql(sql).collect()
             except Exception as exc:  # Spark's error, told with the model file and the statement
-                line = statement.meta.get("line") or next((n.meta["line"] for n in statement.walk() if "line" in n.meta), None)
+                line = statement.meta.get("line") or next(
+                    (n.meta["line"] for n in statement.walk() if "line" in n.meta), None
+                )
                 where = f"{model.path}:{line}" if line else str(model.path)
                 message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 raise StorageError(f"{where}: the {when}-statement `{sql}` failed: {message}") from exc
@@ -199,11 +224,18 @@ class Executor(Inputs):
             if before_commit is not None:
                 before_commit(strategy.staging)
             result = delta.commit_staged(
-                strategy.uri, strategy.staging, schema, mode, metadata=metadata, name=first.model,
+                strategy.uri,
+                strategy.staging,
+                schema,
+                mode,
+                metadata=metadata,
+                name=first.model,
                 definition=first.definition,
             )
         except BaseException:
-            delta.discard_staging(strategy.uri, strategy.staging)  # refused or failed: these files will never be committed
+            delta.discard_staging(
+                strategy.uri, strategy.staging
+            )  # refused or failed: these files will never be committed
             raise
         faults.checkpoint("committed")
         return result

@@ -27,7 +27,9 @@ from incremental_assets.spark import merge
 from incremental_assets.spark.source_files import files_for_window
 
 
-def read_table_window(spark: SparkSession, uri: str, window: TimeWindow | None, unit: str | None) -> tuple[DataFrame, int]:
+def read_table_window(
+    spark: SparkSession, uri: str, window: TimeWindow | None, unit: str | None
+) -> tuple[DataFrame, int]:
     """A model table's committed rows of ``window`` (all without one) and how many files were read.
 
     Files are pruned by partition; on a table cut by day a window that is not whole days also keeps
@@ -39,7 +41,9 @@ def read_table_window(spark: SparkSession, uri: str, window: TimeWindow | None, 
     bounds = delta.row_filter(uri, window, unit)
     if bounds is None:
         return spark.read.schema(schema).parquet(*files), len(files)
-    keyed = from_arrow_schema(delta.arrow_schema(uri, drop=(delta.DAY_COLUMN, delta.BUCKET_COLUMN)), prefer_timestamp_ntz=False)
+    keyed = from_arrow_schema(
+        delta.arrow_schema(uri, drop=(delta.DAY_COLUMN, delta.BUCKET_COLUMN)), prefer_timestamp_ntz=False
+    )
     interval = F.col(delta.PARTITION_COLUMN)
     rows = spark.read.schema(keyed).parquet(*files).where((interval >= bounds[0]) & (interval < bounds[1]))
     return rows.drop(delta.PARTITION_COLUMN), len(files)
@@ -63,7 +67,10 @@ class Inputs:
             if not delta.exists(source.location):
                 raise StorageError(f"source {source.name}: no Delta table at {source.location}")
             files, arrow = delta.source_files(
-                source.location, time_column=source.time_column, window=read.window, time_format=source.time_format,
+                source.location,
+                time_column=source.time_column,
+                window=read.window,
+                time_format=source.time_format,
                 tz=zone(self.project.settings.timezone),
             )
             # A timestamp without time zone stays one, as Spark reads it from Parquet: wall time in the session's zone.
@@ -72,7 +79,12 @@ class Inputs:
                 return self._empty(schema), "0 files"
             df = reader.schema(schema).option("basePath", source.location).parquet(*files)
             return df, f"{len(files)} files"
-        if source.format == "parquet" and source.time_column and read.window is not None and delta.is_local(source.location):
+        if (
+            source.format == "parquet"
+            and source.time_column
+            and read.window is not None
+            and delta.is_local(source.location)
+        ):
             return self._parquet_window(source, read.window)
         if source.format == "table":
             return self.spark.table(source.location), "catalog table"
@@ -90,7 +102,11 @@ class Inputs:
         ``window``; a folder's ``key=value`` subfolders stay columns."""
         location = source.location.removeprefix("file://")
         files, total, sample = files_for_window(
-            location, source.time_column or "", window, time_format=source.time_format, tz=zone(self.project.settings.timezone)
+            location,
+            source.time_column or "",
+            window,
+            time_format=source.time_format,
+            tz=zone(self.project.settings.timezone),
         )
         reader = self.spark.read.option("basePath", location) if os.path.isdir(location) else self.spark.read
         if files or sample is None:

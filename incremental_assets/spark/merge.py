@@ -61,14 +61,17 @@ def _same_key(left: str, right: str, keys: tuple[str, ...]) -> Column:
 
 def check_unique(df: DataFrame, keys: tuple[str, ...], model: str, path: object) -> None:
     """Raise DuplicateKeyError naming some keys that occur more than once in ``df``."""
-    dupes = df.groupBy(*[F.col(f"`{k}`") for k in keys]).count().where("count > 1").limit(DUPLICATE_SAMPLE + 1).collect()
+    dupes = (
+        df.groupBy(*[F.col(f"`{k}`") for k in keys]).count().where("count > 1").limit(DUPLICATE_SAMPLE + 1).collect()
+    )
     if not dupes:
         return
     shown = [", ".join(f"{k}={row[k]!r}" for k in keys) + f" ({row['count']} rows)" for row in dupes[:DUPLICATE_SAMPLE]]
     more = " and more" if len(dupes) > DUPLICATE_SAMPLE else ""
     raise DuplicateKeyError(
         f"model {model} ({path}): the query returned several rows for the same unique key, nothing was committed: "
-        + "; ".join(shown) + more
+        + "; ".join(shown)
+        + more
         + ". Make the query return one row per key (e.g. pick the latest with ROW_NUMBER() ... = 1)"
     )
 
@@ -138,7 +141,9 @@ def _buckets_and_rows(rows: DataFrame) -> tuple[list[str], int]:
 # -- the writes ----------------------------------------------------------------------------------
 
 
-def upsert(executor: Session, plan: RunPlan, df: DataFrame, uri: str, stage: Stage) -> tuple[list[str] | None, dict[str, Any]]:
+def upsert(
+    executor: Session, plan: RunPlan, df: DataFrame, uri: str, stage: Stage
+) -> tuple[list[str] | None, dict[str, Any]]:
     """Stage the new content of every bucket the run's rows touch; returns (buckets, counts)."""
     model = executor.project.models[plan.model]
     kind = model.kind
@@ -173,7 +178,9 @@ def upsert(executor: Session, plan: RunPlan, df: DataFrame, uri: str, stage: Sta
             value = value.when(holds, F.expr(assigned[column]) if column in assigned else stored)
         return value.otherwise(stored).alias(column)
 
-    result = joined.select(*[merged(c) for c in columns]).withColumn(delta.BUCKET_COLUMN, bucket_of(kind.unique_key, kind.buckets))
+    result = joined.select(*[merged(c) for c in columns]).withColumn(
+        delta.BUCKET_COLUMN, bucket_of(kind.unique_key, kind.buckets)
+    )
     updated = joined.where(matched).count()
     stage(result, delta.BUCKET_COLUMN)
     return touched, {"rows_inserted": total - updated, "rows_updated": updated}
@@ -220,13 +227,17 @@ def scd_type_2(
     )
     # A key coming back after a delete starts no earlier than its last version ended.
     ended = history.groupBy(*[F.col(f"`{k}`") for k in keys]).agg(F.max(F.col(f"`{vt}`")).alias("__ended")).alias("e")
-    fresh = joined.where(changed | added).select(
-        *[F.col(f"s.`{c}`").alias(c) for c in columns], F.when(changed, changed_at).alias("__changed_at")
-    ).alias("s")
+    fresh = (
+        joined.where(changed | added)
+        .select(*[F.col(f"s.`{c}`").alias(c) for c in columns], F.when(changed, changed_at).alias("__changed_at"))
+        .alias("s")
+    )
     fresh = fresh.join(ended, _same_key("s", "e", keys), "left")
     start_new = now if kind.by == "column" else F.col(f"s.`{kind.updated_at_name}`").cast("timestamp")
     valid_from = F.coalesce(F.col("__changed_at"), F.greatest(start_new, F.coalesce(F.col("e.__ended"), start_new)))
-    inserts = fresh.select(*[F.col(f"s.`{c}`").alias(c) for c in columns], valid_from.cast(ts).alias(vf), null_ts.alias(vt))
+    inserts = fresh.select(
+        *[F.col(f"s.`{c}`").alias(c) for c in columns], valid_from.cast(ts).alias(vf), null_ts.alias(vt)
+    )
     inserts = inserts.withColumn(delta.BUCKET_COLUMN, bucket_of(keys, kind.buckets)).localCheckpoint()
     closes = closes.withColumn(delta.BUCKET_COLUMN, bucket_of(keys, kind.buckets)).localCheckpoint()
 
@@ -239,9 +250,16 @@ def scd_type_2(
     old = committed_rows(executor, uri, touched).alias("h")
     x = closes.drop(delta.BUCKET_COLUMN).alias("x")
     rewritten = old.join(x, _same_key("h", "x", keys) & F.col(f"h.`{vt}`").isNull(), "left").select(
-        *[F.coalesce(F.col("x.__closed_at").cast(ts), F.col(f"h.`{vt}`").cast(ts)).alias(vt) if c == vt else F.col(f"h.`{c}`").alias(c) for c in old.columns]
+        *[
+            F.coalesce(F.col("x.__closed_at").cast(ts), F.col(f"h.`{vt}`").cast(ts)).alias(vt)
+            if c == vt
+            else F.col(f"h.`{c}`").alias(c)
+            for c in old.columns
+        ]
     )
-    result = rewritten.withColumn(delta.BUCKET_COLUMN, bucket_of(keys, kind.buckets)).unionByName(inserts, allowMissingColumns=True)
+    result = rewritten.withColumn(delta.BUCKET_COLUMN, bucket_of(keys, kind.buckets)).unionByName(
+        inserts, allowMissingColumns=True
+    )
     stage(result, delta.BUCKET_COLUMN)
     return touched, counts
 

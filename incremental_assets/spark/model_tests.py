@@ -74,7 +74,12 @@ def _rows(value: Any, path: Path, line: int, what: str) -> list[dict[str, Any]]:
     if value is None:
         return []
     if not isinstance(value, list) or not all(isinstance(row, dict) for row in value):
-        raise ModelFileError(path, line, f"{what} must be a list of rows (column: value mappings)", hint="write `- {id: 1, ts: 2024-01-01}`")
+        raise ModelFileError(
+            path,
+            line,
+            f"{what} must be a list of rows (column: value mappings)",
+            hint="write `- {id: 1, ts: 2024-01-01}`",
+        )
     return value
 
 
@@ -117,7 +122,11 @@ def load_model_tests(project: Project) -> list[ModelTest]:
         if _in_nested_project(path, root):
             continue
         data, lines = _read_yaml(path)
-        if not isinstance(data, dict) or not data or not all(isinstance(v, dict) and "model" in v for v in data.values()):
+        if (
+            not isinstance(data, dict)
+            or not data
+            or not all(isinstance(v, dict) and "model" in v for v in data.values())
+        ):
             continue
         for name, body in data.items():
             line = lines.get(str(name), 1)
@@ -136,11 +145,14 @@ def load_model_tests(project: Project) -> list[ModelTest]:
                         raise ModelFileError(path, line, f"test {name}: vars.{key}: {exc}") from None
             tests.append(
                 ModelTest(
-                    str(name), path, model,
+                    str(name),
+                    path,
+                    model,
                     {str(k).lower(): _rows(v, path, line, f"test {name}: input {k}") for k, v in inputs.items()},
                     _rows(outputs["query"], path, line, f"test {name}: outputs.query") if "query" in outputs else None,
                     {str(k).lower(): _rows(v, path, line, f"test {name}: cte {k}") for k, v in ctes.items()},
-                    vars_.get("start"), vars_.get("end"),
+                    vars_.get("start"),
+                    vars_.get("end"),
                 )
             )
     return tests
@@ -167,7 +179,9 @@ class _FixtureExecutor(Executor):
         self.test = test
 
     def _declared(self, name: str) -> dict[str, str]:
-        return dict(self.project.sources[name].columns if name in self.project.sources else self.project.models[name].columns)
+        return dict(
+            self.project.sources[name].columns if name in self.project.sources else self.project.models[name].columns
+        )
 
     def _schema(self, name: str) -> str | None:
         declared = self._declared(name)
@@ -180,11 +194,15 @@ class _FixtureExecutor(Executor):
                 self._own_table(read.name).createOrReplaceTempView(read.view)  # SQLMesh: its own table starts empty
                 continue
             if rows is None:
-                raise ModelFileError(self.test.path, None, f"test {self.test.name}: no rows given for input {read.name}")
+                raise ModelFileError(
+                    self.test.path, None, f"test {self.test.name}: no rows given for input {read.name}"
+                )
             declared = self._declared(read.name)
             if declared:
                 data = [tuple(_typed_value(r.get(c), t) for c, t in declared.items()) for r in rows]
-                df = self.spark.createDataFrame(data, "struct<" + ", ".join(f"`{c}`: {t}" for c, t in declared.items()) + ">")
+                df = self.spark.createDataFrame(
+                    data, "struct<" + ", ".join(f"`{c}`: {t}" for c, t in declared.items()) + ">"
+                )
             else:
                 df = self.spark.createDataFrame([{k: _spark_value(v) for k, v in r.items()} for r in rows])
             df.createOrReplaceTempView(read.view)
@@ -196,8 +214,14 @@ class _FixtureExecutor(Executor):
         if schema:
             return self.spark.createDataFrame([], schema)
         if self.test.query:
-            return self.spark.createDataFrame([{k: _spark_value(v) for k, v in r.items()} for r in self.test.query]).limit(0)
-        raise ModelFileError(self.test.path, None, f"test {self.test.name}: model {name} reads itself; give its rows as an input or declare its columns")
+            return self.spark.createDataFrame(
+                [{k: _spark_value(v) for k, v in r.items()} for r in self.test.query]
+            ).limit(0)
+        raise ModelFileError(
+            self.test.path,
+            None,
+            f"test {self.test.name}: model {name} reads itself; give its rows as an input or declare its columns",
+        )
 
 
 def _typed_value(v: Any, spark_type: str) -> Any:
@@ -262,7 +286,11 @@ def run_model_test(spark: SparkSession, project: Project, test: ModelTest) -> Te
     try:
         return _run_model_test(spark, project, test)
     except (IncrementalAssetsError, AnalysisException, Py4JError) as exc:
-        message = exc.message if isinstance(exc, ModelFileError) else (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        message = (
+            exc.message
+            if isinstance(exc, ModelFileError)
+            else (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        )
         return TestOutcome(test, [f"cannot run: {message}"])
     except Exception as exc:  # anything else the model's own code raised: one line, never a traceback
         first = (str(exc).strip().splitlines() or [""])[0]
@@ -290,12 +318,17 @@ def _run_model_test(spark: SparkSession, project: Project, test: ModelTest) -> T
     ctes = {c.alias_or_name.lower(): c for c in plan.query.find_all(exp.CTE)}
     for name, expected in test.ctes.items():
         if name not in ctes:
-            outcome.failures.append(f"cte {name}: the query has no CTE of that name (it has {', '.join(ctes) or 'none'})")
+            outcome.failures.append(
+                f"cte {name}: the query has no CTE of that name (it has {', '.join(ctes) or 'none'})"
+            )
             continue
         # The WITH that defines the CTE (an incremental query's is inside the window clamp).
         with_ = ctes[name].parent
         probe = exp.select("*").from_(name)
-        probe.set("with_" if "with_" in exp.Select.arg_types else "with", with_.copy() if isinstance(with_, exp.With) else None)
+        probe.set(
+            "with_" if "with_" in exp.Select.arg_types else "with",
+            with_.copy() if isinstance(with_, exp.With) else None,
+        )
         actual = [r.asDict() for r in spark.sql(probe.sql(dialect="spark")).collect()]
         problem = compare(f"cte {name}", expected, actual)
         if problem:

@@ -122,7 +122,9 @@ def _spark_frame(spark: SparkSession, value: Any, columns: dict[str, str], schem
         return spark.createDataFrame([], schema)
     missing = [c for c in columns if c not in value.columns]
     if missing:
-        raise ValueError(f"the rows have no column(s) {', '.join(missing)} (they have {', '.join(map(str, value.columns))})")
+        raise ValueError(
+            f"the rows have no column(s) {', '.join(missing)} (they have {', '.join(map(str, value.columns))})"
+        )
     value = value[list(columns)]
     loose = ", ".join(f"`{c}` {_LOOSE.get(value[c].dtype.kind, t)}" for c, t in columns.items())
     rows = value.astype(object).where(value.notna(), None).itertuples(index=False, name=None)
@@ -147,7 +149,13 @@ def execute_arguments(model: SqlmeshPythonModel, plan: RunPlan, variables: dict[
     else:  # FULL: the last complete interval of the model's cron
         end = model.unit.floor(execution_time)
         start, execution_time = model.start or datetime(1970, 1, 1, tzinfo=timezone.utc), end
-    given = {**variables, "start": start, "end": end - timedelta(microseconds=1), "execution_time": execution_time, "latest": execution_time}
+    given = {
+        **variables,
+        "start": start,
+        "end": end - timedelta(microseconds=1),
+        "execution_time": execution_time,
+        "latest": execution_time,
+    }
     assert model.execute is not None
     params = inspect.signature(model.execute).parameters
     if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
@@ -176,12 +184,18 @@ def register_executed(session: Session, model: SqlmeshPythonModel, plan: RunPlan
         frames = list(_frames(result))
         df = spark.createDataFrame([], schema)
         for frame in frames:
-            df = df.unionByName(_spark_frame(spark, frame, columns, schema).selectExpr(*(f"CAST(`{c}` AS {t}) AS `{c}`" for c, t in columns.items())))
+            df = df.unionByName(
+                _spark_frame(spark, frame, columns, schema).selectExpr(
+                    *(f"CAST(`{c}` AS {t}) AS `{c}`" for c, t in columns.items())
+                )
+            )
     except StorageError:
         raise
     except Exception as exc:  # the user's code: say which model and file raised, in one line
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        raise StorageError(f"model {model.name} ({model.path}): execute raised {type(exc).__name__}: {message}") from None
+        raise StorageError(
+            f"model {model.name} ({model.path}): execute raised {type(exc).__name__}: {message}"
+        ) from None
     df.createOrReplaceTempView(PYTHON_ROWS_VIEW)
     return f"{len(frames)} frame(s) from {model.path.name}"
 

@@ -22,7 +22,9 @@ from incremental_assets.model.project import Project
 from incremental_assets.spark.text_records import bad_record
 
 _FILE = re.compile(r"(?:reading file|for file:?)\s+(\S+?)\.?(?:\s|$)")
-_TYPE = re.compile(r"Parquet column \[(?P<column>[^\]]+)\]\. Expected Spark type (?P<expected>\S+), actual Parquet type (?P<actual>[A-Za-z0-9_()]+)")
+_TYPE = re.compile(
+    r"Parquet column \[(?P<column>[^\]]+)\]\. Expected Spark type (?P<expected>\S+), actual Parquet type (?P<actual>[A-Za-z0-9_()]+)"
+)
 _NOT_PARQUET = re.compile(r"is not a Parquet file|Could not read footer|CANNOT_READ_FILE_FOOTER|Expected magic number")
 
 
@@ -56,13 +58,21 @@ def unreadable_input(exc: BaseException, project: Project) -> SourceDataError | 
     cause = next((line.split(": ", 1)[-1] for line in text.splitlines() if line.startswith("Caused by:")), None)
     if cause is None:
         return None
-    return SourceDataError(f"{owner}: file {path} cannot be read: {cause.strip()[:300]} (fix: replace or move the file out of {folder})")
+    return SourceDataError(
+        f"{owner}: file {path} cannot be read: {cause.strip()[:300]} (fix: replace or move the file out of {folder})"
+    )
 
 
 def _damaged_table(owner: str, path: str) -> SourceDataError:
     """A model table's data file that cannot be read: the table was damaged (the file is ours, written by a
     run), so the fix is to compute its intervals again, not to edit a source file."""
-    what = "is missing" if not os.path.exists(path) else "is not the Parquet file that was committed" if not _footer_reads(path) else "cannot be read"
+    what = (
+        "is missing"
+        if not os.path.exists(path)
+        else "is not the Parquet file that was committed"
+        if not _footer_reads(path)
+        else "cannot be read"
+    )
     return SourceDataError(
         f"{owner}: data file {path} {what}: the table lost rows it recorded "
         "(fix: `incremental-assets verify` names the lost intervals; `incremental-assets run --auto` computes them again)"

@@ -13,7 +13,9 @@ from incremental_assets.errors import StorageError
 from incremental_assets.model.project import Project
 
 
-def build_spark_session(conf: Mapping[str, str], *, remote: str | None = None, app_name: str = "incremental_assets") -> SparkSession:
+def build_spark_session(
+    conf: Mapping[str, str], *, remote: str | None = None, app_name: str = "incremental_assets"
+) -> SparkSession:
     """Get or create the process's SparkSession from settings (local, a cluster master, or Spark Connect)."""
     builder = SparkSession.builder.appName(app_name)
     if remote:

@@ -38,7 +38,9 @@ def parquet_files(location: str) -> list[str]:
     return sorted(out)
 
 
-def time_range(path: str, column: str, *, time_format: str | None = None, tz: tzinfo = timezone.utc) -> tuple[datetime | None, datetime | None] | None:
+def time_range(
+    path: str, column: str, *, time_format: str | None = None, tz: tzinfo = timezone.utc
+) -> tuple[datetime | None, datetime | None] | None:
     """(min, max) of ``column`` over a file's row groups; None when the footer says nothing usable
     (unreadable, no such column, no statistics, or text whose order is not the time order), so the file
     cannot be pruned."""
@@ -49,7 +51,11 @@ def time_range(path: str, column: str, *, time_format: str | None = None, tz: tz
     found = delta.column_range(meta, column)
     if found is None:
         return None
-    if any(isinstance(v, (str, bytes)) for values in found for v in values) and time_format and not sorts_as_time(time_format):
+    if (
+        any(isinstance(v, (str, bytes)) for values in found for v in values)
+        and time_format
+        and not sorts_as_time(time_format)
+    ):
         return None
     lows, highs = ([instant(v, time_format=time_format, tz=tz) for v in values] for values in found)
     if any(v is None for v in lows + highs):

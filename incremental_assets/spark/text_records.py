@@ -24,14 +24,18 @@ _BAD_NUMBER = re.compile(r'For input string: "(?P<value>[^"]*)"')
 _BAD_CAST = re.compile(r"The value '(?P<value>[^']*)' of the type \"STRING\" cannot be cast to \"(?P<type>\w+)\"")
 
 
-def bad_record(text: str, project: Project, *, source: Source | None = None, path: str | None = None) -> SourceDataError | None:
+def bad_record(
+    text: str, project: Project, *, source: Source | None = None, path: str | None = None
+) -> SourceDataError | None:
     """The one-line error for a malformed CSV/JSON record named in Spark's error ``text`` (None: not that)."""
     cast = _BAD_CAST.search(text)
     if not _MALFORMED.search(text) and cast is None:
         return None
     number = _BAD_NUMBER.search(text)
     value = cast["value"] if cast else number["value"] if number else None
-    candidates = [source] if source is not None else [s for s in project.sources.values() if s.format in ("csv", "json")]
+    candidates = (
+        [source] if source is not None else [s for s in project.sources.values() if s.format in ("csv", "json")]
+    )
     for candidate in candidates:
         for file in [path] if path else _files(candidate):
             found = _locate(Path(file), candidate.format, value)
@@ -40,12 +44,15 @@ def bad_record(text: str, project: Project, *, source: Source | None = None, pat
             line, column = found
             where = f"source {candidate.name}: file {file} line {line}"
             if value is None:
-                return SourceDataError(f"{where} is not a complete {candidate.format.upper()} record (fix: correct or remove that line)")
+                return SourceDataError(
+                    f"{where} is not a complete {candidate.format.upper()} record (fix: correct or remove that line)"
+                )
             wanted = f"a {cast['type'].lower()}" if cast else "a number"
             return SourceDataError(
                 f"{where}: column {column} holds {value!r}, which is not {wanted} "
                 f"(fix: correct the value, or declare the column's type"
-                + (" and its time_column_format" if column == candidate.time_column else "") + " in sources.yaml)"
+                + (" and its time_column_format" if column == candidate.time_column else "")
+                + " in sources.yaml)"
             )
     if cast is not None and source is not None:  # a value of this source's, past what was scanned
         names = source.name

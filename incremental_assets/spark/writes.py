@@ -245,10 +245,12 @@ def copy_other_intervals(strategy: WriteStrategy, staged: Staged, window: TimeWi
     kept = strategy.spark.read.schema(schema).parquet(*staged.copied_from).where((interval < first) | (interval >= end))
     kept = kept.withColumn(delta.DAY_COLUMN, F.substring(delta.PARTITION_COLUMN, 1, 10))
     present = {c.lower() for c in kept.columns}
-    kept = kept.select(*[
-        (F.col(f"`{f.name}`") if f.name.lower() in present else F.lit(None)).cast(f.dataType).alias(f.name)
-        for f in staged.columns.fields
-    ])
+    kept = kept.select(
+        *[
+            (F.col(f"`{f.name}`") if f.name.lower() in present else F.lit(None)).cast(f.dataType).alias(f.name)
+            for f in staged.columns.fields
+        ]
+    )
     kept.coalesce(1).write.mode("append").partitionBy(delta.DAY_COLUMN).parquet(strategy.staging)
 
 

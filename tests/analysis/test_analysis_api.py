@@ -8,11 +8,11 @@ import re
 from datetime import timedelta
 
 import pytest
+from analysis_sql import parse_model_sql
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analysis_sql import parse_model_sql
-from incremental_assets.analysis import Analysis, analyze_query, describe_bound, iso_duration, Reason, SourceBound
+from incremental_assets.analysis import Analysis, Reason, SourceBound, analyze_query, describe_bound, iso_duration
 
 SOURCES = {"raw.events": "ts", "dim.users": None}
 
@@ -78,9 +78,7 @@ def test_unknown_override_is_an_error():
 
 
 def test_refusals_are_ordered_by_line_and_name_the_construct():
-    analysis = _analyze(
-        "SELECT ts,\n  RAND() AS r\nFROM raw.events\nWHERE ts BETWEEN @start_dt AND @end_dt\nLIMIT 5"
-    )
+    analysis = _analyze("SELECT ts,\n  RAND() AS r\nFROM raw.events\nWHERE ts BETWEEN @start_dt AND @end_dt\nLIMIT 5")
     assert analysis.refused
     assert [(r.rule, r.line) for r in analysis.reasons] == [("nondeterministic", 2), ("limit", 5)]
     assert "RAND()" in analysis.reasons[0].message and "allow_nondeterministic" in analysis.reasons[0].message

@@ -29,9 +29,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from analysis_sql import parse_model_sql
 
 from incremental_assets.analysis import analyze_query, describe_bound
-from analysis_sql import parse_model_sql
 
 CORPUS = Path(__file__).parent / "corpus"
 _UNITS = {"m": "minutes", "h": "hours", "d": "days"}

@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import sqlglot
+from analysis_sql import parse_model_sql
 from sqlglot import exp
 
-from analysis_sql import parse_model_sql
-from incremental_assets.analysis import analyze_query, pushdown, SourceBound
+from incremental_assets.analysis import SourceBound, analyze_query, pushdown
 
 START = datetime(2024, 3, 10, tzinfo=timezone.utc)
 END = datetime(2024, 3, 11, tzinfo=timezone.utc)
@@ -21,7 +21,9 @@ BOUNDS = {
 
 
 def _push(sql: str, bounds=BOUNDS, **kwargs) -> exp.Expression:
-    return pushdown(parse_model_sql(sql), bounds=bounds, time_columns=TIME_COLUMNS, run_start=START, run_end=END, **kwargs)
+    return pushdown(
+        parse_model_sql(sql), bounds=bounds, time_columns=TIME_COLUMNS, run_start=START, run_end=END, **kwargs
+    )
 
 
 def _filters(query: exp.Expression) -> dict[str, list[str]]:
@@ -29,7 +31,11 @@ def _filters(query: exp.Expression) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for sub in query.find_all(exp.Subquery):
         inner = sub.this
-        if isinstance(inner, exp.Select) and inner.args.get("where") and isinstance(inner.args["from_"].this, exp.Table):
+        if (
+            isinstance(inner, exp.Select)
+            and inner.args.get("where")
+            and isinstance(inner.args["from_"].this, exp.Table)
+        ):
             table = inner.args["from_"].this
             key = f"{sub.alias} <- {'.'.join(p.name for p in table.parts)}"
             found.setdefault(key, []).append(inner.args["where"].this.sql("spark"))
@@ -133,7 +139,10 @@ def test_timezone_aware_instants_are_written_in_utc():
         run_start=datetime(2024, 3, 10, 1, tzinfo=berlin),
         run_end=datetime(2024, 3, 10, 2, tzinfo=berlin),
     )
-    assert "ts >= CAST('2024-03-10 00:00:00' AS TIMESTAMP) AND ts < CAST('2024-03-10 01:00:00' AS TIMESTAMP)" in out.sql("spark")
+    assert (
+        "ts >= CAST('2024-03-10 00:00:00' AS TIMESTAMP) AND ts < CAST('2024-03-10 01:00:00' AS TIMESTAMP)"
+        in out.sql("spark")
+    )
 
 
 def test_analysis_bounds_drive_the_pushdown_end_to_end():

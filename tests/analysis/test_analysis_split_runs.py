@@ -13,13 +13,13 @@ from collections import Counter
 from datetime import datetime, timedelta
 
 import pytest
+from analysis_sql import parse_model_sql
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlglot import exp
 from sqlglot.executor import execute
 
-from analysis_sql import parse_model_sql
-from incremental_assets.analysis import analyze_query, pushdown, SourceBound, timestamp_literal
+from incremental_assets.analysis import SourceBound, analyze_query, pushdown, timestamp_literal
 
 T0 = datetime(2024, 1, 1)
 HOUR = timedelta(hours=1)
@@ -28,7 +28,10 @@ TIME_COLUMNS = {"raw.events": "ts"}
 SCHEMA = {"raw": {"events": {"ts": "TIMESTAMP", "id": "INT", "x": "INT"}}}
 
 ADMITTED = {
-    "window_filter": ("SELECT ts, id, x FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt", (ZERO := timedelta(0), ZERO)),
+    "window_filter": (
+        "SELECT ts, id, x FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt",
+        (ZERO := timedelta(0), ZERO),
+    ),
     "anchored_aggregate": ("SELECT ts, COUNT(*) AS n, SUM(x) AS total FROM raw.events GROUP BY ts", (ZERO, ZERO)),
     "cross_column_before": (
         "SELECT a.ts, a.id, COUNT(b.x) AS n FROM raw.events AS a "
@@ -51,7 +54,10 @@ ADMITTED = {
     ),
     # DISTINCT and HAVING on groups keyed by the time column: admitted without an override.
     "count_distinct_per_time": ("SELECT ts, COUNT(DISTINCT id) AS ids FROM raw.events GROUP BY ts", (ZERO, ZERO)),
-    "select_distinct_with_time": ("SELECT DISTINCT ts, id FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt", (ZERO, ZERO)),
+    "select_distinct_with_time": (
+        "SELECT DISTINCT ts, id FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt",
+        (ZERO, ZERO),
+    ),
     "having_per_time": (
         "SELECT ts, id, SUM(x) AS total FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt "
         "GROUP BY ts, id HAVING COUNT(*) > 1",
@@ -87,10 +93,14 @@ def _render(query: exp.Expression, start: datetime, end: datetime) -> exp.Expres
 def _run(query: exp.Expression, bounds, rows, start: datetime, end: datetime) -> Counter:
     pushed = pushdown(query, bounds=bounds, time_columns=TIME_COLUMNS, run_start=start, run_end=end)
     model = exp.Subquery(this=_render(pushed, start, end), alias=exp.TableAlias(this=exp.to_identifier("w")))
-    clamped = exp.select("*").from_(model).where(
-        exp.and_(
-            exp.GTE(this=exp.column("ts", "w"), expression=timestamp_literal("", start)),
-            exp.LT(this=exp.column("ts", "w"), expression=timestamp_literal("", end)),
+    clamped = (
+        exp.select("*")
+        .from_(model)
+        .where(
+            exp.and_(
+                exp.GTE(this=exp.column("ts", "w"), expression=timestamp_literal("", start)),
+                exp.LT(this=exp.column("ts", "w"), expression=timestamp_literal("", end)),
+            )
         )
     )
     return Counter(execute(clamped, tables={"raw": {"events": rows}}, schema=SCHEMA).rows)
@@ -113,9 +123,7 @@ def _analyze(sql: str):
     return query, analyze_query(query, model_name="m", time_column="ts", time_columns=TIME_COLUMNS, interval=HOUR)
 
 
-events = st.lists(
-    st.tuples(st.integers(-150, HOURS * 60 + 150), st.integers(1, 2), st.integers(1, 5)), max_size=12
-)
+events = st.lists(st.tuples(st.integers(-150, HOURS * 60 + 150), st.integers(1, 2), st.integers(1, 5)), max_size=12)
 cuts = st.sets(st.integers(1, HOURS - 1))
 
 
@@ -175,6 +183,8 @@ def test_a_refused_count_distinct_without_the_time_column_really_differs_when_cu
     )
     query, analysis = _analyze(sql)
     assert sorted(r.rule for r in analysis.reasons) == ["aggregate", "distinct"]
-    assert "physical_properties (allow_distinct = true)" in next(r.message for r in analysis.reasons if r.rule == "distinct")
+    assert "physical_properties (allow_distinct = true)" in next(
+        r.message for r in analysis.reasons if r.rule == "distinct"
+    )
     rows = _rows([(10, 1, 1), (70, 2, 1)])
     assert _runs(query, analysis.bounds, rows, {1}) != _runs(query, analysis.bounds, rows, set())

@@ -80,7 +80,13 @@ class Service:
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as out:
             self.process = subprocess.Popen(
-                list(argv), env=dict(env), cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                list(argv),
+                env=dict(env),
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
 
     @property
@@ -89,7 +95,9 @@ class Service:
 
     def check_alive(self) -> None:
         if not self.alive:
-            raise ServiceError(f"{self.name} exited with {self.process.returncode}; last lines of {self.log}:\n{tail(self.log)}")
+            raise ServiceError(
+                f"{self.name} exited with {self.process.returncode}; last lines of {self.log}:\n{tail(self.log)}"
+            )
 
     def stop(self, timeout: float = 20.0) -> None:
         """SIGTERM to the process group, then SIGKILL whatever is left after ``timeout``."""
@@ -175,7 +183,9 @@ class StandaloneCluster:
 
 
 @contextlib.contextmanager
-def standalone_cluster(base: Path, *, workers: int = 2, cores: int = 1, memory: str = "1g", timeout: float = 120) -> Iterator[StandaloneCluster]:
+def standalone_cluster(
+    base: Path, *, workers: int = 2, cores: int = 1, memory: str = "1g", timeout: float = 120
+) -> Iterator[StandaloneCluster]:
     """A master and ``workers`` workers on loopback; stopped (workers first) when the block exits."""
     env = spark_env(base)
     spark_class = str(SPARK_HOME / "bin" / "spark-class")
@@ -185,12 +195,26 @@ def standalone_cluster(base: Path, *, workers: int = 2, cores: int = 1, memory: 
     try:
         master = Service(
             "spark-master",
-            [spark_class, "org.apache.spark.deploy.master.Master", "--host", LOOPBACK, "--port", str(port), "--webui-port", str(ui)],
+            [
+                spark_class,
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                LOOPBACK,
+                "--port",
+                str(port),
+                "--webui-port",
+                str(ui),
+            ],
             master_env,
             base / "logs" / "master.log",
         )
         cluster.services.append(master)
-        wait_for(lambda: cluster.state().get("status") == "ALIVE", timeout=timeout, what="the Spark master", services=cluster.services)
+        wait_for(
+            lambda: cluster.state().get("status") == "ALIVE",
+            timeout=timeout,
+            what="the Spark master",
+            services=cluster.services,
+        )
         for i in range(workers):
             work_dir = base / f"worker-{i + 1}"
             work_dir.mkdir(parents=True, exist_ok=True)
@@ -199,9 +223,18 @@ def standalone_cluster(base: Path, *, workers: int = 2, cores: int = 1, memory: 
                 Service(
                     f"spark-worker-{i + 1}",
                     [
-                        spark_class, "org.apache.spark.deploy.worker.Worker",
-                        "--host", LOOPBACK, "--webui-port", str(free_port()),
-                        "--cores", str(cores), "--memory", memory, "--work-dir", str(work_dir),
+                        spark_class,
+                        "org.apache.spark.deploy.worker.Worker",
+                        "--host",
+                        LOOPBACK,
+                        "--webui-port",
+                        str(free_port()),
+                        "--cores",
+                        str(cores),
+                        "--memory",
+                        memory,
+                        "--work-dir",
+                        str(work_dir),
                         cluster.master_url,
                     ],
                     env,
@@ -247,8 +280,15 @@ def connect_server(
         "spark.eventLog.compress": "false",
         **(conf or {}),
     }
-    argv = [str(SPARK_HOME / "bin" / "spark-submit"), "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
-            "--name", "Spark Connect server", "--master", master]
+    argv = [
+        str(SPARK_HOME / "bin" / "spark-submit"),
+        "--class",
+        "org.apache.spark.sql.connect.service.SparkConnectServer",
+        "--name",
+        "Spark Connect server",
+        "--master",
+        master,
+    ]
     for key, value in settings.items():
         argv += ["--conf", f"{key}={value}"]
     service = Service("spark-connect", argv, env, base / "logs" / "connect.log")
@@ -267,7 +307,10 @@ def postgres_bindir() -> Path | None:
     found = shutil.which("initdb")
     if found and shutil.which("pg_ctl"):
         return Path(os.path.realpath(found)).parent
-    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(Path(p).parts[-3]) if Path(p).parts[-3].isdigit() else 0)
+    candidates = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/initdb"),
+        key=lambda p: int(Path(p).parts[-3]) if Path(p).parts[-3].isdigit() else 0,
+    )
     return Path(candidates[-1]).parent if candidates else None
 
 
@@ -308,7 +351,9 @@ class PostgresServer:
     def connect(self, database: str | None = None):
         import psycopg2
 
-        return psycopg2.connect(host=self.host, port=self.port, user=self.user, password=self.password, dbname=database or self.database)
+        return psycopg2.connect(
+            host=self.host, port=self.port, user=self.user, password=self.password, dbname=database or self.database
+        )
 
     def query(self, sql: str, params: Sequence = ()) -> list[tuple]:
         conn = self.connect()
@@ -328,7 +373,9 @@ def _kill_postmaster(data: Path) -> None:
 
 
 @contextlib.contextmanager
-def postgres_server(*, database: str = "dagster", user: str = "dagster", timeout: float = 60) -> Iterator[PostgresServer]:
+def postgres_server(
+    *, database: str = "dagster", user: str = "dagster", timeout: float = 60
+) -> Iterator[PostgresServer]:
     """A fresh PostgreSQL cluster on 127.0.0.1 (random port, random password); deleted afterwards."""
     reason = postgres_unavailable_reason()
     if reason:
@@ -356,19 +403,50 @@ def postgres_server(*, database: str = "dagster", user: str = "dagster", timeout
     started = False
 
     def run(argv: list[str], what: str) -> None:
-        done = subprocess.run(prefix + argv, env=env, cwd=base, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(
+            prefix + argv, env=env, cwd=base, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout
+        )
         if done.returncode != 0:
-            raise ServiceError(f"{what} failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}\n{tail(log)}")
+            raise ServiceError(
+                f"{what} failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}\n{tail(log)}"
+            )
 
     try:
         run(
-            [str(bindir / "initdb"), "-D", str(data), "-U", user, f"--pwfile={pwfile}", "--auth-host=scram-sha-256",
-             "--auth-local=scram-sha-256", "-E", "UTF8", "--no-locale", "--no-sync"],
+            [
+                str(bindir / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                user,
+                f"--pwfile={pwfile}",
+                "--auth-host=scram-sha-256",
+                "--auth-local=scram-sha-256",
+                "-E",
+                "UTF8",
+                "--no-locale",
+                "--no-sync",
+            ],
             "initdb",
         )
         pwfile.unlink()
         options = f"-c listen_addresses={LOOPBACK} -p {port} -c unix_socket_directories={sockets} -c fsync=off -c full_page_writes=off"
-        run([str(bindir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options, "-w", "-t", str(int(timeout)), "start"], "pg_ctl start")
+        run(
+            [
+                str(bindir / "pg_ctl"),
+                "-D",
+                str(data),
+                "-l",
+                str(log),
+                "-o",
+                options,
+                "-w",
+                "-t",
+                str(int(timeout)),
+                "start",
+            ],
+            "pg_ctl start",
+        )
         started = True
         server = PostgresServer(LOOPBACK, port, user, password, database, data, log)
         conn = server.connect("postgres")

@@ -27,8 +27,6 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from incremental_assets.model.kinds import CURSOR_MACROS
-from incremental_assets.model.sql_model import DATE_MACROS
 from incremental_assets.load.macros.operators import (
     LAZY_OPERATORS,
     OPERATORS,
@@ -48,6 +46,9 @@ from incremental_assets.load.macros.syntax import (
     table_macro,
     var_name,
 )
+from incremental_assets.model.kinds import CURSOR_MACROS
+from incremental_assets.model.sql_model import DATE_MACROS
+
 # Rendered per run (render.py), so expansion leaves them in place.
 RUNTIME_MACROS = frozenset(DATE_MACROS | CURSOR_MACROS)
 
@@ -122,7 +123,10 @@ class MacroEvaluator:
         key = (name.sql() if isinstance(name, exp.Expression) else name).replace('"', "").replace("`", "").lower()
         schema = self.context.schemas.get(key)
         if not schema:
-            raise MacroError(f"the columns of {key} are not known", hint=f"declare them: `columns` of {key} in sources.yaml or its MODEL header")
+            raise MacroError(
+                f"the columns of {key} are not known",
+                hint=f"declare them: `columns` of {key} in sources.yaml or its MODEL header",
+            )
         return {col: exp.DataType.build(dtype, dialect="spark") for col, dtype in schema.items()}
 
     def parse_one(self, sql: str, into: Any = None, **opts: Any) -> exp.Expression:
@@ -146,9 +150,15 @@ class MacroEvaluator:
         """Whether any statement holds a macro beyond those kept for later (date macros)."""
         for statement in statements:
             for node in statement.walk():
-                if call_name(node) or table_macro(node) is not None or (isinstance(node, exp.Anonymous) and node.this == CLAUSE_MARK):
+                if (
+                    call_name(node)
+                    or table_macro(node) is not None
+                    or (isinstance(node, exp.Anonymous) and node.this == CLAUSE_MARK)
+                ):
                     return True
-                if (var_name(node) or "") not in self.keep | {""} or (isinstance(node, exp.Identifier) and interpolated_names(node.name)):
+                if (var_name(node) or "") not in self.keep | {""} or (
+                    isinstance(node, exp.Identifier) and interpolated_names(node.name)
+                ):
                     return True
         return False
 
@@ -180,7 +190,10 @@ class MacroEvaluator:
         if held is not None:
             return self._table(node, held)
         if isinstance(node, exp.Identifier) and interpolated_names(node.name):
-            node.set("this", splice(node.name, {v: self._text(self._variable(v, node)) for v in interpolated_names(node.name)}))
+            node.set(
+                "this",
+                splice(node.name, {v: self._text(self._variable(v, node)) for v in interpolated_names(node.name)}),
+            )
             return node
         for key, child in list(node.args.items()):
             if isinstance(child, list):
@@ -213,7 +226,11 @@ class MacroEvaluator:
             return
         if isinstance(value, list):
             if len(value) != 1:
-                raise MacroError(f"a macro gave {len(value)} values where one is expected", child, hint="use it in a list (SELECT columns, function arguments) or return one value")
+                raise MacroError(
+                    f"a macro gave {len(value)} values where one is expected",
+                    child,
+                    hint="use it in a list (SELECT columns, function arguments) or return one value",
+                )
             value = value[0]
         parent.set(key, grouped(self.to_expression(value, child), parent, key))
 
@@ -226,8 +243,10 @@ class MacroEvaluator:
             value = python_value(self.context.variables[name])
         else:
             raise MacroError(
-                f"unknown macro @{name}", node,
-                hint="use one of " + ", ".join("@" + m for m in sorted(DATE_MACROS))
+                f"unknown macro @{name}",
+                node,
+                hint="use one of "
+                + ", ".join("@" + m for m in sorted(DATE_MACROS))
                 + f", or define it with @DEF({name}, value); before the query or under variables in the project config",
             )
         if isinstance(value, exp.Expression):
@@ -263,7 +282,11 @@ class MacroEvaluator:
         if isinstance(value, exp.Literal):
             return value.name
         if isinstance(value, (exp.Column, exp.Identifier, exp.Table)) and not isinstance(value, exp.Dot):
-            return value.sql(dialect=self.dialect).replace('"', "").replace("`", "") if isinstance(value, exp.Table) else value.name
+            return (
+                value.sql(dialect=self.dialect).replace('"', "").replace("`", "")
+                if isinstance(value, exp.Table)
+                else value.name
+            )
         if isinstance(value, exp.Expression):
             return value.sql(dialect=self.dialect)
         return str(value)
@@ -306,11 +329,15 @@ class MacroEvaluator:
                 exc.node = exc.node if exc.node is not None else node
                 raise
             except TypeError as exc:
-                raise MacroError(f"wrong arguments for @{name.upper()}: {exc}", node, hint="see docs/macros.md for its arguments") from None
+                raise MacroError(
+                    f"wrong arguments for @{name.upper()}: {exc}", node, hint="see docs/macros.md for its arguments"
+                ) from None
         known = sorted(set(OPERATORS) | set(self.context.macros))
         raise MacroError(
-            f"unknown macro @{name.upper()}", node,
-            hint="define it with @macro() in a .py file under macros/, or use one of " + ", ".join("@" + k.upper() for k in known),
+            f"unknown macro @{name.upper()}",
+            node,
+            hint="define it with @macro() in a .py file under macros/, or use one of "
+            + ", ".join("@" + k.upper() for k in known),
         )
 
     def apply(self, function: exp.Lambda, values: list[Any], node: exp.Expression | None = None) -> Value:
@@ -344,7 +371,11 @@ class MacroEvaluator:
         try:
             return exp.convert(value)
         except ValueError:
-            raise MacroError(f"a macro returned {type(value).__name__}, not SQL", where, hint="return a sqlglot expression, a string of SQL or a list of them") from None
+            raise MacroError(
+                f"a macro returned {type(value).__name__}, not SQL",
+                where,
+                hint="return a sqlglot expression, a string of SQL or a list of them",
+            ) from None
 
 
 _MISSING = object()
@@ -420,4 +451,3 @@ def macro_error_location(exc: BaseException, macros_dir: Path | None) -> str | N
         except (OSError, ValueError):
             continue
     return found
-

@@ -21,7 +21,14 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ExecuteError, ParseError, TokenError
 
-from incremental_assets.load.macros.syntax import CLAUSE_MARK, apply_clause, protect_macros, restore_macros, runtime_eval, runtime_if
+from incremental_assets.load.macros.syntax import (
+    CLAUSE_MARK,
+    apply_clause,
+    protect_macros,
+    restore_macros,
+    runtime_eval,
+    runtime_if,
+)
 from incremental_assets.model.kinds import CURSOR_MACROS
 from incremental_assets.model.sql_model import DATE_MACROS
 
@@ -57,7 +64,8 @@ def _lambda(value: Any, operator: str) -> exp.Lambda:
     if not isinstance(value, exp.Lambda):
         args = "(acc, x) -> acc + x" if operator == "REDUCE" else "x -> x + 1"
         raise MacroError(
-            f"@{operator} needs a function such as `{args}` as its last argument", value if isinstance(value, exp.Expression) else None,
+            f"@{operator} needs a function such as `{args}` as its last argument",
+            value if isinstance(value, exp.Expression) else None,
             hint=f"write @{operator}(items, {args})",
         )
     return value
@@ -70,7 +78,9 @@ def shown(node: exp.Expression, dialect: str) -> str:
 
 def runs_per_window(node: Any) -> bool:
     """Whether an (expanded) expression reads a date or cursor macro, so its value is known per run only."""
-    return isinstance(node, exp.Expression) and any(isinstance(n, exp.Parameter) and n.name in WINDOW_MACROS for n in node.walk())
+    return isinstance(node, exp.Expression) and any(
+        isinstance(n, exp.Parameter) and n.name in WINDOW_MACROS for n in node.walk()
+    )
 
 
 def evaluate_constant(evaluator: MacroEvaluator, node: Any) -> Any:
@@ -80,15 +90,20 @@ def evaluate_constant(evaluator: MacroEvaluator, node: Any) -> Any:
     if any(isinstance(n, exp.Parameter) for n in node.walk()):
         raise MacroError(
             f"`{shown(node, evaluator.dialect)}` depends on the run window, which this macro cannot wait for",
-            node, hint="decide on the run window with @IF, @EVAL or a clause operator (@WHERE(...) ...), which are evaluated per run, "
-                       "or compare date macros in the SQL itself (WHERE ds >= @start_ds)",
+            node,
+            hint="decide on the run window with @IF, @EVAL or a clause operator (@WHERE(...) ...), which are evaluated per run, "
+            "or compare date macros in the SQL itself (WHERE ds >= @start_ds)",
         )
     try:
         from sqlglot.executor import execute
 
         return execute(exp.select(exp.alias_(node.copy(), "v"))).rows[0][0]
     except (ExecuteError, ParseError, TokenError, KeyError, TypeError, ValueError, ArithmeticError) as exc:
-        raise MacroError(f"cannot evaluate `{shown(node, evaluator.dialect)}` while loading: {exc}", node, hint="use constants, @DEF variables and project variables only") from None
+        raise MacroError(
+            f"cannot evaluate `{shown(node, evaluator.dialect)}` while loading: {exc}",
+            node,
+            hint="use constants, @DEF variables and project variables only",
+        ) from None
 
 
 def _constant(evaluator: MacroEvaluator, node: Any) -> exp.Expression:
@@ -102,7 +117,11 @@ def _constant(evaluator: MacroEvaluator, node: Any) -> exp.Expression:
 def macro_if(evaluator: MacroEvaluator, node: exp.Expression, args: list[exp.Expression]) -> Value:
     """``@IF(condition, then[, else])``: only the chosen branch is expanded; no else gives nothing."""
     if len(args) not in (2, 3):
-        raise MacroError(f"@IF takes a condition and one or two values, {len(args)} argument(s) given", node, hint="write @IF(condition, value_if_true[, value_if_false])")
+        raise MacroError(
+            f"@IF takes a condition and one or two values, {len(args)} argument(s) given",
+            node,
+            hint="write @IF(condition, value_if_true[, value_if_false])",
+        )
     condition = evaluator.expand(args[0])
     if isinstance(condition, list):
         condition = condition[0] if condition else exp.false()
@@ -127,7 +146,10 @@ def macro_def(evaluator: MacroEvaluator, node: exp.Expression, args: list[exp.Ex
     return None
 
 
-LAZY_OPERATORS: dict[str, Callable[[MacroEvaluator, exp.Expression, list[exp.Expression]], Value]] = {"if": macro_if, "def": macro_def}
+LAZY_OPERATORS: dict[str, Callable[[MacroEvaluator, exp.Expression, list[exp.Expression]], Value]] = {
+    "if": macro_if,
+    "def": macro_def,
+}
 
 
 # --- list operators ----------------------------------------------------------------------------
@@ -174,7 +196,9 @@ def macro_sql(evaluator: MacroEvaluator, text: Any, into: Any = None) -> Value:
     try:
         tree = restore_macros(sqlglot.parse_one(protect_macros(sql), read=evaluator.dialect))
     except (ParseError, TokenError) as exc:
-        raise MacroError(f"@SQL got text that is not SQL: {sql!r} ({exc})", text if isinstance(text, exp.Expression) else None) from None
+        raise MacroError(
+            f"@SQL got text that is not SQL: {sql!r} ({exc})", text if isinstance(text, exp.Expression) else None
+        ) from None
     return evaluator.expand(tree)
 
 
@@ -228,15 +252,22 @@ def generate_surrogate_key(evaluator: MacroEvaluator, *fields: Any, hash_functio
     return exp.func(str(name), exp.func("CONCAT", *parts))
 
 
-def haversine_distance(evaluator: MacroEvaluator, lat1: Any, lon1: Any, lat2: Any, lon2: Any, unit: Any = None) -> exp.Expression:
+def haversine_distance(
+    evaluator: MacroEvaluator, lat1: Any, lon1: Any, lat2: Any, lon2: Any, unit: Any = None
+) -> exp.Expression:
     """``@HAVERSINE_DISTANCE(lat1, lon1, lat2, lon2[, 'mi' | 'km'])``: great-circle distance (earth diameter 7922 mi)."""
     unit_name = unit.name.lower() if isinstance(unit, exp.Expression) else str(unit or "mi").lower()
     factors = {"mi": "1.0", "km": "1.60934"}
     if unit_name not in factors:
-        raise MacroError(f"@HAVERSINE_DISTANCE has no unit '{unit_name}'", unit if isinstance(unit, exp.Expression) else None, hint="use 'mi' or 'km'")
+        raise MacroError(
+            f"@HAVERSINE_DISTANCE has no unit '{unit_name}'",
+            unit if isinstance(unit, exp.Expression) else None,
+            hint="use 'mi' or 'km'",
+        )
     template = (
         "7922 * ASIN(SQRT((POWER(SIN(RADIANS((__lat2 - __lat1) / 2)), 2)) + "
-        "(COS(RADIANS(__lat1)) * COS(RADIANS(__lat2)) * POWER(SIN(RADIANS((__lon2 - __lon1) / 2)), 2)))) * " + factors[unit_name]
+        "(COS(RADIANS(__lat1)) * COS(RADIANS(__lat2)) * POWER(SIN(RADIANS((__lon2 - __lon1) / 2)), 2)))) * "
+        + factors[unit_name]
     )
     values = {"__lat1": lat1, "__lon1": lon1, "__lat2": lat2, "__lon2": lon2}
     tree = sqlglot.parse_one(template)
@@ -260,17 +291,33 @@ def _word(value: Any, default: str = "") -> str:
 
 
 def pivot(
-    evaluator: MacroEvaluator, column: Any, values: Any, alias: Any = None, agg: Any = None, cmp: Any = None, prefix: Any = None,
-    suffix: Any = None, then_value: Any = None, else_value: Any = None, quote: Any = None, distinct: Any = None,
+    evaluator: MacroEvaluator,
+    column: Any,
+    values: Any,
+    alias: Any = None,
+    agg: Any = None,
+    cmp: Any = None,
+    prefix: Any = None,
+    suffix: Any = None,
+    then_value: Any = None,
+    else_value: Any = None,
+    quote: Any = None,
+    distinct: Any = None,
 ) -> list[exp.Expression]:
     """``@PIVOT(column, [values], ...)``: one ``AGG(CASE WHEN column = value THEN 1 ELSE 0 END)`` per value."""
     out: list[exp.Expression] = []
     operator = _word(cmp, "=")
     for value in _items(values):
         test = sqlglot.parse_one(f"__c {operator} __v").transform(
-            lambda n, v=value: column.copy() if isinstance(n, exp.Column) and n.name == "__c" else (v.copy() if isinstance(n, exp.Column) and n.name == "__v" else n)
+            lambda n, v=value: (
+                column.copy()
+                if isinstance(n, exp.Column) and n.name == "__c"
+                else (v.copy() if isinstance(n, exp.Column) and n.name == "__v" else n)
+            )
         )
-        case = exp.Case(ifs=[exp.If(this=test, true=then_value.copy() if then_value is not None else exp.Literal.number(1))])
+        case = exp.Case(
+            ifs=[exp.If(this=test, true=then_value.copy() if then_value is not None else exp.Literal.number(1))]
+        )
         case.set("default", else_value.copy() if else_value is not None else exp.Literal.number(0))
         inner: exp.Expression = exp.Distinct(expressions=[case]) if _flag(distinct, False) else case
         projection = exp.func(_word(agg, "SUM"), inner, dialect=evaluator.dialect)
@@ -282,8 +329,14 @@ def pivot(
 
 
 def star(
-    evaluator: MacroEvaluator, relation: Any, alias: Any = None, exclude: Any = None, prefix: Any = None, suffix: Any = None,
-    quote_identifiers: Any = None, except_: Any = None,
+    evaluator: MacroEvaluator,
+    relation: Any,
+    alias: Any = None,
+    exclude: Any = None,
+    prefix: Any = None,
+    suffix: Any = None,
+    quote_identifiers: Any = None,
+    except_: Any = None,
 ) -> list[exp.Expression]:
     """``@STAR(relation[, alias, [excluded], prefix, suffix])``: every declared column, cast to its type."""
     columns = evaluator.columns_to_types(_relation_name(relation))
@@ -294,8 +347,14 @@ def star(
     for name, dtype in columns.items():
         if name.lower() in skipped:
             continue
-        column = exp.column(exp.to_identifier(name, quoted=quoted), table=exp.to_identifier(table, quoted=quoted) if table else None)
-        out.append(exp.alias_(exp.cast(column, dtype), exp.to_identifier(f"{_word(prefix)}{name}{_word(suffix)}", quoted=quoted)))
+        column = exp.column(
+            exp.to_identifier(name, quoted=quoted), table=exp.to_identifier(table, quoted=quoted) if table else None
+        )
+        out.append(
+            exp.alias_(
+                exp.cast(column, dtype), exp.to_identifier(f"{_word(prefix)}{name}{_word(suffix)}", quoted=quoted)
+            )
+        )
     return out
 
 
@@ -311,11 +370,19 @@ def union(evaluator: MacroEvaluator, kind: Any, *tables: Any) -> exp.Expression:
     """``@UNION('all' | 'distinct', t1, t2, ...)``: the columns all tables share (same name and type)."""
     how = _word(kind).lower()
     if how not in ("all", "distinct"):
-        raise MacroError(f"@UNION's first argument is 'all' or 'distinct', not {how!r}", kind if isinstance(kind, exp.Expression) else None)
+        raise MacroError(
+            f"@UNION's first argument is 'all' or 'distinct', not {how!r}",
+            kind if isinstance(kind, exp.Expression) else None,
+        )
     schemas = [(t, evaluator.columns_to_types(_relation_name(t))) for t in tables]
     first = schemas[0][1]
     shared = [c for c, dtype in first.items() if all(s.get(c) == dtype for _, s in schemas[1:])]
-    selects = [exp.select(*(exp.alias_(exp.cast(exp.column(c), first[c]), c) for c in shared)).from_(t.copy() if isinstance(t, exp.Table) else _relation_name(t)) for t, _ in schemas]
+    selects = [
+        exp.select(*(exp.alias_(exp.cast(exp.column(c), first[c]), c) for c in shared)).from_(
+            t.copy() if isinstance(t, exp.Table) else _relation_name(t)
+        )
+        for t, _ in schemas
+    ]
     query: exp.Expression = selects[0]
     for select in selects[1:]:
         query = exp.union(query, select, distinct=how == "distinct")
@@ -329,10 +396,22 @@ def macro_var(evaluator: MacroEvaluator, name: Any, default: Any = None) -> Valu
 
 
 OPERATORS: dict[str, Callable[..., Value]] = {
-    "each": macro_each, "filter": macro_filter, "reduce": macro_reduce, "eval": macro_eval, "sql": macro_sql,
-    "and": macro_and, "or": macro_or, "safe_add": safe_add, "safe_sub": safe_sub, "safe_div": safe_div,
-    "generate_surrogate_key": generate_surrogate_key, "haversine_distance": haversine_distance, "pivot": pivot,
-    "star": star, "union": union, "var": macro_var,
+    "each": macro_each,
+    "filter": macro_filter,
+    "reduce": macro_reduce,
+    "eval": macro_eval,
+    "sql": macro_sql,
+    "and": macro_and,
+    "or": macro_or,
+    "safe_add": safe_add,
+    "safe_sub": safe_sub,
+    "safe_div": safe_div,
+    "generate_surrogate_key": generate_surrogate_key,
+    "haversine_distance": haversine_distance,
+    "pivot": pivot,
+    "star": star,
+    "union": union,
+    "var": macro_var,
 }
 
 
@@ -340,13 +419,22 @@ OPERATORS: dict[str, Callable[..., Value]] = {
 
 
 def call_python_macro(
-    evaluator: MacroEvaluator, name: str, function: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], node: exp.Expression | None
+    evaluator: MacroEvaluator,
+    name: str,
+    function: Callable[..., Any],
+    args: list[Any],
+    kwargs: dict[str, Any],
+    node: exp.Expression | None,
 ) -> Value:
     """Call a user's ``@macro()`` function, its arguments converted as its annotations ask."""
     try:
         bound = inspect.signature(function).bind(evaluator, *args, **kwargs)
     except TypeError as exc:
-        raise MacroError(f"wrong arguments for @{name.upper()}: {exc}", node, hint=f"call it as @{name.upper()}{_signature(function)}") from None
+        raise MacroError(
+            f"wrong arguments for @{name.upper()}: {exc}",
+            node,
+            hint=f"call it as @{name.upper()}{_signature(function)}",
+        ) from None
     hints = _hints(function)
     for key, value in list(bound.arguments.items())[1:]:
         if key in hints:
@@ -356,7 +444,9 @@ def call_python_macro(
     except MacroError:
         raise
     except Exception as exc:
-        error = MacroError(f"macro @{name.upper()} raised {type(exc).__name__}: {exc}", node, hint="correct the macro or its arguments")
+        error = MacroError(
+            f"macro @{name.upper()} raised {type(exc).__name__}: {exc}", node, hint="correct the macro or its arguments"
+        )
         error.__cause__ = exc
         raise error from exc
     return result if isinstance(result, list) else (None if result is None else evaluator.to_expression(result, node))
@@ -393,7 +483,9 @@ def _coerce(evaluator: MacroEvaluator, value: Any, hint: Any, name: str, node: e
     if hint is bool:
         return bool(evaluate_constant(evaluator, value))
     if hint is str:
-        return value.name if isinstance(value, (exp.Literal, exp.Column, exp.Identifier)) else value.sql(evaluator.dialect)
+        return (
+            value.name if isinstance(value, (exp.Literal, exp.Column, exp.Identifier)) else value.sql(evaluator.dialect)
+        )
     return value
 
 

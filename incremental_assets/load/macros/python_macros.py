@@ -55,8 +55,12 @@ def _load_error(path: Path, exc: BaseException) -> ModelFileError:
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).resolve() == path.resolve()]
         line = frames[-1].lineno if frames else None
     if isinstance(exc, ImportError) and (exc.name or "").startswith("sqlmesh"):
-        return ModelFileError(path, line, str(exc), hint="use only these sqlmesh names, or compute the value with sqlglot")
-    return ModelFileError(path, line, f"cannot load the macros file: {type(exc).__name__}: {exc}", hint="fix the Python code")
+        return ModelFileError(
+            path, line, str(exc), hint="use only these sqlmesh names, or compute the value with sqlglot"
+        )
+    return ModelFileError(
+        path, line, f"cannot load the macros file: {type(exc).__name__}: {exc}", hint="fix the Python code"
+    )
 
 
 def load_macros(directory: str | Path) -> tuple[dict[str, Callable[..., Any]], list[ModelFileError]]:

@@ -20,8 +20,8 @@ from typing import Mapping
 from sqlglot import exp
 
 from incremental_assets.load.macros.syntax import table_macro, var_name
-from incremental_assets.load.query import table_name
 from incremental_assets.load.macros.window_conditions import resolve_runtime
+from incremental_assets.load.query import table_name
 from incremental_assets.model import clock
 from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.model.sql_model import SqlModel
@@ -129,7 +129,9 @@ def cursor_literal(value: str | int | float | None, spark_type: str | None = Non
 WINDOW_ALIAS = "__window"
 
 
-def clamp_to_window(query: exp.Expression, time_column: str, window: TimeWindow, *, time_format: str | None = None) -> exp.Select:
+def clamp_to_window(
+    query: exp.Expression, time_column: str, window: TimeWindow, *, time_format: str | None = None
+) -> exp.Select:
     """Wrap the query so its output keeps only rows whose time column lies in ``[start, end)``.
 
     This is the leakage guard: whatever the query's own WHERE says, no row outside the window is
@@ -145,7 +147,11 @@ def clamp_to_window(query: exp.Expression, time_column: str, window: TimeWindow,
         exp.GTE(this=column, expression=window_literal(window.start, time_format=time_format)),
         exp.LT(this=column.copy(), expression=window_literal(window.end, time_format=time_format)),
     )
-    return exp.select("*").from_(exp.Subquery(this=query.copy(), alias=exp.TableAlias(this=exp.to_identifier(WINDOW_ALIAS)))).where(condition)
+    return (
+        exp.select("*")
+        .from_(exp.Subquery(this=query.copy(), alias=exp.TableAlias(this=exp.to_identifier(WINDOW_ALIAS))))
+        .where(condition)
+    )
 
 
 def render_statements(

@@ -91,7 +91,7 @@ def splice(text: str, values: dict[str, str]) -> str:
 
 
 def _marked(name: str) -> str | None:
-    return name[len(CALL_MARK):] if name.startswith(CALL_MARK) else None
+    return name[len(CALL_MARK) :] if name.startswith(CALL_MARK) else None
 
 
 def call_name(node: exp.Expression) -> str | None:
@@ -227,7 +227,7 @@ def _aliased(arg: str) -> str:
     cut = found[-1]
     arrow = masked.rfind(_ARROW, 0, cut.start())
     head, body = (arg[: arrow + 2], arg[arrow + 2 : cut.start()]) if arrow >= 0 else ("", arg[: cut.start()])
-    return f"{head} {ALIAS_MARK}({body}, {arg[cut.end():].strip()})"
+    return f"{head} {ALIAS_MARK}({body}, {arg[cut.end() :].strip()})"
 
 
 def _mask_nested(text: str) -> str:
@@ -306,7 +306,9 @@ def _wrap_statement_args(segment: str, open_at: int) -> str:
     for k, (begin, stop) in enumerate(zip(bounds, cuts)):
         arg = segment[begin:stop]
         if k and _STATEMENT_WORDS.match(arg):
-            arg = f" {STATEMENT_MARK}('{arg.strip().encode().hex()}')" + "\n" * arg.count("\n")  # lines after it keep their numbers
+            arg = f" {STATEMENT_MARK}('{arg.strip().encode().hex()}')" + "\n" * arg.count(
+                "\n"
+            )  # lines after it keep their numbers
         pieces.append(arg + segment[stop : stop + 1])
     return "".join(pieces) + segment[cuts[-1] + 1 :]
 
@@ -320,8 +322,13 @@ def _wrap_statement_args(segment: str, open_at: int) -> str:
 CLAUSE_MARK = "__ia_clause"
 CLAUSE_CTE = "__ia_clause_cte"
 _CLAUSES = {
-    "where": "WHERE {} AND ", "having": "HAVING {} AND ", "group_by": "GROUP BY {}, ", "order_by": "ORDER BY {}, ",
-    "limit": "LIMIT {} + ", "with": "WITH " + CLAUSE_CTE + " AS (SELECT {}), ", "join": "JOIN ",
+    "where": "WHERE {} AND ",
+    "having": "HAVING {} AND ",
+    "group_by": "GROUP BY {}, ",
+    "order_by": "ORDER BY {}, ",
+    "limit": "LIMIT {} + ",
+    "with": "WITH " + CLAUSE_CTE + " AS (SELECT {}), ",
+    "join": "JOIN ",
 }
 _CLAUSE = re.compile(CALL_MARK + r"(where|having|group_by|order_by|limit|with|join)\s*\(", re.IGNORECASE)
 _ON = re.compile(r"(?i)(?<![A-Za-z0-9_])ON(?![A-Za-z0-9_])")
@@ -361,7 +368,9 @@ def _join_condition(sql: str, start: int, line: int) -> int:
     stop = masked.find(";")
     found = _ON.search(masked, 0, len(masked) if stop < 0 else stop)
     if found is None:
-        message = "@JOIN(condition) needs a join with an ON condition (USING and CROSS joins cannot be made conditional)"
+        message = (
+            "@JOIN(condition) needs a join with an ON condition (USING and CROSS joins cannot be made conditional)"
+        )
         hint = "join with ON (e.g. @JOIN(cond) u ON t.k = u.k), or put the condition in the ON clause of a plain join"
         raise ParseError(message, errors=[{"description": message, "line": line, "hint": hint}])
     return start + found.end()
@@ -403,7 +412,9 @@ RUNTIME_EVAL = "__ia_runtime_eval"
 
 def runtime_if(condition: exp.Expression, then: list[exp.Expression], otherwise: list[exp.Expression]) -> exp.Anonymous:
     """``@IF`` whose condition needs the run window: the condition and both branches, expanded."""
-    return exp.Anonymous(this=RUNTIME_IF, expressions=[condition, exp.Tuple(expressions=then), exp.Tuple(expressions=otherwise)])
+    return exp.Anonymous(
+        this=RUNTIME_IF, expressions=[condition, exp.Tuple(expressions=then), exp.Tuple(expressions=otherwise)]
+    )
 
 
 def runtime_eval(expression: exp.Expression) -> exp.Anonymous:

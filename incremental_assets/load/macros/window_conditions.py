@@ -117,7 +117,9 @@ def _constant(node: exp.Expression) -> object:
         return execute(exp.select(exp.alias_(node.copy(), "v"))).rows[0][0]
     except (ExecuteError, KeyError, TypeError, ValueError, ArithmeticError) as exc:
         raise ModelFileError(
-            None, None, f"cannot evaluate `{node.sql()}` for this run window: {exc}",
+            None,
+            None,
+            f"cannot evaluate `{node.sql()}` for this run window: {exc}",
             hint="compare date macros with constants of the same kind (@start_ds with 'YYYY-MM-DD' text, @start_epoch with numbers)",
         ) from None
 
@@ -140,7 +142,11 @@ def runtime_variants(tree: exp.Expression) -> list[exp.Expression]:
     ones once), ``@EVAL``s as the expression they compute. A tree without choices is its only variant."""
     count = choice_count(tree)
     if count == 0:
-        return [_unwrap_evals(tree.copy(), evaluate=False)] if any(n.this == RUNTIME_EVAL for n in tree.find_all(exp.Anonymous)) else [tree]
+        return (
+            [_unwrap_evals(tree.copy(), evaluate=False)]
+            if any(n.this == RUNTIME_EVAL for n in tree.find_all(exp.Anonymous))
+            else [tree]
+        )
     variants: dict[str, exp.Expression] = {}
     for decisions in product((True, False), repeat=count):
         root: exp.Expression | None = tree.copy()
