@@ -36,7 +36,7 @@ KNOWN_OVERRIDES = frozenset(OVERRIDES.values())
 
 
 def analyze_query(
-    query: exp.Expression,
+    query: exp.Expr,
     *,
     model_name: str,
     time_column: str,

@@ -36,7 +36,7 @@ from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, build_scope, traverse_scope
 
 # Spark SQL functions whose result type sqlglot leaves unknown, and the type Spark gives them.
-_KNOWN_RESULTS: dict[type[exp.Expression], str] = {exp.TimestampTrunc: "timestamp", exp.DateTrunc: "timestamp"}
+_KNOWN_RESULTS: dict[type[exp.Expr], str] = {exp.TimestampTrunc: "timestamp", exp.DateTrunc: "timestamp"}
 
 
 @dataclass(frozen=True)
@@ -80,11 +80,11 @@ def type_name(data_type: exp.DataType | None) -> str | None:
     return data_type.sql("spark").lower().replace(", ", ",")
 
 
-def _read_tables(query: exp.Expression) -> set[str]:
+def _read_tables(query: exp.Expr) -> set[str]:
     return {".".join(p.name for p in t.parts).lower() for t in query.find_all(exp.Table)}
 
 
-def _projection_type(projection: exp.Expression) -> str | None:
+def _projection_type(projection: exp.Expr) -> str | None:
     value = projection.this if isinstance(projection, exp.Alias) else projection
     known = type_name(projection.type)
     if known is None:
@@ -105,11 +105,11 @@ def _sources_of(column: str, query: exp.Query, schema: dict, scope, dialect: str
 
 
 def describe_columns(
-    query: exp.Expression,
+    query: exp.Expr,
     tables: Mapping[str, Mapping[str, str]],
     *,
     dialect: str = "spark",
-    macros: Mapping[str, exp.Expression] | None = None,
+    macros: Mapping[str, exp.Expr] | None = None,
     detail: bool = True,
 ) -> Columns:
     """Types and lineage of the output columns of ``query`` over ``tables`` (only the tables it reads
@@ -159,7 +159,7 @@ def _base_columns(scope: Scope, alias: str, name: str, depth: int = 0) -> set[tu
     return found
 
 
-def _filter_reads(query: exp.Expression) -> tuple[tuple[str, str], ...] | None:
+def _filter_reads(query: exp.Expr) -> tuple[tuple[str, str], ...] | None:
     found: set[tuple[str, str]] = set()
     for scope in traverse_scope(query):
         for clause in _FILTER_CLAUSES:

@@ -40,7 +40,7 @@ _MAX_DEPTH = 64
 _MAX_ALTERNATIVES = 16
 
 
-def line_of(node: exp.Expression | None) -> int | None:
+def line_of(node: exp.Expr | None) -> int | None:
     """The first line the parser recorded for a node or anything under it, else for its closest
     ancestor that has one (keywords such as CURRENT_TIMESTAMP carry no position themselves)."""
     while node is not None:
@@ -51,10 +51,10 @@ def line_of(node: exp.Expression | None) -> int | None:
     return None
 
 
-def snippet(node: exp.Expression, dialect: str, limit: int = 80) -> str:
+def snippet(node: exp.Expr, dialect: str, limit: int = 80) -> str:
     """Short SQL text of a node for messages, with macros written the way the user wrote them."""
 
-    def as_written(n: exp.Expression) -> exp.Expression:
+    def as_written(n: exp.Expr) -> exp.Expr:
         return exp.var("@" + n.name) if isinstance(n, exp.Parameter) else n
 
     text = node.transform(as_written).sql(dialect)
@@ -83,7 +83,7 @@ class Ref:
 class Origin:
     """An expression rewritten over table columns, and the scopes its rows flowed through."""
 
-    expr: exp.Expression
+    expr: exp.Expr
     path: tuple[Scope, ...]
 
 
@@ -106,7 +106,7 @@ def partition_grain(unit: str) -> Grain:
     return "week:sunday" if unit == "week" else unit
 
 
-def inline_ctes(query: exp.Expression) -> tuple[exp.Expression, bool]:
+def inline_ctes(query: exp.Expr) -> tuple[exp.Expr, bool]:
     """A copy of the query with every CTE reference replaced by a derived table holding its body.
 
     Returns the copy and whether it has a recursive CTE (which is left alone). A query without any
@@ -158,7 +158,7 @@ class Lineage:
 
     def __init__(
         self,
-        query: exp.Expression,
+        query: exp.Expr,
         *,
         model_name: str,
         time_column: str,
@@ -237,9 +237,7 @@ class Lineage:
 
     # --- resolving values to table columns --------------------------------------------------
 
-    def resolve(
-        self, expr: exp.Expression, scope: Scope, *, aliases: bool = False, depth: int = 0
-    ) -> list[Origin] | None:
+    def resolve(self, expr: exp.Expr, scope: Scope, *, aliases: bool = False, depth: int = 0) -> list[Origin] | None:
         """``expr`` (evaluated in ``scope``) rewritten over table columns; one origin per union branch.
 
         None when some column cannot be traced (unknown schema, aggregate, window, ambiguity).
@@ -386,7 +384,7 @@ class Lineage:
 
     # --- time keys ---------------------------------------------------------------------------
 
-    def time_key_of(self, expr: exp.Expression) -> tuple[Ref, Grain] | None:
+    def time_key_of(self, expr: exp.Expr) -> tuple[Ref, Grain] | None:
         """If a resolved expression is a table's time column (possibly truncated), that table and grain."""
         grain: Grain = "exact"
         node = expr
@@ -412,7 +410,7 @@ class Lineage:
         combined = coarser(grain, ref.partition_grain)
         return (ref, combined) if combined is not None else None
 
-    def time_keys(self, expr: exp.Expression, scope: Scope, *, aliases: bool = False) -> list[TimeKey] | None:
+    def time_keys(self, expr: exp.Expr, scope: Scope, *, aliases: bool = False) -> list[TimeKey] | None:
         """The time keys ``expr`` stands for (one per union branch), or None if it is not one."""
         origins = self.resolve(expr, scope, aliases=aliases)
         if not origins:
@@ -456,7 +454,7 @@ class Lineage:
         has_star = any(isinstance(p, exp.Star) or isinstance(p.this, exp.Star) for p in projections)
         return has_star or self.time_column.lower() in names
 
-    def aligned(self, expr: exp.Expression, scope: Scope) -> bool:
+    def aligned(self, expr: exp.Expr, scope: Scope) -> bool:
         """Whether equal values of ``expr`` always fall in one interval of the model.
 
         True for a time column truncated to a grain that divides the interval (not for a coarser
@@ -489,7 +487,7 @@ class Lineage:
     def aggregates(self, scope: Scope) -> list[exp.AggFunc]:
         """Aggregate calls of a scope that are not window functions."""
 
-        def in_window(node: exp.Expression) -> bool:
+        def in_window(node: exp.Expr) -> bool:
             while node is not scope.expression and node is not None:
                 if isinstance(node, exp.Window):
                     return True
@@ -498,7 +496,7 @@ class Lineage:
 
         return [a for a in find_all_in_scope(scope.expression, exp.AggFunc) if not in_window(a)]
 
-    def group_keys(self, select: exp.Select) -> list[exp.Expression]:
+    def group_keys(self, select: exp.Select) -> list[exp.Expr]:
         """The plain GROUP BY keys (ordinals and GROUP BY ALL expanded; ROLLUP/CUBE sets left out)."""
         group = select.args.get("group")
         if group is None:

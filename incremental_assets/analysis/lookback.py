@@ -87,7 +87,7 @@ class _Edge:
     side: int
     base: timedelta
     per_interval: int
-    node: exp.Expression
+    node: exp.Expr
 
 
 @dataclass(frozen=True)
@@ -254,7 +254,7 @@ def _lower_demand(
 # --- filters and relations in WHERE / JOIN ON ------------------------------------------------
 
 
-def _predicates(lineage: Lineage, scope: Scope) -> Iterator[tuple[exp.Expression, set[int] | None]]:
+def _predicates(lineage: Lineage, scope: Scope) -> Iterator[tuple[exp.Expr, set[int] | None]]:
     """Conjuncts that restrict rows, with the references they may restrict (None: all of them)."""
     select = scope.expression
     where = select.args.get("where")
@@ -279,7 +279,7 @@ def _predicates(lineage: Lineage, scope: Scope) -> Iterator[tuple[exp.Expression
             yield conjunct, allowed
 
 
-def _refs_of_source(lineage: Lineage, scope: Scope, node: exp.Expression) -> set[int]:
+def _refs_of_source(lineage: Lineage, scope: Scope, node: exp.Expr) -> set[int]:
     for ref in lineage.refs:
         if ref.table is node:
             return {id(ref)}
@@ -289,7 +289,7 @@ def _refs_of_source(lineage: Lineage, scope: Scope, node: exp.Expression) -> set
     return set()
 
 
-def _conjuncts(node: exp.Expression) -> Iterator[exp.Expression]:
+def _conjuncts(node: exp.Expr) -> Iterator[exp.Expr]:
     while isinstance(node, exp.Paren):
         node = node.this
     if isinstance(node, exp.And):
@@ -299,7 +299,7 @@ def _conjuncts(node: exp.Expression) -> Iterator[exp.Expression]:
         yield node
 
 
-def _comparisons(node: exp.Expression) -> Iterator[tuple[exp.Expression, str, exp.Expression, bool]]:
+def _comparisons(node: exp.Expr) -> Iterator[tuple[exp.Expr, str, exp.Expr, bool]]:
     """``(left, '>=' or '<=', right, inclusive)`` for each one-sided comparison in a predicate."""
     if isinstance(node, exp.Between):
         yield node.this, ">=", node.args["low"], True
@@ -319,7 +319,7 @@ class _KeySide:
     offset: Span
 
 
-def _side(lineage: Lineage, scope: Scope, node: exp.Expression) -> MacroRef | _KeySide | None:
+def _side(lineage: Lineage, scope: Scope, node: exp.Expr) -> MacroRef | _KeySide | None:
     macro = read_macro(node)
     if macro is not None:
         return macro
@@ -334,8 +334,8 @@ def _read_comparison(
     lineage: Lineage,
     state: _State,
     scope: Scope,
-    predicate: exp.Expression,
-    comparison: tuple[exp.Expression, str, exp.Expression, bool],
+    predicate: exp.Expr,
+    comparison: tuple[exp.Expr, str, exp.Expr, bool],
     allowed: set[int] | None,
 ) -> None:
     """Record ``left op right`` as an edge (a time column against a macro) or a relation (two time columns)."""
@@ -366,7 +366,7 @@ def _read_comparison(
 
 
 def _macro_edge(
-    lineage: Lineage, key: TimeKey, side: int, offset: Span, macro: MacroRef, inclusive: bool, node: exp.Expression
+    lineage: Lineage, key: TimeKey, side: int, offset: Span, macro: MacroRef, inclusive: bool, node: exp.Expr
 ) -> _Edge | None:
     """``key >= macro + offset`` (BEFORE) or ``key <= macro + offset`` (AFTER) as an edge of ``key.ref``."""
     reach = path_reach(lineage, key.path)[side]

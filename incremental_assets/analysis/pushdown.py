@@ -37,7 +37,7 @@ from incremental_assets.analysis.result import SourceBound
 from incremental_assets.model.intervals import IntervalUnit
 
 
-def timestamp_literal(table_name: str, value: datetime) -> exp.Expression:
+def timestamp_literal(table_name: str, value: datetime) -> exp.Expr:
     """``CAST('YYYY-MM-DD HH:MM:SS' AS TIMESTAMP)`` in UTC; the default literal of ``pushdown``."""
     if value.tzinfo is not None:
         value = value.astimezone(timezone.utc).replace(tzinfo=None)
@@ -46,15 +46,15 @@ def timestamp_literal(table_name: str, value: datetime) -> exp.Expression:
 
 
 def pushdown(
-    query: exp.Expression,
+    query: exp.Expr,
     *,
     bounds: Mapping[str, SourceBound | None],
     time_columns: Mapping[str, str | None],
     run_start: datetime,
     run_end: datetime,
-    literal: Callable[[str, datetime], exp.Expression] | None = None,
+    literal: Callable[[str, datetime], exp.Expr] | None = None,
     event_time_columns: Mapping[str, tuple[str, str]] | None = None,
-) -> exp.Expression:
+) -> exp.Expr:
     """A new query in which every time-series table reference reads only its bounded range.
 
     ``literal(table_name, instant)`` builds the value compared with that table's time column
@@ -97,12 +97,12 @@ def pushdown(
     return result
 
 
-def _in_range(column: str, low: exp.Expression, high: exp.Expression) -> tuple[exp.Expression, exp.Expression]:
+def _in_range(column: str, low: exp.Expr, high: exp.Expr) -> tuple[exp.Expr, exp.Expr]:
     time = exp.column(exp.to_identifier(column))
     return exp.GTE(this=time, expression=low), exp.LT(this=time.copy(), expression=high)
 
 
-def _bounded(table: exp.Table, condition: exp.Expression) -> exp.Subquery:
+def _bounded(table: exp.Table, condition: exp.Expr) -> exp.Subquery:
     alias = table.args.get("alias")
     inner = table.copy()
     inner.set("alias", None)

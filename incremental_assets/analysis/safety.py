@@ -114,7 +114,7 @@ _NONDETERMINISTIC_NAMES = {
 @dataclass(frozen=True)
 class _Hit:
     rule: str
-    node: exp.Expression
+    node: exp.Expr
     problem: str  # what the construct does wrong on a slice of the data
     fix: str  # what the user can do about it
     # Whether, once admitted, a run over several intervals still equals one interval at a time.

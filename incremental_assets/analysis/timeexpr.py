@@ -132,7 +132,7 @@ def coarser(a: Grain, b: Grain) -> Grain | None:
     return None
 
 
-def unit_grain(unit: exp.Expression) -> Grain | None:
+def unit_grain(unit: exp.Expr) -> Grain | None:
     """A truncation unit (``'HOUR'``, ``'MM'``, ``WEEK``, BigQuery's ``WEEK(SUNDAY)``) as a grain."""
     if isinstance(unit, exp.WeekStart):
         return "week:" + unit.name.lower()
@@ -178,7 +178,7 @@ _UNIT_SPANS = {
 _MILLISECOND = Span(timedelta(milliseconds=1), timedelta(milliseconds=1))
 
 
-def _unit_span(unit: exp.Expression | str | None) -> Span | None:
+def _unit_span(unit: exp.Expr | str | None) -> Span | None:
     text = unit.name if isinstance(unit, exp.Expression) else unit
     if not text:
         return None
@@ -189,7 +189,7 @@ def _unit_span(unit: exp.Expression | str | None) -> Span | None:
     return _UNIT_SPANS.get(name or "")
 
 
-def number(node: exp.Expression | None) -> float | None:
+def number(node: exp.Expr | None) -> float | None:
     """Fold a constant like ``7``, ``-1``, ``'2'`` or ``7 * -1`` to a number."""
     if node is None:
         return None
@@ -214,7 +214,7 @@ def number(node: exp.Expression | None) -> float | None:
 _INTERVAL_PART = re.compile(r"(-?\d+(?:\.\d+)?)\s*([a-z]+)", re.IGNORECASE)
 
 
-def interval_span(node: exp.Expression) -> Span | None:
+def interval_span(node: exp.Expr) -> Span | None:
     """``INTERVAL '30' MINUTE``, ``INTERVAL '1 day 2 hours'`` or a sum of them, as a span.
 
     >>> import sqlglot
@@ -275,12 +275,12 @@ _SUB_FUNCTIONS = (exp.DateSub, exp.TimestampSub, exp.DatetimeSub, exp.TimeSub)
 class Shift:
     """``base`` moved by ``offset``; ``amount`` is a bare number whose unit the base decides."""
 
-    base: exp.Expression
+    base: exp.Expr
     offset: Span = NO_OFFSET
     amount: float = 0.0
 
 
-def split_shift(node: exp.Expression) -> Shift:
+def split_shift(node: exp.Expr) -> Shift:
     """Peel interval arithmetic off an expression.
 
     >>> import sqlglot
@@ -347,7 +347,7 @@ _TO_TIME = (exp.TsOrDsToTimestamp, exp.TimeStrToTime, exp.StrToTime, exp.UnixToT
 _TRUNCATIONS = (exp.DateTrunc, exp.TimestampTrunc, exp.DatetimeTrunc, exp.TimeTrunc)
 
 
-def grain_function(node: exp.Expression) -> tuple[Grain, exp.Expression] | None:
+def grain_function(node: exp.Expr) -> tuple[Grain, exp.Expr] | None:
     """If ``node`` is a truncation or conversion of one argument, its grain and that argument.
 
     >>> import sqlglot
@@ -386,7 +386,7 @@ def _format_grain(fmt: str) -> Grain | None:
     )
 
 
-def _week_floor(node: exp.Expression) -> tuple[Grain, exp.Expression] | None:
+def _week_floor(node: exp.Expr) -> tuple[Grain, exp.Expr] | None:
     """``DATE_SUB(d, DAYOFWEEK(d) - 1)`` (Sunday weeks) and ``DATE_SUB(d, WEEKDAY(d))`` (Monday weeks)."""
     if not isinstance(node, (exp.TsOrDsAdd, exp.DateAdd, exp.DateSub)):
         return None
@@ -418,7 +418,7 @@ def _week_floor(node: exp.Expression) -> tuple[Grain, exp.Expression] | None:
     return ("week:" + start, node.this) if arg == target else None
 
 
-def _negated(node: exp.Expression) -> exp.Expression | None:
+def _negated(node: exp.Expr) -> exp.Expr | None:
     while isinstance(node, exp.Paren):
         node = node.this
     if isinstance(node, exp.Neg):
@@ -450,7 +450,7 @@ class MacroRef:
     grain: Grain
 
 
-def macro_name(node: exp.Expression) -> tuple[str, str] | None:
+def macro_name(node: exp.Expr) -> tuple[str, str] | None:
     """``(edge, kind)`` of a macro parameter such as ``@start_ds``; edge is start, end or execution."""
     if not isinstance(node, exp.Parameter):
         return None
@@ -461,7 +461,7 @@ def macro_name(node: exp.Expression) -> tuple[str, str] | None:
     return None
 
 
-def read_macro(node: exp.Expression) -> MacroRef | None:
+def read_macro(node: exp.Expr) -> MacroRef | None:
     """A window macro with its offset and conversions peeled off, or None if ``node`` is not one."""
     shift = split_shift(node)
     base = shift.base

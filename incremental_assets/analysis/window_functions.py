@@ -144,7 +144,7 @@ def _classify(
 
 
 def _navigation(
-    lineage: Lineage, function: exp.Expression, order: list, keys: list, spec: exp.WindowSpec | None
+    lineage: Lineage, function: exp.Expr, order: list, keys: list, spec: exp.WindowSpec | None
 ) -> tuple[WindowKind, Reach]:
     """LAG reaches back and LEAD forward an unknown distance, unless a RANGE frame states how far
     (smelt's Form A reads ``LAG(x) OVER (... RANGE BETWEEN INTERVAL '30 minutes' PRECEDING ...)``

@@ -38,14 +38,14 @@ from incremental_assets.load.query import check_nesting, check_tree_depth
 from incremental_assets.model.audits import BUILTINS, Audit, Origin, UserAudit
 
 
-def _expr(value: Value, path: str | Path) -> exp.Expression:
+def _expr(value: Value, path: str | Path) -> exp.Expr:
     try:
         return restore_macros(sqlglot.parse_one(protect_macros(value.text), dialect="spark"), "spark")
     except ParseError as e:
         raise ModelFileError(path, value.line, f"cannot parse '{value.text}' as SQL: {e}") from None
 
 
-def _exprs(value: Value, path: str | Path) -> tuple[exp.Expression, ...]:
+def _exprs(value: Value, path: str | Path) -> tuple[exp.Expr, ...]:
     if isinstance(value, Items):
         return tuple(_expr(v, path) for v in value.items)
     return (_expr(value, path),)
@@ -76,7 +76,7 @@ def parse_audits(value: Value, path: str | Path, *, origin: Origin) -> tuple[Aud
             if not (isinstance(b, (Literal, Name)) and str(b.value).lower() in ("true", "false")):
                 raise ModelFileError(path, b.line, f"{origin}: blocking must be true or false, found {b.text}")
             blocking = str(b.value).lower() == "true"
-        typed: dict[str, exp.Expression | tuple[exp.Expression, ...]] = {}
+        typed: dict[str, exp.Expr | tuple[exp.Expr, ...]] = {}
         if name in BUILTINS:
             required, optional = BUILTINS[name]
             missing = required - args.keys()
@@ -118,13 +118,11 @@ def parse_audits(value: Value, path: str | Path, *, origin: Origin) -> tuple[Aud
     return tuple(audits)
 
 
-def expand_audit_arguments(
-    audits: tuple[Audit, ...], expand: Callable[[exp.Expression], exp.Expression]
-) -> tuple[Audit, ...]:
+def expand_audit_arguments(audits: tuple[Audit, ...], expand: Callable[[exp.Expr], exp.Expr]) -> tuple[Audit, ...]:
     """The audits with every macro call in their arguments (``threshold := @limit()``) replaced by its
     value when the model loads, as SQLMesh renders audit arguments; date macros stay for the run."""
 
-    def one(value: exp.Expression) -> exp.Expression:
+    def one(value: exp.Expr) -> exp.Expr:
         return expand(value) if any(call_name(n) for n in value.walk()) else value
 
     out = []

@@ -208,7 +208,7 @@ def _expanded_audits(
     evaluator = MacroEvaluator(macros or MacroContext(), "spark", runtime_stage="loading")
     line = seen["audits"].line if "audits" in seen else None
 
-    def expand(node: exp.Expression) -> exp.Expression:
+    def expand(node: exp.Expr) -> exp.Expr:
         try:
             value = evaluator.transform(node)
             return evaluator.to_expression(value[0] if isinstance(value, list) and len(value) == 1 else value, node)

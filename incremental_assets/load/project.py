@@ -89,8 +89,8 @@ def _load(
     for folder, config in zip(directories, configs):
         sources.update(_load_sources(folder, config, errors, unlocated))
     models: dict[str, SqlModel] = {}
-    before: list[exp.Expression] = []
-    after: list[exp.Expression] = []
+    before: list[exp.Expr] = []
+    after: list[exp.Expr] = []
     for folder, config in zip(directories, configs):
         macros = _macro_context(folder, sources, config, errors)
         for model in _load_models(folder / "models", settings, config, sources, errors, macros).values():
@@ -174,9 +174,9 @@ def _project_directories(directory: str | Path | Sequence[str | Path]) -> list[P
 
 def _config_statements(
     config: SqlmeshConfig, key: str, settings: Settings, macros: MacroContext, errors: list[ModelFileError]
-) -> list[exp.Expression]:
+) -> list[exp.Expr]:
     """A config's ``before_all`` / ``after_all``, parsed in the project dialect with its folder's macros."""
-    out: list[exp.Expression] = []
+    out: list[exp.Expr] = []
     for text in getattr(config, key):
         try:
             out += parse_statements(
@@ -204,7 +204,7 @@ def catalog_tables(
     models: Mapping[str, SqlModel],
     sources: Mapping[str, Source],
     unlocated: Mapping[str, Unlocated],
-    statements: Sequence[exp.Expression],
+    statements: Sequence[exp.Expr],
 ) -> dict[str, Source]:
     """Tables and views that ``before_all`` or a model's pre-statements create and a model reads: sources
     read from Spark's catalog (with an external model's columns where one declares them).

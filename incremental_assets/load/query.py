@@ -49,7 +49,7 @@ def _deepest_parenthesis(sql: str) -> tuple[int, int]:
     return deepest, sql.count("\n", 0, deepest_at)
 
 
-def query_depth(query: exp.Expression) -> tuple[int, exp.Expression]:
+def query_depth(query: exp.Expr) -> tuple[int, exp.Expr]:
     """How deep the query's tree nests, and its deepest node (iteratively: any depth can be measured).
 
     A chain of one operator (``a AND b AND c``, ``UNION ALL`` of many SELECTs) is a left-deep tree that
@@ -61,7 +61,7 @@ def query_depth(query: exp.Expression) -> tuple[int, exp.Expression]:
     10.0
     """
     deepest, deepest_node = 0.0, query
-    stack: list[tuple[exp.Expression, float]] = [(query, 1.0)]
+    stack: list[tuple[exp.Expr, float]] = [(query, 1.0)]
     while stack:
         node, depth = stack.pop()
         if depth > deepest:
@@ -72,7 +72,7 @@ def query_depth(query: exp.Expression) -> tuple[int, exp.Expression]:
     return deepest, deepest_node
 
 
-def _line_near(node: exp.Expression | None) -> int | None:
+def _line_near(node: exp.Expr | None) -> int | None:
     while node is not None:
         line = node_line(node, 0)
         if line is not None:
@@ -93,7 +93,7 @@ def check_nesting(sql: str, path: str | Path, line_offset: int = 0) -> None:
         )
 
 
-def check_tree_depth(tree: exp.Expression, path: str | Path, line_offset: int = 0) -> None:
+def check_tree_depth(tree: exp.Expr, path: str | Path, line_offset: int = 0) -> None:
     """Refuse a parsed query nesting deeper than :data:`MAX_QUERY_DEPTH` (CASEs, operator chains)."""
     depth, deepest = query_depth(tree)
     if depth > MAX_QUERY_DEPTH:
@@ -110,11 +110,11 @@ class ModelBody:
     """A model file's statements after its header: the query, and what runs before and after it."""
 
     query: exp.Query
-    pre_statements: tuple[exp.Expression, ...] = ()
-    post_statements: tuple[exp.Expression, ...] = ()
+    pre_statements: tuple[exp.Expr, ...] = ()
+    post_statements: tuple[exp.Expr, ...] = ()
 
 
-def _parse_statements(sql: str, dialect: str, path: str | Path, line_offset: int) -> list[exp.Expression]:
+def _parse_statements(sql: str, dialect: str, path: str | Path, line_offset: int) -> list[exp.Expr]:
     quiet = logging.getLogger("sqlglot")
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # statements sqlglot keeps as raw commands (SET TIME ZONE ...) are fine here
@@ -151,13 +151,13 @@ def _parse_statements(sql: str, dialect: str, path: str | Path, line_offset: int
 
 
 def _expand(
-    statements: list[exp.Expression],
+    statements: list[exp.Expr],
     dialect: str,
     path: str | Path,
     line_offset: int,
     macros: MacroContext | None,
     this_model: str | None,
-) -> list[exp.Expression]:
+) -> list[exp.Expr]:
     """Expand every macro; a macro's error becomes one file:line error naming the fix."""
     evaluator = MacroEvaluator(macros or MacroContext(), dialect, this_model=this_model)
     try:
@@ -173,7 +173,7 @@ def _expand(
 
 def parse_statements(
     sql: str, *, dialect: str, path: str | Path, line_offset: int = 0, macros: MacroContext | None = None
-) -> list[exp.Expression]:
+) -> list[exp.Expr]:
     """SQL statements outside a model (a config's ``before_all``), parsed and their macros expanded.
 
     >>> [s.sql(dialect="spark") for s in parse_statements("CREATE SCHEMA IF NOT EXISTS raw; SELECT @x", dialect="duckdb", path="c",
@@ -247,7 +247,7 @@ def parse_model_body(
     return ModelBody(query, tuple(statements[: queries[0]]), tuple(statements[queries[0] + 1 :]))  # type: ignore[arg-type]
 
 
-def _check_runtime_choices(query: exp.Expression, path: str | Path, line_offset: int) -> None:
+def _check_runtime_choices(query: exp.Expr, path: str | Path, line_offset: int) -> None:
     """Conditions on the run window: few enough to analyse every combination, and none changing the columns."""
     for node in query.find_all(exp.Anonymous):
         if str(node.this).lower() == RUNTIME_IF and isinstance(node.parent, exp.Table):
@@ -278,7 +278,7 @@ def _check_runtime_choices(query: exp.Expression, path: str | Path, line_offset:
             )
 
 
-def _name_this_model(query: exp.Expression, this_model: str) -> None:
+def _name_this_model(query: exp.Expr, this_model: str) -> None:
     """`FROM @this_model` reads the model's own table: name it, so analysis sees the self-reference."""
     for table in list(query.find_all(exp.Table)):
         held = table_macro(table)
@@ -318,7 +318,7 @@ def parse_query(
     return body.query
 
 
-def node_line(node: exp.Expression | None, offset: int) -> int | None:
+def node_line(node: exp.Expr | None, offset: int) -> int | None:
     if node is None:
         return None
     for sub in node.walk():
@@ -328,7 +328,7 @@ def node_line(node: exp.Expression | None, offset: int) -> int | None:
     return None
 
 
-def table_references(query: exp.Expression) -> tuple[TableReference, ...]:
+def table_references(query: exp.Expr) -> tuple[TableReference, ...]:
     """Tables the query reads (CTE names excluded), lower-cased ``schema.table`` names, in order."""
     cte_names = {cte.alias_or_name.lower() for cte in query.find_all(exp.CTE)}
     refs: list[TableReference] = []
@@ -353,7 +353,7 @@ def output_columns(query: exp.Query) -> list[str] | None:
     return _named_outputs(first_variant(query))
 
 
-def _named_outputs(query: exp.Expression) -> list[str] | None:
+def _named_outputs(query: exp.Expr) -> list[str] | None:
     select = query
     while isinstance(select, exp.SetOperation):
         select = select.left  # type: ignore[assignment]

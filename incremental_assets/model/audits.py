@@ -37,7 +37,7 @@ class Audit:
     """
 
     name: str
-    args: Mapping[str, exp.Expression | tuple[exp.Expression, ...]]
+    args: Mapping[str, exp.Expr | tuple[exp.Expr, ...]]
     blocking: bool | None  # None: the audit's own default (built-ins and SQLMesh audits block)
     line: int
     origin: Origin = "audits"

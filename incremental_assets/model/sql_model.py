@@ -68,8 +68,8 @@ class SqlModel:
     lines: Mapping[str, int] = field(default_factory=dict)
     audits: tuple[Audit, ...] = ()
     embeds: tuple[str, ...] = ()  # EMBEDDED models inlined into the query
-    pre_statements: tuple[exp.Expression, ...] = ()  # run before the query, in the same session
-    post_statements: tuple[exp.Expression, ...] = ()  # run after the write
+    pre_statements: tuple[exp.Expr, ...] = ()  # run before the query, in the same session
+    post_statements: tuple[exp.Expr, ...] = ()  # run after the write
     inline_audits: tuple[UserAudit, ...] = ()  # AUDIT (...) blocks of the model file
     event_time_column: str | None = None  # the row's event time; the kind's time_column is it truncated to the unit
     derived_start: bool = False  # start not written: from the upstream models or the previous interval
@@ -146,7 +146,7 @@ class SqlModel:
         return payload
 
 
-def normalized_sql(query: exp.Expression) -> str:
+def normalized_sql(query: exp.Expr) -> str:
     """The query as canonical Spark SQL: comments and formatting do not change the fingerprint."""
     return query.sql(dialect="spark", comments=False, normalize=True)
 

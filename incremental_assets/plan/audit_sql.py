@@ -21,7 +21,7 @@ from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.model.project import Project
 
 
-def _or(conditions: list[exp.Expression]) -> exp.Expression:
+def _or(conditions: list[exp.Expr]) -> exp.Expr:
     out = conditions[0]
     for c in conditions[1:]:
         out = exp.or_(out, c, copy=False)
@@ -66,7 +66,7 @@ def failing_rows_sql(audit: Audit, table: str, user: UserAudit | None = None, mo
     elif name == "accepted_range":
         col = a["column"]
         inclusive = str(a["inclusive"].sql()).lower() != "false" if "inclusive" in a else True  # type: ignore[union-attr]
-        conds: list[exp.Expression] = []
+        conds: list[exp.Expr] = []
         if "min_v" in a:
             conds.append((exp.LT if inclusive else exp.LTE)(this=col.copy(), expression=a["min_v"].copy()))  # type: ignore[union-attr]
         if "max_v" in a:
@@ -107,11 +107,11 @@ def render_user_audit(user: UserAudit, audit: Audit, table: str, model_name: str
     """The user audit's query with ``@this_model`` (and the audited model's own name, as SQLMesh reads
     it), its parameters and date macros replaced as AST nodes."""
     tree = sqlglot.parse_one(user.query, dialect="spark")
-    values: dict[str, exp.Expression] = {k: sqlglot.parse_one(v, dialect="spark") for k, v in user.defaults.items()}
+    values: dict[str, exp.Expr] = {k: sqlglot.parse_one(v, dialect="spark") for k, v in user.defaults.items()}
     for key, v in audit.args.items():
         values[key] = exp.Tuple(expressions=[e.copy() for e in v]) if isinstance(v, tuple) else v
 
-    def swap(node: exp.Expression) -> exp.Expression:
+    def swap(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Parameter):
             key = node.name.lower()
             if key == "this_model":

@@ -18,7 +18,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 
-def navigation_frames(query: exp.Expression) -> exp.Expression:
+def navigation_frames(query: exp.Expr) -> exp.Expr:
     """``query`` with every LAG/LEAD over a RANGE frame rewritten to a frameless window plus the frame
     as a condition; the query itself is returned when it has none (it is never modified)."""
     windows = [w for w in query.find_all(exp.Window) if _rewritable(w)]
@@ -42,7 +42,7 @@ def _rewritable(window: exp.Window) -> bool:
     )
 
 
-def _within_frame(window: exp.Window) -> exp.Expression:
+def _within_frame(window: exp.Window) -> exp.Expr:
     function = window.this
     spec = window.args["spec"]
     ordered = window.args["order"].expressions[0]
@@ -61,7 +61,7 @@ def _within_frame(window: exp.Window) -> exp.Expression:
     picked = frameless.copy()
     picked.set("this", function.__class__(this=key.copy(), offset=offset.copy()))
     if not isinstance(edge, exp.Expression):  # CURRENT ROW: only peers are in the frame
-        condition: exp.Expression = exp.EQ(this=picked, expression=key.copy())
+        condition: exp.Expr = exp.EQ(this=picked, expression=key.copy())
     else:
         # The frame's far edge, in the order of the rows: before the key when it precedes in that order.
         earlier = (str(side).upper() == "PRECEDING") != descending

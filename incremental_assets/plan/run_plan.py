@@ -110,7 +110,7 @@ class RunPlan:
 
     model: str
     window: TimeWindow | None
-    query: exp.Expression
+    query: exp.Expr
     inputs: tuple[InputRead, ...]
     write: WriteKind
     fingerprint: str
@@ -118,8 +118,8 @@ class RunPlan:
     downgraded: bool = False
     execution_time: datetime | None = None
     target: "TargetState | None" = None  # merge-style kinds: the committed state this plan starts from
-    pre_statements: tuple[exp.Expression, ...] = ()  # run before the query, in the same session
-    post_statements: tuple[exp.Expression, ...] = ()  # run after the write (`@this_model` is the written table)
+    pre_statements: tuple[exp.Expr, ...] = ()  # run before the query, in the same session
+    post_statements: tuple[exp.Expr, ...] = ()  # run after the write (`@this_model` is the written table)
     definition: Mapping[str, Any] | None = None  # kept with the table by its commit (see plan.definition)
 
     @property
@@ -165,10 +165,10 @@ def view_name(name: str) -> str:
     return name.replace(".", "__")
 
 
-def _substitute_tables(query: exp.Expression, names: Mapping[str, str]) -> exp.Expression:
+def _substitute_tables(query: exp.Expr, names: Mapping[str, str]) -> exp.Expr:
     ctes = {cte.alias_or_name.lower() for cte in query.find_all(exp.CTE)}
 
-    def replace(node: exp.Expression) -> exp.Expression:
+    def replace(node: exp.Expr) -> exp.Expr:
         if not isinstance(node, exp.Table) or not node.name:
             return node
         name = table_name(node)
@@ -279,7 +279,7 @@ def plan_run(
 
 def _rendered_query(
     model: SqlModel, window: TimeWindow | None, execution_time: datetime, state: TargetState
-) -> exp.Expression:
+) -> exp.Expr:
     """The model's query with the run's macro values; a macro condition on the run window that cannot be
     evaluated for this one names the model file."""
     try:
@@ -296,10 +296,10 @@ def _rendered_query(
 
 def _bounded_reads(
     project: Project,
-    rendered: exp.Expression,
+    rendered: exp.Expr,
     window: TimeWindow | None,
     bounds: Mapping[str, SourceBound | None] | None,
-) -> exp.Expression:
+) -> exp.Expr:
     """The query with each time-series input read only for the window widened by its bound."""
     if window is None or not bounds:
         return rendered
@@ -362,7 +362,7 @@ def unique_key_window(model: SqlModel, target: TargetState, execution_time: date
     return TimeWindow(start, end)
 
 
-def cursor_macros(model: SqlModel, target: TargetState) -> dict[str, exp.Expression]:
+def cursor_macros(model: SqlModel, target: TargetState) -> dict[str, exp.Expr]:
     """``@last_value`` / ``@initial_value`` / ``@is_backfill`` for a cursor model (empty for other kinds).
 
     On a backfill (no table, or a changed definition) ``@last_value`` falls back to the initial value.

@@ -118,7 +118,7 @@ class MacroEvaluator:
         """A project variable (``variables:`` in config.yaml), or ``default``."""
         return self.context.variables.get(name.lower(), default)
 
-    def columns_to_types(self, name: str | exp.Expression) -> dict[str, exp.DataType]:
+    def columns_to_types(self, name: str | exp.Expr) -> dict[str, exp.DataType]:
         """The columns and types of a table whose schema is declared (sources.yaml ``columns``, model ``columns``)."""
         key = (name.sql() if isinstance(name, exp.Expression) else name).replace('"', "").replace("`", "").lower()
         schema = self.context.schemas.get(key)
@@ -129,14 +129,14 @@ class MacroEvaluator:
             )
         return {col: exp.DataType.build(dtype, dialect="spark") for col, dtype in schema.items()}
 
-    def parse_one(self, sql: str, into: Any = None, **opts: Any) -> exp.Expression:
+    def parse_one(self, sql: str, into: Any = None, **opts: Any) -> exp.Expr:
         return sqlglot.parse_one(sql, read=opts.get("dialect") or self.dialect, into=into)
 
     def eval_expression(self, node: Any) -> Any:
         """A constant SQL expression's Python value (``1 + 1`` -> 2, ``'a' IN ('a')`` -> True)."""
         return evaluate_constant(self, node)
 
-    def transform(self, node: exp.Expression) -> Value:
+    def transform(self, node: exp.Expr) -> Value:
         """Expand every macro in ``node`` (a copy); returns an expression, a list of them, or None."""
         return self.expand(node.copy())
 
@@ -146,7 +146,7 @@ class MacroEvaluator:
 
     # --- expansion -----------------------------------------------------------------------------
 
-    def needs_expansion(self, statements: list[exp.Expression]) -> bool:
+    def needs_expansion(self, statements: list[exp.Expr]) -> bool:
         """Whether any statement holds a macro beyond those kept for later (date macros)."""
         for statement in statements:
             for node in statement.walk():
@@ -162,11 +162,11 @@ class MacroEvaluator:
                     return True
         return False
 
-    def expand_statements(self, statements: list[exp.Expression]) -> list[exp.Expression]:
+    def expand_statements(self, statements: list[exp.Expr]) -> list[exp.Expr]:
         """Expand statements in order: ``@DEF`` binds a variable for the ones after it and vanishes."""
         if not self.needs_expansion(statements):
             return statements
-        out: list[exp.Expression] = []
+        out: list[exp.Expr] = []
         for statement in statements:
             if call_name(statement) == "def":
                 self.expand(statement)
@@ -178,7 +178,7 @@ class MacroEvaluator:
                     out.append(self.to_expression(item, statement))
         return out
 
-    def expand(self, node: exp.Expression) -> Value:
+    def expand(self, node: exp.Expr) -> Value:
         """Expand ``node`` in place and return what replaces it."""
         name = call_name(node)
         if name is not None:
@@ -214,7 +214,7 @@ class MacroEvaluator:
                     out.append(self.to_expression(item, child))
         return out
 
-    def _replace_child(self, parent: exp.Expression, key: str, child: exp.Expression, value: Value) -> None:
+    def _replace_child(self, parent: exp.Expr, key: str, child: exp.Expr, value: Value) -> None:
         if value is child:
             return
         if value is None or (isinstance(value, list) and not value):
@@ -236,7 +236,7 @@ class MacroEvaluator:
 
     # --- variables and tables ------------------------------------------------------------------
 
-    def _variable(self, name: str, node: exp.Expression) -> Value:
+    def _variable(self, name: str, node: exp.Expr) -> Value:
         if name in self.locals:
             value = self.locals[name]
         elif name in self.context.variables:
@@ -255,7 +255,7 @@ class MacroEvaluator:
             return [v.copy() if isinstance(v, exp.Expression) else v for v in value]
         return value
 
-    def _table(self, node: exp.Table, held: exp.Expression) -> Value:
+    def _table(self, node: exp.Table, held: exp.Expr) -> Value:
         value = self.expand(held)
         if isinstance(value, list) and len(value) == 1:
             value = value[0]
@@ -311,12 +311,12 @@ class MacroEvaluator:
                 args.append(self._single(self.expand(arg), arg))
         return args, kwargs
 
-    def _single(self, value: Value, node: exp.Expression) -> Any:
+    def _single(self, value: Value, node: exp.Expr) -> Any:
         if isinstance(value, list):
             return exp.Array(expressions=[self.to_expression(v, node) for v in value])
         return value
 
-    def _invoke(self, name: str, args: list[Any], kwargs: dict[str, Any], node: exp.Expression | None) -> Value:
+    def _invoke(self, name: str, args: list[Any], kwargs: dict[str, Any], node: exp.Expr | None) -> Value:
         local = self.locals.get(name)
         if isinstance(local, exp.Lambda):
             return self.apply(local, args, node)
@@ -340,7 +340,7 @@ class MacroEvaluator:
             + ", ".join("@" + k.upper() for k in known),
         )
 
-    def apply(self, function: exp.Lambda, values: list[Any], node: exp.Expression | None = None) -> Value:
+    def apply(self, function: exp.Lambda, values: list[Any], node: exp.Expr | None = None) -> Value:
         """Call a lambda ``(x, y) -> body`` with ``values`` bound to its arguments."""
         params = [p.name.lower() for p in function.expressions]
         if len(params) != len(values):
@@ -359,7 +359,7 @@ class MacroEvaluator:
                 else:
                     self.locals[p] = old
 
-    def to_expression(self, value: Any, where: exp.Expression | None = None) -> exp.Expression:
+    def to_expression(self, value: Any, where: exp.Expr | None = None) -> exp.Expr:
         """A macro's value as an AST node: strings are parsed as SQL, numbers and booleans converted."""
         if isinstance(value, exp.Expression):
             return value
@@ -389,7 +389,7 @@ def python_value(value: Any) -> Any:
 _PRECEDENCE = {exp.Mul: 2, exp.Div: 2, exp.IntDiv: 2, exp.Mod: 2, exp.Add: 1, exp.Sub: 1}
 
 
-def grouped(value: exp.Expression, parent: exp.Expression | None, key: str | None = None) -> exp.Expression:
+def grouped(value: exp.Expr, parent: exp.Expr | None, key: str | None = None) -> exp.Expr:
     """``value`` in parentheses where an operator holds it, so the tree keeps its grouping as SQL text
     (``a * @x`` with ``@x`` = ``b + 1`` is ``a * (b + 1)``)."""
     if parent is None or isinstance(value, exp.Paren):
@@ -409,16 +409,16 @@ def grouped(value: exp.Expression, parent: exp.Expression | None, key: str | Non
     return exp.Paren(this=value) if needed else value
 
 
-def _bind(body: exp.Expression, bindings: Mapping[str, Any], evaluator: MacroEvaluator) -> exp.Expression:
+def _bind(body: exp.Expr, bindings: Mapping[str, Any], evaluator: MacroEvaluator) -> exp.Expr:
     """Put the lambda's argument values where its body names them (columns, identifiers, tables)."""
 
-    def value_of(name: str, node: exp.Expression) -> exp.Expression:
+    def value_of(name: str, node: exp.Expr) -> exp.Expr:
         value = bindings[name]
         if isinstance(value, list):
             return exp.Array(expressions=[evaluator.to_expression(v, node) for v in value])
         return grouped(evaluator.to_expression(value, node).copy(), node.parent, node.arg_key)
 
-    def replace(node: exp.Expression) -> exp.Expression:
+    def replace(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Column) and not node.table and node.name.lower() in bindings:
             return value_of(node.name.lower(), node)
         if isinstance(node, exp.Table) and not node.db and node.name.lower() in bindings:

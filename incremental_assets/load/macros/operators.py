@@ -44,7 +44,7 @@ MacroEvaluator = Any
 class MacroError(Exception):
     """A macro could not be expanded; ``node`` locates it in the model file."""
 
-    def __init__(self, message: str, node: exp.Expression | None = None, *, hint: str | None = None):
+    def __init__(self, message: str, node: exp.Expr | None = None, *, hint: str | None = None):
         super().__init__(message)
         self.message, self.node, self.hint = message, node, hint
 
@@ -71,7 +71,7 @@ def _lambda(value: Any, operator: str) -> exp.Lambda:
     return value
 
 
-def shown(node: exp.Expression, dialect: str) -> str:
+def shown(node: exp.Expr, dialect: str) -> str:
     """An expression as the user wrote it, date macros as ``@name``."""
     return node.transform(lambda n: exp.var("@" + n.name) if isinstance(n, exp.Parameter) else n).sql(dialect)
 
@@ -106,7 +106,7 @@ def evaluate_constant(evaluator: MacroEvaluator, node: Any) -> Any:
         ) from None
 
 
-def _constant(evaluator: MacroEvaluator, node: Any) -> exp.Expression:
+def _constant(evaluator: MacroEvaluator, node: Any) -> exp.Expr:
     value = evaluate_constant(evaluator, node)
     return exp.null() if value is None else exp.convert(value)
 
@@ -114,7 +114,7 @@ def _constant(evaluator: MacroEvaluator, node: Any) -> exp.Expression:
 # --- lazy operators: @IF and @DEF --------------------------------------------------------------
 
 
-def macro_if(evaluator: MacroEvaluator, node: exp.Expression, args: list[exp.Expression]) -> Value:
+def macro_if(evaluator: MacroEvaluator, node: exp.Expr, args: list[exp.Expr]) -> Value:
     """``@IF(condition, then[, else])``: only the chosen branch is expanded; no else gives nothing."""
     if len(args) not in (2, 3):
         raise MacroError(
@@ -132,12 +132,12 @@ def macro_if(evaluator: MacroEvaluator, node: exp.Expression, args: list[exp.Exp
     return None if chosen is None else evaluator.expand(chosen)
 
 
-def _branch(evaluator: MacroEvaluator, arg: exp.Expression) -> list[exp.Expression]:
+def _branch(evaluator: MacroEvaluator, arg: exp.Expr) -> list[exp.Expr]:
     value = evaluator.expand(arg)
     return [evaluator.to_expression(v, arg) for v in (value if isinstance(value, list) else [value]) if v is not None]
 
 
-def macro_def(evaluator: MacroEvaluator, node: exp.Expression, args: list[exp.Expression]) -> Value:
+def macro_def(evaluator: MacroEvaluator, node: exp.Expr, args: list[exp.Expr]) -> Value:
     """``@DEF(name, value)``: binds ``@name`` for the statements after it (a lambda defines a macro)."""
     if len(args) != 2 or not isinstance(args[0], (exp.Column, exp.Identifier, exp.Literal, exp.Parameter)):
         raise MacroError("@DEF takes a name and a value", node, hint="write @DEF(name, value); before the query")
@@ -146,7 +146,7 @@ def macro_def(evaluator: MacroEvaluator, node: exp.Expression, args: list[exp.Ex
     return None
 
 
-LAZY_OPERATORS: dict[str, Callable[[MacroEvaluator, exp.Expression, list[exp.Expression]], Value]] = {
+LAZY_OPERATORS: dict[str, Callable[[MacroEvaluator, exp.Expr, list[exp.Expr]], Value]] = {
     "if": macro_if,
     "def": macro_def,
 }
@@ -182,7 +182,7 @@ def macro_reduce(evaluator: MacroEvaluator, items: Any, function: Any) -> Value:
 # --- scalar operators --------------------------------------------------------------------------
 
 
-def macro_eval(evaluator: MacroEvaluator, value: Any) -> exp.Expression:
+def macro_eval(evaluator: MacroEvaluator, value: Any) -> exp.Expr:
     """``@EVAL(expr)``: a constant expression computed while loading (``@EVAL(5 + 1)`` -> 6), or per run
     when it reads the run window."""
     if runs_per_window(value):
@@ -202,7 +202,7 @@ def macro_sql(evaluator: MacroEvaluator, text: Any, into: Any = None) -> Value:
     return evaluator.expand(tree)
 
 
-def _logical(evaluator: MacroEvaluator, args: tuple[Any, ...], join: Callable[..., exp.Expression]) -> Value:
+def _logical(evaluator: MacroEvaluator, args: tuple[Any, ...], join: Callable[..., exp.Expr]) -> Value:
     kept = [a for a in args if not isinstance(a, exp.Null) and a is not None]
     return join(*kept) if kept else None
 
@@ -217,32 +217,32 @@ def macro_or(evaluator: MacroEvaluator, *args: Any) -> Value:
     return _logical(evaluator, args, exp.or_)
 
 
-def _safe(args: tuple[Any, ...], op: type[exp.Binary]) -> exp.Expression:
+def _safe(args: tuple[Any, ...], op: type[exp.Binary]) -> exp.Expr:
     all_null = exp.and_(*(exp.Is(this=a.copy(), expression=exp.null()) for a in args))
-    total: exp.Expression = exp.func("COALESCE", args[0].copy(), exp.Literal.number(0))
+    total: exp.Expr = exp.func("COALESCE", args[0].copy(), exp.Literal.number(0))
     for a in args[1:]:
         total = op(this=total, expression=exp.func("COALESCE", a.copy(), exp.Literal.number(0)))
     return exp.Case(ifs=[exp.If(this=all_null, true=exp.null())], default=total)
 
 
-def safe_add(evaluator: MacroEvaluator, *args: Any) -> exp.Expression:
+def safe_add(evaluator: MacroEvaluator, *args: Any) -> exp.Expr:
     """``@SAFE_ADD(a, b, ...)``: NULLs count as 0; NULL when every operand is NULL."""
     return _safe(args, exp.Add)
 
 
-def safe_sub(evaluator: MacroEvaluator, *args: Any) -> exp.Expression:
+def safe_sub(evaluator: MacroEvaluator, *args: Any) -> exp.Expr:
     """``@SAFE_SUB(a, b, ...)``: NULLs count as 0; NULL when every operand is NULL."""
     return _safe(args, exp.Sub)
 
 
-def safe_div(evaluator: MacroEvaluator, numerator: Any, denominator: Any) -> exp.Expression:
+def safe_div(evaluator: MacroEvaluator, numerator: Any, denominator: Any) -> exp.Expr:
     """``@SAFE_DIV(a, b)``: ``a / NULLIF(b, 0)``."""
     return exp.Div(this=numerator, expression=exp.func("NULLIF", denominator, exp.Literal.number(0)))
 
 
-def generate_surrogate_key(evaluator: MacroEvaluator, *fields: Any, hash_function: Any = None) -> exp.Expression:
+def generate_surrogate_key(evaluator: MacroEvaluator, *fields: Any, hash_function: Any = None) -> exp.Expr:
     """``@GENERATE_SURROGATE_KEY(a, b, ...)``: MD5 of the fields as text, '|'-separated, NULLs marked."""
-    parts: list[exp.Expression] = []
+    parts: list[exp.Expr] = []
     for i, field in enumerate(fields):
         if i:
             parts.append(exp.Literal.string("|"))
@@ -254,7 +254,7 @@ def generate_surrogate_key(evaluator: MacroEvaluator, *fields: Any, hash_functio
 
 def haversine_distance(
     evaluator: MacroEvaluator, lat1: Any, lon1: Any, lat2: Any, lon2: Any, unit: Any = None
-) -> exp.Expression:
+) -> exp.Expr:
     """``@HAVERSINE_DISTANCE(lat1, lon1, lat2, lon2[, 'mi' | 'km'])``: great-circle distance (earth diameter 7922 mi)."""
     unit_name = unit.name.lower() if isinstance(unit, exp.Expression) else str(unit or "mi").lower()
     factors = {"mi": "1.0", "km": "1.60934"}
@@ -303,9 +303,9 @@ def pivot(
     else_value: Any = None,
     quote: Any = None,
     distinct: Any = None,
-) -> list[exp.Expression]:
+) -> list[exp.Expr]:
     """``@PIVOT(column, [values], ...)``: one ``AGG(CASE WHEN column = value THEN 1 ELSE 0 END)`` per value."""
-    out: list[exp.Expression] = []
+    out: list[exp.Expr] = []
     operator = _word(cmp, "=")
     for value in _items(values):
         test = sqlglot.parse_one(f"__c {operator} __v").transform(
@@ -319,7 +319,7 @@ def pivot(
             ifs=[exp.If(this=test, true=then_value.copy() if then_value is not None else exp.Literal.number(1))]
         )
         case.set("default", else_value.copy() if else_value is not None else exp.Literal.number(0))
-        inner: exp.Expression = exp.Distinct(expressions=[case]) if _flag(distinct, False) else case
+        inner: exp.Expr = exp.Distinct(expressions=[case]) if _flag(distinct, False) else case
         projection = exp.func(_word(agg, "SUM"), inner, dialect=evaluator.dialect)
         if _flag(alias, True):
             name = f"{_word(prefix)}{evaluator._text(value)}{_word(suffix)}"
@@ -337,7 +337,7 @@ def star(
     suffix: Any = None,
     quote_identifiers: Any = None,
     except_: Any = None,
-) -> list[exp.Expression]:
+) -> list[exp.Expr]:
     """``@STAR(relation[, alias, [excluded], prefix, suffix])``: every declared column, cast to its type."""
     columns = evaluator.columns_to_types(_relation_name(relation))
     skipped = {_word(e).lower() for e in _items(exclude if exclude is not None else except_)}
@@ -366,7 +366,7 @@ def _relation_name(relation: Any) -> str:
     return _word(relation)
 
 
-def union(evaluator: MacroEvaluator, kind: Any, *tables: Any) -> exp.Expression:
+def union(evaluator: MacroEvaluator, kind: Any, *tables: Any) -> exp.Expr:
     """``@UNION('all' | 'distinct', t1, t2, ...)``: the columns all tables share (same name and type)."""
     how = _word(kind).lower()
     if how not in ("all", "distinct"):
@@ -383,7 +383,7 @@ def union(evaluator: MacroEvaluator, kind: Any, *tables: Any) -> exp.Expression:
         )
         for t, _ in schemas
     ]
-    query: exp.Expression = selects[0]
+    query: exp.Expr = selects[0]
     for select in selects[1:]:
         query = exp.union(query, select, distinct=how == "distinct")
     return query
@@ -424,7 +424,7 @@ def call_python_macro(
     function: Callable[..., Any],
     args: list[Any],
     kwargs: dict[str, Any],
-    node: exp.Expression | None,
+    node: exp.Expr | None,
 ) -> Value:
     """Call a user's ``@macro()`` function, its arguments converted as its annotations ask."""
     try:
@@ -464,7 +464,7 @@ def _hints(function: Callable[..., Any]) -> dict[str, Any]:
         return {}
 
 
-def _coerce(evaluator: MacroEvaluator, value: Any, hint: Any, name: str, node: exp.Expression | None) -> Any:
+def _coerce(evaluator: MacroEvaluator, value: Any, hint: Any, name: str, node: exp.Expr | None) -> Any:
     """An argument as the annotation asks: int, float, bool, str, SQL text, list[...] or an expression type."""
     origin = typing.get_origin(hint)
     if origin in (list, tuple):
@@ -489,7 +489,7 @@ def _coerce(evaluator: MacroEvaluator, value: Any, hint: Any, name: str, node: e
     return value
 
 
-def resolve_clauses(evaluator: MacroEvaluator, statement: exp.Expression) -> None:
+def resolve_clauses(evaluator: MacroEvaluator, statement: exp.Expr) -> None:
     """Keep or drop each clause written with a clause operator (``@WHERE(condition) ...``), in place."""
     for marker in [n for n in statement.find_all(exp.Anonymous) if n.this == CLAUSE_MARK]:
         condition = evaluator.expand(marker.expressions[0]) if marker.expressions else exp.true()

@@ -40,15 +40,15 @@ def _epoch(value: datetime) -> float:
     return value.timestamp()
 
 
-def typed_date(value: datetime) -> exp.Expression:
+def typed_date(value: datetime) -> exp.Expr:
     return exp.cast(exp.Literal.string(value.date().isoformat()), exp.DataType.build("DATE"))
 
 
-def typed_timestamp(value: datetime) -> exp.Expression:
+def typed_timestamp(value: datetime) -> exp.Expr:
     return exp.cast(exp.Literal.string(_timestamp_text(value)), exp.DataType.build("TIMESTAMP"))
 
 
-def macro_values(window: TimeWindow, *, execution_time: datetime | None = None) -> dict[str, exp.Expression]:
+def macro_values(window: TimeWindow, *, execution_time: datetime | None = None) -> dict[str, exp.Expr]:
     """The value of every date macro for a window, as sqlglot expressions.
 
     >>> v = macro_values(TimeWindow.parse("2024-01-01", "2024-01-02"))
@@ -58,7 +58,7 @@ def macro_values(window: TimeWindow, *, execution_time: datetime | None = None) 
     start = window.start.astimezone(timezone.utc)
     last = (window.end - ONE_MICROSECOND).astimezone(timezone.utc)
     execution = (execution_time or clock.now()).astimezone(timezone.utc)
-    values: dict[str, exp.Expression] = {}
+    values: dict[str, exp.Expr] = {}
     for edge, instant in (("start", start), ("end", last), ("execution", execution)):
         values[f"{edge}_ds"] = exp.Literal.string(instant.date().isoformat())
         values[f"{edge}_date"] = typed_date(instant)
@@ -74,13 +74,13 @@ def macro_values(window: TimeWindow, *, execution_time: datetime | None = None) 
 
 
 def render_macros(
-    query: exp.Expression,
+    query: exp.Expr,
     window: TimeWindow,
     *,
     execution_time: datetime | None = None,
     this_model: str | None = None,
-    extra: Mapping[str, exp.Expression] | None = None,
-) -> exp.Expression:
+    extra: Mapping[str, exp.Expr] | None = None,
+) -> exp.Expr:
     """A copy of ``query`` with every date macro replaced by its typed literal for ``window``
     (and the ``extra`` macros, e.g. a cursor model's ``@last_value``, by theirs), and every macro
     condition on the run window decided (a statement an ``@IF`` leaves out gives None)."""
@@ -89,7 +89,7 @@ def render_macros(
     if this_model is not None:
         values["this_model"] = exp.to_table(this_model)
 
-    def replace(node: exp.Expression) -> exp.Expression:
+    def replace(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.Parameter):
             value = values.get(node.name)
             if value is not None:
@@ -101,7 +101,7 @@ def render_macros(
     return rendered  # type: ignore[return-value]
 
 
-def window_literal(instant: datetime, *, time_format: str | None = None) -> exp.Expression:
+def window_literal(instant: datetime, *, time_format: str | None = None) -> exp.Expr:
     """The literal a time column is compared with: formatted text for string columns, else a TIMESTAMP.
 
     A TIMESTAMP literal compares correctly with DATE columns too (Spark widens the date), and every
@@ -112,7 +112,7 @@ def window_literal(instant: datetime, *, time_format: str | None = None) -> exp.
     return typed_timestamp(instant)
 
 
-def cursor_literal(value: str | int | float | None, spark_type: str | None = None) -> exp.Expression:
+def cursor_literal(value: str | int | float | None, spark_type: str | None = None) -> exp.Expr:
     """A cursor value as SQL: typed when the column's type is known, else a plain literal; NULL if none.
 
     >>> cursor_literal("2024-01-01 00:00:00", "TIMESTAMP").sql("spark"), cursor_literal(5).sql("spark")
@@ -130,7 +130,7 @@ WINDOW_ALIAS = "__window"
 
 
 def clamp_to_window(
-    query: exp.Expression, time_column: str, window: TimeWindow, *, time_format: str | None = None
+    query: exp.Expr, time_column: str, window: TimeWindow, *, time_format: str | None = None
 ) -> exp.Select:
     """Wrap the query so its output keeps only rows whose time column lies in ``[start, end)``.
 
@@ -159,15 +159,15 @@ def render_statements(
     window: TimeWindow,
     *,
     execution_time: datetime | None = None,
-    extra: Mapping[str, exp.Expression] | None = None,
+    extra: Mapping[str, exp.Expr] | None = None,
     views: Mapping[str, str],
-) -> tuple[tuple[exp.Expression, ...], tuple[exp.Expression, ...]]:
+) -> tuple[tuple[exp.Expr, ...], tuple[exp.Expr, ...]]:
     """A model's pre- and post-statements for one run: date macros rendered, tables named as the run's views.
 
     ``@this_model`` (and the model's own name) becomes the view the model's table is registered as.
     """
 
-    def render(statement: exp.Expression) -> exp.Expression | None:
+    def render(statement: exp.Expr) -> exp.Expr | None:
         rendered = render_macros(statement, window, execution_time=execution_time, this_model=model.name, extra=extra)
         return None if rendered is None else rendered.transform(lambda node: _view_table(node, model.name, views))
 
@@ -175,7 +175,7 @@ def render_statements(
     return pre, tuple(r for r in (render(s) for s in model.post_statements) if r is not None)
 
 
-def _view_table(node: exp.Expression, own: str, views: Mapping[str, str]) -> exp.Expression:
+def _view_table(node: exp.Expr, own: str, views: Mapping[str, str]) -> exp.Expr:
     held = table_macro(node)
     if held is not None and var_name(held) == "this_model":
         name = own

@@ -94,7 +94,7 @@ def _marked(name: str) -> str | None:
     return name[len(CALL_MARK) :] if name.startswith(CALL_MARK) else None
 
 
-def call_name(node: exp.Expression) -> str | None:
+def call_name(node: exp.Expr) -> str | None:
     """The lower-cased macro name of ``@name(...)`` (an ``exp.Anonymous`` with a marked name), else None."""
     if isinstance(node, exp.Anonymous) and isinstance(node.this, str):
         name = _marked(node.this)
@@ -102,12 +102,12 @@ def call_name(node: exp.Expression) -> str | None:
     return None
 
 
-def var_name(node: exp.Expression) -> str | None:
+def var_name(node: exp.Expr) -> str | None:
     """The lower-cased name of a macro variable ``@name`` (an ``exp.Parameter``), else None."""
     return node.name.lower() if isinstance(node, exp.Parameter) else None
 
 
-def table_macro(node: exp.Expression) -> exp.Expression | None:
+def table_macro(node: exp.Expr) -> exp.Expr | None:
     """The macro standing in a table position (``FROM @name``, ``FROM @name(...)``), else None."""
     if not isinstance(node, exp.Table) or node.db:
         return None
@@ -117,7 +117,7 @@ def table_macro(node: exp.Expression) -> exp.Expression | None:
     return inner if call_name(inner) else None
 
 
-def _restore(node: exp.Expression) -> exp.Expression:
+def _restore(node: exp.Expr) -> exp.Expr:
     if isinstance(node, exp.Anonymous) and node.this == ALIAS_MARK and len(node.expressions) == 2:
         expression, alias = node.expressions
         return exp.Alias(this=restore_macros(expression), alias=exp.to_identifier(alias.name))
@@ -126,7 +126,7 @@ def _restore(node: exp.Expression) -> exp.Expression:
     return node
 
 
-def _with_meta(new: exp.Expression, old: exp.Expression) -> exp.Expression:
+def _with_meta(new: exp.Expr, old: exp.Expr) -> exp.Expr:
     new.meta.update(old.meta)
     if "line" not in new.meta:
         line = next((n.meta["line"] for n in old.walk() if "line" in n.meta), None)
@@ -135,7 +135,7 @@ def _with_meta(new: exp.Expression, old: exp.Expression) -> exp.Expression:
     return new
 
 
-def restore_macros(tree: exp.Expression, dialect: str | None = None) -> exp.Expression:
+def restore_macros(tree: exp.Expr, dialect: str | None = None) -> exp.Expr:
     """Turn the protected ``@name`` columns of :func:`protect_macros` into ``exp.Parameter`` nodes;
     calls stay ``exp.Anonymous`` nodes with a marked name (see :func:`call_name`)."""
     tree = tree.transform(_restore, copy=False)
@@ -150,7 +150,7 @@ def restore_macros(tree: exp.Expression, dialect: str | None = None) -> exp.Expr
     return tree
 
 
-def has_macros(tree: exp.Expression) -> bool:
+def has_macros(tree: exp.Expr) -> bool:
     return any(call_name(n) or isinstance(n, exp.Parameter) or table_macro(n) is not None for n in tree.walk())
 
 
@@ -376,7 +376,7 @@ def _join_condition(sql: str, start: int, line: int) -> int:
     return start + found.end()
 
 
-def apply_clause(marker: exp.Expression, keep: bool) -> None:
+def apply_clause(marker: exp.Expr, keep: bool) -> None:
     """Keep a clause operator's clause without its marker, or drop the whole clause, in place.
 
     >>> tree = sqlglot.parse_one("SELECT a FROM t LIMIT __ia_clause(x) + 5")
@@ -410,13 +410,13 @@ RUNTIME_IF = "__ia_runtime_if"
 RUNTIME_EVAL = "__ia_runtime_eval"
 
 
-def runtime_if(condition: exp.Expression, then: list[exp.Expression], otherwise: list[exp.Expression]) -> exp.Anonymous:
+def runtime_if(condition: exp.Expr, then: list[exp.Expr], otherwise: list[exp.Expr]) -> exp.Anonymous:
     """``@IF`` whose condition needs the run window: the condition and both branches, expanded."""
     return exp.Anonymous(
         this=RUNTIME_IF, expressions=[condition, exp.Tuple(expressions=then), exp.Tuple(expressions=otherwise)]
     )
 
 
-def runtime_eval(expression: exp.Expression) -> exp.Anonymous:
+def runtime_eval(expression: exp.Expr) -> exp.Anonymous:
     """``@EVAL`` of an expression that needs the run window, computed per run."""
     return exp.Anonymous(this=RUNTIME_EVAL, expressions=[expression])

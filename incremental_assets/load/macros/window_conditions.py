@@ -33,30 +33,30 @@ from incremental_assets.load.macros.syntax import CLAUSE_MARK, RUNTIME_EVAL, RUN
 MAX_RUNTIME_CHOICES = 6
 
 
-def _choices(tree: exp.Expression) -> Iterator[exp.Anonymous]:
+def _choices(tree: exp.Expr) -> Iterator[exp.Anonymous]:
     """The choice nodes of ``tree``, outer ones first (clause markers and ``@IF``s, not ``@EVAL``s)."""
     for node in tree.find_all(exp.Anonymous, bfs=True):
         if node.this in (RUNTIME_IF, CLAUSE_MARK):
             yield node
 
 
-def choice_count(tree: exp.Expression) -> int:
+def choice_count(tree: exp.Expr) -> int:
     """How many conditions on the run window the tree holds."""
     return sum(1 for _ in _choices(tree))
 
 
-def has_runtime_macros(tree: exp.Expression) -> bool:
+def has_runtime_macros(tree: exp.Expr) -> bool:
     """Whether the tree holds a macro condition or ``@EVAL`` decided per run."""
     return any(n.this in (RUNTIME_IF, RUNTIME_EVAL, CLAUSE_MARK) for n in tree.find_all(exp.Anonymous))
 
 
-def _attached(node: exp.Expression, root: exp.Expression) -> bool:
+def _attached(node: exp.Expr, root: exp.Expr) -> bool:
     while node.parent is not None:
         node = node.parent
     return node is root
 
 
-def _place(marker: exp.Expression, items: list[exp.Expression]) -> exp.Expression | None:
+def _place(marker: exp.Expr, items: list[exp.Expr]) -> exp.Expr | None:
     """Put ``items`` where ``marker`` stands: spliced into a list, or as the one value; returns the
     replacement when ``marker`` is the root."""
     parent, key = marker.parent, marker.arg_key
@@ -80,7 +80,7 @@ def _place(marker: exp.Expression, items: list[exp.Expression]) -> exp.Expressio
     return None
 
 
-def _decide(root: exp.Expression, marker: exp.Anonymous, keep: bool) -> exp.Expression | None:
+def _decide(root: exp.Expr, marker: exp.Anonymous, keep: bool) -> exp.Expr | None:
     """Resolve one choice node as ``keep`` says; returns the new root when the root itself was replaced."""
     if marker.this == CLAUSE_MARK:
         apply_clause(marker, keep)
@@ -91,7 +91,7 @@ def _decide(root: exp.Expression, marker: exp.Anonymous, keep: bool) -> exp.Expr
     return replaced if marker is root else root
 
 
-def _unwrap_evals(tree: exp.Expression, evaluate: bool) -> exp.Expression:
+def _unwrap_evals(tree: exp.Expr, evaluate: bool) -> exp.Expr:
     for node in list(tree.find_all(exp.Anonymous)):
         if node.this == RUNTIME_EVAL:
             inner = node.expressions[0]
@@ -102,7 +102,7 @@ def _unwrap_evals(tree: exp.Expression, evaluate: bool) -> exp.Expression:
     return tree
 
 
-def _literal(value: object) -> exp.Expression:
+def _literal(value: object) -> exp.Expr:
     """A computed value as SQL; a float as a DOUBLE, so every run gives the column one type (a bare
     ``1.0`` is a DECIMAL(2,1) in Spark, ``10.0`` a DECIMAL(3,1))."""
     if isinstance(value, float):
@@ -110,7 +110,7 @@ def _literal(value: object) -> exp.Expression:
     return exp.null() if value is None else exp.convert(value)
 
 
-def _constant(node: exp.Expression) -> object:
+def _constant(node: exp.Expr) -> object:
     from sqlglot.executor import execute
 
     try:
@@ -124,10 +124,10 @@ def _constant(node: exp.Expression) -> object:
         ) from None
 
 
-def resolve_runtime(tree: exp.Expression) -> exp.Expression | None:
+def resolve_runtime(tree: exp.Expr) -> exp.Expr | None:
     """Resolve every choice node of a tree whose date macros are rendered, in place (None: a statement
     that an ``@IF`` without else left out)."""
-    root: exp.Expression | None = tree
+    root: exp.Expr | None = tree
     while root is not None:
         marker = next(_choices(root), None)
         if marker is None:
@@ -137,7 +137,7 @@ def resolve_runtime(tree: exp.Expression) -> exp.Expression | None:
     return None if root is None else _unwrap_evals(root, evaluate=True)
 
 
-def runtime_variants(tree: exp.Expression) -> list[exp.Expression]:
+def runtime_variants(tree: exp.Expr) -> list[exp.Expr]:
     """Every query the run window can make of ``tree``: one per combination of its choices (identical
     ones once), ``@EVAL``s as the expression they compute. A tree without choices is its only variant."""
     count = choice_count(tree)
@@ -147,9 +147,9 @@ def runtime_variants(tree: exp.Expression) -> list[exp.Expression]:
             if any(n.this == RUNTIME_EVAL for n in tree.find_all(exp.Anonymous))
             else [tree]
         )
-    variants: dict[str, exp.Expression] = {}
+    variants: dict[str, exp.Expr] = {}
     for decisions in product((True, False), repeat=count):
-        root: exp.Expression | None = tree.copy()
+        root: exp.Expr | None = tree.copy()
         for marker, keep in zip(list(_choices(root)), decisions):  # type: ignore[arg-type]
             if root is not None and _attached(marker, root):
                 root = _decide(root, marker, keep)
@@ -159,7 +159,7 @@ def runtime_variants(tree: exp.Expression) -> list[exp.Expression]:
     return list(variants.values())
 
 
-def first_variant(tree: exp.Expression) -> exp.Expression:
+def first_variant(tree: exp.Expr) -> exp.Expr:
     """The query with every condition on the run window taken as true (its columns are every variant's)."""
     variants = runtime_variants(tree)
     return variants[0]
