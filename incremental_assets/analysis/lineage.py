@@ -366,7 +366,7 @@ class Lineage:
     def _output_at(self, scope: Scope, index: int, depth: int) -> list[Origin] | None:
         query = scope.expression
         if isinstance(query, exp.SetOperation):
-            results = []
+            results: list[Origin] = []
             for branch in scope.set_operation_scopes:
                 origins = self._output_at(branch, index, depth + 1)
                 if origins is None:
@@ -487,7 +487,7 @@ class Lineage:
     def aggregates(self, scope: Scope) -> list[exp.AggFunc]:
         """Aggregate calls of a scope that are not window functions."""
 
-        def in_window(node: exp.Expr) -> bool:
+        def in_window(node: exp.Expr | None) -> bool:
             while node is not scope.expression and node is not None:
                 if isinstance(node, exp.Window):
                     return True
@@ -496,7 +496,7 @@ class Lineage:
 
         return [a for a in find_all_in_scope(scope.expression, exp.AggFunc) if not in_window(a)]
 
-    def group_keys(self, select: exp.Select) -> list[exp.Expr]:
+    def group_keys(self, select: exp.Expr) -> list[exp.Expr]:
         """The plain GROUP BY keys (ordinals and GROUP BY ALL expanded; ROLLUP/CUBE sets left out)."""
         group = select.args.get("group")
         if group is None:

@@ -124,7 +124,7 @@ class _Hit:
 def check_safety(lineage: Lineage, *, overrides: frozenset[str] = frozenset()) -> Findings:
     """Apply every safety rule to every scope; refusals for the rules not overridden."""
     hits: list[_Hit] = []
-    per_interval = lineage.time_column_from_macro()
+    per_interval = lineage.time_column_from_macro() is not None
     for scope in lineage.scopes:
         hits += _nondeterministic(lineage, scope)
         hits += _limit(lineage, scope)

@@ -179,7 +179,7 @@ _MILLISECOND = Span(timedelta(milliseconds=1), timedelta(milliseconds=1))
 
 
 def _unit_span(unit: exp.Expr | str | None) -> Span | None:
-    text = unit.name if isinstance(unit, exp.Expression) else unit
+    text = unit if unit is None or isinstance(unit, str) else unit.name
     if not text:
         return None
     lowered = text.lower()
@@ -214,7 +214,7 @@ def number(node: exp.Expr | None) -> float | None:
 _INTERVAL_PART = re.compile(r"(-?\d+(?:\.\d+)?)\s*([a-z]+)", re.IGNORECASE)
 
 
-def interval_span(node: exp.Expr) -> Span | None:
+def interval_span(node: exp.Expr | None) -> Span | None:
     """``INTERVAL '30' MINUTE``, ``INTERVAL '1 day 2 hours'`` or a sum of them, as a span.
 
     >>> import sqlglot
@@ -297,8 +297,8 @@ def split_shift(node: exp.Expr) -> Shift:
             pairs.append((node.expression, node.this))  # INTERVAL 1 DAY + x
         for base, delta in pairs:
             span = interval_span(delta)
-            amount = number(delta) if span is None else None
-            if span is None and amount is None:
+            amount = number(delta) if span is None else 0.0
+            if amount is None:
                 continue
             inner = split_shift(base)
             if span is not None:

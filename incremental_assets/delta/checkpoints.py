@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Literal, Mapping, Sequence
 
 from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties, Schema
 from deltalake.exceptions import DeltaError
@@ -60,14 +60,14 @@ def create_table(
     partition_by: list[str] | None,
     name: str | None,
     properties: CommitProperties | None = None,
-    mode: str = "error",
+    mode: Literal["error", "ignore"] = "error",
 ) -> Maintained:
     """Create the table at ``uri`` with ``actions`` as version 0, with the product's log settings."""
     create_table_with_add_actions(
         uri,
         schema,
         actions,
-        mode=mode,  # type: ignore[arg-type]
+        mode=mode,
         partition_by=partition_by or None,
         name=name,
         configuration=TABLE_PROPERTIES,
@@ -79,7 +79,7 @@ def create_table(
 
 def write_transaction(
     table: DeltaTable,
-    actions: list[AddAction | RemoveAction],
+    actions: Sequence[AddAction | RemoveAction],
     *,
     mode: str,
     schema: Schema,
@@ -90,11 +90,11 @@ def write_transaction(
     """Commit ``actions`` on ``table``'s snapshot as one transaction, then keep its log (see the module)."""
     restore_checkpointed_commit(table.table_uri, table.version())
     table.create_write_transaction(
-        actions,
+        list(actions),
         mode=mode,
         schema=schema,
-        partition_by=partition_by or None,  # type: ignore[arg-type]
-        partition_filters=partition_filters,  # type: ignore[arg-type]
+        partition_by=partition_by or None,
+        partition_filters=partition_filters,
         commit_properties=properties,
         post_commithook_properties=_NO_HOOKS,
     )

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone, tzinfo
+from datetime import date, datetime, timedelta, timezone, tzinfo
 from typing import Sequence
 
 import pyarrow as pa
@@ -385,6 +385,8 @@ def _instant(value: object) -> datetime | None:
     """A partition value as an instant (a date is its midnight, UTC)."""
     if value is None or isinstance(value, datetime):
         return value
+    if not isinstance(value, (date, str)):  # to_utc reads nothing else
+        return None
     try:
         return to_utc(value)
     except (WindowError, TypeError, ValueError):

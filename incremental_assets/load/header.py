@@ -244,9 +244,9 @@ class _Parser:
             tok = self.peek()
             if tok is None or tok.token_type in (TokenType.COMMA, close):
                 break
-            if tok.token_type in (TokenType.EQ, TokenType.COLON_EQ) and values and isinstance(values[-1], Name):
+            if tok.token_type in (TokenType.EQ, TokenType.COLON_EQ) and values and isinstance(key := values[-1], Name):
                 self.take()
-                key = values.pop()
+                values.pop()
                 value = self.item(close)
                 values.append(Pair(key.value, value, key.line, self.span(first, self.tokens[self.i - 1])))
                 continue
@@ -276,11 +276,11 @@ class _Parser:
         if tt == TokenType.NULL:
             return Literal(None, self.line(tok), tok.text)
         if tt == TokenType.DASH:
-            nxt = self.take()
-            if nxt.token_type != TokenType.NUMBER:
-                raise self.error(f"unexpected '-' before '{nxt.text}'", tok)
-            number = -(float(nxt.text) if "." in nxt.text else int(nxt.text))
-            return Literal(number, self.line(tok), self.span(tok, nxt))
+            digits = self.take()
+            if digits.token_type != TokenType.NUMBER:
+                raise self.error(f"unexpected '-' before '{digits.text}'", tok)
+            number = -(float(digits.text) if "." in digits.text else int(digits.text))
+            return Literal(number, self.line(tok), self.span(tok, digits))
         if tt in (TokenType.COMMA, TokenType.R_PAREN, TokenType.R_BRACKET, TokenType.SEMICOLON):
             raise self.error(f"unexpected '{tok.text}' in the MODEL header", tok)
         # Identifiers, keywords used as names (FULL, VIEW, INT ...), dotted names, calls.
@@ -371,6 +371,6 @@ def parse_header(header_text: str, path: str | Path, line_offset: int = 0) -> He
         raise parser.error("expected MODEL", model)
     parser.expect(TokenType.L_PAREN, "'(' after MODEL")
     props = parser.properties()
-    if parser.peek() is not None:
-        raise parser.error(f"unexpected '{parser.peek().text}' after the MODEL header")  # type: ignore[union-attr]
+    if (extra := parser.peek()) is not None:
+        raise parser.error(f"unexpected '{extra.text}' after the MODEL header")
     return Header(props, model.line + line_offset)

@@ -108,7 +108,7 @@ def _entry_point_classes() -> list[Materialization]:
             continue
         tree, error = _parse(file)
         classes = {n.name: n for n in (tree.body if tree else []) if isinstance(n, ast.ClassDef)}
-        if attr in classes:
+        if tree is not None and attr in classes:
             out.append(_materialization(classes[attr], file, origin, _names_from_sqlmesh(tree)))
         else:
             why = error or f"{file.name} does not define class {attr} itself"
@@ -177,8 +177,8 @@ def _base_name(base: ast.expr) -> str | None:
 def _materialization(node: ast.ClassDef, file: Path, origin: str, imported: set[str]) -> Materialization:
     name = node.name
     for stmt in node.body:
-        if _is_name_assignment(stmt) and isinstance(stmt.value.value, str):
-            name = stmt.value.value
+        if (constant := _name_assigned(stmt)) is not None and isinstance(constant.value, str):
+            name = constant.value
     return Materialization(name.lower(), node.name, file, node.lineno, origin, _problem(node, file, imported))
 
 
@@ -193,7 +193,7 @@ def _problem(node: ast.ClassDef, file: Path, imported: set[str]) -> str | None:
         return f"{at}: class {node.name} is decorated"
     methods: dict[str, ast.FunctionDef] = {}
     for stmt in node.body:
-        if _is_inert(stmt) or _is_name_assignment(stmt):
+        if _is_inert(stmt) or _name_assigned(stmt) is not None:
             continue
         if isinstance(stmt, ast.FunctionDef) and stmt.name in _OWN_METHODS and not stmt.decorator_list:
             methods[stmt.name] = stmt
@@ -228,14 +228,14 @@ def _is_inert(stmt: ast.stmt) -> bool:
     return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
 
 
-def _is_name_assignment(stmt: ast.stmt) -> bool:
-    """``NAME = "..."`` or ``NAME: str = "..."``."""
-    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
-    return (
-        bool(targets)
-        and all(isinstance(t, ast.Name) and t.id == "NAME" for t in targets)
-        and isinstance(stmt.value, ast.Constant)
-    )
+def _name_assigned(stmt: ast.stmt) -> ast.Constant | None:
+    """The constant of ``NAME = "..."`` or ``NAME: str = "..."``, else None."""
+    if not isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+        return None
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+    if all(isinstance(t, ast.Name) and t.id == "NAME" for t in targets) and isinstance(stmt.value, ast.Constant):
+        return stmt.value
+    return None
 
 
 def _method_problem(method: ast.FunctionDef, file: Path) -> str | None:

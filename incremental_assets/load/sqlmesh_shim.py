@@ -102,7 +102,9 @@ def model_kind_name() -> type[enum.Enum]:
         if kind.value not in _OUR_ONLY_KINDS
         for name in (kind.value, *_SQLMESH_ONLY_KINDS.get(kind.value, ()))
     ]
-    kinds = _NameEnum("ModelKindName", [(name, name) for name in names], module=__name__, qualname="ModelKindName")
+    kinds = _NameEnum(  # type: ignore[call-overload]  # reason: mypy reads Enum's functional API on a subclass as str()
+        "ModelKindName", [(name, name) for name in names], module=__name__, qualname="ModelKindName"
+    )
     kinds.__doc__ = "SQLMesh's kind names; a member compares equal to its name."
     return kinds
 
@@ -520,7 +522,7 @@ def real_model_specs(module_name: str) -> list[ModelSpec]:
     their fields, ``is_sql`` among them, an audit without arguments as its name). They leave SQLMesh's
     registry, so a project loaded again after an edit registers its models afresh."""
     try:
-        from sqlmesh.core.model.decorator import model as real_model  # type: ignore[import-not-found]
+        from sqlmesh.core.model.decorator import model as real_model
     except ImportError:
         return []
     registry = real_model.registry()

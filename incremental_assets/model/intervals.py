@@ -432,8 +432,12 @@ class Coverage:
         return EVERY if self.every else [[w.start.isoformat(), w.end.isoformat()] for w in self.windows]
 
     @classmethod
-    def from_json(cls, value: str | list) -> "Coverage":
-        return EVERY_INTERVAL if value == EVERY else cls.of(TimeWindow.parse(s, e) for s, e in value)
+    def from_json(cls, value: str | list[list[str]]) -> "Coverage":
+        if value == EVERY:
+            return EVERY_INTERVAL
+        if isinstance(value, str):
+            raise ValueError(f"not the JSON of a coverage: {value!r}")
+        return cls.of(TimeWindow.parse(s, e) for s, e in value)
 
 
 EVERY = "*"  # every interval, as the JSON of a coverage says it
@@ -464,7 +468,7 @@ def unit_from_cron(cron: str) -> str | None:
     }
     text = cron.strip().lower()
     if text in aliases:
-        return aliases[text]  # type: ignore[return-value]
+        return aliases[text]
     fields = text.split()
     if len(fields) != 5:
         return None

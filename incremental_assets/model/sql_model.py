@@ -129,9 +129,9 @@ class SqlModel:
 
     def data_payload(self) -> dict:
         """What the fingerprint hashes (JSON values): the definition a table is built with."""
-        skip = getattr(self.kind, "not_in_fingerprint", frozenset())
+        skip: frozenset[str] = getattr(self.kind, "not_in_fingerprint", frozenset())
         kind = {k: sorted(v) if isinstance(v, frozenset) else v for k, v in vars(self.kind).items() if k not in skip}
-        payload = {
+        payload: dict[str, object] = {
             "query": normalized_sql(self.query),
             "kind": self.kind.name,
             "kind_config": kind,

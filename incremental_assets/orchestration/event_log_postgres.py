@@ -66,8 +66,10 @@ class BatchedPostgresEventLogStorage(PostgresEventLogStorage):
                 assets = [
                     i
                     for i, e in enumerate(events)
-                    if e.dagster_event_type in ASSET_EVENTS and e.dagster_event.asset_key
-                ]  # type: ignore[union-attr]
+                    if e.dagster_event_type in ASSET_EVENTS
+                    and e.dagster_event is not None
+                    and e.dagster_event.asset_key
+                ]
                 if assets:
                     self._store_asset_event_tags(conn, [events[i] for i in assets], [ids[i] for i in assets])
                 for i in last_per_asset_and_type(events, assets):

@@ -76,7 +76,8 @@ def compare(table: Mapping[str, str], query: Mapping[str, str]) -> SchemaDiff:
     new = {k.lower(): v.lower() for k, v in query.items()}
     added = tuple(c for c in new if c not in old)
     dropped = tuple(c for c in old if c not in new)
-    widened, retyped = [], []
+    widened: list[tuple[str, str, str]] = []
+    retyped: list[tuple[str, str, str]] = []
     for c in new:
         if c in old and old[c] != new[c]:
             (widened if is_widening(old[c], new[c]) else retyped).append((c, old[c], new[c]))

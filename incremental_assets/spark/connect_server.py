@@ -91,7 +91,7 @@ def _command_line(pid: int) -> str | None:
 def _is_our_server(record: ServerRecord, settings: Settings) -> bool:
     """The PID is alive and still the server started with this project's settings file (not a reused PID)."""
     command = _command_line(record.pid)
-    return bool(command) and SERVER_CLASS in command and str(state_dir(settings) / CONF_FILE) in command
+    return command is not None and SERVER_CLASS in command and str(state_dir(settings) / CONF_FILE) in command
 
 
 def port_open(port: int, host: str = LOOPBACK) -> bool:

@@ -63,7 +63,7 @@ class MacroContext:
     macros_dir: Path | None = None
 
 
-class MacroLocals(dict):  # type: ignore[type-arg]
+class MacroLocals(dict):
     """``evaluator.locals``: names are case-insensitive and may be given as expressions (``'my_var'``)."""
 
     @staticmethod
@@ -120,7 +120,7 @@ class MacroEvaluator:
 
     def columns_to_types(self, name: str | exp.Expr) -> dict[str, exp.DataType]:
         """The columns and types of a table whose schema is declared (sources.yaml ``columns``, model ``columns``)."""
-        key = (name.sql() if isinstance(name, exp.Expression) else name).replace('"', "").replace("`", "").lower()
+        key = (name if isinstance(name, str) else name.sql()).replace('"', "").replace("`", "").lower()
         schema = self.context.schemas.get(key)
         if not schema:
             raise MacroError(
@@ -181,13 +181,13 @@ class MacroEvaluator:
     def expand(self, node: exp.Expr) -> Value:
         """Expand ``node`` in place and return what replaces it."""
         name = call_name(node)
-        if name is not None:
+        if name is not None and isinstance(node, exp.Anonymous):  # a macro call is always one
             return self._call(name, node)
         variable = var_name(node)
         if variable is not None:
             return self._variable(variable, node)
         held = table_macro(node)
-        if held is not None:
+        if held is not None and isinstance(node, exp.Table):  # a table macro stands in a table
             return self._table(node, held)
         if isinstance(node, exp.Identifier) and interpolated_names(node.name):
             node.set(
@@ -386,7 +386,7 @@ def python_value(value: Any) -> Any:
     return value if isinstance(value, exp.Expression) else exp.convert(value)
 
 
-_PRECEDENCE = {exp.Mul: 2, exp.Div: 2, exp.IntDiv: 2, exp.Mod: 2, exp.Add: 1, exp.Sub: 1}
+_PRECEDENCE: dict[type[exp.Expr], int] = {exp.Mul: 2, exp.Div: 2, exp.IntDiv: 2, exp.Mod: 2, exp.Add: 1, exp.Sub: 1}
 
 
 def grouped(value: exp.Expr, parent: exp.Expr | None, key: str | None = None) -> exp.Expr:

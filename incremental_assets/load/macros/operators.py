@@ -320,7 +320,7 @@ def pivot(
         )
         case.set("default", else_value.copy() if else_value is not None else exp.Literal.number(0))
         inner: exp.Expr = exp.Distinct(expressions=[case]) if _flag(distinct, False) else case
-        projection = exp.func(_word(agg, "SUM"), inner, dialect=evaluator.dialect)
+        projection: exp.Expr = exp.func(_word(agg, "SUM"), inner, dialect=evaluator.dialect)
         if _flag(alias, True):
             name = f"{_word(prefix)}{evaluator._text(value)}{_word(suffix)}"
             projection = exp.alias_(projection, exp.to_identifier(name, quoted=_flag(quote, True)))

@@ -269,7 +269,8 @@ _STATEMENT_WORDS = re.compile(
 def _top_level(sql: str, start: int, stops: str) -> list[int]:
     """Positions of ``stops`` characters outside strings, comments and brackets, from ``start`` until
     the bracket open at ``start`` closes (its position is the last item)."""
-    found, depth = [], 0
+    found: list[int] = []
+    depth = 0
     for i in _code_positions(sql, start):
         ch = sql[i]
         if ch in ")]" and depth == 0:
@@ -387,12 +388,12 @@ def apply_clause(marker: exp.Expr, keep: bool) -> None:
     if isinstance(holder, exp.Ordered):
         marker, holder = holder, holder.parent
     if isinstance(holder, exp.And):
-        clause = holder.find_ancestor(exp.Where, exp.Having, exp.Join)
+        clause: exp.Expr | None = holder.find_ancestor(exp.Where, exp.Having, exp.Join)
     elif isinstance(holder, exp.Add):
         clause = holder.find_ancestor(exp.Limit)
-    elif isinstance(holder, exp.Select) and marker.find_ancestor(exp.CTE) is not None:
+    elif isinstance(holder, exp.Select) and (cte := marker.find_ancestor(exp.CTE)) is not None:
         clause = holder.find_ancestor(exp.With)
-        marker = marker.find_ancestor(exp.CTE)
+        marker = cte
     else:
         clause = holder
     if not keep:

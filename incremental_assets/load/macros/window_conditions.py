@@ -60,7 +60,7 @@ def _place(marker: exp.Expr, items: list[exp.Expr]) -> exp.Expr | None:
     """Put ``items`` where ``marker`` stands: spliced into a list, or as the one value; returns the
     replacement when ``marker`` is the root."""
     parent, key = marker.parent, marker.arg_key
-    if parent is None:
+    if parent is None or key is None:  # sqlglot sets both or neither
         return items[0].pop() if items else None
     if isinstance(parent.args.get(key), list):
         siblings = parent.args[key]
