@@ -230,9 +230,10 @@ def _demand_from_output(lineage: Lineage, state: _State) -> None:
         reach = path_reach(lineage, origin.path)
         # output = floor(tc) + offset lies in the window, so tc lies in the window moved back by offset.
         slack = _slack(grain, shift.offset.high, lineage)
+        before, after = reach[BEFORE], reach[AFTER]
         candidate = [
-            None if reach[BEFORE] is None else max(ZERO, shift.offset.high) + reach[BEFORE],
-            None if reach[AFTER] is None else max(ZERO, -shift.offset.low) + slack + reach[AFTER],
+            None if before is None else max(ZERO, shift.offset.high) + before,
+            None if after is None else max(ZERO, -shift.offset.low) + slack + after,
         ]
         _lower_demand(state, ref, candidate)
 
@@ -244,7 +245,7 @@ def _lower_demand(
     changed = False
     for side in (BEFORE, AFTER):
         value = candidate[side]
-        if value is not None and (current[side] is None or max(ZERO, value) < current[side]):
+        if value is not None and ((known := current[side]) is None or max(ZERO, value) < known):
             current[side] = max(ZERO, value)
             state.via[id(ref)][side] = via
             changed = True
@@ -419,14 +420,14 @@ def _current_range(
     state: _State, ref: Ref, lengths: tuple[timedelta, timedelta]
 ) -> list[tuple[timedelta | None, frozenset[int]]]:
     """Per side, how far the rows of ``ref`` that a run uses can reach, and what that was derived through."""
-    values = []
+    values: list[tuple[timedelta | None, frozenset[int]]] = []
     for side in (BEFORE, AFTER):
         filters = [
             max(ZERO, e.base - e.per_interval * lengths[0]) for e in state.edges if e.ref is ref and e.side == side
         ]
-        options = [(min(filters), frozenset())] if filters else []
-        if state.demand[id(ref)][side] is not None:
-            options.append((state.demand[id(ref)][side], state.via[id(ref)][side]))
+        options: list[tuple[timedelta, frozenset[int]]] = [(min(filters), frozenset())] if filters else []
+        if (demand := state.demand[id(ref)][side]) is not None:
+            options.append((demand, state.via[id(ref)][side]))
         values.append(min(options, key=lambda o: o[0]) if options else (None, frozenset()))
     return values
 
@@ -435,7 +436,8 @@ def _current_range(
 
 
 def _chain(ref: Ref) -> tuple[Scope, ...]:
-    scopes, scope = [], ref.scope
+    scopes: list[Scope] = []
+    scope: Scope | None = ref.scope
     while scope is not None:
         scopes.append(scope)
         scope = scope.parent

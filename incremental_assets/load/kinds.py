@@ -8,7 +8,7 @@ updated_at_as_valid_from) and OndatraSQL's for the cursor (cursor, initial_value
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Callable
 
 from incremental_assets.load.header import Call, Items, Name, Pair, Property, Seq, Value
 from incremental_assets.load.materializations import GROUP as MATERIALIZATIONS_GROUP
@@ -381,7 +381,7 @@ def _rest_to_metadata(props: dict, metadata: dict[str, str]) -> None:
         metadata[f"kind.{key}"] = value.text
 
 
-_READERS = {
+_READERS: dict[KindName, Callable[[HeaderReader, KindProperties, int, dict[str, str]], Kind]] = {
     KindName.INCREMENTAL_BY_TIME_RANGE: _read_time_range,
     KindName.FULL: _read_full,
     KindName.VIEW: _read_view,

@@ -344,7 +344,7 @@ def _column_descriptions(reader: HeaderReader, prop: Property) -> dict[str, str]
     v = prop.value
     if not isinstance(v, Items) or not all(isinstance(i, Pair) for i in v.items):
         raise reader.fail(prop.line, "column_descriptions must look like (col = 'text', ...)")
-    return {i.key.lower(): reader.text(i.value, i.key) for i in v.items}  # type: ignore[union-attr]
+    return {i.key.lower(): reader.text(i.value, i.key) for i in v.items if isinstance(i, Pair)}
 
 
 # How each known header property becomes a SqlModel field: (field, reader). Unknown properties are
@@ -380,7 +380,9 @@ def _read_values(
             field, read = _PROPERTY_READERS[key]
             values[field] = read(reader, prop, dialect)
         elif key in ("audits", "assertions"):
-            values["audits"] = values.get("audits", ()) + parse_audits(prop.value, reader.path, origin=key)
+            values["audits"] = values.get("audits", ()) + parse_audits(
+                prop.value, reader.path, origin="audits" if key == "audits" else "assertions"
+            )
         else:
             metadata[key] = prop.value.text
     physical = _physical_event_time(reader, seen.get("physical_properties"))

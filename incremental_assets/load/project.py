@@ -371,7 +371,7 @@ def _inline_audits(
     for model in models.values():
         for audit in model.inline_audits:
             first = out.get(audit.name) or known.get(audit.name)
-            if first is not None and first.sql != audit.sql:
+            if first is not None and first.query != audit.query:
                 errors.append(
                     ModelFileError(
                         model.path,

@@ -87,7 +87,7 @@ def _import(path: Path, root: Path | None) -> Any:
         with sqlmesh_names():
             before = len(MODEL_REGISTRY)
             spec.loader.exec_module(module)
-            module.__sqlmesh_models__ = MODEL_REGISTRY[before:] or real_model_specs(module.__name__)
+            setattr(module, "__sqlmesh_models__", MODEL_REGISTRY[before:] or real_model_specs(module.__name__))
     except Exception as exc:  # the user's code: report whatever it raised, with the file
         real_model_specs(module.__name__)  # what SQLMesh registered before the failure leaves its registry
         raise import_failure(path, exc, "the Python model") from None

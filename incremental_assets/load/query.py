@@ -49,7 +49,7 @@ def _deepest_parenthesis(sql: str) -> tuple[int, int]:
     return deepest, sql.count("\n", 0, deepest_at)
 
 
-def query_depth(query: exp.Expr) -> tuple[int, exp.Expr]:
+def query_depth(query: exp.Expr) -> tuple[float, exp.Expr]:
     """How deep the query's tree nests, and its deepest node (iteratively: any depth can be measured).
 
     A chain of one operator (``a AND b AND c``, ``UNION ALL`` of many SELECTs) is a left-deep tree that
@@ -356,9 +356,11 @@ def output_columns(query: exp.Query) -> list[str] | None:
 def _named_outputs(query: exp.Expr) -> list[str] | None:
     select = query
     while isinstance(select, exp.SetOperation):
-        select = select.left  # type: ignore[assignment]
+        select = select.left
     if isinstance(select, exp.Subquery):
         select = select.this
+    if not isinstance(select, exp.Selectable):  # what a query or its branch always is
+        return None
     names: list[str] = []
     for projection in select.selects:
         if isinstance(projection, exp.Star) or (

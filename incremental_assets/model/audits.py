@@ -56,6 +56,18 @@ class Audit:
         raw = f"{self.name}__{suffix}" if suffix else self.name
         return re.sub(r"[^A-Za-z0-9_]", "_", raw)[:80]
 
+    def one(self, key: str) -> exp.Expr:
+        """The SQL fragment of an argument that holds one (``column``, ``min_v``, ``threshold`` ...)."""
+        value = self.args[key]
+        if isinstance(value, tuple):
+            raise TypeError(f"audit {self.name}: {key} holds a list, not one value")
+        return value
+
+    def many(self, key: str) -> tuple[exp.Expr, ...]:
+        """The SQL fragments of an argument that holds a list (``columns``, ``is_in``, ``criteria``)."""
+        value = self.args[key]
+        return value if isinstance(value, tuple) else (value,)
+
 
 @dataclass(frozen=True)
 class UserAudit:

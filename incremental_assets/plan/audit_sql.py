@@ -35,9 +35,9 @@ def failing_rows_sql(audit: Audit, table: str, user: UserAudit | None = None, mo
     select = exp.select("*").from_(src)
     name = audit.name
     if name == "not_null":
-        q = select.where(_or([exp.Is(this=c.copy(), expression=exp.Null()) for c in a["columns"]]))  # type: ignore[union-attr]
+        q: exp.Query = select.where(_or([exp.Is(this=c.copy(), expression=exp.Null()) for c in audit.many("columns")]))
     elif name in ("unique_values", "unique_combination_of_columns"):
-        cols = list(a["columns"])  # type: ignore[arg-type]
+        cols = list(audit.many("columns"))
         if name == "unique_values" and len(cols) > 1:
             # SQLMesh's unique_values checks each column on its own.
             parts = [
@@ -62,34 +62,35 @@ def failing_rows_sql(audit: Audit, table: str, user: UserAudit | None = None, mo
                 .having(exp.GT(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(1)))
             )
     elif name == "positive_values":
-        q = select.where(exp.LTE(this=a["column"].copy(), expression=exp.Literal.number(0)))  # type: ignore[union-attr]
+        q = select.where(exp.LTE(this=audit.one("column").copy(), expression=exp.Literal.number(0)))
     elif name == "accepted_range":
-        col = a["column"]
-        inclusive = str(a["inclusive"].sql()).lower() != "false" if "inclusive" in a else True  # type: ignore[union-attr]
+        col = audit.one("column")
+        inclusive = str(audit.one("inclusive").sql()).lower() != "false" if "inclusive" in a else True
         conds: list[exp.Expr] = []
         if "min_v" in a:
-            conds.append((exp.LT if inclusive else exp.LTE)(this=col.copy(), expression=a["min_v"].copy()))  # type: ignore[union-attr]
+            conds.append((exp.LT if inclusive else exp.LTE)(this=col.copy(), expression=audit.one("min_v").copy()))
         if "max_v" in a:
-            conds.append((exp.GT if inclusive else exp.GTE)(this=col.copy(), expression=a["max_v"].copy()))  # type: ignore[union-attr]
+            conds.append((exp.GT if inclusive else exp.GTE)(this=col.copy(), expression=audit.one("max_v").copy()))
         q = select.where(_or(conds))
     elif name == "accepted_values":
-        col = a["column"]
-        q = select.where(exp.Not(this=exp.In(this=col.copy(), expressions=[v.copy() for v in a["is_in"]])))  # type: ignore[union-attr]
+        col = audit.one("column")
+        q = select.where(exp.Not(this=exp.In(this=col.copy(), expressions=[v.copy() for v in audit.many("is_in")])))
     elif name == "number_of_rows":
         # One failing row when the table has fewer rows than the threshold.
         q = (
             exp.select(exp.Count(this=exp.Star()).as_("row_count"))
             .from_(src)
-            .having(
-                exp.LT(this=exp.Count(this=exp.Star()), expression=a["threshold"].copy())  # type: ignore[union-attr]
-            )
+            .having(exp.LT(this=exp.Count(this=exp.Star()), expression=audit.one("threshold").copy()))
         )
     elif name == "forall":
         q = select.where(
             _or(
-                [exp.Not(this=exp.Coalesce(this=exp.paren(c.copy()), expressions=[exp.false()])) for c in a["criteria"]]
+                [
+                    exp.Not(this=exp.Coalesce(this=exp.paren(c.copy()), expressions=[exp.false()]))
+                    for c in audit.many("criteria")
+                ]
             )
-        )  # type: ignore[union-attr]
+        )
     else:
         assert user is not None, f"unresolved audit {name}"
         return render_user_audit(user, audit, table, model_name)

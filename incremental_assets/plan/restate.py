@@ -94,6 +94,7 @@ def plan_restatement(
     out: list[Restated] = []
     skipped: list[str] = []
     for model in project.ordered():
+        entry: Restated | None
         if model.name in names:
             refuse_restatement(model)
             if isinstance(model.kind, IncrementalByTimeRange):

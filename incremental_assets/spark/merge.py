@@ -212,7 +212,7 @@ def scd_type_2(
     current = history.where(F.col(f"`{vt}`").isNull()).withColumn("__c", F.lit(True)).alias("c")
     joined = src.join(current, _same_key("s", "c", keys), "full_outer")
     both = F.col("s.__s").isNotNull() & F.col("c.__c").isNotNull()
-    if kind.by == "time":
+    if updated_at is not None:  # kind.by == "time"
         changed = both & (updated_at > F.col(f"c.`{kind.updated_at_name}`").cast("timestamp"))
         changed_at = updated_at
     else:

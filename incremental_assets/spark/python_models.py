@@ -213,7 +213,7 @@ def _fetched_rows(executor: Session, model: PythonSourceModel, target: TargetSta
     backfill = target.is_backfill(model)
     last: Any = kind.initial_value
     if not backfill and target.last_value is not None and target.value_type:
-        last = executor.spark.range(1).select(F.lit(target.last_value).cast(target.value_type)).first()[0]
+        last = executor.spark.range(1).select(F.lit(target.last_value).cast(target.value_type)).take(1)[0][0]
     rows = call_fetch(model, last, kind.initial_value, backfill)
     schema: Any = ", ".join(f"`{c}` {t}" for c, t in model.columns.items()) or None
     uri = executor.project.settings.table_location(model.name)

@@ -58,11 +58,12 @@ def time_range(
     ):
         return None
     lows, highs = ([instant(v, time_format=time_format, tz=tz) for v in values] for values in found)
-    if any(v is None for v in lows + highs):
+    starts, ends = [v for v in lows if v is not None], [v for v in highs if v is not None]
+    if len(starts) < len(lows) or len(ends) < len(highs):
         return None
     if any(isinstance(v, date) and not isinstance(v, datetime) for v in found[1]):
-        highs = [h + timedelta(days=1) - _TICK for h in highs]  # type: ignore[operator]  # a date holds its whole day
-    return (min(lows), max(highs)) if lows else (None, None)  # type: ignore[type-var]
+        ends = [h + timedelta(days=1) - _TICK for h in ends]  # a date holds its whole day
+    return (min(starts), max(ends)) if starts else (None, None)
 
 
 def files_for_window(
