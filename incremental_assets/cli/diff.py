@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from incremental_assets.errors import IncrementalAssetsError
 
+if TYPE_CHECKING:
+    from incremental_assets.model.project import Project
+    from incremental_assets.model.sql_model import SqlModel
 
-def env_table(project, model_name: str, env: str) -> tuple[object, str, str]:
+
+def env_table(project: Project, model_name: str, env: str) -> tuple[SqlModel, str, str]:
     """(model, production uri, environment uri) of a model the environment built; one clear error otherwise."""
     from incremental_assets import delta
     from incremental_assets.delta.environment import env_root, read_manifest

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TypedDict
 
 from incremental_assets.errors import IncrementalAssetsError
 
@@ -47,11 +47,20 @@ def cmd_run_env(args: argparse.Namespace, project, models) -> int:
     return 1 if failed else 0
 
 
-def _size(n: int) -> str:
+class _EnvironmentRow(TypedDict):
+    name: str
+    models: list[str]
+    reads: list[str]
+    updated: str | None
+    bytes: int
+    files: int
+
+
+def _size(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1024 or unit == "GB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
+        n /= 1024
     return str(n)
 
 
@@ -64,7 +73,7 @@ def cmd_env_list(args: argparse.Namespace) -> int:
 
     project = load_project(args.projects)
     warehouse = project.settings.warehouse
-    rows = []
+    rows: list[_EnvironmentRow] = []
     for name in environment_names(warehouse):
         manifest = read_manifest(warehouse, name) or {}
         size, files = environment_size(warehouse, name)

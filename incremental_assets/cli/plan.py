@@ -72,8 +72,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         held = environment_state(project, plan_environment(project, args.env, tables=tables, changes=changes))
     if args.json:
         models = [c.as_json() for c in changes]
-        for model in models if held is not None else ():
-            model["environment"] = {"builds": model["name"] in held, "built": held.get(model["name"], False)}
+        if held is not None:
+            for model in models:
+                model["environment"] = {"builds": model["name"] in held, "built": held.get(model["name"], False)}
         print(json.dumps({"environment": args.env, "models": models}, indent=2))
     else:
         print_plan(changes, args.env, held)

@@ -149,7 +149,7 @@ class WindowAuditor:
                     self.context.log_event(
                         dg.AssetCheckEvaluation(
                             asset_key=self.key,
-                            check_name=r.check_name,
+                            check_name=o.audit.check_name,
                             passed=r.passed,
                             metadata=r.metadata,
                             severity=r.severity,

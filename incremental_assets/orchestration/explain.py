@@ -130,7 +130,7 @@ def _partitioning(project: Project, model: SqlModel) -> tuple[Partitions, str]:
     translator = ModelTranslator()
     partitions = translator.get_partitions_def(model)
     policy = translator.get_backfill_policy(model, run_size(project, model))
-    per_run = policy.max_partitions_per_run
+    per_run = policy.max_partitions_per_run if policy is not None else None
     return (
         Partitions(
             interval_unit=model.interval_unit,

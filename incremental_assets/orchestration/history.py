@@ -77,9 +77,9 @@ def run_history(
                 if de is None:
                     continue
                 if de.event_type_value == "ASSET_MATERIALIZATION":
-                    meta = de.event_specific_data.materialization.metadata  # type: ignore[union-attr]
+                    meta = de.materialization.metadata
                     written = meta.get("run_rows_written") or meta.get("rows_written")  # older runs recorded it so
-                    if written is not None and rows is None:
+                    if written is not None and rows is None and isinstance(written.value, int):
                         rows = written.value
                 elif de.is_step_failure and de.step_failure_data.error is not None:
                     err = de.step_failure_data.error

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from incremental_assets.errors import IncrementalAssetsError
 from incremental_assets.load.settings import default_max_concurrent_runs
 from incremental_assets.model.intervals import (
     TimeWindow,
@@ -176,7 +177,12 @@ def open_instance(home: Path | str, max_concurrent_runs: int | None = None) -> d
 
 def project_instance(project: Project) -> dg.DagsterInstance:
     """The project's Dagster instance, opened as its settings say (home, runs at once); see :func:`open_instance`."""
-    return open_instance(project.settings.dagster_home, project.settings.max_concurrent_runs)
+    home = project.settings.dagster_home
+    if home is None:
+        raise IncrementalAssetsError(
+            "the project's settings have no dagster_home (fix: load the project with load_project, or set DAGSTER_HOME)"
+        )
+    return open_instance(home, project.settings.max_concurrent_runs)
 
 
 def register_table_pools(instance: dg.DagsterInstance, project: Project) -> list[str]:
@@ -205,7 +211,7 @@ def fail_dead_runs(instance: dg.DagsterInstance) -> list[str]:
     ):
         run = record.dagster_run
         pid = run.tags.get(tags.PID_TAG)
-        if run.tags.get(tags.HOST_TAG) != host or not (pid or "").isdigit() or int(pid) == os.getpid():
+        if run.tags.get(tags.HOST_TAG) != host or pid is None or not pid.isdigit() or int(pid) == os.getpid():
             continue
         try:
             os.kill(int(pid), 0)

@@ -20,6 +20,7 @@ computes them again; a merge-style or unpartitioned table with a missing file is
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import dagster as dg
@@ -102,6 +103,7 @@ def check_model(
         every_file = files
     looked = since_module.remembered(instance, uri) if not readable else None
     since = since_module.check_since(instance, key, uri, looked, _decode) if looked is not None else None
+    current: int | None
     if since is not None:
         records, current, newest = since.records, since.current, since.looked.newest
         gone = [
@@ -242,7 +244,8 @@ def _decode(record: dg.EventLogRecord) -> _Recorded | None:
         return None
     meta = materialization.metadata
     writer = meta["committed_by_run"].value if "committed_by_run" in meta else record.run_id
-    version = int(meta["delta_version"].value) if "delta_version" in meta else None  # type: ignore[arg-type]
+    recorded = meta["delta_version"].value if "delta_version" in meta else None
+    version = int(recorded) if isinstance(recorded, (int, float, str)) else None
     return _Recorded(materialization.partition, version, str(writer or ""))
 
 
@@ -260,8 +263,10 @@ def _versions(records: list[_Recorded]) -> str:
     return ", ".join(str(v) for v in sorted({r.version for r in records if r.version is not None}))
 
 
-def _key_of(partitions: dg.TimeWindowPartitionsDefinition, model: SqlModel, interval: str) -> str | None:
+def _key_of(partitions: dg.TimeWindowPartitionsDefinition, model: SqlModel, interval: str | None) -> str | None:
     """The Dagster partition key of the table partition ``ia_interval=<interval>``."""
+    if interval is None:
+        return None
     try:
         start = to_utc(interval)
     except WindowError:
@@ -281,7 +286,7 @@ def _keys_of_day(partitions: dg.TimeWindowPartitionsDefinition, day: str) -> set
     return set(keys)
 
 
-def _windows(partitions: dg.PartitionsDefinition, keys: list[str | None]) -> tuple[TimeWindow, ...]:
+def _windows(partitions: dg.PartitionsDefinition | None, keys: Sequence[str | None]) -> tuple[TimeWindow, ...]:
     assert isinstance(partitions, dg.TimeWindowPartitionsDefinition)
     windows = []
     for pk in keys:

@@ -114,11 +114,11 @@ def maintain_model(
             note = checkpoint_model(project, model)
             lines += [note] if note else []
     if vacuum:
-        result = vacuum_model(project, model, dry_run=dry_run)
-        if result.removed_files or result.orphan_dirs:
+        vacuumed = vacuum_model(project, model, dry_run=dry_run)
+        if vacuumed.removed_files or vacuumed.orphan_dirs:
             verb = "would remove" if dry_run else "removed"
             lines.append(
-                f"{verb} {len(result.removed_files)} replaced file(s), {len(result.orphan_dirs)} staging folder(s) of dead runs"
+                f"{verb} {len(vacuumed.removed_files)} replaced file(s), {len(vacuumed.orphan_dirs)} staging folder(s) of dead runs"
             )
     return lines
 
@@ -146,7 +146,7 @@ def _kept_runs(instance: dg.DagsterInstance) -> set[str]:
     runs = run_ids_of(instance, sorted(ids))
     if runs is not None:
         return {r for r in runs.values() if r}
-    kept = set()
+    kept: set[str] = set()
     for key in instance.get_asset_keys():  # another storage: read the records themselves
         for sid in sorted(ids):
             found = instance.fetch_materializations(

@@ -76,7 +76,8 @@ def _log_to_judge(
             log = [c for c in commits if c is not None and c.model == model.name]
     if entries is None:
         log = [c for c in delta.commits(uri) if c.model == model.name]
-        entries = [read_entry(uri, current)] if log else []
+        last_entry = read_entry(uri, current) if log else None
+        entries = [last_entry] if last_entry is not None else []
     last = entries[-1] if entries else None
     return log, Mark(
         current, identity(last.info), model.fingerprint, done
@@ -115,7 +116,9 @@ def _unrecorded(
         recorded = (
             event.asset_materialization.metadata.get("delta_version") if event and event.asset_materialization else None
         )
-        if newest.fingerprint != model.fingerprint or (recorded is not None and recorded.value >= newest.version):
+        if newest.fingerprint != model.fingerprint or (
+            recorded is not None and isinstance(recorded.value, int) and recorded.value >= newest.version
+        ):
             return [], mark
         if recorded is None and event is not None:
             return [], mark
@@ -147,7 +150,7 @@ def reconcile(
     key = translator.get_asset_key(model)
     uri = project.settings.table_location(model.name)
     for item in found:
-        meta = {
+        meta: dict[str, str | int | dg.PathMetadataValue] = {
             "reconciled_from": f"Delta version {item.version}",
             "delta_version": item.version,
             "committed_by_run": item.run_id,

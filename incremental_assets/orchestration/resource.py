@@ -237,9 +237,9 @@ def materialization_metadata(results: list[RunResult], seconds: float) -> dict[s
         "run_batches": len(results),
         "run_sql": dg.MetadataValue.md(f"```sql\n{last.sql}\n```"),
     }
-    if last.window is not None:
-        meta["run_window_start"] = results[0].window.start.isoformat()  # type: ignore[union-attr]
-        meta["run_window_end"] = last.window.end.isoformat()  # type: ignore[union-attr]
+    if last.window is not None and (first := results[0].window) is not None:
+        meta["run_window_start"] = first.start.isoformat()
+        meta["run_window_end"] = last.window.end.isoformat()
     if last.write != WriteKind.VIEW:
         meta["run_rows_written"] = rows
         meta["run_files_written"] = sum(r.files for r in results)

@@ -19,7 +19,7 @@ from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.instance import fail_dead_runs, materialized_windows
 from incremental_assets.orchestration.partition_keys import time_partitions
-from incremental_assets.orchestration.runner import Runner, RunRecord, RunReport
+from incremental_assets.orchestration.runner import _UNREAD, Runner, RunRecord, RunReport
 from incremental_assets.orchestration.staleness import latest_id
 from incremental_assets.plan.analyses import run_size
 from incremental_assets.plan.restate import INTERVALS, REBUILD, Restatement, plan_restatement
@@ -68,7 +68,7 @@ def execute(runner: Runner, restatement: Restatement, progress: Callable[[str], 
                 failed.add(model.name)
                 continue
             record = runner.run_window(
-                model, window, rebuild=item.how == REBUILD, **({"built_with": built} if item.how == INTERVALS else {})
+                model, window, rebuild=item.how == REBUILD, built_with=built if item.how == INTERVALS else _UNREAD
             )
             report.records.append(record)
             if not record.success:
@@ -109,7 +109,9 @@ def submit_backfill(runner: Runner, restatement: Restatement, title: str) -> str
         backfill_timestamp=clock.wall_time().timestamp(),
         tags={},
         dynamic_partitions_store=instance,
-        asset_graph_subset=AssetGraphSubset(partitions_subsets_by_asset_key=subsets, non_partitioned_asset_keys=whole),
+        asset_graph_subset=AssetGraphSubset(  # type: ignore[call-arg]  # reason: mypy reads Dagster's `__hash__ = None` as a field
+            partitions_subsets_by_asset_key=subsets, non_partitioned_asset_keys=whole
+        ),
         title=title,
         description=None,
         run_config=None,

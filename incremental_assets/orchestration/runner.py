@@ -157,9 +157,9 @@ class Runner:
         bad_input = False
         for event in result.all_events:
             if event.event_type_value == "ASSET_MATERIALIZATION":
-                meta = event.event_specific_data.materialization.metadata  # type: ignore[union-attr]
+                meta = event.materialization.metadata
                 written = meta.get("run_rows_written") or meta.get("rows_written")  # older runs recorded it so
-                if written is not None:
+                if written is not None and isinstance(written.value, int):  # recorded as an int
                     rows = written.value
             if event.is_step_failure:
                 data = event.step_failure_data

@@ -154,10 +154,10 @@ def source_changes(
                 [],
                 f"{source.name}: the table went back from version {seen} to {current}; watching from there",
             )
-        version, ranges = delta.added_time_ranges(source.location, seen, source.time_column or "")
+        version, added = delta.added_time_ranges(source.location, seen, source.time_column or "")
         ranges = [
             (instant(lo, time_format=source.time_format, tz=tz), instant(hi, time_format=source.time_format, tz=tz))
-            for lo, hi in ranges
+            for lo, hi in added
         ]
         return f"v{version}", changed_windows(ranges, unit), None
     if not marker or not marker.startswith("t"):
@@ -316,11 +316,11 @@ def observe_sources(
         for source in project.sources.values():
             if source.name not in read or not source.time_column or source.format not in WATCHED_FORMATS:
                 continue
-            marker, windows, note = source_changes(
+            marker, touched, note = source_changes(
                 source, state.sources.get(source.name), zone(project.settings.timezone)
             )
             state.sources[source.name] = marker
-            changed[source.name] = windows
+            changed[source.name] = touched
             if note:
                 observed.notes.append(note)
         for name, windows in touched_by_sources(project, changed, now).items():

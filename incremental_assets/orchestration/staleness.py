@@ -143,14 +143,16 @@ class _Judge:
         looked = Looked(identity)
         for upstream in self.project.upstream_models(self.model):
             up_key = self.translator.get_asset_key(upstream)
-            if not isinstance(self.translator.get_partitions_def(upstream), dg.TimeWindowPartitionsDefinition):
+            partitions = self.translator.get_partitions_def(upstream)
+            if not isinstance(partitions, dg.TimeWindowPartitionsDefinition):
                 self._unpartitioned(looked, upstream, fetch_definitions(self.instance, up_key, None), own_ids)
                 continue
             ids = latest_ids(self.instance, up_key)
             looked.cursors[upstream.name] = max(ids.values(), default=0)
             if own_ids:
                 oldest = min(own_ids.values())
-                self._partitioned(looked, upstream, {k: sid for k, sid in ids.items() if sid > oldest}, own_ids)
+                newer = {k: sid for k, sid in ids.items() if sid > oldest}
+                self._partitioned(looked, upstream, partitions, newer, own_ids)
         return looked
 
     def since(self, state: Looked) -> Looked:
@@ -161,22 +163,28 @@ class _Judge:
         for upstream in self.project.upstream_models(self.model):
             up_key = self.translator.get_asset_key(upstream)
             after = state.cursors.get(upstream.name, 0)
-            if not isinstance(self.translator.get_partitions_def(upstream), dg.TimeWindowPartitionsDefinition):
+            partitions = self.translator.get_partitions_def(upstream)
+            if not isinstance(partitions, dg.TimeWindowPartitionsDefinition):
                 self._unpartitioned(looked, upstream, fetch_definitions(self.instance, up_key, after), None)
                 continue
             ids = dict(self.instance.get_latest_storage_id_by_partition(up_key, MATERIALIZATION, after_cursor=after))
             looked.cursors[upstream.name] = max([after, *ids.values()])
-            self._partitioned(looked, upstream, ids, None)
+            self._partitioned(looked, upstream, partitions, ids, None)
         return looked
 
     def _partitioned(
-        self, looked: Looked, upstream: SqlModel, newer: dict[str, int], own_ids: dict[str, int] | None
+        self,
+        looked: Looked,
+        upstream: SqlModel,
+        partitions: dg.TimeWindowPartitionsDefinition,
+        newer: dict[str, int],
+        own_ids: dict[str, int] | None,
     ) -> None:
         """Own intervals whose read window (widened by the lookback) overlaps an upstream interval
         materialized at ``newer``'s storage id become candidates (judged by :meth:`still_stale`)."""
         bound = input_bound(self.project, self.model.name, upstream.name)
         unit = self.model.unit
-        for window, sid in _windows(self.translator.get_partitions_def(upstream), newer):
+        for window, sid in _windows(partitions, newer):
             reach = window.widen(bound.after, bound.before) if bound is not None else window
             cursor = unit.floor(reach.start)
             while cursor < reach.end:

@@ -61,7 +61,7 @@ def range_tags(
     }
 
 
-def range_of(tags: dict[str, str]) -> tuple[str, str] | None:
+def range_of(tags: Mapping[str, str]) -> tuple[str, str] | None:
     """The (first, last) partition keys of a ranged run, None for other runs."""
     start, end = tags.get(RANGE_START_TAG), tags.get(RANGE_END_TAG)
     return (start, end) if start and end else None

@@ -37,7 +37,7 @@ class RunResult:
     """What one executed plan did: the numbers a materialization reports."""
 
     model: str
-    window: object  # TimeWindow | None
+    window: TimeWindow | None
     write: str
     rows: int | None
     version: int | None
