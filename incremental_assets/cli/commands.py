@@ -127,7 +127,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     if model.is_incremental:
         if not (args.start and args.end):
             raise IncrementalAssetsError(f"model {model.name} is incremental: give --start and --end")
-        window = TimeWindow(parse_instant(args.start, "start"), parse_instant(args.end, "end"))  # type: ignore[arg-type]
+        window = TimeWindow(parse_instant(args.start, "start"), parse_instant(args.end, "end"))
     print(plan_run(project, model, window, allow_downgrade=args.allow_downgrade).render())
     return 0
 

@@ -9,6 +9,7 @@ headers and ``sources.yaml`` use.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -22,7 +23,7 @@ from incremental_assets.delta.tables import BUCKET_COLUMN, DAY_COLUMN, PARTITION
 _SPARK_NAMES = {"long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint"}
 
 
-def spark_type(delta_type: object) -> str:
+def spark_type(delta_type: Any) -> str:
     """A Delta schema type in Spark SQL's spelling, nested types included.
 
     >>> from deltalake.schema import PrimitiveType, ArrayType
@@ -31,11 +32,11 @@ def spark_type(delta_type: object) -> str:
     """
     kind = getattr(delta_type, "type", None)
     if kind == "array":
-        return f"array<{spark_type(delta_type.element_type)}>"  # type: ignore[attr-defined]
+        return f"array<{spark_type(delta_type.element_type)}>"
     if kind == "map":
-        return f"map<{spark_type(delta_type.key_type)},{spark_type(delta_type.value_type)}>"  # type: ignore[attr-defined]
+        return f"map<{spark_type(delta_type.key_type)},{spark_type(delta_type.value_type)}>"
     if kind == "struct":
-        fields = ",".join(f"{f.name}:{spark_type(f.type)}" for f in delta_type.fields)  # type: ignore[attr-defined]
+        fields = ",".join(f"{f.name}:{spark_type(f.type)}" for f in delta_type.fields)
         return f"struct<{fields}>"
     return _SPARK_NAMES.get(str(kind), str(kind))
 

@@ -157,8 +157,8 @@ def _header_values(
     if values.get("audits"):
         values["audits"] = _expanded_audits(reader, seen, values["audits"], macros)
     values = _start_and_end(reader, seen, values)
-    if "start" in values and is_relative_time(seen["start"].value):
-        values["relative_start"] = str(seen["start"].value.value).strip()  # type: ignore[union-attr]
+    if "start" in values and isinstance(start := seen["start"].value, (Literal, Name)) and is_relative_time(start):
+        values["relative_start"] = str(start.value).strip()
     if isinstance(kind, IncrementalByTimeRange):
         values = _time_layout(reader, seen, values, defaulted)
     return values

@@ -410,7 +410,7 @@ def default_starts(models: Mapping[str, SqlModel], now: datetime | None = None) 
     out = dict(models)
     for name, model in models.items():
         if model.is_incremental and model.start is None:
-            start = model.unit.floor(start_of(name, ()))  # type: ignore[arg-type]
+            start = model.unit.floor(start_of(name, ()))  # type: ignore[arg-type]  # reason: an incremental model's start is never None
             end = model.end if model.end is None or model.end > start else None
             out[name] = replace(model, start=start, end=end, derived_start=True)
     return out

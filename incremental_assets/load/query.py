@@ -232,6 +232,7 @@ def parse_model_body(
             hint="move the other queries into their own model files",
         )
     query = statements[queries[0]]
+    assert isinstance(query, exp.Query)  # queries holds the positions of Query statements only
     check_tree_depth(query, path, 0)
     if this_model is not None:
         _name_this_model(query, this_model)
@@ -244,7 +245,7 @@ def parse_model_body(
                 hint="use one of " + ", ".join("@" + m for m in sorted(DATE_MACROS)),
             )
     _check_runtime_choices(query, path, line_offset)
-    return ModelBody(query, tuple(statements[: queries[0]]), tuple(statements[queries[0] + 1 :]))  # type: ignore[arg-type]
+    return ModelBody(query, tuple(statements[: queries[0]]), tuple(statements[queries[0] + 1 :]))
 
 
 def _check_runtime_choices(query: exp.Expr, path: str | Path, line_offset: int) -> None:

@@ -53,7 +53,7 @@ class SqlmeshPythonModel(PythonModel):
     @cached_property
     def fingerprint(self) -> str:
         """The SQL model's fingerprint and the file's text: editing the function is a definition change."""
-        return hashlib.sha256((SqlModel.fingerprint.func(self) + self.source_text).encode()).hexdigest()  # type: ignore[attr-defined]
+        return hashlib.sha256((SqlModel.fingerprint.func(self) + self.source_text).encode()).hexdigest()  # type: ignore[attr-defined]  # reason: mypy types a cached_property on the class as its value
 
 
 def _kind_name(kind: Any) -> str:
@@ -180,8 +180,10 @@ def resolved_tables(path: Path, text: str, env: Mapping[str, Any], variables: Ma
 def _entrypoint_sql(path: Path, spec: ModelSpec, line: int | None, dialect: str, macros: MacroContext | None) -> str:
     """An ``is_sql=True`` model's query: what ``entrypoint(evaluator)`` returns when the project loads."""
     evaluator = MacroEvaluator(macros or MacroContext(), dialect, runtime_stage="loading", this_model=spec.name)
+    if spec.func is None:
+        raise ModelFileError(path, line, f"@model {spec.name}: no entrypoint function")
     try:
-        result = spec.func(evaluator)  # type: ignore[misc]
+        result = spec.func(evaluator)
     except ModelFileError:
         raise
     except Exception as exc:  # the user's code: name the model and what it raised

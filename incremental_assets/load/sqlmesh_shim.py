@@ -187,7 +187,7 @@ class macro:  # noqa: N801 - SQLMesh's name
         name = (self.name or function.__name__).lower()
         if _macro_registry is not None:
             _macro_registry[name] = function
-        function.__macro_name__ = name  # type: ignore[attr-defined]
+        function.__macro_name__ = name  # type: ignore[attr-defined]  # reason: SQLMesh marks its macros so
         return function
 
 

@@ -36,7 +36,7 @@ def build_model_asset(
         yield from spark.materialize(context, project, model, translator)
 
     # Every model's function has the same signature: given, Dagster need not inspect it again per model.
-    _materialize.__signature__ = _signature(_materialize)  # type: ignore[attr-defined]
+    _materialize.__signature__ = _signature(_materialize)  # type: ignore[attr-defined]  # reason: inspect reads it; typing has no such attribute
     return decorate(_materialize)
 
 

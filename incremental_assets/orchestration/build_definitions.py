@@ -87,7 +87,7 @@ def shown_environment(project: Project, name: str, translator: ModelTranslator) 
 
     group = f"env_{name}"
 
-    class InGroup(type(translator)):  # type: ignore[misc]
+    class InGroup(type(translator)):  # type: ignore[misc]  # reason: the user's translator class, known at run time
         def get_group_name(self, model: Any) -> str:
             return group
 

@@ -109,7 +109,7 @@ def environment_translator(translator: ModelTranslator, name: str, models: Seque
     chosen = frozenset(models)
     base = type(translator)
 
-    class InEnvironment(base):  # type: ignore[valid-type, misc]
+    class InEnvironment(base):  # type: ignore[valid-type, misc]  # reason: the user's translator class, known at run time
         def get_asset_key(self, model: SqlModel) -> dg.AssetKey:
             key = base.get_asset_key(self, model)
             return key.with_prefix([KEY_PREFIX, name]) if model.name in chosen else key

@@ -11,7 +11,7 @@ import socket
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, overload
 
 import dagster as dg
 
@@ -438,6 +438,10 @@ def _is_bad_input(error: Any) -> bool:
     return error is not None and (error.cause or error).cls_name in BAD_INPUT_ERRORS
 
 
+@overload
+def parse_instant(text: str, what: str) -> datetime: ...
+@overload
+def parse_instant(text: None, what: str) -> None: ...
 def parse_instant(text: str | None, what: str) -> datetime | None:
     if text is None:
         return None

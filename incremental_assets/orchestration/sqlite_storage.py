@@ -113,11 +113,11 @@ class _OpenedWhenSetUp:
         base = os.path.join(os.path.abspath(config_value["dagster_home"]), *cls.FOLDER)
         conn_string = create_db_conn_string(base, cls.DATABASE)
         if is_set_up(conn_string, *cls.TABLES):
-            return cls(conn_string, inst_data)  # type: ignore[call-arg]
+            return cls(conn_string, inst_data)  # type: ignore[call-arg]  # reason: a mixin; cls is the Dagster storage it is mixed into
         with setup_lock(config_value["dagster_home"]):
             if is_set_up(conn_string, *cls.TABLES):  # another process set it up while this one waited
-                return cls(conn_string, inst_data)  # type: ignore[call-arg]
-            return cls.from_local(base, inst_data=inst_data)  # type: ignore[attr-defined]
+                return cls(conn_string, inst_data)  # type: ignore[call-arg]  # reason: a mixin; cls is the Dagster storage it is mixed into
+            return cls.from_local(base, inst_data=inst_data)  # type: ignore[attr-defined]  # reason: a mixin; cls is the Dagster storage
 
 
 class ProjectSqliteRunStorage(_OpenedWhenSetUp, SqliteRunStorage):

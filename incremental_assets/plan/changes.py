@@ -165,11 +165,11 @@ def _indirect(
     by_column, filters = _reads(current)
     if filters is None:
         return ALL, [f"reads {', '.join(sorted(upstream))}, and which of their columns it reads cannot be traced"]
-    if stored and set(stored.get("columns") or {}) != set(current.get("columns") or {}):  # type: ignore[union-attr]
+    if stored and current is not None and set(stored.get("columns") or {}) != set(current.get("columns") or {}):
         return ALL, ["its own columns change with its upstream's (a * over a changed model)"]
 
     def hit(pairs: set[tuple[str, str]]) -> set[tuple[str, str]]:
-        return {(t, c) for t, c in pairs if t in upstream and (upstream[t] is ALL or c in upstream[t])}  # type: ignore[operator]
+        return {(t, c) for t, c in pairs if t in upstream and ((cols := upstream[t]) is ALL or c in cols)}
 
     if hit(filters):
         return ALL, [f"filters, joins or groups on {', '.join(sorted(f'{t}.{c}' for t, c in hit(filters)))}"]

@@ -283,7 +283,7 @@ def _rendered_query(
     """The model's query with the run's macro values; a macro condition on the run window that cannot be
     evaluated for this one names the model file."""
     try:
-        return render_macros(
+        rendered = render_macros(
             model.query,
             macro_window(model, window, execution_time),
             execution_time=execution_time,
@@ -292,6 +292,8 @@ def _rendered_query(
         )
     except ModelFileError as exc:
         raise ModelFileError(model.path, model.query_line, exc.message, hint=exc.hint) from None
+    assert rendered is not None  # render_macros never leaves a query out
+    return rendered
 
 
 def _bounded_reads(

@@ -80,7 +80,7 @@ def render_macros(
     execution_time: datetime | None = None,
     this_model: str | None = None,
     extra: Mapping[str, exp.Expr] | None = None,
-) -> exp.Expr:
+) -> exp.Expr | None:
     """A copy of ``query`` with every date macro replaced by its typed literal for ``window``
     (and the ``extra`` macros, e.g. a cursor model's ``@last_value``, by theirs), and every macro
     condition on the run window decided (a statement an ``@IF`` leaves out gives None)."""
@@ -98,7 +98,7 @@ def render_macros(
 
     rendered = resolve_runtime(query.copy().transform(replace))
     assert rendered is not None or not isinstance(query, exp.Query), "a query is never left out"
-    return rendered  # type: ignore[return-value]
+    return rendered
 
 
 def window_literal(instant: datetime, *, time_format: str | None = None) -> exp.Expr:

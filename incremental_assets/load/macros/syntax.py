@@ -112,8 +112,8 @@ def table_macro(node: exp.Expr) -> exp.Expr | None:
     if not isinstance(node, exp.Table) or node.db:
         return None
     inner = node.this
-    if isinstance(inner, exp.Identifier) and _marked(inner.name):
-        return _with_meta(exp.Parameter(this=exp.var(_marked(inner.name).lower())), inner)  # type: ignore[union-attr]
+    if isinstance(inner, exp.Identifier) and (name := _marked(inner.name)):
+        return _with_meta(exp.Parameter(this=exp.var(name.lower())), inner)
     return inner if call_name(inner) else None
 
 

@@ -149,8 +149,9 @@ def runtime_variants(tree: exp.Expr) -> list[exp.Expr]:
         )
     variants: dict[str, exp.Expr] = {}
     for decisions in product((True, False), repeat=count):
-        root: exp.Expr | None = tree.copy()
-        for marker, keep in zip(list(_choices(root)), decisions):  # type: ignore[arg-type]
+        variant = tree.copy()
+        root: exp.Expr | None = variant
+        for marker, keep in zip(list(_choices(variant)), decisions):
             if root is not None and _attached(marker, root):
                 root = _decide(root, marker, keep)
         if root is not None:
