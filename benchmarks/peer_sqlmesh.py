@@ -163,7 +163,8 @@ def description() -> str:
     )
     sqlmesh_version, pyspark_version = done.stdout.split()
     return (
-        f"SQLMesh {sqlmesh_version} (Spark engine, local PySpark {pyspark_version} with a Derby Hive metastore, DuckDB state; "
+        f"SQLMesh {sqlmesh_version} (Spark engine, local PySpark {pyspark_version} with a Derby Hive "
+        "metastore, DuckDB state; "
         "INCREMENTAL_BY_TIME_RANGE, parquet partitioned by day, INSERT OVERWRITE)"
     )
 

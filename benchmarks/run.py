@@ -124,7 +124,8 @@ def scenario_incremental(spark) -> dict:
                 "ratio_day_to_full": round(t_day / t_full, 4),
             }
             print(
-                f"incremental: {days} days: full refresh {t_full:.2f}s, one new day {t_day:.2f}s, ratio 1/{t_full / t_day:.1f}",
+                f"incremental: {days} days: full refresh {t_full:.2f}s, one new day {t_day:.2f}s, ratio "
+                f"1/{t_full / t_day:.1f}",
                 flush=True,
             )
             rows.append(row)
@@ -192,7 +193,8 @@ def scenario_backfill(spark) -> dict:
         t_measured = median_time(per_interval, reps=1)
         t_per = t_measured * days / measured_days
         print(
-            f"backfill: {measured_days} one-day runs (one session) {t_measured:.2f}s, {t_measured / measured_days:.2f}s each; "
+            f"backfill: {measured_days} one-day runs (one session) {t_measured:.2f}s, "
+            f"{t_measured / measured_days:.2f}s each; "
             f"{days} runs: {t_per:.1f}s vs one single run {single:.2f}s: {t_per / single:.1f}x",
             flush=True,
         )

@@ -389,7 +389,8 @@ def run_year(root: Path, *, first_days: int, forward_days: int, last_days: int, 
         clock.take(0.0)
         end_of_day(START + index * HOUR)
         print(
-            f"year: forward day {index // 24} {forward[-1]['seconds']:.1f}s (run --auto {forward[-1]['run_seconds']:.1f}s)",
+            f"year: forward day {index // 24} {forward[-1]['seconds']:.1f}s (run --auto "
+            f"{forward[-1]['run_seconds']:.1f}s)",
             flush=True,
         )
     for n in range(last_days * 24):
@@ -486,8 +487,10 @@ def svg_plot(result: dict, out: Path) -> None:
             if integrity is not None:
                 parts.append(f'<circle cx="{px(x):.1f}" cy="{py(integrity):.1f}" r="1.3" fill="#2ca02c"/>')
     parts += [
-        f'<text x="{w / 2}" y="{h - 14}" text-anchor="middle">cycle (simulated hour since 2025-01-01); green: the integrity check</text>',
-        f'<text x="14" y="{h / 2}" transform="rotate(-90 14 {h / 2})" text-anchor="middle">seconds per cycle (run --auto)</text>',
+        f'<text x="{w / 2}" y="{h - 14}" text-anchor="middle">cycle (simulated hour since 2025-01-01); '
+        "green: the integrity check</text>",
+        f'<text x="14" y="{h / 2}" transform="rotate(-90 14 {h / 2})" text-anchor="middle">seconds per '
+        "cycle (run --auto)</text>",
         "</svg>",
     ]
     out.write_text("\n".join(parts) + "\n")

@@ -77,7 +77,10 @@ class DamagedTableError(StorageError):
         damage = f"{file}: {problem}" if file else problem
         rebuild = f"`incremental-assets run {model or '<model>'} --full-refresh`"
         restore = "Restore that file from a backup, or move" if file else "Move"
-        text = f"{where}: its Delta log is damaged: {damage}. Nothing was read or written. {restore} {uri} aside and rebuild it with {rebuild}"
+        text = (
+            f"{where}: its Delta log is damaged: {damage}. Nothing was read or written. {restore} {uri} aside "
+            f"and rebuild it with {rebuild}"
+        )
         if newest and file:
             # The newest commit only: without it the table is its previous version, whole.
             text += (

@@ -165,7 +165,8 @@ def test_a_changed_definition_rebuilds_the_model_then_every_downstream_interval(
 def test_an_old_cursor_and_a_half_written_file_are_skipped_with_a_reason(make_project, tmp_path, monkeypatch, spark):
     root = make_project(
         {
-            "sources.yaml": "- name: raw.drops\n  location: data/drops\n  format: parquet\n  time_column: ts\n  interval_unit: hour\n",
+            "sources.yaml": "- name: raw.drops\n  location: data/drops\n  format: parquet\n  time_column: ts\n  "
+            "interval_unit: hour\n",
             "models/daily.sql": """
             MODEL (name s.drops_daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');
             SELECT CAST(ts AS DATE) AS ds, COUNT(*) AS n FROM raw.drops WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1

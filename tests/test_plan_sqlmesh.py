@@ -24,7 +24,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.sqlmesh]
 
 PROJECT = HERE / "plan_project"
 HEADER = "MODEL (name s.daily, kind FULL, description '{description}');\n"
-BODY = "SELECT e.k AS k, COUNT(*) AS n, SUM(e.v) AS {total} FROM raw.events AS e JOIN raw.kinds AS d ON e.k = d.k{on} WHERE e.v >= {low} GROUP BY e.k"
+BODY = (
+    "SELECT e.k AS k, COUNT(*) AS n, SUM(e.v) AS {total} FROM raw.events AS e JOIN raw.kinds AS d ON e.k = "
+    "d.k{on} WHERE e.v >= {low} GROUP BY e.k"
+)
 
 
 def daily(description="per key", total="total", on="", low="0", extra="") -> str:

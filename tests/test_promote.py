@@ -208,7 +208,8 @@ def test_diff_then_promote_takes_the_environment_without_recomputing(edited, cap
     assert _inodes(_uris(root, "s.hourly")[0]) == env_files["s.hourly"]
     assert table_rows(_uris(root, "s.hourly")[0]) == env_rows["s.hourly"]
     print(
-        f"\npromote: {promote_seconds:.2f}s; the environment's build (a recompute of the same tables): {env_seconds:.2f}s"
+        f"\npromote: {promote_seconds:.2f}s; the environment's build (a recompute of the same tables): "
+        f"{env_seconds:.2f}s"
     )
 
 

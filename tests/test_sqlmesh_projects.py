@@ -177,7 +177,8 @@ def test_relative_starts_count_from_the_load_time_as_in_sqlmesh(make_project, mo
         {
             "config.yaml": "model_defaults:\n  dialect: duckdb\n  start: 2 weeks ago\n",
             "sources.yaml": "- {name: raw.e, location: data/e, format: delta, time_column: ts}\n",
-            "models/a.sql": "MODEL (name s.a, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), cron '@monthly', start '1 year ago');\n"
+            "models/a.sql": "MODEL (name s.a, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), cron '@monthly', start '1 "
+            "year ago');\n"
             "SELECT ts FROM raw.e WHERE ts BETWEEN @start_ts AND @end_ts",
             "models/b.sql": "MODEL (name s.b, kind INCREMENTAL_BY_TIME_RANGE (time_column ts));\n"
             "SELECT ts FROM raw.e WHERE ts BETWEEN @start_ts AND @end_ts",
@@ -348,7 +349,8 @@ def test_a_custom_materialization_of_an_installed_package_is_read_without_import
     with pytest.raises(ProjectError) as err:
         load_project(root)
     assert (
-        f"m.sql:3: kind CUSTOM runs materialization 'pkg_append' (class MyFull in {site / 'tinymat' / 'kinds' / 'append.py'}:5, "
+        "m.sql:3: kind CUSTOM runs materialization 'pkg_append' (class MyFull in "
+        f"{site / 'tinymat' / 'kinds' / 'append.py'}:5, "
         "installed package tinymat), which cannot run here: append.py:12: insert calls self.adapter.insert_append(...)"
         in str(err.value)
     )
@@ -356,13 +358,15 @@ def test_a_custom_materialization_of_an_installed_package_is_read_without_import
 
 def test_helper_python_files_are_not_models_and_bad_model_files_name_their_line(bakery):
     (bakery / "models" / "broken.py").write_text(
-        "from sqlmesh import model\n\n\n@model('bakery.broken', kind='FULL')\ndef execute(context, start, end, execution_time):\n    return None\n"
+        "from sqlmesh import model\n\n\n@model('bakery.broken', kind='FULL')\ndef execute(context, start, "
+        "end, execution_time):\n    return None\n"
     )
     with pytest.raises(ProjectError) as err:
         load_project(bakery)
     assert (
         str(err.value)
-        == f"{bakery / 'models' / 'broken.py'}:4: Python model bakery.broken declares no columns (fix: add columns={{'name': 'type', ...}} to @model)"
+        == f"{bakery / 'models' / 'broken.py'}:4: Python model bakery.broken declares no columns (fix: add "
+        "columns={'name': 'type', ...} to @model)"
     )
 
 
@@ -455,8 +459,8 @@ def test_sqlmesh_unit_tests_run_and_one_failure_does_not_stop_the_others(spark, 
     assert cli.main(["test", "--project", str(bakery)]) == 1
     out = capsys.readouterr().out
     assert (
-        "FAIL a_test_with_a_missing_input (bakery.revenue, more.yaml)\n    cannot run: test a_test_with_a_missing_input: no rows given for input bakery.prices"
-        in out
+        "FAIL a_test_with_a_missing_input (bakery.revenue, more.yaml)\n    cannot run: test "
+        "a_test_with_a_missing_input: no rows given for input bakery.prices" in out
     )
     for name in (
         "test_self_reference_starts_empty",
@@ -533,7 +537,8 @@ def test_a_refused_construct_inside_an_embedded_model_names_the_embedded_file(ma
             "sources.yaml": "- {name: raw.e, location: data/e, format: delta, time_column: ts}\n",
             "models/distinct_keys.sql": "MODEL (name s.distinct_keys, kind EMBEDDED);\n\nSELECT DISTINCT k FROM raw.e",
             "models/m.sql": "MODEL (name s.m, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), start '2024-01-01');\n"
-            "SELECT e.ts, e.k FROM raw.e AS e JOIN s.distinct_keys AS d ON d.k = e.k WHERE e.ts BETWEEN @start_ts AND @end_ts",
+            "SELECT e.ts, e.k FROM raw.e AS e JOIN s.distinct_keys AS d ON d.k = e.k WHERE e.ts BETWEEN "
+            "@start_ts AND @end_ts",
         }
     )
     project = load_project(root)

@@ -472,7 +472,9 @@ def _side_bound(
         report.refusals.append(
             Reason(
                 "lookback_underivable",
-                f"{ref.name} feeds {snippet(window, lineage.dialect) if window is not None else 'a window'}, which needs rows an "
+                f"{ref.name} feeds "
+                f"{snippet(window, lineage.dialect) if window is not None else 'a window'}, which needs "
+                "rows an "
                 f"unknown distance {word} each row; {hint}",
                 line_of(window) if window is not None else line_of(ref.table),
             )
@@ -518,7 +520,8 @@ def _declared(lineage: Lineage, ref: Ref, declared: int, report: _Report) -> tim
     report.notes.append(
         Reason(
             "declared_lookback",
-            f"{ref.name}: read {iso_duration(value)} before the window, from the declared lookback of {declared} intervals",
+            f"{ref.name}: read {iso_duration(value)} before the window, from the declared lookback of "
+            f"{declared} intervals",
             line_of(ref.table),
         )
     )
@@ -537,7 +540,8 @@ def _check_edge(
             report.refusals.append(
                 Reason(
                     "lookback_truncated",
-                    f"{snippet(edge.node, lineage.dialect)} reads {ref.name} only {iso_duration(edge.base)} {word} the window, "
+                    f"{snippet(edge.node, lineage.dialect)} reads {ref.name} only "
+                    f"{iso_duration(edge.base)} {word} the window, "
                     f"but the query needs {iso_duration(required)} (window frames, joins or the output time column); "
                     f"widen the filter to match",
                     line_of(edge.node),

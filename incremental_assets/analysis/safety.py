@@ -310,7 +310,8 @@ def _aggregates(lineage: Lineage, scope: Scope, *, per_interval: bool) -> list[_
                 group if group is not None else aggregates[0],
                 f"{what} over time-series data has no key aligned with the time column {lineage.time_column}: "
                 "a group can span several intervals and a run sees only part of it",
-                f"group by {lineage.time_column} (or an expression of it at the model's grain) or {override_hint('aggregate')}",
+                f"group by {lineage.time_column} (or an expression of it at the model's grain) or "
+                f"{override_hint('aggregate')}",
             )
         )
     # Groups aligned with the time column lie inside one interval, which a run reads whole: HAVING
@@ -323,7 +324,8 @@ def _aggregates(lineage: Lineage, scope: Scope, *, per_interval: bool) -> list[_
                 having,
                 f"{snippet(having, lineage.dialect, 60)} filters groups on aggregates, which differ when a group is "
                 "only partly in a run",
-                f"group by {lineage.time_column} (or an expression of it at the model's grain) or {override_hint('having')}",
+                f"group by {lineage.time_column} (or an expression of it at the model's grain) or "
+                f"{override_hint('having')}",
             )
         )
     if select.args.get("distinct") is not None and not _keeps_time(lineage, scope, per_interval=per_interval):
@@ -333,7 +335,8 @@ def _aggregates(lineage: Lineage, scope: Scope, *, per_interval: bool) -> list[_
                 select.expressions[0],
                 f"SELECT DISTINCT without a column aligned with the time column {lineage.time_column} removes "
                 "duplicates only among the rows of one run",
-                f"select {lineage.time_column} (or an expression of it at the model's grain) too, or {override_hint('distinct')}",
+                f"select {lineage.time_column} (or an expression of it at the model's grain) too, or "
+                f"{override_hint('distinct')}",
             )
         )
     if not aligned:
@@ -343,8 +346,10 @@ def _aggregates(lineage: Lineage, scope: Scope, *, per_interval: bool) -> list[_
                     _Hit(
                         "distinct",
                         aggregate,
-                        f"{snippet(aggregate, lineage.dialect, 40)} counts distinct values only among the rows of one run",
-                        f"group by {lineage.time_column} (or an expression of it at the model's grain) or {override_hint('distinct')}",
+                        f"{snippet(aggregate, lineage.dialect, 40)} counts distinct values only among the "
+                        "rows of one run",
+                        f"group by {lineage.time_column} (or an expression of it at the model's grain) or "
+                        f"{override_hint('distinct')}",
                     )
                 )
     return hits

@@ -161,10 +161,12 @@ def _check_partitioning(uri: str, table: DeltaTable, mode: CommitMode) -> None:
     fix = (
         f"rebuild it with {ASK_FULL_REFRESH}"
         if isinstance(mode, ReplaceWindow)
-        else "a Delta table's partitioning cannot be changed by a commit: the model's kind changed, so remove the table folder and run the model again"
+        else "a Delta table's partitioning cannot be changed by a commit: the model's kind changed, so remove "
+        "the table folder and run the model again"
     )
     raise StorageError(
-        f"table {uri} is partitioned by {current or 'nothing'}, this write needs {list(mode.partition_by) or 'no partitions'}; {fix}"
+        f"table {uri} is partitioned by {current or 'nothing'}, this write needs "
+        f"{list(mode.partition_by) or 'no partitions'}; {fix}"
     )
 
 
@@ -289,7 +291,8 @@ def _day_removes(uri: str, table: DeltaTable, mode: ReplaceWindow) -> list[Remov
     since, and committing would bring its replaced rows back or drop its new ones."""
     if set(copied_files(table, mode.window, mode.unit, whole_days=mode.whole_days)) != set(mode.copied_from):
         raise StorageError(
-            f"table {uri}: another run replaced hours of the days of {mode.window} while this run copied their other hours; "
+            f"table {uri}: another run replaced hours of the days of {mode.window} while this run copied "
+            "their other hours; "
             "nothing was committed, run the window again"
         )
     if mode.whole_days:

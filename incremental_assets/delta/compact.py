@@ -226,7 +226,8 @@ def _rewrite(uri: str, folder: str, group: Group, by_day: bool) -> AddAction:
     expected = sum(f.rows or 0 for f in group.files)
     if data.num_rows != expected:
         raise StorageError(
-            f"table {uri}: the files of {group.label} hold {data.num_rows} rows, the log says {expected}; nothing was compacted"
+            f"table {uri}: the files of {group.label} hold {data.num_rows} rows, the log says {expected}; "
+            "nothing was compacted"
         )
     if PARTITION_COLUMN in data.column_names:
         data = data.sort_by(PARTITION_COLUMN)  # tight interval statistics per row group

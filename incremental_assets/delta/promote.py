@@ -108,8 +108,10 @@ def promote_table(env_uri: str, prod_uri: str, model: str, *, metadata: Mapping[
             current = list(table.metadata().partition_columns)
             if current != partition_by:
                 raise PromotionRefusedError(
-                    f"{model}: production's table is partitioned by {current or 'nothing'}, the environment's by {partition_by or 'nothing'}; "
-                    "a Delta commit cannot change a table's partitioning: run the model in production with --full-refresh instead"
+                    f"{model}: production's table is partitioned by {current or 'nothing'}, the "
+                    f"environment's by {partition_by or 'nothing'}; "
+                    "a Delta commit cannot change a table's partitioning: run the model in production with "
+                    "--full-refresh instead"
                 )
             sequence = (table.transaction_version(APP_ID) or 0) + 1
             properties = CommitProperties(

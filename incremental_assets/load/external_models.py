@@ -109,7 +109,8 @@ def load_external_models(
         columns = _spark_columns(entry.get("columns") or {}, str(entry.get("dialect") or dialect), path, line, name)
         if entry.get("audits"):
             log.info(
-                "%s:%s: the audits of external model %s are SQLMesh's checks on its gateway's table and are not run here",
+                "%s:%s: the audits of external model %s are SQLMesh's checks on its gateway's table and "
+                "are not run here",
                 path,
                 line,
                 name,

@@ -257,7 +257,10 @@ def _method_problem(method: ast.FunctionDef, file: Path) -> str | None:
             problem = _arguments_problem(call, None, None, set(params))
         else:
             only = "" if method.name == "insert" else f" (only super().{method.name}(...) may be called here)"
-            return f"{at} calls {called or _short(call.func)}(...), which is not a replacement of the table by the model's query{only}"
+            return (
+                f"{at} calls {called or _short(call.func)}(...), which is not a replacement of the table by "
+                f"the model's query{only}"
+            )
         if problem:
             return f"{at} calls {called}(...) {problem}"
     return None

@@ -254,16 +254,20 @@ def _check_runtime_choices(query: exp.Expression, path: str | Path, line_offset:
             raise ModelFileError(
                 path,
                 node_line(node, 0) or line_offset + 1,
-                "a table chosen by a condition on the run window (FROM @IF(@start_ds ..., a, b)): the tables a model reads must be known when it loads",
-                hint="read both tables with UNION ALL, each filtered by the condition (WHERE @start_ds < '2024-06-01'), or make two models",
+                "a table chosen by a condition on the run window (FROM @IF(@start_ds ..., a, b)): the "
+                "tables a model reads must be known when it loads",
+                hint="read both tables with UNION ALL, each filtered by the condition (WHERE @start_ds < "
+                "'2024-06-01'), or make two models",
             )
     count = choice_count(query)
     if count > MAX_RUNTIME_CHOICES:
         raise ModelFileError(
             path,
             node_line(query, 0) or line_offset + 1,
-            f"the query holds {count} macro conditions on the run window; at most {MAX_RUNTIME_CHOICES} can be analysed (every combination is)",
-            hint="compare date macros in the SQL itself (CASE WHEN @start_ds >= '2024-02-01' THEN ... END) for the others",
+            f"the query holds {count} macro conditions on the run window; at most {MAX_RUNTIME_CHOICES} "
+            "can be analysed (every combination is)",
+            hint="compare date macros in the SQL itself (CASE WHEN @start_ds >= '2024-02-01' THEN ... END) for "
+            "the others",
         )
     if count:
         shapes = {tuple(_named_outputs(v) or ()) for v in runtime_variants(query)}

@@ -120,7 +120,8 @@ def read_seed(
             raise ModelFileError(
                 path,
                 1,
-                f"the seed's columns ({', '.join(names)}) differ from the model's declared columns ({', '.join(declared)})",
+                f"the seed's columns ({', '.join(names)}) differ from the model's declared columns "
+                f"({', '.join(declared)})",
                 hint="make the CSV header and the MODEL `columns` list name the same columns in the same order",
             )
     rows: list[tuple[int, list[str]]] = []

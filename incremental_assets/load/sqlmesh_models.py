@@ -171,7 +171,8 @@ def resolved_tables(path: Path, text: str, env: Mapping[str, Any], variables: Ma
                 path,
                 node.lineno,
                 f"cannot tell which table context.{func.attr}({ast.unparse(arg)}) reads when the file loads",
-                hint="pass a table name, a module constant or context.var(...), or list the tables in depends_on=[...] of @model",
+                hint="pass a table name, a module constant or context.var(...), or list the tables in "
+                "depends_on=[...] of @model",
             ) from None
         found.append(str(value))
     return found
@@ -197,7 +198,8 @@ def _entrypoint_sql(path: Path, spec: ModelSpec, line: int | None, dialect: str,
     raise ModelFileError(
         path,
         line,
-        f"@model {spec.name}: an is_sql entrypoint returns SQL text or a sqlglot expression, found {type(result).__name__}",
+        f"@model {spec.name}: an is_sql entrypoint returns SQL text or a sqlglot expression, found "
+        f"{type(result).__name__}",
     )
 
 

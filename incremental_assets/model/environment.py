@@ -35,7 +35,8 @@ def check_name(name: str) -> str:
     """``name`` when it can name an environment; a SelectionError saying what can otherwise."""
     if not is_name(name):
         raise SelectionError(
-            f"environment name '{name}' is not valid: it must match [a-z][a-z0-9_]* and not be '{PRODUCTION}' (fix: e.g. --env dev)"
+            f"environment name '{name}' is not valid: it must match [a-z][a-z0-9_]* and not be "
+            f"'{PRODUCTION}' (fix: e.g. --env dev)"
         )
     return name
 

@@ -118,7 +118,8 @@ def maintain_model(
         if result.removed_files or result.orphan_dirs:
             verb = "would remove" if dry_run else "removed"
             lines.append(
-                f"{verb} {len(result.removed_files)} replaced file(s), {len(result.orphan_dirs)} staging folder(s) of dead runs"
+                f"{verb} {len(result.removed_files)} replaced file(s), {len(result.orphan_dirs)} staging "
+                "folder(s) of dead runs"
             )
     return lines
 
@@ -252,7 +253,8 @@ def maintenance_jobs(project: Project, translator: ModelTranslator | None = None
     def _purge(context) -> None:
         result = purge_runs(context.instance, timedelta(days=days))
         context.log.info(
-            f"deleted {len(result.runs)} run(s) older than {days} days; kept {result.kept} holding a partition's latest record"
+            f"deleted {len(result.runs)} run(s) older than {days} days; kept {result.kept} holding a "
+            "partition's latest record"
         )
 
     @dg.job(name=JOB_NAMES[PURGE], description=texts[PURGE], executor_def=dg.in_process_executor)

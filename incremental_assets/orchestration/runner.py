@@ -294,7 +294,8 @@ class Runner:
                 if progress:
                     where = f"{len(item.partitions)} interval(s) in {item.window}" if item.partitions else "full table"
                     progress(
-                        f"{model.name}: recorded {where} from Delta version {item.version} (committed by run {item.run_id[:8]}, not recorded)"
+                        f"{model.name}: recorded {where} from Delta version {item.version} (committed by "
+                        f"run {item.run_id[:8]}, not recorded)"
                     )
             if reconciled and auto and not isinstance(model.kind, IncrementalByTimeRange):
                 continue  # its last commit is the current query's output: nothing to redo
@@ -396,12 +397,14 @@ class Runner:
         rest = [part for w in found.lost for part in subtract(w, planned)]
         if covered:
             progress(
-                f"{model.name}: recorded but not in its table: {describe_windows(merge(covered))} ({problems}); computing again"
+                f"{model.name}: recorded but not in its table: {describe_windows(merge(covered))} "
+                f"({problems}); computing again"
             )
         if rest or not found.lost:
             where = describe_windows(merge(rest)) if rest else "its rows"
             progress(
-                f"{model.name}: recorded but not in its table: {where} ({problems}); not computed by this command: {found.advice()}"
+                f"{model.name}: recorded but not in its table: {where} ({problems}); not computed by this "
+                f"command: {found.advice()}"
             )
 
 

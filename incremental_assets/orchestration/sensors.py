@@ -518,7 +518,8 @@ def build_automation_sensor(
                 notes.append(f"model files edited: planned from the files; {server} asked to reload the definitions")
             else:
                 notes.append(
-                    'model files edited: planned from the files; the UI shows the new definitions after "Reload definitions"'
+                    "model files edited: planned from the files; the UI shows the new definitions after "
+                    '"Reload definitions"'
                 )
         changes = change_categories(current)
         decision = evaluate(

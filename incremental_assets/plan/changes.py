@@ -317,7 +317,8 @@ def _modified(
             cols, reasons = (
                 ALL,
                 [
-                    "the definition changed in a way the comparison cannot place (a Python model, a statement): treated as breaking"
+                    "the definition changed in a way the comparison cannot place (a Python model, a "
+                    "statement): treated as breaking"
                 ],
             )
         columns = {

@@ -77,8 +77,10 @@ def check_rebuild_window(model: SqlModel, window: TimeWindow, covered_end: datet
     assert model.start is not None
     if window.start != model.start or window.end < covered_end:
         raise WindowError(
-            f"{reason}: it is rebuilt from its start, so the run must cover [{model.start.date()}, {covered_end.date()}) at least, "
-            f"not {window}. Run `incremental-assets run {model.name} --full-refresh` (or --auto), or backfill all its partitions; "
+            f"{reason}: it is rebuilt from its start, so the run must cover [{model.start.date()}, "
+            f"{covered_end.date()}) at least, "
+            f"not {window}. Run `incremental-assets run {model.name} --full-refresh` (or --auto), or "
+            "backfill all its partitions; "
             "set forward_only true in the kind to keep the existing intervals instead."
         )
 

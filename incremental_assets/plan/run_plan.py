@@ -199,7 +199,8 @@ def refusal_message(model: SqlModel, analysis: Analysis) -> str:
         where = f"{path}:{reason.line}" if reason.line else str(path)
         lines.append(f"  {where}: [{reason.rule}] {reason.message}")
     lines.append(
-        "fix the SQL, allow the construct in the MODEL header (e.g. physical_properties (allow_window_functions = true)), "
+        "fix the SQL, allow the construct in the MODEL header (e.g. physical_properties "
+        "(allow_window_functions = true)), "
         f"or run with {ASK_DOWNGRADE} to rebuild the model in full this time"
     )
     return "\n".join(lines)

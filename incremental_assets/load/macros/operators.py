@@ -91,7 +91,8 @@ def evaluate_constant(evaluator: MacroEvaluator, node: Any) -> Any:
         raise MacroError(
             f"`{shown(node, evaluator.dialect)}` depends on the run window, which this macro cannot wait for",
             node,
-            hint="decide on the run window with @IF, @EVAL or a clause operator (@WHERE(...) ...), which are evaluated per run, "
+            hint="decide on the run window with @IF, @EVAL or a clause operator (@WHERE(...) ...), which are "
+            "evaluated per run, "
             "or compare date macros in the SQL itself (WHERE ds >= @start_ds)",
         )
     try:
