@@ -68,7 +68,8 @@ EXAMPLES = {
         "data/local.duckdb",
         end=date(2020, 1, 8),
         theirs_without={
-            "models/ibis_full_model_python.py": "it opens SQLMesh's DuckDB file by path while SQLMesh holds it attached: "
+            "models/ibis_full_model_python.py": "it opens SQLMesh's DuckDB file by path while SQLMesh holds it "
+            "attached: "
             "'Unique file handle conflict' (BinderException)",
         },
     ),

@@ -197,11 +197,13 @@ def test_an_installed_sqlmesh_is_set_aside_while_macros_load_and_put_back(demo, 
 def test_macro_hiding_an_unsafe_construct_is_still_refused(make_project):
     root = make_project(
         {
-            "macros/unsafe.py": "from sqlmesh import macro\n\n@macro()\ndef ranked(evaluator, col):\n    return f'ROW_NUMBER() "
+            "macros/unsafe.py": "from sqlmesh import macro\n\n@macro()\ndef ranked(evaluator, col):\n    return "
+            "f'ROW_NUMBER() "
             "OVER (ORDER BY {col})'\n",
             "models/m.sql": "MODEL (name s.m, kind INCREMENTAL_BY_TIME_RANGE(time_column ds), start '2024-01-01');\n"
             "SELECT ds, @ranked(ds) AS rn FROM s.src WHERE ds BETWEEN @start_ds AND @end_ds",
-            "sources.yaml": "- name: s.src\n  location: data/src\n  format: parquet\n  time_column: ds\n  interval_unit: "
+            "sources.yaml": "- name: s.src\n  location: data/src\n  format: parquet\n  time_column: ds\n  "
+            "interval_unit: "
             "day\n",
         }
     )
@@ -222,7 +224,8 @@ def test_a_limit_made_by_a_clause_operator_is_refused_like_a_limit(make_project)
         {
             "models/m.sql": "MODEL (name s.m, kind INCREMENTAL_BY_TIME_RANGE(time_column ds), start '2024-01-01');\n"
             "@DEF(sample, TRUE);\nSELECT ds FROM s.src WHERE ds BETWEEN @start_ds AND @end_ds\n@LIMIT(@sample) 5",
-            "sources.yaml": "- name: s.src\n  location: data/src\n  format: parquet\n  time_column: ds\n  interval_unit: "
+            "sources.yaml": "- name: s.src\n  location: data/src\n  format: parquet\n  time_column: ds\n  "
+            "interval_unit: "
             "day\n",
         }
     )
@@ -243,7 +246,8 @@ def _windowed(make_project, extra=""):
     return make_project(
         {
             "models/m.sql": WINDOWED.format(extra=extra),
-            "sources.yaml": "- name: s.src\n  location: data/src\n  format: parquet\n  time_column: ds\n  interval_unit: "
+            "sources.yaml": "- name: s.src\n  location: data/src\n  format: parquet\n  time_column: ds\n  "
+            "interval_unit: "
             "day\n",
         }
     )
@@ -290,7 +294,8 @@ def test_a_window_condition_that_cannot_be_evaluated_names_the_model_file(make_p
 def test_a_statement_under_a_window_condition_runs_only_when_it_holds(make_project):
     root = make_project(
         {
-            "models/m.sql": "MODEL (name s.m, kind FULL);\nSELECT 1 AS x;\n@IF(@execution_ds >= '2024-01-01', CACHE TABLE "
+            "models/m.sql": "MODEL (name s.m, kind FULL);\nSELECT 1 AS x;\n@IF(@execution_ds >= '2024-01-01', "
+            "CACHE TABLE "
             "t);\n"
             "@IF(@execution_ds < '2024-01-01', UNCACHE TABLE t);"
         }
@@ -535,7 +540,8 @@ def test_if_statements_run_only_when_their_condition_holds_and_keep_later_lines(
 def test_star_and_union_use_the_declared_source_columns_and_macros_read_locals(make_project):
     root = make_project(
         {
-            "sources.yaml": "- name: raw.a\n  location: data/a\n  format: parquet\n  columns: {id: BIGINT, name: STRING, "
+            "sources.yaml": "- name: raw.a\n  location: data/a\n  format: parquet\n  columns: {id: BIGINT, name: "
+            "STRING, "
             "amount: DOUBLE}\n"
             "- name: raw.b\n  location: data/b\n  format: parquet\n  columns: {id: BIGINT, name: INT, "
             "amount: DOUBLE}\n",

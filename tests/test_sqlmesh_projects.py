@@ -177,7 +177,8 @@ def test_relative_starts_count_from_the_load_time_as_in_sqlmesh(make_project, mo
         {
             "config.yaml": "model_defaults:\n  dialect: duckdb\n  start: 2 weeks ago\n",
             "sources.yaml": "- {name: raw.e, location: data/e, format: delta, time_column: ts}\n",
-            "models/a.sql": "MODEL (name s.a, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), cron '@monthly', start '1 "
+            "models/a.sql": "MODEL (name s.a, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), cron '@monthly', "
+            "start '1 "
             "year ago');\n"
             "SELECT ts FROM raw.e WHERE ts BETWEEN @start_ts AND @end_ts",
             "models/b.sql": "MODEL (name s.b, kind INCREMENTAL_BY_TIME_RANGE (time_column ts));\n"
@@ -253,10 +254,15 @@ def test_a_custom_kind_names_its_materialization_file_and_what_to_use_instead(ma
     from incremental_assets.cli.commands import main
 
     writes = {
-        "self.adapter.execute(f'INSERT INTO {table_name} SELECT 1')": "full.py:11: insert calls self.adapter.execute(...)",
-        "self.adapter.insert_append(table_name, query_or_df)": "full.py:11: insert calls self.adapter.insert_append(...)",
-        "self.adapter.replace_query(table_name, 'SELECT 1 AS x')": "full.py:11: insert calls self.adapter.replace_query(...) with `'SELECT 1 AS x'` as the query",
-        "for q in [query_or_df]: self.adapter.replace_query(table_name, q)": "full.py:11: insert runs `for q in [query_or_df]:",
+        "self.adapter.execute(f'INSERT INTO {table_name} SELECT 1')": "full.py:11: insert calls "
+        "self.adapter.execute(...)",
+        "self.adapter.insert_append(table_name, query_or_df)": "full.py:11: insert calls "
+        "self.adapter.insert_append(...)",
+        "self.adapter.replace_query(table_name, 'SELECT 1 AS x')": "full.py:11: insert calls "
+        "self.adapter.replace_query(...) with `'SELECT "
+        "1 AS x'` as the query",
+        "for q in [query_or_df]: self.adapter.replace_query(table_name, q)": "full.py:11: insert runs `for q in "
+        "[query_or_df]:",
     }
     for write, said in writes.items():
         root = make_project(

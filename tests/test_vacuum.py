@@ -54,7 +54,8 @@ def test_each_executor_sweeps_dead_runs_staging_once_per_table(spark, make_proje
 def test_vacuum_removes_replaced_files_and_dead_runs_staging(make_project, capsys):
     root = make_project(
         {
-            "models/x.sql": "MODEL (name t.x, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), start '2024-01-01'); SELECT "
+            "models/x.sql": "MODEL (name t.x, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), start "
+            "'2024-01-01'); SELECT "
             "ts FROM t.y",
             "models/y.sql": "MODEL (name t.y, kind FULL); SELECT CAST('2024-01-01' AS TIMESTAMP) AS ts",
         }
@@ -100,7 +101,8 @@ def test_status_warns_when_recorded_intervals_have_no_table(make_project, tmp_pa
 
     root = make_project(
         {
-            "models/x.sql": "MODEL (name t.x, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), start '2024-01-01'); SELECT "
+            "models/x.sql": "MODEL (name t.x, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), start "
+            "'2024-01-01'); SELECT "
             "ts FROM t.y",
             "models/y.sql": "MODEL (name t.y, kind FULL); SELECT CAST('2024-01-01' AS TIMESTAMP) AS ts",
         }

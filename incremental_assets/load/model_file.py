@@ -277,11 +277,13 @@ def _at_line(value: Value, line: int) -> Value:
 # Header properties with no effect here: said once per model file, never dropped in silence.
 _UNUSED = {
     "signals": "signals are not evaluated: intervals run when Dagster schedules them (use sensors for readiness)",
-    "partitioned_by": "partitioned_by is not applied: Delta tables are laid out by the time column of incremental models",
+    "partitioned_by": "partitioned_by is not applied: Delta tables are laid out by the time column of incremental "
+    "models",
     "allow_partials": "allow_partials is not applied: only complete intervals run",
     "storage_format": "storage_format is not applied: every table is Delta",
     "table_format": "table_format is not applied: every table is Delta",
-    "physical_properties": "physical_properties other than event_time_column and the safety overrides (allow_...) are not applied",
+    "physical_properties": "physical_properties other than event_time_column and the safety overrides (allow_...) "
+    "are not applied",
     "session_properties": "session_properties are not applied: set Spark conf in incremental_assets.yaml",
 }
 
