@@ -43,7 +43,8 @@ model_defaults:
 # The sources' columns as SQLMesh external models (what `sqlmesh create_external_models` writes).
 EXTERNAL_MODELS = """\
 - name: raw.orders
-  columns: {order_id: BIGINT, customer_id: BIGINT, order_ts: TIMESTAMP, order_date: DATE, status: STRING, channel: STRING}
+  columns: {order_id: BIGINT, customer_id: BIGINT, order_ts: TIMESTAMP, order_date: DATE, status: STRING,
+            channel: STRING}
 - name: raw.order_items
   columns: {order_id: BIGINT, line_no: INT, item_id: BIGINT, quantity: INT, order_ts: TIMESTAMP, order_date: DATE}
 - name: raw.items

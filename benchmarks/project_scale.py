@@ -85,9 +85,9 @@ MEASURE = textwrap.dedent(
     keys = defs.resolve_asset_graph().get_all_asset_keys()
     t4 = time.perf_counter()
     c4 = time.process_time()
-    print(json.dumps({"load_cpu_s": c4 - c1, "models": len(project.models), "import_s": t1 - t0, "parse_s": t2 - t1, "analyse_s": t3 - t2,
-                      "definitions_s": t4 - t3, "load_s": t4 - t1, "assets": len(keys), "refused": refused,
-                      "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    print(json.dumps({"load_cpu_s": c4 - c1, "models": len(project.models), "import_s": t1 - t0, "parse_s": t2 - t1,
+                      "analyse_s": t3 - t2, "definitions_s": t4 - t3, "load_s": t4 - t1, "assets": len(keys),
+                      "refused": refused, "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
     """
 )
 

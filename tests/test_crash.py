@@ -33,7 +33,8 @@ MODELS = {
     "sources.yaml": EVENTS_SOURCE,
     "models/daily.sql": """
         MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column h), start '2024-01-01');
-        SELECT date_trunc('HOUR', ts) AS h, COUNT(*) AS n FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1
+        SELECT date_trunc('HOUR', ts) AS h, COUNT(*) AS n FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt
+          GROUP BY 1
     """,
     "models/total.sql": """
         MODEL (name s.total, kind FULL);

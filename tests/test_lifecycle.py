@@ -28,7 +28,8 @@ from conftest import REPO
 from helpers import EVENTS_SOURCE, table_rows, table_uri, utc, write_events
 
 DAILY = """
-MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ds{options}), start '2024-01-01', description 'per day');
+MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ds{options}),
+  start '2024-01-01', description 'per day');
 SELECT CAST(ts AS DATE) AS ds, k, {measure} AS n FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1, 2
 """
 COPY = """

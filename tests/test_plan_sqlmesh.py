@@ -61,7 +61,11 @@ for case, text in spec["cases"].items():
     (root / "models" / "daily.sql").write_text(text)
     ctx.load()
     plan = ctx.plan(auto_apply=False, no_prompts=True)
-    categories = {".".join(p.strip('"') for p in s.name.split(".")[-2:]): s.change_category.name for s in plan.new_snapshots if s.change_category}
+    categories = {
+        ".".join(p.strip('"') for p in s.name.split(".")[-2:]): s.change_category.name
+        for s in plan.new_snapshots
+        if s.change_category
+    }
     ctx.apply(plan)
     out[case] = {"categories": categories, "before": before, "after": rows()}
     shutil.rmtree(root.parent)

@@ -73,7 +73,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    """Print each model's (or one model's) kind, safety class, reasons, source bounds, partitions and backfill policy."""
+    """Print each model's (or one model's) kind, safety class, reasons, source bounds, partitions, backfill policy."""
     from incremental_assets.orchestration.explain import explain_model
 
     project = _project(args)
@@ -188,7 +188,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_vacuum(args: argparse.Namespace) -> int:
-    """Delete the replaced files and dead runs' staging folders of each model's table (or list them with ``--dry-run``)."""
+    """Delete replaced files and dead runs' staging folders of each model's table (``--dry-run`` lists them)."""
     from datetime import timedelta
 
     from incremental_assets import delta

@@ -176,8 +176,9 @@ def parse_statements(
 ) -> list[exp.Expression]:
     """SQL statements outside a model (a config's ``before_all``), parsed and their macros expanded.
 
-    >>> [s.sql(dialect="spark") for s in parse_statements("CREATE SCHEMA IF NOT EXISTS raw; SELECT @x", dialect="duckdb", path="c",
-    ...     macros=MacroContext(variables={"x": 1}))][0]
+    >>> statements = parse_statements("CREATE SCHEMA IF NOT EXISTS raw; SELECT @x", dialect="duckdb", path="c",
+    ...                               macros=MacroContext(variables={"x": 1}))
+    >>> [s.sql(dialect="spark") for s in statements][0]
     'CREATE SCHEMA IF NOT EXISTS raw'
     """
     check_nesting(sql, path, line_offset)
@@ -210,6 +211,26 @@ def parse_model_body(
         if isinstance(statement, exp.Query):  # expanding to a SELECT stays a pre- or post-statement
             statement.meta["model_query"] = True
     statements = _expand(statements, dialect, path, line_offset, macros, this_model)
+    at = _query_index(statements, path, line_offset)
+    query = statements[at]
+    check_tree_depth(query, path, 0)
+    if this_model is not None:
+        _name_this_model(query, this_model)
+    for param in query.find_all(exp.Parameter):
+        if param.name not in DATE_MACROS | CURSOR_MACROS:
+            raise ModelFileError(
+                path,
+                node_line(param, 0) or line_offset + 1,
+                f"unknown macro @{param.name}",
+                hint="use one of " + ", ".join("@" + m for m in sorted(DATE_MACROS)),
+            )
+    _check_runtime_choices(query, path, line_offset)
+    return ModelBody(query, tuple(statements[:at]), tuple(statements[at + 1 :]))  # type: ignore[arg-type]
+
+
+def _query_index(statements: list[exp.Expression], path: str | Path, line_offset: int) -> int:
+    """Where the model's one query is among its expanded statements: the statement written as a query
+    when there is one such, else the only query; a model without a query or with several is refused."""
     queries = [i for i, s in enumerate(statements) if isinstance(s, exp.Query)]
     written = [i for i in queries if statements[i].meta.get("model_query")]
     queries = written if len(written) == 1 else queries
@@ -231,20 +252,7 @@ def parse_model_body(
             f"the model has {len(queries)} queries; a model holds exactly one",
             hint="move the other queries into their own model files",
         )
-    query = statements[queries[0]]
-    check_tree_depth(query, path, 0)
-    if this_model is not None:
-        _name_this_model(query, this_model)
-    for param in query.find_all(exp.Parameter):
-        if param.name not in DATE_MACROS | CURSOR_MACROS:
-            raise ModelFileError(
-                path,
-                node_line(param, 0) or line_offset + 1,
-                f"unknown macro @{param.name}",
-                hint="use one of " + ", ".join("@" + m for m in sorted(DATE_MACROS)),
-            )
-    _check_runtime_choices(query, path, line_offset)
-    return ModelBody(query, tuple(statements[: queries[0]]), tuple(statements[queries[0] + 1 :]))  # type: ignore[arg-type]
+    return queries[0]
 
 
 def _check_runtime_choices(query: exp.Expression, path: str | Path, line_offset: int) -> None:

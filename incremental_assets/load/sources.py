@@ -95,7 +95,7 @@ def make_source(
 
 
 def load_sources(path: Path, project_dir: Path) -> dict[str, Source]:
-    """Read sources.yaml: a list of {name, location, format, columns?, time_column?, event_time_column?, interval_unit?}."""
+    """Read sources.yaml: a list of {name, location, format, columns?, time_column?, event_time_column?, ...}."""
     sources: dict[str, Source] = {}
     for entry, line in yaml_entries(path, "sources.yaml must be a list of sources", under="sources"):
         if not isinstance(entry, dict):

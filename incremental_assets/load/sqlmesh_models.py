@@ -9,7 +9,8 @@ SQL models. The kind defaults to FULL (a Python model cannot be a view). Upstrea
 >>> import tempfile, pathlib
 >>> from incremental_assets.load.sqlmesh_shim import ModelSpec
 >>> p = pathlib.Path(tempfile.mkdtemp()) / "m.py"
->>> _ = p.write_text("def execute(context, start, end, execution_time, **kw):\\n    return context.fetchdf('SELECT 1')\\n")
+>>> _ = p.write_text("def execute(context, start, end, execution_time, **kw):\\n"
+...                  "    return context.fetchdf('SELECT 1')\\n")
 >>> m = sqlmesh_python_model(p, ModelSpec("s.py_model", {"columns": {"id": "int"}, "depends_on": ["s.a"]}, print), {})
 >>> m.kind.name, dict(m.columns), m.depends_on
 ('FULL', {'id': 'INT'}, ('s.a',))

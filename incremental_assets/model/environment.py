@@ -7,10 +7,11 @@ place. Which table a model's readers and writers use is decided in one place, :m
 
 >>> env_root("/w", "dev")
 '/w/__env/dev'
->>> check_name("Dev")
+>>> check_name("Dev")  # doctest: +NORMALIZE_WHITESPACE
 Traceback (most recent call last):
 ...
-incremental_assets.errors.SelectionError: environment name 'Dev' is not valid: it must match [a-z][a-z0-9_]* and not be 'prod' (fix: e.g. --env dev)
+incremental_assets.errors.SelectionError: environment name 'Dev' is not valid: it must match [a-z][a-z0-9_]*
+and not be 'prod' (fix: e.g. --env dev)
 """
 
 from __future__ import annotations

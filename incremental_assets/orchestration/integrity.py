@@ -91,7 +91,8 @@ def check_model(
     """Compare what Dagster recorded for ``model`` with its Delta table (see the module docstring).
 
     ``files`` checks that every file of the current version exists with its logged size (None: only for
-    a local table, where it costs a stat per file); ``readable`` also opens each file's Parquet footer. A damaged log raises :class:`DamagedTableError`."""
+    a local table, where it costs a stat per file); ``readable`` also opens each file's Parquet footer. A damaged log
+    raises :class:`DamagedTableError`."""
     if not model.has_table:
         return Integrity(model.name)  # a plain view has no table
     key = translator.get_asset_key(model)

@@ -265,7 +265,7 @@ def maintenance_jobs(project: Project, translator: ModelTranslator | None = None
 
 
 def maintenance_schedules(project: Project, jobs: list[dg.JobDefinition]) -> list[dg.ScheduleDefinition]:
-    """A schedule per maintenance job the project's ``maintenance`` setting gives a cron (running unless stopped in the UI)."""
+    """A schedule per maintenance job the ``maintenance`` setting gives a cron (running unless stopped in the UI)."""
     settings = project.settings.maintenance
     by_name = {job.name: job for job in jobs}
     out = []

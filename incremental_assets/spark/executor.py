@@ -59,7 +59,7 @@ class Executor(Inputs):
         self._swept: set[str] = set()  # tables whose dead runs' staging folders this executor has removed
 
     def sweep(self, uri: str) -> None:
-        """Once per table and executor (one per Dagster run), delete the staging folders that killed runs left behind."""
+        """Once per table and executor (one per Dagster run), delete the staging folders killed runs left behind."""
         if uri in self._swept:
             return
         self._swept.add(uri)
