@@ -211,6 +211,29 @@ def _statements(values: Any, dialect: str) -> str:
     )
 
 
+def _model_body(path: Path, spec: ModelSpec, line: int | None, dialect: str, macros: MacroContext | None) -> str:
+    """The SQL after the header: an SQL model's statements around the query its entrypoint returns, or for
+    a Python model a SELECT of its declared columns from the rows its function returns."""
+    kwargs = spec.kwargs
+    if kwargs.get("is_sql"):
+        model_dialect = str(kwargs.get("dialect") or dialect)
+        query = _entrypoint_sql(path, spec, line, model_dialect, macros)
+        body = _statements(kwargs.get("pre_statements"), model_dialect) + query.rstrip().rstrip(";") + ";\n"
+        return body + _statements(kwargs.get("post_statements"), model_dialect)
+    if not kwargs.get("columns"):
+        raise ModelFileError(
+            path,
+            line,
+            f"Python model {spec.name} declares no columns",
+            hint="add columns={'name': 'type', ...} to @model",
+        )
+    return (
+        "SELECT "
+        + ", ".join(exp.to_identifier(c).sql(dialect=dialect) for c in plain(kwargs["columns"]))
+        + f" FROM {PYTHON_ROWS_VIEW}"
+    )
+
+
 def sqlmesh_python_model(
     path: Path,
     spec: ModelSpec,
@@ -228,24 +251,7 @@ def sqlmesh_python_model(
     kwargs = spec.kwargs
     if spec.func is None or not callable(spec.func):
         raise ModelFileError(path, line, f"@model {spec.name} does not decorate a function")
-    if kwargs.get("is_sql"):
-        model_dialect = str(kwargs.get("dialect") or dialect)
-        query = _entrypoint_sql(path, spec, line, model_dialect, macros)
-        body = _statements(kwargs.get("pre_statements"), model_dialect) + query.rstrip().rstrip(";") + ";\n"
-        body += _statements(kwargs.get("post_statements"), model_dialect)
-    elif not kwargs.get("columns"):
-        raise ModelFileError(
-            path,
-            line,
-            f"Python model {spec.name} declares no columns",
-            hint="add columns={'name': 'type', ...} to @model",
-        )
-    else:
-        body = (
-            "SELECT "
-            + ", ".join(exp.to_identifier(c).sql(dialect=dialect) for c in plain(kwargs["columns"]))
-            + f" FROM {PYTHON_ROWS_VIEW}"
-        )
+    body = _model_body(path, spec, line, dialect, macros)
     variables = macros.variables if macros else {}
     try:
         model = parse_model_file(
