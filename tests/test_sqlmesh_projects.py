@@ -253,16 +253,14 @@ def test_a_custom_kind_whose_class_only_replaces_the_table_runs_as_full(spark, m
 def test_a_custom_kind_names_its_materialization_file_and_what_to_use_instead(make_project, capsys):
     from incremental_assets.cli.commands import main
 
+    said_of = "full.py:11: insert"
     writes = {
-        "self.adapter.execute(f'INSERT INTO {table_name} SELECT 1')": "full.py:11: insert calls "
-        "self.adapter.execute(...)",
-        "self.adapter.insert_append(table_name, query_or_df)": "full.py:11: insert calls "
-        "self.adapter.insert_append(...)",
-        "self.adapter.replace_query(table_name, 'SELECT 1 AS x')": "full.py:11: insert calls "
-        "self.adapter.replace_query(...) with `'SELECT "
-        "1 AS x'` as the query",
-        "for q in [query_or_df]: self.adapter.replace_query(table_name, q)": "full.py:11: insert runs `for q in "
-        "[query_or_df]:",
+        "self.adapter.execute(f'INSERT INTO {table_name} SELECT 1')": f"{said_of} calls self.adapter.execute(...)",
+        "self.adapter.insert_append(table_name, query_or_df)": f"{said_of} calls self.adapter.insert_append(...)",
+        "self.adapter.replace_query(table_name, 'SELECT 1 AS x')": (
+            f"{said_of} calls self.adapter.replace_query(...) with `'SELECT 1 AS x'` as the query"
+        ),
+        "for q in [query_or_df]: self.adapter.replace_query(table_name, q)": f"{said_of} runs `for q in [query_or_df]:",
     }
     for write, said in writes.items():
         root = make_project(

@@ -56,6 +56,7 @@ refused (``recursive_cte``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from sqlglot import exp
 from sqlglot.optimizer.scope import Scope, ScopeType, find_all_in_scope
@@ -289,7 +290,7 @@ def _untimed_frame(
     return _Hit("window_function", node, message, hint)
 
 
-def _unaligned_group(lineage: Lineage, select: exp.Expression, aggregates: list[exp.Expression]) -> _Hit:
+def _unaligned_group(lineage: Lineage, select: exp.Expr, aggregates: Sequence[exp.AggFunc]) -> _Hit:
     """The hit for a grouping (GROUP BY, or aggregates alone) with no key aligned with the time column."""
     group = select.args.get("group")
     what = (
