@@ -64,7 +64,8 @@ def scenario_automation(*, orders_per_day: int, days: int = 37) -> dict:
             raise RuntimeError(f"automation {variant} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
         figures[variant] = json.loads(done.stdout[done.stdout.index("{") :])
         print(
-            f"automation ({variant}): {figures[variant]['arrival_to_settled_seconds']}s, {figures[variant]['runs']} runs",
+            f"automation ({variant}): {figures[variant]['arrival_to_settled_seconds']}s, "
+            f"{figures[variant]['runs']} runs",
             flush=True,
         )
     return figures

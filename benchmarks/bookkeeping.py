@@ -199,7 +199,8 @@ def in_process_runs(spark, root: Path, days: int, tag: str = "") -> dict[str, di
                     "storage_ms_per_partition": round(1000 * clock.seconds / partitions, 2),
                 }
                 print(
-                    f"bookkeeping: {tag}in process {variant} {model}: run {seconds:.2f}s, event log {clock.seconds:.2f}s "
+                    f"bookkeeping: {tag}in process {variant} {model}: run {seconds:.2f}s, event log "
+                    f"{clock.seconds:.2f}s "
                     f"({1000 * clock.seconds / partitions:.2f} ms per partition)",
                     flush=True,
                 )
@@ -335,7 +336,8 @@ def time_partitions(home: Path, batch: str | None, partitions: int, what: str) -
         if saved_home is not None:
             os.environ["DAGSTER_HOME"] = saved_home
     print(
-        f"bookkeeping: {what}: 1 partition {out['one_partition_s']:.2f}s, {partitions} partitions {out[f'{partitions}_partitions_s']:.2f}s, "
+        f"bookkeeping: {what}: 1 partition {out['one_partition_s']:.2f}s, {partitions} partitions "
+        f"{out[f'{partitions}_partitions_s']:.2f}s, "
         f"{out['ms_per_extra_partition']} ms per extra partition",
         flush=True,
     )

@@ -166,7 +166,8 @@ def scenario_changes(tmp: Path, *, days: int, orders_per_day: int, reps: int) ->
     before = statistics.median(r["change_s"] for r in runs["before"])
     after = statistics.median(r["change_s"] for r in runs["after"])
     print(
-        f"changes: one column added to shop.order_lines over {days} days: run --auto {before:.1f}s before, {after:.1f}s after "
+        f"changes: one column added to shop.order_lines over {days} days: run --auto {before:.1f}s before, "
+        f"{after:.1f}s after "
         f"({before / after:.2f}x faster)",
         flush=True,
     )

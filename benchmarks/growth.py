@@ -168,7 +168,8 @@ def one_size(
     print(
         f"growth: {orders_per_day} orders/day: year {year['seconds']}s for {rows} rows "
         f"({result['year_s_per_million_rows']} s per million), python {year['python_peak_mb']} MB, "
-        f"jvm {year['jvm_peak_mb']} MB (heap after GC {year['jvm_heap_after_gc_peak_mb']} MB); new day {day['seconds']}s ({day_rows} rows)",
+        f"jvm {year['jvm_peak_mb']} MB (heap after GC {year['jvm_heap_after_gc_peak_mb']} MB); new day "
+        f"{day['seconds']}s ({day_rows} rows)",
         flush=True,
     )
     return result

@@ -16,6 +16,8 @@ import tempfile
 from datetime import timedelta
 from pathlib import Path
 
+from deltalake import DeltaTable
+
 main_repo, new_repo, days, reps = (
     Path(sys.argv[1]).resolve(),
     Path(sys.argv[2]).resolve(),
@@ -24,9 +26,8 @@ main_repo, new_repo, days, reps = (
 )
 sys.path.insert(0, str(new_repo / "benchmarks"))
 sys.path.insert(0, str(new_repo / "tests"))
-import bookkeeping as bk
-from deltalake import DeltaTable
-from peer import run
+import bookkeeping as bk  # noqa: E402  (found through the sys.path entry just above)
+from peer import run  # noqa: E402  (found through the sys.path entry just above)
 
 root = Path(tempfile.mkdtemp(prefix="hfab-"))
 bk.write_project(root, days, 4)

@@ -31,14 +31,19 @@ PER_HOUR = int(os.environ.get("LOAD_PER_HOUR", "12"))
 START = datetime(2024, 1, 1, tzinfo=timezone.utc)
 
 MODELS = {
-    "models/hourly.sql": """MODEL (name load.hourly, kind INCREMENTAL_BY_TIME_RANGE (time_column h), start '2024-01-01', interval_unit hour);
-SELECT date_trunc('HOUR', ts) AS h, k, COUNT(*) AS n, SUM(v) AS v FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1, 2
+    "models/hourly.sql": """MODEL (name load.hourly, kind INCREMENTAL_BY_TIME_RANGE (time_column h), start '2024-01-01',
+  interval_unit hour);
+SELECT date_trunc('HOUR', ts) AS h, k, COUNT(*) AS n, SUM(v) AS v FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt
+  GROUP BY 1, 2
 """,
-    "models/enriched.sql": """MODEL (name load.enriched, kind INCREMENTAL_BY_TIME_RANGE (time_column h), start '2024-01-01', interval_unit hour);
+    "models/enriched.sql": """MODEL (name load.enriched, kind INCREMENTAL_BY_TIME_RANGE (time_column h),
+  start '2024-01-01', interval_unit hour);
 SELECT h, k, n, v, v * 1.0 / n AS mean_v, upper(k) AS key_label FROM load.hourly WHERE h BETWEEN @start_dt AND @end_dt
 """,
-    "models/totals.sql": """MODEL (name load.totals, kind INCREMENTAL_BY_TIME_RANGE (time_column h), start '2024-01-01', interval_unit hour);
-SELECT h, SUM(n) AS n, SUM(v) AS v, MAX(mean_v) AS max_mean FROM load.enriched WHERE h BETWEEN @start_dt AND @end_dt GROUP BY h
+    "models/totals.sql": """MODEL (name load.totals, kind INCREMENTAL_BY_TIME_RANGE (time_column h), start '2024-01-01',
+  interval_unit hour);
+SELECT h, SUM(n) AS n, SUM(v) AS v, MAX(mean_v) AS max_mean FROM load.enriched WHERE h BETWEEN @start_dt AND @end_dt
+  GROUP BY h
 """,
 }
 

@@ -43,7 +43,8 @@ model_defaults:
 # The sources' columns as SQLMesh external models (what `sqlmesh create_external_models` writes).
 EXTERNAL_MODELS = """\
 - name: raw.orders
-  columns: {order_id: BIGINT, customer_id: BIGINT, order_ts: TIMESTAMP, order_date: DATE, status: STRING, channel: STRING}
+  columns: {order_id: BIGINT, customer_id: BIGINT, order_ts: TIMESTAMP, order_date: DATE, status: STRING,
+            channel: STRING}
 - name: raw.order_items
   columns: {order_id: BIGINT, line_no: INT, item_id: BIGINT, quantity: INT, order_ts: TIMESTAMP, order_date: DATE}
 - name: raw.items
@@ -163,7 +164,8 @@ def description() -> str:
     )
     sqlmesh_version, pyspark_version = done.stdout.split()
     return (
-        f"SQLMesh {sqlmesh_version} (Spark engine, local PySpark {pyspark_version} with a Derby Hive metastore, DuckDB state; "
+        f"SQLMesh {sqlmesh_version} (Spark engine, local PySpark {pyspark_version} with a Derby Hive "
+        "metastore, DuckDB state; "
         "INCREMENTAL_BY_TIME_RANGE, parquet partitioned by day, INSERT OVERWRITE)"
     )
 

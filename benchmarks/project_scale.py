@@ -32,15 +32,18 @@ SHAPES = [
     # (kind header, query) ; {up} is an upstream model or source
     (
         "INCREMENTAL_BY_TIME_RANGE (time_column ds)",
-        "SELECT CAST(ts AS DATE) AS ds, k, COUNT(*) AS n FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY CAST(ts AS DATE), k",
+        "SELECT CAST(ts AS DATE) AS ds, k, COUNT(*) AS n FROM raw.events WHERE ts BETWEEN @start_dt AND "
+        "@end_dt GROUP BY CAST(ts AS DATE), k",
     ),
     (
         "INCREMENTAL_BY_TIME_RANGE (time_column ds)",
-        "SELECT u.ds, u.k, SUM(u.n) AS n FROM {up} AS u JOIN raw.users AS r ON r.k = u.k WHERE u.ds BETWEEN @start_ds AND @end_ds GROUP BY u.ds, u.k",
+        "SELECT u.ds, u.k, SUM(u.n) AS n FROM {up} AS u JOIN raw.users AS r ON r.k = u.k WHERE u.ds "
+        "BETWEEN @start_ds AND @end_ds GROUP BY u.ds, u.k",
     ),
     (
         "INCREMENTAL_BY_TIME_RANGE (time_column ds)",
-        "SELECT a.ds, a.k, COUNT(*) AS n FROM {up} AS a JOIN {up} AS b ON b.k = a.k AND b.ds BETWEEN a.ds - INTERVAL 7 DAYS AND a.ds "
+        "SELECT a.ds, a.k, COUNT(*) AS n FROM {up} AS a JOIN {up} AS b ON b.k = a.k AND b.ds BETWEEN a.ds "
+        "- INTERVAL 7 DAYS AND a.ds "
         "WHERE a.ds BETWEEN @start_ds AND @end_ds GROUP BY a.ds, a.k",
     ),
     ("FULL", "SELECT k, SUM(n) AS n FROM {up} GROUP BY k"),
@@ -56,7 +59,10 @@ def generate(root: Path, n: int, seed: int = 1) -> None:
         kind, query = SHAPES[0] if not incremental else rng.choice(SHAPES)
         up = rng.choice(incremental[-50:]) if incremental else "raw.events"
         name = f"m{i // 100:03d}.model_{i:05d}"
-        text = f"MODEL (name {name}, kind {kind}, start '2024-01-01', cron '@daily', owner 'team', tags [bench]);\n{query.format(up=up)}\n"
+        text = (
+            f"MODEL (name {name}, kind {kind}, start '2024-01-01', cron '@daily', owner 'team', tags "
+            f"[bench]);\n{query.format(up=up)}\n"
+        )
         (root / "models" / f"{i:05d}.sql").write_text(text)
         if kind.startswith("INCREMENTAL"):
             incremental.append(name)
@@ -79,9 +85,9 @@ MEASURE = textwrap.dedent(
     keys = defs.resolve_asset_graph().get_all_asset_keys()
     t4 = time.perf_counter()
     c4 = time.process_time()
-    print(json.dumps({"load_cpu_s": c4 - c1, "models": len(project.models), "import_s": t1 - t0, "parse_s": t2 - t1, "analyse_s": t3 - t2,
-                      "definitions_s": t4 - t3, "load_s": t4 - t1, "assets": len(keys), "refused": refused,
-                      "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    print(json.dumps({"load_cpu_s": c4 - c1, "models": len(project.models), "import_s": t1 - t0, "parse_s": t2 - t1,
+                      "analyse_s": t3 - t2, "definitions_s": t4 - t3, "load_s": t4 - t1, "assets": len(keys),
+                      "refused": refused, "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
     """
 )
 
@@ -110,8 +116,10 @@ def main(argv: list[str], reps: int = 1) -> list[dict]:
         results.append(r)
         for label, x in (("first load", r), ("again", r["again"])):
             print(
-                f"{n:>6} models, {label}: parse {x['parse_s']:.2f}s, analyse {x['analyse_s']:.2f}s, Definitions {x['definitions_s']:.2f}s, "
-                f"load total {x['load_s']:.2f}s (CPU {x['load_cpu_s']:.2f}s), peak RSS {x['max_rss_mb']:.0f} MB, refused {x['refused']}",
+                f"{n:>6} models, {label}: parse {x['parse_s']:.2f}s, analyse {x['analyse_s']:.2f}s, "
+                f"Definitions {x['definitions_s']:.2f}s, "
+                f"load total {x['load_s']:.2f}s (CPU {x['load_cpu_s']:.2f}s), peak RSS "
+                f"{x['max_rss_mb']:.0f} MB, refused {x['refused']}",
                 flush=True,
             )
         print(

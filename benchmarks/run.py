@@ -1,7 +1,7 @@
 """Benchmark runner: every figure is a ratio measured side by side in one run, median of repetitions.
 
-    .venv/bin/python benchmarks/run.py                     # all scenarios, default sizes (over an hour on a busy machine)
-    .venv/bin/python benchmarks/run.py --quick             # every scenario on small data, 1 repetition (smoke test)
+    .venv/bin/python benchmarks/run.py                     # all scenarios, default sizes (over an hour when busy)
+    .venv/bin/python benchmarks/run.py --quick             # every scenario on small data, 1 repetition (smoke)
     .venv/bin/python benchmarks/run.py scale incremental   # some scenarios
     BENCH_ORDERS_PER_DAY=20000 BENCH_REPS=5 .venv/bin/python benchmarks/run.py incremental
 
@@ -29,12 +29,13 @@ Scenarios:
                by phase, Delta log files read, files per day, Dagster storage, memory, tables vs a recompute
                (BENCH_YEAR_DAYS=first,forward,last; BENCH_YEAR_STEP_DAYS=N fast-forwards N days a cycle;
                plot: benchmarks/year-cost-per-cycle.svg)
-  peer         dbt-spark microbatch (installed into benchmarks/.peer-venv) and SQLMesh on Spark (benchmarks/.sqlmesh-venv)
+  peer         dbt-spark microbatch (installed into benchmarks/.peer-venv) and SQLMesh on Spark
+               (benchmarks/.sqlmesh-venv)
                (BENCH_OURS_SPARK_SERVER=1: our side on its long-lived Spark Connect server)
                vs our CLI: daily run, backfill (BENCH_PEERS=dbt,sqlmesh chooses the peers)
 
-Results are printed and written to benchmarks/results.json (--quick: results-quick.json; --out=FILE: there); RESULTS.md is
-written by hand from them.
+Results are printed and written to benchmarks/results.json (--quick: results-quick.json; --out=FILE: there);
+RESULTS.md is written by hand from them.
 """
 
 from __future__ import annotations
@@ -124,7 +125,8 @@ def scenario_incremental(spark) -> dict:
                 "ratio_day_to_full": round(t_day / t_full, 4),
             }
             print(
-                f"incremental: {days} days: full refresh {t_full:.2f}s, one new day {t_day:.2f}s, ratio 1/{t_full / t_day:.1f}",
+                f"incremental: {days} days: full refresh {t_full:.2f}s, one new day {t_day:.2f}s, ratio "
+                f"1/{t_full / t_day:.1f}",
                 flush=True,
             )
             rows.append(row)
@@ -192,7 +194,8 @@ def scenario_backfill(spark) -> dict:
         t_measured = median_time(per_interval, reps=1)
         t_per = t_measured * days / measured_days
         print(
-            f"backfill: {measured_days} one-day runs (one session) {t_measured:.2f}s, {t_measured / measured_days:.2f}s each; "
+            f"backfill: {measured_days} one-day runs (one session) {t_measured:.2f}s, "
+            f"{t_measured / measured_days:.2f}s each; "
             f"{days} runs: {t_per:.1f}s vs one single run {single:.2f}s: {t_per / single:.1f}x",
             flush=True,
         )

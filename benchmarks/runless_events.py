@@ -37,7 +37,8 @@ def main(n: int) -> None:
     batch = time.perf_counter() - began
     assert instance.get_materialized_partitions(dg.AssetKey(["s", "batch"])) == set(keys)
     print(
-        f"{n} materializations: one by one {single:.2f}s ({n / single:,.0f}/s); one batch {batch:.2f}s ({n / batch:,.0f}/s)"
+        f"{n} materializations: one by one {single:.2f}s ({n / single:,.0f}/s); one batch {batch:.2f}s "
+        f"({n / batch:,.0f}/s)"
     )
 
 

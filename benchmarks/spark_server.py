@@ -165,8 +165,10 @@ def scenario_spark_server(spark, root: Path, *, days: int, reps: int, orders_per
     figures["cli_year_without_s"] = {name: round(statistics.median(runs), 2) for name, runs in without.items()}
     figures["every_run_s"]["cli_year_without"] = {name: [round(t, 2) for t in runs] for name, runs in without.items()}
     print(
-        f"spark-server: new day {figures['new_day_server_up_s']}s up vs {figures['new_day_server_down_s']}s down; CLI year "
-        f"{figures['cli_year_server_up_s']}s = {figures['cli_year_server_up_over_in_process']}x the in-process single run",
+        f"spark-server: new day {figures['new_day_server_up_s']}s up vs "
+        f"{figures['new_day_server_down_s']}s down; CLI year "
+        f"{figures['cli_year_server_up_s']}s = {figures['cli_year_server_up_over_in_process']}x the "
+        "in-process single run",
         flush=True,
     )
     return figures

@@ -53,8 +53,10 @@ sys.path.insert(0, str(REPO / "tests"))
 PHASES = ("load", "setup", "planning", "integrity", "dagster", "spark", "commit")
 
 MODELS = {
-    "hourly.sql": """MODEL (name s.hourly, kind INCREMENTAL_BY_TIME_RANGE (time_column h), start '2025-01-01', cron '@hourly');
-SELECT date_trunc('HOUR', ts) AS h, COUNT(*) AS n, SUM(v) AS v FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1
+    "hourly.sql": """MODEL (name s.hourly, kind INCREMENTAL_BY_TIME_RANGE (time_column h), start '2025-01-01',
+  cron '@hourly');
+SELECT date_trunc('HOUR', ts) AS h, COUNT(*) AS n, SUM(v) AS v FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt
+  GROUP BY 1
 """,
     "daily.sql": """MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2025-01-01');
 SELECT CAST(h AS DATE) AS ds, SUM(n) AS n, SUM(v) AS v FROM s.hourly WHERE h BETWEEN @start_dt AND @end_dt GROUP BY 1
@@ -389,7 +391,8 @@ def run_year(root: Path, *, first_days: int, forward_days: int, last_days: int, 
         clock.take(0.0)
         end_of_day(START + index * HOUR)
         print(
-            f"year: forward day {index // 24} {forward[-1]['seconds']:.1f}s (run --auto {forward[-1]['run_seconds']:.1f}s)",
+            f"year: forward day {index // 24} {forward[-1]['seconds']:.1f}s (run --auto "
+            f"{forward[-1]['run_seconds']:.1f}s)",
             flush=True,
         )
     for n in range(last_days * 24):
@@ -486,8 +489,10 @@ def svg_plot(result: dict, out: Path) -> None:
             if integrity is not None:
                 parts.append(f'<circle cx="{px(x):.1f}" cy="{py(integrity):.1f}" r="1.3" fill="#2ca02c"/>')
     parts += [
-        f'<text x="{w / 2}" y="{h - 14}" text-anchor="middle">cycle (simulated hour since 2025-01-01); green: the integrity check</text>',
-        f'<text x="14" y="{h / 2}" transform="rotate(-90 14 {h / 2})" text-anchor="middle">seconds per cycle (run --auto)</text>',
+        f'<text x="{w / 2}" y="{h - 14}" text-anchor="middle">cycle (simulated hour since 2025-01-01); '
+        "green: the integrity check</text>",
+        f'<text x="14" y="{h / 2}" transform="rotate(-90 14 {h / 2})" text-anchor="middle">seconds per '
+        "cycle (run --auto)</text>",
         "</svg>",
     ]
     out.write_text("\n".join(parts) + "\n")

@@ -67,8 +67,12 @@ class SourceDataError(IncrementalAssetsError):
 class DamagedTableError(StorageError):
     """A table's Delta log cannot be read: which table, which file, and what to do.
 
-    >>> print(DamagedTableError("/w/shop/orders", "_delta_log/00000000000000000003.json", "truncated", model="shop.orders"))
-    table /w/shop/orders (model shop.orders): its Delta log is damaged: _delta_log/00000000000000000003.json: truncated. Nothing was read or written. Restore that file from a backup, or move /w/shop/orders aside and rebuild it with `incremental-assets run shop.orders --full-refresh`
+    >>> log_file = "_delta_log/00000000000000000003.json"
+    >>> error = DamagedTableError("/w/shop/orders", log_file, "truncated", model="shop.orders")
+    >>> print(error)  # doctest: +NORMALIZE_WHITESPACE
+    table /w/shop/orders (model shop.orders): its Delta log is damaged: _delta_log/00000000000000000003.json:
+    truncated. Nothing was read or written. Restore that file from a backup, or move /w/shop/orders aside and rebuild
+    it with `incremental-assets run shop.orders --full-refresh`
     """
 
     def __init__(self, uri: str, file: str | None, problem: str, *, model: str | None = None, newest: bool = False):
@@ -77,7 +81,10 @@ class DamagedTableError(StorageError):
         damage = f"{file}: {problem}" if file else problem
         rebuild = f"`incremental-assets run {model or '<model>'} --full-refresh`"
         restore = "Restore that file from a backup, or move" if file else "Move"
-        text = f"{where}: its Delta log is damaged: {damage}. Nothing was read or written. {restore} {uri} aside and rebuild it with {rebuild}"
+        text = (
+            f"{where}: its Delta log is damaged: {damage}. Nothing was read or written. {restore} {uri} aside "
+            f"and rebuild it with {rebuild}"
+        )
         if newest and file:
             # The newest commit only: without it the table is its previous version, whole.
             text += (

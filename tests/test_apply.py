@@ -21,8 +21,10 @@ from incremental_assets.orchestration.instance import open_instance
 from helpers import DAILY_KEYS_MODEL, DAILY_TOTALS_MODEL, EVENTS_SOURCE, table_rows, utc, write_events
 
 DAILY = """
-MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ds{forward}), start '2024-01-01', description '{description}');
-SELECT CAST(ts AS DATE) AS ds, k, {measure} AS n{extra} FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1, 2
+MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ds{forward}),
+  start '2024-01-01', description '{description}');
+SELECT CAST(ts AS DATE) AS ds, k, {measure} AS n{extra} FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt
+  GROUP BY 1, 2
 """
 TOTALS = DAILY_TOTALS_MODEL
 KEYS = DAILY_KEYS_MODEL

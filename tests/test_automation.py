@@ -165,10 +165,12 @@ def test_a_changed_definition_rebuilds_the_model_then_every_downstream_interval(
 def test_an_old_cursor_and_a_half_written_file_are_skipped_with_a_reason(make_project, tmp_path, monkeypatch, spark):
     root = make_project(
         {
-            "sources.yaml": "- name: raw.drops\n  location: data/drops\n  format: parquet\n  time_column: ts\n  interval_unit: hour\n",
+            "sources.yaml": "- name: raw.drops\n  location: data/drops\n  format: parquet\n  time_column: ts\n  "
+            "interval_unit: hour\n",
             "models/daily.sql": """
             MODEL (name s.drops_daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');
-            SELECT CAST(ts AS DATE) AS ds, COUNT(*) AS n FROM raw.drops WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1
+            SELECT CAST(ts AS DATE) AS ds, COUNT(*) AS n FROM raw.drops WHERE ts BETWEEN @start_dt AND @end_dt
+              GROUP BY 1
         """,
         }
     )
@@ -226,15 +228,18 @@ WEEK_SOURCES = """\
 WEEK_MODELS = {
     "models/hourly.sql": """
         MODEL (name s.hourly, kind INCREMENTAL_BY_TIME_RANGE (time_column h), start '2024-01-01', cron '@hourly');
-        SELECT date_trunc('HOUR', ts) AS h, COUNT(*) AS n, SUM(v) AS v FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1
+        SELECT date_trunc('HOUR', ts) AS h, COUNT(*) AS n, SUM(v) AS v FROM raw.events WHERE ts BETWEEN @start_dt
+          AND @end_dt GROUP BY 1
     """,
     "models/daily.sql": """
         MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');
-        SELECT CAST(h AS DATE) AS ds, SUM(n) AS n, SUM(v) AS v FROM s.hourly WHERE h BETWEEN @start_dt AND @end_dt GROUP BY 1
+        SELECT CAST(h AS DATE) AS ds, SUM(n) AS n, SUM(v) AS v FROM s.hourly WHERE h BETWEEN @start_dt AND @end_dt
+          GROUP BY 1
     """,
     "models/weekly.sql": """
         MODEL (name s.weekly, kind INCREMENTAL_BY_TIME_RANGE (time_column wk), start '2023-12-31', interval_unit week);
-        SELECT date_sub(ds, dayofweek(ds) - 1) AS wk, SUM(n) AS n FROM s.daily WHERE ds BETWEEN @start_ds AND @end_ds GROUP BY 1
+        SELECT date_sub(ds, dayofweek(ds) - 1) AS wk, SUM(n) AS n FROM s.daily WHERE ds BETWEEN @start_ds AND @end_ds
+          GROUP BY 1
     """,
     "models/both.sql": """
         MODEL (name s.both, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');

@@ -184,7 +184,10 @@ def test_a_damaged_delta_log_names_the_table_the_file_and_what_to_do(tmp_path, c
             f"error: table {uri} (model s.daily): its Delta log is damaged: _delta_log/{victim.name}: line "
         )
         assert "is not complete JSON (the file was cut off or overwritten). Nothing was read or written." in line
-        fix = f"Restore that file from a backup, or move {uri} aside and rebuild it with `incremental-assets run s.daily --full-refresh`"
+        fix = (
+            f"Restore that file from a backup, or move {uri} aside and rebuild it with `incremental-assets run "
+            "s.daily --full-refresh`"
+        )
         if damage == "truncate newest":  # only the newest commit can simply be dropped
             fix += (
                 "; or delete that file: the table falls back to the version before it, and "
@@ -229,7 +232,8 @@ def test_a_cron_more_frequent_than_the_interval_unit_is_refused(tmp_path):
     )
     assert refused(tmp_path, text) == (
         "m.sql:6: cron '@hourly' fires every hour, more often than the model's month intervals complete "
-        "(fix: use a cron at most as frequent as the intervals, e.g. cron '@monthly', or interval_unit hour to cut hour intervals)"
+        "(fix: use a cron at most as frequent as the intervals, e.g. cron '@monthly', or interval_unit "
+        "hour to cut hour intervals)"
     )
     for ok in ("'@monthly'", "'@yearly'", "'0 0 1 * *'"):  # as often as, or less often than, the intervals
         (tmp_path / "ok.sql").write_text(text.replace("'@hourly'", ok))
@@ -239,7 +243,8 @@ def test_a_cron_more_frequent_than_the_interval_unit_is_refused(tmp_path):
 def test_an_end_before_start_is_refused(tmp_path):
     text = "MODEL (\n  name s.m,\n  kind FULL,\n  start '2024-01-01',\n  end '2023-06-01'\n);\nSELECT 1 AS x"
     assert refused(tmp_path, text).startswith(
-        "m.sql:5: end 2023-06-01T00:00:00+00:00 is not after start 2024-01-01T00:00:00+00:00: the model would have no interval (fix: "
+        "m.sql:5: end 2023-06-01T00:00:00+00:00 is not after start 2024-01-01T00:00:00+00:00: the model "
+        "would have no interval (fix: "
     )
 
 
@@ -251,7 +256,8 @@ def test_a_model_file_over_the_size_limit_is_refused_before_it_is_parsed(tmp_pat
     assert time.monotonic() - began < 10
     size = (root / "models" / "big.sql").stat().st_size
     assert line.startswith(
-        f"error: {root}/models/big.sql: the file is {size:,} bytes; a model or audit file may be at most 1,000,000 (fix: "
+        f"error: {root}/models/big.sql: the file is {size:,} bytes; a model or audit file may be at most "
+        "1,000,000 (fix: "
     )
 
 
@@ -270,7 +276,10 @@ def test_a_time_with_nanoseconds_gets_one_consistent_message(tmp_path, capsys):
 # -- cron: checked when the model loads, never first by Dagster ------------------------------------------
 
 
-CRON_MODEL = "MODEL (\n  name s.m,\n  kind {kind},\n  start '2024-01-01',\n  cron '{cron}'\n);\nSELECT CAST('2024-01-01' AS TIMESTAMP) AS ts, 1 AS x\n"
+CRON_MODEL = (
+    "MODEL (\n  name s.m,\n  kind {kind},\n  start '2024-01-01',\n  cron '{cron}'\n);\nSELECT "
+    "CAST('2024-01-01' AS TIMESTAMP) AS ts, 1 AS x\n"
+)
 OTHER = "MODEL (name s.other, kind FULL);\nSELECT 1 AS y\n"
 
 
@@ -420,7 +429,8 @@ def test_an_unquoted_offset_yaml_reads_as_a_number_is_named(tmp_path, capsys):
         tmp_path, {"models/m.sql": HEADER + "SELECT 1 AS x", "incremental_assets.yaml": "timezone: +25:00\n"}
     )
     assert one_error(capsys, "validate", "--project", str(root)) == (
-        f"error: {root}/incremental_assets.yaml:1: timezone is the number 1500: YAML reads an unquoted offset such as +1:00 "
+        f"error: {root}/incremental_assets.yaml:1: timezone is the number 1500: YAML reads an unquoted "
+        "offset such as +1:00 "
         "as a number (fix: quote it, e.g. `timezone: '+01:00'`)"
     )
 
@@ -460,10 +470,14 @@ def test_status_shows_every_valid_model_and_the_invalid_ones_lines(tmp_path, cap
     out = capsys.readouterr()
     assert code == 2 and "Traceback" not in out.err
     assert sorted(out.err.splitlines()) == [
-        f"error: {root}/models/bad.sql:2: unknown table 'raw.nowhere' in model s.bad (fix: declare it in sources.yaml or create a model with that name)",
-        f"error: {root}/models/cron.sql:1: invalid cron 'banana': a cron has 5 fields (minute hour day-of-month month day-of-week), this has 1 "
-        "(fix: write five fields, minute hour day-of-month month day-of-week, e.g. cron '0 6 * * *' (06:00 every day), or @hourly, @daily, @weekly, @monthly, @yearly)",
-        f"error: {root}/models/down.sql:2: model s.down is left out: it reads s.bad, which is invalid (fix: fix s.bad first)",
+        f"error: {root}/models/bad.sql:2: unknown table 'raw.nowhere' in model s.bad (fix: declare it in "
+        "sources.yaml or create a model with that name)",
+        f"error: {root}/models/cron.sql:1: invalid cron 'banana': a cron has 5 fields (minute hour "
+        "day-of-month month day-of-week), this has 1 "
+        "(fix: write five fields, minute hour day-of-month month day-of-week, e.g. cron '0 6 * * *' (06:00 "
+        "every day), or @hourly, @daily, @weekly, @monthly, @yearly)",
+        f"error: {root}/models/down.sql:2: model s.down is left out: it reads s.bad, which is invalid "
+        "(fix: fix s.bad first)",
     ]
     assert "s.daily (day): 0/2 intervals up to 2024-01-03" in out.out
     assert "s.other (FULL): last materialized never" in out.out
@@ -487,7 +501,8 @@ def test_a_window_outside_every_selected_model_is_refused_before_anything_runs(t
     )
     line = one_error(capsys, "run", "s.daily", "--start", "1900-01-01", "--end", "1900-01-05", "--project", str(root))
     assert line == (
-        "error: the window [1900-01-01, 1900-01-05) lies outside every selected model's range (s.daily starts 2024-01-01): "
+        "error: the window [1900-01-01, 1900-01-05) lies outside every selected model's range (s.daily "
+        "starts 2024-01-01): "
         "nothing would run (fix: give --start/--end inside a model's range, or --auto to fill its missing intervals)"
     )
     line = one_error(capsys, "run", "s.ended", "--start", "2024-03-01", "--end", "2024-03-02", "--project", str(root))
@@ -549,11 +564,15 @@ def test_a_thousand_unary_minus_signs_are_reported_on_the_query_line(tmp_path, c
 
 
 def test_an_invalid_cron_of_a_python_model_is_one_line_too(tmp_path, capsys):
-    module = "import pandas as pd\n\nMODEL = {'name': 's.py', 'cursor': 'id', 'cron': '0 0 30 feb *'}\n\n\ndef fetch(last_value):\n    return pd.DataFrame({'id': [1]})\n"
+    module = (
+        "import pandas as pd\n\nMODEL = {'name': 's.py', 'cursor': 'id', 'cron': '0 0 30 feb *'}\n\n\ndef "
+        "fetch(last_value):\n    return pd.DataFrame({'id': [1]})\n"
+    )
     root = project(tmp_path, {"models/py.py": module, "models/other.sql": OTHER})
     line = one_error(capsys, "validate", "--project", str(root))
     assert line.startswith(
-        f"error: {root}/models/py.py:3: invalid cron '0 0 30 feb *': it never fires: no month it names (feb) has a day 30"
+        f"error: {root}/models/py.py:3: invalid cron '0 0 30 feb *': it never fires: no month it names "
+        "(feb) has a day 30"
     )
 
 
@@ -609,7 +628,8 @@ def test_a_failure_nothing_foresaw_is_still_one_line(tmp_path, capsys, monkeypat
     root = project(tmp_path, {"models/ok.sql": HEADER + "SELECT 1 AS x"})
     code, lines = cli(capsys, "validate", "--project", str(root))
     assert code == 1 and lines == [
-        "error: unexpected RuntimeError: something inside (fix: this is a bug of incremental_assets, please report it with "
+        "error: unexpected RuntimeError: something inside (fix: this is a bug of incremental_assets, "
+        "please report it with "
         "the command; INCREMENTAL_ASSETS_DEBUG=1 prints the Python trace)"
     ]
     monkeypatch.setenv("INCREMENTAL_ASSETS_DEBUG", "1")

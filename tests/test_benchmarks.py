@@ -80,7 +80,8 @@ def test_year_traces_delta_log_reads_per_table_and_plots_every_hourly_cycle(tmp_
     trace.write_text(
         '101 openat(AT_FDCWD, "/p/warehouse/s/hourly/_delta_log/00000000000000000007.json", O_RDONLY|O_CLOEXEC) = 9\n'
         '102 openat(AT_FDCWD, "/p/warehouse/s/hourly/_delta_log/00000000000000000007.json", O_RDONLY|O_CLOEXEC) = 9\n'
-        '102 openat(AT_FDCWD, "/p/warehouse/s/hourly/_delta_log/_last_checkpoint", O_RDONLY) = -1 ENOENT (No such file or directory)\n'
+        '102 openat(AT_FDCWD, "/p/warehouse/s/hourly/_delta_log/_last_checkpoint", O_RDONLY) = -1 ENOENT '
+        "(No such file or directory)\n"
         '103 openat(AT_FDCWD, "/p/data/events/_delta_log/00000000000000000001.json", O_RDONLY|O_CLOEXEC) = 4\n'
         '103 openat(AT_FDCWD, "/p/data/events/part-0.parquet", O_RDONLY|O_CLOEXEC) = 4\n'
     )

@@ -229,7 +229,8 @@ def test_backfill_with_dagster_storage_on_postgres(example, local_tables, tmp_pa
         # Runs, materializations and partition status are in Postgres, not in SQLite files under DAGSTER_HOME.
         runs = dict(pg.query("SELECT status, COUNT(*) FROM runs GROUP BY status"))
         materialized = pg.query(
-            "SELECT asset_key, COUNT(DISTINCT partition) FROM event_logs WHERE dagster_event_type = 'ASSET_MATERIALIZATION' "
+            "SELECT asset_key, COUNT(DISTINCT partition) FROM event_logs WHERE dagster_event_type = "
+            "'ASSET_MATERIALIZATION' "
             "GROUP BY asset_key ORDER BY asset_key"
         )
         tables = {name for (name,) in pg.query("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")}

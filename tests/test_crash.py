@@ -33,7 +33,8 @@ MODELS = {
     "sources.yaml": EVENTS_SOURCE,
     "models/daily.sql": """
         MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column h), start '2024-01-01');
-        SELECT date_trunc('HOUR', ts) AS h, COUNT(*) AS n FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1
+        SELECT date_trunc('HOUR', ts) AS h, COUNT(*) AS n FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt
+          GROUP BY 1
     """,
     "models/total.sql": """
         MODEL (name s.total, kind FULL);
@@ -148,8 +149,8 @@ def test_kills_at_every_stage_leave_old_or_new_state_and_are_reconciled(project,
     assert cli.main(["status", "s.daily", "--project", str(root)]) == 0
     out = capsys.readouterr().out
     assert (
-        f"warning: Delta version {committed} holds 1 interval(s) in [2024-01-02, 2024-01-03) that Dagster has not recorded"
-        in out
+        f"warning: Delta version {committed} holds 1 interval(s) in [2024-01-02, 2024-01-03) that Dagster "
+        "has not recorded" in out
     )
     # `status` itself marks the killed runs failed: none of their intervals shows as running.
     assert "  running:" not in out and "  failed:  [2024-01-01, 2024-01-03)" in out

@@ -26,15 +26,18 @@ MODELS = {
         MODEL (name s.hourly, kind INCREMENTAL_BY_TIME_RANGE (time_column h), start '2024-01-01', cron '@hourly',
                owner 'ops', tags [ops], description 'Events per hour',
                column_descriptions (h = 'Hour start'));
-        SELECT date_trunc('HOUR', ts) AS h, COUNT(*) AS n FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1
+        SELECT date_trunc('HOUR', ts) AS h, COUNT(*) AS n FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt
+          GROUP BY 1
     """,
     "models/daily.sql": """
-        MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ds, batch_size 2), start '2024-01-01', owner 'a@b.com');
+        MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ds, batch_size 2),
+          start '2024-01-01', owner 'a@b.com');
         SELECT CAST(h AS DATE) AS ds, SUM(n) AS n FROM s.hourly WHERE h BETWEEN @start_dt AND @end_dt GROUP BY 1
     """,
     "models/weekly.sql": """
         MODEL (name s.weekly, kind INCREMENTAL_BY_TIME_RANGE (time_column wk), start '2023-12-31', interval_unit week);
-        SELECT date_sub(ds, dayofweek(ds) - 1) AS wk, SUM(n) AS n FROM s.daily WHERE ds BETWEEN @start_ds AND @end_ds GROUP BY 1
+        SELECT date_sub(ds, dayofweek(ds) - 1) AS wk, SUM(n) AS n FROM s.daily WHERE ds BETWEEN @start_ds AND @end_ds
+          GROUP BY 1
     """,
     "models/total.sql": """
         MODEL (name s.total, kind FULL);

@@ -28,7 +28,8 @@ from helpers import EVENTS_SOURCE, table_rows, utc, write_events
 
 HOURLY = """
 MODEL (name s.hourly, kind INCREMENTAL_BY_TIME_RANGE (time_column h), start '2024-01-01', cron '@hourly');
-SELECT date_trunc('HOUR', ts) AS h, k, COUNT(*) AS n, SUM(v) AS v FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1, 2
+SELECT date_trunc('HOUR', ts) AS h, k, COUNT(*) AS n, SUM(v) AS v FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt
+  GROUP BY 1, 2
 """
 PER_HOUR = """
 MODEL (name s.per_hour, kind INCREMENTAL_BY_TIME_RANGE (time_column h), start '2024-01-01', cron '@hourly');

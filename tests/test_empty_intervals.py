@@ -347,9 +347,13 @@ FEED_SOURCE = """\
 AUDITS = "audits (not_null(columns := [k])), assertions (unique_values(columns := [k], blocking := false))"
 OTHER_KINDS = {
     "models/full.sql": f"MODEL (name s.full, kind FULL, {AUDITS});\nSELECT k, SUM(v) AS v FROM raw.feed GROUP BY k",
-    "models/mat.sql": f"MODEL (name s.mat, kind VIEW (materialized true), {AUDITS});\nSELECT k, COUNT(*) AS n FROM raw.feed GROUP BY k",
-    "models/seed.sql": f"MODEL (name s.seed, kind SEED (path 'seeds/none.csv'), columns (k STRING, label STRING), {AUDITS});",
-    "models/uk.sql": f"MODEL (name s.uk, kind INCREMENTAL_BY_UNIQUE_KEY (unique_key k, buckets 2), start '2024-01-01', {AUDITS});\n"
+    "models/mat.sql": f"MODEL (name s.mat, kind VIEW (materialized true), {AUDITS});\nSELECT k, COUNT(*) AS n FROM "
+    "raw.feed "
+    "GROUP BY k",
+    "models/seed.sql": "MODEL (name s.seed, kind SEED (path 'seeds/none.csv'), columns (k STRING, label STRING), "
+    f"{AUDITS});",
+    "models/uk.sql": "MODEL (name s.uk, kind INCREMENTAL_BY_UNIQUE_KEY (unique_key k, buckets 2), start '2024-01-01', "
+    f"{AUDITS});\n"
     "SELECT k, MAX(v) AS v FROM raw.feed GROUP BY k",
     "models/scd.sql": f"MODEL (name s.scd, kind SCD_TYPE_2 (unique_key k, buckets 2), {AUDITS});\n"
     "SELECT k, MAX(v) AS v, MAX(updated_at) AS updated_at FROM raw.feed GROUP BY k",

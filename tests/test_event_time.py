@@ -52,7 +52,8 @@ MODELS = {
           event_time_column event_ts
         );
         SELECT k, event_date, event_ts, v,
-          LAG(v) OVER (PARTITION BY k ORDER BY event_ts RANGE BETWEEN INTERVAL '30 minutes' PRECEDING AND CURRENT ROW) AS prev_v
+          LAG(v) OVER (PARTITION BY k ORDER BY event_ts RANGE BETWEEN INTERVAL '30 minutes' PRECEDING
+            AND CURRENT ROW) AS prev_v
         FROM raw.clicks
     """,
     # Form B: a self-join on the event time, the clicks of the 30 minutes before each click.
@@ -68,7 +69,8 @@ MODELS = {
     "models/chained.sql": """
         MODEL (name s.chained, kind INCREMENTAL_BY_TIME_RANGE (time_column event_date), start '2024-01-01');
         SELECT k, event_date, event_ts,
-          SUM(v) OVER (PARTITION BY k ORDER BY event_ts RANGE BETWEEN INTERVAL '20 minutes' PRECEDING AND CURRENT ROW) AS v20,
+          SUM(v) OVER (PARTITION BY k ORDER BY event_ts RANGE BETWEEN INTERVAL '20 minutes' PRECEDING
+            AND CURRENT ROW) AS v20,
           prev_v
         FROM s.gaps
     """,
@@ -304,9 +306,12 @@ def test_lag_and_lead_with_a_range_frame_see_only_rows_inside_it(spark):
     ).createOrReplaceTempView("navigation")
     sql = """
         SELECT k, ts,
-          LAG(v) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN INTERVAL '30' MINUTE PRECEDING AND CURRENT ROW) AS lag_asc,
-          LEAD(v, 1, -1) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN CURRENT ROW AND INTERVAL '30' MINUTE FOLLOWING) AS lead_asc,
-          LAG(v) OVER (PARTITION BY k ORDER BY ts DESC RANGE BETWEEN INTERVAL '30' MINUTE PRECEDING AND CURRENT ROW) AS lag_desc
+          LAG(v) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN INTERVAL '30' MINUTE PRECEDING
+            AND CURRENT ROW) AS lag_asc,
+          LEAD(v, 1, -1) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN CURRENT ROW
+            AND INTERVAL '30' MINUTE FOLLOWING) AS lead_asc,
+          LAG(v) OVER (PARTITION BY k ORDER BY ts DESC RANGE BETWEEN INTERVAL '30' MINUTE PRECEDING
+            AND CURRENT ROW) AS lag_desc
         FROM navigation
     """
     rewritten = navigation_frames(sqlglot.parse_one(sql, read="spark")).sql("spark")

@@ -190,10 +190,12 @@ def test_hourly_model_and_string_time_column_with_format(spark, project):
         {
             "hourly": """
             MODEL (name s.hourly, kind INCREMENTAL_BY_TIME_RANGE (time_column h), start '2024-01-01', cron '@hourly');
-            SELECT date_trunc('HOUR', ts) AS h, COUNT(*) AS n FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1
+            SELECT date_trunc('HOUR', ts) AS h, COUNT(*) AS n FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt
+              GROUP BY 1
         """,
             "bystring": """
-            MODEL (name s.bystring, kind INCREMENTAL_BY_TIME_RANGE (time_column (day_key, '%Y%m%d')), start '2024-01-01');
+            MODEL (name s.bystring, kind INCREMENTAL_BY_TIME_RANGE (time_column (day_key, '%Y%m%d')),
+              start '2024-01-01');
             SELECT date_format(ts, 'yyyyMMdd') AS day_key, COUNT(*) AS n FROM raw.events
             WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1
         """,

@@ -99,7 +99,8 @@ header_text = st.one_of(
     st.lists(st.sampled_from(TOKENS), max_size=40).map("".join),
 )
 VALID = (
-    "MODEL (name s.a, kind INCREMENTAL_BY_TIME_RANGE (time_column ds, lookback 1), start '2024-01-01', cron '@daily');\n"
+    "MODEL (name s.a, kind INCREMENTAL_BY_TIME_RANGE (time_column ds, lookback 1), start '2024-01-01', "
+    "cron '@daily');\n"
     "SELECT ds, COUNT(*) AS n FROM raw.events WHERE ds BETWEEN @start_ds AND @end_ds GROUP BY ds\n"
 )
 

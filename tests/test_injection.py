@@ -65,7 +65,8 @@ def test_a_crafted_time_format_stays_one_literal(make_project):
         {
             "sources.yaml": EVENTS_SOURCE,
             "models/a.sql": """
-            MODEL (name s.a, kind INCREMENTAL_BY_TIME_RANGE (time_column (ds, "%Y-%m-%d' OR '1'='1")), start '2024-01-01');
+            MODEL (name s.a, kind INCREMENTAL_BY_TIME_RANGE (time_column (ds, "%Y-%m-%d' OR '1'='1")),
+              start '2024-01-01');
             SELECT CAST(ts AS STRING) AS ds FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt
         """,
         }

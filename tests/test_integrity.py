@@ -116,8 +116,8 @@ def test_an_emptied_newest_log_file_is_named_with_the_fix_that_works(built, caps
     assert code == 2
     assert f"_delta_log/{newest.name}: empty. Nothing was read or written." in out
     assert (
-        "or delete that file: the table falls back to the version before it, and `incremental-assets run --auto` computes again"
-        in out
+        "or delete that file: the table falls back to the version before it, and `incremental-assets run "
+        "--auto` computes again" in out
     )
     assert cli_output(root, capsys, "run", "--auto", "--end", "2024-01-08")[0] == 2  # refuses, writes nothing
 
@@ -201,8 +201,8 @@ def test_a_full_table_behind_its_record_is_rebuilt_and_a_removed_table_recompute
     shutil.rmtree(uri)  # the whole incremental table
     code, out = cli_output(root, capsys, "status", "--until", "2024-01-08")
     assert (
-        "s.daily: NOT IN TABLE: [2024-01-01, 2024-01-08) recorded but absent (Dagster records intervals of s.daily but there is no table"
-        in out
+        "s.daily: NOT IN TABLE: [2024-01-01, 2024-01-08) recorded but absent (Dagster records intervals of "
+        "s.daily but there is no table" in out
     )
     code, out = cli_output(root, capsys, "run", "--auto", "--end", "2024-01-08")
     assert code == 0

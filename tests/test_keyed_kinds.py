@@ -442,7 +442,8 @@ root, name, when = sys.argv[1:4]
 spark = build_spark_session({**DEFAULT_SPARK_CONF, "spark.master": "local[1]", "spark.sql.shuffle.partitions": "1"})
 project = load_project(root)
 executor = Executor(spark, project)
-executor.execute(plan_run(project, project.model(name), None, execution_time=to_utc(when), target=executor.target_state(name)))
+plan = plan_run(project, project.model(name), None, execution_time=to_utc(when), target=executor.target_state(name))
+executor.execute(plan)
 print("finished")
 """
 
@@ -454,7 +455,7 @@ print("finished")
     [("upsert", "staged"), ("scd2", "committed"), ("append", "staged")],
 )
 def test_a_killed_run_leaves_the_previous_table_or_the_new_one_whole(spark, make_project, write, stage):
-    """The process is SIGKILLed after staging (previous version intact) or right after the commit (new version whole)."""
+    """SIGKILLed after staging (the previous version stays intact) or right after the commit (the new version whole)."""
     import os
     import signal
     import subprocess

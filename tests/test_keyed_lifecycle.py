@@ -160,8 +160,8 @@ def test_changed_unique_key_definition_rebuilds_unless_forward_only_and_scd2_mov
     (root / "models" / "latest.sql").write_text(changed.replace("upper(v)", "lower(upper(v)) || '!'"))
     out = status_of(root, name, capsys)
     assert (
-        "s.latest: CHANGED since its table was built; the next run rebuilds it from scratch, replacing the table in one commit"
-        in out
+        "s.latest: CHANGED since its table was built; the next run rebuilds it from scratch, replacing the "
+        "table in one commit" in out
     )
     assert "changed since: the next run rebuilds it" not in out  # said once
     assert cli.main(["status", name, "--json", "--project", str(root)]) == 0

@@ -225,7 +225,9 @@ def test_a_run_failing_after_staging_leaves_the_previous_table_whole(spark, make
             "sources.yaml": EVENTS_SOURCE,
             "models/full.sql": "MODEL (name s.full, kind FULL); SELECT k, SUM(v) AS total FROM raw.events GROUP BY k",
             "models/seed.sql": "MODEL (name s.seed, kind SEED (path 'seeds/x.csv'));",
-            "models/mat.sql": "MODEL (name s.mat, kind VIEW (materialized true)); SELECT k, COUNT(*) AS n FROM raw.events GROUP BY k",
+            "models/mat.sql": "MODEL (name s.mat, kind VIEW (materialized true)); SELECT k, COUNT(*) AS n FROM "
+            "raw.events "
+            "GROUP BY k",
         }
     )
     (root / "seeds").mkdir()

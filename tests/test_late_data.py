@@ -37,15 +37,18 @@ SOURCES = """\
 MODELS = {
     "models/hourly.sql": """
         MODEL (name s.hourly, kind INCREMENTAL_BY_TIME_RANGE (time_column h), start '2025-06-01', cron '@hourly');
-        SELECT date_trunc('HOUR', ts) AS h, COUNT(*) AS n, SUM(v) AS v FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1
+        SELECT date_trunc('HOUR', ts) AS h, COUNT(*) AS n, SUM(v) AS v FROM raw.events WHERE ts BETWEEN @start_dt
+          AND @end_dt GROUP BY 1
     """,
     "models/daily.sql": """
         MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2025-06-01');
-        SELECT CAST(h AS DATE) AS ds, SUM(n) AS n, SUM(v) AS v FROM s.hourly WHERE h BETWEEN @start_dt AND @end_dt GROUP BY 1
+        SELECT CAST(h AS DATE) AS ds, SUM(n) AS n, SUM(v) AS v FROM s.hourly WHERE h BETWEEN @start_dt AND @end_dt
+          GROUP BY 1
     """,
     "models/clicks.sql": """
         MODEL (name s.clicks, kind INCREMENTAL_BY_TIME_RANGE (time_column h), start '2025-06-01', cron '@hourly');
-        SELECT date_trunc('HOUR', ts) AS h, COUNT(*) AS c FROM raw.clicks WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1
+        SELECT date_trunc('HOUR', ts) AS h, COUNT(*) AS c FROM raw.clicks WHERE ts BETWEEN @start_dt AND @end_dt
+          GROUP BY 1
     """,
 }
 FIRST = utc(2025, 6, 1, 18)  # the first cycle's hour: the source holds every hour of the day before it

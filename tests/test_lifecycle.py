@@ -28,7 +28,8 @@ from conftest import REPO
 from helpers import EVENTS_SOURCE, table_rows, table_uri, utc, write_events
 
 DAILY = """
-MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ds{options}), start '2024-01-01', description 'per day');
+MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ds{options}),
+  start '2024-01-01', description 'per day');
 SELECT CAST(ts AS DATE) AS ds, k, {measure} AS n FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1, 2
 """
 COPY = """
@@ -203,7 +204,8 @@ def schema_model(
     select: str = "COUNT(*) AS n FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1, 2\n",
 ) -> str:
     return (
-        f"MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ds, forward_only true{policy}), start '2024-01-01');\n"
+        f"MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ds, forward_only true{policy}), "
+        "start '2024-01-01');\n"
         f"SELECT CAST(ts AS DATE) AS ds, k, {select}"
     )
 

@@ -10,9 +10,12 @@ from incremental_assets.orchestration.table_metadata import project_columns
 
 FILES = {
     "config.yaml": "variables: {factor: 2}\n",
-    "sources.yaml": "- name: raw.orders\n  location: data/orders\n  format: delta\n  columns: {id: bigint, qty: int, price: double}\n",
+    "sources.yaml": "- name: raw.orders\n  location: data/orders\n  format: delta\n  columns: {id: bigint, qty: int, "
+    "price: double}\n",
     "macros/units.py": "from sqlmesh import macro\n\n@macro()\ndef units(evaluator, col):\n    return f'{col} * 2'\n",
-    "models/a.sql": "MODEL (name s.a, kind FULL);\nSELECT o.id, @units(o.qty) AS units, o.qty * @VAR('factor') AS scaled FROM raw.orders AS o\n",
+    "models/a.sql": "MODEL (name s.a, kind FULL);\nSELECT o.id, @units(o.qty) AS units, o.qty * @VAR('factor') AS "
+    "scaled "
+    "FROM raw.orders AS o\n",
     "models/b.sql": "MODEL (name s.b, kind FULL);\nSELECT a.id, SUM(a.units) AS total FROM s.a AS a GROUP BY a.id\n",
 }
 

@@ -59,7 +59,8 @@ def test_between_start_and_end_covers_exactly_the_window(spark):
     )
     assert spark.sql(render_macros(q, window).sql("spark")).collect()[0].n == 2
     d = parse_query(
-        "SELECT COUNT(*) AS n FROM VALUES (DATE'2023-12-31'), (DATE'2024-01-01'), (DATE'2024-01-02'), (DATE'2024-01-03') AS v(d)"
+        "SELECT COUNT(*) AS n FROM VALUES (DATE'2023-12-31'), (DATE'2024-01-01'), (DATE'2024-01-02'), "
+        "(DATE'2024-01-03') AS v(d)"
         " WHERE d BETWEEN @start_ds AND @end_ds"
     )
     assert spark.sql(render_macros(d, window).sql("spark")).collect()[0].n == 2

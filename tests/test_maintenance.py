@@ -32,7 +32,8 @@ compact_module = importlib.import_module("incremental_assets.delta.compact")
 
 HOURLY = """
 MODEL (name s.hourly, kind INCREMENTAL_BY_TIME_RANGE (time_column h), start '2024-01-01', cron '@hourly');
-SELECT date_trunc('HOUR', ts) AS h, k, COUNT(*) AS n, SUM(v) AS v FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1, 2
+SELECT date_trunc('HOUR', ts) AS h, k, COUNT(*) AS n, SUM(v) AS v FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt
+  GROUP BY 1, 2
 """
 DAILY = """
 MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column d), start '2024-01-01', cron '@daily');

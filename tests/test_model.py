@@ -121,19 +121,22 @@ def test_fingerprint_ignores_formatting_and_metadata_but_not_logic(tmp_path):
             "use one of EMBEDDED, FULL",
         ),
         (
-            "MODEL (\n  name a.b,\n  kind INCREMENTAL_BY_TIME_RANGE (batch_size 2),\n  start '2024-01-01'\n);\nSELECT 1 AS x",
+            "MODEL (\n  name a.b,\n  kind INCREMENTAL_BY_TIME_RANGE (batch_size 2),\n  start "
+            "'2024-01-01'\n);\nSELECT 1 AS x",
             3,
             "needs a time_column",
             "add `time_column <column>`",
         ),
         (
-            "MODEL (\n  name a.b,\n  kind INCREMENTAL_BY_TIME_RANGE (time_column ds),\n  start '2024-01-01'\n);\nSELECT 1 AS x",
+            "MODEL (\n  name a.b,\n  kind INCREMENTAL_BY_TIME_RANGE (time_column ds),\n  start "
+            "'2024-01-01'\n);\nSELECT 1 AS x",
             3,
             "time_column 'ds' is not an output column",
             "select the time column",
         ),
         (
-            "MODEL (\n  name a.b,\n  kind INCREMENTAL_BY_TIME_RANGE (time_column ds),\n  start '2024-01-03',\n  interval_unit week\n);\nSELECT ds FROM t",
+            "MODEL (\n  name a.b,\n  kind INCREMENTAL_BY_TIME_RANGE (time_column ds),\n  start "
+            "'2024-01-03',\n  interval_unit week\n);\nSELECT ds FROM t",
             4,
             "not on a week boundary",
             "use 2023-12-31",
@@ -246,7 +249,10 @@ def test_disabled_models_are_skipped(make_project):
 
 
 def test_safety_overrides_in_physical_properties(tmp_path):
-    header = "MODEL (name a.b, kind INCREMENTAL_BY_TIME_RANGE (time_column ts, allow_limit true),\n  physical_properties ({}));\nSELECT ts FROM t"
+    header = (
+        "MODEL (name a.b, kind INCREMENTAL_BY_TIME_RANGE (time_column ts, allow_limit true),\n  "
+        "physical_properties ({}));\nSELECT ts FROM t"
+    )
     m = parse_model_file(write(tmp_path, header.format("allow_distinct = true, allow_having = false, retention = 30")))
     assert m.kind.safety_overrides == {"allow_distinct", "allow_limit"}
     with pytest.raises(ModelFileError) as err:

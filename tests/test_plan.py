@@ -20,7 +20,8 @@ from helpers import DAILY_KEYS_MODEL, DAILY_TOTALS_MODEL, EVENTS_SOURCE, utc, wr
 
 DAILY = """
 MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01', description '{description}');
-SELECT CAST(ts AS DATE) AS ds, k, {measure} AS n{extra} FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt{filter} GROUP BY 1, 2
+SELECT CAST(ts AS DATE) AS ds, k, {measure} AS n{extra} FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt{filter}
+  GROUP BY 1, 2
 """
 # Reads s.daily's n: breaks when n changes.
 TOTALS = DAILY_TOTALS_MODEL

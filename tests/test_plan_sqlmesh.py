@@ -24,7 +24,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.sqlmesh]
 
 PROJECT = HERE / "plan_project"
 HEADER = "MODEL (name s.daily, kind FULL, description '{description}');\n"
-BODY = "SELECT e.k AS k, COUNT(*) AS n, SUM(e.v) AS {total} FROM raw.events AS e JOIN raw.kinds AS d ON e.k = d.k{on} WHERE e.v >= {low} GROUP BY e.k"
+BODY = (
+    "SELECT e.k AS k, COUNT(*) AS n, SUM(e.v) AS {total} FROM raw.events AS e JOIN raw.kinds AS d ON e.k = "
+    "d.k{on} WHERE e.v >= {low} GROUP BY e.k"
+)
 
 
 def daily(description="per key", total="total", on="", low="0", extra="") -> str:
@@ -58,7 +61,11 @@ for case, text in spec["cases"].items():
     (root / "models" / "daily.sql").write_text(text)
     ctx.load()
     plan = ctx.plan(auto_apply=False, no_prompts=True)
-    categories = {".".join(p.strip('"') for p in s.name.split(".")[-2:]): s.change_category.name for s in plan.new_snapshots if s.change_category}
+    categories = {
+        ".".join(p.strip('"') for p in s.name.split(".")[-2:]): s.change_category.name
+        for s in plan.new_snapshots
+        if s.change_category
+    }
     ctx.apply(plan)
     out[case] = {"categories": categories, "before": before, "after": rows()}
     shutil.rmtree(root.parent)

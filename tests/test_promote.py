@@ -23,8 +23,10 @@ from incremental_assets.orchestration.translator import ModelTranslator
 from helpers import EVENTS_SOURCE, table_rows, utc, write_events
 
 HOURLY = """
-MODEL (name s.hourly, kind INCREMENTAL_BY_TIME_RANGE (time_column hour), start '2024-01-01', cron '@hourly', grain (hour, k));
-SELECT date_trunc('hour', ts) AS hour, k, {measure} AS n FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt{filter} GROUP BY 1, 2
+MODEL (name s.hourly, kind INCREMENTAL_BY_TIME_RANGE (time_column hour), start '2024-01-01', cron '@hourly',
+  grain (hour, k));
+SELECT date_trunc('hour', ts) AS hour, k, {measure} AS n FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt{filter}
+  GROUP BY 1, 2
 """
 TOTALS = """
 MODEL (name s.totals, kind FULL, grain k);
@@ -113,7 +115,8 @@ def _inodes(uri) -> set[int]:
 
 def test_diff_then_promote_takes_the_environment_without_recomputing(edited, capsys):
     root, env_seconds = edited
-    # What `run --auto --env dev` recorded: the edited model and both models below it, built against production's versions.
+    # What `run --auto --env dev` recorded: the edited model and both models below it, built against production's
+    # versions.
     manifest = _manifest(root)
     assert {m: e["category"] for m, e in manifest["models"].items()} == {
         "s.hourly": "breaking",
@@ -208,7 +211,8 @@ def test_diff_then_promote_takes_the_environment_without_recomputing(edited, cap
     assert _inodes(_uris(root, "s.hourly")[0]) == env_files["s.hourly"]
     assert table_rows(_uris(root, "s.hourly")[0]) == env_rows["s.hourly"]
     print(
-        f"\npromote: {promote_seconds:.2f}s; the environment's build (a recompute of the same tables): {env_seconds:.2f}s"
+        f"\npromote: {promote_seconds:.2f}s; the environment's build (a recompute of the same tables): "
+        f"{env_seconds:.2f}s"
     )
 
 

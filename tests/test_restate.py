@@ -183,7 +183,8 @@ def test_the_plan_follows_lookbacks_units_recorded_intervals_and_kinds(make_proj
         "s.latest": (REBUILD, []),
     }, got
     assert r.skipped == (
-        "s.history: not restated: SCD_TYPE_2 keeps its history (disable_restatement); its next run adds what changed as new versions",
+        "s.history: not restated: SCD_TYPE_2 keeps its history (disable_restatement); its next run adds "
+        "what changed as new versions",
     )
     # Only intervals already materialized downstream are recomputed.
     r = planned(

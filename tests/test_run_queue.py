@@ -311,5 +311,6 @@ def test_two_queued_runs_of_one_table_never_overlap_with_the_real_daemon(project
     queued_while_running = any("QUEUED" in s and ("STARTED" in s or "STARTING" in s) for s in seen)
     assert blocked or queued_while_running, seen
     print(
-        f"statuses seen: {seen}; step spans {[(round(a - began, 1), round(b - began, 1)) for a, b in spans]}; {elapsed:.0f}s"
+        f"statuses seen: {seen}; step spans "
+        f"{[(round(a - began, 1), round(b - began, 1)) for a, b in spans]}; {elapsed:.0f}s"
     )

@@ -30,7 +30,8 @@ MODELS = {
     "models/rolling.sql": """
         MODEL (name s.rolling, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), start '2024-01-01', interval_unit hour);
         SELECT ts, k, v3 FROM (
-          SELECT ts, k, SUM(v) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN INTERVAL 2 HOURS PRECEDING AND CURRENT ROW) AS v3
+          SELECT ts, k, SUM(v) OVER (PARTITION BY k ORDER BY ts RANGE BETWEEN INTERVAL 2 HOURS PRECEDING
+            AND CURRENT ROW) AS v3
           FROM raw.events
         ) AS w
         WHERE ts BETWEEN @start_dt AND @end_dt
@@ -53,7 +54,8 @@ MODELS = {
                columns (ds DATE, total BIGINT));
         SELECT d.ds, d.n + COALESCE(p.total, 0) AS total
         FROM s.daily AS d
-        LEFT JOIN s.cumulative AS p ON p.ds = date_sub(d.ds, 1) AND p.ds BETWEEN @start_date - INTERVAL 1 DAY AND @end_date - INTERVAL 1 DAY
+        LEFT JOIN s.cumulative AS p ON p.ds = date_sub(d.ds, 1) AND p.ds BETWEEN @start_date - INTERVAL 1 DAY
+          AND @end_date - INTERVAL 1 DAY
         WHERE d.ds BETWEEN @start_ds AND @end_ds
     """,
     # A day plus the next 6 days' upstream rows: BoundedSafe(7).
@@ -215,7 +217,8 @@ PAGE_VIEWS = {
         MODEL (name s.run_users, kind INCREMENTAL_BY_TIME_RANGE (time_column viewed_at), start '2024-01-01');
         SELECT p.viewed_at, p.user_id, r.users
         FROM raw.page_views AS p
-        CROSS JOIN (SELECT COUNT(DISTINCT user_id) AS users FROM raw.page_views WHERE viewed_at BETWEEN @start_dt AND @end_dt) AS r
+        CROSS JOIN (SELECT COUNT(DISTINCT user_id) AS users FROM raw.page_views WHERE viewed_at BETWEEN @start_dt
+          AND @end_dt) AS r
         WHERE p.viewed_at BETWEEN @start_dt AND @end_dt
     """,
     # ... unless admitted in the spelling the refusal names (one SQLMesh loads too): one day per run.
@@ -228,7 +231,8 @@ PAGE_VIEWS = {
         );
         SELECT p.viewed_at, p.user_id, r.users
         FROM raw.page_views AS p
-        CROSS JOIN (SELECT COUNT(DISTINCT user_id) AS users FROM raw.page_views WHERE viewed_at BETWEEN @start_dt AND @end_dt) AS r
+        CROSS JOIN (SELECT COUNT(DISTINCT user_id) AS users FROM raw.page_views WHERE viewed_at BETWEEN @start_dt
+          AND @end_dt) AS r
         WHERE p.viewed_at BETWEEN @start_dt AND @end_dt
     """,
 }

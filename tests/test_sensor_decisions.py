@@ -112,7 +112,8 @@ def test_one_request_per_contiguous_range_of_missing_intervals(scene):
     assert ranges(decision) == [("s/a", DAY1, DAY1), ("s/a", DAY3, DAY3), ("s/b", DAY2, DAY2)]
     assert (
         decision.waiting[0]
-        == "s.b [2024-01-01, 2024-01-02), [2024-01-03, 2024-01-04) waits for s.a: requested [2024-01-01, 2024-01-02), [2024-01-03, 2024-01-04)"
+        == "s.b [2024-01-01, 2024-01-02), [2024-01-03, 2024-01-04) waits for s.a: requested [2024-01-01, "
+        "2024-01-02), [2024-01-03, 2024-01-04)"
     )
 
 

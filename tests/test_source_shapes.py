@@ -277,7 +277,8 @@ BAD = {
     "csv_file": (
         None,
         "t,v\n2025-03-01 10:00:00,1\n2025-03-01 11:00:00,abc\n",
-        "line 3: column v holds 'abc', which is not a double (fix: correct the value, or declare the column's type in sources.yaml)",
+        "line 3: column v holds 'abc', which is not a double (fix: correct the value, or declare the "
+        "column's type in sources.yaml)",
     ),
     "csv_folder": (
         "part-x.csv",

@@ -53,7 +53,9 @@ def test_a_config_py_with_sqlmesh_classes_enums_and_copies_loads(make_project):
     root = make_project(
         {
             "config.py": SUSHI_LIKE_CONFIG,
-            "models/a.sql": "MODEL (name s.a, kind INCREMENTAL_BY_TIME_RANGE (time_column ds)); SELECT CAST('2024-01-05' AS DATE) AS ds",
+            "models/a.sql": "MODEL (name s.a, kind INCREMENTAL_BY_TIME_RANGE (time_column ds)); SELECT "
+            "CAST('2024-01-05' "
+            "AS DATE) AS ds",
         }
     )
     project = load_project(root)
@@ -89,10 +91,14 @@ def test_external_models_file_and_folder_with_sqlmesh_keys_and_gateways(make_pro
         {
             "config.yaml": "gateways: {local: {connection: {type: duckdb}}, prod: {connection: {type: duckdb}}}\n"
             "default_gateway: local\nmodel_defaults: {dialect: duckdb}\n",
-            "external_models.yaml": "- name: raw.unread\n  description: no model reads it\n  dialect: duckdb\n  start: 1 week ago\n"
+            "external_models.yaml": "- name: raw.unread\n  description: no model reads it\n  dialect: duckdb\n  "
+            "start: 1 week ago\n"
             "  audits: [{name: not_null, columns: '[id]'}]\n  columns: {id: int}\n",
-            "external_models/deep/events.yaml": "- name: raw.events\n  columns: {id: int, v: text}\n  location: data/events.parquet\n",
-            "external_models/prod.yaml": "- name: prod_raw.only_prod\n  gateway: prod\n  columns: {id: int}\n  location: data/p.parquet\n"
+            "external_models/deep/events.yaml": "- name: raw.events\n  columns: {id: int, v: text}\n  location: "
+            "data/events.parquet\n",
+            "external_models/prod.yaml": "- name: prod_raw.only_prod\n  gateway: prod\n  columns: {id: int}\n  "
+            "location: "
+            "data/p.parquet\n"
             "- name: raw.local_only\n  gateway: LOCAL\n  columns: {id: int}\n  location: data/l.parquet\n",
             "models/a.sql": "MODEL (name s.a, kind FULL); SELECT id, v FROM raw.events",
         }
@@ -110,8 +116,10 @@ def test_external_models_file_and_folder_with_sqlmesh_keys_and_gateways(make_pro
     with pytest.raises(ProjectError) as err:
         load_project(root)
     assert str(err.value) == (
-        f"{root / 'models' / 'b.sql'}:3: model s.b reads external model raw.unread, which does not say where its data lives "
-        f"(fix: add `location: <path or URI>` (and `format:`) to its entry at {root / 'external_models.yaml'}:1, or create it in before_all)"
+        f"{root / 'models' / 'b.sql'}:3: model s.b reads external model raw.unread, which does not say "
+        "where its data lives "
+        "(fix: add `location: <path or URI>` (and `format:`) to its entry at "
+        f"{root / 'external_models.yaml'}:1, or create it in before_all)"
     )
 
 
@@ -159,11 +167,14 @@ def test_spark_keeps_its_catalog_under_the_warehouse(make_project):
 
 MULTI = {
     "repo_1/config.yaml": "project: repo_1\nmodel_defaults: {dialect: duckdb}\nvariables: {who: one}\n",
-    "repo_1/macros/__init__.py": "from sqlmesh import macro\n\n@macro()\ndef dup(evaluator):\n    return \"'repo_1'\"\n",
+    "repo_1/macros/__init__.py": "from sqlmesh import macro\n\n@macro()\ndef dup(evaluator):\n    return "
+    "\"'repo_1'\"\n",
     "repo_1/models/a.sql": "MODEL (name bronze.a, kind FULL);\nSELECT 1 AS col_a, @dup() AS dup, @VAR('who') AS who",
     "repo_2/config.yaml": "project: repo_2\nmodel_defaults: {dialect: duckdb, owner: team_2}\nvariables: {who: two}\n",
-    "repo_2/macros/__init__.py": "from sqlmesh import macro\n\n@macro()\ndef dup(evaluator):\n    return \"'repo_2'\"\n",
-    "repo_2/models/d.sql": "MODEL (name silver.d, kind FULL);\nSELECT col_a, @dup() AS dup, @VAR('who') AS who FROM bronze.a",
+    "repo_2/macros/__init__.py": "from sqlmesh import macro\n\n@macro()\ndef dup(evaluator):\n    return "
+    "\"'repo_2'\"\n",
+    "repo_2/models/d.sql": "MODEL (name silver.d, kind FULL);\nSELECT col_a, @dup() AS dup, @VAR('who') AS who "
+    "FROM bronze.a",
 }
 
 
@@ -205,7 +216,8 @@ def test_a_name_in_the_gateways_default_catalog_names_the_model(make_project):
     `local.s.a`: it reads model s.a. A catalog that is not the default stays an unknown table."""
     root = make_project(
         {
-            "config.yaml": "gateways:\n  g:\n    connection:\n      type: duckdb\n      catalogs:\n        local: data/l.duckdb\nmodel_defaults:\n  dialect: duckdb\n",
+            "config.yaml": "gateways:\n  g:\n    connection:\n      type: duckdb\n      catalogs:\n        local: "
+            "data/l.duckdb\nmodel_defaults:\n  dialect: duckdb\n",
             **MODEL,
             "models/b.sql": "MODEL (name s.b, kind FULL); SELECT x FROM local.s.a",
         }

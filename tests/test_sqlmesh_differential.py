@@ -39,7 +39,8 @@ c.execute("CREATE TABLE raw.sales AS SELECT * FROM read_csv('data/sales.csv', he
 DUMP = """
 import duckdb, json, sys
 c = duckdb.connect("bakery.duckdb", read_only=True)
-print(json.dumps({t: c.execute(f"SELECT * FROM bakery.bakery.{t.split('.')[1]}").fetchall() for t in sys.argv[1:]}, default=str))
+rows = {t: c.execute(f"SELECT * FROM bakery.bakery.{t.split('.')[1]}").fetchall() for t in sys.argv[1:]}
+print(json.dumps(rows, default=str))
 """
 
 
@@ -127,7 +128,8 @@ for path in sys.argv[3:]:
     m = importlib.util.module_from_spec(s)
     with shim.sqlmesh_names():
         s.loader.exec_module(m)
-    out["models"] += [[x.name, shim.plain(x.kwargs.get("kind")), shim.plain(x.kwargs.get("columns"))] for x in shim.real_model_specs(m.__name__)]
+    specs = shim.real_model_specs(m.__name__)
+    out["models"] += [[x.name, shim.plain(x.kwargs.get("kind")), shim.plain(x.kwargs.get("columns"))] for x in specs]
     out["real_classes"] = type(sys.modules["sqlmesh"]).__name__ == "module"
 print(json.dumps(out))
 """
@@ -158,7 +160,7 @@ def test_the_override_a_refusal_names_loads_in_sqlmesh_and_here(tmp_path):
 
     from incremental_assets.plan.analyses import analysis_of
 
-    python = _sqlmesh_python()
+    _sqlmesh_python()  # the test is skipped when SQLMesh's venv cannot be made
     header = "name s.run_users,\n  kind INCREMENTAL_BY_TIME_RANGE (time_column viewed_at),\n  start '2024-01-01'"
     body = (
         "SELECT p.viewed_at, p.user_id, r.users FROM raw.page_views AS p\n"

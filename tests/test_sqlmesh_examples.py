@@ -68,7 +68,8 @@ EXAMPLES = {
         "data/local.duckdb",
         end=date(2020, 1, 8),
         theirs_without={
-            "models/ibis_full_model_python.py": "it opens SQLMesh's DuckDB file by path while SQLMesh holds it attached: "
+            "models/ibis_full_model_python.py": "it opens SQLMesh's DuckDB file by path while SQLMesh holds it "
+            "attached: "
             "'Unique file handle conflict' (BinderException)",
         },
     ),
@@ -479,7 +480,7 @@ def test_custom_materializations_stay_refused(examples, tmp_path):
     done = _cli(root, ["validate", "--project", str(root)], clean_env())
     assert done.returncode == 2 and "Traceback" not in done.stdout + done.stderr
     for name, path in CUSTOM.items():
-        line = next((l for l in (done.stdout + done.stderr).splitlines() if f"{path}:" in l and "kind CUSTOM" in l), "")
+        line = next((x for x in (done.stdout + done.stderr).splitlines() if f"{path}:" in x and "kind CUSTOM" in x), "")
         assert re.search(rf"{path}:\d+: kind CUSTOM runs materialization '\w+'.* \(fix: ", line), (name, done.stdout)
 
 

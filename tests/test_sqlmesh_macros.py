@@ -129,7 +129,10 @@ def test_operators_render_as_sqlmesh_documents(body, expected):
 
 
 def test_date_macros_inside_operators_stay_for_the_run_window():
-    body = "@DEF(cols, [a, b]);\nSELECT ds, @EACH(@cols, c -> SUM(c) AS @{c}_sum) FROM s.t WHERE ds BETWEEN @start_ds AND @end_ds GROUP BY ds"
+    body = (
+        "@DEF(cols, [a, b]);\nSELECT ds, @EACH(@cols, c -> SUM(c) AS @{c}_sum) FROM s.t WHERE ds BETWEEN "
+        "@start_ds AND @end_ds GROUP BY ds"
+    )
     query = parse_model_body(body).query
     assert sorted(p.name for p in query.find_all(exp.Parameter)) == ["end_ds", "start_ds"]
     assert [s.alias for s in query.selects] == ["", "a_sum", "b_sum"]
@@ -137,7 +140,8 @@ def test_date_macros_inside_operators_stay_for_the_run_window():
 
 def test_statements_split_around_the_query():
     body = parse_model_body(
-        "@DEF(n, 2);\nSET spark.sql.shuffle.partitions = 3;\nCACHE TABLE c AS SELECT 1 AS one;\nSELECT @n AS n FROM t;\nUNCACHE TABLE c"
+        "@DEF(n, 2);\nSET spark.sql.shuffle.partitions = 3;\nCACHE TABLE c AS SELECT 1 AS one;\nSELECT @n "
+        "AS n FROM t;\nUNCACHE TABLE c"
     )
     assert body.query.sql("spark") == "SELECT 2 AS n FROM t"
     assert [s.sql("spark") for s in body.pre_statements] == [
@@ -193,10 +197,14 @@ def test_an_installed_sqlmesh_is_set_aside_while_macros_load_and_put_back(demo, 
 def test_macro_hiding_an_unsafe_construct_is_still_refused(make_project):
     root = make_project(
         {
-            "macros/unsafe.py": "from sqlmesh import macro\n\n@macro()\ndef ranked(evaluator, col):\n    return f'ROW_NUMBER() OVER (ORDER BY {col})'\n",
+            "macros/unsafe.py": "from sqlmesh import macro\n\n@macro()\ndef ranked(evaluator, col):\n    return "
+            "f'ROW_NUMBER() "
+            "OVER (ORDER BY {col})'\n",
             "models/m.sql": "MODEL (name s.m, kind INCREMENTAL_BY_TIME_RANGE(time_column ds), start '2024-01-01');\n"
             "SELECT ds, @ranked(ds) AS rn FROM s.src WHERE ds BETWEEN @start_ds AND @end_ds",
-            "sources.yaml": "- name: s.src\n  location: data/src\n  format: parquet\n  time_column: ds\n  interval_unit: day\n",
+            "sources.yaml": "- name: s.src\n  location: data/src\n  format: parquet\n  time_column: ds\n  "
+            "interval_unit: "
+            "day\n",
         }
     )
     from incremental_assets.plan.analyses import analysis_of
@@ -216,7 +224,9 @@ def test_a_limit_made_by_a_clause_operator_is_refused_like_a_limit(make_project)
         {
             "models/m.sql": "MODEL (name s.m, kind INCREMENTAL_BY_TIME_RANGE(time_column ds), start '2024-01-01');\n"
             "@DEF(sample, TRUE);\nSELECT ds FROM s.src WHERE ds BETWEEN @start_ds AND @end_ds\n@LIMIT(@sample) 5",
-            "sources.yaml": "- name: s.src\n  location: data/src\n  format: parquet\n  time_column: ds\n  interval_unit: day\n",
+            "sources.yaml": "- name: s.src\n  location: data/src\n  format: parquet\n  time_column: ds\n  "
+            "interval_unit: "
+            "day\n",
         }
     )
     analysis = analysis_of(load_project(root), "s.m")
@@ -236,7 +246,9 @@ def _windowed(make_project, extra=""):
     return make_project(
         {
             "models/m.sql": WINDOWED.format(extra=extra),
-            "sources.yaml": "- name: s.src\n  location: data/src\n  format: parquet\n  time_column: ds\n  interval_unit: day\n",
+            "sources.yaml": "- name: s.src\n  location: data/src\n  format: parquet\n  time_column: ds\n  "
+            "interval_unit: "
+            "day\n",
         }
     )
 
@@ -282,7 +294,9 @@ def test_a_window_condition_that_cannot_be_evaluated_names_the_model_file(make_p
 def test_a_statement_under_a_window_condition_runs_only_when_it_holds(make_project):
     root = make_project(
         {
-            "models/m.sql": "MODEL (name s.m, kind FULL);\nSELECT 1 AS x;\n@IF(@execution_ds >= '2024-01-01', CACHE TABLE t);\n"
+            "models/m.sql": "MODEL (name s.m, kind FULL);\nSELECT 1 AS x;\n@IF(@execution_ds >= '2024-01-01', "
+            "CACHE TABLE "
+            "t);\n"
             "@IF(@execution_ds < '2024-01-01', UNCACHE TABLE t);"
         }
     )
@@ -526,9 +540,13 @@ def test_if_statements_run_only_when_their_condition_holds_and_keep_later_lines(
 def test_star_and_union_use_the_declared_source_columns_and_macros_read_locals(make_project):
     root = make_project(
         {
-            "sources.yaml": "- name: raw.a\n  location: data/a\n  format: parquet\n  columns: {id: BIGINT, name: STRING, amount: DOUBLE}\n"
-            "- name: raw.b\n  location: data/b\n  format: parquet\n  columns: {id: BIGINT, name: INT, amount: DOUBLE}\n",
-            "macros/m.py": "from sqlmesh import macro\n\n@macro()\ndef local_value(evaluator, name):\n    return evaluator.locals[name]\n",
+            "sources.yaml": "- name: raw.a\n  location: data/a\n  format: parquet\n  columns: {id: BIGINT, name: "
+            "STRING, "
+            "amount: DOUBLE}\n"
+            "- name: raw.b\n  location: data/b\n  format: parquet\n  columns: {id: BIGINT, name: INT, "
+            "amount: DOUBLE}\n",
+            "macros/m.py": "from sqlmesh import macro\n\n@macro()\ndef local_value(evaluator, name):\n    return "
+            "evaluator.locals[name]\n",
             "models/star.sql": "MODEL (name s.star, kind FULL);\n@DEF(Limit_Value, 7);\n"
             "SELECT @STAR(raw.a, a, [amount], 'src_'), @local_value('limit_value') AS lim FROM raw.a AS a",
             "models/both.sql": "MODEL (name s.both, kind FULL);\nSELECT * FROM (@UNION('all', raw.a, raw.b)) AS u",
@@ -536,7 +554,8 @@ def test_star_and_union_use_the_declared_source_columns_and_macros_read_locals(m
     )
     project = load_project(root)
     assert project.model("s.star").query.sql("spark") == (
-        "SELECT CAST(`a`.`id` AS BIGINT) AS `src_id`, CAST(`a`.`name` AS STRING) AS `src_name`, 7 AS lim FROM raw.a AS a"
+        "SELECT CAST(`a`.`id` AS BIGINT) AS `src_id`, CAST(`a`.`name` AS STRING) AS `src_name`, 7 AS lim "
+        "FROM raw.a AS a"
     )
     both = project.model("s.both")
     assert both.query.sql("spark") == (

@@ -177,7 +177,9 @@ def test_relative_starts_count_from_the_load_time_as_in_sqlmesh(make_project, mo
         {
             "config.yaml": "model_defaults:\n  dialect: duckdb\n  start: 2 weeks ago\n",
             "sources.yaml": "- {name: raw.e, location: data/e, format: delta, time_column: ts}\n",
-            "models/a.sql": "MODEL (name s.a, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), cron '@monthly', start '1 year ago');\n"
+            "models/a.sql": "MODEL (name s.a, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), cron '@monthly', "
+            "start '1 "
+            "year ago');\n"
             "SELECT ts FROM raw.e WHERE ts BETWEEN @start_ts AND @end_ts",
             "models/b.sql": "MODEL (name s.b, kind INCREMENTAL_BY_TIME_RANGE (time_column ts));\n"
             "SELECT ts FROM raw.e WHERE ts BETWEEN @start_ts AND @end_ts",
@@ -251,11 +253,14 @@ def test_a_custom_kind_whose_class_only_replaces_the_table_runs_as_full(spark, m
 def test_a_custom_kind_names_its_materialization_file_and_what_to_use_instead(make_project, capsys):
     from incremental_assets.cli.commands import main
 
+    said_of = "full.py:11: insert"
     writes = {
-        "self.adapter.execute(f'INSERT INTO {table_name} SELECT 1')": "full.py:11: insert calls self.adapter.execute(...)",
-        "self.adapter.insert_append(table_name, query_or_df)": "full.py:11: insert calls self.adapter.insert_append(...)",
-        "self.adapter.replace_query(table_name, 'SELECT 1 AS x')": "full.py:11: insert calls self.adapter.replace_query(...) with `'SELECT 1 AS x'` as the query",
-        "for q in [query_or_df]: self.adapter.replace_query(table_name, q)": "full.py:11: insert runs `for q in [query_or_df]:",
+        "self.adapter.execute(f'INSERT INTO {table_name} SELECT 1')": f"{said_of} calls self.adapter.execute(...)",
+        "self.adapter.insert_append(table_name, query_or_df)": f"{said_of} calls self.adapter.insert_append(...)",
+        "self.adapter.replace_query(table_name, 'SELECT 1 AS x')": (
+            f"{said_of} calls self.adapter.replace_query(...) with `'SELECT 1 AS x'` as the query"
+        ),
+        "for q in [query_or_df]: self.adapter.replace_query(table_name, q)": f"{said_of} runs `for q in [query_or_df]:",
     }
     for write, said in writes.items():
         root = make_project(
@@ -348,7 +353,8 @@ def test_a_custom_materialization_of_an_installed_package_is_read_without_import
     with pytest.raises(ProjectError) as err:
         load_project(root)
     assert (
-        f"m.sql:3: kind CUSTOM runs materialization 'pkg_append' (class MyFull in {site / 'tinymat' / 'kinds' / 'append.py'}:5, "
+        "m.sql:3: kind CUSTOM runs materialization 'pkg_append' (class MyFull in "
+        f"{site / 'tinymat' / 'kinds' / 'append.py'}:5, "
         "installed package tinymat), which cannot run here: append.py:12: insert calls self.adapter.insert_append(...)"
         in str(err.value)
     )
@@ -356,13 +362,15 @@ def test_a_custom_materialization_of_an_installed_package_is_read_without_import
 
 def test_helper_python_files_are_not_models_and_bad_model_files_name_their_line(bakery):
     (bakery / "models" / "broken.py").write_text(
-        "from sqlmesh import model\n\n\n@model('bakery.broken', kind='FULL')\ndef execute(context, start, end, execution_time):\n    return None\n"
+        "from sqlmesh import model\n\n\n@model('bakery.broken', kind='FULL')\ndef execute(context, start, "
+        "end, execution_time):\n    return None\n"
     )
     with pytest.raises(ProjectError) as err:
         load_project(bakery)
     assert (
         str(err.value)
-        == f"{bakery / 'models' / 'broken.py'}:4: Python model bakery.broken declares no columns (fix: add columns={{'name': 'type', ...}} to @model)"
+        == f"{bakery / 'models' / 'broken.py'}:4: Python model bakery.broken declares no columns (fix: add "
+        "columns={'name': 'type', ...} to @model)"
     )
 
 
@@ -455,8 +463,8 @@ def test_sqlmesh_unit_tests_run_and_one_failure_does_not_stop_the_others(spark, 
     assert cli.main(["test", "--project", str(bakery)]) == 1
     out = capsys.readouterr().out
     assert (
-        "FAIL a_test_with_a_missing_input (bakery.revenue, more.yaml)\n    cannot run: test a_test_with_a_missing_input: no rows given for input bakery.prices"
-        in out
+        "FAIL a_test_with_a_missing_input (bakery.revenue, more.yaml)\n    cannot run: test "
+        "a_test_with_a_missing_input: no rows given for input bakery.prices" in out
     )
     for name in (
         "test_self_reference_starts_empty",
@@ -533,7 +541,8 @@ def test_a_refused_construct_inside_an_embedded_model_names_the_embedded_file(ma
             "sources.yaml": "- {name: raw.e, location: data/e, format: delta, time_column: ts}\n",
             "models/distinct_keys.sql": "MODEL (name s.distinct_keys, kind EMBEDDED);\n\nSELECT DISTINCT k FROM raw.e",
             "models/m.sql": "MODEL (name s.m, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), start '2024-01-01');\n"
-            "SELECT e.ts, e.k FROM raw.e AS e JOIN s.distinct_keys AS d ON d.k = e.k WHERE e.ts BETWEEN @start_ts AND @end_ts",
+            "SELECT e.ts, e.k FROM raw.e AS e JOIN s.distinct_keys AS d ON d.k = e.k WHERE e.ts BETWEEN "
+            "@start_ts AND @end_ts",
         }
     )
     project = load_project(root)

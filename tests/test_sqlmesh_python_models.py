@@ -68,7 +68,8 @@ def test_python_models_macros_and_audits_load_as_sqlmesh_reads_them(shop):
         (
             "models/orders.py",
             ("context.resolve_table(ITEMS)", "context.resolve_table(ITEMS + unknown_name)"),
-            "models/orders.py:28: cannot tell which table context.resolve_table(ITEMS + unknown_name) reads when the file loads",
+            "models/orders.py:28: cannot tell which table context.resolve_table(ITEMS + unknown_name) "
+            "reads when the file loads",
         ),
         (
             "models/item_totals.py",

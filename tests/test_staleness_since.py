@@ -1,4 +1,5 @@
-"""Stale intervals judged from where the last look stopped (:func:`incremental_assets.orchestration.staleness.stale_intervals`).
+"""Stale intervals judged from where the last look stopped
+(:func:`incremental_assets.orchestration.staleness.stale_intervals`).
 
 A year of hourly operation records thousands of partitions: judging every one of them again on every
 command grew with the history. The look now remembers where it stopped in the instance and reads only the

@@ -54,7 +54,9 @@ def test_each_executor_sweeps_dead_runs_staging_once_per_table(spark, make_proje
 def test_vacuum_removes_replaced_files_and_dead_runs_staging(make_project, capsys):
     root = make_project(
         {
-            "models/x.sql": "MODEL (name t.x, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), start '2024-01-01'); SELECT ts FROM t.y",
+            "models/x.sql": "MODEL (name t.x, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), start "
+            "'2024-01-01'); SELECT "
+            "ts FROM t.y",
             "models/y.sql": "MODEL (name t.y, kind FULL); SELECT CAST('2024-01-01' AS TIMESTAMP) AS ts",
         }
     )
@@ -99,7 +101,9 @@ def test_status_warns_when_recorded_intervals_have_no_table(make_project, tmp_pa
 
     root = make_project(
         {
-            "models/x.sql": "MODEL (name t.x, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), start '2024-01-01'); SELECT ts FROM t.y",
+            "models/x.sql": "MODEL (name t.x, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), start "
+            "'2024-01-01'); SELECT "
+            "ts FROM t.y",
             "models/y.sql": "MODEL (name t.y, kind FULL); SELECT CAST('2024-01-01' AS TIMESTAMP) AS ts",
         }
     )
@@ -111,7 +115,7 @@ def test_status_warns_when_recorded_intervals_have_no_table(make_project, tmp_pa
     assert cli.main(["status", "t.x", "--project", str(root)]) == 1  # recorded but not in a table
     out = capsys.readouterr().out
     assert (
-        "t.x: NOT IN TABLE: [2024-01-01, 2024-01-02) recorded but absent (Dagster records intervals of t.x but there is no table at"
-        in out
+        "t.x: NOT IN TABLE: [2024-01-01, 2024-01-02) recorded but absent (Dagster records intervals of t.x "
+        "but there is no table at" in out
     )
     assert "lost:    [2024-01-01, 2024-01-02) (recorded, but not in the table)" in out

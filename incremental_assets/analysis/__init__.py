@@ -11,8 +11,8 @@ Passes, each one module with one public function:
 Reason rules a user may see: refusals ``window_function``, ``aggregate``, ``having``, ``distinct``,
 ``limit``, ``nondeterministic``, ``subquery`` (each with an ``allow_*`` override, see ``safety``),
 ``lookback_underivable``, ``lookback_truncated``, ``unknown_source``, ``time_column``,
-``recursive_cte``; notes ``self_reference``, ``window_condition`` (a macro condition on the run window), ``window_relative`` (runs limited to what a filter
-covers), ``declared_lookback``, and any admitted rule.
+``recursive_cte``; notes ``self_reference``, ``window_condition`` (a macro condition on the run window),
+``window_relative`` (runs limited to what a filter covers), ``declared_lookback``, and any admitted rule.
 
 >>> import sqlglot
 >>> from datetime import timedelta

@@ -4,7 +4,8 @@ Both come from one pass of sqlglot's optimizer over the known schemas of the tab
 (sources declare theirs; upstream models have theirs inferred first, or read from their tables):
 
 >>> import sqlglot
->>> q = sqlglot.parse_one("SELECT o.id, SUM(o.qty * 2) AS units, 'x' AS tag FROM raw.orders AS o GROUP BY 1", read="spark")
+>>> q = sqlglot.parse_one("SELECT o.id, SUM(o.qty * 2) AS units, 'x' AS tag FROM raw.orders AS o GROUP BY 1",
+...                       read="spark")
 >>> cols = describe_columns(q, {"raw.orders": {"id": "bigint", "qty": "int"}})
 >>> cols.types
 {'id': 'bigint', 'units': 'bigint', 'tag': 'string'}
@@ -15,7 +16,8 @@ Both come from one pass of sqlglot's optimizer over the known schemas of the tab
 
 Filters, joins and grouping read columns too, and a change to what they read changes every row:
 
->>> cols = describe_columns(sqlglot.parse_one("SELECT o.id FROM raw.orders AS o WHERE o.qty > 1", read="spark"), {"raw.orders": {"id": "bigint", "qty": "int"}})
+>>> q = sqlglot.parse_one("SELECT o.id FROM raw.orders AS o WHERE o.qty > 1", read="spark")
+>>> cols = describe_columns(q, {"raw.orders": {"id": "bigint", "qty": "int"}})
 >>> cols.filters, cols.expressions
 ((('raw.orders', 'qty'),), {'id': 'o.id'})
 

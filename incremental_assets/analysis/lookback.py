@@ -463,22 +463,9 @@ def _side_bound(
     filtered = max(ZERO, min(e.base - e.per_interval * shortest for e in edges)) if edges else None
 
     if needed is None:
-        window = _unknown_window(lineage, chain, side)
         if side == BEFORE and declared is not None:
             return max(_declared(lineage, ref, declared, report), filtered or ZERO)
-        hint = (
-            "a declared lookback only covers data before the window"
-            if side == AFTER
-            else "give it a RANGE BETWEEN INTERVAL '...' PRECEDING AND CURRENT ROW frame or declare a lookback"
-        )
-        report.refusals.append(
-            Reason(
-                "lookback_underivable",
-                f"{ref.name} feeds {snippet(window, lineage.dialect) if window is not None else 'a window'}, which needs rows an "
-                f"unknown distance {word} each row; {hint}",
-                line_of(window) if window is not None else line_of(ref.table),
-            )
-        )
+        report.refusals.append(_unknown_distance_refusal(lineage, ref, chain, side))
         return None
 
     demand = state.demand[id(ref)][side]
@@ -491,19 +478,11 @@ def _side_bound(
         return demand
     if declared is not None:
         return _declared(lineage, ref, declared, report) if side == BEFORE else ZERO
-    column = ref.event_column or ref.time_column
     if not any(e.ref is ref for e in state.edges) and state.demand[id(ref)] == [None, None]:
         if side == BEFORE:  # one refusal for the reference, not one per side
-            report.refusals.append(
-                Reason(
-                    "lookback_underivable",
-                    f"{ref.name} is a time series but nothing bounds which of its rows a run needs: filter {column} on "
-                    f"the window (e.g. {column} BETWEEN @start_dt AND @end_dt), derive {lineage.time_column} from it, "
-                    "relate it to another source's time column, or declare a lookback",
-                    line_of(ref.table),
-                )
-            )
+            report.refusals.append(_unbounded_reference_refusal(lineage, ref))
         return None
+    column = ref.event_column or ref.time_column
     bound = f"{column} >= @start_dt" if side == BEFORE else f"{column} <= @end_dt"
     report.refusals.append(
         Reason(
@@ -515,12 +494,43 @@ def _side_bound(
     return None
 
 
+def _unknown_distance_refusal(lineage: Lineage, ref: Ref, chain: tuple[Scope, ...], side: int) -> Reason:
+    """The refusal for a reference that feeds a window function reaching an unknown distance to one side."""
+    window = _unknown_window(lineage, chain, side)
+    hint = (
+        "a declared lookback only covers data before the window"
+        if side == AFTER
+        else "give it a RANGE BETWEEN INTERVAL '...' PRECEDING AND CURRENT ROW frame or declare a lookback"
+    )
+    return Reason(
+        "lookback_underivable",
+        f"{ref.name} feeds "
+        f"{snippet(window, lineage.dialect) if window is not None else 'a window'}, which needs "
+        "rows an "
+        f"unknown distance {_SIDE_NAMES[side]} each row; {hint}",
+        line_of(window) if window is not None else line_of(ref.table),
+    )
+
+
+def _unbounded_reference_refusal(lineage: Lineage, ref: Ref) -> Reason:
+    """The refusal for a time series reference that no filter, relation or demand bounds on either side."""
+    column = ref.event_column or ref.time_column
+    return Reason(
+        "lookback_underivable",
+        f"{ref.name} is a time series but nothing bounds which of its rows a run needs: filter {column} on "
+        f"the window (e.g. {column} BETWEEN @start_dt AND @end_dt), derive {lineage.time_column} from it, "
+        "relate it to another source's time column, or declare a lookback",
+        line_of(ref.table),
+    )
+
+
 def _declared(lineage: Lineage, ref: Ref, declared: int, report: _Report) -> timedelta:
     value = declared * lineage.interval
     report.notes.append(
         Reason(
             "declared_lookback",
-            f"{ref.name}: read {iso_duration(value)} before the window, from the declared lookback of {declared} intervals",
+            f"{ref.name}: read {iso_duration(value)} before the window, from the declared lookback of "
+            f"{declared} intervals",
             line_of(ref.table),
         )
     )
@@ -539,7 +549,8 @@ def _check_edge(
             report.refusals.append(
                 Reason(
                     "lookback_truncated",
-                    f"{snippet(edge.node, lineage.dialect)} reads {ref.name} only {iso_duration(edge.base)} {word} the window, "
+                    f"{snippet(edge.node, lineage.dialect)} reads {ref.name} only "
+                    f"{iso_duration(edge.base)} {word} the window, "
                     f"but the query needs {iso_duration(required)} (window frames, joins or the output time column); "
                     f"widen the filter to match",
                     line_of(edge.node),

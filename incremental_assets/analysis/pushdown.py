@@ -14,15 +14,18 @@ exactly the rows whose event time truncates to it.
 >>> out = pushdown(q, bounds={"raw.orders": SourceBound(timedelta(hours=1), timedelta(0)), "dim.c": None},
 ...                time_columns={"raw.orders": "ts", "dim.c": None},
 ...                run_start=datetime(2024, 1, 2), run_end=datetime(2024, 1, 3))
->>> print(out.sql("spark"))
-SELECT o.id FROM (SELECT * FROM raw.orders WHERE ts >= CAST('2024-01-01 23:00:00' AS TIMESTAMP) AND ts < CAST('2024-01-03 00:00:00' AS TIMESTAMP)) AS o JOIN dim.c ON c.id = o.cid
+>>> print(out.sql("spark"))  # doctest: +NORMALIZE_WHITESPACE
+SELECT o.id FROM (SELECT * FROM raw.orders WHERE ts >= CAST('2024-01-01 23:00:00' AS TIMESTAMP)
+AND ts < CAST('2024-01-03 00:00:00' AS TIMESTAMP)) AS o JOIN dim.c ON c.id = o.cid
 >>> from datetime import timezone
 >>> out = pushdown(sqlglot.parse_one("SELECT * FROM raw.e", read="spark"),
 ...                bounds={"raw.e": SourceBound(timedelta(minutes=30), timedelta(0))}, time_columns={"raw.e": "ds"},
 ...                event_time_columns={"raw.e": ("ts", "day")},
-...                run_start=datetime(2024, 1, 2, tzinfo=timezone.utc), run_end=datetime(2024, 1, 3, tzinfo=timezone.utc))
->>> print(out.find(exp.Where).sql("spark"))
-WHERE ds >= CAST('2024-01-01 00:00:00' AS TIMESTAMP) AND ds < CAST('2024-01-03 00:00:00' AS TIMESTAMP) AND ts >= CAST('2024-01-01 23:30:00' AS TIMESTAMP) AND ts < CAST('2024-01-03 00:00:00' AS TIMESTAMP)
+...                run_start=datetime(2024, 1, 2, tzinfo=timezone.utc),
+...                run_end=datetime(2024, 1, 3, tzinfo=timezone.utc))
+>>> print(out.find(exp.Where).sql("spark"))  # doctest: +NORMALIZE_WHITESPACE
+WHERE ds >= CAST('2024-01-01 00:00:00' AS TIMESTAMP) AND ds < CAST('2024-01-03 00:00:00' AS TIMESTAMP)
+AND ts >= CAST('2024-01-01 23:30:00' AS TIMESTAMP) AND ts < CAST('2024-01-03 00:00:00' AS TIMESTAMP)
 """
 
 from __future__ import annotations

@@ -56,6 +56,7 @@ refused (``recursive_cte``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from sqlglot import exp
 from sqlglot.optimizer.scope import Scope, ScopeType, find_all_in_scope
@@ -289,6 +290,23 @@ def _untimed_frame(
     return _Hit("window_function", node, message, hint)
 
 
+def _unaligned_group(lineage: Lineage, select: exp.Expr, aggregates: Sequence[exp.AggFunc]) -> _Hit:
+    """The hit for a grouping (GROUP BY, or aggregates alone) with no key aligned with the time column."""
+    group = select.args.get("group")
+    what = (
+        snippet(group, lineage.dialect, 60)
+        if group is not None
+        else f"aggregate {snippet(aggregates[0], lineage.dialect, 40)} without GROUP BY"
+    )
+    return _Hit(
+        "aggregate",
+        group if group is not None else aggregates[0],
+        f"{what} over time-series data has no key aligned with the time column {lineage.time_column}: "
+        "a group can span several intervals and a run sees only part of it",
+        f"group by {lineage.time_column} (or an expression of it at the model's grain) or {override_hint('aggregate')}",
+    )
+
+
 def _aggregates(lineage: Lineage, scope: Scope, *, per_interval: bool) -> list[_Hit]:
     select = scope.expression
     aggregates = lineage.aggregates(scope)
@@ -296,23 +314,7 @@ def _aggregates(lineage: Lineage, scope: Scope, *, per_interval: bool) -> list[_
     grouped = select.args.get("group") is not None or bool(aggregates)
     # When the time column is a window macro every run is one interval, so its rows are one group.
     aligned = grouped and (per_interval or any(lineage.aligned(key, scope) for key in keys))
-    hits = []
-    if grouped and not aligned:
-        group = select.args.get("group")
-        what = (
-            snippet(group, lineage.dialect, 60)
-            if group is not None
-            else f"aggregate {snippet(aggregates[0], lineage.dialect, 40)} without GROUP BY"
-        )
-        hits.append(
-            _Hit(
-                "aggregate",
-                group if group is not None else aggregates[0],
-                f"{what} over time-series data has no key aligned with the time column {lineage.time_column}: "
-                "a group can span several intervals and a run sees only part of it",
-                f"group by {lineage.time_column} (or an expression of it at the model's grain) or {override_hint('aggregate')}",
-            )
-        )
+    hits = [_unaligned_group(lineage, select, aggregates)] if grouped and not aligned else []
     # Groups aligned with the time column lie inside one interval, which a run reads whole: HAVING
     # and DISTINCT then see every row of their group and are admitted as they are.
     having = select.args.get("having")
@@ -323,7 +325,8 @@ def _aggregates(lineage: Lineage, scope: Scope, *, per_interval: bool) -> list[_
                 having,
                 f"{snippet(having, lineage.dialect, 60)} filters groups on aggregates, which differ when a group is "
                 "only partly in a run",
-                f"group by {lineage.time_column} (or an expression of it at the model's grain) or {override_hint('having')}",
+                f"group by {lineage.time_column} (or an expression of it at the model's grain) or "
+                f"{override_hint('having')}",
             )
         )
     if select.args.get("distinct") is not None and not _keeps_time(lineage, scope, per_interval=per_interval):
@@ -333,7 +336,8 @@ def _aggregates(lineage: Lineage, scope: Scope, *, per_interval: bool) -> list[_
                 select.expressions[0],
                 f"SELECT DISTINCT without a column aligned with the time column {lineage.time_column} removes "
                 "duplicates only among the rows of one run",
-                f"select {lineage.time_column} (or an expression of it at the model's grain) too, or {override_hint('distinct')}",
+                f"select {lineage.time_column} (or an expression of it at the model's grain) too, or "
+                f"{override_hint('distinct')}",
             )
         )
     if not aligned:
@@ -343,8 +347,10 @@ def _aggregates(lineage: Lineage, scope: Scope, *, per_interval: bool) -> list[_
                     _Hit(
                         "distinct",
                         aggregate,
-                        f"{snippet(aggregate, lineage.dialect, 40)} counts distinct values only among the rows of one run",
-                        f"group by {lineage.time_column} (or an expression of it at the model's grain) or {override_hint('distinct')}",
+                        f"{snippet(aggregate, lineage.dialect, 40)} counts distinct values only among the "
+                        "rows of one run",
+                        f"group by {lineage.time_column} (or an expression of it at the model's grain) or "
+                        f"{override_hint('distinct')}",
                     )
                 )
     return hits

@@ -58,7 +58,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for model in project.models.values():
         if model.name not in project.order:
             print(
-                f"ok  {model.name} ({model.kind.name}, {explain_model(project, model).safety_class})  {project.relative_path(model.path)}"
+                f"ok  {model.name} ({model.kind.name}, {explain_model(project, model).safety_class})  "
+                f"{project.relative_path(model.path)}"
             )
     if refused:
         print(
@@ -72,7 +73,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    """Print each model's (or one model's) kind, safety class, reasons, source bounds, partitions and backfill policy."""
+    """Print each model's (or one model's) kind, safety class, reasons, source bounds, partitions, backfill policy."""
     from incremental_assets.orchestration.explain import explain_model
 
     project = _project(args)
@@ -187,7 +188,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_vacuum(args: argparse.Namespace) -> int:
-    """Delete the replaced files and dead runs' staging folders of each model's table (or list them with ``--dry-run``)."""
+    """Delete replaced files and dead runs' staging folders of each model's table (``--dry-run`` lists them)."""
     from datetime import timedelta
 
     from incremental_assets import delta
@@ -206,7 +207,8 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
             dry_run=args.dry_run,
         )
         print(
-            f"{model.name}: {verb} {len(result.removed_files)} replaced file(s), {len(result.orphan_dirs)} staging folder(s) of dead runs"
+            f"{model.name}: {verb} {len(result.removed_files)} replaced file(s), {len(result.orphan_dirs)} "
+            "staging folder(s) of dead runs"
         )
         if args.verbose:
             for path in result.removed_files + result.orphan_dirs:
@@ -283,14 +285,16 @@ def cmd_demo_data(args: argparse.Namespace) -> int:
         if args.append:
             if args.start or args.days is not None:
                 raise IncrementalAssetsError(
-                    "--append adds hours after the data's end: give --hours N or --until (default: now), not --start/--days"
+                    "--append adds hours after the data's end: give --hours N or --until (default: now), "
+                    "not --start/--days"
                 )
             result = append_demo_hours(
                 args.project, hours=args.hours, until=until, orders_per_day=args.orders_per_day, ahead=args.ahead
             )
             stopped = (
                 (
-                    f"; stopped at {format_instant(result.end)}, the clock's last complete hour, not {format_instant(result.asked_end)}"
+                    f"; stopped at {format_instant(result.end)}, the clock's last complete hour, not "
+                    f"{format_instant(result.asked_end)}"
                     " (--ahead appends hours ahead of the clock)"
                 )
                 if result.asked_end
@@ -403,7 +407,8 @@ def _add_build_commands(add: AddCommand) -> None:
     p.add_argument(
         "--forward-only",
         action="store_true",
-        help="apply every change of the selected models to new intervals only: built intervals are kept, nothing downstream is restated",
+        help="apply every change of the selected models to new intervals only: built intervals are kept, "
+        "nothing downstream is restated",
     )
     p.set_defaults(func=cmd_run)
 

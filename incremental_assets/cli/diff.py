@@ -28,12 +28,14 @@ def env_table(project: Project, model_name: str, env: str) -> tuple[SqlModel, st
         read = model.name in {m.lower() for m in manifest.get("reads") or {}}
         why = "it reads production's table in place" if read else "it is not part of it"
         raise IncrementalAssetsError(
-            f"environment {env} did not build {model.name}: {why}; it built: {', '.join(sorted(manifest['models'])) or 'nothing'}"
+            f"environment {env} did not build {model.name}: {why}; it built: "
+            f"{', '.join(sorted(manifest['models'])) or 'nothing'}"
         )
     env_uri = delta.table_uri(env_root(project.settings.warehouse, env), model.name)
     if not delta.exists(env_uri):
         raise IncrementalAssetsError(
-            f"environment {env} has no table for {model.name} at {env_uri} (fix: `incremental-assets run --auto --env {env}`)"
+            f"environment {env} has no table for {model.name} at {env_uri} (fix: `incremental-assets run "
+            f"--auto --env {env}`)"
         )
     return model, delta.table_uri(project.settings.warehouse, model.name), env_uri
 
@@ -50,13 +52,15 @@ def print_diff(name: str, env: str, diff) -> None:
     differing = [c for c in diff.counts if c["production"] != c["environment"]]
     total_p, total_e = sum(c["production"] for c in diff.counts), sum(c["environment"] for c in diff.counts)
     print(
-        f"  rows: production {total_p:,}, environment {total_e:,}; {len(differing)} of {len(diff.counts)} interval(s) differ in count"
+        f"  rows: production {total_p:,}, environment {total_e:,}; {len(differing)} of {len(diff.counts)} "
+        "interval(s) differ in count"
     )
     for c in differing[:10]:
         print(f"    {c['interval'] or 'table'}: production {c['production']:,}, environment {c['environment']:,}")
     matched = f"matched on {', '.join(diff.grain)}" if diff.grain else "matched as whole rows (no grain)"
     print(
-        f"  {matched}: {diff.only_production:,} only in production, {diff.only_environment:,} only in the environment, {diff.changed:,} changed"
+        f"  {matched}: {diff.only_production:,} only in production, {diff.only_environment:,} only in the "
+        f"environment, {diff.changed:,} changed"
     )
     for kind, rows in diff.examples.items():
         for row in rows:
@@ -85,7 +89,8 @@ def add_diff_command(sub, add: Callable[[str, str], argparse.ArgumentParser]) ->
     """The ``diff`` command."""
     p = add(
         "diff",
-        "compare an environment's table of a model with production's: schema, rows per interval, rows by grain; exit 1 when they differ",
+        "compare an environment's table of a model with production's: schema, rows per interval, rows by "
+        "grain; exit 1 when they differ",
     )
     p.add_argument("model")
     p.add_argument("--env", required=True, help="the environment")

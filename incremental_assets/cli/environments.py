@@ -17,7 +17,8 @@ def cmd_run_env(args: argparse.Namespace, project, models) -> int:
 
     if not args.auto or args.start or args.full_refresh:
         raise IncrementalAssetsError(
-            f"--env builds what the plan against production says over the intervals production holds: give --auto (and --end), "
+            "--env builds what the plan against production says over the intervals production holds: give "
+            "--auto (and --end), "
             f"not --start or --full-refresh (fix: incremental-assets run --auto --env {args.env})"
         )
     instance = project_instance(project)
@@ -33,7 +34,8 @@ def cmd_run_env(args: argparse.Namespace, project, models) -> int:
     failed = [r for r in build.report.records if not r.success]
     read = [m.name for m in project.ordered() if m.has_table and m.name not in build.plan.models]
     print(
-        f"environment {args.env}: {len(build.plan.models)} model(s) built apart ({', '.join(build.plan.models) or 'none'}); "
+        f"environment {args.env}: {len(build.plan.models)} model(s) built apart "
+        f"({', '.join(build.plan.models) or 'none'}); "
         f"{len(read)} read from production in place"
     )
     print(
@@ -92,7 +94,8 @@ def cmd_env_list(args: argparse.Namespace) -> int:
         return 0
     for row in rows:
         print(
-            f"{row['name']}: {len(row['models'])} model(s), updated {row['updated'] or 'never (no manifest)'}, {_size(row['bytes'])} in {row['files']} file(s)"
+            f"{row['name']}: {len(row['models'])} model(s), updated "
+            f"{row['updated'] or 'never (no manifest)'}, {_size(row['bytes'])} in {row['files']} file(s)"
         )
         if row["models"]:
             print(f"  built:   {', '.join(row['models'])}")

@@ -89,7 +89,8 @@ def add_plan_command(sub, add: Callable[[str, str], argparse.ArgumentParser]) ->
     )
     p.add_argument(
         "--env",
-        help="also say, per model, whether environment NAME holds it built with the current definition (the plan compares with production)",
+        help="also say, per model, whether environment NAME holds it built with the current definition (the "
+        "plan compares with production)",
     )
     p.add_argument(
         "--forward-only",

@@ -19,7 +19,8 @@ def cmd_promote(args: argparse.Namespace) -> int:
     promotion = prepare(project, instance, args.name, args.models)
     done = promote(project, instance, promotion, progress=lambda line: print(line, flush=True))
     print(
-        f"promoted {len(done)} table(s) of environment {args.name} in {time.perf_counter() - began:.2f}s, nothing recomputed"
+        f"promoted {len(done)} table(s) of environment {args.name} in {time.perf_counter() - began:.2f}s, "
+        "nothing recomputed"
     )
     if promotion.kept:
         print(f"  unchanged downstream (they read none of the changed columns): {', '.join(promotion.kept)}")

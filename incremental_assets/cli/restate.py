@@ -66,7 +66,8 @@ def add_restate_command(sub, add: Callable[[str, str], argparse.ArgumentParser])
     """The ``restate`` command."""
     p = add(
         "restate",
-        "recompute chosen intervals of models (current definition, forward_only too) and exactly the downstream intervals that read them",
+        "recompute chosen intervals of models (current definition, forward_only too) and exactly the "
+        "downstream intervals that read them",
     )
     p.add_argument("models", nargs="+", metavar="MODEL")
     p.add_argument("--start", required=True, help="first interval to recompute (inclusive), e.g. 2024-01-01")

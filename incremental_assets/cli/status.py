@@ -58,16 +58,19 @@ def print_status(row: StatusRow) -> None:
     if not integrity.ok:
         where = describe_windows(integrity.lost) if integrity.lost else "its rows"
         print(
-            f"{model.name}: NOT IN TABLE: {where} recorded but absent ({'; '.join(integrity.problems)}); {integrity.advice()}"
+            f"{model.name}: NOT IN TABLE: {where} recorded but absent ({'; '.join(integrity.problems)}); "
+            f"{integrity.advice()}"
         )
     if stale.windows:
         print(
-            f"{model.name}: STALE: {', '.join(stale.causes)} changed after {describe_windows(stale.windows)} were computed; "
+            f"{model.name}: STALE: {', '.join(stale.causes)} changed after "
+            f"{describe_windows(stale.windows)} were computed; "
             "`run --auto` (or the automation sensor) recomputes them"
         )
     elif stale.causes:
         print(
-            f"{model.name}: STALE: {', '.join(stale.causes)} changed since this table was written; `run --auto` runs it again"
+            f"{model.name}: STALE: {', '.join(stale.causes)} changed since this table was written; `run "
+            "--auto` runs it again"
         )
     if row.status.partitioned:
         _print_intervals(row)
@@ -94,10 +97,12 @@ def _print_intervals(row: StatusRow) -> None:
     model, st = row.model, row.status
     if st.changed:
         print(
-            f"{model.name}: CHANGED since its table was built; the next run rebuilds {st.rebuild or 'it from its start'}"
+            f"{model.name}: CHANGED since its table was built; the next run rebuilds "
+            f"{st.rebuild or 'it from its start'}"
         )
     print(
-        f"{model.name} ({model.interval_unit}): {st.intervals_done}/{st.intervals_expected} intervals up to {format_instant(st.expected.end) if st.expected else '-'}"
+        f"{model.name} ({model.interval_unit}): {st.intervals_done}/{st.intervals_expected} intervals up "
+        f"to {format_instant(st.expected.end) if st.expected else '-'}"
     )
     print(f"  covered: {describe_windows(st.covered)}")
     print(f"  gaps:    {describe_windows(st.gaps)}")
@@ -115,6 +120,8 @@ def check_range(since, until, names: tuple[str, str] = ("--since", "--until")) -
     """Refuse a time range that holds no instant: its end is not after its start."""
     if since is not None and until is not None and until <= since:
         raise IncrementalAssetsError(
-            f"{names[1]} {format_instant(until)} is not after {names[0]} {format_instant(since)}: the range holds no time "
-            f"(fix: give {names[0]} the earlier instant, e.g. {names[0]} {format_instant(until)} {names[1]} {format_instant(since)})"
+            f"{names[1]} {format_instant(until)} is not after {names[0]} {format_instant(since)}: the "
+            "range holds no time "
+            f"(fix: give {names[0]} the earlier instant, e.g. {names[0]} {format_instant(until)} "
+            f"{names[1]} {format_instant(since)})"
         )

@@ -63,7 +63,8 @@ def check_window_reaches(models: Sequence, start: datetime, end: datetime) -> li
     if models and len(empty) == len(models):
         ranges = "; ".join(f"{m.name} {_bounds(m)}" for m in models)
         raise WindowError(
-            f"the window {TimeWindow(start, end)} lies outside every selected model's range ({ranges}): nothing would run "
+            f"the window {TimeWindow(start, end)} lies outside every selected model's range ({ranges}): "
+            "nothing would run "
             "(fix: give --start/--end inside a model's range, or --auto to fill its missing intervals)"
         )
     return notes

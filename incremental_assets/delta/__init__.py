@@ -1,9 +1,11 @@
 """Delta Lake storage: the only package that uses ``deltalake``.
 
 Callers use this package's names (``delta.commit_staged(...)``); the modules say where each step lives:
-:mod:`.tables` (locations, the log, reads), :mod:`.stats` (row counts and column types from the log), :mod:`.staging` (a run's files before the commit),
-:mod:`.commit` (one transaction per run, by commit mode), :mod:`.definition` (the definition a table was built with), :mod:`.lock` (one writer per table),
-:mod:`.source_log` (new data in a source), :mod:`.vacuum` (cleanup), :mod:`.compact` (small files rewritten into one, no row changed), :mod:`.verify` (the files the log references, checked).
+:mod:`.tables` (locations, the log, reads), :mod:`.stats` (row counts and column types from the log),
+:mod:`.staging` (a run's files before the commit), :mod:`.commit` (one transaction per run, by commit mode),
+:mod:`.definition` (the definition a table was built with), :mod:`.lock` (one writer per table),
+:mod:`.source_log` (new data in a source), :mod:`.vacuum` (cleanup), :mod:`.compact` (small files rewritten into
+one, no row changed), :mod:`.verify` (the files the log references, checked).
 """
 
 from incremental_assets.delta.checkpoints import checkpoint_if_due

@@ -161,11 +161,54 @@ def _check_partitioning(uri: str, table: DeltaTable, mode: CommitMode) -> None:
     fix = (
         f"rebuild it with {ASK_FULL_REFRESH}"
         if isinstance(mode, ReplaceWindow)
-        else "a Delta table's partitioning cannot be changed by a commit: the model's kind changed, so remove the table folder and run the model again"
+        else "a Delta table's partitioning cannot be changed by a commit: the model's kind changed, so remove "
+        "the table folder and run the model again"
     )
     raise StorageError(
-        f"table {uri} is partitioned by {current or 'nothing'}, this write needs {list(mode.partition_by) or 'no partitions'}; {fix}"
+        f"table {uri} is partitioned by {current or 'nothing'}, this write needs "
+        f"{list(mode.partition_by) or 'no partitions'}; {fix}"
     )
+
+
+def _with_partition_columns(schema: pa.Schema, partition_by: list[str]) -> pa.Schema:
+    """``schema`` with the partition columns it lacks, as strings: a day-cut table's files hold each row's
+    interval key as a plain column."""
+    for column in [PARTITION_COLUMN, *partition_by] if DAY_COLUMN in partition_by else partition_by:
+        if column not in schema.names:
+            schema = schema.append(pa.field(column, pa.string()))
+    return schema
+
+
+def _commit_with_retries(
+    uri: str,
+    actions: list[AddAction],
+    delta_schema: Schema,
+    partition_by: list[str],
+    mode: CommitMode,
+    custom: dict[str, str],
+    name: str | None,
+) -> int | None:
+    """Commit once, again on the new snapshot when another writer committed first; the version before the
+    commit that landed.
+
+    Under the lock the snapshot read here is still the latest when the commit lands, so the overwrite
+    removes every file of the window, including those of a writer that just finished. On an object store
+    (no lock file) the commit's application transaction makes delta-rs refuse a commit racing another
+    writer's; it is then made again on the new snapshot.
+    """
+    for attempt in range(COMMIT_ATTEMPTS):
+        before = version_or_none(uri)
+        try:
+            _commit_once(uri, actions, delta_schema, partition_by, mode, custom, name)
+            return before
+        except StorageError:
+            raise
+        except Exception as exc:  # delta-rs raises several unrelated exception types
+            if version_or_none(uri) != before and attempt + 1 < COMMIT_ATTEMPTS:
+                time.sleep(min(0.05 * 2**attempt, 2.0))  # another writer committed first: replay on its version
+                continue
+            raise StorageError(f"the commit to {uri} failed, the table is unchanged: {exc}") from exc
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def commit_staged(
@@ -187,33 +230,14 @@ def commit_staged(
     partition_by = list(mode.partition_by)
     actions, rows = _add_actions(uri, staging, by_day=DAY_COLUMN in partition_by)
     record_footers(staging)  # what each file held when committed: `verify` and `run --auto` compare
-    # A day-cut table's files hold each row's interval key as a plain column.
-    for column in [PARTITION_COLUMN, *partition_by] if DAY_COLUMN in partition_by else partition_by:
-        if column not in schema.names:
-            schema = schema.append(pa.field(column, pa.string()))
-    delta_schema = Schema.from_arrow(schema)
+    delta_schema = Schema.from_arrow(_with_partition_columns(schema, partition_by))
     custom = {METADATA_PREFIX + k: str(v) for k, v in (metadata or {}).items()}
     custom[METADATA_PREFIX + "staging"] = staging.rstrip("/").rsplit("/", 1)[-1]
     owner = f"run {(metadata or {}).get('run_id') or '?'} of {name or uri}"
     with writer_lock(uri, owner=owner):
         if definition is not None:
             write_definition(uri, _with_types(definition, delta_schema))
-        # Under the lock the snapshot read here is still the latest when the commit lands, so the
-        # overwrite removes every file of the window, including those of a writer that just finished.
-        # On an object store (no lock file) the commit's application transaction makes delta-rs refuse
-        # a commit racing another writer's; it is then made again on the new snapshot.
-        for attempt in range(COMMIT_ATTEMPTS):
-            before = version_or_none(uri)
-            try:
-                _commit_once(uri, actions, delta_schema, partition_by, mode, custom, name)
-                break
-            except StorageError:
-                raise
-            except Exception as exc:  # delta-rs raises several unrelated exception types
-                if version_or_none(uri) != before and attempt + 1 < COMMIT_ATTEMPTS:
-                    time.sleep(min(0.05 * 2**attempt, 2.0))  # another writer committed first: replay on its version
-                    continue
-                raise StorageError(f"the commit to {uri} failed, the table is unchanged: {exc}") from exc
+        before = _commit_with_retries(uri, actions, delta_schema, partition_by, mode, custom, name)
         version = _version_of(uri, custom[METADATA_PREFIX + "staging"], before)
         mark_committed(staging, version)
         if definition is not None:
@@ -289,7 +313,8 @@ def _day_removes(uri: str, table: DeltaTable, mode: ReplaceWindow) -> list[Remov
     since, and committing would bring its replaced rows back or drop its new ones."""
     if set(copied_files(table, mode.window, mode.unit, whole_days=mode.whole_days)) != set(mode.copied_from):
         raise StorageError(
-            f"table {uri}: another run replaced hours of the days of {mode.window} while this run copied their other hours; "
+            f"table {uri}: another run replaced hours of the days of {mode.window} while this run copied "
+            "their other hours; "
             "nothing was committed, run the window again"
         )
     if mode.whole_days:

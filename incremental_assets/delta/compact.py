@@ -159,7 +159,8 @@ def compact(
     planned = CompactResult(tuple(g.label for g in groups), sum(len(g.files) for g in groups), len(groups))
     if dry_run:
         return planned
-    folder = f"{uri.rstrip('/')}/{COMPACT_PREFIX}{clock.wall_time():%Y%m%dT%H%M%S}-{host_tag()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    stamp = f"{clock.wall_time():%Y%m%dT%H%M%S}-{host_tag()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    folder = f"{uri.rstrip('/')}/{COMPACT_PREFIX}{stamp}"
     committed = False
     try:
         table = open_table(uri)
@@ -167,50 +168,57 @@ def compact(
         adds = [_rewrite(uri, folder, g, by_day) for g in groups]
         record_footers(folder)  # as a run's commit does: `verify` compares each file with what was committed
         with writer_lock(uri, owner=owner):
-            table = open_table(uri)
-            active = {row["path"] for row in pa.table(table.get_add_actions(flatten=True)).select(["path"]).to_pylist()}
-            if any(f.path not in active for g in groups for f in g.files):
-                return CompactResult(
-                    planned.groups,
-                    planned.files_before,
-                    planned.files_after,
-                    None,
-                    "a writer replaced some of those files meanwhile; the next compaction tries again",
-                )
-            before = table.version()
-            now = int(clock.wall_time().timestamp() * 1000)
-            removes = [RemoveAction(f.path, False, now, f.size, dict(g.partition)) for g in groups for f in g.files]
-            custom = carried_metadata((table.history(1) or [{}])[0])
-            custom[METADATA_PREFIX + "compaction"] = f"{planned.files_before} files into {planned.files_after}"
-            sequence = (table.transaction_version(APP_ID) or 0) + 1
-            properties = CommitProperties(
-                custom_metadata=custom, app_transactions=[Transaction(app_id=APP_ID, version=sequence)]
-            )
-            partition_by = list(table.metadata().partition_columns) or None
-            try:
-                write_transaction(
-                    table,
-                    [*adds, *removes],
-                    mode="append",
-                    schema=table.schema(),
-                    partition_by=partition_by,
-                    properties=properties,
-                )
-            except Exception as exc:  # delta-rs raises several unrelated types; a concurrent commit is one of them
-                if open_table(uri).version() != before:
-                    return CompactResult(
-                        planned.groups,
-                        planned.files_before,
-                        planned.files_after,
-                        None,
-                        "another writer committed meanwhile; the next compaction tries again",
-                    )
-                raise StorageError(f"the compaction of {uri} failed, the table is unchanged: {exc}") from exc
-            committed = True
-            return CompactResult(planned.groups, planned.files_before, planned.files_after, open_table(uri).version())
+            result = _commit_rewritten(uri, groups, adds, planned)
+            committed = result.version is not None
+            return result
     finally:
         if not committed and is_local(folder):
             shutil.rmtree(local_path(folder), ignore_errors=True)
+
+
+def _commit_rewritten(uri: str, groups: list[Group], adds: list[AddAction], planned: CompactResult) -> CompactResult:
+    """Under the writer lock: the rewritten files in place of the groups' files, as one commit, unless a
+    writer replaced one of them or committed meanwhile (then nothing is committed, and the result says why)."""
+    table = open_table(uri)
+    active = {row["path"] for row in pa.table(table.get_add_actions(flatten=True)).select(["path"]).to_pylist()}
+    if any(f.path not in active for g in groups for f in g.files):
+        return CompactResult(
+            planned.groups,
+            planned.files_before,
+            planned.files_after,
+            None,
+            "a writer replaced some of those files meanwhile; the next compaction tries again",
+        )
+    before = table.version()
+    now = int(clock.wall_time().timestamp() * 1000)
+    removes = [RemoveAction(f.path, False, now, f.size, dict(g.partition)) for g in groups for f in g.files]
+    custom = carried_metadata((table.history(1) or [{}])[0])
+    custom[METADATA_PREFIX + "compaction"] = f"{planned.files_before} files into {planned.files_after}"
+    sequence = (table.transaction_version(APP_ID) or 0) + 1
+    properties = CommitProperties(
+        custom_metadata=custom, app_transactions=[Transaction(app_id=APP_ID, version=sequence)]
+    )
+    partition_by = list(table.metadata().partition_columns) or None
+    try:
+        write_transaction(
+            table,
+            [*adds, *removes],
+            mode="append",
+            schema=table.schema(),
+            partition_by=partition_by,
+            properties=properties,
+        )
+    except Exception as exc:  # delta-rs raises several unrelated types; a concurrent commit is one of them
+        if open_table(uri).version() != before:
+            return CompactResult(
+                planned.groups,
+                planned.files_before,
+                planned.files_after,
+                None,
+                "another writer committed meanwhile; the next compaction tries again",
+            )
+        raise StorageError(f"the compaction of {uri} failed, the table is unchanged: {exc}") from exc
+    return CompactResult(planned.groups, planned.files_before, planned.files_after, open_table(uri).version())
 
 
 def _rewrite(uri: str, folder: str, group: Group, by_day: bool) -> AddAction:
@@ -226,7 +234,8 @@ def _rewrite(uri: str, folder: str, group: Group, by_day: bool) -> AddAction:
     expected = sum(f.rows or 0 for f in group.files)
     if data.num_rows != expected:
         raise StorageError(
-            f"table {uri}: the files of {group.label} hold {data.num_rows} rows, the log says {expected}; nothing was compacted"
+            f"table {uri}: the files of {group.label} hold {data.num_rows} rows, the log says {expected}; "
+            "nothing was compacted"
         )
     if PARTITION_COLUMN in data.column_names:
         data = data.sort_by(PARTITION_COLUMN)  # tight interval statistics per row group

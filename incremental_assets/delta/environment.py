@@ -112,7 +112,8 @@ def production_references(warehouse: str) -> set[str]:
                         found.add(
                             _normal(path if "://" in path or path.startswith("/") else f"{base.rstrip('/')}/{path}")
                         )
-            # the current version's files, also those only a checkpoint names (older commit files past the log retention are gone)
+            # the current version's files, also those only a checkpoint names (older commit files past the log retention
+            # are gone)
             try:
                 found.update(_normal(unquote(f)) for f in open_table(uri).file_uris())
             except StorageError:

@@ -2,8 +2,8 @@
 
 A file overwritten with other bytes of the same size, or replaced by another file of the same size (an
 interval's file copied over another's), keeps the size the log recorded, so the size check alone cannot
-see it. Every commit therefore records, beside its files in the run's staging folder (or a compaction's), the SHA-256 of each
-file's Parquet footer (``_ia_footers.json``: file name -> hash; a name starting with ``_`` is never read
+see it. Every commit therefore records, beside its files in the run's staging folder (or a compaction's), the SHA-256 of
+each file's Parquet footer (``_ia_footers.json``: file name -> hash; a name starting with ``_`` is never read
 as data, nor deleted by ``vacuum``'s file cleanup). The footer holds the file's schema, row groups, row
 counts and per-column min/max, so another file's footer differs, and garbage has no footer at all.
 Checking a file costs two small reads at its end, not a scan. Files committed without a record (by an

@@ -74,6 +74,15 @@ def check_version(uri: str, expected: int | None, what: str, fix: str) -> None:
         )
 
 
+def _promotion_metadata(env_uri: str, metadata: Mapping[str, str]) -> dict[str, str]:
+    """The promotion commit's metadata: the environment's last commit's, with ``metadata`` over it."""
+    custom = {METADATA_PREFIX + k: v for k, v in last_commit_metadata(env_uri).items()}
+    custom.update({METADATA_PREFIX + k: str(v) for k, v in metadata.items()})
+    custom[METADATA_PREFIX + "staging"] = f"promote-{uuid.uuid4().hex[:12]}"
+    custom[METADATA_PREFIX + "committed_at"] = clock.wall_time().isoformat()
+    return custom
+
+
 def promote_table(env_uri: str, prod_uri: str, model: str, *, metadata: Mapping[str, str]) -> PromotedTable:
     """Commit the environment table's current files as production's whole table, in one transaction.
 
@@ -89,10 +98,7 @@ def promote_table(env_uri: str, prod_uri: str, model: str, *, metadata: Mapping[
     for row in rows:
         linked += _link(env_uri, prod_uri, row["path"])
         actions.append(_add_action(row))
-    custom = {METADATA_PREFIX + k: v for k, v in last_commit_metadata(env_uri).items()}
-    custom.update({METADATA_PREFIX + k: str(v) for k, v in metadata.items()})
-    custom[METADATA_PREFIX + "staging"] = f"promote-{uuid.uuid4().hex[:12]}"
-    custom[METADATA_PREFIX + "committed_at"] = clock.wall_time().isoformat()
+    custom = _promotion_metadata(env_uri, metadata)
     definition = stored_definition(env_uri, fingerprint)
     if definition is not None:
         write_definition(prod_uri, definition)
@@ -108,8 +114,10 @@ def promote_table(env_uri: str, prod_uri: str, model: str, *, metadata: Mapping[
             current = list(table.metadata().partition_columns)
             if current != partition_by:
                 raise PromotionRefusedError(
-                    f"{model}: production's table is partitioned by {current or 'nothing'}, the environment's by {partition_by or 'nothing'}; "
-                    "a Delta commit cannot change a table's partitioning: run the model in production with --full-refresh instead"
+                    f"{model}: production's table is partitioned by {current or 'nothing'}, the "
+                    f"environment's by {partition_by or 'nothing'}; "
+                    "a Delta commit cannot change a table's partitioning: run the model in production with "
+                    "--full-refresh instead"
                 )
             sequence = (table.transaction_version(APP_ID) or 0) + 1
             properties = CommitProperties(

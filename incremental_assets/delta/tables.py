@@ -243,7 +243,8 @@ def partial_days(window: TimeWindow) -> tuple[str, ...]:
     """The ``ia_day`` keys of the days ``window`` covers only in part (their other rows must be kept).
 
     >>> from incremental_assets.model.intervals import utc
-    >>> partial_days(TimeWindow(utc(2024, 1, 1, 5), utc(2024, 1, 3, 2))), partial_days(TimeWindow(utc(2024, 1, 1), utc(2024, 1, 3)))
+    >>> partial_days(TimeWindow(utc(2024, 1, 1, 5), utc(2024, 1, 3, 2))), partial_days(
+    ...     TimeWindow(utc(2024, 1, 1), utc(2024, 1, 3)))
     (('2024-01-01', '2024-01-03'), ())
     >>> partial_days(TimeWindow(utc(2024, 1, 1, 5), utc(2024, 1, 1, 6)))
     ('2024-01-01',)

@@ -81,17 +81,7 @@ def append_demo_hours(
     """
     root = Path(project_dir)
     start = loaded_until(root)
-    if hours is not None and until is not None:
-        raise ValueError("give hours or until, not both")
-    if hours is not None:
-        if hours < 1:
-            raise ValueError(f"hours must be at least 1, got {hours}")
-        end = start + timedelta(hours=hours)
-    else:
-        end = hour_boundary(until, "until") if until is not None else last_complete_hour(now)
-    asked_end = None
-    if not ahead and end > last_complete_hour(now):
-        asked_end, end = end, last_complete_hour(now)
+    end, asked_end = _append_end(start, hours=hours, until=until, now=now, ahead=ahead)
     if end <= start:
         return AppendResult(start, start, {"raw.orders": 0, "raw.order_items": 0}, asked_end=asked_end)
     shop = saved_shop(root, seed)
@@ -119,6 +109,23 @@ def append_demo_hours(
         quiet_hours=quiet,
         asked_end=asked_end,
     )
+
+
+def _append_end(
+    start: datetime, *, hours: int | None, until: datetime | None, now: datetime | None, ahead: bool
+) -> tuple[datetime, datetime | None]:
+    """Where an append from ``start`` ends, and the end asked when it is cut back to the last complete hour."""
+    if hours is not None and until is not None:
+        raise ValueError("give hours or until, not both")
+    if hours is not None:
+        if hours < 1:
+            raise ValueError(f"hours must be at least 1, got {hours}")
+        end = start + timedelta(hours=hours)
+    else:
+        end = hour_boundary(until, "until") if until is not None else last_complete_hour(now)
+    if not ahead and end > last_complete_hour(now):
+        return last_complete_hour(now), end
+    return end, None
 
 
 def _hour_of(micros: int) -> datetime:

@@ -1,1 +1,2 @@
-"""Files -> models: the MODEL header, the query, its macros (load/macros/), kinds, audits, seeds, Python models, sources.yaml, settings, the project folder."""
+"""Files -> models: the MODEL header, the query, its macros (load/macros/), kinds, audits, seeds, Python models,
+sources.yaml, settings, the project folder."""

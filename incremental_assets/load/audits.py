@@ -51,6 +51,35 @@ def _exprs(value: Value, path: str | Path) -> tuple[exp.Expr, ...]:
     return (_expr(value, path),)
 
 
+def _check_builtin_arguments(name: str, args: dict[str, Value], line: int, path: str | Path, origin: Origin) -> None:
+    """Raise when a built-in audit misses an argument it needs, or is given one it does not take."""
+    required, optional = BUILTINS[name]
+    missing = required - args.keys()
+    if missing:
+        raise ModelFileError(
+            path,
+            line,
+            f"{origin}: {name} needs {', '.join(sorted(missing))}",
+            hint=f"e.g. {_example(name)}",
+        )
+    unknown = args.keys() - required - optional
+    if unknown:
+        raise ModelFileError(
+            path,
+            line,
+            f"{origin}: {name} does not take {', '.join(sorted(unknown))}",
+            hint=f"e.g. {_example(name)}",
+        )
+    if name == "accepted_range" and not ({"min_v", "max_v"} & args.keys()):
+        raise ModelFileError(path, line, f"{origin}: accepted_range needs min_v or max_v", hint=_example(name))
+    if name == "number_of_rows":
+        t = args["threshold"]
+        if not (isinstance(t, Literal) and isinstance(t.value, int) and not isinstance(t.value, bool)):
+            raise ModelFileError(
+                path, t.line, f"{origin}: number_of_rows threshold must be a whole number, found {t.text}"
+            )
+
+
 def parse_audits(value: Value, path: str | Path, *, origin: Origin) -> tuple[Audit, ...]:
     """Typed audits from the value of an ``audits (...)`` / ``assertions (...)`` header property."""
     items = value.items if isinstance(value, Items) else (value,)
@@ -78,33 +107,7 @@ def parse_audits(value: Value, path: str | Path, *, origin: Origin) -> tuple[Aud
             blocking = str(b.value).lower() == "true"
         typed: dict[str, exp.Expr | tuple[exp.Expr, ...]] = {}
         if name in BUILTINS:
-            required, optional = BUILTINS[name]
-            missing = required - args.keys()
-            if missing:
-                raise ModelFileError(
-                    path,
-                    item.line,
-                    f"{origin}: {name} needs {', '.join(sorted(missing))}",
-                    hint=f"e.g. {_example(name)}",
-                )
-            unknown = args.keys() - required - optional
-            if unknown:
-                raise ModelFileError(
-                    path,
-                    item.line,
-                    f"{origin}: {name} does not take {', '.join(sorted(unknown))}",
-                    hint=f"e.g. {_example(name)}",
-                )
-            if name == "accepted_range" and not ({"min_v", "max_v"} & args.keys()):
-                raise ModelFileError(
-                    path, item.line, f"{origin}: accepted_range needs min_v or max_v", hint=_example(name)
-                )
-            if name == "number_of_rows":
-                t = args["threshold"]
-                if not (isinstance(t, Literal) and isinstance(t.value, int) and not isinstance(t.value, bool)):
-                    raise ModelFileError(
-                        path, t.line, f"{origin}: number_of_rows threshold must be a whole number, found {t.text}"
-                    )
+            _check_builtin_arguments(name, args, item.line, path, origin)
         for key, v in args.items():
             typed[key] = _exprs(v, path) if key in ("columns", "is_in", "criteria") else _expr(v, path)
         audits.append(Audit(name, typed, blocking, item.line, origin, item.text))

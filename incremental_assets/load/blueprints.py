@@ -5,7 +5,8 @@ makes one model per entry. In each, ``@{customer}`` becomes the value's text wit
 ``name @{customer}.orders``) and ``@customer`` the value as written (an identifier or a literal in the
 query); the header's ``blueprints`` property itself is dropped.
 
->>> text = "MODEL (name @{c}.orders, kind FULL, blueprints ((c := acme, n := 1), (c := globex, n := 2)));\\nSELECT @n AS n"
+>>> text = ("MODEL (name @{c}.orders, kind FULL, blueprints ((c := acme, n := 1), (c := globex, n := 2)));"
+...         "\\nSELECT @n AS n")
 >>> [t.split(";")[0] + " | " + t.split("\\n")[1] for t in expand_blueprints(text, "m.sql")]
 ['MODEL (name acme.orders, kind FULL) | SELECT 1 AS n', 'MODEL (name globex.orders, kind FULL) | SELECT 2 AS n']
 """

@@ -2,15 +2,16 @@
 
 Read from ``external_models.yaml`` and every YAML file under ``external_models/``. Each entry is
 SQLMesh's ``{name, columns, description?, gateway?, dialect?, start?, audits?, ...}``; we also take the keys of a
-sources.yaml entry (``location``, ``format``, ``time_column``, ``event_time_column``, ``interval_unit``), since SQLMesh finds the
-tables through its gateway and we need to be told where they are. A name declared in ``sources.yaml`` too
+sources.yaml entry (``location``, ``format``, ``time_column``, ``event_time_column``, ``interval_unit``), since SQLMesh
+finds the tables through its gateway and we need to be told where they are. A name declared in ``sources.yaml`` too
 takes its location from there and its columns from here when sources.yaml gives none. The format defaults
 from the location's suffix (``.csv``, ``.json``, ``.parquet``; otherwise Delta). Column types are in the
 project dialect (``model_defaults.dialect``) and become Spark types.
 
 >>> import tempfile, pathlib
 >>> d = pathlib.Path(tempfile.mkdtemp()); p = d / "external_models.yaml"
->>> _ = p.write_text("- name: '\\"raw\\".\\"events\\"'\\n  columns: {id: INTEGER, v: TEXT}\\n  location: data/events.parquet\\n")
+>>> _ = p.write_text("- name: '\\"raw\\".\\"events\\"'\\n  columns: {id: INTEGER, v: TEXT}\\n"
+...                  "  location: data/events.parquet\\n")
 >>> s = load_external_models(p, d, {}, "duckdb")["raw.events"]
 >>> s.format, dict(s.columns)
 ('parquet', {'id': 'INT', 'v': 'STRING'})
@@ -109,7 +110,8 @@ def load_external_models(
         columns = _spark_columns(entry.get("columns") or {}, str(entry.get("dialect") or dialect), path, line, name)
         if entry.get("audits"):
             log.info(
-                "%s:%s: the audits of external model %s are SQLMesh's checks on its gateway's table and are not run here",
+                "%s:%s: the audits of external model %s are SQLMesh's checks on its gateway's table and "
+                "are not run here",
                 path,
                 line,
                 name,

@@ -8,7 +8,8 @@ the project variable as a SQL literal, and ``{{ this_model }}`` the model's own 
 ``{% macro name(...) %}`` definitions of the project's ``macros/**/*.sql`` are callable in every block, as in
 SQLMesh.
 
->>> print(render_jinja_blocks("JINJA_QUERY_BEGIN;\\nSELECT {{ var('n') }} AS n WHERE ds = '{{ start_ds }}'\\nJINJA_END;", "m.sql", {"n": 3}))
+>>> text = "JINJA_QUERY_BEGIN;\\nSELECT {{ var('n') }} AS n WHERE ds = '{{ start_ds }}'\\nJINJA_END;"
+>>> print(render_jinja_blocks(text, "m.sql", {"n": 3}))
 <BLANKLINE>
 SELECT 3 AS n WHERE ds = @start_ds
 <BLANKLINE>

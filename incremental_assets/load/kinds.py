@@ -91,7 +91,8 @@ def _custom_kind(reader: HeaderReader, props: KindProperties, line: int, metadat
             hint="use the built-in kind that writes the same way: " + _INSTEAD,
         )
     log.warning(
-        "%s:%s: kind CUSTOM materialization '%s' (%s) only replaces the table with the model's query, so it runs as FULL",
+        "%s:%s: kind CUSTOM materialization '%s' (%s) only replaces the table with the model's query, so "
+        "it runs as FULL",
         reader.path,
         mline,
         name,

@@ -34,8 +34,9 @@ class of the project's own) is reported with its file and line.
 >>> find_materialization("MY_FULL", [folder]).problem is None
 True
 >>> found = find_materialization("append", [folder])
->>> found.class_name, found.line, found.problem
-('Append', 6, "m.py:8: insert calls self.adapter.insert_append(...), which is not a replacement of the table by the model's query")
+>>> found.class_name, found.line, found.problem  # doctest: +NORMALIZE_WHITESPACE
+('Append', 6,
+ "m.py:8: insert calls self.adapter.insert_append(...), which is not a replacement of the table by the model's query")
 >>> find_materialization("nowhere", [folder]) is None
 True
 """
@@ -164,7 +165,7 @@ def _names_from_sqlmesh(tree: ast.Module) -> set[str]:
 
 
 def _base_name(base: ast.expr) -> str | None:
-    """``CustomMaterialization``, ``CustomMaterialization[Kind]`` or ``sqlmesh.CustomMaterialization`` -> its last name."""
+    """The last name of a ``CustomMaterialization`` base, also written ``[Kind]`` or ``sqlmesh.``-qualified."""
     if isinstance(base, ast.Subscript):
         base = base.value
     if isinstance(base, ast.Name):
@@ -257,7 +258,10 @@ def _method_problem(method: ast.FunctionDef, file: Path) -> str | None:
             problem = _arguments_problem(call, None, None, set(params))
         else:
             only = "" if method.name == "insert" else f" (only super().{method.name}(...) may be called here)"
-            return f"{at} calls {called or _short(call.func)}(...), which is not a replacement of the table by the model's query{only}"
+            return (
+                f"{at} calls {called or _short(call.func)}(...), which is not a replacement of the table by "
+                f"the model's query{only}"
+            )
         if problem:
             return f"{at} calls {called}(...) {problem}"
     return None

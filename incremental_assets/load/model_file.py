@@ -225,7 +225,8 @@ def _start_and_end(reader: HeaderReader, seen: Mapping[str, Property], values: M
     if "start" in values and "end" in values and values["end"] + timedelta(days=inclusive) <= values["start"]:
         raise reader.fail(
             seen["end"].line,
-            f"end {values['end'].isoformat()} is not after start {values['start'].isoformat()}: the model would have no interval",
+            f"end {values['end'].isoformat()} is not after start {values['start'].isoformat()}: the model "
+            "would have no interval",
             hint="set end after start, or remove end (the model then runs up to the present)",
         )
     return {**values, "end": values["end"] + timedelta(days=1)} if inclusive else dict(values)
@@ -276,11 +277,13 @@ def _at_line(value: Value, line: int) -> Value:
 # Header properties with no effect here: said once per model file, never dropped in silence.
 _UNUSED = {
     "signals": "signals are not evaluated: intervals run when Dagster schedules them (use sensors for readiness)",
-    "partitioned_by": "partitioned_by is not applied: Delta tables are laid out by the time column of incremental models",
+    "partitioned_by": "partitioned_by is not applied: Delta tables are laid out by the time column of incremental "
+    "models",
     "allow_partials": "allow_partials is not applied: only complete intervals run",
     "storage_format": "storage_format is not applied: every table is Delta",
     "table_format": "table_format is not applied: every table is Delta",
-    "physical_properties": "physical_properties other than event_time_column and the safety overrides (allow_...) are not applied",
+    "physical_properties": "physical_properties other than event_time_column and the safety overrides (allow_...) "
+    "are not applied",
     "session_properties": "session_properties are not applied: set Spark conf in incremental_assets.yaml",
 }
 
@@ -444,7 +447,8 @@ def _time_layout(
         raise reader.fail(
             seen["cron"].line,
             f"cron '{values['cron']}' fires every {cron_unit}, more often than the model's {unit} intervals complete",
-            hint=f"use a cron at most as frequent as the intervals, e.g. cron '{_CRON_ALIAS.get(unit.value, unit.cron)}', "
+            hint="use a cron at most as frequent as the intervals, e.g. cron "
+            f"'{_CRON_ALIAS.get(unit.value, unit.cron)}', "
             f"or interval_unit {cron_unit} to cut {cron_unit} intervals",
         )
     if values.get("end") is not None:
@@ -583,7 +587,8 @@ def _check_keyed_kind(reader: HeaderReader, query: exp.Query, kind: Kind, line: 
     if missing:
         raise reader.fail(
             line,
-            f"kind {kind.name} needs column(s) {', '.join(missing)}, which the query does not output (outputs: {', '.join(names or [])})",
+            f"kind {kind.name} needs column(s) {', '.join(missing)}, which the query does not output "
+            f"(outputs: {', '.join(names or [])})",
             hint="select them, or name the right columns in the kind",
         )
     if isinstance(kind, ScdType2) and names is not None:

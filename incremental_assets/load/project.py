@@ -429,7 +429,8 @@ def _reference_errors(
                         model.path,
                         ref.line,
                         f"model {model.name} reads external model {ref.name}, which does not say where its data lives",
-                        hint=f"add `location: <path or URI>` (and `format:`) to its entry at {declared.path}:{declared.line}, or create it in before_all",
+                        hint="add `location: <path or URI>` (and `format:`) to its entry at "
+                        f"{declared.path}:{declared.line}, or create it in before_all",
                     )
                 )
             elif ref.name not in models and ref.name not in sources and ref.name != model.name:

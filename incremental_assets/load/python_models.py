@@ -8,7 +8,8 @@ and appends the rows in one atomic commit, exactly like an SQL cursor model.
 
 >>> import tempfile, pathlib
 >>> p = pathlib.Path(tempfile.mkdtemp()) / "api.py"
->>> _ = p.write_text("MODEL = {'name': 'raw.api', 'kind': 'INCREMENTAL_BY_CURSOR', 'cursor': 'id', 'initial_value': 0}\\n"
+>>> _ = p.write_text("MODEL = {'name': 'raw.api', 'kind': 'INCREMENTAL_BY_CURSOR', 'cursor': 'id', "
+...                  "'initial_value': 0}\\n"
 ...                  "def fetch(last_value, initial_value, is_backfill):\\n    return [{'id': 1}]\\n")
 >>> m = load_python_model(p)
 >>> m.name, m.kind.cursor, m.fetch(0, 0, True)
@@ -136,7 +137,8 @@ def load_python_models(
 ) -> list[SqlModel]:
     """The models of one ``models/*.py`` file: a source model (``MODEL`` + ``fetch``), SQLMesh ``@model``
     functions, or none (a helper module other model files import). ``is_sql`` models, whose entrypoint may
-    read the columns of any other model, go to ``deferred`` when given (called with ``macros=`` once every model is known)."""
+    read the columns of any other model, go to ``deferred`` when given (called with ``macros=`` once every model is
+    known)."""
     path = Path(path)
     module = _import(path, root)
     specs = list(module.__sqlmesh_models__)

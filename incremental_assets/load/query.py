@@ -176,8 +176,9 @@ def parse_statements(
 ) -> list[exp.Expr]:
     """SQL statements outside a model (a config's ``before_all``), parsed and their macros expanded.
 
-    >>> [s.sql(dialect="spark") for s in parse_statements("CREATE SCHEMA IF NOT EXISTS raw; SELECT @x", dialect="duckdb", path="c",
-    ...     macros=MacroContext(variables={"x": 1}))][0]
+    >>> statements = parse_statements("CREATE SCHEMA IF NOT EXISTS raw; SELECT @x", dialect="duckdb", path="c",
+    ...                               macros=MacroContext(variables={"x": 1}))
+    >>> [s.sql(dialect="spark") for s in statements][0]
     'CREATE SCHEMA IF NOT EXISTS raw'
     """
     check_nesting(sql, path, line_offset)
@@ -210,6 +211,27 @@ def parse_model_body(
         if isinstance(statement, exp.Query):  # expanding to a SELECT stays a pre- or post-statement
             statement.meta["model_query"] = True
     statements = _expand(statements, dialect, path, line_offset, macros, this_model)
+    at = _query_index(statements, path, line_offset)
+    query = statements[at]
+    assert isinstance(query, exp.Query)  # _query_index returns the position of a Query statement
+    check_tree_depth(query, path, 0)
+    if this_model is not None:
+        _name_this_model(query, this_model)
+    for param in query.find_all(exp.Parameter):
+        if param.name not in DATE_MACROS | CURSOR_MACROS:
+            raise ModelFileError(
+                path,
+                node_line(param, 0) or line_offset + 1,
+                f"unknown macro @{param.name}",
+                hint="use one of " + ", ".join("@" + m for m in sorted(DATE_MACROS)),
+            )
+    _check_runtime_choices(query, path, line_offset)
+    return ModelBody(query, tuple(statements[:at]), tuple(statements[at + 1 :]))
+
+
+def _query_index(statements: list[exp.Expr], path: str | Path, line_offset: int) -> int:
+    """Where the model's one query is among its expanded statements: the statement written as a query
+    when there is one such, else the only query; a model without a query or with several is refused."""
     queries = [i for i, s in enumerate(statements) if isinstance(s, exp.Query)]
     written = [i for i in queries if statements[i].meta.get("model_query")]
     queries = written if len(written) == 1 else queries
@@ -231,21 +253,7 @@ def parse_model_body(
             f"the model has {len(queries)} queries; a model holds exactly one",
             hint="move the other queries into their own model files",
         )
-    query = statements[queries[0]]
-    assert isinstance(query, exp.Query)  # queries holds the positions of Query statements only
-    check_tree_depth(query, path, 0)
-    if this_model is not None:
-        _name_this_model(query, this_model)
-    for param in query.find_all(exp.Parameter):
-        if param.name not in DATE_MACROS | CURSOR_MACROS:
-            raise ModelFileError(
-                path,
-                node_line(param, 0) or line_offset + 1,
-                f"unknown macro @{param.name}",
-                hint="use one of " + ", ".join("@" + m for m in sorted(DATE_MACROS)),
-            )
-    _check_runtime_choices(query, path, line_offset)
-    return ModelBody(query, tuple(statements[: queries[0]]), tuple(statements[queries[0] + 1 :]))
+    return queries[0]
 
 
 def _check_runtime_choices(query: exp.Expr, path: str | Path, line_offset: int) -> None:
@@ -255,16 +263,20 @@ def _check_runtime_choices(query: exp.Expr, path: str | Path, line_offset: int) 
             raise ModelFileError(
                 path,
                 node_line(node, 0) or line_offset + 1,
-                "a table chosen by a condition on the run window (FROM @IF(@start_ds ..., a, b)): the tables a model reads must be known when it loads",
-                hint="read both tables with UNION ALL, each filtered by the condition (WHERE @start_ds < '2024-06-01'), or make two models",
+                "a table chosen by a condition on the run window (FROM @IF(@start_ds ..., a, b)): the "
+                "tables a model reads must be known when it loads",
+                hint="read both tables with UNION ALL, each filtered by the condition (WHERE @start_ds < "
+                "'2024-06-01'), or make two models",
             )
     count = choice_count(query)
     if count > MAX_RUNTIME_CHOICES:
         raise ModelFileError(
             path,
             node_line(query, 0) or line_offset + 1,
-            f"the query holds {count} macro conditions on the run window; at most {MAX_RUNTIME_CHOICES} can be analysed (every combination is)",
-            hint="compare date macros in the SQL itself (CASE WHEN @start_ds >= '2024-02-01' THEN ... END) for the others",
+            f"the query holds {count} macro conditions on the run window; at most {MAX_RUNTIME_CHOICES} "
+            "can be analysed (every combination is)",
+            hint="compare date macros in the SQL itself (CASE WHEN @start_ds >= '2024-02-01' THEN ... END) for "
+            "the others",
         )
     if count:
         shapes = {tuple(_named_outputs(v) or ()) for v in runtime_variants(query)}

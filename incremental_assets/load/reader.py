@@ -61,5 +61,6 @@ class HeaderReader:
             raise self.fail(
                 v.line,
                 f"{what} '{raw}' is not a date",
-                hint="write it as 'YYYY-MM-DD', or relative as SQLMesh does ('1 year ago', '2 months ago', 'yesterday')",
+                hint="write it as 'YYYY-MM-DD', or relative as SQLMesh does ('1 year ago', '2 months ago', "
+                "'yesterday')",
             ) from None

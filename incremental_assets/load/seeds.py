@@ -120,7 +120,8 @@ def read_seed(
             raise ModelFileError(
                 path,
                 1,
-                f"the seed's columns ({', '.join(names)}) differ from the model's declared columns ({', '.join(declared)})",
+                f"the seed's columns ({', '.join(names)}) differ from the model's declared columns "
+                f"({', '.join(declared)})",
                 hint="make the CSV header and the MODEL `columns` list name the same columns in the same order",
             )
     rows: list[tuple[int, list[str]]] = []
@@ -131,26 +132,33 @@ def read_seed(
         if len(record) != len(names):
             raise ModelFileError(path, line, f"the row has {len(record)} values, the header names {len(names)} columns")
         rows.append((line, record))
-    if declared:
-        columns = {n: t.upper() for n, t in declared.items()}
-        for i, (name, spark_type) in enumerate(columns.items()):
-            parse = _checker(spark_type)
-            if parse is None:
-                continue
-            for line, record in rows:
-                value = record[i].strip()
-                if value and not _fits(parse, value):
-                    raise ModelFileError(
-                        path,
-                        line,
-                        f"value '{value}' of column {name} is not a {spark_type}",
-                        hint="fix the value or the column's declared type",
-                    )
-    else:
-        columns = {}
-        for i, name in enumerate(names):
-            values = [r[i].strip() for _, r in rows if r[i].strip()]
-            columns[name] = next(
-                (t for t in _INFERENCE if values and all(_fits(_PARSERS[t], v) for v in values)), "STRING"
-            )
+    columns = _declared_columns(path, rows, declared) if declared else _inferred_columns(rows, names)
     return SeedFile(columns, hashlib.sha256(raw).hexdigest(), len(rows))
+
+
+def _declared_columns(path: Path, rows: list[tuple[int, list[str]]], declared: Mapping[str, str]) -> dict[str, str]:
+    """The declared column types, once every value of the rows fits its column's type."""
+    columns = {n: t.upper() for n, t in declared.items()}
+    for i, (name, spark_type) in enumerate(columns.items()):
+        parse = _checker(spark_type)
+        if parse is None:
+            continue
+        for line, record in rows:
+            value = record[i].strip()
+            if value and not _fits(parse, value):
+                raise ModelFileError(
+                    path,
+                    line,
+                    f"value '{value}' of column {name} is not a {spark_type}",
+                    hint="fix the value or the column's declared type",
+                )
+    return columns
+
+
+def _inferred_columns(rows: list[tuple[int, list[str]]], names: list[str]) -> dict[str, str]:
+    """Each column's type: the first type of the inference order all its values fit, else STRING."""
+    columns = {}
+    for i, name in enumerate(names):
+        values = [r[i].strip() for _, r in rows if r[i].strip()]
+        columns[name] = next((t for t in _INFERENCE if values and all(_fits(_PARSERS[t], v) for v in values)), "STRING")
+    return columns

@@ -167,36 +167,34 @@ def _origin(key: str, variable: str, env: Mapping[str, str], path: Path, text: s
 _EXAMPLES = {"warehouse": "s3://bucket/warehouse", "dialect": "spark", "timezone": "UTC", "dagster_home": ".dagster"}
 
 
-def load_settings(project_dir: str | Path, *, environ: Mapping[str, str] | None = None) -> Settings:
-    """Read the settings file (optional) and apply environment overrides."""
-    env = read_env_settings(environ).setting_overrides
-    project_dir = Path(project_dir).resolve()
-    path = project_dir / SETTINGS_FILE
-    raw: dict = {}
-    text = ""
-    if path.exists():
-        text = read_utf8(path)
-        raw = yaml_mapping(text, path, "settings")
-    known = {
-        "warehouse",
-        "dialect",
-        "timezone",
-        "spark",
-        "dagster_home",
-        "max_concurrent_runs",
-        "hourly_files",
-        "environments",
-        "maintenance",
-    }
-    unknown = {str(k) for k in raw} - known
+_KNOWN = (
+    "warehouse",
+    "dialect",
+    "timezone",
+    "spark",
+    "dagster_home",
+    "max_concurrent_runs",
+    "hourly_files",
+    "environments",
+    "maintenance",
+)
+
+
+def _check_top_level(raw: dict, path: Path) -> None:
+    """Raise on a setting we do not know, or a setting meant to be one value that is not."""
+    unknown = {str(k) for k in raw} - set(_KNOWN)
     if unknown:
         raise ModelFileError(
-            path, None, f"unknown setting(s): {', '.join(sorted(unknown))}", hint="use " + ", ".join(sorted(known))
+            path, None, f"unknown setting(s): {', '.join(sorted(unknown))}", hint="use " + ", ".join(sorted(_KNOWN))
         )
     for key in ("warehouse", "dialect", "timezone", "dagster_home"):
         value = raw.get(key)
         if value is not None and (not isinstance(value, (str, int, float)) or "\x00" in str(value)):
             raise ModelFileError(path, None, f"{key} must be a single value, e.g. `{key}: {_EXAMPLES[key]}`")
+
+
+def _spark_section(raw: dict, path: Path) -> dict:
+    """The ``spark`` mapping of the settings file, checked: text master and remote, a mapping conf."""
     spark = raw.get("spark") or {}
     if not isinstance(spark, dict):
         raise ModelFileError(path, None, "spark must be a mapping with master, remote and conf")
@@ -216,6 +214,11 @@ def load_settings(project_dir: str | Path, *, environ: Mapping[str, str] | None 
             "spark.conf must be a mapping of Spark settings to values",
             hint="write `conf: {spark.sql.shuffle.partitions: 8}`",
         )
+    return spark
+
+
+def _spark_conf(spark: dict, env: Mapping[str, str]) -> dict[str, str]:
+    """The file's Spark settings, with those of ``INCREMENTAL_ASSETS_SPARK_CONF`` (a JSON object) over them."""
     conf = {str(k): str(v) for k, v in (spark.get("conf") or {}).items()}
     if env.get("INCREMENTAL_ASSETS_SPARK_CONF"):
         try:
@@ -230,18 +233,37 @@ def load_settings(project_dir: str | Path, *, environ: Mapping[str, str] | None 
                 hint='e.g. {"spark.sql.shuffle.partitions": "8"}',
             ) from None
         conf.update({str(k): str(v) for k, v in extra.items()})
+    return conf
+
+
+def _max_concurrent_runs(raw: dict, env: Mapping[str, str], path: Path, local_master: str | None) -> int:
+    """The run limit: the environment's, else the file's, else the default for ``local_master`` (None:
+    Spark Connect)."""
+    if env.get("INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS"):
+        return _run_limit(env["INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS"], None, "INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS")
+    if raw.get("max_concurrent_runs") is not None:
+        return _run_limit(raw["max_concurrent_runs"], path, "max_concurrent_runs")
+    return default_max_concurrent_runs(local_master)
+
+
+def load_settings(project_dir: str | Path, *, environ: Mapping[str, str] | None = None) -> Settings:
+    """Read the settings file (optional) and apply environment overrides."""
+    env = read_env_settings(environ).setting_overrides
+    project_dir = Path(project_dir).resolve()
+    path = project_dir / SETTINGS_FILE
+    raw: dict = {}
+    text = ""
+    if path.exists():
+        text = read_utf8(path)
+        raw = yaml_mapping(text, path, "settings")
+    _check_top_level(raw, path)
+    spark = _spark_section(raw, path)
+    conf = _spark_conf(spark, env)
     warehouse = env.get("INCREMENTAL_ASSETS_WAREHOUSE") or raw.get("warehouse") or "warehouse"
     home = env.get("DAGSTER_HOME") or raw.get("dagster_home") or ".dagster"
     spark_master = str(env.get("INCREMENTAL_ASSETS_SPARK_MASTER") or spark.get("master") or "local[2]")
     remote = env.get("INCREMENTAL_ASSETS_SPARK_REMOTE") or spark.get("remote") or None
-    if env.get("INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS"):
-        max_runs = _run_limit(
-            env["INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS"], None, "INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS"
-        )
-    elif raw.get("max_concurrent_runs") is not None:
-        max_runs = _run_limit(raw["max_concurrent_runs"], path, "max_concurrent_runs")
-    else:
-        max_runs = default_max_concurrent_runs(None if remote else spark_master)
+    max_runs = _max_concurrent_runs(raw, env, path, None if remote else spark_master)
     dialect = str(env.get("INCREMENTAL_ASSETS_DIALECT") or raw.get("dialect") or "spark").lower()
     if not _known_dialect(dialect):
         where, line = _origin("dialect", "INCREMENTAL_ASSETS_DIALECT", env, path, text)

@@ -95,7 +95,7 @@ def make_source(
 
 
 def load_sources(path: Path, project_dir: Path) -> dict[str, Source]:
-    """Read sources.yaml: a list of {name, location, format, columns?, time_column?, event_time_column?, interval_unit?}."""
+    """Read sources.yaml: a list of {name, location, format, columns?, time_column?, event_time_column?, ...}."""
     sources: dict[str, Source] = {}
     for entry, line in yaml_entries(path, "sources.yaml must be a list of sources", under="sources"):
         if not isinstance(entry, dict):
@@ -106,7 +106,8 @@ def load_sources(path: Path, project_dir: Path) -> dict[str, Source]:
                 path,
                 line,
                 f"unknown key(s) {', '.join(sorted(unknown))} in a source",
-                hint="use name, location, format, columns, time_column, time_column_format, event_time_column, interval_unit",
+                hint="use name, location, format, columns, time_column, time_column_format, event_time_column, "
+                "interval_unit",
             )
         for key in ("name", "location", "format"):
             if not entry.get(key) or not isinstance(entry.get(key), str):
@@ -139,7 +140,8 @@ def read_event_time_column(entry: dict, path: Path, line: int, name: str) -> str
             path,
             line,
             f"source {name}: event_time_column {value} needs a time_column (the partition column it is truncated to)",
-            hint="add `time_column: event_date` (and `interval_unit: day`), the column whose value is the event time truncated to the unit",
+            hint="add `time_column: event_date` (and `interval_unit: day`), the column whose value is the event "
+            "time truncated to the unit",
         )
     if value.lower() == str(entry["time_column"]).lower():
         raise ModelFileError(

@@ -9,7 +9,8 @@ SQL models. The kind defaults to FULL (a Python model cannot be a view). Upstrea
 >>> import tempfile, pathlib
 >>> from incremental_assets.load.sqlmesh_shim import ModelSpec
 >>> p = pathlib.Path(tempfile.mkdtemp()) / "m.py"
->>> _ = p.write_text("def execute(context, start, end, execution_time, **kw):\\n    return context.fetchdf('SELECT 1')\\n")
+>>> _ = p.write_text("def execute(context, start, end, execution_time, **kw):\\n"
+...                  "    return context.fetchdf('SELECT 1')\\n")
 >>> m = sqlmesh_python_model(p, ModelSpec("s.py_model", {"columns": {"id": "int"}, "depends_on": ["s.a"]}, print), {})
 >>> m.kind.name, dict(m.columns), m.depends_on
 ('FULL', {'id': 'INT'}, ('s.a',))
@@ -171,7 +172,8 @@ def resolved_tables(path: Path, text: str, env: Mapping[str, Any], variables: Ma
                 path,
                 node.lineno,
                 f"cannot tell which table context.{func.attr}({ast.unparse(arg)}) reads when the file loads",
-                hint="pass a table name, a module constant or context.var(...), or list the tables in depends_on=[...] of @model",
+                hint="pass a table name, a module constant or context.var(...), or list the tables in "
+                "depends_on=[...] of @model",
             ) from None
         found.append(str(value))
     return found
@@ -199,7 +201,8 @@ def _entrypoint_sql(path: Path, spec: ModelSpec, line: int | None, dialect: str,
     raise ModelFileError(
         path,
         line,
-        f"@model {spec.name}: an is_sql entrypoint returns SQL text or a sqlglot expression, found {type(result).__name__}",
+        f"@model {spec.name}: an is_sql entrypoint returns SQL text or a sqlglot expression, found "
+        f"{type(result).__name__}",
     )
 
 
@@ -207,6 +210,29 @@ def _statements(values: Any, dialect: str) -> str:
     return "".join(
         f"{v.sql(dialect=dialect) if isinstance(v, exp.Expression) else str(v).rstrip().rstrip(';')};\n"
         for v in values or ()
+    )
+
+
+def _model_body(path: Path, spec: ModelSpec, line: int | None, dialect: str, macros: MacroContext | None) -> str:
+    """The SQL after the header: an SQL model's statements around the query its entrypoint returns, or for
+    a Python model a SELECT of its declared columns from the rows its function returns."""
+    kwargs = spec.kwargs
+    if kwargs.get("is_sql"):
+        model_dialect = str(kwargs.get("dialect") or dialect)
+        query = _entrypoint_sql(path, spec, line, model_dialect, macros)
+        body = _statements(kwargs.get("pre_statements"), model_dialect) + query.rstrip().rstrip(";") + ";\n"
+        return body + _statements(kwargs.get("post_statements"), model_dialect)
+    if not kwargs.get("columns"):
+        raise ModelFileError(
+            path,
+            line,
+            f"Python model {spec.name} declares no columns",
+            hint="add columns={'name': 'type', ...} to @model",
+        )
+    return (
+        "SELECT "
+        + ", ".join(exp.to_identifier(c).sql(dialect=dialect) for c in plain(kwargs["columns"]))
+        + f" FROM {PYTHON_ROWS_VIEW}"
     )
 
 
@@ -227,24 +253,7 @@ def sqlmesh_python_model(
     kwargs = spec.kwargs
     if spec.func is None or not callable(spec.func):
         raise ModelFileError(path, line, f"@model {spec.name} does not decorate a function")
-    if kwargs.get("is_sql"):
-        model_dialect = str(kwargs.get("dialect") or dialect)
-        query = _entrypoint_sql(path, spec, line, model_dialect, macros)
-        body = _statements(kwargs.get("pre_statements"), model_dialect) + query.rstrip().rstrip(";") + ";\n"
-        body += _statements(kwargs.get("post_statements"), model_dialect)
-    elif not kwargs.get("columns"):
-        raise ModelFileError(
-            path,
-            line,
-            f"Python model {spec.name} declares no columns",
-            hint="add columns={'name': 'type', ...} to @model",
-        )
-    else:
-        body = (
-            "SELECT "
-            + ", ".join(exp.to_identifier(c).sql(dialect=dialect) for c in plain(kwargs["columns"]))
-            + f" FROM {PYTHON_ROWS_VIEW}"
-        )
+    body = _model_body(path, spec, line, dialect, macros)
     variables = macros.variables if macros else {}
     try:
         model = parse_model_file(

@@ -6,8 +6,9 @@ A meta path finder serves them, in one of two ways, and nothing outside the ``wi
 
 - :func:`sqlmesh_names` (``config.py`` and Python models): the modules and names of
   :func:`_served_modules`, only when the real package cannot be imported (an installed SQLMesh always
-  wins, and :func:`real_model_specs` reads its ``@model`` declarations into what :func:`model` records). Any other ``sqlmesh`` name fails the import, and :func:`import_failure` reports it with the
-  file, the line and the name: a stand-in never computes a value SQLMesh would compute differently.
+  wins, and :func:`real_model_specs` reads its ``@model`` declarations into what :func:`model` records). Any other
+  ``sqlmesh`` name fails the import, and :func:`import_failure` reports it with the file, the line and the name: a
+  stand-in never computes a value SQLMesh would compute differently.
 - :func:`macro_names` (``macros/*.py``): the names of :data:`MACRO_EXPORTS` are served whether or not
   SQLMesh is installed (an installed one is set aside meanwhile and put back after, so its classes never
   mix with our :class:`MacroEvaluator`); any other ``sqlmesh.*`` module is refused with an ImportError

@@ -31,7 +31,8 @@ def read_utf8(path: Path) -> str:
         raise ModelFileError(
             path,
             line,
-            f"byte 0x{data[exc.start]:02x} at offset {exc.start} (line {line}, column {column}) is not UTF-8: the file is in another encoding",
+            f"byte 0x{data[exc.start]:02x} at offset {exc.start} (line {line}, column {column}) is not "
+            "UTF-8: the file is in another encoding",
             hint="save the file as UTF-8 (an editor's Save with Encoding, or `iconv -t utf-8`)",
         ) from None
 

@@ -1,1 +1,2 @@
-"""What a model IS: pure frozen values (kinds, models, interval units and windows, audits, settings, the project). Imports nothing of ours but errors."""
+"""What a model IS: pure frozen values (kinds, models, interval units and windows, audits, settings, the project).
+Imports nothing of ours but errors."""

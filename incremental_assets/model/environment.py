@@ -7,10 +7,11 @@ place. Which table a model's readers and writers use is decided in one place, :m
 
 >>> env_root("/w", "dev")
 '/w/__env/dev'
->>> check_name("Dev")
+>>> check_name("Dev")  # doctest: +NORMALIZE_WHITESPACE
 Traceback (most recent call last):
 ...
-incremental_assets.errors.SelectionError: environment name 'Dev' is not valid: it must match [a-z][a-z0-9_]* and not be 'prod' (fix: e.g. --env dev)
+incremental_assets.errors.SelectionError: environment name 'Dev' is not valid: it must match [a-z][a-z0-9_]*
+and not be 'prod' (fix: e.g. --env dev)
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ def check_name(name: str) -> str:
     """``name`` when it can name an environment; a SelectionError saying what can otherwise."""
     if not is_name(name):
         raise SelectionError(
-            f"environment name '{name}' is not valid: it must match [a-z][a-z0-9_]* and not be '{PRODUCTION}' (fix: e.g. --env dev)"
+            f"environment name '{name}' is not valid: it must match [a-z][a-z0-9_]* and not be "
+            f"'{PRODUCTION}' (fix: e.g. --env dev)"
         )
     return name
 

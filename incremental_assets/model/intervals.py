@@ -302,7 +302,8 @@ def intervals(window: TimeWindow, unit: str) -> list[TimeWindow]:
 def count_intervals(window: TimeWindow, unit: "IntervalUnit | str") -> int:
     """How many intervals of ``unit`` an aligned window holds, without listing them.
 
-    >>> count_intervals(TimeWindow(utc(2024, 1, 1), utc(2025, 1, 1)), "hour"), count_intervals(TimeWindow(utc(2024, 1, 1), utc(2025, 1, 1)), "quarter")
+    >>> year = TimeWindow(utc(2024, 1, 1), utc(2025, 1, 1))
+    >>> count_intervals(year, "hour"), count_intervals(year, "quarter")
     (8784, 4)
     """
     unit = IntervalUnit.of(unit)
@@ -355,7 +356,8 @@ def subtract(window: TimeWindow, covered: Sequence[TimeWindow]) -> list[TimeWind
 def describe_windows(windows: Iterable[TimeWindow]) -> str:
     """Windows as messages and ``status`` list them, ``none`` for no window.
 
-    >>> describe_windows([TimeWindow(utc(2024, 1, 1), utc(2024, 1, 3)), TimeWindow(utc(2024, 1, 5, 6), utc(2024, 1, 6))])
+    >>> describe_windows([TimeWindow(utc(2024, 1, 1), utc(2024, 1, 3)),
+    ...                   TimeWindow(utc(2024, 1, 5, 6), utc(2024, 1, 6))])
     '[2024-01-01, 2024-01-03), [2024-01-05 06:00, 2024-01-06)'
     >>> describe_windows([])
     'none'

@@ -229,7 +229,10 @@ def describe_write(kind: Any) -> str | None:
     'upsert by unique key (a, b); table partitioned into 8 key buckets, a run rewrites only the buckets it touches'
     """
     if isinstance(kind, UniqueKey):
-        return f"upsert by unique key ({', '.join(kind.unique_key)}); table partitioned into {kind.buckets} key buckets, a run rewrites only the buckets it touches"
+        return (
+            f"upsert by unique key ({', '.join(kind.unique_key)}); table partitioned into {kind.buckets} key "
+            "buckets, a run rewrites only the buckets it touches"
+        )
     if isinstance(kind, ScdType2):
         change = (
             f"a newer {kind.updated_at_name}"
@@ -245,5 +248,8 @@ def describe_write(kind: Any) -> str | None:
         )
     if isinstance(kind, IncrementalByCursor):
         start = f", initial value {kind.initial_value!r}" if kind.initial_value is not None else ""
-        return f"append rows past the cursor MAX({kind.cursor}) of the committed table{start}; starts over when the definition changes"
+        return (
+            f"append rows past the cursor MAX({kind.cursor}) of the committed table{start}; starts over when "
+            "the definition changes"
+        )
     return None

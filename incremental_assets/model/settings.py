@@ -47,7 +47,8 @@ def is_local(uri: str) -> bool:
 def is_secret(key: str) -> bool:
     """Whether a setting's name says it holds a credential: its value is never shown or stored.
 
-    >>> [is_secret(k) for k in ("spark.hadoop.fs.s3a.secret.key", "spark.hadoop.fs.s3a.access.key", "spark.sql.shuffle.partitions")]
+    >>> names = ("spark.hadoop.fs.s3a.secret.key", "spark.hadoop.fs.s3a.access.key", "spark.sql.shuffle.partitions")
+    >>> [is_secret(k) for k in names]
     [True, True, False]
     """
     return bool(SECRET_KEY.search(key))

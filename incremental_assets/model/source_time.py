@@ -42,7 +42,9 @@ def instant(value: object, *, time_format: str | None = None, tz: tzinfo = timez
     """A time value as an aware instant (None: not a time, or text that does not parse).
 
     >>> instant("2025-03-01", time_format="%Y-%m-%d"), instant(datetime(2025, 3, 1, 10), tz=zone("+01:00"))
-    (datetime.datetime(2025, 3, 1, 0, 0, tzinfo=datetime.timezone.utc), datetime.datetime(2025, 3, 1, 9, 0, tzinfo=datetime.timezone.utc))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    (datetime.datetime(2025, 3, 1, 0, 0, tzinfo=datetime.timezone.utc),
+     datetime.datetime(2025, 3, 1, 9, 0, tzinfo=datetime.timezone.utc))
     """
     if isinstance(value, datetime):
         return (value if value.tzinfo else value.replace(tzinfo=tz)).astimezone(timezone.utc)

@@ -39,7 +39,8 @@ def check_specs(project: Project, model: SqlModel, key: dg.AssetKey) -> list[dg.
             dg.AssetCheckSpec(
                 DEFINITION_CHECK,
                 asset=key,
-                description="The table was built with the model's current definition (fails when the model file changed since)",
+                description="The table was built with the model's current definition (fails when the model file "
+                "changed since)",
             )
         ]
         if model.has_table

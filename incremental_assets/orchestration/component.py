@@ -66,8 +66,8 @@ class IncrementalAssetsComponent(dg.Component, dg.Model, dg.Resolvable):
     """The models of one incremental_assets project as Dagster definitions.
 
     ``project`` is the project folder (holding ``models/``), absolute or relative to the folder of the
-    ``defs.yaml``, or a list of folders loaded as one project (SQLMesh's multi-repo projects); ``schedules`` and ``sensors`` can be switched off when a deployment drives runs itself
-    (for instance with ``automation_condition``).
+    ``defs.yaml``, or a list of folders loaded as one project (SQLMesh's multi-repo projects); ``schedules`` and
+    ``sensors`` can be switched off when a deployment drives runs itself (for instance with ``automation_condition``).
     """
 
     project: Union[str, list[str]] = "."

@@ -41,7 +41,7 @@ from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.instance import materialized_windows
 from incremental_assets.orchestration.partition_keys import time_partitions
 from incremental_assets.orchestration.resource import SparkResource
-from incremental_assets.orchestration.runner import Runner, RunRecord, RunReport
+from incremental_assets.orchestration.runner import Runner, RunRecord, RunReport, progress_line
 from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.plan.analyses import run_size
 from incremental_assets.plan.changes import (
@@ -232,24 +232,9 @@ def build_environment(
     manifest = read_manifest(warehouse, name) or {}
     held = manifest.get("models") or {}
     chosen = set(plan.models) if selection is None else {m.name for m in selection} & set(plan.models)
-    # Locations: what this command builds, and what the environment already holds with its current definition.
-    located = [
-        m for m in plan.models if m in chosen or (held.get(m) or {}).get("fingerprint") == project.models[m].fingerprint
-    ]
-    for model_name in sorted(chosen):
-        lacking = [u for u in project.models[model_name].depends_on if u in plan.models and u not in located]
-        if lacking:
-            raise SelectionError(
-                f"{model_name} reads {', '.join(lacking)}, changed and not built in environment {name} yet "
-                f"(fix: select it too, e.g. run --auto --env {name} +{model_name})"
-            )
+    located = _located_models(project, plan, name, chosen, held)
     full_plan = replace(plan, models=tuple(located))
-    env, env_translator, assets = environment_assets(project, full_plan, translator)
-    defs = dg.Definitions(
-        assets=assets, resources={"spark": SparkResource.from_settings(env.settings)}, executor=dg.in_process_executor
-    )
-    runner = Runner(env, instance, defs, env_translator)
-    runner.extra_tags = {tags.ENVIRONMENT_TAG: name}
+    env, env_translator, runner = _environment_runner(project, full_plan, instance, translator)
     result = EnvironmentBuild(plan)
     rebuilt: set[str] = set()
     failed: set[str] = set()
@@ -263,58 +248,113 @@ def build_environment(
             )
             failed.add(model_name)
             continue
-        uri = env.settings.table_location(model_name)
-        built_with = delta.built_with(uri)
-        signature = _signature(env, model, full_plan)
-        entry = held.get(model_name) or {}
-        fresh = (
-            built_with != model.fingerprint
-            or entry.get("upstream") != signature
-            or bool(rebuilt & set(model.depends_on))
-            or bool(_moved_reads(env, model, full_plan, manifest.get("reads") or {}))
-            or _moved_itself(entry, full_plan, model_name)
-        )
-        runs: list[tuple[TimeWindow | None, bool]] = []  # (window, rebuild)
+        built_with = delta.built_with(env.settings.table_location(model_name))
+        fresh = built_with != model.fingerprint or _upstream_changed(env, model, full_plan, manifest, rebuilt)
         if isinstance(model.kind, IncrementalByTimeRange):
             targets = _targets(model, plan.tables.get(model_name, TableState()), end, now)
-            key = env_translator.get_asset_key(model)
-            partitions = env_translator.get_partitions_def(model)
-            partitions = time_partitions(partitions, model.name)
-            recorded = materialized_windows(instance, key, partitions)
-            if targets and fresh and built_with is not None:
-                # Built with another definition or from other upstream ones: rebuilt from its start, one commit.
-                assert model.start is not None
-                runs.append((TimeWindow(model.start, max(w.end for w in [*targets, *recorded])), True))
-            else:
-                todo = [part for w in targets for part in subtract(w, recorded if built_with is not None else [])]
-                runs += [
-                    (w, False) for window in merge(todo) for w in batches(window, model.unit, run_size(env, model))
-                ]
-        elif fresh:
-            runs.append((None, built_with is not None and model.is_merge_style))
+            partitions = time_partitions(env_translator.get_partitions_def(model), model.name)
+            recorded = materialized_windows(instance, env_translator.get_asset_key(model), partitions)
+            runs = _partitioned_runs(env, model, targets, recorded, fresh=fresh, built=built_with is not None)
+        else:
+            runs = [(None, built_with is not None and model.is_merge_style)] if fresh else []
         if not runs:
             (result.current if built_with is not None else result.idle).append(model_name)
             continue
-        for window, rebuild in runs:
-            record = runner.run_window(model, window, rebuild=rebuild, built_with=built_with if not rebuild else None)
-            result.report.records.append(record)
-            if progress:
-                where = (str(window) if window else "full") + (" (rebuilt from start, one commit)" if rebuild else "")
-                progress(
-                    f"[env {name}] {model_name} {where}: {'ok' if record.success else 'FAILED'}"
-                    + (f", {record.rows:,} rows" if record.rows is not None else "")
-                    + (f"\n    {record.error}" if record.error else "")
-                )
-            if not record.success:
-                failed.add(model_name)
-                break
-            built_with = model.fingerprint
-        if model_name not in failed:
-            result.built.append(model_name)
-            if fresh:
-                rebuilt.add(model_name)
+        records = _run_windows(runner, name, model, runs, built_with, progress)
+        result.report.records.extend(records)
+        if not records[-1].success:
+            failed.add(model_name)
+            continue
+        result.built.append(model_name)
+        if fresh:
+            rebuilt.add(model_name)
     _write_manifest(env, full_plan, instance, env_translator, held, failed, chosen)
     return result
+
+
+def _environment_runner(
+    project: Project, plan: EnvironmentPlan, instance: dg.DagsterInstance, translator: ModelTranslator | None
+) -> tuple[Project, ModelTranslator, Runner]:
+    """The environment's project and translator, and a runner of its assets whose runs carry its tag."""
+    env, env_translator, assets = environment_assets(project, plan, translator)
+    defs = dg.Definitions(
+        assets=assets, resources={"spark": SparkResource.from_settings(env.settings)}, executor=dg.in_process_executor
+    )
+    runner = Runner(env, instance, defs, env_translator)
+    runner.extra_tags = {tags.ENVIRONMENT_TAG: plan.name}
+    return env, env_translator, runner
+
+
+def _upstream_changed(
+    env: Project, model: SqlModel, plan: EnvironmentPlan, manifest: Mapping[str, Any], rebuilt: set[str]
+) -> bool:
+    """Whether the environment's table of ``model`` was built from other upstream tables than it would read
+    now (other definitions, a model rebuilt by this command, production tables that moved) or production's
+    own table of it moved."""
+    entry = (manifest.get("models") or {}).get(model.name) or {}
+    return (
+        entry.get("upstream") != _signature(env, model, plan)
+        or bool(rebuilt & set(model.depends_on))
+        or bool(_moved_reads(env, model, plan, manifest.get("reads") or {}))
+        or _moved_itself(entry, plan, model.name)
+    )
+
+
+def _located_models(
+    project: Project, plan: EnvironmentPlan, name: str, chosen: set[str], held: Mapping[str, Any]
+) -> list[str]:
+    """The models read from the environment: what this command builds, and what the environment already
+    holds with its current definition. A chosen model reading a changed model not located there is refused."""
+    located = [
+        m for m in plan.models if m in chosen or (held.get(m) or {}).get("fingerprint") == project.models[m].fingerprint
+    ]
+    for model_name in sorted(chosen):
+        lacking = [u for u in project.models[model_name].depends_on if u in plan.models and u not in located]
+        if lacking:
+            raise SelectionError(
+                f"{model_name} reads {', '.join(lacking)}, changed and not built in environment {name} yet "
+                f"(fix: select it too, e.g. run --auto --env {name} +{model_name})"
+            )
+    return located
+
+
+def _partitioned_runs(
+    env: Project,
+    model: SqlModel,
+    targets: list[TimeWindow],
+    recorded: list[TimeWindow],
+    *,
+    fresh: bool,
+    built: bool,
+) -> list[tuple[TimeWindow | None, bool]]:
+    """The (window, rebuild) runs that bring a partitioned model's environment table to ``targets``."""
+    if targets and fresh and built:
+        # Built with another definition or from other upstream ones: rebuilt from its start, one commit.
+        assert model.start is not None
+        return [(TimeWindow(model.start, max(w.end for w in [*targets, *recorded])), True)]
+    todo = [part for w in targets for part in subtract(w, recorded if built else [])]
+    return [(w, False) for window in merge(todo) for w in batches(window, model.unit, run_size(env, model))]
+
+
+def _run_windows(
+    runner: Runner,
+    name: str,
+    model: SqlModel,
+    runs: list[tuple[TimeWindow | None, bool]],
+    built_with: str | None,
+    progress: Callable[[str], None] | None,
+) -> list[RunRecord]:
+    """Run the model's (window, rebuild) runs in order, up to the first that fails; their records."""
+    records = []
+    for window, rebuild in runs:
+        record = runner.run_window(model, window, rebuild=rebuild, built_with=built_with if not rebuild else None)
+        records.append(record)
+        if progress:
+            progress(progress_line(f"[env {name}]", model.name, window, rebuild, record))
+        if not record.success:
+            break
+        built_with = model.fingerprint
+    return records
 
 
 def _write_manifest(

@@ -1,8 +1,8 @@
 """Freshness policies: how old a model's newest materialization may get before the UI flags it.
 
-By default a model with a cron (an incremental model without one: its interval) is expected to have been materialized within one cron period (plus a
-tenth for the run itself) and fails its freshness after two: a daily model that missed one night warns,
-one that missed two fails. A model header overrides it with ``freshness '6 hours'`` (or ``'2 days'``,
+By default a model with a cron (an incremental model without one: its interval) is expected to have been materialized
+within one cron period (plus a tenth for the run itself) and fails its freshness after two: a daily model that missed
+one night warns, one that missed two fails. A model header overrides it with ``freshness '6 hours'`` (or ``'2 days'``,
 ``'90 minutes'``), or turns it off with ``freshness off``.
 """
 

@@ -32,7 +32,10 @@ class HistoryEntry:
         when = format_instant(self.started) if self.started else "not started"
         took = f"{self.seconds:.1f}s" if self.seconds is not None else "-"
         rows = f"{self.rows:,} rows" if self.rows is not None else "- rows"
-        text = f"{when}  {self.status:<9} {', '.join(self.models)}  {self.window}  {rows}  {took}  run {self.run_id[:8]} ({self.launched_by})"
+        text = (
+            f"{when}  {self.status:<9} {', '.join(self.models)}  {self.window}  {rows}  {took}  run "
+            f"{self.run_id[:8]} ({self.launched_by})"
+        )
         return text + (f"\n    {self.error}" if self.error else "")
 
 

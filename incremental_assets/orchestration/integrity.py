@@ -67,7 +67,10 @@ class Integrity:
                 for w in self.lost
             ]
             return f"{' and '.join(runs)} computes them again"
-        return "`incremental-assets run --auto` computes those intervals again (upstream sources must still hold their data)"
+        return (
+            "`incremental-assets run --auto` computes those intervals again (upstream sources must still hold "
+            "their data)"
+        )
 
 
 @dataclass(frozen=True)
@@ -89,7 +92,8 @@ def check_model(
     """Compare what Dagster recorded for ``model`` with its Delta table (see the module docstring).
 
     ``files`` checks that every file of the current version exists with its logged size (None: only for
-    a local table, where it costs a stat per file); ``readable`` also opens each file's Parquet footer. A damaged log raises :class:`DamagedTableError`."""
+    a local table, where it costs a stat per file); ``readable`` also opens each file's Parquet footer. A damaged log
+    raises :class:`DamagedTableError`."""
     if not model.has_table:
         return Integrity(model.name)  # a plain view has no table
     key = translator.get_asset_key(model)
@@ -121,7 +125,10 @@ def check_model(
         current = delta.version(uri)
         if current is None:
             lost = _windows(partitions, [r.partition for r in records]) if timed else ()
-            problem = f"Dagster records {'intervals' if timed else 'a materialization'} of {model.name} but there is no table at {uri}"
+            problem = (
+                f"Dagster records {'intervals' if timed else 'a materialization'} of {model.name} but there is "
+                f"no table at {uri}"
+            )
             return Integrity(model.name, None, newest, lost, not timed, (problem,))
         log = {c.version: c.run_id for c in delta.commits(uri)}
         oldest = min(log, default=current + 1)
@@ -153,11 +160,13 @@ def _judged(
     problems = []
     if any(r.version is not None and r.version > current for r in gone):
         problems.append(
-            f"table {uri} is at Delta version {current}, behind version {newest} that Dagster recorded (its newest log file was lost)"
+            f"table {uri} is at Delta version {current}, behind version {newest} that Dagster recorded "
+            "(its newest log file was lost)"
         )
     elif gone:
         problems.append(
-            f"table {uri}: Delta versions {_versions(gone)} were written by other runs than Dagster recorded (the log was rewritten)"
+            f"table {uri}: Delta versions {_versions(gone)} were written by other runs than Dagster "
+            "recorded (the log was rewritten)"
         )
     damaged = delta.file_problems(uri, checked, readable=readable) if checked else []
     for item, reason in damaged[:3]:

@@ -118,7 +118,8 @@ def maintain_model(
         if vacuumed.removed_files or vacuumed.orphan_dirs:
             verb = "would remove" if dry_run else "removed"
             lines.append(
-                f"{verb} {len(vacuumed.removed_files)} replaced file(s), {len(vacuumed.orphan_dirs)} staging folder(s) of dead runs"
+                f"{verb} {len(vacuumed.removed_files)} replaced file(s), {len(vacuumed.orphan_dirs)} staging "
+                "folder(s) of dead runs"
             )
     return lines
 
@@ -252,7 +253,8 @@ def maintenance_jobs(project: Project, translator: ModelTranslator | None = None
     def _purge(context) -> None:
         result = purge_runs(context.instance, timedelta(days=days))
         context.log.info(
-            f"deleted {len(result.runs)} run(s) older than {days} days; kept {result.kept} holding a partition's latest record"
+            f"deleted {len(result.runs)} run(s) older than {days} days; kept {result.kept} holding a "
+            "partition's latest record"
         )
 
     @dg.job(name=JOB_NAMES[PURGE], description=texts[PURGE], executor_def=dg.in_process_executor)
@@ -263,7 +265,7 @@ def maintenance_jobs(project: Project, translator: ModelTranslator | None = None
 
 
 def maintenance_schedules(project: Project, jobs: list[dg.JobDefinition]) -> list[dg.ScheduleDefinition]:
-    """A schedule per maintenance job the project's ``maintenance`` setting gives a cron (running unless stopped in the UI)."""
+    """A schedule per maintenance job the ``maintenance`` setting gives a cron (running unless stopped in the UI)."""
     settings = project.settings.maintenance
     by_name = {job.name: job for job in jobs}
     out = []

@@ -81,8 +81,8 @@ def window_of_key(
     >>> hourly = partitions_for("hour", utc(2024, 1, 1))
     >>> str(window_of_key(hourly, "2024-01-02-05:00"))
     '[2024-01-02 05:00, 2024-01-02 06:00)'
-    >>> window_of_key(hourly, "2023-12-31-23:00"), window_of_key(hourly, "2024-01-02"), window_of_key(hourly, "2099-01-01-00:00")
-    (None, None, None)
+    >>> [window_of_key(hourly, key) for key in ("2023-12-31-23:00", "2024-01-02", "2099-01-01-00:00")]
+    [None, None, None]
     """
     unit = unit_of(partitions)
     if unit is None:

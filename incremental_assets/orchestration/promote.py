@@ -63,7 +63,8 @@ def prepare(
     manifest = read_manifest(project.settings.warehouse, name)
     if manifest is None:
         raise PromotionRefusedError(
-            f"no environment named {name} under {project.settings.warehouse} (fix: build it with `incremental-assets run --auto --env {name}`)"
+            f"no environment named {name} under {project.settings.warehouse} (fix: build it with "
+            f"`incremental-assets run --auto --env {name}`)"
         )
     built = {m.lower(): m for m in manifest["models"]}
     for wanted in selection:
@@ -138,7 +139,8 @@ def _check_model(
         lacking = sorted(set(instance.get_materialized_partitions(translator.get_asset_key(model))) - taken)
         if lacking:
             raise PromotionRefusedError(
-                f"{model.name}: production holds {len(lacking)} interval(s) environment {name} lacks (first {lacking[0]}); "
+                f"{model.name}: production holds {len(lacking)} interval(s) environment {name} lacks "
+                f"(first {lacking[0]}); "
                 f"they would be lost: {_redo(name)}"
             )
 
@@ -214,7 +216,9 @@ def promote(
             done.append(result)
             if progress:
                 progress(
-                    f"{model.name}: production version {result.version} is environment {name}'s table: {result.rows:,} rows in {result.files} file(s), {result.linked} linked, nothing recomputed"
+                    f"{model.name}: production version {result.version} is environment {name}'s table: "
+                    f"{result.rows:,} rows in {result.files} file(s), {result.linked} linked, nothing "
+                    "recomputed"
                 )
             for line in confirm_unaffected(instance, project, model, translator, kept[model.name]):
                 if progress:

@@ -41,7 +41,7 @@ from incremental_assets.orchestration.instance import (
 )
 from incremental_assets.orchestration.integrity import Integrity, check_model
 from incremental_assets.orchestration.partition_keys import time_partitions
-from incremental_assets.orchestration.reconcile import reconcile
+from incremental_assets.orchestration.reconcile import Reconciled, reconcile
 from incremental_assets.orchestration.source_watch import Observed, observe_sources
 from incremental_assets.orchestration.staleness import stale_intervals
 from incremental_assets.orchestration.status import windows_to_run
@@ -190,20 +190,9 @@ class Runner:
         (see :mod:`.apply`): metadata changes, and forward-only ones (every change of the selected
         models, with ``forward_only``): their built intervals are kept, new ones use the new definition."""
         fail_dead_runs(self.instance)
-        if (auto or forward_only) and not full_refresh:
-            changes = current_plan(self.project, forward_only=forward_only)
-            for line in apply_without_compute(
-                self.project, self.instance, self.translator, changes, {m.name for m in models}
-            ):
-                if progress:
-                    progress(line)
-        observed = None
-        if auto and not full_refresh:
-            # New and late source data, noticed exactly as the automation sensor does (the same shared record).
-            observed = observe_sources(self.instance, self.project, now or clock.now(), self.translator)
-            for line in observed.notes:
-                if progress:
-                    progress(line)
+        observed = self._apply_and_observe(
+            models, auto=auto, forward_only=forward_only, full_refresh=full_refresh, now=now, progress=progress
+        )
         queue = self.plan_runs(
             models,
             start=start,
@@ -219,47 +208,77 @@ class Runner:
         began = time.perf_counter()
         failed_models: set[str] = set()
         for model in models:
-            runs = [w for m, w in queue.runs if m.name == model.name]
-            if auto and model.name not in queue.rebuilds and set(model.depends_on) & queue.ran:
-                # Upstreams ran in this command: what they changed makes intervals of this model stale.
-                extra = self.stale_windows(model, runs)
-                runs += extra
-                total += sum(len(batches(w, model.unit, 1)) for w in extra)
+            runs, stale = self._queued_windows(model, queue, auto)
+            total += stale
             for window in runs:
                 if model.name in failed_models or failed_models & set(model.depends_on):
-                    report.records.append(
-                        RunRecord(model.name, window, False, "", 0.0, error="skipped: an upstream model failed")
-                    )
+                    report.records.append(_skipped(model.name, window))
                     failed_models.add(model.name)
                     continue
-                rebuild = model.name in queue.rebuilds
-                record = self.run_window(
-                    model,
-                    window,
-                    allow_downgrade=allow_downgrade,
-                    rebuild=rebuild,
-                    built_with=queue.built.get(model.name, _UNREAD),
-                    full_refresh=full_refresh,
-                )
+                record = self._run_queued(model, window, queue, allow_downgrade, full_refresh)
                 report.records.append(record)
                 queue.ran.add(model.name)
                 done += len(batches(window, model.unit, 1)) if window else 1
                 rows += record.rows or 0
                 if progress:
-                    state = "ok" if record.success else "FAILED"
-                    where = (str(window) if window else "full") + (
-                        " (rebuilt from start, one commit)" if rebuild else ""
-                    )
-                    progress(
-                        f"[{done}/{total} intervals, {rows:,} rows, {time.perf_counter() - began:.1f}s] "
-                        f"{model.name} {where}: {state}"
-                        + (f", {record.rows:,} rows" if record.rows is not None else "")
-                        + (f"\n    {record.error}" if record.error else "")
-                    )
+                    counts = f"[{done}/{total} intervals, {rows:,} rows, {time.perf_counter() - began:.1f}s]"
+                    progress(progress_line(counts, model.name, window, model.name in queue.rebuilds, record))
                 if not record.success:
                     # Later windows of this model and everything downstream would build on a hole: skip them.
                     failed_models.add(model.name)
         return report
+
+    def _queued_windows(self, model: SqlModel, queue: RunQueue, auto: bool) -> tuple[list[TimeWindow | None], int]:
+        """The model's queued windows, and with ``auto`` those its upstreams' runs in this command made
+        stale; how many intervals those add."""
+        runs = [w for m, w in queue.runs if m.name == model.name]
+        if not (auto and model.name not in queue.rebuilds and set(model.depends_on) & queue.ran):
+            return runs, 0
+        # Upstreams ran in this command: what they changed makes intervals of this model stale.
+        extra = self.stale_windows(model, runs)
+        return [*runs, *extra], sum(len(batches(w, model.unit, 1)) for w in extra)
+
+    def _run_queued(
+        self, model: SqlModel, window: TimeWindow | None, queue: RunQueue, allow_downgrade: bool, full_refresh: bool
+    ) -> RunRecord:
+        """Run one window of the queue: as a rebuild when the queue says so, against the definition the
+        table was found built with."""
+        return self.run_window(
+            model,
+            window,
+            allow_downgrade=allow_downgrade,
+            rebuild=model.name in queue.rebuilds,
+            built_with=queue.built.get(model.name, _UNREAD),
+            full_refresh=full_refresh,
+        )
+
+    def _apply_and_observe(
+        self,
+        models: Sequence[SqlModel],
+        *,
+        auto: bool,
+        forward_only: bool,
+        full_refresh: bool,
+        now: datetime | None,
+        progress: Callable[[str], None] | None,
+    ) -> Observed | None:
+        """Before a command's runs: apply the plan's changes that recompute nothing (with ``auto`` or
+        ``forward_only``), and with ``auto`` notice new and late source data; what was observed."""
+        if (auto or forward_only) and not full_refresh:
+            changes = current_plan(self.project, forward_only=forward_only)
+            for line in apply_without_compute(
+                self.project, self.instance, self.translator, changes, {m.name for m in models}
+            ):
+                if progress:
+                    progress(line)
+        if not auto or full_refresh:
+            return None
+        # New and late source data, noticed exactly as the automation sensor does (the same shared record).
+        observed = observe_sources(self.instance, self.project, now or clock.now(), self.translator)
+        for line in observed.notes:
+            if progress:
+                progress(line)
+        return observed
 
     def stale_windows(self, model: SqlModel, planned: list[TimeWindow | None]) -> list[TimeWindow]:
         """Intervals of an incremental model made stale by upstream materializations, not already planned,
@@ -286,16 +305,7 @@ class Runner:
         rebuild from its start, or one unpartitioned run. Commits Dagster missed are recorded first."""
         queue = RunQueue()
         for model in models:
-            try:
-                reconciled = reconcile(self.instance, self.project, model, self.translator)
-            except DamagedTableError as exc:
-                raise exc.of_model(model.name) from None
-            for item in reconciled:
-                if progress:
-                    where = f"{len(item.partitions)} interval(s) in {item.window}" if item.partitions else "full table"
-                    progress(
-                        f"{model.name}: recorded {where} from Delta version {item.version} (committed by run {item.run_id[:8]}, not recorded)"
-                    )
+            reconciled = self._reconcile(model, progress)
             if reconciled and auto and not isinstance(model.kind, IncrementalByTimeRange):
                 continue  # its last commit is the current query's output: nothing to redo
             integrity = self.check_integrity(model)
@@ -323,10 +333,7 @@ class Runner:
                     lost=integrity.lost,
                 )
                 if auto:
-                    late = self.late_windows(model, observed, start, end, now, windows, progress)
-                    windows = merge(
-                        [*windows, *stale_intervals(self.instance, self.project, model, self.translator).windows, *late]
-                    )
+                    windows = self._with_stale_and_late(model, windows, observed, start, end, now, progress)
                 self.say_lost(model, integrity, windows, progress)
                 for window in windows:
                     queue.runs.extend((model, part) for part in batches(window, model.unit, size))
@@ -342,6 +349,36 @@ class Runner:
                 if (full_refresh or lost_rows) and model.is_merge_style:
                     queue.rebuilds.add(model.name)  # one run that starts over and replaces the whole table
         return queue
+
+    def _reconcile(self, model: SqlModel, progress: Callable[[str], None] | None) -> list[Reconciled]:
+        """Record the commits of ``model``'s table Dagster missed, saying each; what was recorded."""
+        try:
+            reconciled = reconcile(self.instance, self.project, model, self.translator)
+        except DamagedTableError as exc:
+            raise exc.of_model(model.name) from None
+        for item in reconciled:
+            if progress:
+                where = f"{len(item.partitions)} interval(s) in {item.window}" if item.partitions else "full table"
+                progress(
+                    f"{model.name}: recorded {where} from Delta version {item.version} (committed by "
+                    f"run {item.run_id[:8]}, not recorded)"
+                )
+        return reconciled
+
+    def _with_stale_and_late(
+        self,
+        model: SqlModel,
+        windows: list[TimeWindow],
+        observed: Observed | None,
+        start: datetime | None,
+        end: datetime | None,
+        now: datetime | None,
+        progress: Callable[[str], None] | None,
+    ) -> list[TimeWindow]:
+        """``windows`` with the model's stale intervals and those late source data reached, merged."""
+        late = self.late_windows(model, observed, start, end, now, windows, progress)
+        stale = stale_intervals(self.instance, self.project, model, self.translator).windows
+        return merge([*windows, *stale, *late])
 
     def late_windows(
         self,
@@ -396,12 +433,14 @@ class Runner:
         rest = [part for w in found.lost for part in subtract(w, planned)]
         if covered:
             progress(
-                f"{model.name}: recorded but not in its table: {describe_windows(merge(covered))} ({problems}); computing again"
+                f"{model.name}: recorded but not in its table: {describe_windows(merge(covered))} "
+                f"({problems}); computing again"
             )
         if rest or not found.lost:
             where = describe_windows(merge(rest)) if rest else "its rows"
             progress(
-                f"{model.name}: recorded but not in its table: {where} ({problems}); not computed by this command: {found.advice()}"
+                f"{model.name}: recorded but not in its table: {where} ({problems}); not computed by this "
+                f"command: {found.advice()}"
             )
 
 
@@ -449,3 +488,19 @@ def parse_instant(text: str | None, what: str) -> datetime | None:
         return to_utc(text)
     except WindowError as exc:
         raise IncrementalAssetsError(f"--{what}: {exc}") from None
+
+
+def progress_line(prefix: str, model_name: str, window: TimeWindow | None, rebuild: bool, record: RunRecord) -> str:
+    """What a command prints when one of its runs ends: ``prefix`` (e.g. the counts so far), the model, the
+    window and the outcome."""
+    where = (str(window) if window else "full") + (" (rebuilt from start, one commit)" if rebuild else "")
+    return (
+        f"{prefix} {model_name} {where}: {'ok' if record.success else 'FAILED'}"
+        + (f", {record.rows:,} rows" if record.rows is not None else "")
+        + (f"\n    {record.error}" if record.error else "")
+    )
+
+
+def _skipped(model_name: str, window: TimeWindow | None) -> RunRecord:
+    """The record of a window not run because an upstream model (or an earlier window) failed."""
+    return RunRecord(model_name, window, False, "", 0.0, error="skipped: an upstream model failed")

@@ -476,6 +476,24 @@ def evaluate(
     return decision
 
 
+def _tick_time() -> datetime:
+    """The instant a tick plans for: the clock, unless the settings pin one (``@PATH``: the instant in that
+    file, read every tick)."""
+    given = read_env_settings().clock or ""
+    given = Path(given[1:]).read_text().strip() if given.startswith("@") else given
+    return to_utc(given) if given else clock.now()
+
+
+def _reload_definitions() -> str:
+    """Ask this code location's server to reload the definitions after model files were edited; what
+    to tell the user."""
+    server = own_code_server()
+    if server is not None:
+        request_reload(server)
+        return f"model files edited: planned from the files; {server} asked to reload the definitions"
+    return 'model files edited: planned from the files; the UI shows the new definitions after "Reload definitions"'
+
+
 def build_automation_sensor(
     project: Project,
     translator: ModelTranslator,
@@ -498,9 +516,7 @@ def build_automation_sensor(
         ),
     )
     def _automate(context: dg.SensorEvaluationContext):
-        given = read_env_settings().clock or ""  # "@PATH": the instant in that file, read every tick
-        given = Path(given[1:]).read_text().strip() if given.startswith("@") else given
-        now = to_utc(given) if given else clock.now()
+        now = _tick_time()
         for run_id in fail_dead_runs(context.instance):  # a killed CLI run's intervals are failed, not running
             context.log.info(f"run {run_id} was left running by a process that died: marked failed")
         current, errors, edited = live.current()
@@ -512,14 +528,7 @@ def build_automation_sensor(
         notes = []
         if edited and live.seen not in reload_asked:
             reload_asked.add(live.seen)
-            server = own_code_server()
-            if server is not None:
-                request_reload(server)
-                notes.append(f"model files edited: planned from the files; {server} asked to reload the definitions")
-            else:
-                notes.append(
-                    'model files edited: planned from the files; the UI shows the new definitions after "Reload definitions"'
-                )
+            notes.append(_reload_definitions())
         changes = change_categories(current)
         decision = evaluate(
             current,

@@ -89,26 +89,14 @@ def model_status(
         return _unpartitioned_status(instance, model, key, built_with)
     unit = model.unit
     assert model.start is not None
-    # Only whole intervals count: since is rounded up and until down to interval boundaries.
-    start = max(model.start, ceil(since, unit)) if since else model.start
-    end = last_complete_end(now or clock.now(), unit)
-    if model.end:
-        end = min(end, model.end)
-    if until:
-        end = min(end, floor(until, unit))
+    start, expected = _expected_window(model, since, until, now)
     # Covered: intervals with a successful materialization, whose data is in the table. A later failed
     # attempt does not remove them (the failed run committed nothing); it is listed under failed.
     states = partition_states(instance, key, partitions)
     by_state = {"MATERIALIZED": states.materialized, "FAILED": states.failed, "IN_PROGRESS": states.running}
-    expected = TimeWindow(start, end) if end > start else None
 
     def clip(ws: list[TimeWindow]) -> tuple[TimeWindow, ...]:
-        out = []
-        for w in merge(ws):
-            if since and w.end <= start or until and w.start >= until:
-                continue
-            out.append(w)
-        return tuple(out)
+        return tuple(w for w in merge(ws) if not (since and w.end <= start or until and w.start >= until))
 
     if lost:
         by_state["MATERIALIZED"] = [part for w in by_state["MATERIALIZED"] for part in subtract(w, lost)]
@@ -121,9 +109,7 @@ def model_status(
     )
     total = count_intervals(expected, unit) if expected else 0
     changed = needs_rebuild(model, built_with)
-    rebuild = None
-    if changed and covered:
-        rebuild = TimeWindow(model.start, max(covered[-1].end, expected.end if expected else covered[-1].end))
+    rebuild = _rebuild_window(model.start, covered, expected) if changed else None
     return ModelStatus(
         model.name,
         True,
@@ -138,6 +124,29 @@ def model_status(
         intervals_expected=total,
         lost=clip(list(lost)),
     )
+
+
+def _expected_window(
+    model: SqlModel, since: datetime | None, until: datetime | None, now: datetime | None
+) -> tuple[datetime, TimeWindow | None]:
+    """Where the status starts, and the window of whole intervals it expects covered (None: none yet).
+    Only whole intervals count: ``since`` is rounded up and ``until`` down to interval boundaries."""
+    assert model.start is not None
+    unit = model.unit
+    start = max(model.start, ceil(since, unit)) if since else model.start
+    end = last_complete_end(now or clock.now(), unit)
+    if model.end:
+        end = min(end, model.end)
+    if until:
+        end = min(end, floor(until, unit))
+    return start, TimeWindow(start, end) if end > start else None
+
+
+def _rebuild_window(start: datetime, covered: tuple[TimeWindow, ...], expected: TimeWindow | None) -> TimeWindow | None:
+    """What the next run of a changed model rebuilds: from its start to the end of what is covered or expected."""
+    if not covered:
+        return None
+    return TimeWindow(start, max(covered[-1].end, expected.end if expected else covered[-1].end))
 
 
 def _within(window: TimeWindow, bounds: TimeWindow) -> list[TimeWindow]:

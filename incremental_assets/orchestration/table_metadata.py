@@ -103,7 +103,7 @@ def column_schema(types: Mapping[str, str], descriptions: Mapping[str, str]) -> 
 def column_lineage(
     lineage: Mapping[str, Sequence[tuple[str, str]]], key_of: Callable[[str], dg.AssetKey | None]
 ) -> dg.TableColumnLineage | None:
-    """``dagster/column_lineage``: each output column's upstream asset columns (tables without an asset are left out)."""
+    """``dagster/column_lineage``: each output column's upstream asset columns (tables without an asset left out)."""
     deps: dict[str, list[dg.TableColumnDep]] = {}
     for column, sources in lineage.items():
         found = [

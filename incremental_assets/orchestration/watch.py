@@ -63,7 +63,8 @@ def _integrity_check(project: Project, model: SqlModel, translator: ModelTransla
         asset=key,
         name=INTEGRITY_CHECK,
         blocking=False,
-        description="Every interval Dagster records is in the table (fails, with the cause, when a log or data file was lost or damaged)",
+        description="Every interval Dagster records is in the table (fails, with the cause, when a log or data file "
+        "was lost or damaged)",
     )
     def _in_table(context) -> dg.AssetCheckResult:  # noqa: ANN001 (Dagster reads the annotation, a string here)
         try:

@@ -45,7 +45,8 @@ def analyze_model(project: Project, model: SqlModel) -> Analysis | None:
     if choice_count(query) > 2 * MAX_RUNTIME_CHOICES:  # each file has at most 6; EMBEDDED models inlined add theirs
         reason = Reason(
             "window_condition",
-            f"more than {2 * MAX_RUNTIME_CHOICES} macro conditions on the run window (with the EMBEDDED models inlined) are too many combinations to analyse",
+            f"more than {2 * MAX_RUNTIME_CHOICES} macro conditions on the run window (with the EMBEDDED "
+            "models inlined) are too many combinations to analyse",
             model.query_line,
         )
         return Analysis("Refused", None, (reason,), {})

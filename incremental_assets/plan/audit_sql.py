@@ -28,6 +28,33 @@ def _or(conditions: list[exp.Expr]) -> exp.Expr:
     return out
 
 
+def _duplicates(src: exp.Table, cols: list[exp.Expr], *, each_column: bool) -> exp.Query:
+    """The values of ``cols`` found on more than one row of ``src``: of each column on its own when
+    ``each_column`` (SQLMesh's unique_values), else of the columns together."""
+    if each_column and len(cols) > 1:
+        parts = [
+            exp.select(
+                exp.Literal.string(c.sql()).as_("column_name"),
+                exp.cast(c.copy(), "string").as_("value"),
+                exp.Count(this=exp.Star()).as_("duplicates"),
+            )
+            .from_(src.copy())
+            .group_by(c.copy())
+            .having(exp.GT(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(1)))
+            for c in cols
+        ]
+        q: exp.Query = parts[0]
+        for p in parts[1:]:
+            q = exp.union(q, p, distinct=False)
+        return q
+    return (
+        exp.select(*[c.copy() for c in cols], exp.Count(this=exp.Star()).as_("duplicates"))
+        .from_(src)
+        .group_by(*[c.copy() for c in cols])
+        .having(exp.GT(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(1)))
+    )
+
+
 def failing_rows_sql(audit: Audit, table: str, user: UserAudit | None = None, model_name: str | None = None) -> str:
     """Spark SQL returning the rows of ``table`` that break ``audit`` (no rows: it passes)."""
     src = exp.to_table(table)
@@ -38,29 +65,7 @@ def failing_rows_sql(audit: Audit, table: str, user: UserAudit | None = None, mo
         q: exp.Query = select.where(_or([exp.Is(this=c.copy(), expression=exp.Null()) for c in audit.many("columns")]))
     elif name in ("unique_values", "unique_combination_of_columns"):
         cols = list(audit.many("columns"))
-        if name == "unique_values" and len(cols) > 1:
-            # SQLMesh's unique_values checks each column on its own.
-            parts = [
-                exp.select(
-                    exp.Literal.string(c.sql()).as_("column_name"),
-                    exp.cast(c.copy(), "string").as_("value"),
-                    exp.Count(this=exp.Star()).as_("duplicates"),
-                )
-                .from_(src.copy())
-                .group_by(c.copy())
-                .having(exp.GT(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(1)))
-                for c in cols
-            ]
-            q = parts[0]
-            for p in parts[1:]:
-                q = exp.union(q, p, distinct=False)
-        else:
-            q = (
-                exp.select(*[c.copy() for c in cols], exp.Count(this=exp.Star()).as_("duplicates"))
-                .from_(src)
-                .group_by(*[c.copy() for c in cols])
-                .having(exp.GT(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(1)))
-            )
+        q = _duplicates(src, cols, each_column=name == "unique_values")
     elif name == "positive_values":
         q = select.where(exp.LTE(this=audit.one("column").copy(), expression=exp.Literal.number(0)))
     elif name == "accepted_range":

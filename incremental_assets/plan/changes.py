@@ -216,66 +216,30 @@ def plan_changes(
             cols, reasons = _indirect(model, definition, None, changed)
             if cols is ALL or cols:
                 changed[key] = cols
-            out.append(
-                ModelChange(
-                    model.name,
-                    "unchanged",
-                    UNCHANGED,
-                    reasons=("no table (a plain view or an embedded model): nothing stored, nothing to recompute",),
-                )
-            )
+            out.append(ModelChange(model.name, "unchanged", UNCHANGED, reasons=(_NO_TABLE,)))
             continue
         if not state.exists:
             changed[key] = ALL
-            out.append(
-                ModelChange(
-                    model.name, "added", BREAKING, reasons=("no table yet: built from its start by the next run",)
-                )
-            )
+            out.append(ModelChange(model.name, "added", BREAKING, reasons=(_NO_TABLE_YET,)))
             continue
         if state.fingerprint != model.fingerprint:
             out.append(_modified(model, state, definition, is_forward, changed, forward))
             continue
         cols, reasons = _indirect(model, definition, state.stored, changed)
-        metadata = (
-            state.stored is not None
-            and definition is not None
-            and state.stored.get("metadata") != definition.get("metadata")
-        )
+        metadata = _metadata_changed(state, definition)
         if cols is ALL or cols:
             changed[key] = cols
-            upstream_forward = any(u.lower() in forward for u in model.depends_on)
-            if is_forward or upstream_forward:
+            applies_forward = is_forward or any(u.lower() in forward for u in model.depends_on)
+            if applies_forward:
                 forward.add(key)
-                out.append(
-                    ModelChange(
-                        model.name,
-                        "indirectly modified",
-                        FORWARD_ONLY,
-                        reasons=tuple(reasons) + ("forward-only: built intervals are kept",),
-                    )
-                )
-                continue
-            recompute, partitions, rows = _recompute(model, state)
-            out.append(
-                ModelChange(
-                    model.name, "indirectly modified", INDIRECT_BREAKING, recompute, partitions, rows, tuple(reasons)
-                )
-            )
+            out.append(_indirectly_modified(model, state, reasons, forward=applies_forward))
         elif reasons:
             changed[key] = set()  # its downstream models are indirectly modified too, and read nothing changed
             category = METADATA if metadata else INDIRECT_NON_BREAKING
             out.append(ModelChange(model.name, "indirectly modified", category, reasons=tuple(reasons)))
         elif metadata:
             meta.add(key)
-            out.append(
-                ModelChange(
-                    model.name,
-                    "modified",
-                    METADATA,
-                    reasons=("only metadata changed (description, owner, tags, audits, cron, grain)",),
-                )
-            )
+            out.append(ModelChange(model.name, "modified", METADATA, reasons=(_ONLY_METADATA,)))
         elif any(u.lower() in meta for u in model.depends_on):
             meta.add(key)  # as SQLMesh: downstream of a metadata change, a metadata change itself
             upstream = ", ".join(sorted(u for u in model.depends_on if u.lower() in meta))
@@ -285,13 +249,39 @@ def plan_changes(
         else:
             reasons_ = () if state.stored is not None else ("built before definitions were kept with tables",)
             out.append(ModelChange(model.name, "unchanged", UNCHANGED, reasons=reasons_))
-    out.extend(
-        ModelChange(
-            name, "removed", BREAKING, reasons=("a table exists, no model writes it any more: the table is kept",)
-        )
-        for name in removed
-    )
+    out.extend(ModelChange(name, "removed", BREAKING, reasons=(_NO_MODEL,)) for name in removed)
     return out
+
+
+_NO_TABLE = "no table (a plain view or an embedded model): nothing stored, nothing to recompute"
+_NO_TABLE_YET = "no table yet: built from its start by the next run"
+_ONLY_METADATA = "only metadata changed (description, owner, tags, audits, cron, grain)"
+_NO_MODEL = "a table exists, no model writes it any more: the table is kept"
+
+
+def _metadata_changed(state: TableState, definition: Mapping[str, Any] | None) -> bool:
+    """Whether the metadata kept with the table differs from the model's current metadata."""
+    return (
+        state.stored is not None
+        and definition is not None
+        and state.stored.get("metadata") != definition.get("metadata")
+    )
+
+
+def _indirectly_modified(model: SqlModel, state: TableState, reasons: Sequence[str], *, forward: bool) -> ModelChange:
+    """The change of a model whose own definition is the same but whose upstream columns changed: kept
+    intervals when the change applies forward only, else its built intervals recomputed."""
+    if forward:
+        return ModelChange(
+            model.name,
+            "indirectly modified",
+            FORWARD_ONLY,
+            reasons=tuple(reasons) + ("forward-only: built intervals are kept",),
+        )
+    recompute, partitions, rows = _recompute(model, state)
+    return ModelChange(
+        model.name, "indirectly modified", INDIRECT_BREAKING, recompute, partitions, rows, tuple(reasons)
+    )
 
 
 def _modified(
@@ -317,7 +307,8 @@ def _modified(
             cols, reasons = (
                 ALL,
                 [
-                    "the definition changed in a way the comparison cannot place (a Python model, a statement): treated as breaking"
+                    "the definition changed in a way the comparison cannot place (a Python model, a "
+                    "statement): treated as breaking"
                 ],
             )
         columns = {

@@ -9,8 +9,9 @@ ignore it), so the frame becomes a condition on the order key of the row LAG pic
 >>> import sqlglot
 >>> q = sqlglot.parse_one("SELECT LAG(v) OVER (PARTITION BY k ORDER BY ts "
 ...                       "RANGE BETWEEN INTERVAL '30' MINUTE PRECEDING AND CURRENT ROW) AS p FROM t", read="spark")
->>> print(navigation_frames(q).sql("spark"))
-SELECT CASE WHEN LAG(ts, 1) OVER (PARTITION BY k ORDER BY ts) >= ts - INTERVAL '30' MINUTE THEN LAG(v) OVER (PARTITION BY k ORDER BY ts) END AS p FROM t
+>>> print(navigation_frames(q).sql("spark"))  # doctest: +NORMALIZE_WHITESPACE
+SELECT CASE WHEN LAG(ts, 1) OVER (PARTITION BY k ORDER BY ts) >= ts - INTERVAL '30' MINUTE
+THEN LAG(v) OVER (PARTITION BY k ORDER BY ts) END AS p FROM t
 """
 
 from __future__ import annotations

@@ -47,7 +47,8 @@ def needs_rebuild(model: SqlModel, built_with: str | None, *, merge_style: bool 
     >>> import tempfile, pathlib
     >>> from incremental_assets.load.model_file import parse_model_file
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "m.sql"
-    >>> _ = p.write_text("MODEL (name a.b, kind INCREMENTAL_BY_TIME_RANGE(time_column d), start '2024-01-01'); SELECT d FROM c")
+    >>> _ = p.write_text("MODEL (name a.b, kind INCREMENTAL_BY_TIME_RANGE(time_column d), start '2024-01-01');"
+    ...                  " SELECT d FROM c")
     >>> m = parse_model_file(p)
     >>> needs_rebuild(m, None), needs_rebuild(m, m.fingerprint), needs_rebuild(m, "0" * 64)
     (False, False, True)
@@ -77,8 +78,10 @@ def check_rebuild_window(model: SqlModel, window: TimeWindow, covered_end: datet
     assert model.start is not None
     if window.start != model.start or window.end < covered_end:
         raise WindowError(
-            f"{reason}: it is rebuilt from its start, so the run must cover [{model.start.date()}, {covered_end.date()}) at least, "
-            f"not {window}. Run `incremental-assets run {model.name} --full-refresh` (or --auto), or backfill all its partitions; "
+            f"{reason}: it is rebuilt from its start, so the run must cover [{model.start.date()}, "
+            f"{covered_end.date()}) at least, "
+            f"not {window}. Run `incremental-assets run {model.name} --full-refresh` (or --auto), or "
+            "backfill all its partitions; "
             "set forward_only true in the kind to keep the existing intervals instead."
         )
 

@@ -54,7 +54,8 @@ def restate_window(model: SqlModel, window: TimeWindow, available_end) -> None:
     last = min(model.end, available_end) if model.end else available_end
     if window.start < model.start or window.end > last:
         raise WindowError(
-            f"model {model.name}: window {window} is outside its range [{format_instant(model.start)}, {format_instant(last)}) "
+            f"model {model.name}: window {window} is outside its range [{format_instant(model.start)}, "
+            f"{format_instant(last)}) "
             "(its start to its end or the last complete interval); choose a window inside it"
         )
 
@@ -66,12 +67,15 @@ def refuse_restatement(model: SqlModel) -> None:
         raise ModelFileError(
             model.path,
             model.line_of("kind"),
-            f"model {model.name} is SCD_TYPE_2: restating it would throw away its history, which cannot be rebuilt from the current source rows",
-            hint="leave it out (its new history follows from the next run), or set `disable_restatement false` in the kind to rebuild it from the current source rows",
+            f"model {model.name} is SCD_TYPE_2: restating it would throw away its history, which cannot be "
+            "rebuilt from the current source rows",
+            hint="leave it out (its new history follows from the next run), or set `disable_restatement false` "
+            "in the kind to rebuild it from the current source rows",
         )
     if not model.has_table:
         raise IncrementalAssetsError(
-            f"model {model.name} has no table of its own (a plain VIEW or EMBEDDED): there is nothing to restate; restate the models it reads"
+            f"model {model.name} has no table of its own (a plain VIEW or EMBEDDED): there is nothing to "
+            "restate; restate the models it reads"
         )
 
 
@@ -141,7 +145,8 @@ def _downstream(project, model, upstream, affected, materialized, skipped) -> Re
         return None
     if isinstance(model.kind, ScdType2) and model.kind.disable_restatement:
         skipped.append(
-            f"{model.name}: not restated: SCD_TYPE_2 keeps its history (disable_restatement); its next run adds what changed as new versions"
+            f"{model.name}: not restated: SCD_TYPE_2 keeps its history (disable_restatement); its next run "
+            "adds what changed as new versions"
         )
         return None
     return Restated(model, REBUILD if model.is_merge_style else WHOLE, (), tuple(upstream))
@@ -157,7 +162,9 @@ def _refuse_changed(model: SqlModel, built_with: Callable[[SqlModel], str | None
     from its start by its next run: a restatement of some of its intervals cannot come first."""
     if model.is_incremental and needs_rebuild(model, built_with(model)):
         raise IncrementalAssetsError(
-            f"model {model.name} changed since its table was built: its next run rebuilds it from its start, so restating "
-            f"some intervals would mix definitions; run `incremental-assets plan` and `incremental-assets run {model.name}+ --auto` "
+            f"model {model.name} changed since its table was built: its next run rebuilds it from its "
+            "start, so restating "
+            "some intervals would mix definitions; run `incremental-assets plan` and `incremental-assets "
+            f"run {model.name}+ --auto` "
             "first, or set forward_only true in its kind to apply the change to chosen intervals only"
         )

@@ -199,7 +199,8 @@ def refusal_message(model: SqlModel, analysis: Analysis) -> str:
         where = f"{path}:{reason.line}" if reason.line else str(path)
         lines.append(f"  {where}: [{reason.rule}] {reason.message}")
     lines.append(
-        "fix the SQL, allow the construct in the MODEL header (e.g. physical_properties (allow_window_functions = true)), "
+        "fix the SQL, allow the construct in the MODEL header (e.g. physical_properties "
+        "(allow_window_functions = true)), "
         f"or run with {ASK_DOWNGRADE} to rebuild the model in full this time"
     )
     return "\n".join(lines)
@@ -239,18 +240,8 @@ def plan_run(
         window = unique_key_window(model, state, execution_time)
     else:
         window = None
-
-    rendered = _rendered_query(model, window, execution_time, state)
-    rendered = _bounded_reads(project, navigation_frames(rendered), window, bounds)
-    inputs = [_plan_input(project, model, name, window, execution_time, bounds) for name in model.depends_on]
-    if isinstance(kind, Seed):
-        inputs = [InputRead(model.name, SEED_VIEW, "seed", None)]
-    rendered = _substitute_tables(rendered, {read.name: read.view for read in inputs})
+    query, inputs = _query_and_inputs(project, model, window, bounds, execution_time, state)
     write = write_kind(model, state)
-    query = rendered
-    if isinstance(kind, IncrementalByTimeRange):
-        assert window is not None
-        query = clamp_to_window(rendered, kind.time_column, window, time_format=kind.time_format)
     safety = analysis.label if analysis is not None else None
     pre, post = render_statements(
         model,
@@ -275,6 +266,29 @@ def plan_run(
         post,
         definition,
     )
+
+
+def _query_and_inputs(
+    project: Project,
+    model: SqlModel,
+    window: TimeWindow | None,
+    bounds: Mapping[str, SourceBound | None] | None,
+    execution_time: datetime,
+    state: TargetState,
+) -> tuple[exp.Expr, list[InputRead]]:
+    """The run's query, reading its inputs' views (each cut to what the run needs) and, for a model
+    partitioned by time, keeping only rows of the window; the inputs it reads."""
+    kind = model.kind
+    rendered = _rendered_query(model, window, execution_time, state)
+    rendered = _bounded_reads(project, navigation_frames(rendered), window, bounds)
+    inputs = [_plan_input(project, model, name, window, execution_time, bounds) for name in model.depends_on]
+    if isinstance(kind, Seed):
+        inputs = [InputRead(model.name, SEED_VIEW, "seed", None)]
+    rendered = _substitute_tables(rendered, {read.name: read.view for read in inputs})
+    if not isinstance(kind, IncrementalByTimeRange):
+        return rendered, inputs
+    assert window is not None
+    return clamp_to_window(rendered, kind.time_column, window, time_format=kind.time_format), inputs
 
 
 def _rendered_query(

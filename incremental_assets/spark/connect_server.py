@@ -115,7 +115,8 @@ def server_status(settings: Settings) -> ServerStatus:
 def _refuse_foreign(status: ServerStatus, settings: Settings) -> None:
     if status.foreign and status.record:
         raise SparkServerError(
-            f"the state folder {state_dir(settings)} is shared with the project {status.record.project_dir}, whose Spark Connect "
+            f"the state folder {state_dir(settings)} is shared with the project "
+            f"{status.record.project_dir}, whose Spark Connect "
             f"server (pid {status.record.pid}) it records",
             hint="give each project its own dagster_home (DAGSTER_HOME)",
         )

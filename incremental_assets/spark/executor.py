@@ -21,6 +21,7 @@ from incremental_assets.model import clock
 from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.model.kinds import IncrementalByCursor, ScdType2, UniqueKey
 from incremental_assets.model.project import Project
+from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.plan.run_plan import InputRead, RunPlan, WriteKind, view_name
 from incremental_assets.spark import faults, merge
 from incremental_assets.spark.inputs import Inputs
@@ -59,7 +60,7 @@ class Executor(Inputs):
         self._swept: set[str] = set()  # tables whose dead runs' staging folders this executor has removed
 
     def sweep(self, uri: str) -> None:
-        """Once per table and executor (one per Dagster run), delete the staging folders that killed runs left behind."""
+        """Once per table and executor (one per Dagster run), delete the staging folders killed runs left behind."""
         if uri in self._swept:
             return
         self._swept.add(uri)
@@ -130,22 +131,10 @@ class Executor(Inputs):
         if result.files == 0:
             delta.discard_staging(uri, strategy.staging)  # nothing in it was committed (a window with no rows)
         self.run_statements(last, last.post_statements, "post")
-        details = dict(staged.details)
-        if isinstance(model.kind, IncrementalByCursor):
-            details["cursor_before"] = (
-                first.target.last_value if first.target and first.write == WriteKind.APPEND else None
-            )
-            details["cursor_after"] = merge.new_cursor_value(self, uri, first.model)
+        details = {**staged.details, **self._cursor_details(model, first, uri)}
         seconds = time.perf_counter() - began
-        log.info(
-            "%s %s (%s): %s rows, version %s, %.2fs",
-            first.model,
-            window or "full",
-            first.write,
-            result.rows,
-            result.version,
-            seconds,
-        )
+        where = f"{first.model} {window or 'full'} ({first.write})"
+        log.info("%s: %s rows, version %s, %.2fs", where, result.rows, result.version, seconds)
         return RunResult(
             first.model,
             window,
@@ -161,6 +150,13 @@ class Executor(Inputs):
             details,
             result.interval_rows,
         )
+
+    def _cursor_details(self, model: SqlModel, first: RunPlan, uri: str) -> dict[str, Any]:
+        """A cursor model's run details: its cursor before the run (an append) and after it."""
+        if not isinstance(model.kind, IncrementalByCursor):
+            return {}
+        before = first.target.last_value if first.target and first.write == WriteKind.APPEND else None
+        return {"cursor_before": before, "cursor_after": merge.new_cursor_value(self, uri, first.model)}
 
     def _stage(self, strategy: WriteStrategy, plans: list[RunPlan], inputs: dict[str, str]) -> Staged:
         """Run each plan's query and stage its rows, in order; records what each read in ``inputs``."""

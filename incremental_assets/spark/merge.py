@@ -193,19 +193,48 @@ def scd_type_2(
     model = executor.project.models[plan.model]
     kind = model.kind
     assert isinstance(kind, ScdType2)
-    keys, vf, vt = kind.unique_key, kind.valid_from_name, kind.valid_to_name
+    keys, vt = kind.unique_key, kind.valid_to_name
     check_unique(df, keys, model.name, model.path)
     rebuild = starts_over(plan, model, uri)
     if not rebuild:
         check_buckets(uri, model)
     now = F.lit(execution_time.astimezone(timezone.utc)).cast("timestamp")
-    updated_at = F.col(f"s.`{kind.updated_at_name}`").cast("timestamp") if kind.by == "time" else None
     ts = history_type(kind, df)
-    null_ts = F.lit(None).cast(ts)
     if rebuild:
         return _first_history(model, kind, df, uri, stage, now, ts)
 
-    history = committed_rows(executor, uri)
+    closes, inserts = _closes_and_inserts(kind, df, committed_rows(executor, uri), now, ts)
+    touched_inserts, inserted = _buckets_and_rows(inserts)
+    touched_closes, closed = _buckets_and_rows(closes)
+    touched = sorted(set(touched_inserts) | set(touched_closes))
+    counts = {"rows_inserted": inserted, "rows_closed": closed}
+    if not touched:
+        return [], counts
+    old = committed_rows(executor, uri, touched).alias("h")
+    x = closes.drop(delta.BUCKET_COLUMN).alias("x")
+    rewritten = old.join(x, _same_key("h", "x", keys) & F.col(f"h.`{vt}`").isNull(), "left").select(
+        *[
+            F.coalesce(F.col("x.__closed_at").cast(ts), F.col(f"h.`{vt}`").cast(ts)).alias(vt)
+            if c == vt
+            else F.col(f"h.`{c}`").alias(c)
+            for c in old.columns
+        ]
+    )
+    result = rewritten.withColumn(delta.BUCKET_COLUMN, bucket_of(keys, kind.buckets)).unionByName(
+        inserts, allowMissingColumns=True
+    )
+    stage(result, delta.BUCKET_COLUMN)
+    return touched, counts
+
+
+def _closes_and_inserts(
+    kind: ScdType2, df: DataFrame, history: DataFrame, now: Column, ts: str
+) -> tuple[DataFrame, DataFrame]:
+    """Against the table's ``history``: the current versions the run closes (key and closing time) and the
+    new versions it inserts, each row with its bucket."""
+    keys, vf, vt = kind.unique_key, kind.valid_from_name, kind.valid_to_name
+    updated_at = F.col(f"s.`{kind.updated_at_name}`").cast("timestamp") if kind.by == "time" else None
+    null_ts = F.lit(None).cast(ts)
     columns = list(df.columns)
     compared = list(kind.columns) or [c for c in columns if c not in keys]
     src = df.withColumn("__s", F.lit(True)).alias("s")
@@ -240,28 +269,7 @@ def scd_type_2(
     )
     inserts = inserts.withColumn(delta.BUCKET_COLUMN, bucket_of(keys, kind.buckets)).localCheckpoint()
     closes = closes.withColumn(delta.BUCKET_COLUMN, bucket_of(keys, kind.buckets)).localCheckpoint()
-
-    touched_inserts, inserted = _buckets_and_rows(inserts)
-    touched_closes, closed = _buckets_and_rows(closes)
-    touched = sorted(set(touched_inserts) | set(touched_closes))
-    counts = {"rows_inserted": inserted, "rows_closed": closed}
-    if not touched:
-        return [], counts
-    old = committed_rows(executor, uri, touched).alias("h")
-    x = closes.drop(delta.BUCKET_COLUMN).alias("x")
-    rewritten = old.join(x, _same_key("h", "x", keys) & F.col(f"h.`{vt}`").isNull(), "left").select(
-        *[
-            F.coalesce(F.col("x.__closed_at").cast(ts), F.col(f"h.`{vt}`").cast(ts)).alias(vt)
-            if c == vt
-            else F.col(f"h.`{c}`").alias(c)
-            for c in old.columns
-        ]
-    )
-    result = rewritten.withColumn(delta.BUCKET_COLUMN, bucket_of(keys, kind.buckets)).unionByName(
-        inserts, allowMissingColumns=True
-    )
-    stage(result, delta.BUCKET_COLUMN)
-    return touched, counts
+    return closes, inserts
 
 
 def history_type(kind: ScdType2, df: DataFrame) -> str:

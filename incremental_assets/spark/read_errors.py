@@ -23,7 +23,8 @@ from incremental_assets.spark.text_records import bad_record
 
 _FILE = re.compile(r"(?:reading file|for file:?)\s+(\S+?)\.?(?:\s|$)")
 _TYPE = re.compile(
-    r"Parquet column \[(?P<column>[^\]]+)\]\. Expected Spark type (?P<expected>\S+), actual Parquet type (?P<actual>[A-Za-z0-9_()]+)"
+    r"Parquet column \[(?P<column>[^\]]+)\]\. Expected Spark type (?P<expected>\S+), actual Parquet type "
+    r"(?P<actual>[A-Za-z0-9_()]+)"
 )
 _NOT_PARQUET = re.compile(r"is not a Parquet file|Could not read footer|CANNOT_READ_FILE_FOOTER|Expected magic number")
 
@@ -41,7 +42,8 @@ def unreadable_input(exc: BaseException, project: Project) -> SourceDataError | 
     source = project.sources.get(owner.removeprefix("source "))
     if source is not None and source.format in ("csv", "json"):
         return bad_record(text, project, source=source, path=path) or SourceDataError(
-            f"{owner}: file {path} cannot be read as {source.format.upper()} (fix: correct the file or move it out of {folder})"
+            f"{owner}: file {path} cannot be read as {source.format.upper()} (fix: correct the file or "
+            f"move it out of {folder})"
         )
     mismatch = _TYPE.search(text)
     if mismatch is not None:
@@ -75,7 +77,8 @@ def _damaged_table(owner: str, path: str) -> SourceDataError:
     )
     return SourceDataError(
         f"{owner}: data file {path} {what}: the table lost rows it recorded "
-        "(fix: `incremental-assets verify` names the lost intervals; `incremental-assets run --auto` computes them again)"
+        "(fix: `incremental-assets verify` names the lost intervals; `incremental-assets run --auto` "
+        "computes them again)"
     )
 
 

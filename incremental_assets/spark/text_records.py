@@ -58,7 +58,8 @@ def bad_record(
         names = source.name
         return SourceDataError(
             f"{names}: a value {cast['value']!r} cannot be read as {cast['type'].lower()} "
-            "(fix: correct it in the source's files, or declare the column's type and its time_column_format in sources.yaml)"
+            "(fix: correct it in the source's files, or declare the column's type and its "
+            "time_column_format in sources.yaml)"
         )
     return None
 

@@ -112,7 +112,8 @@ def test_tables_without_a_bound_are_read_in_full():
 def test_output_round_trips_through_the_spark_dialect():
     out = _push(
         "WITH x AS (SELECT * FROM raw.events) "
-        "SELECT x.ts, s.session_id FROM x JOIN raw.sessions AS s ON s.started_at BETWEEN x.ts - INTERVAL 1 HOUR AND x.ts"
+        "SELECT x.ts, s.session_id FROM x JOIN raw.sessions AS s ON s.started_at BETWEEN x.ts - INTERVAL 1 "
+        "HOUR AND x.ts"
     )
     text = out.sql("spark")
     assert sqlglot.parse_one(text, read="spark").sql("spark") == text
@@ -158,7 +159,8 @@ def test_analysis_bounds_drive_the_pushdown_end_to_end():
     out = pushdown(query, bounds=analysis.bounds, time_columns=TIME_COLUMNS, run_start=START, run_end=END)
     assert _filters(out) == {
         "s <- raw.sessions": [
-            "started_at >= CAST('2024-03-10 00:00:00' AS TIMESTAMP) AND started_at < CAST('2024-03-11 00:00:00' AS TIMESTAMP)"
+            "started_at >= CAST('2024-03-10 00:00:00' AS TIMESTAMP) AND started_at < CAST('2024-03-11 "
+            "00:00:00' AS TIMESTAMP)"
         ],
         "e <- raw.events": [EVENTS_FILTER],
     }

@@ -317,7 +317,10 @@ def postgres_bindir() -> Path | None:
 def postgres_unavailable_reason() -> str | None:
     """Why this machine cannot start a PostgreSQL server (None when it can)."""
     if postgres_bindir() is None:
-        return "no PostgreSQL server binaries (initdb/pg_ctl): install Debian's postgresql package (scripts/ci-services.sh does)"
+        return (
+            "no PostgreSQL server binaries (initdb/pg_ctl): install Debian's postgresql package "
+            "(scripts/ci-services.sh does)"
+        )
     if os.geteuid() == 0:
         try:
             pwd.getpwnam("postgres")
@@ -430,7 +433,10 @@ def postgres_server(
             "initdb",
         )
         pwfile.unlink()
-        options = f"-c listen_addresses={LOOPBACK} -p {port} -c unix_socket_directories={sockets} -c fsync=off -c full_page_writes=off"
+        options = (
+            f"-c listen_addresses={LOOPBACK} -p {port} -c unix_socket_directories={sockets} -c fsync=off -c "
+            "full_page_writes=off"
+        )
         run(
             [
                 str(bindir / "pg_ctl"),

@@ -7,7 +7,8 @@ them expanded, lambdas left as ``exp.Lambda`` for :meth:`MacroEvaluator.apply`.
 >>> ev = MacroEvaluator(MacroContext(), "spark")
 >>> safe_div(ev, exp.column("a"), exp.column("b")).sql("spark")
 'a / NULLIF(b, 0)'
->>> [e.sql() for e in macro_filter(ev, exp.convert([1, 2, 3]), sqlglot.parse_one("SELECT f(x -> x > 1)").selects[0].expressions[0])]
+>>> greater_than_one = sqlglot.parse_one("SELECT f(x -> x > 1)").selects[0].expressions[0]
+>>> [e.sql() for e in macro_filter(ev, exp.convert([1, 2, 3]), greater_than_one)]
 ['2', '3']
 """
 
@@ -91,7 +92,8 @@ def evaluate_constant(evaluator: MacroEvaluator, node: Any) -> Any:
         raise MacroError(
             f"`{shown(node, evaluator.dialect)}` depends on the run window, which this macro cannot wait for",
             node,
-            hint="decide on the run window with @IF, @EVAL or a clause operator (@WHERE(...) ...), which are evaluated per run, "
+            hint="decide on the run window with @IF, @EVAL or a clause operator (@WHERE(...) ...), which are "
+            "evaluated per run, "
             "or compare date macros in the SQL itself (WHERE ds >= @start_ds)",
         )
     try:
@@ -255,7 +257,7 @@ def generate_surrogate_key(evaluator: MacroEvaluator, *fields: Any, hash_functio
 def haversine_distance(
     evaluator: MacroEvaluator, lat1: Any, lon1: Any, lat2: Any, lon2: Any, unit: Any = None
 ) -> exp.Expr:
-    """``@HAVERSINE_DISTANCE(lat1, lon1, lat2, lon2[, 'mi' | 'km'])``: great-circle distance (earth diameter 7922 mi)."""
+    """``@HAVERSINE_DISTANCE(lat1, lon1, lat2, lon2[, 'mi' | 'km'])``: great-circle distance (earth: 7922 mi across)."""
     unit_name = unit.name.lower() if isinstance(unit, exp.Expression) else str(unit or "mi").lower()
     factors = {"mi": "1.0", "km": "1.60934"}
     if unit_name not in factors:

@@ -6,7 +6,8 @@ removed from ``sys.modules`` afterwards, so projects loaded one after another ne
 
 >>> import tempfile, pathlib
 >>> d = pathlib.Path(tempfile.mkdtemp()); (d / "macros").mkdir()
->>> _ = (d / "macros" / "m.py").write_text("from sqlmesh import macro\\n@macro()\\ndef Twice(evaluator, x):\\n    return x * 2\\n")
+>>> _ = (d / "macros" / "m.py").write_text(
+...     "from sqlmesh import macro\\n@macro()\\ndef Twice(evaluator, x):\\n    return x * 2\\n")
 >>> macros, errors = load_macros(d)
 >>> sorted(macros), errors
 (['twice'], [])

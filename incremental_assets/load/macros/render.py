@@ -139,8 +139,10 @@ def clamp_to_window(
 
     >>> from incremental_assets.load.query import parse_query
     >>> q = parse_query("SELECT ds FROM t")
-    >>> clamp_to_window(q, "ds", TimeWindow.parse("2024-01-01", "2024-01-02")).sql("spark")
-    "SELECT * FROM (SELECT ds FROM t) AS __window WHERE __window.ds >= CAST('2024-01-01 00:00:00' AS TIMESTAMP) AND __window.ds < CAST('2024-01-02 00:00:00' AS TIMESTAMP)"
+    >>> clamped = clamp_to_window(q, "ds", TimeWindow.parse("2024-01-01", "2024-01-02"))
+    >>> print(clamped.sql("spark"))  # doctest: +NORMALIZE_WHITESPACE
+    SELECT * FROM (SELECT ds FROM t) AS __window WHERE __window.ds >= CAST('2024-01-01 00:00:00' AS TIMESTAMP)
+    AND __window.ds < CAST('2024-01-02 00:00:00' AS TIMESTAMP)
     """
     column = exp.column(time_column, table=WINDOW_ALIAS)
     condition = exp.and_(

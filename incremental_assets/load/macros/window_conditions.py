@@ -120,7 +120,8 @@ def _constant(node: exp.Expr) -> object:
             None,
             None,
             f"cannot evaluate `{node.sql()}` for this run window: {exc}",
-            hint="compare date macros with constants of the same kind (@start_ds with 'YYYY-MM-DD' text, @start_epoch with numbers)",
+            hint="compare date macros with constants of the same kind (@start_ds with 'YYYY-MM-DD' text, "
+            "@start_epoch with numbers)",
         ) from None
 
 
