@@ -257,7 +257,7 @@ def summary(cycles: list[dict]) -> dict:
     return {p: round(statistics.median(c["cost"][p] for c in measured), 3) for p in ("total", *PHASES)} if measured else {}
 
 
-def run_year(root: Path, *, first_days: int, forward_days: int, last_days: int, step_days: int = 1) -> dict:
+def run_year(root: Path, *, first_days: int, forward_days: int, last_days: int, step_days: int = 1, side_by_side: bool = False) -> dict:
     from incremental_assets.load.project import load_project
 
     make_project(root)
@@ -303,6 +303,17 @@ def run_year(root: Path, *, first_days: int, forward_days: int, last_days: int, 
             end_of_day(hour_end)
         print(f"year: cycle {index + 1} ({phase}) {cost['total']:.2f}s", flush=True)
 
+    def young_cycle(project: Path, young_index: int) -> None:
+        append_rows(project / "data" / "events", arrivals(young_index))
+        hour_end = START + (young_index + 1) * HOUR
+        t_cmd = time.perf_counter()
+        command(["run", "--auto", "--end", hour_end.isoformat(), "--project", str(project)])
+        cost = clock.take(time.perf_counter() - t_cmd)
+        cycles.append({"cycle": young_index + 1, "phase": "young", "cost": cost})
+        if hour_end.hour == 0:
+            command([maintain[0], "--project", str(project)])
+        print(f"year: cycle {young_index + 1} (young) {cost['total']:.2f}s", flush=True)
+
     # Day one is the history the hourly operation starts from (untimed): every model has its table.
     for i in range(24):
         append_rows(events, arrivals(i))
@@ -327,12 +338,22 @@ def run_year(root: Path, *, first_days: int, forward_days: int, last_days: int, 
         clock.take(0.0)
         end_of_day(START + index * HOUR)
         print(f"year: forward day {index // 24} {forward[-1]['seconds']:.1f}s (run --auto {forward[-1]['run_seconds']:.1f}s)", flush=True)
+    young = root.parent / "young" if side_by_side else None
+    if young is not None:  # a project one day old, its cycles run in turn with the old one's (same load, same JVM)
+        make_project(young)
+        for i in range(24):
+            append_rows(young / "data" / "events", arrivals(i))
+        command(["run", "--auto", "--end", (START + 24 * HOUR).isoformat(), "--project", str(young)])
+        clock.take(0.0)
     for n in range(last_days * 24):
         hourly_cycle(index, "last", trace="last" if n == max(0, last_days * 24 - 20) else None)
+        if young is not None:
+            young_cycle(young, 24 + n)
         index += 1
     end = START + index * HOUR
     first = summary([c for c in cycles if c["phase"] == "first"][3:])  # the first cycles warm the JVM up
     last = summary([c for c in cycles if c["phase"] == "last"])
+    young_cycles = summary([c for c in cycles if c["phase"] == "young"][3:])
     return {
         "what_ran": {"first_hourly_days": first_days, "forward_days": forward_days, "forward_days_per_cycle": step_days, "last_hourly_days": last_days,
                      "hourly_cycles": len(cycles), "simulated_hours": index, "history_before_first": "day one, one run --auto (untimed)", "maintenance": " ".join(maintain[:1]),
@@ -340,6 +361,8 @@ def run_year(root: Path, *, first_days: int, forward_days: int, last_days: int, 
         "seconds": round(time.perf_counter() - began, 1),
         "median_cycle_first": first, "median_cycle_last": last,
         "last_over_first": round(last["total"] / first["total"], 3) if first and last else None,
+        "median_cycle_young_beside_last": young_cycles,
+        "last_over_young_side_by_side": round(last["total"] / young_cycles["total"], 3) if young_cycles and last else None,
         "delta_log_reads": traces,
         "days": days,
         "forward_seconds_per_day_median": statistics.median(f["seconds"] / f.get("days", 1) for f in forward) if forward else None,
@@ -419,6 +442,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--forward-days", type=int, default=351)
     parser.add_argument("--last-days", type=int, default=7)
     parser.add_argument("--forward-step-days", type=int, default=1, help="simulated days per fast-forward cycle (one run --auto each)")
+    parser.add_argument("--side-by-side", action="store_true",
+                        help="during the last days, a project one day old runs a cycle after each of the old one's (the ratio under equal load)")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--plot", type=Path, default=HERE / "year-cost-per-cycle.svg")
     args = parser.parse_args(argv)
@@ -426,7 +451,8 @@ def main(argv: list[str]) -> None:
     import tempfile
 
     root = Path(tempfile.mkdtemp(prefix="year-project-")) / "project"
-    result = run_year(root, first_days=args.first_days, forward_days=args.forward_days, last_days=args.last_days, step_days=args.forward_step_days)
+    result = run_year(root, first_days=args.first_days, forward_days=args.forward_days, last_days=args.last_days, step_days=args.forward_step_days,
+                      side_by_side=args.side_by_side)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     svg_plot(result, args.plot)
     shutil.rmtree(root.parent, ignore_errors=True)
