@@ -382,11 +382,13 @@ def svg_plot(result: dict, out: Path) -> None:
     points = {"first": [(c["cycle"], c["cost"]["total"], c["cost"]["integrity"]) for c in cycles if c["phase"] == "first"],
               "forward": [(f["day"] * 24, f.get("run_seconds", f["seconds"]) / (24 * f.get("days", 1)), None) for f in forward],
               "last": [(c["cycle"], c["cost"]["total"], c["cost"]["integrity"]) for c in cycles if c["phase"] == "last"]}
+    young = [c["cost"]["total"] for c in result["cycles"] if c["phase"] == "young"]
+    beside = [(x, y, None) for (x, _, _), y in zip(points["last"], young)]  # each after the old cycle it ran beside
     panels = [(name, pts) for name, pts in points.items() if pts]
     if not panels:
         return
     w, h, pad, gap = 780, 330, 50, 16
-    top = max(y for _, pts in panels for _, y, _ in pts) * 1.1
+    top = max(max(y for _, pts in panels for _, y, _ in pts), max(young, default=0.0)) * 1.1
     width = (w - 2 * pad - gap * (len(panels) - 1)) / len(panels)
 
     def py(y: float) -> float:
@@ -410,11 +412,13 @@ def svg_plot(result: dict, out: Path) -> None:
         parts += [f'<text x="{px(x):.1f}" y="{h - pad + 14}" text-anchor="{a}">{x}</text>' for x, a in ((x0, "start"), (x1, "end"))]
         label = {"first": "first hourly cycles", "forward": "fast-forward: run --auto per cycle of days, s per simulated hour", "last": "last hourly cycles"}[name]
         parts.append(f'<text x="{left + width / 2:.1f}" y="{pad - 8}" text-anchor="middle" fill="{colours[name]}">{label}</text>')
+        for x, y, _ in beside if name == "last" else []:
+            parts.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="2" fill="#ff7f0e"/>')
         for x, y, integrity in pts:
             parts.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="2" fill="{colours[name]}"/>')
             if integrity is not None:
                 parts.append(f'<circle cx="{px(x):.1f}" cy="{py(integrity):.1f}" r="1.3" fill="#2ca02c"/>')
-    parts += [f'<text x="{w / 2}" y="{h - 14}" text-anchor="middle">cycle (simulated hour since 2025-01-01); green: the integrity check</text>',
+    parts += [f'<text x="{w / 2}" y="{h - 14}" text-anchor="middle">cycle (simulated hour since 2025-01-01); green: the integrity check; orange: a day-one project beside the last days</text>',
               f'<text x="14" y="{h / 2}" transform="rotate(-90 14 {h / 2})" text-anchor="middle">seconds per cycle (run --auto)</text>',
               "</svg>"]
     out.write_text("\n".join(parts) + "\n")
