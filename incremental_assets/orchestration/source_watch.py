@@ -32,6 +32,7 @@ from typing import Iterator
 import dagster as dg
 
 from incremental_assets import delta
+from incremental_assets.delta.files import source_data_files
 from incremental_assets.model import clock
 from incremental_assets.model.intervals import (
     END_OF_TIME, EVERY_INTERVAL, NO_INTERVAL, START_OF_TIME, Coverage, IntervalUnit, TimeWindow, batches, last_complete_end, merge, to_utc,
@@ -72,7 +73,7 @@ def _file_ranges(source: Source, since: float, tz: tzinfo = timezone.utc) -> tup
     the mtime to continue from, each readable file's intervals, and the files that could not be read yet
     (half-written: read again next tick)."""
     root = Path(source.location)
-    files = [p for p in ([root] if root.is_file() else root.rglob("*")) if p.is_file() and not p.name.startswith((".", "_"))]
+    files = [Path(f) for f in source_data_files(source.location)]
     new = [(p, p.stat().st_mtime) for p in files if p.stat().st_mtime > since]
     ranges: list[tuple[datetime | None, datetime | None]] = []
     unreadable: list[tuple[Path, float]] = []
@@ -131,8 +132,7 @@ def source_changes(source: Source, marker: str | None, tz: tzinfo = timezone.utc
         ranges = [(instant(lo, time_format=source.time_format, tz=tz), instant(hi, time_format=source.time_format, tz=tz)) for lo, hi in ranges]
         return f"v{version}", changed_windows(ranges, unit), None
     if not marker or not marker.startswith("t"):
-        root = Path(source.location)
-        files = [root] if root.is_file() else [p for p in root.rglob("*") if p.is_file()] if root.is_dir() else []
+        files = [Path(f) for f in source_data_files(source.location)]
         return f"t{max((p.stat().st_mtime for p in files), default=0.0)!r}", [], None
     resume, ranges, unreadable = _file_ranges(source, float(marker[1:]), tz)
     note = f"{source.name}: {len(unreadable)} file(s) not readable yet (half-written?), read again next tick" if unreadable else None
