@@ -142,6 +142,18 @@ def test_duplicate_model_names(make_project):
     assert "also defined in" in e.message and "a.sql:1" in e.message and "unique name" in e.hint
 
 
+def test_an_inline_audit_defined_twice_is_refused_unless_the_same(make_project):
+    def model(name, limit):
+        audit = f"AUDIT (name few);\nSELECT * FROM @this_model WHERE a > {limit};\n"
+        return f"MODEL (name s.{name}, kind FULL, audits (few));\nSELECT 1 AS a;\n{audit}"
+
+    root, errors = project_errors(make_project, {"models/a.sql": model("a", 1), "models/b.sql": model("b", 2)})
+    (e,) = errors
+    assert e.path.endswith("models/b.sql") and "audit few is also defined in" in e.message and "a.sql" in e.message
+    same = make_project({"models/a.sql": model("a", 1), "models/b.sql": model("b", 1)})
+    assert [a.name for a in load_project(same).model("s.b").audits] == ["few"]
+
+
 def test_unknown_table_reference(make_project):
     root, errors = project_errors(make_project, {
         "models/a.sql": "MODEL (name s.x, kind FULL);\nSELECT a\nFROM s.y\nJOIN raw.nope ON TRUE",

@@ -305,7 +305,7 @@ def _inline_audits(models: Mapping[str, SqlModel], known: Mapping[str, UserAudit
     for model in models.values():
         for audit in model.inline_audits:
             first = out.get(audit.name) or known.get(audit.name)
-            if first is not None and first.sql != audit.sql:
+            if first is not None and first.query != audit.query:
                 errors.append(ModelFileError(model.path, None, f"audit {audit.name} is also defined in {first.path}", hint="give each audit a unique name"))
                 continue
             out[audit.name] = audit
