@@ -191,6 +191,9 @@ def delta_log_reads(trace: Path) -> dict:
 def command(argv: list[str]) -> int:
     from incremental_assets.cli.commands import main
 
+    # Each command finds its project's Dagster home as a new process would: opening an instance sets
+    # DAGSTER_HOME in this process, which would otherwise point the next project's commands at it.
+    os.environ.pop("DAGSTER_HOME", None)
     with contextlib.redirect_stdout(io.StringIO()) as printed:
         code = main(argv)
     if code != 0:
