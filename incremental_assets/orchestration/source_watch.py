@@ -314,20 +314,21 @@ def _not_done(instance: dg.DagsterInstance, model: SqlModel, translator: ModelTr
         latest = {"": records[0].storage_id} if records else {}
         started = _run_starts(instance, list(latest.values()))
         return [e for e in entries if not _covers(latest.get(""), e, started)]
-    parts = {
-        id(entry): [
+    parts = [
+        [
             (part, key_of(partitions, part.start))
             for w in entry.windows
             for part in batches(TimeWindow(model.unit.floor(w.start), model.unit.ceil(w.end)), model.unit, 1)  # its unit may have changed
         ]
-        for entry in entries
         if not entry.windows.every  # else the model was unpartitioned when it was noticed
-    }
-    ids = latest_ids(instance, key, partitions={pk for found in parts.values() for _, pk in found})
+        else []
+        for entry in entries
+    ]
+    ids = latest_ids(instance, key, partitions={pk for found in parts for _, pk in found})
     started = _run_starts(instance, sorted({sid for sid in ids.values() if sid > min(e.after for e in entries)}))
     out = []
-    for entry in entries:
-        left = [part for part, pk in parts.get(id(entry), []) if not _covers(ids.get(pk), entry, started)]
+    for entry, found in zip(entries, parts):
+        left = [part for part, pk in found if not _covers(ids.get(pk), entry, started)]
         if left:
             out.append(Entry(Coverage.of(left), entry.after, entry.at))
     return out
