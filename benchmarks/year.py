@@ -207,6 +207,9 @@ def delta_log_reads(trace: Path) -> dict:
 def command(argv: list[str]) -> int:
     from incremental_assets.cli.commands import main
 
+    # Each command finds its project's Dagster home as a new process would: opening an instance sets
+    # DAGSTER_HOME in this process, which would otherwise point the next project's commands at it.
+    os.environ.pop("DAGSTER_HOME", None)
     with contextlib.redirect_stdout(io.StringIO()) as printed:
         code = main(argv)
     if code != 0:
@@ -295,7 +298,9 @@ def summary(cycles: list[dict]) -> dict:
     )
 
 
-def run_year(root: Path, *, first_days: int, forward_days: int, last_days: int, step_days: int = 1) -> dict:
+def run_year(
+    root: Path, *, first_days: int, forward_days: int, last_days: int, step_days: int = 1, side_by_side: bool = False
+) -> dict:
     from incremental_assets.load.project import load_project
 
     make_project(root)
@@ -361,6 +366,17 @@ def run_year(root: Path, *, first_days: int, forward_days: int, last_days: int, 
             end_of_day(hour_end)
         print(f"year: cycle {index + 1} ({phase}) {cost['total']:.2f}s", flush=True)
 
+    def young_cycle(project: Path, young_index: int) -> None:
+        append_rows(project / "data" / "events", arrivals(young_index))
+        hour_end = START + (young_index + 1) * HOUR
+        t_cmd = time.perf_counter()
+        command(["run", "--auto", "--end", hour_end.isoformat(), "--project", str(project)])
+        cost = clock.take(time.perf_counter() - t_cmd)
+        cycles.append({"cycle": young_index + 1, "phase": "young", "cost": cost})
+        if hour_end.hour == 0:
+            command([maintain[0], "--project", str(project)])
+        print(f"year: cycle {young_index + 1} (young) {cost['total']:.2f}s", flush=True)
+
     # Day one is the history the hourly operation starts from (untimed): every model has its table.
     for i in range(24):
         append_rows(events, arrivals(i))
@@ -391,16 +407,26 @@ def run_year(root: Path, *, first_days: int, forward_days: int, last_days: int, 
         clock.take(0.0)
         end_of_day(START + index * HOUR)
         print(
-            f"year: forward day {index // 24} {forward[-1]['seconds']:.1f}s (run --auto "
-            f"{forward[-1]['run_seconds']:.1f}s)",
+            f"year: forward day {index // 24} {forward[-1]['seconds']:.1f}s "
+            f"(run --auto {forward[-1]['run_seconds']:.1f}s)",
             flush=True,
         )
+    young = root.parent / "young" if side_by_side else None
+    if young is not None:  # a project one day old, its cycles run in turn with the old one's (same load, same JVM)
+        make_project(young)
+        for i in range(24):
+            append_rows(young / "data" / "events", arrivals(i))
+        command(["run", "--auto", "--end", (START + 24 * HOUR).isoformat(), "--project", str(young)])
+        clock.take(0.0)
     for n in range(last_days * 24):
         hourly_cycle(index, "last", trace="last" if n == max(0, last_days * 24 - 20) else None)
+        if young is not None:
+            young_cycle(young, 24 + n)
         index += 1
     end = START + index * HOUR
     first = summary([c for c in cycles if c["phase"] == "first"][3:])  # the first cycles warm the JVM up
     last = summary([c for c in cycles if c["phase"] == "last"])
+    young_cycles = summary([c for c in cycles if c["phase"] == "young"][3:])
     return {
         "what_ran": {
             "first_hourly_days": first_days,
@@ -418,6 +444,10 @@ def run_year(root: Path, *, first_days: int, forward_days: int, last_days: int, 
         "median_cycle_first": first,
         "median_cycle_last": last,
         "last_over_first": round(last["total"] / first["total"], 3) if first and last else None,
+        "median_cycle_young_beside_last": young_cycles,
+        "last_over_young_side_by_side": round(last["total"] / young_cycles["total"], 3)
+        if young_cycles and last
+        else None,
         "delta_log_reads": traces,
         "days": days,
         "forward_seconds_per_day_median": statistics.median(f["seconds"] / f.get("days", 1) for f in forward)
@@ -443,11 +473,13 @@ def svg_plot(result: dict, out: Path) -> None:
         ],
         "last": [(c["cycle"], c["cost"]["total"], c["cost"]["integrity"]) for c in cycles if c["phase"] == "last"],
     }
+    young = [c["cost"]["total"] for c in result["cycles"] if c["phase"] == "young"]
+    beside = [(x, y, None) for (x, _, _), y in zip(points["last"], young)]  # each after the old cycle it ran beside
     panels = [(name, pts) for name, pts in points.items() if pts]
     if not panels:
         return
     w, h, pad, gap = 780, 330, 50, 16
-    top = max(y for _, pts in panels for _, y, _ in pts) * 1.1
+    top = max(max(y for _, pts in panels for _, y, _ in pts), max(young, default=0.0)) * 1.1
     width = (w - 2 * pad - gap * (len(panels) - 1)) / len(panels)
 
     def py(y: float) -> float:
@@ -484,15 +516,17 @@ def svg_plot(result: dict, out: Path) -> None:
         parts.append(
             f'<text x="{left + width / 2:.1f}" y="{pad - 8}" text-anchor="middle" fill="{colours[name]}">{label}</text>'
         )
+        for x, y, _ in beside if name == "last" else []:
+            parts.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="2" fill="#ff7f0e"/>')
         for x, y, integrity in pts:
             parts.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="2" fill="{colours[name]}"/>')
             if integrity is not None:
                 parts.append(f'<circle cx="{px(x):.1f}" cy="{py(integrity):.1f}" r="1.3" fill="#2ca02c"/>')
     parts += [
         f'<text x="{w / 2}" y="{h - 14}" text-anchor="middle">cycle (simulated hour since 2025-01-01); '
-        "green: the integrity check</text>",
-        f'<text x="14" y="{h / 2}" transform="rotate(-90 14 {h / 2})" text-anchor="middle">seconds per '
-        "cycle (run --auto)</text>",
+        "green: the integrity check; orange: a day-one project beside the last days</text>",
+        f'<text x="14" y="{h / 2}" transform="rotate(-90 14 {h / 2})" text-anchor="middle">'
+        "seconds per cycle (run --auto)</text>",
         "</svg>",
     ]
     out.write_text("\n".join(parts) + "\n")
@@ -539,6 +573,12 @@ def main(argv: list[str]) -> None:
     parser.add_argument(
         "--forward-step-days", type=int, default=1, help="simulated days per fast-forward cycle (one run --auto each)"
     )
+    parser.add_argument(
+        "--side-by-side",
+        action="store_true",
+        help="during the last days, a project one day old runs a cycle after each of the old one's "
+        "(the ratio under equal load)",
+    )
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--plot", type=Path, default=HERE / "year-cost-per-cycle.svg")
     args = parser.parse_args(argv)
@@ -552,6 +592,7 @@ def main(argv: list[str]) -> None:
         forward_days=args.forward_days,
         last_days=args.last_days,
         step_days=args.forward_step_days,
+        side_by_side=args.side_by_side,
     )
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     svg_plot(result, args.plot)

@@ -1,4 +1,5 @@
-"""Where a table lives: its filesystem, local paths, and which host and process wrote a file."""
+"""Where a table lives: its filesystem, local paths, the data files of a file source, and which host and
+process wrote a file."""
 
 from __future__ import annotations
 
@@ -114,3 +115,30 @@ def process_started(pid: int) -> str | None:
 
 def local_path(uri: str) -> str:
     return uri[len("file://") :] if uri.startswith("file://") else uri
+
+
+def source_data_files(location: str) -> list[str]:
+    """Every data file of a local file source, sorted: the file itself for a one-file source, else every
+    file under the folder, skipping hidden and ``_``-prefixed entries at any depth as Spark does (``_SUCCESS``,
+    ``.crc`` files, a ``_temporary`` folder). The one rule the Spark reader and the source watch share.
+
+    >>> import tempfile, pathlib
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> for name in ("d=1/a.parquet", "d=1/.a.parquet.crc", "_temporary/0/b.parquet", "_SUCCESS", "c.parquet"):
+    ...     (root / name).parent.mkdir(parents=True, exist_ok=True); (root / name).touch()
+    >>> [f[len(str(root)) + 1:] for f in source_data_files(str(root))]
+    ['c.parquet', 'd=1/a.parquet']
+    >>> source_data_files(str(root / "c.parquet")) == [str(root / "c.parquet")]
+    True
+    """
+    location = location.removeprefix("file://")
+    if os.path.isfile(location):
+        return [location]
+    selector = pafs.FileSelector(location, recursive=True, allow_not_found=True)
+    out = []
+    for info in pafs.LocalFileSystem().get_file_info(selector):
+        relative = info.path[len(location.rstrip("/")) + 1 :]
+        if info.type != pafs.FileType.File or any(part.startswith((".", "_")) for part in relative.split("/")):
+            continue
+        out.append(info.path)
+    return sorted(out)

@@ -49,12 +49,15 @@ def latest_ids(
     key: dg.AssetKey,
     event_type: DagsterEventType = MATERIALIZATION,
     partitions: set[str] | None = None,
+    after_cursor: int | None = None,
 ) -> dict[str, int]:
     """The storage id of the latest event of ``event_type`` of each partition of an asset (of ``partitions``
-    only, when given)."""
+    only, when given; only partitions with an event after the storage id ``after_cursor``, when given)."""
     if partitions is not None and not partitions:
         return {}
-    return dict(instance.get_latest_storage_id_by_partition(key, event_type, partitions=partitions))
+    return dict(
+        instance.get_latest_storage_id_by_partition(key, event_type, partitions=partitions, after_cursor=after_cursor)
+    )
 
 
 def current_ids(instance: dg.DagsterInstance, key: dg.AssetKey, partitions: set[str] | None = None) -> dict[str, int]:

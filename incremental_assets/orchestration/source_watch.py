@@ -32,6 +32,7 @@ from typing import Iterator
 import dagster as dg
 
 from incremental_assets import delta
+from incremental_assets.delta.files import source_data_files
 from incremental_assets.model import clock
 from incremental_assets.model.intervals import (
     END_OF_TIME,
@@ -86,9 +87,7 @@ def _file_ranges(
     the mtime to continue from, each readable file's intervals, and the files that could not be read yet
     (half-written: read again next tick)."""
     root = Path(source.location)
-    files = [
-        p for p in ([root] if root.is_file() else root.rglob("*")) if p.is_file() and not p.name.startswith((".", "_"))
-    ]
+    files = [Path(f) for f in source_data_files(source.location)]
     new = [(p, p.stat().st_mtime) for p in files if p.stat().st_mtime > since]
     ranges: list[tuple[datetime | None, datetime | None]] = []
     unreadable: list[tuple[Path, float]] = []
@@ -161,8 +160,7 @@ def source_changes(
         ]
         return f"v{version}", changed_windows(ranges, unit), None
     if not marker or not marker.startswith("t"):
-        root = Path(source.location)
-        files = [root] if root.is_file() else [p for p in root.rglob("*") if p.is_file()] if root.is_dir() else []
+        files = [Path(f) for f in source_data_files(source.location)]
         return f"t{max((p.stat().st_mtime for p in files), default=0.0)!r}", [], None
     resume, ranges, unreadable = _file_ranges(source, float(marker[1:]), tz)
     note = (
@@ -352,22 +350,23 @@ def _not_done(
         latest = {"": records[0].storage_id} if records else {}
         started = _run_starts(instance, list(latest.values()))
         return [e for e in entries if not _covers(latest.get(""), e, started)]
-    parts = {
-        id(entry): [
+    parts = [
+        [
             (part, key_of(partitions, part.start))
             for w in entry.windows
             for part in batches(
                 TimeWindow(model.unit.floor(w.start), model.unit.ceil(w.end)), model.unit, 1
             )  # its unit may have changed
         ]
-        for entry in entries
         if not entry.windows.every  # else the model was unpartitioned when it was noticed
-    }
-    ids = latest_ids(instance, key, partitions={pk for found in parts.values() for _, pk in found})
+        else []
+        for entry in entries
+    ]
+    ids = latest_ids(instance, key, partitions={pk for found in parts for _, pk in found})
     started = _run_starts(instance, sorted({sid for sid in ids.values() if sid > min(e.after for e in entries)}))
     out = []
-    for entry in entries:
-        left = [part for part, pk in parts.get(id(entry), []) if not _covers(ids.get(pk), entry, started)]
+    for entry, found in zip(entries, parts):
+        left = [part for part, pk in found if not _covers(ids.get(pk), entry, started)]
         if left:
             out.append(Entry(Coverage.of(left), entry.after, entry.at))
     return out

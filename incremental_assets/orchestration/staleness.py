@@ -29,7 +29,7 @@ from incremental_assets.model import clock
 from incremental_assets.model.intervals import TimeWindow, merge
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
-from incremental_assets.orchestration.confirm import MATERIALIZATION, current_id, current_ids, latest_ids
+from incremental_assets.orchestration.confirm import current_id, current_ids, latest_ids
 from incremental_assets.orchestration.integrity_since import read_state, write_state
 from incremental_assets.orchestration.partition_keys import key_of, window_of_key
 from incremental_assets.orchestration.translator import ModelTranslator
@@ -81,9 +81,9 @@ def stale_intervals(
         causes = tuple(u.name for u in upstreams if (latest_id(instance, translator.get_asset_key(u)) or 0) > own)
         return Stale(causes=causes)
     judge = _Judge(instance, project, model, translator, partitions)
-    state = read_state(instance, KEY_PREFIX + model.name, Looked)
+    state = read_state(instance, KEY_PREFIX + model.name, StaleLook)
     identity = _identity(model, upstreams, translator)
-    looked = judge.since(state) if state is not None and state.identity == identity else judge.everything(identity)
+    looked = judge.look(identity, state if state is not None and state.identity == identity else None)
     looked = judge.still_stale(looked)
     if looked != state:
         write_state(instance, KEY_PREFIX + model.name, looked)
@@ -98,12 +98,12 @@ def stale_intervals_from_everything(
     partitions = translator.get_partitions_def(model)
     assert isinstance(partitions, dg.TimeWindowPartitionsDefinition), "a partitioned model"
     judge = _Judge(instance, project, model, translator, partitions)
-    looked = judge.still_stale(judge.everything(""))
+    looked = judge.still_stale(judge.look("", None))
     return judge.answer(looked, project.upstream_models(model))
 
 
 @dataclass(frozen=True)
-class Looked:
+class StaleLook:
     """Where the staleness of a partitioned model was last judged (kept in the instance's key-value store).
 
     ``cursors``: per upstream model, every materialization up to that storage id was judged.
@@ -137,46 +137,35 @@ class _Judge:
         )
         self.key = translator.get_asset_key(model)
 
-    def everything(self, identity: str) -> Looked:
-        """Every own interval against the latest materialization of every upstream interval."""
-        own_ids = current_ids(self.instance, self.key)
-        looked = Looked(identity)
+    def look(self, identity: str, state: StaleLook | None) -> StaleLook:
+        """The upstream materializations recorded after where ``state`` stopped, added to its judgement;
+        without a state, every own interval against the latest materialization of every upstream interval."""
+        own_ids = current_ids(self.instance, self.key) if state is None else None
+        looked = StaleLook(identity)
+        if state is not None:
+            looked = StaleLook(
+                identity, dict(state.cursors), {k: list(v) for k, v in state.fingerprints.items()}, dict(state.stale)
+            )
         for upstream in self.project.upstream_models(self.model):
             up_key = self.translator.get_asset_key(upstream)
-            partitions = self.translator.get_partitions_def(upstream)
-            if not isinstance(partitions, dg.TimeWindowPartitionsDefinition):
-                self._unpartitioned(looked, upstream, fetch_definitions(self.instance, up_key, None), own_ids)
+            after = None if state is None else state.cursors.get(upstream.name, 0)
+            up_partitions = self.translator.get_partitions_def(upstream)
+            if not isinstance(up_partitions, dg.TimeWindowPartitionsDefinition):
+                self._unpartitioned(looked, upstream, fetch_definitions(self.instance, up_key, after), own_ids)
                 continue
-            ids = latest_ids(self.instance, up_key)
-            looked.cursors[upstream.name] = max(ids.values(), default=0)
-            if own_ids:
-                oldest = min(own_ids.values())
-                newer = {k: sid for k, sid in ids.items() if sid > oldest}
-                self._partitioned(looked, upstream, partitions, newer, own_ids)
-        return looked
-
-    def since(self, state: Looked) -> Looked:
-        """The last judgement, and the upstream materializations recorded after it."""
-        looked = Looked(
-            state.identity, dict(state.cursors), {k: list(v) for k, v in state.fingerprints.items()}, dict(state.stale)
-        )
-        for upstream in self.project.upstream_models(self.model):
-            up_key = self.translator.get_asset_key(upstream)
-            after = state.cursors.get(upstream.name, 0)
-            partitions = self.translator.get_partitions_def(upstream)
-            if not isinstance(partitions, dg.TimeWindowPartitionsDefinition):
-                self._unpartitioned(looked, upstream, fetch_definitions(self.instance, up_key, after), None)
-                continue
-            ids = dict(self.instance.get_latest_storage_id_by_partition(up_key, MATERIALIZATION, after_cursor=after))
-            looked.cursors[upstream.name] = max([after, *ids.values()])
-            self._partitioned(looked, upstream, partitions, ids, None)
+            ids = latest_ids(self.instance, up_key, after_cursor=after)
+            looked.cursors[upstream.name] = max([after or 0, *ids.values()])
+            if own_ids is not None:  # everything: only what is newer than the oldest own interval can stale one
+                oldest = min(own_ids.values(), default=None)
+                ids = {k: sid for k, sid in ids.items() if oldest is not None and sid > oldest}
+            self._partitioned(looked, upstream, up_partitions, ids, own_ids)
         return looked
 
     def _partitioned(
         self,
-        looked: Looked,
+        looked: StaleLook,
         upstream: SqlModel,
-        partitions: dg.TimeWindowPartitionsDefinition,
+        up_partitions: dg.TimeWindowPartitionsDefinition,
         newer: dict[str, int],
         own_ids: dict[str, int] | None,
     ) -> None:
@@ -184,7 +173,7 @@ class _Judge:
         materialized at ``newer``'s storage id become candidates (judged by :meth:`still_stale`)."""
         bound = input_bound(self.project, self.model.name, upstream.name)
         unit = self.model.unit
-        for window, sid in _windows(partitions, newer):
+        for window, sid in _windows(up_partitions, newer):
             reach = window.widen(bound.after, bound.before) if bound is not None else window
             cursor = unit.floor(reach.start)
             while cursor < reach.end:
@@ -194,7 +183,7 @@ class _Judge:
                 cursor = unit.next(cursor)
 
     def _unpartitioned(
-        self, looked: Looked, upstream: SqlModel, records: list[tuple[int, str | None]], own_ids
+        self, looked: StaleLook, upstream: SqlModel, records: list[tuple[int, str | None]], own_ids
     ) -> None:
         """An unpartitioned upstream whose definition changed: every own interval current before its
         first materialization with the new definition is a candidate."""
@@ -215,20 +204,20 @@ class _Judge:
                 self._candidate(looked, own_key, changed_at, upstream.name)
 
     @staticmethod
-    def _candidate(looked: Looked, own_key: str, sid: int, upstream: str) -> None:
+    def _candidate(looked: StaleLook, own_key: str, sid: int, upstream: str) -> None:
         known = looked.stale.get(own_key)
         if known is None or known[0] < sid:
             looked.stale[own_key] = [sid, upstream]
 
-    def still_stale(self, looked: Looked) -> Looked:
+    def still_stale(self, looked: StaleLook) -> StaleLook:
         """The candidates whose interval was not materialized (or confirmed) again after what made them stale."""
         if not looked.stale:
             return looked
         own = current_ids(self.instance, self.key, set(looked.stale))
         stale = {k: v for k, v in looked.stale.items() if k in own and own[k] < v[0]}
-        return Looked(looked.identity, looked.cursors, looked.fingerprints, stale)
+        return StaleLook(looked.identity, looked.cursors, looked.fingerprints, stale)
 
-    def answer(self, looked: Looked, upstreams: list[SqlModel]) -> Stale:
+    def answer(self, looked: StaleLook, upstreams: list[SqlModel]) -> Stale:
         windows = [w for w, _ in _windows(self.partitions, {k: v[0] for k, v in looked.stale.items()})]
         named = {v[1] for v in looked.stale.values()}
         return Stale(tuple(merge(windows)), tuple(u.name for u in upstreams if u.name in named))

@@ -9,33 +9,17 @@ cannot be read (it then fails the run with a clear message), is always given.
 
 from __future__ import annotations
 
-import os
 from datetime import date, datetime, timedelta, timezone, tzinfo
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyarrow import fs as pafs
 
 from incremental_assets import delta
+from incremental_assets.delta.files import source_data_files
 from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.model.source_time import instant, sorts_as_time
 
 _TICK = timedelta(microseconds=1)
-
-
-def parquet_files(location: str) -> list[str]:
-    """Every Parquet data file of a local source: the file itself for a one-file source, else every file
-    under the folder (hidden and ``_``-prefixed entries skipped, as Spark does)."""
-    if os.path.isfile(location):
-        return [location]
-    selector = pafs.FileSelector(location, recursive=True, allow_not_found=True)
-    out = []
-    for info in pafs.LocalFileSystem().get_file_info(selector):
-        relative = info.path[len(location.rstrip("/")) + 1 :]
-        if info.type != pafs.FileType.File or any(part.startswith((".", "_")) for part in relative.split("/")):
-            continue
-        out.append(info.path)
-    return sorted(out)
 
 
 def time_range(
@@ -74,7 +58,7 @@ def files_for_window(
 
     A text time column's statistics are its first and last text: with a format that truncates (a day
     for ``%Y-%m-%d``), a file is kept when its range of truncated times meets the window's."""
-    files = parquet_files(location)
+    files = source_data_files(location)
     keep = []
     sample = None
     for path in files:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import re
 from pathlib import Path
 
+from incremental_assets.delta.files import source_data_files
 from incremental_assets.errors import SourceDataError
 from incremental_assets.model.project import Project, Source
 
@@ -37,7 +37,7 @@ def bad_record(
         [source] if source is not None else [s for s in project.sources.values() if s.format in ("csv", "json")]
     )
     for candidate in candidates:
-        for file in [path] if path else _files(candidate):
+        for file in [path] if path else source_data_files(candidate.location):
             found = _locate(Path(file), candidate.format, value)
             if found is None:
                 continue
@@ -62,13 +62,6 @@ def bad_record(
             "time_column_format in sources.yaml)"
         )
     return None
-
-
-def _files(source: Source) -> list[str]:
-    location = source.location.removeprefix("file://")
-    if os.path.isfile(location):
-        return [location]
-    return sorted(str(p) for p in Path(location).rglob("*") if p.is_file() and not p.name.startswith((".", "_")))
 
 
 def _locate(path: Path, fmt: str, value: str | None) -> tuple[int, str | None] | None:
