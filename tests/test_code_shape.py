@@ -70,7 +70,6 @@ def test_no_function_in_the_package_is_over_60_lines():
     assert not long, f"functions over {MAX_FUNCTION_LINES} lines (split them into named helpers): {long}"
 
 
-@pytest.mark.skip(reason="enabled when the type-check branch lands")
 def test_every_type_ignore_in_the_package_names_its_error_and_says_why():
     bare = {
         f"{path.relative_to(PACKAGE.parent)}:{line}": comment

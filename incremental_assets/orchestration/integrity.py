@@ -124,12 +124,7 @@ def check_model(
         newest = max((r.version for r in records if r.version is not None), default=None)
         current = delta.version(uri)
         if current is None:
-            lost = _windows(partitions, [r.partition for r in records]) if timed else ()
-            problem = (
-                f"Dagster records {'intervals' if timed else 'a materialization'} of {model.name} but there is "
-                f"no table at {uri}"
-            )
-            return Integrity(model.name, None, newest, lost, not timed, (problem,))
+            return _no_table(model, partitions, timed, uri, records, newest)
         log = {c.version: c.run_id for c in delta.commits(uri)}
         oldest = min(log, default=current + 1)
         gone = [r for r in records if r.version is not None and _gone(r.version, r.run_id, current, log, oldest)]
@@ -141,6 +136,14 @@ def check_model(
     elif looked is not None:
         since_module.remember(instance, uri, None)  # look at everything next time
     return found
+
+
+def _no_table(model: SqlModel, partitions, timed: bool, uri: str, records: list, newest: int | None) -> Integrity:
+    """Dagster records intervals (or a materialization) of ``model`` but its table is gone: all of them are lost."""
+    lost = _windows(partitions, [r.partition for r in records]) if timed else ()
+    kind = "intervals" if timed else "a materialization"
+    problem = f"Dagster records {kind} of {model.name} but there is no table at {uri}"
+    return Integrity(model.name, None, newest, lost, not timed, (problem,))
 
 
 def _judged(
