@@ -9,8 +9,6 @@ import re
 import tokenize
 from pathlib import Path
 
-import pytest
-
 PACKAGE = Path(__file__).resolve().parent.parent / "incremental_assets"
 MAX_FUNCTION_LINES = 60
 # `# type: ignore[code]  # reason`: the error code in brackets, then a comment saying why.
