@@ -3,6 +3,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
+# Format, lint and types first: they take seconds and name the line to fix.
+.venv/bin/ruff format --check --quiet .
+.venv/bin/ruff check --quiet .
+.venv/bin/mypy
 # Java, PostgreSQL server binaries (the cluster tests start their own servers on 127.0.0.1).
 bash scripts/ci-services.sh
 # Debian's chromium for the end-to-end UI test.
