@@ -13,9 +13,9 @@ from test_dagster import MODELS, SOURCES
 
 from incremental_assets.load.project import load_project
 from incremental_assets.orchestration.build_definitions import build_definitions
+from incremental_assets.orchestration.decisions import AutomationCursor
 from incremental_assets.orchestration.instance import ACTIVE_RUN_STATUSES, open_instance
 from incremental_assets.orchestration.runner import Runner
-from incremental_assets.orchestration.sensors import AutomationCursor
 from incremental_assets.orchestration.staleness import latest_ids
 
 from helpers import automation_daemon, table_rows, utc, write_events

@@ -12,6 +12,7 @@ from dagster._core.storage.dagster_run import DagsterRun
 
 from incremental_assets.load.project import load_project
 from incremental_assets.orchestration import sensors, tags
+from incremental_assets.orchestration.decisions import Decision
 from incremental_assets.orchestration.instance import open_instance
 from incremental_assets.orchestration.translator import ModelTranslator
 
@@ -73,11 +74,11 @@ class Scene:
         )
         return self.instance.add_run(run).run_id
 
-    def decide(self, cursor: str | None = None) -> sensors.Decision:
+    def decide(self, cursor: str | None = None) -> Decision:
         return sensors.evaluate(self.project, self.translator, self.instance, cursor, NOW)
 
 
-def ranges(decision: sensors.Decision) -> list[tuple[str, str | None, str | None]]:
+def ranges(decision: Decision) -> list[tuple[str, str | None, str | None]]:
     """Each request: the model, and the first and last interval of its range (None: the whole table)."""
     return [
         (r.asset_selection[0].to_user_string(), r.tags.get(tags.RANGE_START_TAG), r.tags.get(tags.RANGE_END_TAG))

@@ -41,8 +41,9 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import year  # noqa: E402  (the benchmark's project, arrivals and recompute: one definition of each)
 
 from incremental_assets.load.project import load_project  # noqa: E402
+from incremental_assets.orchestration.decisions import AutomationCursor  # noqa: E402
 from incremental_assets.orchestration.instance import ACTIVE_RUN_STATUSES, open_instance  # noqa: E402
-from incremental_assets.orchestration.sensors import AutomationCursor, evaluate  # noqa: E402
+from incremental_assets.orchestration.sensors import evaluate  # noqa: E402
 from incremental_assets.orchestration.translator import ModelTranslator  # noqa: E402
 from incremental_assets.spark import connect_server as server  # noqa: E402
 

@@ -388,7 +388,8 @@ def test_a_broken_macros_file_is_one_error_naming_its_line(make_project, capsys)
 
 def test_pre_statements_run_before_the_query_and_post_statements_after_the_write(spark, make_project):
     from incremental_assets.spark.executor import Executor
-    from tests.helpers import table_rows
+
+    from helpers import table_rows
 
     root = make_project(
         {
@@ -484,7 +485,8 @@ def test_the_demo_project_gives_sqlmesh_rows_on_spark(spark, demo, tmp_path):
     from deltalake import DeltaTable
 
     from incremental_assets.spark.executor import Executor
-    from tests.helpers import table_rows
+
+    from helpers import table_rows
 
     python = _sqlmesh_python()
     theirs_dir = tmp_path / "theirs"

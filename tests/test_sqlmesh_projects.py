@@ -16,7 +16,8 @@ import pytest
 
 from incremental_assets import delta
 from incremental_assets.errors import ProjectError
-from incremental_assets.load.project import default_starts, load_project
+from incremental_assets.load.model_graph import default_starts
+from incremental_assets.load.project import load_project
 from incremental_assets.load.sqlmesh_config import project_variables
 from incremental_assets.load.sqlmesh_shim import real_sqlmesh_installed
 from incremental_assets.model.intervals import TimeWindow

@@ -43,12 +43,15 @@ from sqlglot import exp
 from sqlglot.optimizer.scope import Scope
 
 from incremental_assets.analysis.lineage import Lineage, Ref, TimeKey, line_of, snippet
-from incremental_assets.analysis.result import (
-    Findings,
-    Reason,
-    SourceBound,
-    iso_duration,
+from incremental_assets.analysis.lookback_report import (
+    AFTER,
+    BEFORE,
+    SIDE_NAMES,
+    Report,
+    unbounded_reference_refusal,
+    unknown_distance_refusal,
 )
+from incremental_assets.analysis.result import Findings, Reason, SourceBound, iso_duration
 from incremental_assets.analysis.timeexpr import (
     ZERO,
     Grain,
@@ -60,10 +63,8 @@ from incremental_assets.analysis.timeexpr import (
     read_macro,
     split_shift,
 )
-from incremental_assets.analysis.window_functions import path_reach, window_uses
+from incremental_assets.analysis.window_functions import path_reach
 
-BEFORE, AFTER = 0, 1
-_SIDE_NAMES = ("before", "after")
 _CALENDAR_LENGTHS = {
     "hour": (timedelta(hours=1), timedelta(hours=1)),
     "day": (timedelta(days=1), timedelta(days=1)),
@@ -101,19 +102,6 @@ class _Relation:
 
 
 @dataclass
-class _Report:
-    """What the pass tells the user: refusals, notes, and limits on how many intervals a run covers."""
-
-    refusals: list[Reason] = field(default_factory=list)
-    notes: list[Reason] = field(default_factory=list)
-    limits: list[int] = field(default_factory=list)
-
-    def findings(self) -> Findings:
-        limit = min(self.limits) if self.limits else None
-        return Findings(tuple(dict.fromkeys(self.refusals)), tuple(dict.fromkeys(self.notes)), limit)
-
-
-@dataclass
 class _State:
     edges: list[_Edge] = field(default_factory=list)
     relations: list[_Relation] = field(default_factory=list)
@@ -138,7 +126,7 @@ def derive_bounds(
                 _read_comparison(lineage, state, scope, predicate, comparison, allowed)
     _propagate_relations(lineage, state, lengths)
 
-    report = _Report()
+    report = Report()
     per_ref: dict[int, list[timedelta | None]] = {}
     for ref in lineage.refs:
         if not ref.known:
@@ -153,7 +141,7 @@ def derive_bounds(
     return _bounds_by_name(lineage, per_ref), report.findings()
 
 
-def _check_output(lineage: Lineage, report: _Report) -> None:
+def _check_output(lineage: Lineage, report: Report) -> None:
     """The output must carry the time column; one computed from a macro makes every run one interval."""
     if not lineage.selects_time_column():
         report.refusals.append(
@@ -451,12 +439,12 @@ def _side_bound(
     side: int,
     lengths: tuple[timedelta, timedelta],
     declared: int | None,
-    report: _Report,
+    report: Report,
 ) -> timedelta | None:
     """The bound of one side of one reference: its filters if any (checked against what the query
     needs), else the demand, else the declared lookback; None (with a refusal) if there is none."""
     shortest, longest = lengths
-    word = _SIDE_NAMES[side]
+    word = SIDE_NAMES[side]
     chain = _chain(ref)
     needed = path_reach(lineage, chain)[side]
     edges = [e for e in state.edges if e.ref is ref and e.side == side]
@@ -465,7 +453,7 @@ def _side_bound(
     if needed is None:
         if side == BEFORE and declared is not None:
             return max(_declared(lineage, ref, declared, report), filtered or ZERO)
-        report.refusals.append(_unknown_distance_refusal(lineage, ref, chain, side))
+        report.refusals.append(unknown_distance_refusal(lineage, ref, chain, side))
         return None
 
     demand = state.demand[id(ref)][side]
@@ -480,7 +468,7 @@ def _side_bound(
         return _declared(lineage, ref, declared, report) if side == BEFORE else ZERO
     if not any(e.ref is ref for e in state.edges) and state.demand[id(ref)] == [None, None]:
         if side == BEFORE:  # one refusal for the reference, not one per side
-            report.refusals.append(_unbounded_reference_refusal(lineage, ref))
+            report.refusals.append(unbounded_reference_refusal(lineage, ref))
         return None
     column = ref.event_column or ref.time_column
     bound = f"{column} >= @start_dt" if side == BEFORE else f"{column} <= @end_dt"
@@ -494,37 +482,7 @@ def _side_bound(
     return None
 
 
-def _unknown_distance_refusal(lineage: Lineage, ref: Ref, chain: tuple[Scope, ...], side: int) -> Reason:
-    """The refusal for a reference that feeds a window function reaching an unknown distance to one side."""
-    window = _unknown_window(lineage, chain, side)
-    hint = (
-        "a declared lookback only covers data before the window"
-        if side == AFTER
-        else "give it a RANGE BETWEEN INTERVAL '...' PRECEDING AND CURRENT ROW frame or declare a lookback"
-    )
-    return Reason(
-        "lookback_underivable",
-        f"{ref.name} feeds "
-        f"{snippet(window, lineage.dialect) if window is not None else 'a window'}, which needs "
-        "rows an "
-        f"unknown distance {_SIDE_NAMES[side]} each row; {hint}",
-        line_of(window) if window is not None else line_of(ref.table),
-    )
-
-
-def _unbounded_reference_refusal(lineage: Lineage, ref: Ref) -> Reason:
-    """The refusal for a time series reference that no filter, relation or demand bounds on either side."""
-    column = ref.event_column or ref.time_column
-    return Reason(
-        "lookback_underivable",
-        f"{ref.name} is a time series but nothing bounds which of its rows a run needs: filter {column} on "
-        f"the window (e.g. {column} BETWEEN @start_dt AND @end_dt), derive {lineage.time_column} from it, "
-        "relate it to another source's time column, or declare a lookback",
-        line_of(ref.table),
-    )
-
-
-def _declared(lineage: Lineage, ref: Ref, declared: int, report: _Report) -> timedelta:
+def _declared(lineage: Lineage, ref: Ref, declared: int, report: Report) -> timedelta:
     value = declared * lineage.interval
     report.notes.append(
         Reason(
@@ -538,10 +496,10 @@ def _declared(lineage: Lineage, ref: Ref, declared: int, report: _Report) -> tim
 
 
 def _check_edge(
-    lineage: Lineage, ref: Ref, edge: _Edge, required: timedelta, longest: timedelta, report: _Report
+    lineage: Lineage, ref: Ref, edge: _Edge, required: timedelta, longest: timedelta, report: Report
 ) -> None:
     """A filter narrower than what the query needs: refused if it cuts a lookback, else it limits runs."""
-    word = _SIDE_NAMES[edge.side]
+    word = SIDE_NAMES[edge.side]
     if edge.per_interval == 0:
         if edge.base >= required:
             return
@@ -579,11 +537,3 @@ def _check_edge(
             line_of(edge.node),
         )
     )
-
-
-def _unknown_window(lineage: Lineage, chain: tuple[Scope, ...], side: int) -> exp.Window | None:
-    for scope in chain:
-        for use in window_uses(lineage, scope):
-            if use.reach[side] is None:
-                return use.node
-    return None

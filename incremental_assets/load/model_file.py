@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ErrorLevel, ParseError, TokenError, UnsupportedError
+from sqlglot.errors import ParseError, TokenError
 
 from incremental_assets.errors import ModelFileError
 from incremental_assets.load.audits import expand_audit_arguments, parse_audits, split_inline_audits
@@ -47,10 +47,14 @@ from incremental_assets.load.kinds import read_kind
 from incremental_assets.load.macros.evaluator import MacroContext, MacroEvaluator
 from incremental_assets.load.macros.operators import MacroError
 from incremental_assets.load.query import (
-    node_line,
-    output_columns,
     parse_model_body,
     table_references,
+)
+from incremental_assets.load.query_checks import (
+    check_event_time_column,
+    check_keyed_kind,
+    check_spark_equivalent,
+    check_time_column,
 )
 from incremental_assets.load.reader import HeaderReader
 from incremental_assets.load.seeds import read_seed
@@ -58,15 +62,10 @@ from incremental_assets.model import clock
 from incremental_assets.model.cron import CRON_HINT, cron_problem
 from incremental_assets.model.intervals import IntervalUnit, relative_instant, unit_from_cron
 from incremental_assets.model.kinds import (
-    CURSOR_MACROS,
     SAFETY_OVERRIDE_FLAGS,
-    IncrementalByCursor,
     IncrementalByTimeRange,
     Kind,
-    MergeKind,
-    ScdType2,
     Seed,
-    key_columns_missing,
 )
 from incremental_assets.model.sql_model import SEED_VIEW, SqlModel, TableReference
 
@@ -194,11 +193,11 @@ def _check_query(
 ) -> None:
     """The query against its header: a Spark equivalent, the time, event time and key columns among its outputs."""
     if dialect != "spark":
-        _check_spark_equivalent(reader, body.query, dialect, line)
+        check_spark_equivalent(reader, body.query, dialect, line)
     if isinstance(body.kind, IncrementalByTimeRange):
-        _check_time_column(reader, body.query, body.kind.time_column, seen["kind"].line, values.get("columns", {}))
-    _check_event_time_column(reader, body.query, body.kind, values, seen)
-    _check_keyed_kind(reader, body.query, body.kind, seen["kind"].line)
+        check_time_column(reader, body.query, body.kind.time_column, seen["kind"].line, values.get("columns", {}))
+    check_event_time_column(reader, body.query, body.kind, values, seen)
+    check_keyed_kind(reader, body.query, body.kind, seen["kind"].line)
 
 
 def _expanded_audits(
@@ -425,7 +424,7 @@ def _time_layout(
     """``values`` with an incremental model's interval unit (given, derived from cron, or a day), its
     aligned start and end.
 
-    Without a start, the project loader derives one (:func:`incremental_assets.load.project.default_starts`).
+    Without a start, the project loader derives one (:func:`incremental_assets.load.model_graph.default_starts`).
     A start from model_defaults is floored to the unit; an end is rounded up to the unit, so the interval
     holding the last instant is in.
     """
@@ -508,94 +507,3 @@ def _seed_query(
     seed = read_seed(Path(kind.location), dict(kind.csv_settings), columns)
     query = exp.select(*(exp.column(c, quoted=True) for c in seed.columns)).from_(SEED_VIEW)
     return Seed(kind.path, kind.location, kind.csv_settings, seed.content_hash), query, seed.columns
-
-
-def _check_spark_equivalent(reader: HeaderReader, query: exp.Query, dialect: str, line: int) -> None:
-    """A query in another dialect must have a Spark equivalent: refuse what sqlglot cannot transpile."""
-    for join in query.find_all(exp.Join):
-        if str(join.args.get("method") or "").upper() == "ASOF":
-            raise reader.fail(
-                node_line(join, 0) or line,
-                f"an ASOF join ({dialect}) has no Spark equivalent",
-                hint="rewrite it as a join on the key with a window function picking the latest earlier row",
-            )
-    try:
-        query.sql(dialect="spark", unsupported_level=ErrorLevel.RAISE)
-    except UnsupportedError as exc:
-        raise reader.fail(
-            line, f"the query ({dialect}) has no Spark equivalent: {exc}", hint="rewrite that construct in Spark SQL"
-        ) from None
-
-
-def _check_time_column(
-    reader: HeaderReader, query: exp.Query, column: str, line: int, declared: Mapping[str, str]
-) -> None:
-    names = output_columns(query)
-    if names is None:
-        if declared and column not in declared:
-            raise reader.fail(line, f"time_column '{column}' is not among the declared columns")
-        return
-    if column not in names:
-        raise reader.fail(
-            line,
-            f"time_column '{column}' is not an output column of the query (outputs: {', '.join(names)})",
-            hint=f"select the time column, e.g. `... AS {column}`, or name the right column in the kind",
-        )
-
-
-def _check_event_time_column(
-    reader: HeaderReader, query: exp.Query, kind: Kind, values: Mapping[str, Any], seen: Mapping[str, Property]
-) -> None:
-    """An event-time column refines the time column of a time-partitioned model and is one of its outputs."""
-    column = values.get("event_time_column")
-    if column is None:
-        return
-    line = (seen.get("event_time_column") or seen["physical_properties"]).line
-    if not isinstance(kind, IncrementalByTimeRange):
-        raise reader.fail(
-            line,
-            f"event_time_column {column} needs a time column: the model is {kind.name}",
-            hint="use kind INCREMENTAL_BY_TIME_RANGE (time_column <partition column>), or remove event_time_column",
-        )
-    if column == kind.time_column.lower():
-        raise reader.fail(
-            line, f"event_time_column and the time_column are both {column}", hint="remove event_time_column"
-        )
-    names = output_columns(query)
-    if names is not None and column not in names:
-        raise reader.fail(
-            line,
-            f"event_time_column '{column}' is not an output column of the query (outputs: {', '.join(names)})",
-            hint=f"select the event time, e.g. `... AS {column}`",
-        )
-
-
-def _check_keyed_kind(reader: HeaderReader, query: exp.Query, kind: Kind, line: int) -> None:
-    """Key, cursor and SCD columns must be outputs; cursor macros belong to cursor models only."""
-    if not isinstance(kind, IncrementalByCursor):
-        for param in query.find_all(exp.Parameter):
-            if param.name in CURSOR_MACROS:
-                raise reader.fail(
-                    node_line(param, 0) or line,
-                    f"@{param.name} is a macro of INCREMENTAL_BY_CURSOR models",
-                    hint="use kind INCREMENTAL_BY_CURSOR (cursor <column>) or a date macro",
-                )
-    if not isinstance(kind, MergeKind):
-        return
-    names = output_columns(query)
-    missing = key_columns_missing(kind, names) if names is not None else []
-    if missing:
-        raise reader.fail(
-            line,
-            f"kind {kind.name} needs column(s) {', '.join(missing)}, which the query does not output "
-            f"(outputs: {', '.join(names or [])})",
-            hint="select them, or name the right columns in the kind",
-        )
-    if isinstance(kind, ScdType2) and names is not None:
-        clash = [c for c in (kind.valid_from_name, kind.valid_to_name) if c in names]
-        if clash:
-            raise reader.fail(
-                line,
-                f"the query outputs {', '.join(clash)}, which SCD_TYPE_2 adds itself",
-                hint="rename the column or set valid_from_name / valid_to_name",
-            )
