@@ -4,6 +4,8 @@ quiet hours and late rows; every write is whole for a polling reader; `run --aut
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -142,18 +144,35 @@ def test_append_stops_at_the_clock_unless_ahead(shop):
     )
 
 
-def test_cli_append_says_where_it_stopped_and_why(tmp_path, capsys):
+def _cli(project: Path, *args: str) -> str:
+    """The installed command, as a user runs it."""
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "incremental-assets"), "demo-data", "--project", str(project), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout.strip()
+
+
+def test_cli_append_never_runs_ahead_of_the_clock_unless_asked(tmp_path):
     clock = last_complete_hour()
-    generate_demo_data(tmp_path, start=clock.date() - timedelta(days=2), orders_per_day=ORDERS_PER_DAY, until=clock)
-    assert cli.main(["demo-data", "--project", str(tmp_path), "--append", "--hours", "6"]) == 0
-    out = capsys.readouterr().out.strip()
-    assert len(out.splitlines()) <= 2 and "the clock's last complete hour" in out and "--ahead" in out, out
+    behind = clock - timedelta(hours=2)
+    generate_demo_data(tmp_path, start=clock.date() - timedelta(days=2), orders_per_day=ORDERS_PER_DAY, until=behind)
+    out = _cli(tmp_path, "--append", "--hours", "6")
     reached = loaded_until(tmp_path)
-    assert (
-        reached in (clock, clock + timedelta(hours=1)) and reached <= last_complete_hour()
-    )  # the clock (it may strike meanwhile), not 6 hours ahead
-    assert cli.main(["demo-data", "--project", str(tmp_path), "--append", "--hours", "6", "--ahead"]) == 0
-    assert "appended 6 hour(s)" in capsys.readouterr().out
+    assert reached in (clock, clock + timedelta(hours=1)) and reached <= last_complete_hour()  # the clock may strike
+    written = int((reached - behind).total_seconds() // 3600)
+    assert f"appended {written} hour(s)" in out, out
+    assert f"the other {6 - written} hour(s) asked" in out and "would be in the future" in out, out
+    assert "--allow-future" in out and len(out.splitlines()) <= 2, out
+
+    out = _cli(tmp_path, "--append", "--hours", "3")
+    if loaded_until(tmp_path) == reached:  # the clock did not strike in between
+        assert "nothing to append" in out and "the other 3 hour(s) asked" in out, out
+    reached = loaded_until(tmp_path)
+    assert "appended 6 hour(s)" in _cli(tmp_path, "--append", "--hours", "6", "--allow-future")
     assert loaded_until(tmp_path) == reached + timedelta(hours=6)
 
 

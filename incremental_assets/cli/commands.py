@@ -7,7 +7,7 @@ import gc
 import json
 import os
 import sys
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
@@ -274,6 +274,17 @@ def _demo_instant(text: str | None):
     return last_complete_hour() if text.strip().lower() == "now" else parse_instant(text, "until")
 
 
+def _future_hours_note(start: datetime, end: datetime, asked_end: datetime | None) -> str:
+    """What an append cut back to the clock left out: how many hours, and the flag that appends them."""
+    if asked_end is None:
+        return ""
+    future = int((asked_end - max(start, end)).total_seconds() // 3600)
+    return (
+        f"; stopped at {format_instant(end)}, the clock's last complete hour: the other {future} hour(s) asked, "
+        f"up to {format_instant(asked_end)}, would be in the future (--allow-future appends them)"
+    )
+
+
 def cmd_demo_data(args: argparse.Namespace) -> int:
     """Generate the example project's source data, or with ``--append`` add the hours after its end."""
     from datetime import timedelta
@@ -291,15 +302,7 @@ def cmd_demo_data(args: argparse.Namespace) -> int:
             result = append_demo_hours(
                 args.project, hours=args.hours, until=until, orders_per_day=args.orders_per_day, ahead=args.ahead
             )
-            stopped = (
-                (
-                    f"; stopped at {format_instant(result.end)}, the clock's last complete hour, not "
-                    f"{format_instant(result.asked_end)}"
-                    " (--ahead appends hours ahead of the clock)"
-                )
-                if result.asked_end
-                else ""
-            )
+            stopped = _future_hours_note(result.start, result.end, result.asked_end)
             if not result.hours:
                 print(f"nothing to append: the data already reaches {format_instant(result.start)}{stopped}")
                 return 0
@@ -479,7 +482,9 @@ def _add_test_and_demo_data(add: AddCommand) -> None:
         "--hours", type=int, help="with --append: add this many hours (at most up to the last complete hour)"
     )
     p.add_argument(
+        "--allow-future",
         "--ahead",
+        dest="ahead",
         action="store_true",
         help="with --append: allow hours after the last complete hour (data from the future)",
     )
