@@ -1,9 +1,10 @@
 """The example shop as one Dagster code location: its SQL models (models/, sources.yaml) and a Python asset
 downstream of them.
 
-The Python asset reads a model's partitions through dagster-deltalake's IO manager, as it would read any
-Delta table: the model assets say which column holds their partitions (``partition_expr`` metadata, the
-model's time column), so a Python user downstream of the SQL models writes nothing custom.
+The Python asset reads a model's table as it would read any Delta table, with the ``deltalake`` package: the
+model's days are the table's ``order_date`` values (its ``partition_expr`` metadata names that column), and a
+run over a range of days reads and replaces exactly those days, so a backfill of years is one run. (dagster-
+deltalake's IO manager reads and writes one partition per run: given a range it reads only the first day.)
 
 ``dagster dev`` (workspace.yaml), ``dg dev``, ``dg list defs`` and ``dg check defs`` in this folder load it.
 It is the example project's own code, written as any project with Python assets of its own writes it; a
@@ -13,38 +14,64 @@ project with SQL models only needs no such file (``-m incremental_assets.definit
 from pathlib import Path
 
 import dagster as dg
-import pyarrow as pa
-from dagster_deltalake import DeltaLakePyarrowIOManager, LocalConfig
+import pyarrow.compute as pc
+from deltalake import DeltaTable, write_deltalake
 
 from incremental_assets import ModelTranslator, build_definitions, load_project
 
 project = load_project(Path(__file__).resolve().parent)
 translator = ModelTranslator()
 order_lines = project.model("shop.order_lines")
+LINES_URI = f"{project.settings.warehouse}/shop/order_lines"
+REVENUE_URI = f"{project.settings.warehouse}/analytics/daily_channel_revenue"
 
 # Every day of shop.order_lines that is materialized (again: late rows, a rebuild) is read again, any day, not
-# only the latest: Dagster's eager condition without its latest-window limit, evaluated by the sensor below.
-KEEP_UP = dg.AutomationCondition.eager().without(dg.AutomationCondition.in_latest_time_window())
+# only the latest, and a day missing here whose upstream day is there is filled, also one the sensor finds
+# missing on its first tick (the tables were built before it ran). Dagster's eager condition, without its
+# latest-window limit and without forgetting what was missing at the sensor's first evaluation; each day is
+# requested once per change (a failed run is not retried in a loop).
+_AC = dg.AutomationCondition
+KEEP_UP = (
+    (_AC.newly_missing() | _AC.any_deps_updated()).since(_AC.newly_requested() | _AC.newly_updated())
+    & ~_AC.any_deps_missing()
+    & ~_AC.any_deps_in_progress()
+    & ~_AC.in_progress()
+).with_label("keep_up")
 
 
 @dg.asset(
     key=["analytics", "daily_channel_revenue"],
-    ins={"lines": dg.AssetIn(key=translator.get_asset_key(order_lines))},
+    deps=[translator.get_asset_key(order_lines)],
     partitions_def=translator.get_partitions_def(order_lines),
-    metadata={"partition_expr": "order_date"},
+    metadata={"partition_expr": "order_date", "dagster/uri": REVENUE_URI},
     group_name="analytics",
     kinds={"python", "delta"},
     description="Revenue and orders per day and channel, computed in Python from shop.order_lines",
     automation_condition=KEEP_UP,
+    backfill_policy=dg.BackfillPolicy.single_run(),  # a range of days is one run
 )
-def daily_channel_revenue(context: dg.AssetExecutionContext, lines: pa.Table) -> pa.Table:
-    """One day of order lines (the IO manager reads only that partition) summed per channel."""
+def daily_channel_revenue(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    """The run's days of order lines summed per day and channel; those days of the table replaced in one commit."""
+    first, end = (t.date() for t in context.partition_time_window)
+    days = (pc.field("order_date") >= first) & (pc.field("order_date") < end)
+    lines = (
+        DeltaTable(LINES_URI)
+        .to_pyarrow_dataset()
+        .to_table(columns=["order_date", "channel", "order_id", "revenue"], filter=days)
+    )
     by_channel = lines.group_by(["order_date", "channel"]).aggregate(
         [("revenue", "sum"), ("order_id", "count_distinct")]
     )
     out = by_channel.rename_columns(["order_date", "channel", "revenue", "orders"])
-    context.add_output_metadata({"lines_read": lines.num_rows})
-    return out.select(["order_date", "channel", "orders", "revenue"])
+    out = out.select(["order_date", "channel", "orders", "revenue"]).sort_by([("order_date", "ascending")])
+    write_deltalake(
+        REVENUE_URI,
+        out,
+        mode="overwrite",
+        predicate=f"order_date >= '{first.isoformat()}' AND order_date < '{end.isoformat()}'",
+        partition_by=["order_date"],
+    )
+    return dg.MaterializeResult(metadata={"lines_read": lines.num_rows, "rows_written": out.num_rows})
 
 
 python_automation = dg.AutomationConditionSensorDefinition(
@@ -60,8 +87,5 @@ defs = dg.Definitions.merge(
     dg.Definitions(
         assets=[daily_channel_revenue],
         sensors=[python_automation],
-        resources={
-            "io_manager": DeltaLakePyarrowIOManager(root_uri=project.settings.warehouse, storage_options=LocalConfig())
-        },
     ),
 )

@@ -16,6 +16,12 @@ echo "== validating the models"
 $ia validate
 echo "== backfilling every model: only the missing intervals, up to the last complete one"
 $ia run --auto
+# The example's Python asset (definitions.py) downstream of shop.order_lines: every complete day in one run,
+# with Dagster's own command, on the same instance.
+LAST_DAY="$(date -u -d yesterday +%F)"
+echo "== building the Python asset analytics/daily_channel_revenue for 2024-01-01...${LAST_DAY}"
+DAGSTER_HOME="$PWD/.dagster" VIRTUAL_ENV="$PWD/.venv" .venv/bin/dg launch \
+  --assets analytics/daily_channel_revenue --partition-range "2024-01-01...${LAST_DAY}"
 echo "== interval status"
 $ia status
 cat <<TXT
@@ -25,7 +31,7 @@ Open the UI (same instance, so the CLI runs above are there; the command also st
 runs the queue, the sensors and the schedules), with the project's long-lived Spark up first so the runs
 the daemon launches share one JVM (stop it with: $ia spark stop):
   $ia spark start
-  DAGSTER_HOME=$PWD/.dagster .venv/bin/dagster dev -h 127.0.0.1 -p 3000
+  source .venv/bin/activate && DAGSTER_HOME=$PWD/.dagster dg dev -h 127.0.0.1 -p 3000
 Then watch new data arrive (README, "Watch the automation pick up new data"):
   $ia demo-data --append --hours 1 --orders-per-day $ORDERS     # or: --append  (up to now)
 TXT
