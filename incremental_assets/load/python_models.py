@@ -31,9 +31,9 @@ from typing import Any, Callable, Mapping
 from incremental_assets.errors import ModelFileError
 from incremental_assets.load.macros.evaluator import MacroContext
 from incremental_assets.load.query import parse_query
-from incremental_assets.load.sqlmesh_declared import real_model_specs
+from incremental_assets.load.sqlmesh_import_errors import import_failure
 from incremental_assets.load.sqlmesh_models import sqlmesh_python_model
-from incremental_assets.load.sqlmesh_shim import MODEL_REGISTRY, import_failure, sqlmesh_names
+from incremental_assets.load.sqlmesh_shim import MODEL_REGISTRY, real_model_specs, sqlmesh_names
 from incremental_assets.load.text import read_utf8
 from incremental_assets.model.intervals import INTERVAL_UNITS
 from incremental_assets.model.kinds import IncrementalByCursor

@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from incremental_assets.errors import ModelFileError
-from incremental_assets.load.sqlmesh_shim import import_failure, plain, sqlmesh_names
+from incremental_assets.load.sqlmesh_import_errors import import_failure
+from incremental_assets.load.sqlmesh_shim import plain, sqlmesh_names
 from incremental_assets.load.text import read_utf8, yaml_mapping
 from incremental_assets.model.settings import user_variable
 

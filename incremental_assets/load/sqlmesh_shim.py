@@ -7,8 +7,8 @@ A meta path finder serves them, in one of two ways, and nothing outside the ``wi
 - :func:`sqlmesh_names` (``config.py`` and Python models): the modules and names of
   :func:`_served_modules`, only when the real package cannot be imported (an installed SQLMesh always
   wins, and :func:`real_model_specs` reads its ``@model`` declarations into what :func:`model` records). Any other
-  ``sqlmesh`` name fails the import, and :func:`import_failure` reports it with the file, the line and the name: a
-  stand-in never computes a value SQLMesh would compute differently.
+  ``sqlmesh`` name fails the import, and :mod:`.sqlmesh_import_errors` reports it with the file, the line and the
+  name: a stand-in never computes a value SQLMesh would compute differently.
 - :func:`macro_names` (``macros/*.py``): the names of :data:`MACRO_EXPORTS` are served whether or not
   SQLMesh is installed (an installed one is set aside meanwhile and put back after, so its classes never
   mix with our :class:`MacroEvaluator`); any other ``sqlmesh.*`` module is refused with an ImportError
@@ -36,12 +36,6 @@ What the served names do:
 {'model_defaults': {'dialect': 'duckdb'}, 'variables': {'x': 1}}
 >>> plain(c.copy(update={"variables": {"x": 2}}))["variables"]
 {'x': 2}
->>> with sqlmesh_names(force=True):
-...     try:
-...         from sqlmesh.core.config import NoSuchConfig
-...     except ImportError as exc:
-...         print(unserved_name(exc))
-sqlmesh.core.config.NoSuchConfig
 >>> with macro_names() as registered:
 ...     from sqlmesh import macro
 ...     @macro()
@@ -58,7 +52,6 @@ import functools
 import importlib.abc
 import importlib.machinery
 import importlib.util
-import re
 import sys
 import threading
 import types
@@ -201,7 +194,7 @@ class ExecutionContext(Recorded):
 
 
 # --- config.py and Python models without SQLMesh installed: an explicit set of names ----------------
-# Only these names are served; any other ``sqlmesh`` name fails the import (see :func:`import_failure`),
+# Only these names are served; any other ``sqlmesh`` name fails the import (see :mod:`.sqlmesh_import_errors`),
 # so a project never computes with a stand-in where SQLMesh would give a value.
 
 
@@ -366,7 +359,7 @@ class _ExportFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         if fullname in self.exports:
             package = any(other.startswith(fullname + ".") for other in self.exports)
             return importlib.machinery.ModuleSpec(fullname, self, is_package=package)
-        if _is_sqlmesh(fullname):
+        if is_sqlmesh_name(fullname):
             raise ModuleNotFoundError(f"No module named '{fullname}'", name=fullname)
         return None
 
@@ -379,42 +372,6 @@ class _ExportFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             module.__path__ = []
 
 
-def unserved_name(exc: BaseException) -> str | None:
-    """The ``sqlmesh`` name an import or attribute error is about (``sqlmesh.utils.date.to_ds``), if any."""
-    if isinstance(exc, ModuleNotFoundError) and exc.name and _is_sqlmesh(exc.name):
-        return exc.name
-    if isinstance(exc, ImportError) and exc.name and _is_sqlmesh(exc.name):
-        found = re.search(r"cannot import name '([^']+)'", str(exc))
-        return f"{exc.name}.{found.group(1)}" if found else exc.name
-    owner = getattr(exc, "obj", None)
-    if isinstance(exc, AttributeError) and isinstance(owner, types.ModuleType) and _is_sqlmesh(owner.__name__):
-        return f"{owner.__name__}.{exc.name}"
-    return None
-
-
-def import_failure(path: Any, exc: BaseException, what: str) -> Any:
-    """The :class:`ModelFileError` for a project file that failed to import: the file's own line that
-    raised, and for a ``sqlmesh`` name not served here, that name."""
-    import traceback
-
-    from incremental_assets.errors import ModelFileError
-
-    if isinstance(exc, SyntaxError):
-        line = exc.lineno
-    else:
-        frames = [f for f in traceback.extract_tb(exc.__traceback__) if str(f.filename) == str(path)]
-        line = frames[-1].lineno if frames else None
-    name = unserved_name(exc)
-    if name is not None:
-        return ModelFileError(
-            path,
-            line,
-            f"{name} is not available: SQLMesh is not installed here and its stand-in does not provide it",
-            hint="install sqlmesh next to incremental_assets, or use only the names listed in docs/sqlmesh.md",
-        )
-    return ModelFileError(path, line, f"cannot import {what}: {type(exc).__name__}: {exc}")
-
-
 def real_sqlmesh_installed() -> bool:
     """Whether the real SQLMesh package is importable here (it then serves its own names)."""
     loaded = sys.modules.get(ROOT)
@@ -423,7 +380,7 @@ def real_sqlmesh_installed() -> bool:
     return importlib.util.find_spec(ROOT) is not None
 
 
-def _is_sqlmesh(name: str) -> bool:
+def is_sqlmesh_name(name: str) -> bool:
     return name == ROOT or name.startswith(ROOT + ".")
 
 
@@ -431,13 +388,13 @@ def _is_sqlmesh(name: str) -> bool:
 def _served_by(finder: importlib.abc.MetaPathFinder) -> Iterator[None]:
     """``finder`` serves the ``sqlmesh`` modules inside; the ones imported before are put back after."""
     with _LOCK:
-        hidden = {name: sys.modules.pop(name) for name in [n for n in sys.modules if _is_sqlmesh(n)]}
+        hidden = {name: sys.modules.pop(name) for name in [n for n in sys.modules if is_sqlmesh_name(n)]}
         sys.meta_path.insert(0, finder)
         try:
             yield
         finally:
             sys.meta_path.remove(finder)
-            for name in [n for n in sys.modules if _is_sqlmesh(n)]:
+            for name in [n for n in sys.modules if is_sqlmesh_name(n)]:
                 del sys.modules[name]
             sys.modules.update(hidden)
 
@@ -480,7 +437,7 @@ class _MacroFinder(_ExportFinder):
         super().__init__(macro_exports())
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        if _is_sqlmesh(fullname) and fullname not in self.exports:
+        if is_sqlmesh_name(fullname) and fullname not in self.exports:
             raise ImportError(
                 f"{fullname} is not available: a SQLMesh project here may import only "
                 + ", ".join(f"{m} ({', '.join(sorted(v))})" for m, v in self.exports.items() if v),
@@ -514,4 +471,56 @@ def plain(value: Any) -> Any:
         return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
+    return value
+
+
+def real_model_specs(module_name: str) -> list[ModelSpec]:
+    """``@model`` declarations the real SQLMesh recorded for one module (when it is installed), as the
+    stand-in :func:`model` records them: the decorator's keyword arguments as written (kind objects back to
+    their fields, ``is_sql`` among them, an audit without arguments as its name). They leave SQLMesh's
+    registry, so a project loaded again after an edit registers its models afresh."""
+    try:
+        from sqlmesh.core.model.decorator import model as real_model
+    except ImportError:
+        return []
+    registry = real_model.registry()
+    out = []
+    for key, entry in list(registry.items()):
+        func = getattr(entry, "func", None)
+        if func is None or getattr(func, "__module__", None) != module_name:
+            continue
+        kwargs = {k: _as_declared(v) for k, v in (getattr(entry, "kwargs", None) or {}).items()}
+        kwargs["audits"] = [
+            name if isinstance(name, str) and not args else (name, args) for name, args in kwargs.get("audits") or ()
+        ]
+        for key_ in ("audits", "signals"):
+            if not kwargs.get(key_):
+                kwargs.pop(key_, None)
+        if getattr(entry, "is_sql", False):
+            kwargs["is_sql"] = True
+        out.append(ModelSpec(str(entry.name), kwargs, func, module_name))
+        del registry[key]
+    return out
+
+
+def _as_declared(value: Any) -> Any:
+    """A value SQLMesh's classes validated, as the user wrote it: a kind or ``TimeColumn`` object as a dict of
+    the fields it was given (a kind with its ``name``), a column expression as its name, a list as a list."""
+    from sqlglot import exp
+
+    fields_set = getattr(value, "model_fields_set", None)
+    if isinstance(fields_set, (set, frozenset)):
+        fields = {f: _as_declared(getattr(value, f)) for f in sorted(fields_set)}
+        name = getattr(value, "name", None)
+        return {"name": name, **fields} if isinstance(name, enum.Enum) else fields
+    if isinstance(value, (exp.Column, exp.Identifier)):
+        return value.name
+    if isinstance(value, (exp.Tuple, exp.Array)):
+        return [_as_declared(v) for v in value.expressions]
+    if isinstance(value, exp.Literal):
+        return value.to_py()
+    if isinstance(value, list):
+        return [_as_declared(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _as_declared(v) for k, v in value.items()}
     return value
