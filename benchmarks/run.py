@@ -13,7 +13,9 @@ Scenarios:
   overhead     one small interval through each layer (Executor, Dagster run, CLI, dagster CLI, Spark
                Connect) as ratios to the bare query; the cost of each extra interval in one command
   spark_server the project's long-lived Spark Connect server (`incremental-assets spark start`): one new day
-               (`run --auto`) with it up vs down, the CLI's year backfill vs the in-process single run
+               (`run --auto`) with it up vs down, the CLI's year backfill vs the in-process single run; one
+               new day against an earlier commit's command and the in-process run (BENCH_SPARK_SERVER_BASELINE;
+               BENCH_SPARK_SERVER_PARTS=day: only that)
   automation   new data to every downstream model recomputed by the real dagster-daemon and the automation sensor
   bookkeeping  the same data as a daily and as an hourly model, 90 days, `run --auto` each: Dagster's default
                SQLite event log and one file per hour (before), the project's batched event log with one file

@@ -17,12 +17,20 @@ local Spark, and without the command's garbage-collector settings (``main`` call
 the turns, one year each way untimed: the server's first large query compiles its code paths (reported as
 ``cli_year_first_after_start_s``), as the in-process session's earlier queries did.
 The CLI's year table is checked equal (rows and revenue of two days) to the in-process one.
+
+One new day, A/B (``BENCH_SPARK_SERVER_BASELINE``, a git commit, default ``a026f9a``; empty: not measured): in
+turns with the server up, the order rotating, each a new day: this checkout's command, the command of the product
+at that commit (checked out into a temporary folder and put first on ``PYTHONPATH``, same project, same server),
+and the same new day as one in-process single run on the warm session (``Executor.execute`` of that day).
+``BENCH_SPARK_SERVER_PARTS=day`` measures only this (no years, no server-down runs).
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
+import tempfile
 import time
 from datetime import date, timedelta
 from pathlib import Path
@@ -62,10 +70,25 @@ class _InProcess:
         self.model = self.project.model("shop.order_lines")
         self.executor = Executor(spark, self.project)
         self.plan_run = plan_run
+        self.days_after = 0
         self.year = TimeWindow(utc(start.year, start.month, start.day), utc(end.year, end.month, end.day))
         self.executor.execute(
             plan_run(self.project, self.model, TimeWindow(self.year.start, self.year.start + timedelta(days=1)))
         )
+
+    def day_run(self, day: date) -> float:
+        """One new day (the day after the table's last one) as one single run, as the CLI's new day runs it."""
+        from incremental_assets.model.intervals import TimeWindow, utc
+
+        start = utc(day.year, day.month, day.day)
+        began = time.perf_counter()
+        self.executor.execute(self.plan_run(self.project, self.model, TimeWindow(start, start + timedelta(days=1))))
+        return time.perf_counter() - began
+
+    def next_day(self) -> date:
+        """The day after the in-process table's last one (the year, then each new day run here)."""
+        self.days_after += 1
+        return (self.year.end + timedelta(days=self.days_after - 1)).date()
 
     def year_run(self) -> float:
         began = time.perf_counter()
@@ -96,6 +119,42 @@ def _summary(
     }
 
 
+BASELINE = os.environ.get("BENCH_SPARK_SERVER_BASELINE", "a026f9a")
+DAY_ONLY = os.environ.get("BENCH_SPARK_SERVER_PARTS", "") == "day"
+
+
+def _one_day_ab(one_new_day, single_run: _InProcess, env: dict[str, str], baseline: Path | None, reps: int) -> dict:
+    """One new day in turns, the order rotating: this checkout's command, the baseline's command (same project
+    and server), and the same day as one in-process single run. Medians and every run, in seconds."""
+    variants = {"in_process": None, "cli": env}
+    if baseline is not None:
+        variants["baseline"] = {**env, "PYTHONPATH": str(baseline)}
+    one_new_day(env)  # untimed: the first small job after the year
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for rep in range(reps):
+        names = list(variants)
+        for name in names[rep % len(names) :] + names[: rep % len(names)]:
+            if name == "in_process":
+                times[name].append(single_run.day_run(single_run.next_day()))
+            else:
+                times[name].append(one_new_day(variants[name]))
+            print(f"spark-server: one new day, server up ({name}) {times[name][-1]:.2f}s", flush=True)
+    med = {name: round(statistics.median(runs), 2) for name, runs in times.items()}
+    out = {f"new_day_ab_{name}_s": value for name, value in med.items()}
+    out["new_day_ab_cli_over_in_process"] = round(med["cli"] / med["in_process"], 2)
+    if baseline is not None:
+        out["new_day_ab_baseline"] = BASELINE
+        out["new_day_ab_cli_over_baseline"] = round(med["cli"] / med["baseline"], 2)
+    out["new_day_ab_every_run_s"] = {name: [round(t, 2) for t in runs] for name, runs in times.items()}
+    return out
+
+
+def _checkout(commit: str, into: Path) -> Path:
+    from changes import _checkout as checkout
+
+    return checkout(commit, into)
+
+
 def scenario_spark_server(spark, root: Path, *, days: int, reps: int, orders_per_day: int) -> dict:
     from peer import fresh_env, our_day_totals, our_model, run
 
@@ -104,7 +163,7 @@ def scenario_spark_server(spark, root: Path, *, days: int, reps: int, orders_per
     project = root / "project"
     our_model(project)
     (project / "incremental_assets.yaml").write_text(SETTINGS)
-    new_days = 2 * reps
+    new_days = 2 * reps + 3 * reps + 1
     generate_demo_data(project, start=date(2024, 1, 1), days=days + new_days, orders_per_day=orders_per_day)
     start, end = date(2024, 1, 1), date(2024, 1, 1) + timedelta(days=days)
     figures: dict = {"days": days, "orders_per_day": orders_per_day, "reps": reps}
@@ -113,10 +172,11 @@ def scenario_spark_server(spark, root: Path, *, days: int, reps: int, orders_per
     env = fresh_env()
     year = ["run", "shop.order_lines", "--start", start.isoformat(), "--end", end.isoformat()]
     new_day = iter(range(1, new_days + 1))
+    baseline = _checkout(BASELINE, Path(tempfile.mkdtemp(dir=root)) / "baseline") if BASELINE else None
 
-    def one_new_day() -> float:
+    def one_new_day(variant_env: dict[str, str] = env) -> float:
         until = end + timedelta(days=next(new_day))
-        return run(_cli(project, "run", "--auto", "--end", until.isoformat()), project, env)
+        return run(_cli(project, "run", "--auto", "--end", until.isoformat()), project, variant_env)
 
     figures["server_start_s"] = round(run(_cli(project, "spark", "start"), project, env), 2)
     try:
@@ -124,6 +184,9 @@ def scenario_spark_server(spark, root: Path, *, days: int, reps: int, orders_per
         # the warm-up and any scenario before): one year each, untimed for the ratio, reported on its own.
         figures["cli_year_first_after_start_s"] = round(run(_cli(project, *year), project, env), 2)
         single_run.year_run()
+        if DAY_ONLY:
+            figures.update(_one_day_ab(one_new_day, single_run, env, baseline, reps))
+            return figures
         variants = {  # the CLI's year as shipped, and without each of two start-up changes (A/B)
             "cli": env,
             "listing_job": {**env, "INCREMENTAL_ASSETS_SPARK_CONF": LISTING_JOB_DEFAULT},  # Spark's listing by a job
@@ -148,6 +211,7 @@ def scenario_spark_server(spark, root: Path, *, days: int, reps: int, orders_per
         for _ in range(reps):
             day_up.append(one_new_day())
             print(f"spark-server: one new day (run --auto), server up {day_up[-1]:.2f}s", flush=True)
+        figures.update(_one_day_ab(one_new_day, single_run, env, baseline, reps))
     finally:
         run(_cli(project, "spark", "stop"), project, env)
     day_down = []

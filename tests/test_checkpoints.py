@@ -366,3 +366,24 @@ def test_finding_dead_runs_staging_folders_reads_the_log_only_for_a_folder_not_m
     assert delta.orphan_staging_dirs(history.uri) == [] and whole_log == [history.uri] * 2
     assert (hour_3 / staging.COMMITTED_MARK).read_text() == "3"
     assert delta.orphan_staging_dirs(history.uri) == [] and whole_log == [history.uri] * 2
+
+
+def test_a_command_opens_each_table_log_once_and_again_after_any_commit(tmp_path):
+    """Within one command a table's snapshot is reused while it is the latest; a commit by this process, by
+    another writer, or a rewritten newest commit file make the next open read the log again."""
+    uri = str(tmp_path / "t")
+    for i in range(3):
+        _commit(uri, "replace_window", i)
+    assert delta.open_table(uri) is not delta.open_table(uri)  # outside a command: every open reads the log
+    with delta.one_snapshot_per_table():
+        first = delta.open_table(uri)
+        assert delta.open_table(uri) is first and delta.version(uri) == 2
+        _commit(uri, "replace_window", 3)  # the commit path's own opens see the new version too
+        after = delta.open_table(uri)
+        assert after is not first and after.version() == 3 and delta.open_table(uri) is after
+        DeltaTable(uri).create_write_transaction([], mode="append", schema=after.schema())  # another writer
+        assert delta.version(uri) == 4
+        latest = delta.open_table(uri)
+        assert latest.version() == 4 and delta.open_table(uri) is latest
+        (Path(uri) / "_delta_log" / f"{4:020d}.json").write_text("")  # the newest commit file damaged in place
+        assert delta.open_table(uri) is not latest

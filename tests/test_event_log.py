@@ -335,3 +335,34 @@ def test_the_batched_postgres_event_log_records_what_dagster_postgres_records(tm
         partitions, status, latest_is_last, last_key, *_ = runs["ours"]
         assert partitions == HOURS and set(status.values()) == {dg.AssetPartitionStatus.MATERIALIZED}
         assert latest_is_last and last_key == HOURS[-1]
+
+
+def test_a_new_runs_database_is_a_copy_of_one_set_up_as_dagster_sets_it_up(tmp_path, batch_env):
+    """Each run's database is copied from an empty one made once per instance: the same tables, indexes,
+    schema revision and journal mode as Dagster's own set-up of a run's database; each run's events in it."""
+    from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
+
+    instance = open_instance(tmp_path / "home")
+    runs = [run_range(instance, 0, 1), run_range(instance, 2, 3)]
+    template = tmp_path / "home" / "history" / event_log.TEMPLATE_NAME
+    assert template.exists()
+    dagsters = SqliteEventLogStorage(str(tmp_path / "plain"))
+    with dagsters.run_connection("r"):  # Dagster's own set-up of a run's database
+        pass
+
+    def layout(path) -> tuple:
+        with sqlite3.connect(path) as conn:
+            return (
+                sorted(conn.execute("SELECT type, name, sql FROM sqlite_master")),
+                conn.execute("SELECT version_num FROM alembic_version").fetchall(),
+                conn.execute("PRAGMA journal_mode").fetchall(),
+            )
+
+    expected = layout(tmp_path / "plain" / "r.db")
+    for run_id in runs:
+        assert layout(tmp_path / "home" / "history" / "runs" / f"{run_id}.db") == expected
+        kinds = [e.dagster_event_type.value for e in instance.all_logs(run_id) if e.is_dagster_event]
+        assert kinds.count("ASSET_MATERIALIZATION") == 2 and kinds[-1] == "PIPELINE_SUCCESS"
+    assert sorted(p.name for p in (tmp_path / "home" / "history" / "runs").iterdir() if p.suffix == ".db") == sorted(
+        [*(f"{r}.db" for r in runs), "index.db"]
+    )

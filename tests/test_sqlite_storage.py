@@ -129,8 +129,8 @@ def test_opening_a_set_up_instance_and_running_reads_no_schema_scripts(tmp_path,
         monkeypatch.setattr(module, "check_alembic_revision", lambda *a, _o=original: checks.append(1) or _o(*a))
     sqlite_storage.migration_scripts.cache_clear()
     instance = open_instance(tmp_path / "home")
-    run_id = run_range(instance, 2, 3)  # a new run: its own event log database is created and stamped
-    assert checks == [] and sqlite_storage.migration_scripts.cache_info().misses == 1
+    run_id = run_range(instance, 2, 3)  # a new run: its event log database is a copy of the instance's empty one
+    assert checks == [] and sqlite_storage.migration_scripts.cache_info().misses == 0
     assert instance.get_run_by_id(run_id).is_success and len(instance.get_materialized_partitions(counted.key)) == 4
 
 

@@ -498,7 +498,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.projects = getattr(args, "project", None) or [Path(".")]
     args.project = args.projects[0]  # settings, warehouse, Dagster home and the Spark server are the first folder's
     try:
-        return args.func(args)
+        from incremental_assets.delta.snapshots import one_snapshot_per_table
+
+        with one_snapshot_per_table():  # each table's log opened once per command, again after a commit
+            return args.func(args)
     except ProjectError as exc:
         for error in exc.errors:
             print(f"error: {error.render()}", file=sys.stderr)

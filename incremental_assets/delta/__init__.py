@@ -30,6 +30,7 @@ from incremental_assets.delta.definition import (
 )
 from incremental_assets.delta.files import host_tag, is_local
 from incremental_assets.delta.lock import LOCK_FILE, LOCK_TIMEOUT_ENV, writer_lock
+from incremental_assets.delta.snapshots import one_snapshot_per_table
 from incremental_assets.delta.source_log import added_time_ranges
 from incremental_assets.delta.staging import (
     discard_staging,
@@ -101,6 +102,7 @@ __all__ = [
     "exists",
     "history",
     "is_local",
+    "one_snapshot_per_table",
     "open_table",
     "has_staged_rows",
     "keep_staged_schema",

@@ -35,6 +35,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, DeltaProtocolError, TableNotFoundError
 
 from incremental_assets.delta.files import check_credentials, filesystem, is_local, local_path, short_reason
+from incremental_assets.delta.snapshots import cached, remember, reusing
 from incremental_assets.errors import DamagedTableError, StorageError, WindowError
 from incremental_assets.model.intervals import IntervalUnit, TimeWindow, to_utc
 from incremental_assets.model.source_time import sorts_as_time, wall_time
@@ -65,15 +66,23 @@ def exists(uri: str) -> bool:
 
 
 def open_table(uri: str, *, version: int | None = None, without_files: bool = False) -> DeltaTable:
-    """The Delta table at ``uri``. A log that cannot be read is a :class:`DamagedTableError` naming the
+    """The Delta table at ``uri`` (inside :func:`.snapshots.one_snapshot_per_table`, a local table's latest
+    snapshot already opened and still current). A log that cannot be read is a :class:`DamagedTableError` naming the
     file; a store that cannot be reached a StorageError. No table at all stays ``TableNotFoundError``."""
     check_credentials(uri)
+    folder = os.path.abspath(local_path(uri)) if version is None and is_local(uri) and reusing() else None
+    reused = cached(folder) if folder is not None else None
+    if reused is not None:
+        return reused
     try:
-        return DeltaTable(uri, version=version, without_files=without_files)
+        table = DeltaTable(uri, version=version, without_files=without_files and folder is None)
     except TableNotFoundError:
         raise
     except (DeltaError, OSError) as exc:
         raise unreadable(uri, exc) from None
+    if folder is not None:
+        remember(folder, table)
+    return table
 
 
 def history(uri: str, limit: int | None = None) -> list[dict]:
