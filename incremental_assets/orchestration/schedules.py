@@ -106,13 +106,6 @@ def build_model_schedule(
         return None
     partitions = translator.get_partitions_def(model)
 
-    @dg.schedule(
-        name=schedule_name(model),
-        cron_schedule=cron,
-        job=job,
-        execution_timezone="UTC",
-        description=f"Runs the missing complete intervals of {model.name} ({cron})",
-    )
     def _tick(context: dg.ScheduleEvaluationContext):
         now = to_utc(context.scheduled_execution_time or clock.now())
         if not isinstance(partitions, dg.TimeWindowPartitionsDefinition):
@@ -133,7 +126,15 @@ def build_model_schedule(
             for w in windows
         ]
 
-    return _tick
+    # Made directly, not with ``@dg.schedule``: the decorator inspects the function again for every model.
+    return dg.ScheduleDefinition(
+        name=schedule_name(model),
+        cron_schedule=cron,
+        job=job,
+        execution_fn=_tick,
+        execution_timezone="UTC",
+        description=f"Runs the missing complete intervals of {model.name} ({cron})",
+    )
 
 
 def build_schedules(
