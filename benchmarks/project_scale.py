@@ -3,11 +3,16 @@
 Each measurement runs in a fresh subprocess (so imports and memory are counted honestly). The process's CPU
 time is reported next to the wall time: on a shared machine it is the figure that other load disturbs least.
   python benchmarks/project_scale.py 100 1000 5000      # BENCH_REPS=3: each size three times, the median reported
+Side by side with another revision (a checkout of it, e.g. ``git worktree add /tmp/before main``): each
+repetition loads that tree's package and this one's in turn, on projects generated alike, and with
+``BENCH_PLOT`` draws load time against model count (SVG):
+  BENCH_AGAINST=/tmp/before BENCH_PLOT=benchmarks/load-scale.svg python benchmarks/project_scale.py 1000 5000
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -92,13 +97,18 @@ MEASURE = textwrap.dedent(
 )
 
 
-def measure(n: int) -> dict:
+def measure(n: int, tree: str | None = None) -> dict:
     """A first load of a new project (nothing cached), then a second one in another fresh process (the
-    project's ``.cache`` holds what the first computed): the second is every later load of the project."""
+    project's ``.cache`` holds what the first computed): the second is every later load of the project.
+    ``tree``: a checkout of another revision whose ``incremental_assets`` is loaded instead of this one's."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [tree, os.environ.get("PYTHONPATH")]))}
+    env.pop("INCREMENTAL_ASSETS_CACHE_DIR", None)  # the project's own .cache: each run starts with none
     with tempfile.TemporaryDirectory() as tmp:
         generate(Path(tmp), n)
         runs = [
-            subprocess.run([sys.executable, "-c", MEASURE, tmp], capture_output=True, text=True, check=True).stdout
+            subprocess.run(
+                [sys.executable, "-c", MEASURE, tmp], capture_output=True, text=True, check=True, env=env, cwd=tmp
+            ).stdout
             for _ in range(2)
         ]
         first, again = (json.loads(out.strip().splitlines()[-1]) for out in runs)
@@ -128,7 +138,98 @@ def main(argv: list[str], reps: int = 1) -> list[dict]:
     return results
 
 
-if __name__ == "__main__":
-    import os
+def side_by_side(argv: list[str], against: str, reps: int = 1) -> list[dict]:
+    """Each size ``reps`` times, the other revision (``against``) and this one in turn; the medians of the
+    later loads (the project's cache filled) and of the first loads, both wall and CPU time."""
+    results = []
+    for n in [int(a) for a in argv] or [1000, 5000]:
+        runs: dict[str, list[dict]] = {"before": [], "after": []}
+        for _ in range(reps):
+            runs["before"].append(measure(n, against))
+            runs["after"].append(measure(n))
+        row: dict = {"models": n, "reps": reps}
+        for side, found in runs.items():
+            for label, pick in (("first", lambda r: r), ("again", lambda r: r["again"])):
+                for figure in ("load_s", "load_cpu_s", "parse_s", "analyse_s", "definitions_s"):
+                    values = sorted(pick(r)[figure] for r in found)
+                    row[f"{side}_{label}_{figure}"] = values[len(values) // 2]
+                row[f"{side}_{label}_all"] = [round(pick(r)["load_s"], 2) for r in found]
+        results.append(row)
+        for label in ("first", "again"):
+            b, a = (row[f"{side}_{label}_load_s"] for side in ("before", "after"))
+            cpu = [row[f"{side}_{label}_load_cpu_s"] for side in ("before", "after")]
+            defs = [row[f"{side}_{label}_definitions_s"] for side in ("before", "after")]
+            print(
+                f"{n:>6} models, {'a first load' if label == 'first' else 'a later load'}: before {b:.2f}s "
+                f"(CPU {cpu[0]:.2f}s, Definitions {defs[0]:.2f}s), after {a:.2f}s (CPU {cpu[1]:.2f}s, Definitions "
+                f"{defs[1]:.2f}s): {b / a:.2f}x; all runs {row[f'before_{label}_all']} vs {row[f'after_{label}_all']}",
+                flush=True,
+            )
+    return results
 
-    main(sys.argv[1:], reps=int(os.environ.get("BENCH_REPS", "1")))
+
+def svg_plot(results: list[dict], out: Path, figure: str = "load_cpu_s") -> None:
+    """Load time (median) against model count: before and after, a first load and a later one. The process's
+    CPU time by default (``figure="load_s"``: wall time), the figure other work on a shared machine disturbs
+    least."""
+    w, h, pad = 620, 340, 56
+    lines = {
+        ("before", "first"): ("#ff9896", "before, first load"),
+        ("before", "again"): ("#d62728", "before, later load"),
+        ("after", "first"): ("#aec7e8", "after, first load"),
+        ("after", "again"): ("#1f77b4", "after, later load"),
+    }
+    xs = [r["models"] for r in results]
+    top = max(r[f"{s}_{label}_{figure}"] for r in results for s, label in lines) * 1.1
+    right = max(xs)
+
+    def px(x: float) -> float:
+        return pad + x / right * (w - 2 * pad)
+
+    def py(y: float) -> float:
+        return h - pad - y / top * (h - 2 * pad)
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11">',
+        f'<rect width="{w}" height="{h}" fill="white"/>',
+        f'<line x1="{pad}" y1="{h - pad}" x2="{w - pad}" y2="{h - pad}" stroke="black"/>',
+        f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{h - pad}" stroke="black"/>',
+    ]
+    for frac in (0, 0.25, 0.5, 0.75, 1):
+        parts.append(f'<text x="{pad - 6}" y="{py(top * frac) + 4:.1f}" text-anchor="end">{top * frac:.1f}</text>')
+        parts.append(
+            f'<line x1="{pad}" y1="{py(top * frac):.1f}" x2="{w - pad}" y2="{py(top * frac):.1f}" stroke="#ddd"/>'
+        )
+    parts += [f'<text x="{px(x):.1f}" y="{h - pad + 14}" text-anchor="middle">{x:,}</text>' for x in xs]
+    # issue 29's target: 1,000 models in 2 s, 5,000 in 10 s (2 ms per model)
+    target = min(top, right * 0.002)
+    parts.append(
+        f'<line x1="{px(0):.1f}" y1="{py(0):.1f}" x2="{px(target / 0.002):.1f}" y2="{py(target):.1f}" stroke="#2ca02c" '
+        'stroke-dasharray="5,4"/>'
+    )
+    parts.append(f'<text x="{pad + 10}" y="{pad + 60}" fill="#2ca02c">target: 2 ms per model</text>')
+    for i, ((side, label), (colour, name)) in enumerate(lines.items()):
+        points = [(0.0, 0.0)] + [(r["models"], r[f"{side}_{label}_{figure}"]) for r in results]
+        path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in points)
+        parts.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
+        parts += [f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{colour}"/>' for x, y in points[1:]]
+        parts.append(f'<text x="{pad + 10}" y="{pad + 4 + 14 * i}" fill="{colour}">{name}</text>')
+    parts += [
+        f'<text x="{w / 2}" y="{h - 16}" text-anchor="middle">models in the project</text>',
+        f'<text x="14" y="{h / 2}" transform="rotate(-90 14 {h / 2})" text-anchor="middle">'
+        f"{'CPU ' if figure == 'load_cpu_s' else ''}seconds to load (median of fresh processes)</text>",
+        "</svg>",
+    ]
+    out.write_text("\n".join(parts) + "\n")
+
+
+if __name__ == "__main__":
+    reps = int(os.environ.get("BENCH_REPS", "1"))
+    if os.environ.get("BENCH_AGAINST"):
+        found = side_by_side(sys.argv[1:], os.environ["BENCH_AGAINST"], reps)
+        if os.environ.get("BENCH_PLOT"):
+            svg_plot(found, Path(os.environ["BENCH_PLOT"]))
+        out = Path(__file__).with_name("results-load-scale.json")
+        out.write_text(json.dumps(found, indent=1) + "\n")
+    else:
+        main(sys.argv[1:], reps=reps)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import dagster as dg
 import pytest
 from deltalake import DeltaTable
@@ -13,6 +15,7 @@ from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.orchestration.runner import Runner
 from incremental_assets.orchestration.status import model_status
+from incremental_assets.orchestration.watch import INTEGRITY_CHECK
 
 from helpers import EVENTS_SOURCE, table_rows, utc, write_events
 
@@ -118,3 +121,32 @@ def test_bad_audits_name_file_and_line(make_project):
     with pytest.raises(ProjectError) as err:
         load_project(root)
     assert "daily.sql:3: unknown audit 'few_events'" in str(err.value)
+
+
+def test_in_table_check_runs_on_demand_for_the_chosen_models_only(env, spark):
+    """``in_table`` of every model is one definition: executing one model's check (the UI's "Execute") runs
+    that check alone, passes on an intact table and fails, with the cause, once the table lost its log."""
+    project, instance, defs = env
+    report = Runner(project, instance, defs).run([project.model("s.daily")], start=utc(2024, 1, 1), end=utc(2024, 1, 2))
+    assert report.success, [r.error for r in report.records]
+    daily = dg.AssetCheckKey(dg.AssetKey(["s", "daily"]), INTEGRITY_CHECK)
+    assert (
+        dg.AssetCheckKey(dg.AssetKey(["s", "downstream"]), INTEGRITY_CHECK)
+        in defs.resolve_asset_graph().asset_check_keys
+    )
+
+    def execute() -> list:
+        job = defs.resolve_implicit_global_asset_job_def().get_subset(
+            asset_selection=set(), asset_check_selection={daily}
+        )
+        result = job.execute_in_process(instance=instance, raise_on_error=False)
+        return [e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
+
+    [passed] = execute()
+    assert passed.asset_check_key == daily and passed.passed
+    uri = delta.table_uri(project.settings.warehouse, "s.daily")
+    for log in (Path(uri) / "_delta_log").glob("*.json"):
+        log.unlink()
+    [failed] = execute()
+    assert failed.asset_check_key == daily and not failed.passed
+    assert "fix" in failed.metadata and str(failed.metadata["status"].value)

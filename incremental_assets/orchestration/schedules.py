@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
+from typing import Iterator
 
 import dagster as dg
 
@@ -106,24 +107,20 @@ def build_model_schedule(
         return None
     partitions = translator.get_partitions_def(model)
 
-    @dg.schedule(
-        name=schedule_name(model),
-        cron_schedule=cron,
-        job=job,
-        execution_timezone="UTC",
-        description=f"Runs the missing complete intervals of {model.name} ({cron})",
-    )
-    def _tick(context: dg.ScheduleEvaluationContext):
+    def _tick(context: dg.ScheduleEvaluationContext) -> Iterator[dg.RunRequest | dg.SkipReason]:
+        # A generator: a schedule made directly takes what it yields (a list returned would be one item).
         now = to_utc(context.scheduled_execution_time or clock.now())
         if not isinstance(partitions, dg.TimeWindowPartitionsDefinition):
-            return dg.RunRequest(run_key=f"{model.name}@{now.isoformat()}", tags={tags.LAUNCHED_BY_TAG: "schedule"})
+            yield dg.RunRequest(run_key=f"{model.name}@{now.isoformat()}", tags={tags.LAUNCHED_BY_TAG: "schedule"})
+            return
         windows, recompute, token = out_of_date(context.instance, project, model, translator, now)
         if not windows:
-            return dg.SkipReason(
+            yield dg.SkipReason(
                 f"{model.name}: every complete interval up to {now.isoformat()} is materialized and current"
             )
+            return
         unit = model.unit
-        return [
+        yield from (
             dg.RunRequest(
                 # A window computed before is keyed by the state of its inputs too: new data runs it again.
                 run_key=f"{model.name}:{w.start.isoformat()}..{w.end.isoformat()}"
@@ -131,9 +128,17 @@ def build_model_schedule(
                 tags={**tags.range_tags(partitions, w, unit), tags.LAUNCHED_BY_TAG: "schedule"},
             )
             for w in windows
-        ]
+        )
 
-    return _tick
+    # Made directly, not with ``@dg.schedule``: the decorator inspects the function again for every model.
+    return dg.ScheduleDefinition(
+        name=schedule_name(model),
+        cron_schedule=cron,
+        job=job,
+        execution_fn=_tick,
+        execution_timezone="UTC",
+        description=f"Runs the missing complete intervals of {model.name} ({cron})",
+    )
 
 
 def build_schedules(

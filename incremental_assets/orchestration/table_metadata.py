@@ -10,6 +10,7 @@ types feed its downstream models' inference.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from dataclasses import dataclass, field
@@ -118,9 +119,11 @@ def column_lineage(
 
 def code_references(model: SqlModel) -> dg.CodeReferencesMetadataValue:
     """The model file at its header's line: the UI opens it (or its page on the git host, see :func:`link_to_git`)."""
-    path = Path(model.path).resolve()
+    path = os.path.realpath(model.path)  # as Path.resolve, without building a Path per model
     return dg.CodeReferencesMetadataValue(
-        code_references=[dg.LocalFileCodeReference(file_path=str(path), line_number=model.header_line, label=path.name)]
+        code_references=[
+            dg.LocalFileCodeReference(file_path=path, line_number=model.header_line, label=os.path.basename(path))
+        ]
     )
 
 

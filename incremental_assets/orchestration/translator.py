@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import datetime
 from typing import Any, Mapping, Sequence
@@ -43,10 +44,16 @@ def partitions_for(
     >>> partitions_for("week", utc(2023, 12, 31)).get_first_partition_key()
     '2023-12-31'
     """
-    unit = IntervalUnit.of(unit)
+    return _partitions(IntervalUnit.of(unit), start.replace(tzinfo=None), end.replace(tzinfo=None) if end else None)
+
+
+@functools.lru_cache(maxsize=1024)
+def _partitions(unit: IntervalUnit, start: datetime, end: datetime | None) -> dg.TimeWindowPartitionsDefinition:
+    """One definition per unit, start and end, shared by the models that have them (Dagster compares and
+    hashes partitions definitions often while building the asset graph: the same object is the cheapest)."""
     return dg.TimeWindowPartitionsDefinition(
-        start=start.replace(tzinfo=None),
-        end=end.replace(tzinfo=None) if end else None,
+        start=start,
+        end=end,
         cron_schedule=unit.cron,
         fmt=unit.partition_format,
         timezone="UTC",
@@ -172,14 +179,14 @@ class ModelTranslator:
     def get_automation_condition(self, model: SqlModel) -> dg.AutomationCondition | None:
         if self.automation_condition == "eager":
             return dg.AutomationCondition.eager()
+        if self.automation_condition == "on_missing":
+            return dg.AutomationCondition.on_missing()
+        if self.automation_condition != "on_cron":
+            return None
         cron = (
             expand_cron(model.cron) if model.cron else (model.unit.cron if model.is_incremental else None)
         )  # as the model's schedule
-        if self.automation_condition == "on_cron" and cron:
-            return dg.AutomationCondition.on_cron(cron, cron_timezone="UTC")
-        if self.automation_condition == "on_missing":
-            return dg.AutomationCondition.on_missing()
-        return None
+        return dg.AutomationCondition.on_cron(cron, cron_timezone="UTC") if cron else None
 
     def get_freshness_policy(self, model: SqlModel) -> dg.FreshnessPolicy | None:
         """From the model's cron, or its header's ``freshness`` (see :mod:`.freshness`)."""

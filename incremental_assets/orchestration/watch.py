@@ -22,7 +22,7 @@ sensor's cursor under ``watch``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 import dagster as dg
 
@@ -43,8 +43,28 @@ ROTATION_PER_TICK = 2
 def integrity_checks(project: Project, translator: ModelTranslator) -> list[dg.AssetChecksDefinition]:
     """The ``in_table`` check of each model with a table: reported by the automation as it looks at the
     tables, and run on demand from the UI ("Execute"). Runs of the model do not run it (see
-    :func:`model_selection`)."""
-    return [_integrity_check(project, model, translator) for model in project.ordered() if model.has_table]
+    :func:`model_selection`). All of them are one definition that runs the checks selected: a project of
+    thousands of models loads without building one op per check."""
+    models = {translator.get_asset_key(m): m for m in project.ordered() if m.has_table}
+    if not models:
+        return []
+    specs = [
+        dg.AssetCheckSpec(INTEGRITY_CHECK, asset=key, blocking=False, description=IN_TABLE_DESCRIPTION)
+        for key in models
+    ]
+
+    @dg.multi_asset_check(specs=specs, name=INTEGRITY_CHECK, can_subset=True)
+    def _in_table(context) -> Iterator[dg.AssetCheckResult]:  # noqa: ANN001 (Dagster reads the annotation, a string here)
+        for check in sorted(context.selected_asset_check_keys, key=lambda c: c.asset_key.to_user_string()):
+            yield _in_table_result(context.instance, project, models[check.asset_key], translator)
+
+    return [_in_table]
+
+
+IN_TABLE_DESCRIPTION = (
+    "Every interval Dagster records is in the table (fails, with the cause, when a log or data file was lost or "
+    "damaged)"
+)
 
 
 def model_selection(key: dg.AssetKey, has_table: bool) -> dg.AssetSelection:
@@ -56,26 +76,17 @@ def model_selection(key: dg.AssetKey, has_table: bool) -> dg.AssetSelection:
     return dg.AssetSelection.assets(key) - dg.AssetSelection.checks(dg.AssetCheckKey(key, INTEGRITY_CHECK))
 
 
-def _integrity_check(project: Project, model: SqlModel, translator: ModelTranslator) -> dg.AssetChecksDefinition:
+def _in_table_result(
+    instance: dg.DagsterInstance, project: Project, model: SqlModel, translator: ModelTranslator
+) -> dg.AssetCheckResult:
     key = translator.get_asset_key(model)
-
-    @dg.asset_check(
-        asset=key,
-        name=INTEGRITY_CHECK,
-        blocking=False,
-        description="Every interval Dagster records is in the table (fails, with the cause, when a log or data file "
-        "was lost or damaged)",
-    )
-    def _in_table(context) -> dg.AssetCheckResult:  # noqa: ANN001 (Dagster reads the annotation, a string here)
-        try:
-            found = integrity_of(context.instance, project, model, translator)
-        except DamagedTableError as exc:
-            return _result(
-                key, False, str(exc.of_model(model.name)), "nothing is launched on this table until it is repaired"
-            )
-        return _result(key, True, IN_TABLE, "") if found.ok else _result(key, False, *_said(found))
-
-    return _in_table
+    try:
+        found = integrity_of(instance, project, model, translator)
+    except DamagedTableError as exc:
+        return _result(
+            key, False, str(exc.of_model(model.name)), "nothing is launched on this table until it is repaired"
+        )
+    return _result(key, True, IN_TABLE, "") if found.ok else _result(key, False, *_said(found))
 
 
 def integrity_of(

@@ -27,6 +27,7 @@ _BRACED = re.compile(r"@\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}")
 CALL_MARK = "__iam_"
 _INTERP = re.compile(r"__iai_([A-Za-z_][A-Za-z0-9_]*?)_iai__")
 _WORD = re.compile(r"[A-Za-z0-9_]")
+_OPENERS = frozenset("'\"`-/")  # what a string, a quoted name or a comment starts with
 
 
 def _interp(name: str) -> str:
@@ -35,7 +36,10 @@ def _interp(name: str) -> str:
 
 def _skip_quoted(sql: str, i: int) -> int:
     """The index after the string, quoted identifier or comment starting at ``i`` (``i`` if none)."""
-    ch, n = sql[i], len(sql)
+    ch = sql[i]
+    if ch not in _OPENERS:  # most characters: checked first, as this runs for every character of every query
+        return i
+    n = len(sql)
     if ch in "'\"`":
         j = i + 1
         while j < n and sql[j] != ch:
