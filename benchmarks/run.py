@@ -15,6 +15,7 @@ Scenarios:
   spark_server the project's long-lived Spark Connect server (`incremental-assets spark start`): one new day
                (`run --auto`) with it up vs down, the CLI's year backfill vs the in-process single run
   automation   new data to every downstream model recomputed by the real dagster-daemon and the automation sensor
+               (BENCH_BEFORE=DIR: the product in that checkout measured alongside, side by side)
   bookkeeping  the same data as a daily and as an hourly model, 90 days, `run --auto` each: Dagster's default
                SQLite event log and one file per hour (before), the project's batched event log with one file
                per hour, and with one file per day (after), side by side (BENCH_BOOKKEEPING_REPS)
@@ -231,7 +232,8 @@ def scenario_spark_server(spark) -> dict:
 def scenario_automation() -> dict:
     from automation import scenario_automation as run
 
-    return run(orders_per_day=ORDERS_PER_DAY // 10, days=8 if QUICK else 37)
+    # BENCH_BEFORE: a checkout of the previous version, measured alongside in the same invocation.
+    return run(orders_per_day=ORDERS_PER_DAY // 10, days=8 if QUICK else 37, before=os.environ.get("BENCH_BEFORE"))
 
 
 def scenario_growth() -> dict:
