@@ -17,6 +17,7 @@ Scenarios:
                new day against an earlier commit's command and the in-process run (BENCH_SPARK_SERVER_BASELINE;
                BENCH_SPARK_SERVER_PARTS=day: only that)
   automation   new data to every downstream model recomputed by the real dagster-daemon and the automation sensor
+               (BENCH_BEFORE=DIR: the product in that checkout measured alongside, side by side)
   bookkeeping  the same data as a daily and as an hourly model, 90 days, `run --auto` each: Dagster's default
                SQLite event log and one file per hour (before), the project's batched event log with one file
                per hour, and with one file per day (after), side by side (BENCH_BOOKKEEPING_REPS)
@@ -233,7 +234,8 @@ def scenario_spark_server(spark) -> dict:
 def scenario_automation() -> dict:
     from automation import scenario_automation as run
 
-    return run(orders_per_day=ORDERS_PER_DAY // 10, days=8 if QUICK else 37)
+    # BENCH_BEFORE: a checkout of the previous version, measured alongside in the same invocation.
+    return run(orders_per_day=ORDERS_PER_DAY // 10, days=8 if QUICK else 37, before=os.environ.get("BENCH_BEFORE"))
 
 
 def scenario_growth() -> dict:

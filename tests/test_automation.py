@@ -90,7 +90,11 @@ class Automation:
         data = self.sense(when)
         self.cursor = data.cursor
         requests = data.run_requests or []
-        keys = [(r.asset_selection[0].to_user_string(), r.tags.get(START), r.tags.get(END)) for r in requests]
+        # A run of several models (one window, upstream first) is named by all of them: "s/daily+s/total".
+        keys = [
+            ("+".join(k.to_user_string() for k in r.asset_selection or ()), r.tags.get(START), r.tags.get(END))
+            for r in requests
+        ]
         self.requested += [(*k, r.run_key) for k, r in zip(keys, requests)]
         if run:
             job = (self.run_defs or self.defs).resolve_implicit_global_asset_job_def()
@@ -121,10 +125,10 @@ def test_new_and_late_data_rerun_exactly_the_touched_intervals_then_downstream_i
     project, instance, defs = env
     auto = Automation(defs, instance, monkeypatch)
     now = utc(2024, 1, 3, 6)
-    # First tick: every missing complete interval, upstreams before the models that read them.
+    # First tick: every missing complete interval, upstreams before the models that read them (the FULL
+    # total, which reads only the daily model, in the daily model's run, after it).
     assert auto.tick(now) == [("s/hourly", "2024-01-01-00:00", "2024-01-03-05:00")]
-    assert auto.tick(now) == [("s/daily", "2024-01-01", "2024-01-02")]
-    assert auto.tick(now) == [("s/total", None, None)]
+    assert auto.tick(now) == [("s/daily+s/total", "2024-01-01", "2024-01-02")]
     assert auto.tick(now) == [] and auto.last_skip
     assert auto.failed == []
 
@@ -137,9 +141,8 @@ def test_new_and_late_data_rerun_exactly_the_touched_intervals_then_downstream_i
     assert [r.run_key for r in again.run_requests] == [auto.requested[-1][3]]
     auto.cursor = cursor
     assert auto.tick(now) == [("s/hourly", "2024-01-02-10:00", "2024-01-02-11:00")]
-    # The daily model reads those hours: only its 2024-01-02 is stale; the FULL total waits for it.
-    assert auto.tick(now) == [("s/daily", "2024-01-02", "2024-01-02")]
-    assert auto.tick(now) == [("s/total", None, None)]
+    # The daily model reads those hours: only its 2024-01-02 is stale; the FULL total follows in its run.
+    assert auto.tick(now) == [("s/daily+s/total", "2024-01-02", "2024-01-02")]
     assert auto.tick(now) == []
     assert auto.failed == []
 
@@ -155,8 +158,7 @@ def test_a_changed_definition_rebuilds_the_model_then_every_downstream_interval(
     project = load_project(root)
     auto.reload(build_definitions(project))
     assert auto.tick(now) == [("s/hourly", "2024-01-01-00:00", "2024-01-03-05:00")]
-    assert auto.tick(now) == [("s/daily", "2024-01-01", "2024-01-02")]
-    assert auto.tick(now) == [("s/total", None, None)]
+    assert auto.tick(now) == [("s/daily+s/total", "2024-01-01", "2024-01-02")]
     assert auto.tick(now) == []
     assert auto.failed == []
     assert table_rows(f"{project.settings.warehouse}/s/total") == [(2 * 48,)]
@@ -485,8 +487,7 @@ def test_an_edited_model_file_is_planned_on_the_next_tick_with_its_category_and_
         dg.AssetCheckKey(dg.AssetKey(["s", "hourly"]), DEFINITION_CHECK), limit=1
     )
     assert records[0].event.dagster_event.event_specific_data.passed
-    assert auto.tick(now) == [("s/daily", "2024-01-01", "2024-01-02")]
-    assert auto.tick(now) == [("s/total", None, None)]
+    assert auto.tick(now) == [("s/daily+s/total", "2024-01-01", "2024-01-02")]
     assert auto.tick(now) == [] and auto.last_skip == "every model is up to date"
     assert auto.failed == []
     assert table_rows(f"{project.settings.warehouse}/s/total") == [(2 * 48,)]

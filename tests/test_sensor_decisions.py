@@ -14,6 +14,7 @@ from incremental_assets.load.project import load_project
 from incremental_assets.orchestration import sensors, tags
 from incremental_assets.orchestration.decisions import Decision
 from incremental_assets.orchestration.instance import open_instance
+from incremental_assets.orchestration.run_groups import group_job_name
 from incremental_assets.orchestration.translator import ModelTranslator
 
 from helpers import utc
@@ -92,16 +93,33 @@ def scene(make_project, tmp_path, monkeypatch):
     return Scene(make_project(MODELS), tmp_path / "home")
 
 
-def test_missing_intervals_are_requested_upstreams_first_and_the_rest_say_what_they_wait_for(scene):
-    decision = scene.decide()
-    assert ranges(decision) == [("s/a", DAY1, DAY3)]
-    (request,) = decision.requests
-    assert request.tags[tags.LAUNCHED_BY_TAG] == "automation" and request.tags[tags.REASON_TAG] == "missing intervals"
-    assert request.run_key.startswith("s.a:2024-01-01T00:00:00+00:00..2024-01-04T00:00:00+00:00:")
-    assert decision.waiting == [
-        "s.b [2024-01-01, 2024-01-04) waits for s.a: requested [2024-01-01, 2024-01-04)",
-        "s.total waits for s.b: waits for its upstreams (never materialized)",
+def runs(decision: Decision) -> list[tuple[tuple[str, ...], str | None, str | None]]:
+    """Each request: its models (upstream first), and the first and last interval of its range."""
+    return [
+        (
+            tuple(k.to_user_string() for k in r.asset_selection or ()),
+            r.tags.get(tags.RANGE_START_TAG),
+            r.tags.get(tags.RANGE_END_TAG),
+        )
+        for r in decision.requests
     ]
+
+
+def test_missing_intervals_and_what_reads_them_are_requested_in_one_run_upstreams_first(scene):
+    decision = scene.decide()
+    # s.b reads s.a's days, s.total reads s.b: one run computes them in that order (same days, one
+    # partitions definition), nothing waits for a later tick.
+    assert runs(decision) == [(("s/a", "s/b", "s/total"), DAY1, DAY3)]
+    (request,) = decision.requests
+    partitions = scene.translator.get_partitions_def(scene.project.models["s.a"])
+    assert request.job_name == group_job_name(partitions)
+    assert request.tags[tags.LAUNCHED_BY_TAG] == "automation"
+    assert request.tags[tags.REASON_TAG] == (
+        "s.a: missing intervals; s.b: missing intervals, upstream in the same run; "
+        "s.total: never materialized, upstream in the same run"
+    )
+    assert request.run_key.startswith("s.a+s.b+s.total:2024-01-01T00:00:00+00:00..2024-01-04T00:00:00+00:00:")
+    assert decision.waiting == []
     # Evaluated again on the same state: the same run key, so Dagster launches nothing twice.
     assert [r.run_key for r in scene.decide().requests] == [request.run_key]
 
@@ -109,13 +127,20 @@ def test_missing_intervals_are_requested_upstreams_first_and_the_rest_say_what_t
 def test_one_request_per_contiguous_range_of_missing_intervals(scene):
     scene.materialized("s.a", DAY2)
     decision = scene.decide()
-    # s.b's second day reads what s.a has: it runs too; its first and third wait for s.a's.
-    assert ranges(decision) == [("s/a", DAY1, DAY1), ("s/a", DAY3, DAY3), ("s/b", DAY2, DAY2)]
-    assert (
-        decision.waiting[0]
-        == "s.b [2024-01-01, 2024-01-02), [2024-01-03, 2024-01-04) waits for s.a: requested [2024-01-01, "
-        "2024-01-02), [2024-01-03, 2024-01-04)"
-    )
+    # s.a's first and third days are two runs, s.b's days join them; its second day reads what s.a has.
+    # s.total reads all of s.b: it waits for the three runs.
+    assert runs(decision) == [
+        (("s/a", "s/b"), DAY1, DAY1),
+        (("s/a", "s/b"), DAY3, DAY3),
+        (("s/b",), DAY2, DAY2),
+    ]
+    assert decision.waiting == ["s.total waits for s.b: requested [2024-01-01, 2024-01-04) (never materialized)"]
+
+
+def test_without_the_job_of_a_run_of_several_models_each_model_runs_alone_and_what_joined_waits(scene):
+    # A code location loaded before the models shared a partitions definition has no job for them.
+    decision = sensors.evaluate(scene.project, scene.translator, scene.instance, None, NOW, jobs=set())
+    assert runs(decision) == [(("s/a",), DAY1, DAY3)]
 
 
 def test_a_failed_interval_is_not_retried_and_what_reads_it_waits_saying_why(scene):
@@ -136,9 +161,10 @@ def test_an_upstream_interval_materialized_again_makes_what_reads_it_stale(scene
     assert scene.decide().requests == [] and scene.decide().summary() == "every model is up to date"
     scene.materialized("s.a", DAY2)  # late data computed again
     decision = scene.decide()
-    assert ranges(decision) == [("s/b", DAY2, DAY2)]
-    assert decision.requests[0].tags[tags.REASON_TAG] == "upstream s.a changed"
-    assert decision.waiting == ["s.total waits for s.b: requested [2024-01-02, 2024-01-03)"]
+    # s.total, which reads all of s.b, is computed again in s.b's run, after it.
+    assert runs(decision) == [(("s/b", "s/total"), DAY2, DAY2)]
+    assert decision.requests[0].tags[tags.REASON_TAG] == "s.b: upstream s.a changed; s.total: upstream in the same run"
+    assert decision.waiting == []
 
 
 def test_the_downstream_of_an_upstream_being_computed_waits(scene):

@@ -9,6 +9,7 @@ from typing import Mapping
 import dagster as dg
 
 from incremental_assets.model.intervals import NO_INTERVAL, Coverage
+from incremental_assets.orchestration.run_groups import Launch
 
 CURSOR_VERSION = 3
 LEGACY_CURSOR_VERSIONS = (2,)  # kept the sources' watermarks and pending windows, now in the instance
@@ -60,7 +61,7 @@ class ModelDecision:
     (``unsettled``: also missing or failed), whether it was never materialized, and what it is doing
     (None: what was said of it before the tick still holds)."""
 
-    requests: tuple[dg.RunRequest, ...] = ()
+    launches: tuple[Launch, ...] = ()
     launched: Coverage = NO_INTERVAL
     waiting: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
@@ -76,13 +77,15 @@ class Upstreams:
     """What the models decided so far tell the models below them: per model the intervals about to be
     (re)computed (``changing``: requested this tick, queued or running) and those not settled
     (``unsettled``: also missing or failed), the models never materialized (nothing downstream can read
-    them yet), and what each is doing or waiting for, for the lines of the models below it. A partitioned
-    model waits for unsettled upstream intervals it reads; a whole-table model only for changing upstreams."""
+    them yet), what each is doing or waiting for, for the lines of the models below it, and what each
+    launches this tick (a model below may join its run). A partitioned model waits for unsettled upstream
+    intervals it reads; a whole-table model only for changing upstreams."""
 
     changing: Mapping[str, Coverage] = field(default_factory=dict)
     unsettled: Mapping[str, Coverage] = field(default_factory=dict)
     never_materialized: frozenset[str] = frozenset()
     doing: Mapping[str, str] = field(default_factory=dict)
+    launching: Mapping[str, tuple[Launch, ...]] = field(default_factory=dict)
 
     def after(self, name: str, decided: ModelDecision) -> "Upstreams":
         """These upstreams and one more model, decided."""
@@ -91,6 +94,7 @@ class Upstreams:
             {**self.unsettled, name: decided.unsettled} if decided.unsettled else self.unsettled,
             self.never_materialized | {name} if decided.never_materialized else self.never_materialized,
             {**self.doing, name: decided.doing} if decided.doing else self.doing,
+            {**self.launching, name: decided.launches} if decided.launches else self.launching,
         )
 
 
@@ -99,6 +103,7 @@ class Decision:
     """One tick's outcome: the runs to launch, what waits and why, the next cursor."""
 
     requests: list[dg.RunRequest] = field(default_factory=list)
+    launches: list[Launch] = field(default_factory=list)  # what the requests run, before they are grouped
     launched: dict[str, Coverage] = field(default_factory=dict)
     waiting: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -113,7 +118,7 @@ class Decision:
 
     def add(self, name: str, decided: ModelDecision) -> None:
         """One model's decision, in dependency order."""
-        self.requests += decided.requests
+        self.launches += decided.launches
         if decided.launched:
             self.launched[name] = decided.launched
         self.waiting += decided.waiting

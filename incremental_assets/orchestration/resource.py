@@ -319,7 +319,11 @@ def run_model(
 ) -> Iterator[dg.MaterializeResult]:
     """One asset execution of ``model``: check upstreams, plan, execute with the audits, report."""
     began = time.perf_counter()
-    window = window_of(context) if context.has_partition_key_range or context.has_partition_key else None
+    # A whole-table model in a run over a window (it reads models the run computes first) has no window.
+    partitioned = context.assets_def.partitions_def is not None
+    window = (
+        window_of(context) if partitioned and (context.has_partition_key_range or context.has_partition_key) else None
+    )
     check_upstreams(context, project, model, window, translator)
     executor = Executor(spark, project)
     plans, kept, data_version = run_plans(context, project, model, window, translator, executor)

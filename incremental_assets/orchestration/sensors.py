@@ -10,10 +10,11 @@ On every tick it decides, for every model in dependency order, what must be (re)
   changes that recompute nothing (metadata, forward-only) are applied without a run (see :mod:`.apply`).
 
 An interval is requested only when every upstream interval it reads is settled: materialized and not
-about to change or being changed. Otherwise it waits, and the tick says what for; it is never launched to
-fail. Intervals already queued or running are not requested again, and a failed interval is not retried
-until something it depends on changes. However many sources change in one tick, each (model, interval)
-is requested once: one run per model and contiguous range.
+about to change or being changed, or computed before it in the same run. Otherwise it waits, and the
+tick says what for; it is never launched to fail. Intervals already queued or running are not requested
+again, and a failed interval is not retried until something it depends on changes. However many sources
+change in one tick, each (model, interval) is requested once: one run per partitions definition and
+contiguous range, holding every model launched over it (see :mod:`.run_groups`).
 
 What new source data touched is read and kept by :func:`.source_watch.observe_sources`, in the Dagster
 instance, the same for ``run --auto`` and the schedules; the cursor (JSON) keeps only which changed
@@ -48,7 +49,6 @@ from incremental_assets.model.kinds import IncrementalByTimeRange
 from incremental_assets.model.project import Project
 from incremental_assets.model.settings import read_env_settings
 from incremental_assets.model.sql_model import SqlModel
-from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.apply import apply_without_compute, current_plan
 from incremental_assets.orchestration.code_reload import own_code_server, request_reload
 from incremental_assets.orchestration.decisions import (
@@ -61,7 +61,8 @@ from incremental_assets.orchestration.decisions import (
 from incremental_assets.orchestration.instance import fail_dead_runs, materialized_windows
 from incremental_assets.orchestration.live import LiveProject, active_runs, change_categories, changed_marks
 from incremental_assets.orchestration.partition_keys import failed_and_running, time_partitions
-from incremental_assets.orchestration.schedules import job_name, model_jobs
+from incremental_assets.orchestration.run_groups import Launch, group_jobs, run_requests
+from incremental_assets.orchestration.schedules import model_jobs
 from incremental_assets.orchestration.source_watch import Observed, observe_sources
 from incremental_assets.orchestration.staleness import latest_id, stale_intervals
 from incremental_assets.orchestration.translator import ModelTranslator
@@ -120,23 +121,30 @@ def _upstream_line(name: str, intervals: Coverage, never_materialized: bool, doi
     return f"{name} {', '.join(str(w) for w in intervals.windows[:3])}" + (" ..." if len(intervals.windows) > 3 else "")
 
 
+def _overlaps(one: Coverage, other: Coverage) -> bool:
+    return bool(one.minus(one.minus(other)))
+
+
 def _run_key(model: SqlModel, window: TimeWindow | None, reasons: Sequence[str], input_versions: list[str]) -> str:
     token = hashlib.sha256("|".join([model.fingerprint, *sorted(reasons), *input_versions]).encode()).hexdigest()[:12]
     where = f"{window.start.isoformat()}..{window.end.isoformat()}" if window else "full"
     return f"{model.name}:{where}:{token}"
 
 
-def _request(
-    model: SqlModel, translator: ModelTranslator, window: TimeWindow | None, key: str, reasons: Sequence[str]
-) -> dg.RunRequest:
-    run_tags = {tags.LAUNCHED_BY_TAG: "automation", tags.REASON_TAG: "; ".join(reasons)[:500]}
-    if window is not None:
-        partitions = translator.get_partitions_def(model)
-        partitions = time_partitions(partitions, model.name)
-        run_tags.update(tags.range_tags(partitions, window, model.unit))
-    return dg.RunRequest(
-        run_key=key, job_name=job_name(model), asset_selection=[translator.get_asset_key(model)], tags=run_tags
-    )
+def _joinable_group(waits: Sequence[str], upstreams: Upstreams) -> tuple[dg.PartitionsDefinition, TimeWindow] | None:
+    """The run a whole-table model joins: the one run this tick that computes every upstream it waits
+    for, all they lack (None: there is none, it waits)."""
+    groups = {launch.group for name in waits for launch in upstreams.launching.get(name, ())}
+    if len(groups) != 1 or None in groups:
+        return None
+    (group,) = groups
+    for name in waits:
+        launches = upstreams.launching.get(name, ())
+        windows = [launch.window for launch in launches]
+        launched = Coverage.of(w for w in windows if w is not None)
+        if not launches or (upstreams.unsettled.get(name, NO_INTERVAL).minus(launched) and None not in windows):
+            return None
+    return group
 
 
 @dataclass(frozen=True)
@@ -177,6 +185,7 @@ class Tick:
             self.project, model, upstreams.changing, frozenset(), upstreams.doing
         )
         predicted = predicted.within(TimeWindow(START_OF_TIME, end))
+        joined = NO_INTERVAL if wanted.rebuild else self._joined(model, desired.union(predicted), running, upstreams)
         decided = ModelDecision(
             notes=wanted.notes,
             changes=wanted.changes,
@@ -184,8 +193,8 @@ class Tick:
             changing=desired.union(running, predicted),
             unsettled=wanted.missing.union(desired, running, predicted),
         )
-        if desired:
-            return self._launch(model, desired, wanted, upstreams, decided)
+        if desired or joined:
+            return self._launch(model, desired, wanted, upstreams, decided, joined)
         if not predicted or model.name in upstreams.doing:
             return decided
         names = ", ".join(u.name for u in self.project.upstream_models(model) if upstreams.changing.get(u.name))
@@ -225,14 +234,51 @@ class Tick:
         intervals = gaps.union(Coverage.of([*stale.windows, *pending]))
         return Wanted(missing, intervals, tuple(reasons), notes=tuple(failed_lines if failed else ()), changes=changes)
 
+    def _joined(self, model: SqlModel, needed: Coverage, running: Coverage, upstreams: Upstreams) -> Coverage:
+        """The windows upstreams of ``model`` launch this tick in runs ``model`` can join: runs of its own
+        partitions definition over a window it needs whole, where every other upstream interval it reads is
+        settled (Dagster runs the upstream steps first)."""
+        partitions = self.translator.get_partitions_def(model)
+        windows = {
+            launch.window
+            for u in self.project.upstream_models(model)
+            for launch in upstreams.launching.get(u.name, ())
+            if launch.group is not None and launch.group[0] == partitions and launch.window is not None
+        }
+        joined = []
+        for window in sorted(windows, key=lambda w: w.start):
+            whole = Coverage.of([window])
+            if whole.minus(needed) or _overlaps(whole, running):
+                continue
+            in_run = {
+                u.name
+                for u in self.project.upstream_models(model)
+                if any(launch.group == (partitions, window) for launch in upstreams.launching.get(u.name, ()))
+            }
+            unsettled = {n: c.minus(whole) if n in in_run else c for n, c in upstreams.unsettled.items()}
+            blocked, _ = _intervals_reading(
+                self.project, model, unsettled, upstreams.never_materialized - in_run, upstreams.doing
+            )
+            if not _overlaps(whole, blocked):
+                joined.append(window)
+        return Coverage.of(joined)
+
     def _launch(
-        self, model: SqlModel, desired: Coverage, wanted: Wanted, upstreams: Upstreams, decided: ModelDecision
+        self,
+        model: SqlModel,
+        desired: Coverage,
+        wanted: Wanted,
+        upstreams: Upstreams,
+        decided: ModelDecision,
+        joined: Coverage = NO_INTERVAL,
     ) -> ModelDecision:
-        """The runs of the desired intervals whose upstream intervals are settled; the others wait."""
+        """The runs of the desired intervals whose upstream intervals are settled, and of the windows joining
+        an upstream's run (``joined``); the others wait."""
         blocked, waits = _intervals_reading(
             self.project, model, upstreams.unsettled, upstreams.never_materialized, upstreams.doing
         )
-        launch = desired.minus(blocked)
+        alone = desired.minus(blocked).minus(joined)
+        launch = alone.union(joined)
         held = desired.minus(launch)
         waiting = (
             (f"{model.name} {', '.join(str(w) for w in held.windows[:3])} waits for {'; '.join(waits)}",)
@@ -245,14 +291,21 @@ class Tick:
                 "rebuild requested" if wanted.rebuild else f"requested {', '.join(str(w) for w in launch.windows[:3])}"
             )
         input_versions = self._input_versions(model) if launch else []
-        keys = [(window, _run_key(model, window, wanted.reasons, input_versions)) for window in launch]
-        requests = tuple(_request(model, self.translator, window, key, wanted.reasons) for window, key in keys)
+        partitions = self.translator.get_partitions_def(model)
+        launches = []
+        for window in [*alone, *joined]:
+            reasons = wanted.reasons if window in alone.windows else (*wanted.reasons, "upstream in the same run")
+            key = _run_key(model, window, reasons, input_versions)
+            group = None if wanted.rebuild or partitions is None else (partitions, window)
+            launches.append(Launch(model.name, window, tuple(reasons), key, group, joins=window not in alone.windows))
         changes = decided.changes
         if wanted.rebuild:
             changes += (
                 self._changed_line(model, "rebuild requested" if launch else "rebuild waits for its upstreams"),
             )
-        return replace(decided, requests=requests, launched=launch, waiting=waiting, changes=changes, doing=doing)
+        return replace(
+            decided, launches=tuple(launches), launched=launch, waiting=waiting, changes=changes, doing=doing
+        )
 
     def _unpartitioned(self, model: SqlModel, upstreams: Upstreams) -> ModelDecision:
         if not model.has_table:
@@ -278,6 +331,9 @@ class Tick:
             u.name for u in self.project.upstream_models(model) if upstreams.changing.get(u.name) or u.name in never
         ]
         whole = EVERY_INTERVAL if waits or reasons else NO_INTERVAL
+        group = _joinable_group(waits, upstreams)
+        if group is not None:
+            waits, reasons = [], [*reasons, "upstream in the same run"]
         decided = ModelDecision(
             changing=whole,
             unsettled=whole,
@@ -294,11 +350,10 @@ class Tick:
             return replace(decided, waiting=(line,), changes=changes)
         if not reasons:
             return decided
-        request = _request(
-            model, self.translator, None, _run_key(model, None, reasons, self._input_versions(model)), reasons
-        )
+        key = _run_key(model, None, reasons, self._input_versions(model))
+        launch = Launch(model.name, None, tuple(reasons), key, group, joins=group is not None)
         changes = (self._changed_line(model, "run requested"),) if changed else ()
-        return replace(decided, requests=(request,), launched=EVERY_INTERVAL, changes=changes, doing="run requested")
+        return replace(decided, launches=(launch,), launched=EVERY_INTERVAL, changes=changes, doing="run requested")
 
     def _input_versions(self, model: SqlModel) -> list[str]:
         """What a run of ``model`` reads, as of now (each upstream's latest materialization, each source's
@@ -322,11 +377,13 @@ def evaluate(
     *,
     categories: dict[str, str] | None = None,
     served: set[str] | None = None,
+    jobs: set[str] | None = None,
 ) -> Decision:
     """Decide one tick (reading the instance and the sources). The plan's changes that recompute nothing
     (metadata, ``forward_only`` models) are applied first, as ``run --auto`` does. ``categories``: the
     plan's category of each changed model; ``served``: the models the running code location has (None:
-    all), a model only the edited files have waits for the code location to reload."""
+    all), a model only the edited files have waits for the code location to reload; ``jobs``: the
+    code location's jobs for runs of several models (None: those of ``project``)."""
     cursor, note = AutomationCursor.parse(cursor_text)
     decision = Decision(cursor=cursor)
     if note:
@@ -351,12 +408,15 @@ def evaluate(
     hold_runs(project, translator, decision, damaged)
     if served is not None:
         new = sorted({n for n in decision.launched if n not in served})
-        if new:
-            keys = {translator.get_asset_key(project.models[n]) for n in new}
-            decision.requests = [r for r in decision.requests if not keys.intersection(r.asset_selection or ())]
-            for name in new:
-                del decision.launched[name]
-                decision.waiting.append(f"{name} is new: waits for the code location to reload")
+        for name in new:
+            del decision.launched[name]
+            decision.waiting.append(f"{name} is new: waits for the code location to reload")
+    # A run that would have held a model left out (a damaged table, a model the code location lacks) is
+    # not launched: the others in it wait for the next tick.
+    held = {launch.group for launch in decision.launches if launch.model not in decision.launched}
+    decision.launches = [launch for launch in decision.launches if launch.model in decision.launched]
+    decision.launches = [launch for launch in decision.launches if launch.group is None or launch.group not in held]
+    decision.requests = run_requests(project, translator, decision.launches, jobs)
     return decision
 
 
@@ -383,15 +443,18 @@ def build_automation_sensor(
     translator: ModelTranslator,
     jobs: dict[str, dg.UnresolvedAssetJobDefinition],
     *,
-    interval_seconds: int = 5,
+    interval_seconds: int = 1,
 ) -> dg.SensorDefinition:
+    """The automation sensor. Dagster's daemon looks at its sensors every 5 s (a fixed loop); a minimum
+    interval under that lets it tick on every look (at 5 s, a look a moment early skipped it to 10 s)."""
     live = LiveProject(project)
     served = set(project.models)
+    together = group_jobs(project, translator)
     reload_asked: set[str] = set()
 
     @dg.sensor(
         name=SENSOR_NAME,
-        jobs=list(jobs.values()),
+        jobs=[*jobs.values(), *together.values()],
         minimum_interval_seconds=interval_seconds,
         description=(
             "Keeps every model up to date: missing complete intervals, new and late source data, upstream "
@@ -422,6 +485,7 @@ def build_automation_sensor(
             now,
             categories={n: c.category for n, c in changes.items()},
             served=served,
+            jobs=set(together),
         )
         decision.notes += notes
         events = changed_marks(current, translator, changes, decision.cursor.changed, served) + decision.events
