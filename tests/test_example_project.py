@@ -39,15 +39,20 @@ def chunks(model, mode: str, rng: random.Random) -> list[TimeWindow]:
     if mode == "one_window":
         return [whole]
     if mode == "day_by_day":
-        if unit not in ("hour", "day"):
-            return [TimeWindow(w.start, w.end) for w in batches(whole, unit, 1)]
-        # Daily runs over the last month, after one window for the rest: every daily run still reads
-        # committed history (lookbacks, self-references) and the suite stays fast.
-        split = max(whole.start, floor(utc(2024, 12, 1), unit))
+        # One run per interval (per day for an hourly model) over the last weeks, after one window for the
+        # rest: every such run still reads committed history (lookbacks, self-references), in few runs.
+        coarse = unit not in ("hour", "day")
+        split = max(whole.start, floor(utc(2024, 10, 1) if coarse else utc(2024, 12, 17), unit))
         head = [TimeWindow(whole.start, split)] if split > whole.start else []
-        return head + [TimeWindow(w.start, w.end) for w in batches(TimeWindow(split, end), "day", 1)]
+        step = unit if coarse else "day"
+        return head + [TimeWindow(w.start, w.end) for w in batches(TimeWindow(split, end), step, 1)]
+    # Random chunks of 1..60 intervals; an hourly model's only over the last month, after one window for the
+    # rest (as day by day), so its runs stay a few dozen.
     parts, cursor = [], whole.start
-    while cursor < end:  # random chunks of 1..60 intervals
+    if unit == "hour":
+        cursor = max(whole.start, floor(utc(2024, 12, 1), unit))
+        parts = [TimeWindow(whole.start, cursor)] if cursor > whole.start else []
+    while cursor < end:
         nxt = cursor
         for _ in range(rng.randint(1, 60)):
             nxt = next_boundary(nxt, unit)
