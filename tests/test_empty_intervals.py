@@ -266,7 +266,7 @@ def test_an_interval_that_loses_its_rows_is_replaced_by_nothing_in_one_commit(en
 def _launch(defs, instance, request: dg.RunRequest, job: str):
     """Launch a requested run the way the daemon does: the job with the request's tags, in this process."""
     return defs.resolve_job_def(request.job_name or job).execute_in_process(
-        instance=instance, tags=request.tags, raise_on_error=False
+        instance=instance, tags=request.tags, raise_on_error=False, asset_selection=request.asset_selection
     )
 
 
@@ -307,7 +307,8 @@ def test_sensor_requested_ranges_with_quiet_hours_succeed(env, spark, monkeypatc
     # New data for 2024-01-05 at 01:00 and 05:00 only, in one file: the hours between are quiet.
     write_stamps(project.sources["raw.events"].location, [utc(2024, 1, 5, 1), utc(2024, 1, 5, 5)], mode="append")
     data = sensor.evaluate_tick(dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs))
-    requested = {(r.asset_selection[0].to_user_string(), r.tags[START], r.tags[END]) for r in data.run_requests}
+    # A run may hold several models (same partitions and window): each of them is requested.
+    requested = {(k.to_user_string(), r.tags[START], r.tags[END]) for r in data.run_requests for k in r.asset_selection}
 
     def covers(model: str) -> bool:
         return any(m == model and lo <= "2024-01-05-01:00" and hi >= "2024-01-05-05:00" for m, lo, hi in requested)
@@ -315,7 +316,7 @@ def test_sensor_requested_ranges_with_quiet_hours_succeed(env, spark, monkeypatc
     assert covers("s/large"), requested  # a model whose whole range is empty
     assert covers("s/hourly"), requested  # quiet hours inside the range
     order = {key.to_user_string(): i for i, key in enumerate(asset_key(m.name) for m in models)}
-    for request in sorted(data.run_requests, key=lambda r: order[r.asset_selection[0].to_user_string()]):
+    for request in sorted(data.run_requests, key=lambda r: min(order[k.to_user_string()] for k in r.asset_selection)):
         result = _launch(defs, instance, request, "")
         assert result.success, request.tags
 
