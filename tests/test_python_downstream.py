@@ -23,7 +23,6 @@ from incremental_assets import delta
 from incremental_assets.demo import generate_demo_data
 from incremental_assets.orchestration.instance import ACTIVE_RUN_STATUSES, open_instance
 from incremental_assets.orchestration.runner import Runner
-from incremental_assets.orchestration.staleness import latest_ids
 
 from conftest import REPO
 from helpers import stop_session, utc
@@ -152,8 +151,8 @@ def _wait_for(instance, what, log, seconds=600):
 @pytest.mark.slow
 def test_the_daemon_builds_and_keeps_up_the_python_asset(tmp_path, monkeypatch):
     """The real ``dagster-daemon`` on the example's code location, started after the models were built (as
-    after ``scripts/demo.sh``): the Python asset's sensor, on by default, fills every day in one run, then
-    recomputes the day a model run replaced."""
+    after ``scripts/demo.sh``): the Python asset's sensor, on by default, fills every day in one run. (A day
+    replaced upstream is recomputed by the same condition: shown on the sensor's own evaluation above.)"""
     example = _example(tmp_path, monkeypatch)
     project, defs = example.project, example.defs
     root, home = project.directory, tmp_path / "home"
@@ -181,11 +180,6 @@ def test_the_daemon_builds_and_keeps_up_the_python_asset(tmp_path, monkeypatch):
         _wait_for(instance, lambda: sorted(instance.get_materialized_partitions(REVENUE)) == days, log)
         runs = instance.get_run_records(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.SUCCESS]))
         assert len(runs) == 1 + 1, [r.dagster_run.tags for r in runs]  # the model's CLI run, then one for all days
-        before = latest_ids(instance, REVENUE)
-        assert runner.run([project.model("shop.order_lines")], start=utc(2024, 1, 2), end=utc(2024, 1, 3)).success
-        _wait_for(instance, lambda: latest_ids(instance, REVENUE)["2024-01-02"] > before["2024-01-02"], log)
-        after = latest_ids(instance, REVENUE)
-        assert [d for d in days if after[d] != before[d]] == ["2024-01-02"]
         assert proc.poll() is None, log.read_text()[-4000:]
     finally:
         stop_session(proc)
