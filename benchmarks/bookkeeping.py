@@ -52,6 +52,22 @@ VARIANTS = ("before", "hour_files", "after")
 HOURLY_FILES = {"before": "hour", "hour_files": "hour", "after": "day"}
 
 
+def run_argv(model: str, end: str, root) -> list[str]:
+    """The CLI command that brings model ``b.<model>`` of the project at ``root`` up to ``end``."""
+    return [
+        sys.executable,
+        "-m",
+        "incremental_assets.cli",
+        "run",
+        f"b.{model}",
+        "--auto",
+        "--end",
+        end,
+        "--project",
+        str(root),
+    ]
+
+
 def write_project(root: Path, days: int, per_hour: int) -> Path:
     from helpers import write_events
 
@@ -115,18 +131,7 @@ def cli_runs(root: Path, days: int, reps: int) -> dict[str, dict[str, float]]:
             for model in MODELS:
                 home, warehouse = root / f"home-{variant}-{model}-{rep}", root / f"wh-{variant}-{model}-{rep}"
                 prepare_home(home, variant)
-                argv = [
-                    sys.executable,
-                    "-m",
-                    "incremental_assets.cli",
-                    "run",
-                    f"b.{model}",
-                    "--auto",
-                    "--end",
-                    end,
-                    "--project",
-                    str(root),
-                ]
+                argv = run_argv(model, end, root)
                 seconds = run(argv, root, variant_env(variant, home, warehouse))
                 partitions = days * (24 if model == "hourly" else 1)
                 assert recorded(home, model) == partitions, f"{variant} {model}: not every partition recorded"
@@ -388,18 +393,7 @@ def postgres_cli_runs(root: Path, days: int, reps: int) -> dict:
         for rep in range(reps):
             for model in MODELS if rep % 2 == 0 else MODELS[::-1]:
                 home = postgres_home(server, root / f"pg-cli-{model}-{rep}", f"cli_{model}_{rep}", "ours")
-                argv = [
-                    sys.executable,
-                    "-m",
-                    "incremental_assets.cli",
-                    "run",
-                    f"b.{model}",
-                    "--auto",
-                    "--end",
-                    end,
-                    "--project",
-                    str(root),
-                ]
+                argv = run_argv(model, end, root)
                 seconds = run(argv, root, variant_env("after", home, root / f"wh-pg-{model}-{rep}"))
                 partitions = days * (24 if model == "hourly" else 1)
                 assert recorded(home, model) == partitions, f"Postgres {model}: not every partition recorded"

@@ -43,18 +43,7 @@ for rep in range(reps):
             bk.prepare_home(home, "after")
             env = bk.variant_env("after", home, wh)
             env["PYTHONPATH"] = str(codes[code])
-            argv = [
-                sys.executable,
-                "-m",
-                "incremental_assets.cli",
-                "run",
-                f"b.{model}",
-                "--auto",
-                "--end",
-                end,
-                "--project",
-                str(root),
-            ]
+            argv = bk.run_argv(model, end, root)
             s = run(argv, root, env)
             assert bk.recorded(home, model) == days * (24 if model == "hourly" else 1)
             t = DeltaTable(str(wh / "b" / model))
