@@ -11,4 +11,6 @@ bash scripts/bootstrap.sh
 bash scripts/ci-services.sh
 # Debian's chromium for the end-to-end UI test.
 PYTHON=.venv/bin/python sh scripts/ci-browser.sh
-exec .venv/bin/python -m pytest "$@"
+# Two test processes side by side, each with its own SparkSession and a whole test file at a time
+# (TEST_WORKERS=0: every test in this one process).
+exec .venv/bin/python -m pytest -n "${TEST_WORKERS:-2}" --dist loadfile "$@"

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from sqlmesh_venv import SQLMESH_VERSION, VENV, sqlmesh_python, text_rows
+from sqlmesh_venv import SQLMESH_VERSION, VENV, installing, sqlmesh_python, text_rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.sqlmesh]
 
@@ -219,16 +219,17 @@ def _our_requirements() -> None:
 
 @pytest.fixture(scope="module")
 def examples() -> Path:
-    folder = examples_folder()
-    sqlmesh_python(
-        f"sqlmesh[bigquery]=={SQLMESH_VERSION}",
-        "google-cloud-bigquery>=3",
-        *EXAMPLE_REQUIREMENTS,
-        str(folder / "custom_materializations"),
-        probe="import faker, ibis, google.cloud.bigquery, custom_materializations",
-    )
-    _our_requirements()
-    _our_custom_materializations(folder)
+    with installing():
+        folder = examples_folder()
+        sqlmesh_python(
+            f"sqlmesh[bigquery]=={SQLMESH_VERSION}",
+            "google-cloud-bigquery>=3",
+            *EXAMPLE_REQUIREMENTS,
+            str(folder / "custom_materializations"),
+            probe="import faker, ibis, google.cloud.bigquery, custom_materializations",
+        )
+        _our_requirements()
+        _our_custom_materializations(folder)
     return folder
 
 

@@ -26,6 +26,8 @@ from incremental_assets.load.query import parse_model_body
 from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.plan.run_plan import plan_run
 
+from sqlmesh_venv import installing
+
 DEMO = Path(__file__).parent / "sqlmesh_projects" / "macros_demo"
 REPO = Path(__file__).parent.parent
 
@@ -455,14 +457,15 @@ MODELS = [
 
 def _sqlmesh_python() -> Path:
     python = SQLMESH_VENV / "bin" / "python"
-    if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(SQLMESH_VENV)], check=True)
-        done = subprocess.run(
-            [str(SQLMESH_VENV / "bin" / "pip"), "install", "-q", "sqlmesh~=0.236.0", "duckdb"], check=False
-        )
-        if done.returncode != 0:
-            shutil.rmtree(SQLMESH_VENV, ignore_errors=True)
-            pytest.skip("SQLMesh could not be installed from the package index")
+    with installing():
+        if not python.exists():
+            subprocess.run([sys.executable, "-m", "venv", str(SQLMESH_VENV)], check=True)
+            done = subprocess.run(
+                [str(SQLMESH_VENV / "bin" / "pip"), "install", "-q", "sqlmesh~=0.236.0", "duckdb"], check=False
+            )
+            if done.returncode != 0:
+                shutil.rmtree(SQLMESH_VENV, ignore_errors=True)
+                pytest.skip("SQLMesh could not be installed from the package index")
     return python
 
 
