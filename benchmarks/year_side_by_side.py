@@ -20,15 +20,29 @@ sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
 
 import year  # noqa: E402  (the year benchmark's project, arrivals and in-process command)
 
+CLOCK = year.PhaseClock()
 
-def cycle(root: Path, index: int) -> float:
+
+def cycle(root: Path, index: int) -> dict[str, float]:
     year.append_rows(root / "data" / "events", year.arrivals(index))
     began = time.perf_counter()
     year.command(["run", "--auto", "--end", (year.START + (index + 1) * year.HOUR).isoformat(), "--project", str(root)])
-    return time.perf_counter() - began
+    cost = CLOCK.take(time.perf_counter() - began)
+    cost["bookkeeping"] = round(cost["total"] - cost["spark"], 4)
+    return cost
+
+
+def medians(costs: list[dict[str, float]], other: list[dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Per phase: the median of each side and their ratio (old over young)."""
+    out = {}
+    for phase in costs[0]:
+        old, young = st.median(c[phase] for c in costs), st.median(c[phase] for c in other)
+        out[phase] = {"old": round(old, 3), "young": round(young, 3), "ratio": round(old / young, 3) if young else None}
+    return out
 
 
 def main(old: Path, index: int, pairs: int) -> dict:
+    CLOCK.install()
     young = Path(tempfile.mkdtemp(prefix="year-young-")) / "project"
     year.make_project(young)
     for i in range(24):
@@ -38,15 +52,16 @@ def main(old: Path, index: int, pairs: int) -> dict:
     for n in range(pairs):
         olds.append(cycle(old, index + n))
         youngs.append(cycle(young, 24 + n))
-        print(f"pair {n}: old {olds[-1]:.2f}s young {youngs[-1]:.2f}s", flush=True)
+        print(f"pair {n}: old {olds[-1]['total']:.2f}s young {youngs[-1]['total']:.2f}s", flush=True)
     olds, youngs = olds[2:], youngs[2:]
     return {
         "old_day": index // 24,
         "pairs": len(olds),
-        "old_median": round(st.median(olds), 3),
-        "young_median": round(st.median(youngs), 3),
-        "ratio_of_medians": round(st.median(olds) / st.median(youngs), 3),
-        "median_pairwise_ratio": round(st.median(a / b for a, b in zip(olds, youngs)), 3),
+        "phases": medians(olds, youngs),
+        "median_pairwise_ratio": round(st.median(a["total"] / b["total"] for a, b in zip(olds, youngs)), 3),
+        "median_pairwise_bookkeeping_ratio": round(
+            st.median(a["bookkeeping"] / b["bookkeeping"] for a, b in zip(olds, youngs)), 3
+        ),
     }
 
 
