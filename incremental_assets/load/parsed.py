@@ -21,6 +21,7 @@ import logging
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Mapping
+from weakref import WeakKeyDictionary
 
 import incremental_assets.load as load_package
 import incremental_assets.model as model_package
@@ -30,6 +31,15 @@ from incremental_assets.load.model_file import parse_model_file, read_model_text
 from incremental_assets.model import clock
 from incremental_assets.model.kinds import Seed
 from incremental_assets.model.sql_model import SqlModel
+
+_MADE_BY: "WeakKeyDictionary[SqlModel, str]" = WeakKeyDictionary()
+
+
+def parse_key(model: SqlModel) -> str | None:
+    """What decided this very model (a digest of its file and everything its parse read), when a parse
+    kept between loads made it; None for a model made otherwise or changed since (a changed model is a new
+    value). A result computed from the model alone may be kept under it."""
+    return _MADE_BY.get(model)
 
 
 class ParsedModels:
@@ -63,6 +73,7 @@ class ParsedModels:
         )
         found = self.cache.get(key)
         if found is not None and found[0] in (None, _minute()):
+            _MADE_BY[found[1]] = key + (found[0] or "")
             return found[1]
         relative_before = clock.relative_count()
         with _logged() as records:
@@ -71,7 +82,9 @@ class ParsedModels:
             )
         if not records.records and not isinstance(model.kind, Seed):
             _ = model.fingerprint  # computed once and kept with the model
-            self.cache.put(key, (_minute() if clock.relative_count() != relative_before else None, model))
+            minute = _minute() if clock.relative_count() != relative_before else None
+            self.cache.put(key, (minute, model))
+            _MADE_BY[model] = key + (minute or "")
         return model
 
     def save(self) -> None:
