@@ -22,6 +22,7 @@ from incremental_assets.load.audits import parse_audit_file
 from incremental_assets.load.blueprints import expand_blueprints
 from incremental_assets.load.cache import cache_folder
 from incremental_assets.load.external_models import Unlocated, external_model_files, load_external_models
+from incremental_assets.load.gc_pause import collection_paused
 from incremental_assets.load.macros.evaluator import MacroContext
 from incremental_assets.load.macros.python_macros import load_macros
 from incremental_assets.load.model_file import read_model_text
@@ -48,7 +49,8 @@ def load_project(directory: str | Path | Sequence[str | Path] = ".", *, settings
     each folder's config (model defaults, variables, ``macros/``, ``before_all``) applying to its own
     models, models of one folder reading those of another; settings and the warehouse are the first's.
     """
-    project, errors, _ = _load(directory, settings)
+    with collection_paused():
+        project, errors, _ = _load(directory, settings)
     if errors:
         raise ProjectError(errors)
     return project
@@ -61,7 +63,8 @@ def load_valid_models(
     references or audits are wrong is left out, and so is every model reading one left out.
 
     Commands that report (``status``) show the others; commands that build refuse the project."""
-    project, errors, left_out = _load(directory, settings)
+    with collection_paused():
+        project, errors, left_out = _load(directory, settings)
     return project, errors + left_out
 
 
