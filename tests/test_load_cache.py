@@ -10,6 +10,7 @@ from pathlib import Path
 from incremental_assets.load.project import load_project
 from incremental_assets.model import clock
 from incremental_assets.orchestration.table_metadata import project_columns
+from incremental_assets.plan.analyses import analyses
 
 FILES = {
     "config.yaml": "variables: {factor: 2}\n",
@@ -102,3 +103,25 @@ def test_a_later_load_reads_the_parsed_models_and_every_edit_gives_the_edited_mo
             assert expected in _parsed(root)["a"], file
         (root / "config.yaml").write_text((root / "config.yaml").read_text().replace("owner: ann", "owner: bob"))
         assert _parsed(root)["owner"] == "bob"
+
+
+def test_a_kept_analysis_follows_the_tables_its_model_reads(make_project, monkeypatch):
+    """A model's safety analysis kept between loads is keyed by its parse and by the time columns of what it
+    reads: the upstream turned from incremental into FULL changes the analysis of the unchanged model reading it."""
+    monkeypatch.delenv("INCREMENTAL_ASSETS_CACHE_DIR", raising=False)
+    incremental = "INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01'"
+    root = make_project(
+        {
+            "sources.yaml": "- name: raw.orders\n  location: data/orders\n  format: delta\n",
+            "models/a.sql": f"MODEL (name s.a, kind {incremental});\n"
+            "SELECT o.ds, o.qty FROM raw.orders AS o WHERE o.ds BETWEEN @start_ds AND @end_ds\n",
+            "models/b.sql": f"MODEL (name s.b, kind {incremental});\n"
+            "SELECT a.ds, SUM(a.qty) AS qty FROM s.a AS a WHERE a.ds BETWEEN @start_ds AND @end_ds GROUP BY a.ds\n",
+        }
+    )
+    first = analyses(load_project(root))["s.b"]
+    assert (root / ".cache" / "incremental_assets" / "analyses.pickle").is_file()
+    assert analyses(load_project(root))["s.b"] == first and first is not None and "s.a" in first.bounds
+    (root / "models/a.sql").write_text("MODEL (name s.a, kind FULL);\nSELECT o.ds, o.qty FROM raw.orders AS o\n")
+    again = analyses(load_project(root))["s.b"]
+    assert again is not None and again != first
