@@ -13,18 +13,21 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from sqlglot import exp
 
 from incremental_assets.errors import ModelFileError, ProjectError
 from incremental_assets.load.audits import parse_audit_file
 from incremental_assets.load.blueprints import expand_blueprints
+from incremental_assets.load.cache import cache_folder
 from incremental_assets.load.external_models import Unlocated, external_model_files, load_external_models
+from incremental_assets.load.gc_pause import collection_paused
 from incremental_assets.load.macros.evaluator import MacroContext
 from incremental_assets.load.macros.python_macros import load_macros
-from incremental_assets.load.model_file import parse_model_file, read_model_text
+from incremental_assets.load.model_file import read_model_text
 from incremental_assets.load.model_graph import default_starts, inline_embedded, topological_order
+from incremental_assets.load.parsed import ParsedModels
 from incremental_assets.load.python_models import load_python_models
 from incremental_assets.load.query import parse_statements, table_name, table_references
 from incremental_assets.load.settings import load_settings
@@ -46,7 +49,8 @@ def load_project(directory: str | Path | Sequence[str | Path] = ".", *, settings
     each folder's config (model defaults, variables, ``macros/``, ``before_all``) applying to its own
     models, models of one folder reading those of another; settings and the warehouse are the first's.
     """
-    project, errors, _ = _load(directory, settings)
+    with collection_paused():
+        project, errors, _ = _load(directory, settings)
     if errors:
         raise ProjectError(errors)
     return project
@@ -59,7 +63,8 @@ def load_valid_models(
     references or audits are wrong is left out, and so is every model reading one left out.
 
     Commands that report (``status``) show the others; commands that build refuse the project."""
-    project, errors, left_out = _load(directory, settings)
+    with collection_paused():
+        project, errors, left_out = _load(directory, settings)
     return project, errors + left_out
 
 
@@ -90,12 +95,14 @@ def _load(
     models: dict[str, SqlModel] = {}
     before: list[exp.Expr] = []
     after: list[exp.Expr] = []
+    parsed = ParsedModels(cache_folder(directories[0]))
     for folder, config in zip(directories, configs):
         macros = _macro_context(folder, sources, config, errors)
-        for model in _load_models(folder / "models", settings, config, sources, errors, macros).values():
+        for model in _load_models(folder / "models", settings, config, sources, errors, macros, parsed).values():
             _add_model(models, _in_default_catalog(model, config.default_catalog), sources, errors)
         before += _config_statements(config, "before_all", settings, macros, errors)
         after += _config_statements(config, "after_all", settings, macros, errors)
+    parsed.save()
     sources.update(catalog_tables(models, sources, unlocated, before))
     errors += _reference_errors(models, sources, unlocated)
     user_audits: dict[str, UserAudit] = {}
@@ -106,9 +113,7 @@ def _load(
     left_out: list[ModelFileError] = []
     models = default_starts(inline_embedded(_without_invalid(models, sources, errors, left_out)))
     order = [n for n in topological_order(models) if not isinstance(models[n].kind, Embedded)]
-    variables: dict[str, Any] = {}
-    for config in reversed(configs):  # the first folder's variables win
-        variables.update(config.variables)
+    variables = {k: v for config in reversed(configs) for k, v in config.variables.items()}  # the first folder's win
     project = Project(
         directory=directories[0],
         settings=settings,
@@ -269,8 +274,11 @@ def _load_models(
     sources: Mapping[str, Source],
     errors: list[ModelFileError],
     macros: MacroContext | None = None,
+    parsed: ParsedModels | None = None,
 ) -> dict[str, SqlModel]:
-    """Every enabled model of the model files (``*.sql``, and ``*.py`` not starting with ``_``), each name once."""
+    """Every enabled model of the model files (``*.sql``, and ``*.py`` not starting with ``_``), each name once;
+    ``parsed``: the model parses kept between loads."""
+    parsed = parsed or ParsedModels(None)
     models: dict[str, SqlModel] = {}
     defaults = config.default_properties()
     dialect = config.dialect or settings.dialect
@@ -280,13 +288,8 @@ def _load_models(
             if path.suffix == ".sql":
                 texts = expand_blueprints(read_model_text(path), path)
                 found = [
-                    parse_model_file(
-                        path,
-                        text=t,
-                        default_dialect=dialect,
-                        defaults=defaults,
-                        variables=config.variables,
-                        macros=macros,
+                    parsed.parse(
+                        path, text=t, dialect=dialect, defaults=defaults, variables=config.variables, macros=macros
                     )
                     for t in texts
                 ]

@@ -25,11 +25,23 @@ from incremental_assets.errors import WindowError
 # A stack, not a context variable: a pin holds for every thread of the process (Dagster runs steps and
 # sensors in threads of their own).
 _PINNED: list[datetime] = []
+_RELATIVE = [0]
 
 
 def now() -> datetime:
     """The current instant in UTC, or the innermost pinned one."""
     return _PINNED[-1] if _PINNED else datetime.now(timezone.utc)
+
+
+def count_relative() -> None:
+    """Note that a relative time (``'1 year ago'``) was resolved against :func:`now`."""
+    _RELATIVE[0] += 1
+
+
+def relative_count() -> int:
+    """How many relative times this process has resolved: a result computed while the count moved holds
+    only for the minute it was computed in (relative times resolve to the minute)."""
+    return _RELATIVE[0]
 
 
 def wall_time() -> datetime:

@@ -20,6 +20,7 @@ from enum import Enum
 from typing import Iterable, Iterator, Sequence
 
 from incremental_assets.errors import WindowError
+from incremental_assets.model import clock
 from incremental_assets.model.time_formats import spark_format_sql
 
 
@@ -512,14 +513,15 @@ def relative_instant(text: str, now: datetime) -> datetime | None:
     True
     """
     word = text.strip().lower()
+    match = _RELATIVE.fullmatch(word)
+    if match is None and word not in _RELATIVE_DAYS and word != "now":
+        return None
+    clock.count_relative()
     midnight = now.astimezone(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
     if word in _RELATIVE_DAYS:
         return midnight + timedelta(days=_RELATIVE_DAYS[word])
-    if word == "now":
-        return now.astimezone(timezone.utc).replace(second=0, microsecond=0)
-    match = _RELATIVE.fullmatch(word)
     if match is None:
-        return None
+        return now.astimezone(timezone.utc).replace(second=0, microsecond=0)
     parts = [(1 if n in ("a", "an", "one") else int(n), unit) for n, unit in _RELATIVE_PART.findall(match.group(1))]
     base = (
         now.astimezone(timezone.utc).replace(second=0, microsecond=0)

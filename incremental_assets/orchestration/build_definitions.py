@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 import dagster as dg
 
+from incremental_assets.load.gc_pause import collection_paused
 from incremental_assets.load.project import load_project, project_folders
 from incremental_assets.model.project import Project
 from incremental_assets.model.settings import read_env_settings
@@ -27,6 +28,18 @@ from incremental_assets.orchestration.translator import ModelTranslator
 
 
 def build_definitions(
+    project: Project | str | Path | Sequence[str | Path] | None = None,
+    *,
+    translator: ModelTranslator | None = None,
+    environment: str | None = None,
+    **extra: Any,
+) -> dg.Definitions:
+    """:func:`_build_definitions`, with the garbage collector paused (see :mod:`~incremental_assets.load.gc_pause`)."""
+    with collection_paused():
+        return _build_definitions(project, translator=translator, environment=environment, **extra)
+
+
+def _build_definitions(
     project: Project | str | Path | Sequence[str | Path] | None = None,
     *,
     translator: ModelTranslator | None = None,

@@ -48,7 +48,7 @@ def group_job_name(partitions: dg.TimeWindowPartitionsDefinition) -> str:
 def group_jobs(project: Project, translator: ModelTranslator) -> dict[str, dg.UnresolvedAssetJobDefinition]:
     """One job per partitions definition that two models share or that a whole-table model reads: every
     model of that definition and every whole-table model, for the runs holding several of them."""
-    from incremental_assets.orchestration.watch import model_selection
+    from incremental_assets.orchestration.watch import models_selection
 
     whole = [m for m in project.ordered() if m.has_table and translator.get_partitions_def(m) is None]
     by_def: dict[dg.PartitionsDefinition, list[SqlModel]] = {}
@@ -61,12 +61,9 @@ def group_jobs(project: Project, translator: ModelTranslator) -> dict[str, dg.Un
         if len(models) < 2 and not whole:
             continue
         name = group_job_name(time_partitions(partitions, models[0].name))
-        selection: dg.AssetSelection = dg.AssetSelection.assets()
-        for m in [*models, *whole]:
-            selection = selection | model_selection(translator.get_asset_key(m), m.has_table)
         jobs[name] = dg.define_asset_job(
             name,
-            selection=selection,
+            selection=models_selection([(translator.get_asset_key(m), m.has_table) for m in [*models, *whole]]),
             partitions_def=partitions,
             description="The automation's runs of several models over one window: " + ", ".join(m.name for m in models),
         )

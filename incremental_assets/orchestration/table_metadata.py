@@ -22,9 +22,9 @@ from sqlglot import exp
 
 from incremental_assets import delta
 from incremental_assets.analysis import columns as columns_module
-from incremental_assets.analysis.cache import ResultCache, cache_folder, code_digest, result_key
 from incremental_assets.analysis.columns import describe_columns
 from incremental_assets.errors import StorageError
+from incremental_assets.load.cache import ResultCache, cache_folder, code_digest, result_key
 from incremental_assets.load.macros import render as macros_module
 from incremental_assets.load.macros import window_conditions
 from incremental_assets.load.macros.window_conditions import first_variant

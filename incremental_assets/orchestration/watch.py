@@ -22,7 +22,7 @@ sensor's cursor under ``watch``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import dagster as dg
 
@@ -71,9 +71,14 @@ def model_selection(key: dg.AssetKey, has_table: bool) -> dg.AssetSelection:
     """A model's asset and its own checks (audits, ``definition_current``), without ``in_table`` (which
     only a model with a table has): a run of the model does not pay for the look at its whole table (the
     automation's next tick does)."""
-    if not has_table:
-        return dg.AssetSelection.assets(key)
-    return dg.AssetSelection.assets(key) - dg.AssetSelection.checks(dg.AssetCheckKey(key, INTEGRITY_CHECK))
+    return models_selection([(key, has_table)])
+
+
+def models_selection(models: Sequence[tuple[dg.AssetKey, bool]]) -> dg.AssetSelection:
+    """:func:`model_selection` of several models (asset key, has a table) at once."""
+    selection = dg.AssetSelection.assets(*(key for key, _ in models))
+    in_table = [dg.AssetCheckKey(key, INTEGRITY_CHECK) for key, has_table in models if has_table]
+    return selection - dg.AssetSelection.checks(*in_table) if in_table else selection
 
 
 def _in_table_result(

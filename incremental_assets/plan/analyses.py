@@ -12,14 +12,18 @@ from weakref import WeakKeyDictionary
 
 from sqlglot import exp
 
+import incremental_assets.analysis as analysis_package
+import incremental_assets.plan as plan_package
 from incremental_assets.analysis import Analysis, Reason, SourceBound, analyze_query
 from incremental_assets.analysis.classify import one_interval_per_run, strictest
+from incremental_assets.load.cache import ResultCache, cache_folder, package_digest, result_key
 from incremental_assets.load.macros.window_conditions import (
     MAX_RUNTIME_CHOICES,
     choice_count,
     has_runtime_macros,
     runtime_variants,
 )
+from incremental_assets.load.parsed import parse_key
 from incremental_assets.load.sqlmesh_models import SqlmeshPythonModel
 from incremental_assets.model.kinds import IncrementalByTimeRange
 from incremental_assets.model.project import Project
@@ -79,12 +83,33 @@ def analyze_model(project: Project, model: SqlModel) -> Analysis | None:
 
 
 def analyses(project: Project) -> dict[str, Analysis | None]:
-    """The safety analysis of every incremental model of ``project`` (computed on first use, then kept)."""
+    """The safety analysis of every incremental model of ``project`` (computed on first use, then kept; a
+    model as its file was parsed also between loads, in the project's cache: see :func:`_kept_analysis`)."""
     cached = _KEPT.get(project)
     if cached is None:
+        kept = ResultCache(cache_folder(project.directory), "analyses", pickled=True)
         models = project.models.values()
-        cached = _KEPT[project] = {m.name: analyze_model(project, m) for m in models if m.is_incremental}
+        cached = _KEPT[project] = {m.name: _kept_analysis(project, m, kept) for m in models if m.is_incremental}
+        kept.save()
     return cached
+
+
+def _kept_analysis(project: Project, model: SqlModel, kept: ResultCache) -> Analysis | None:
+    """:func:`analyze_model`, kept under what it reads: the model as parsed (its parse's key, which covers
+    its file and everything the parse read) and the time and event-time columns of the tables it reads."""
+    made_by = parse_key(model)
+    if made_by is None:
+        return analyze_model(project, model)
+    names = (*model.depends_on, model.name)
+    key = result_key(
+        package_digest(analysis_package, plan_package),
+        made_by,
+        [(n, project.time_column_of(n), project.event_time_of(n)) for n in names],
+    )
+    found = kept.get(key)
+    if found is not None:
+        return found[0]
+    return kept.put(key, [analyze_model(project, model)])[0]
 
 
 def analysis_of(project: Project, name: str) -> Analysis | None:
