@@ -334,9 +334,14 @@ def scenario_peer(root: Path, *, days: int, reps: int, orders_per_day: int, back
         sides["sqlmesh"] = peer_sqlmesh.side(root, ours / "data", start, end)
         result["peer_sqlmesh"] = peer_sqlmesh.description()
 
+    if "sqlmesh" in peers and peer_sqlmesh.ON_SERVER and os.environ.get("BENCH_OURS_SPARK_SERVER") != "1":
+        raise ValueError("BENCH_SQLMESH_SPARK=server runs SQLMesh on our server: set BENCH_OURS_SPARK_SERVER=1 too")
     times: dict[str, dict[str, list[float]]] = {who: {"backfill": [], "day": []} for who in sides}
     if os.environ.get("BENCH_OURS_SPARK_SERVER") == "1":
         server_url = start_our_server(ours, root)
+        if "sqlmesh" in peers and peer_sqlmesh.ON_SERVER:
+            peer_sqlmesh.REMOTE[:] = [server_url]
+            result["sqlmesh_spark"] = server_url
     try:
         for rep in range(reps):
             # Later repetitions (past backfill_reps) re-run only the new day on the first backfill's tables.

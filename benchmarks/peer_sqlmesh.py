@@ -11,11 +11,18 @@ The model is ours, header and query unchanged but without its audits: both tools
 ``INCREMENTAL_BY_TIME_RANGE`` header. SQLMesh writes a parquet table partitioned by the time column with
 ``INSERT OVERWRITE`` (dynamic partition overwrite) in its physical schema, behind a view; ours is a Delta
 table committed by delta-rs.
+
+``BENCH_SQLMESH_SPARK=server`` (with ``BENCH_OURS_SPARK_SERVER=1``): SQLMesh's gateway is our long-lived Spark
+Connect server instead of a PySpark of its own (``spark.remote`` in its Spark config: its ``type: spark``
+connection builds ``SparkSession.builder.config(...).getOrCreate()``, which PySpark 4 turns into a Connect
+session), so both sides run on the same warm JVM and neither starts one per command. The server's catalog
+is shared: each repetition's physical tables get their own schema (``physical_schema_mapping``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from datetime import date, timedelta
 from pathlib import Path
@@ -24,7 +31,9 @@ import peer
 from peer import HERE, model_text, peer_env, run, source_ddl, source_links, spark_yaml
 
 VENV = HERE / ".sqlmesh-venv"
-REQUIREMENTS = ["sqlmesh~=0.236.0", "pyspark==4.3.0"]  # the same Spark as ours
+REQUIREMENTS = ["sqlmesh~=0.236.0", "pyspark[connect]==4.3.0"]  # the same Spark as ours, and its Connect client
+ON_SERVER = os.environ.get("BENCH_SQLMESH_SPARK", "") == "server"
+REMOTE: list[str] = []  # our server's URL, set by the runner once it is up (ON_SERVER)
 
 CONFIG = """\
 gateways:
@@ -36,7 +45,7 @@ gateways:
       type: duckdb
       database: "{home}/state.duckdb"
 default_gateway: spark
-model_defaults:
+{mapping}model_defaults:
   dialect: spark
 """
 
@@ -73,8 +82,12 @@ def sqlmesh_project(root: Path, data: Path, tag: str = "r0") -> Path:
     project = root / f"sqlmesh-{tag}"
     (project / "models").mkdir(parents=True)
     warehouse = root / f"sqlmesh-warehouse-{tag}"
+    spark, mapping = spark_yaml(warehouse, project, 8), ""
+    if ON_SERVER:  # the same server as ours; the session settings the local gateway has, its catalog shared
+        spark = f'        spark.remote: "{REMOTE[0]}"\n        spark.sql.sources.partitionOverwriteMode: "dynamic"\n'
+        mapping = f'physical_schema_mapping:\n  "^shop$": "sqlmesh_{tag}"\n'
     (project / "config.yaml").write_text(
-        CONFIG.replace("{spark}", spark_yaml(warehouse, project, 8)).replace("{home}", str(project))
+        CONFIG.replace("{spark}", spark).replace("{home}", str(project)).replace("{mapping}", mapping)
     )
     (project / "external_models.yaml").write_text(EXTERNAL_MODELS)
     (project / "models" / "order_lines.sql").write_text(model_text())
@@ -163,9 +176,13 @@ def description() -> str:
         check=True,
     )
     sqlmesh_version, pyspark_version = done.stdout.split()
+    where = (
+        f"our long-lived Spark Connect server through PySpark {pyspark_version}'s Connect client"
+        if ON_SERVER
+        else f"local PySpark {pyspark_version} with a Derby Hive metastore"
+    )
     return (
-        f"SQLMesh {sqlmesh_version} (Spark engine, local PySpark {pyspark_version} with a Derby Hive "
-        "metastore, DuckDB state; "
+        f"SQLMesh {sqlmesh_version} (Spark engine, {where}, DuckDB state; "
         "INCREMENTAL_BY_TIME_RANGE, parquet partitioned by day, INSERT OVERWRITE)"
     )
 

@@ -62,6 +62,24 @@ def test_sqlmesh_peer_project_declares_the_same_model_sources_and_spark_settings
     assert any(f"LOCATION '{links / 'orders'}'" in ddl for ddl in peer.source_ddl(links))
 
 
+def test_sqlmesh_peer_on_our_server_points_its_gateway_at_it_with_a_schema_per_repetition(tmp_path, monkeypatch):
+    import peer_sqlmesh
+    import yaml
+
+    data = tmp_path / "ours" / "data"
+    (data / "raw").mkdir(parents=True)
+    (data / "raw" / "items.csv").write_text("item_id,name,category,unit_price\n")
+    monkeypatch.setattr(peer_sqlmesh, "ON_SERVER", True)  # BENCH_SQLMESH_SPARK=server, read at import
+    monkeypatch.setattr(peer_sqlmesh, "REMOTE", ["sc://127.0.0.1:15002"])
+    config = yaml.safe_load((peer_sqlmesh.sqlmesh_project(tmp_path, data, "r1") / "config.yaml").read_text())
+    spark = config["gateways"][config["default_gateway"]]["connection"]["config"]
+    assert spark == {
+        "spark.remote": "sc://127.0.0.1:15002",
+        "spark.sql.sources.partitionOverwriteMode": "dynamic",
+    }  # no local master, driver or metastore: the server has them
+    assert config["physical_schema_mapping"] == {"^shop$": "sqlmesh_r1"}
+
+
 def test_sqlmesh_peer_backfills_with_the_first_plan_and_restates_the_last_day():
     from datetime import date
 
