@@ -30,9 +30,21 @@ REVENUE_URI = f"{project.settings.warehouse}/analytics/daily_channel_revenue"
 # missing on its first tick (the tables were built before it ran). Dagster's eager condition, without its
 # latest-window limit and without forgetting what was missing at the sensor's first evaluation; each day is
 # requested once per change (a failed run is not retried in a loop).
+#
+# "Its model day updated since this day was last updated, and since it was last requested" is written as two
+# `since` conditions on single events rather than one on `newly_requested() | newly_updated()`: when a trigger and
+# a reset fall in the same tick, Dagster keeps the one that happened later only if neither side is an OR of
+# conditions (it has no event times for an OR) and otherwise drops the trigger. A model day replaced just after
+# this day's own run, before the sensor's next tick, was then never read again.
 _AC = dg.AutomationCondition
+_MODEL_DAY_UPDATED = _AC.any_deps_match(_AC.newly_updated()).with_label("model day updated")
 KEEP_UP = (
-    (_AC.newly_missing() | _AC.any_deps_updated()).since(_AC.newly_requested() | _AC.newly_updated())
+    (
+        _AC.newly_missing().since(_AC.newly_requested() | _AC.newly_updated())
+        | (_MODEL_DAY_UPDATED.since(_AC.newly_updated()) & _MODEL_DAY_UPDATED.since(_AC.newly_requested())).with_label(
+            "model day updated since this day was updated and requested"
+        )
+    )
     & ~_AC.any_deps_missing()
     & ~_AC.any_deps_in_progress()
     & ~_AC.in_progress()

@@ -15,14 +15,16 @@ from decimal import Decimal
 from pathlib import Path
 
 import dagster as dg
+import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 
 from incremental_assets import delta
 from incremental_assets.demo import generate_demo_data
 from incremental_assets.orchestration.instance import ACTIVE_RUN_STATUSES, open_instance
 from incremental_assets.orchestration.runner import Runner
+from incremental_assets.orchestration.staleness import latest_ids
 
 from conftest import REPO
 from helpers import stop_session, utc
@@ -133,9 +135,32 @@ def test_python_asset_is_kept_up_to_date_by_the_automation(tmp_path, monkeypatch
     assert requested == ["2024-01-01", "2024-01-02", "2024-01-03"]
     requested, cursor = tick(cursor)
     assert requested == []  # each day once
+    days = {"dagster/asset_partition_range_start": "2024-01-01", "dagster/asset_partition_range_end": "2024-01-03"}
+    job = defs.resolve_implicit_global_asset_job_def()
+    assert job.execute_in_process(instance=instance, asset_selection=[REVENUE], tags=days).success
     assert runner.run([project.model("shop.order_lines")], start=utc(2024, 1, 2), end=utc(2024, 1, 3)).success
+    # the days' own run and the model day replaced after it are seen by one tick: the later event wins
     requested, cursor = tick(cursor)
     assert requested == ["2024-01-02"]  # a day a month back is kept up as well as the latest
+    assert tick(cursor)[0] == []
+
+
+def _late_order(root, day):
+    """One more order (a copy of one of the day's, under a new id) in both sources, as a late event; its id."""
+    orders = DeltaTable(str(root / "data/raw/orders")).to_pyarrow_table()
+    day_orders = orders.filter(pc.equal(orders["order_date"], day))
+    first = day_orders.filter(pc.not_equal(day_orders["status"], "cancelled")).slice(0, 1)
+    new_id = pc.max(orders["order_id"]).as_py() + 1
+    for source, rows in (
+        ("orders", orders),
+        ("order_items", DeltaTable(str(root / "data/raw/order_items")).to_pyarrow_table()),
+    ):
+        late = rows.filter(pc.equal(rows["order_id"], first["order_id"][0]))
+        late = late.set_column(
+            late.schema.get_field_index("order_id"), "order_id", pa.array([new_id] * late.num_rows, pa.int64())
+        )
+        write_deltalake(str(root / "data/raw" / source), late, mode="append")
+    return new_id
 
 
 def _wait_for(instance, what, log, seconds=600):
@@ -151,8 +176,8 @@ def _wait_for(instance, what, log, seconds=600):
 @pytest.mark.slow
 def test_the_daemon_builds_and_keeps_up_the_python_asset(tmp_path, monkeypatch):
     """The real ``dagster-daemon`` on the example's code location, started after the models were built (as
-    after ``scripts/demo.sh``): the Python asset's sensor, on by default, fills every day in one run. (A day
-    replaced upstream is recomputed by the same condition: shown on the sensor's own evaluation above.)"""
+    after ``scripts/demo.sh``): the Python asset's sensor, on by default, fills every day in one run, then
+    recomputes the day a model run replaced after a late order."""
     example = _example(tmp_path, monkeypatch)
     project, defs = example.project, example.defs
     root, home = project.directory, tmp_path / "home"
@@ -180,12 +205,19 @@ def test_the_daemon_builds_and_keeps_up_the_python_asset(tmp_path, monkeypatch):
         _wait_for(instance, lambda: sorted(instance.get_materialized_partitions(REVENUE)) == days, log)
         runs = instance.get_run_records(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.SUCCESS]))
         assert len(runs) == 1 + 1, [r.dagster_run.tags for r in runs]  # the model's CLI run, then one for all days
+        before = latest_ids(instance, REVENUE)
+        late = _late_order(root, date(2024, 1, 2))
+        assert runner.run([project.model("shop.order_lines")], start=utc(2024, 1, 2), end=utc(2024, 1, 3)).success
+        _wait_for(instance, lambda: latest_ids(instance, REVENUE)["2024-01-02"] > before["2024-01-02"], log)
+        after = latest_ids(instance, REVENUE)
+        assert [d for d in days if after[d] != before[d]] == ["2024-01-02"]
         assert proc.poll() is None, log.read_text()[-4000:]
     finally:
         stop_session(proc)
     failed = instance.get_run_records(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
     assert not failed, log.read_text()[-4000:]
     lines = DeltaTable(delta.table_uri(project.settings.warehouse, "shop.order_lines")).to_pyarrow_table()
+    assert late in lines.column("order_id").to_pylist()  # day 2's revenue changed upstream
     out_table = DeltaTable(f"{project.settings.warehouse}/analytics/daily_channel_revenue").to_pyarrow_table()
     for day in (date(2024, 1, 1), date(2024, 1, 2), date(2024, 1, 3)):
         got = {r["channel"]: r["revenue"] for r in out_table.filter(pc.equal(out_table["order_date"], day)).to_pylist()}
