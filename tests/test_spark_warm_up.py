@@ -89,7 +89,6 @@ def test_a_project_whose_source_has_no_rows_starts(tmp_path):
     root = _project(tmp_path / "empty", 0)
     with _stopped_at_end(root) as settings:
         out = _started(root)
-        print(out)
         assert "warmed up with 2 model(s)" in out or "warm-up skipped: " in out, out
         assert server.server_status(settings).up
         assert not list(Path(settings.warehouse).glob("*")) if Path(settings.warehouse).exists() else True
