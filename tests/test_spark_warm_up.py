@@ -93,3 +93,22 @@ def test_a_project_whose_source_has_no_rows_starts(tmp_path):
         assert server.server_status(settings).up
         assert not list(Path(settings.warehouse).glob("*")) if Path(settings.warehouse).exists() else True
         assert not [p for p in server.state_dir(settings).iterdir() if p.name.startswith(SCRATCH_PREFIX)]
+
+
+def test_the_warm_up_runs_hourly_and_daily_sql_models_whose_upstreams_it_runs(tmp_path):
+    from incremental_assets.cli.spark_warm_up import warm_up_models
+    from incremental_assets.load.project import load_project
+
+    root = _project(tmp_path / "mixed", 1)
+    extra = {
+        "models/dims.sql": "MODEL (name s.dims, kind FULL);\nSELECT DISTINCT k FROM raw.events\n",
+        "models/keyed.sql": "MODEL (name s.keyed, kind INCREMENTAL_BY_TIME_RANGE (time_column ts),"
+        " start '2024-01-01');\nSELECT e.ts, d.k FROM raw.events AS e JOIN s.dims AS d ON e.k = d.k"
+        " WHERE e.ts BETWEEN @start_dt AND @end_dt\n",
+        "models/monthly.sql": "MODEL (name s.monthly, kind INCREMENTAL_BY_TIME_RANGE (time_column m),"
+        " start '2024-01-01', cron '@monthly');\nSELECT date_trunc('MONTH', ds) AS m, SUM(n) AS n FROM s.daily"
+        " WHERE ds BETWEEN @start_ds AND @end_ds GROUP BY 1\n",
+    }
+    for rel, text in extra.items():
+        (root / rel).write_text(text)
+    assert [m.name for m in warm_up_models(load_project(root))] == ["s.hourly", "s.daily"]

@@ -8,8 +8,9 @@ then deleted: the project's tables, its Dagster instance and its cache are not t
 
 The run is the CLI's ``run`` in a child process whose settings point at the scratch folder (the environment
 overrides of :mod:`incremental_assets.load.settings`), so nothing of it (Dagster's instance, Spark
-sessions, the analysis cache) lives on in this process. Python models, and models that depend on one or on
-a model that is not incremental, are left out; any failure skips the warm-up, it never fails ``spark start``.
+sessions, the analysis cache) lives on in this process. Python models, weekly and coarser models, and models
+that depend on one of those or on a model that is not incremental, are left out; any failure skips the
+warm-up, it never fails ``spark start``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
+from incremental_assets.model.intervals import IntervalUnit
 from incremental_assets.model.python_model import PythonModel
 from incremental_assets.model.settings import CACHE_DIR_ENV
 
@@ -47,11 +49,13 @@ class WarmUp:
 
 
 def warm_up_models(project) -> list:
-    """The incremental SQL models whose upstream models are all such models too, upstreams first."""
+    """The hourly and daily incremental SQL models whose upstream models are all such models too, upstreams
+    first (a window of a few days holds no whole week or month)."""
     chosen: set[str] = set()
     for model in project.ordered():
         upstreams = [u.name for u in project.upstream_models(model)]
-        if model.is_incremental and not isinstance(model, PythonModel) and all(u in chosen for u in upstreams):
+        sql = model.is_incremental and not isinstance(model, PythonModel)
+        if sql and model.unit in (IntervalUnit.HOUR, IntervalUnit.DAY) and all(u in chosen for u in upstreams):
             chosen.add(model.name)
     return [m for m in project.ordered() if m.name in chosen]
 
@@ -97,7 +101,7 @@ def warm_up_with_models(project_dirs: list[Path], state: Path, url: str, *, days
         starts = [m.start for m in models if m.start is not None]
         if not starts:
             return WarmUp(0.0, skipped="no incremental SQL model with a start date")
-        first = min(starts)
+        first = IntervalUnit.DAY.floor(min(starts))  # on every chosen model's interval boundaries
         command = [sys.executable, "-m", "incremental_assets.cli", "run", *(m.name for m in models)]
         command += ["--start", first.isoformat(), "--end", (first + timedelta(days=days)).isoformat()]
         for folder in project_dirs:
