@@ -9,8 +9,10 @@ compiler threads, the garbage collector's, Spark's task threads, the rest (drive
 seconds do not depend on how busy the shared machine is; wall seconds do.
 
 ``BENCH_COLD_WARM_UP_DAYS`` (comma-separated, default ``0``): the variants, in turns (``BENCH_REPS`` turns
-each, alternating). N > 0: after the start and before the cold year, the same model over its first N days
-into a scratch warehouse and Dagster home (the server given as the remote), timed as the warm-up's cost.
+each, alternating). ``off``: the server started with ``spark start --no-warm-up``. ``0``: ``spark start``
+as a user runs it (with its own warm-up, the project's models over their first days, inside
+``server_start_s``). N > 0: that, then after the start and before the cold year the same model over its first
+N days into a scratch warehouse and Dagster home (the server given as the remote), timed as ``warm_up_s``.
 The output file is written after every turn.
 
     nice -n 19 .venv/bin/python benchmarks/spark_cold.py --out=FILE
@@ -101,9 +103,12 @@ def _warm_up(project: Path, env: dict[str, str], start: date, days: int) -> floa
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def one_turn(project: Path, env: dict[str, str], year: list[str], start: date, warm_up_days: int) -> dict:
-    """A fresh server, its cold year and a warm year; wall seconds and the JVM's CPU seconds by thread kind."""
-    turn: dict = {"server_start_s": round(_timed(_cli(project, "spark", "start"), project, env), 2)}
+def one_turn(project: Path, env: dict[str, str], year: list[str], start: date, warm_up_days: int | None) -> dict:
+    """A fresh server, its cold year and a warm year; wall seconds and the JVM's CPU seconds by thread kind.
+    ``warm_up_days`` None: ``spark start --no-warm-up``; else ``spark start`` (with its own warm-up), then
+    this benchmark's warm-up of the model's first N days when N > 0."""
+    flags = ["--no-warm-up"] if warm_up_days is None else []
+    turn: dict = {"server_start_s": round(_timed(_cli(project, "spark", "start", *flags), project, env), 2)}
     try:
         pid = _java_pid(project)
         if warm_up_days:
@@ -130,7 +135,8 @@ def main(argv: list[str]) -> None:
 
     reps = int(os.environ.get("BENCH_REPS", "2"))
     days, orders = 366, int(os.environ.get("BENCH_ORDERS_PER_DAY", "5000"))
-    variants = [int(v) for v in os.environ.get("BENCH_COLD_WARM_UP_DAYS", "0").split(",")]
+    # "off": `spark start --no-warm-up`; N: `spark start`, then (N > 0) the model's first N days
+    variants = [v.strip() for v in os.environ.get("BENCH_COLD_WARM_UP_DAYS", "0").split(",")]
     out = next((Path(a.split("=", 1)[1]) for a in argv if a.startswith("--out=")), HERE / "results-spark-cold.json")
     figures: dict = {"days": days, "orders_per_day": orders, "load_average_start": round(os.getloadavg()[0], 1)}
     figures["variants"] = {f"warm_up_days_{v}": {"turns": []} for v in variants}
@@ -145,7 +151,8 @@ def main(argv: list[str]) -> None:
         for _ in range(reps):
             for v in variants:
                 variant = figures["variants"][f"warm_up_days_{v}"]
-                variant["turns"].append(one_turn(project, fresh_env(), year, start, v))
+                days_or_off = None if v == "off" else int(v)
+                variant["turns"].append(one_turn(project, fresh_env(), year, start, days_or_off))
                 variant.update(_ratios(variant["turns"]))
                 out.write_text(json.dumps(figures, indent=2) + "\n")
     print(f"spark-cold: {json.dumps({k: _ratios(v['turns']) for k, v in figures['variants'].items()})}; written {out}")

@@ -27,14 +27,23 @@ def _configured_remote_note(settings) -> str | None:
 
 def cmd_spark_start(args: argparse.Namespace) -> int:
     """Start the project's Spark Connect server (or say it already runs)."""
-    from incremental_assets.spark.connect_server import start_server, warm_up
+    from incremental_assets.cli.spark_warm_up import warm_up_with_models
+    from incremental_assets.spark.connect_server import start_server, state_dir, warm_up
 
     settings = _settings(args)
     record, started = start_server(settings, timeout=args.timeout)
-    if started and not args.no_warm_up:
-        warm_up(record.url)
     verb = "started" if started else "already running"
-    print(f"Spark Connect server {verb}: {record.url} (pid {record.pid}, {record.master}); log: {record.log}")
+    print(
+        f"Spark Connect server {verb}: {record.url} (pid {record.pid}, {record.master}); log: {record.log}", flush=True
+    )
+    if started and not args.no_warm_up:
+        try:
+            warm_up(record.url)
+        except Exception as error:  # noqa: BLE001 - the warm-up only saves time; it never fails `spark start`
+            print(f"warm-up skipped: the server did not answer a small query ({str(error).splitlines()[0]})")
+        else:
+            projects = list(getattr(args, "projects", None) or [args.project])
+            print(warm_up_with_models(projects, state_dir(settings), record.url, days=args.warm_up_days).line())
     print("commands and Dagster runs of this project now use it; stop it with `incremental-assets spark stop`")
     note = _configured_remote_note(settings)
     if note:
@@ -112,6 +121,16 @@ def add_spark_command(add: Callable[[str, str], argparse.ArgumentParser]) -> Non
             p.add_argument("--timeout", type=float, default=180.0 if name == "start" else 30.0, help="seconds to wait")
         if name == "start":
             p.add_argument(
-                "--no-warm-up", action="store_true", help="skip the few small queries that warm the server's JVM"
+                "--no-warm-up",
+                action="store_true",
+                help="skip the warm-up (the project's incremental SQL models over their first days, into a scratch "
+                "warehouse that is then deleted) that spares the first large query the JVM's compiling",
+            )
+            p.add_argument(
+                "--warm-up-days",
+                type=int,
+                default=7,
+                metavar="N",
+                help="days the warm-up runs the models over, from their earliest start (default: 7)",
             )
         p.set_defaults(func=func)
