@@ -68,7 +68,7 @@ SELECT COUNT(*) AS days, SUM(n) AS n, SUM(v) AS v FROM s.daily
 
 
 def make_project(root: Path) -> None:
-    (root / "models").mkdir(parents=True)
+    (root / "models").mkdir(parents=True, exist_ok=True)
     from helpers import EVENTS_SOURCE  # a Delta source raw.events(ts) of hourly intervals
 
     (root / "sources.yaml").write_text(EVENTS_SOURCE)
@@ -170,9 +170,20 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
+SPARK_SERVER: list[Path] = []  # the project whose long-lived Spark server runs the year (``--spark-server``)
+
+
 def jvm_rss_mb() -> float:
+    """The Spark JVM's resident memory: this process's local one, or the project's long-lived server."""
     from growth import _descendants
 
+    if SPARK_SERVER:
+        from incremental_assets.load.settings import load_settings
+        from incremental_assets.spark.connect_server import read_record
+
+        record = read_record(load_settings(SPARK_SERVER[0]))
+        pids = [record.pid, *_descendants(record.pid)] if record else []
+        return max((rss_mb(p) for p in pids), default=0.0)
     return max((rss_mb(p) for p in _descendants(os.getpid())), default=0.0)
 
 
@@ -438,7 +449,9 @@ def run_year(
             "history_before_first": "day one, one run --auto (untimed)",
             "maintenance": " ".join(maintain[:1]),
             "maintain_available": maintain[0] == "maintain",
-            "spark": "local, in this process (the embedded default)",
+            "spark": "the project's long-lived Spark server (spark start)"
+            if SPARK_SERVER
+            else "local, in this process (the embedded default)",
         },
         "seconds": round(time.perf_counter() - began, 1),
         "median_cycle_first": first,
@@ -579,21 +592,37 @@ def main(argv: list[str]) -> None:
         help="during the last days, a project one day old runs a cycle after each of the old one's "
         "(the ratio under equal load)",
     )
+    parser.add_argument(
+        "--spark-server",
+        action="store_true",
+        help="run the year's commands on the project's long-lived Spark server (`spark start`); its memory is "
+        "the JVM's recorded each day",
+    )
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--plot", type=Path, default=HERE / "year-cost-per-cycle.svg")
     args = parser.parse_args(argv)
+    if args.spark_server and args.side_by_side:
+        parser.error("--side-by-side runs its day-one project on a local Spark: not with --spark-server")
     sys.path.insert(0, str(HERE))
     import tempfile
 
     root = Path(tempfile.mkdtemp(prefix="year-project-")) / "project"
-    result = run_year(
-        root,
-        first_days=args.first_days,
-        forward_days=args.forward_days,
-        last_days=args.last_days,
-        step_days=args.forward_step_days,
-        side_by_side=args.side_by_side,
-    )
+    if args.spark_server:
+        make_project(root)
+        command(["spark", "start", "--project", str(root)])
+        SPARK_SERVER.append(root)
+    try:
+        result = run_year(
+            root,
+            first_days=args.first_days,
+            forward_days=args.forward_days,
+            last_days=args.last_days,
+            step_days=args.forward_step_days,
+            side_by_side=args.side_by_side,
+        )
+    finally:
+        if SPARK_SERVER:
+            command(["spark", "stop", "--project", str(root)])
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     svg_plot(result, args.plot)
     shutil.rmtree(root.parent, ignore_errors=True)

@@ -136,7 +136,7 @@ def recorded(project, instance) -> dict[str, list[str]]:
 @contextlib.contextmanager
 def spark_server(root: Path, settings):
     """The project's Spark Connect server, started by the CLI; stopped by its PID whatever happens."""
-    started = cli(root, "spark", "start")
+    started = cli(root, "spark", "start", "--no-warm-up")  # the warm-up has its own tests; the soak is long enough
     assert started.returncode == 0, started.stderr[-2000:]
     try:
         yield
@@ -213,7 +213,7 @@ def soak(root: Path, hours: int, *, mid_run: bool) -> Soak:
                             with contextlib.suppress(ProcessLookupError):
                                 os.killpg(record.pid, signal.SIGKILL)
                         time.sleep(SECONDS_PER_HOUR)
-                        again = cli(root, "spark", "start")
+                        again = cli(root, "spark", "start", "--no-warm-up")
                         assert again.returncode == 0, again.stderr[-2000:]
                         result.server_restarted = True
                     time.sleep(SECONDS_PER_HOUR)

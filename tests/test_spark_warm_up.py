@@ -108,7 +108,23 @@ def test_the_warm_up_runs_hourly_and_daily_sql_models_whose_upstreams_it_runs(tm
         "models/monthly.sql": "MODEL (name s.monthly, kind INCREMENTAL_BY_TIME_RANGE (time_column m),"
         " start '2024-01-01', cron '@monthly');\nSELECT date_trunc('MONTH', ds) AS m, SUM(n) AS n FROM s.daily"
         " WHERE ds BETWEEN @start_ds AND @end_ds GROUP BY 1\n",
+        # a pre-statement may write outside the warehouse: the warm-up must not run it a second time
+        "models/noted.sql": "MODEL (name s.noted, kind INCREMENTAL_BY_TIME_RANGE (time_column ts),"
+        " start '2024-01-01');\nCREATE TABLE IF NOT EXISTS default.side_effect (x INT);\n"
+        "SELECT ts FROM s.hourly WHERE ts BETWEEN @start_dt AND @end_dt\n",
     }
     for rel, text in extra.items():
         (root / rel).write_text(text)
-    assert [m.name for m in warm_up_models(load_project(root))] == ["s.hourly", "s.daily"]
+    project = load_project(root)
+    assert project.model("s.noted").pre_statements, "the model's pre-statement was not read as one"
+    assert [m.name for m in warm_up_models(project)] == ["s.hourly", "s.daily"]
+
+
+def test_a_project_with_before_all_statements_is_not_warmed_up(tmp_path):
+    from incremental_assets.cli.spark_warm_up import warm_up_with_models
+
+    root = _project(tmp_path / "statements", 1)
+    (root / "config.yaml").write_text("before_all:\n  - CREATE TABLE IF NOT EXISTS default.side_effect (x INT)\n")
+    done = warm_up_with_models([root], tmp_path / "state", "sc://127.0.0.1:1")
+    assert done.skipped and "before_all" in done.skipped, done
+    assert not (tmp_path / "state").exists() or not list((tmp_path / "state").iterdir())

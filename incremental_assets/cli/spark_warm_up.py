@@ -8,9 +8,11 @@ then deleted: the project's tables, its Dagster instance and its cache are not t
 
 The run is the CLI's ``run`` in a child process whose settings point at the scratch folder (the environment
 overrides of :mod:`incremental_assets.load.settings`), so nothing of it (Dagster's instance, Spark
-sessions, the analysis cache) lives on in this process. Python models, weekly and coarser models, and models
-that depend on one of those or on a model that is not incremental, are left out; any failure skips the
-warm-up, it never fails ``spark start``.
+sessions, the analysis cache) lives on in this process. Python models, weekly and coarser models, models
+with pre- or post-statements (they may write outside the warehouse), and models that depend on one of those
+or on a model that is not incremental, are left out; a project with ``before_all`` / ``after_all``
+statements is not warmed up (they would run a second time). Any failure skips the warm-up, it never fails
+``spark start``.
 """
 
 from __future__ import annotations
@@ -49,13 +51,19 @@ class WarmUp:
 
 
 def warm_up_models(project) -> list:
-    """The hourly and daily incremental SQL models whose upstream models are all such models too, upstreams
-    first (a window of a few days holds no whole week or month)."""
+    """The hourly and daily incremental SQL models without pre- or post-statements whose upstream models are
+    all such models too, upstreams first (a window of a few days holds no whole week or month)."""
     chosen: set[str] = set()
     for model in project.ordered():
         upstreams = [u.name for u in project.upstream_models(model)]
         sql = model.is_incremental and not isinstance(model, PythonModel)
-        if sql and model.unit in (IntervalUnit.HOUR, IntervalUnit.DAY) and all(u in chosen for u in upstreams):
+        statements = getattr(model, "pre_statements", ()) or getattr(model, "post_statements", ())
+        if (
+            sql
+            and not statements
+            and model.unit in (IntervalUnit.HOUR, IntervalUnit.DAY)
+            and all(u in chosen for u in upstreams)
+        ):
             chosen.add(model.name)
     return [m for m in project.ordered() if m.name in chosen]
 
@@ -97,6 +105,8 @@ def warm_up_with_models(project_dirs: list[Path], state: Path, url: str, *, days
         from incremental_assets.load.project import load_project
 
         project = load_project(project_dirs if len(project_dirs) > 1 else project_dirs[0])
+        if project.before_all or project.after_all:
+            return WarmUp(0.0, skipped="the project's before_all / after_all statements would run a second time")
         models = warm_up_models(project)
         starts = [m.start for m in models if m.start is not None]
         if not starts:
