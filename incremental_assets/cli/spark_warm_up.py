@@ -29,7 +29,7 @@ from pathlib import Path
 
 from incremental_assets.model.intervals import IntervalUnit
 from incremental_assets.model.python_model import PythonModel
-from incremental_assets.model.settings import CACHE_DIR_ENV
+from incremental_assets.model.settings import CACHE_DIR_ENV, child_environment
 
 DEFAULT_DAYS = 7
 TIMEOUT_SECONDS = 900.0
@@ -69,8 +69,7 @@ def warm_up_models(project) -> list:
 
 
 def _scratch_env(url: str, scratch: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
+    env = child_environment(
         {
             "INCREMENTAL_ASSETS_SPARK_REMOTE": url,
             "INCREMENTAL_ASSETS_WAREHOUSE": str(scratch / "warehouse"),

@@ -168,6 +168,11 @@ class EnvSettings:
     credentials: Mapping[str, str] = field(default_factory=dict)  # AWS_* variables and HOME
 
 
+def child_environment(overrides: Mapping[str, str]) -> dict[str, str]:
+    """This process's environment with ``overrides`` over it: what a child process of the product is given."""
+    return {**os.environ, **overrides}
+
+
 def read_env_settings(environ: Mapping[str, str] | None = None) -> EnvSettings:
     """Read :class:`EnvSettings` from ``environ`` (default: this process's environment, read now)."""
     env = os.environ if environ is None else environ
