@@ -73,18 +73,22 @@ def gone(pid: int) -> bool:
     return not Path(f"/proc/{pid}").exists()
 
 
-@pytest.fixture(scope="module")
-def project(tmp_path_factory):
-    """A two-model project with its Spark Connect server started by the CLI; stopped by PID at the end."""
-    root = tmp_path_factory.mktemp("spark-server") / "project"
+def server_project(root: Path, hours: int) -> Path:
+    """The two-model project at ``root``, its source holding ``hours`` hours of events from 2024-01-01."""
     (root / "models").mkdir(parents=True)
     (root / "sources.yaml").write_text(EVENTS_SOURCE)
     for rel, text in MODELS.items():
         (root / rel).write_text("\n".join(line.strip() for line in text.strip().splitlines()) + "\n")
-    write_events(root / "data" / "events", utc(2024, 1, 1), 24 * 4, per_hour=3)
+    write_events(root / "data" / "events", utc(2024, 1, 1), hours, per_hour=3)
+    return root
+
+
+@contextlib.contextmanager
+def stopped_at_end(root: Path):
+    """The project's settings; its Spark Connect server stopped at the end, by PID if need be."""
     settings = load_settings(root, environ={})
     try:
-        yield root
+        yield settings
     finally:
         record = server.read_record(settings)
         with contextlib.suppress(Exception):
@@ -92,6 +96,14 @@ def project(tmp_path_factory):
         if record and not gone(record.pid):  # never leave it behind, whatever happened above
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(record.pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    """A two-model project with its Spark Connect server started by the CLI; stopped by PID at the end."""
+    root = server_project(tmp_path_factory.mktemp("spark-server") / "project", 24 * 4)
+    with stopped_at_end(root):
+        yield root
 
 
 def test_start_run_through_the_server_and_stop(project, tmp_path):

@@ -5,45 +5,16 @@ source has no rows still starts; ``--no-warm-up`` skips it. Every server is stop
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 from pathlib import Path
 
 import pytest
 from dagster import DagsterInstance
-from test_spark_server import MODELS, gone, run_cli
+from test_spark_server import run_cli, server_project, stopped_at_end
 
 from incremental_assets.cli.spark_warm_up import SCRATCH_PREFIX
-from incremental_assets.load.settings import load_settings
 from incremental_assets.spark import connect_server as server
 
-from helpers import EVENTS_SOURCE, utc, write_events
-
 pytestmark = pytest.mark.cluster
-
-
-def _project(root: Path, hours: int) -> Path:
-    (root / "models").mkdir(parents=True)
-    (root / "sources.yaml").write_text(EVENTS_SOURCE)
-    for rel, text in MODELS.items():
-        (root / rel).write_text("\n".join(line.strip() for line in text.strip().splitlines()) + "\n")
-    write_events(root / "data" / "events", utc(2024, 1, 1), hours, per_hour=3)
-    return root
-
-
-@contextlib.contextmanager
-def _stopped_at_end(root: Path):
-    settings = load_settings(root, environ={})
-    try:
-        yield settings
-    finally:
-        record = server.read_record(settings)
-        with contextlib.suppress(Exception):
-            server.stop_server(settings, timeout=30)
-        if record and not gone(record.pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(record.pid, signal.SIGKILL)
 
 
 def _files(folder: Path, skip: tuple[str, ...] = ()) -> dict[str, tuple[int, int]]:
@@ -62,8 +33,8 @@ def _started(root: Path, *flags: str) -> str:
 
 
 def test_start_warms_up_without_touching_the_project(tmp_path, monkeypatch):
-    root = _project(tmp_path / "project", 24 * 10)
-    with _stopped_at_end(root) as settings:
+    root = server_project(tmp_path / "project", 24 * 10)
+    with stopped_at_end(root) as settings:
         out = _started(root, "--no-warm-up")
         assert "warmed up" not in out and "warm-up skipped" not in out, out
         ran = run_cli(root, "run", "s.hourly", "s.daily", "--start", "2024-01-02", "--end", "2024-01-03")
@@ -86,8 +57,8 @@ def test_start_warms_up_without_touching_the_project(tmp_path, monkeypatch):
 
 
 def test_a_project_whose_source_has_no_rows_starts(tmp_path):
-    root = _project(tmp_path / "empty", 0)
-    with _stopped_at_end(root) as settings:
+    root = server_project(tmp_path / "empty", 0)
+    with stopped_at_end(root) as settings:
         out = _started(root)
         assert "warmed up with 2 model(s)" in out or "warm-up skipped: " in out, out
         assert server.server_status(settings).up
@@ -99,7 +70,7 @@ def test_the_warm_up_runs_hourly_and_daily_sql_models_whose_upstreams_it_runs(tm
     from incremental_assets.cli.spark_warm_up import warm_up_models
     from incremental_assets.load.project import load_project
 
-    root = _project(tmp_path / "mixed", 1)
+    root = server_project(tmp_path / "mixed", 1)
     extra = {
         "models/dims.sql": "MODEL (name s.dims, kind FULL);\nSELECT DISTINCT k FROM raw.events\n",
         "models/keyed.sql": "MODEL (name s.keyed, kind INCREMENTAL_BY_TIME_RANGE (time_column ts),"
@@ -123,7 +94,7 @@ def test_the_warm_up_runs_hourly_and_daily_sql_models_whose_upstreams_it_runs(tm
 def test_a_project_with_before_all_statements_is_not_warmed_up(tmp_path):
     from incremental_assets.cli.spark_warm_up import warm_up_with_models
 
-    root = _project(tmp_path / "statements", 1)
+    root = server_project(tmp_path / "statements", 1)
     (root / "config.yaml").write_text("before_all:\n  - CREATE TABLE IF NOT EXISTS default.side_effect (x INT)\n")
     done = warm_up_with_models([root], tmp_path / "state", "sc://127.0.0.1:1")
     assert done.skipped and "before_all" in done.skipped, done
