@@ -21,7 +21,9 @@ The CLI's year table is checked equal (rows and revenue of two days) to the in-p
 One new day, A/B (``BENCH_SPARK_SERVER_BASELINE``, a git commit, default ``a026f9a``; empty: not measured): in
 turns with the server up, the order rotating, each a new day: this checkout's command, the command of the product
 at that commit (checked out into a temporary folder and put first on ``PYTHONPATH``, same project, same server),
-and the same new day as one in-process single run on the warm session (``Executor.execute`` of that day).
+the same command in a process of its own (``INCREMENTAL_ASSETS_COMMAND_SERVER=0``: not handed to the command
+server ``spark start`` keeps, so it imports its libraries itself), and the same new day as one in-process
+single run on the warm session (``Executor.execute`` of that day).
 ``BENCH_SPARK_SERVER_PARTS=day`` measures only this (no years, no server-down runs).
 """
 
@@ -126,7 +128,7 @@ DAY_ONLY = os.environ.get("BENCH_SPARK_SERVER_PARTS", "") == "day"
 def _one_day_ab(one_new_day, single_run: _InProcess, env: dict[str, str], baseline: Path | None, reps: int) -> dict:
     """One new day in turns, the order rotating: this checkout's command, the baseline's command (same project
     and server), and the same day as one in-process single run. Medians and every run, in seconds."""
-    variants = {"in_process": None, "cli": env}
+    variants = {"in_process": None, "cli": env, "cli_own_process": {**env, "INCREMENTAL_ASSETS_COMMAND_SERVER": "0"}}
     if baseline is not None:
         variants["baseline"] = {**env, "PYTHONPATH": str(baseline)}
     one_new_day(env)  # untimed: the first small job after the year
@@ -142,6 +144,7 @@ def _one_day_ab(one_new_day, single_run: _InProcess, env: dict[str, str], baseli
     med = {name: round(statistics.median(runs), 2) for name, runs in times.items()}
     out = {f"new_day_ab_{name}_s": value for name, value in med.items()}
     out["new_day_ab_cli_over_in_process"] = round(med["cli"] / med["in_process"], 2)
+    out["new_day_ab_cli_over_own_process"] = round(med["cli"] / med["cli_own_process"], 2)
     if baseline is not None:
         out["new_day_ab_baseline"] = BASELINE
         out["new_day_ab_cli_over_baseline"] = round(med["cli"] / med["baseline"], 2)

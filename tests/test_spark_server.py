@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from incremental_assets.cli import command_server
 from incremental_assets.cli import commands as cli
 from incremental_assets.delta import table_uri
 from incremental_assets.load.settings import load_settings
@@ -85,17 +86,21 @@ def server_project(root: Path, hours: int) -> Path:
 
 @contextlib.contextmanager
 def stopped_at_end(root: Path):
-    """The project's settings; its Spark Connect server stopped at the end, by PID if need be."""
+    """The project's settings; its Spark Connect server and command server stopped at the end, by PID if need be."""
     settings = load_settings(root, environ={})
     try:
         yield settings
     finally:
         record = server.read_record(settings)
+        commands = command_server.read_record(server.state_dir(settings))
         with contextlib.suppress(Exception):
             server.stop_server(settings, timeout=30)
         if record and not gone(record.pid):  # never leave it behind, whatever happened above
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(record.pid, signal.SIGKILL)
+        if commands and not gone(int(commands["pid"])):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(int(commands["pid"]), signal.SIGKILL)
 
 
 @pytest.fixture(scope="module")

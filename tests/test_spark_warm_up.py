@@ -42,7 +42,7 @@ def test_start_warms_up_without_touching_the_project(tmp_path, monkeypatch):
         assert run_cli(root, "spark", "stop").returncode == 0
         home = server.state_dir(settings)
         state = {"cache": root / ".cache", "warehouse": Path(settings.warehouse), "dagster": home}
-        before = {name: _files(folder, ("spark-connect",)) for name, folder in state.items()}
+        before = {name: _files(folder, ("spark-connect", "command-server")) for name, folder in state.items()}
         monkeypatch.setenv("DAGSTER_HOME", str(home))  # the instance's dagster.yaml reads it
         runs = len(DagsterInstance.from_config(str(home)).get_run_records())
 
@@ -51,7 +51,7 @@ def test_start_warms_up_without_touching_the_project(tmp_path, monkeypatch):
         out = _started(root)
         assert "warmed up with 2 model(s) in " in out, out
 
-        assert {name: _files(folder, ("spark-connect",)) for name, folder in state.items()} == before
+        assert {name: _files(folder, ("spark-connect", "command-server")) for name, folder in state.items()} == before
         assert len(DagsterInstance.from_config(str(home)).get_run_records()) == runs
         assert not [p for p in home.iterdir() if p.name.startswith(SCRATCH_PREFIX)]
 

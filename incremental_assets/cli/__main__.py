@@ -2,6 +2,6 @@
 
 import sys
 
-from incremental_assets.cli.commands import console_main
+from incremental_assets.cli import console_main
 
 sys.exit(console_main())

@@ -141,6 +141,7 @@ UPSTREAM_WAIT_SECONDS_ENV = "INCREMENTAL_ASSETS_UPSTREAM_WAIT_SECONDS"
 CLOCK_ENV = "INCREMENTAL_ASSETS_CLOCK"
 KILL_AT_ENV = "INCREMENTAL_ASSETS_KILL_AT"
 DEBUG_ENV = "INCREMENTAL_ASSETS_DEBUG"
+COMMAND_SERVER_ENV = "INCREMENTAL_ASSETS_COMMAND_SERVER"
 # What the S3 credential check looks at (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...; HOME for ~/.aws).
 CREDENTIAL_PREFIX = "AWS_"
 
@@ -165,12 +166,19 @@ class EnvSettings:
     clock: str | None = None  # the automation sensor's instant (ISO, or "@PATH": the instant in that file)
     kill_at: tuple[str, ...] = ()  # write stages at which the process kills itself (crash tests)
     debug: bool = False  # the CLI prints a traceback under its error messages
+    command_server: bool = True  # a command is handed to the project's command server when one runs
     credentials: Mapping[str, str] = field(default_factory=dict)  # AWS_* variables and HOME
 
 
 def child_environment(overrides: Mapping[str, str]) -> dict[str, str]:
     """This process's environment with ``overrides`` over it: what a child process of the product is given."""
     return {**os.environ, **overrides}
+
+
+def adopt_environment(environ: Mapping[str, str]) -> None:
+    """Make ``environ`` this process's whole environment (a command server's copy taking its caller's)."""
+    os.environ.clear()
+    os.environ.update(environ)
 
 
 def read_env_settings(environ: Mapping[str, str] | None = None) -> EnvSettings:
@@ -186,6 +194,7 @@ def read_env_settings(environ: Mapping[str, str] | None = None) -> EnvSettings:
         clock=env.get(CLOCK_ENV, "").strip() or None,
         kill_at=tuple(env[KILL_AT_ENV].split(",")) if env.get(KILL_AT_ENV) else (),
         debug=bool(env.get(DEBUG_ENV)),
+        command_server=env.get(COMMAND_SERVER_ENV, "").strip().lower() not in ("0", "false", "no", "off"),
         credentials={k: v for k, v in env.items() if k.startswith(CREDENTIAL_PREFIX) or k == "HOME"},
     )
 

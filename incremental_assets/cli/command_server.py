@@ -1,0 +1,90 @@
+"""The project's command server, started and stopped: ``spark start`` starts it next to the Spark server.
+
+The server is a process with the CLI's libraries imported that runs each command in a forked copy of itself
+(:mod:`incremental_assets.cli.command_process`; the caller's side is :mod:`incremental_assets.cli.forward`).
+It writes its record (PID, socket, code fingerprint) into the project's state folder once it listens, and it
+ends by itself when the project's Spark server does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from incremental_assets.cli.forward import code_fingerprint
+
+PROCESS_MODULE = "incremental_assets.cli.command_process"
+RECORD_FILE = "command-server.json"
+LOG_FILE = "command-server.log"
+
+
+def record_path(state: Path) -> Path:
+    return state / RECORD_FILE
+
+
+def read_record(state: Path) -> dict | None:
+    """The running server's PID, socket and code fingerprint, as it wrote them once it listened."""
+    try:
+        record = json.loads(record_path(state).read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return PROCESS_MODULE.encode() in command
+
+
+def start(project: Path, spark_pid: int, state: Path, *, timeout: float = 120.0) -> int | None:
+    """Start the project's command server unless one of this code runs already; its PID, or None when it
+    did not come up within ``timeout`` seconds (commands then run in their own processes, as without it)."""
+    record = read_record(state)
+    if record and _alive(int(record["pid"])):
+        if record.get("code") == code_fingerprint() and record.get("project") == str(project):
+            return int(record["pid"])
+        stop(state)
+    with (state / LOG_FILE).open("ab") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", PROCESS_MODULE, str(project), str(spark_pid), str(state)],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return None
+        if (read_record(state) or {}).get("pid") == process.pid:
+            return process.pid
+        time.sleep(0.1)
+    process.kill()
+    process.wait()
+    return None
+
+
+def stop(state: Path, timeout: float = 10.0) -> int | None:
+    """Stop the recorded command server (commands running in its copies go on); its PID, None if none ran."""
+    record = read_record(state)
+    if not record or not _alive(pid := int(record["pid"])):
+        return None
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _alive(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return pid
