@@ -9,7 +9,8 @@ queued or running, and the automation finds nothing more to do), and the runs it
 
 Measured twice in one invocation: with every run starting its own JVM (the embedded default as installed),
 and with the project's long-lived Spark Connect server up (``incremental-assets spark start``, untimed),
-which the daemon's runs then share.
+which the daemon's runs then share, with the command server `spark start` keeps next to it (where the
+project's run launcher starts the daemon's runs, in a version that has one).
 """
 
 from __future__ import annotations
@@ -28,7 +29,12 @@ HERE = Path(__file__).resolve().parent
 REPO = Path(os.environ.get("BENCH_CODE") or HERE.parent).resolve()
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-CLOCK = datetime(2024, 12, 8, tzinfo=timezone.utc)  # a Sunday midnight: the Saturday and its week complete
+CLOCK = datetime(2024, 12, 8, tzinfo=timezone.utc)
+# Which variants run: ``server_down`` (a JVM per run), ``server_up`` (the long-lived Spark and, in a version
+# that has it, the command server ``spark start`` keeps next to it, where the project's launcher starts runs).
+VARIANTS = [
+    v for v in os.environ.get("BENCH_AUTOMATION_VARIANTS", "server_down,server_up").split(",") if v
+]  # a Sunday midnight: the Saturday and its week complete
 
 
 def settled(project, instance, marker_key, partition: str, marker_before: int) -> bool:
@@ -59,7 +65,7 @@ def scenario_automation(*, orders_per_day: int, days: int = 37, before: str | No
     figures = {}
     codes = [("before", before)] if before else []
     for label, code in [*codes, ("after", str(HERE.parent))]:
-        for variant in ("server_down", "server_up"):
+        for variant in VARIANTS:
             done = subprocess.run(
                 [sys.executable, __file__, str(orders_per_day), str(days), variant],
                 capture_output=True,
@@ -105,9 +111,21 @@ def spark_server(settings):
     record, _ = start_server(settings)
     try:
         warm_up(record.url)
+        _start_command_server(settings, record.pid)
         yield record
     finally:
-        stop_server(settings)
+        stop_server(settings)  # the command server ends with it
+
+
+def _start_command_server(settings, spark_pid: int) -> None:
+    """What `spark start` does next to the server, in a version that has a command server."""
+    try:
+        from incremental_assets.cli.command_server import start
+        from incremental_assets.spark.connect_server import state_dir
+    except ImportError:
+        return
+    if start(Path(settings.project_dir).resolve(), spark_pid, state_dir(settings)) is None:
+        raise RuntimeError("the command server did not start")
 
 
 LATE_HOUR = datetime(2024, 12, 3, 10, tzinfo=timezone.utc)  # a Tuesday: its hour, day and week are complete

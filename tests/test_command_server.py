@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 from test_spark_server import TIMEOUT, clean_env, gone, run_cli, server_project, stopped_at_end
 
-from incremental_assets.cli import command_server, forward
+from incremental_assets.cli import command_server
 from incremental_assets.delta import table_uri
 from incremental_assets.delta.lock import writer_lock
+from incremental_assets.orchestration import command_socket
 from incremental_assets.spark import connect_server as server
 
 from helpers import table_rows
@@ -37,7 +38,7 @@ def served(tmp_path_factory):
         assert started.returncode == 0, started.stdout + started.stderr
         record = command_server.read_record(server.state_dir(settings))
         assert record is not None and f"command server: pid {record['pid']}" in started.stdout, started.stdout
-        assert record["socket"] == str(forward.socket_path(root))
+        assert record["socket"] == str(command_socket.socket_path(root))
         yield root, settings, int(record["pid"])
 
 
@@ -159,11 +160,11 @@ def _wait_gone(pid: int) -> bool:
 def test_a_caller_of_other_code_runs_on_its_own_and_the_server_goes_on(served):
     root, settings, pid = served
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
-        client.connect(str(forward.socket_path(root)))
+        client.connect(str(command_socket.socket_path(root)))
         request = {"argv": ["status"], "cwd": str(root), "env": clean_env(), "umask": 0o22, "path": sys.path}
         payload = json.dumps({**request, "code": "another copy of the package"}).encode()
         socket.send_fds(client, [b"R"], [0, 1, 2])
-        client.sendall(forward.HEADER.pack(len(payload)) + payload)
+        client.sendall(command_socket.HEADER.pack(len(payload)) + payload)
         assert client.makefile().readline() == "other code\n"
     served_before = len(served_lines(settings))
     assert run_cli(root, "status").returncode == 0
@@ -173,10 +174,10 @@ def test_a_caller_of_other_code_runs_on_its_own_and_the_server_goes_on(served):
 def test_a_socket_folder_others_may_enter_is_not_trusted(tmp_path):
     folder = tmp_path / "sockets"
     folder.mkdir(mode=0o700)
-    assert forward.own_folder(folder)
+    assert command_socket.own_folder(folder)
     folder.chmod(0o755)
-    assert not forward.own_folder(folder)
-    assert not forward.own_folder(tmp_path / "absent")
+    assert not command_socket.own_folder(folder)
+    assert not command_socket.own_folder(tmp_path / "absent")
 
 
 def test_the_command_server_ends_with_the_spark_server(served):
@@ -184,7 +185,7 @@ def test_the_command_server_ends_with_the_spark_server(served):
     stopped = run_cli(root, "spark", "stop")
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     assert _wait_gone(pid) and command_server.read_record(server.state_dir(settings)) is None
-    assert not forward.socket_path(root).exists()
+    assert not command_socket.socket_path(root).exists()
     served_before = len(served_lines(settings))
     own = run_cli(root, "status")  # runs in its own process now, with a local Spark where it needs one
     assert own.returncode == 0, own.stdout + own.stderr

@@ -43,6 +43,7 @@ import year  # noqa: E402  (the benchmark's project, arrivals and recompute: one
 from incremental_assets.load.project import load_project  # noqa: E402
 from incremental_assets.orchestration.decisions import AutomationCursor  # noqa: E402
 from incremental_assets.orchestration.instance import ACTIVE_RUN_STATUSES, open_instance  # noqa: E402
+from incremental_assets.orchestration.run_launcher import WORKER_PID_TAG  # noqa: E402
 from incremental_assets.orchestration.sensors import evaluate  # noqa: E402
 from incremental_assets.orchestration.translator import ModelTranslator  # noqa: E402
 from incremental_assets.spark import connect_server as server  # noqa: E402
@@ -61,6 +62,8 @@ class Soak:
     recompute: dict = field(default_factory=dict)
     failed_runs: list[str] = field(default_factory=list)
     killed_runs: list[str] = field(default_factory=list)
+    forked_runs: int = 0  # runs the project's launcher started in the command server
+    killed_forked: bool = False  # the run killed was one of them: the daemon's run monitoring failed it
     server_restarted: bool = False
     bad_file: Path | None = None
     deleted_commit: str | None = None
@@ -87,14 +90,19 @@ def cli(root: Path, *args: str, timeout: float = 600) -> subprocess.CompletedPro
 
 
 def run_processes(root: Path) -> list[int]:
-    """The run workers of this project's daemon alive now: its code server starts each run as a process of
-    its own (multiprocessing's ``spawn_main``; ``dagster api execute_run`` with other launchers)."""
+    """The run workers of this project's daemon alive now: the copies of the project's command server that run
+    them (the project's launcher while `spark start` keeps it), else the processes its code server starts
+    (multiprocessing's ``spawn_main``; ``dagster api execute_run`` with other launchers)."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, IndexError, ValueError):
                 command = Path(f"/proc/{entry}/cmdline").read_bytes()
-                if (b"spawn_main" in command or b"execute_run" in command) and str(root).encode() in Path(
+                if b"command_process" in command and str(root).encode() in command:
+                    parent = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1]
+                    if b"command_process" in Path(f"/proc/{parent}/cmdline").read_bytes():
+                        found.append(int(entry))  # a forked copy, not the server itself
+                elif (b"spawn_main" in command or b"execute_run" in command) and str(root).encode() in Path(
                     f"/proc/{entry}/environ"
                 ).read_bytes():
                     found.append(int(entry))
@@ -230,6 +238,8 @@ def soak(root: Path, hours: int, *, mid_run: bool) -> Soak:
                 result.failed_runs = [
                     r.dagster_run.run_id for r in runs if r.dagster_run.status != dg.DagsterRunStatus.SUCCESS
                 ]
+                result.forked_runs = sum(WORKER_PID_TAG in r.dagster_run.tags for r in runs)
+                result.killed_forked = any(r.dagster_run.tags.get(WORKER_PID_TAG) in result.killed_runs for r in runs)
 
                 # A commit file of the hourly table deleted: what it added is gone from the table.
                 commits = sorted((Path(settings.warehouse) / "s" / "hourly" / "_delta_log").glob("*.json"))
@@ -281,6 +291,9 @@ def _problems(report: list[dict], *fields: str) -> dict:
 
 def test_no_failed_interval_is_left_unrecovered(soaked):
     assert soaked.killed_runs, "no run of the daemon was caught running to be killed"
+    # The daemon's runs started in the command server `spark start` keeps, the killed one among them: the
+    # run monitoring learnt from the project's launcher that its process was gone, and the retry recovered it.
+    assert soaked.forked_runs > 0 and soaked.killed_forked
     assert _problems(soaked.status, "failed", "gaps", "stale") == {}, (soaked.recorded, soaked.log)
 
 

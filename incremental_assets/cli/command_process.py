@@ -29,13 +29,22 @@ import threading
 import time
 from pathlib import Path
 
-from incremental_assets.cli.command_server import read_record, record_path
-from incremental_assets.cli.forward import HEADER, code_fingerprint, own_folder, socket_folder, socket_path
 from incremental_assets.model.settings import adopt_environment
+from incremental_assets.orchestration.command_socket import (
+    DAGSTER_RUN,
+    HEADER,
+    code_fingerprint,
+    own_folder,
+    read_record,
+    record_path,
+    socket_folder,
+    socket_path,
+)
 
 # What a command imports on its way (the heaviest first); each copy finds them imported.
 PRELOAD = (
     "dagster",
+    "dagster._cli.api",
     "dagster._core.storage.runs.sqlite.sqlite_run_storage",
     "dagster._core.storage.event_log.sqlite.sqlite_event_log",
     "dagster._core.storage.event_log.sqlite.consolidated_sqlite_event_log",
@@ -120,10 +129,16 @@ def _die_with_caller(conn: socket.socket, finished: threading.Event) -> None:
 
 
 def _run_command(request: dict) -> int:
-    from incremental_assets.cli.commands import main
-
+    """The request's work: an ``incremental-assets`` command, or a Dagster run (``dagster api execute_run``,
+    what Dagster's container launchers run in a new container) the project's run launcher handed over."""
     gc.set_threshold(50_000, 20, 100)
     try:
+        if request.get("kind") == DAGSTER_RUN:
+            from incremental_assets.orchestration.run_launcher import execute_run
+
+            return execute_run(request["argv"])
+        from incremental_assets.cli.commands import main
+
         return main(request["argv"])
     except KeyboardInterrupt:
         return 130
@@ -149,7 +164,8 @@ def _child(conn: socket.socket, request: dict, fds: list[int], closing: list[int
         time.tzset()  # the caller's TZ, as its own process would have read it at its start
         sys.path[:] = request["path"]
         sys.argv = ["incremental-assets", *request["argv"]]
-        threading.Thread(target=_die_with_caller, args=(conn, finished), daemon=True).start()
+        if request.get("kind") != DAGSTER_RUN:  # a run goes on when its launcher lets go; Dagster watches it
+            threading.Thread(target=_die_with_caller, args=(conn, finished), daemon=True).start()
         code = _run_command(request)
     finally:
         with contextlib.suppress(BaseException):
@@ -171,7 +187,7 @@ class Server:
         self.fingerprint = code_fingerprint()
         self.spark = os.pidfd_open(spark_pid)
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.children: dict[int, tuple[list[str], float]] = {}
+        self.children: dict[int, tuple[str, float]] = {}
         self.stopping = False
 
     def bind(self) -> None:
@@ -221,7 +237,7 @@ class Server:
         pid = os.fork()
         if pid == 0:
             _child(conn, request, fds, [self.listener.fileno(), self.spark])
-        self.children[pid] = (request["argv"], time.monotonic())
+        self.children[pid] = (str(request.get("label") or " ".join(request["argv"])), time.monotonic())
         for fd in fds:
             os.close(fd)
         with contextlib.suppress(OSError):
@@ -229,8 +245,8 @@ class Server:
         conn.close()
 
     def reap(self) -> None:
-        """Collect finished copies; one line each in the server's log: PID, exit code, seconds, arguments."""
-        for pid, (argv, started) in list(self.children.items()):
+        """Collect finished copies; one line each in the server's log: PID, exit code, seconds, what it ran."""
+        for pid, (label, started) in list(self.children.items()):
             try:
                 done, status = os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:
@@ -239,7 +255,7 @@ class Server:
                 continue
             del self.children[pid]
             code = os.waitstatus_to_exitcode(status)
-            print(f"{pid}: exit {code} after {time.monotonic() - started:.2f} s: {' '.join(argv)}", flush=True)
+            print(f"{pid}: exit {code} after {time.monotonic() - started:.2f} s: {label[:300]}", flush=True)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

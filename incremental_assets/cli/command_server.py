@@ -9,7 +9,6 @@ ends by itself when the project's Spark server does.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -17,24 +16,10 @@ import sys
 import time
 from pathlib import Path
 
-from incremental_assets.cli.forward import code_fingerprint
+from incremental_assets.orchestration.command_socket import code_fingerprint, read_record
 
 PROCESS_MODULE = "incremental_assets.cli.command_process"
-RECORD_FILE = "command-server.json"
 LOG_FILE = "command-server.log"
-
-
-def record_path(state: Path) -> Path:
-    return state / RECORD_FILE
-
-
-def read_record(state: Path) -> dict | None:
-    """The running server's PID, socket and code fingerprint, as it wrote them once it listened."""
-    try:
-        record = json.loads(record_path(state).read_text())
-    except (OSError, ValueError):
-        return None
-    return record if isinstance(record, dict) else None
 
 
 def _alive(pid: int) -> bool:

@@ -86,10 +86,17 @@ concurrency:
   pools:
     granularity: op
     default_limit: 1
-# The daemon frees the table slots a run still held when it ended (a run worker that was killed).
+# Dagster's default launcher (through the code server), except while `incremental-assets spark start` keeps
+# the project's command server: then a run starts in a copy of it with its libraries imported.
+run_launcher:
+  module: incremental_assets.orchestration.run_launcher
+  class: ProjectRunLauncher
+# The daemon frees the table slots a run still held when it ended (a run worker that was killed), and
+# fails a run whose process is gone (the project's launcher tells it), so the run retries start it again.
 run_monitoring:
   enabled: true
   free_slots_after_run_end_seconds: 30
+  poll_interval_seconds: 10
 # A queued run that failed for a reason other than its input (a killed run worker, a Spark server that
 # went away) is run again by the daemon, twice at most; a run that failed on input the user must fix is
 # tagged not to be (it would fail the same way).
