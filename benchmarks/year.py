@@ -187,6 +187,33 @@ def jvm_rss_mb() -> float:
     return max((rss_mb(p) for p in _descendants(os.getpid())), default=0.0)
 
 
+JVM_DETAIL: list[bool] = []  # ``--jvm-detail``: the server JVM's heap each cycle, its native memory and live objects
+
+
+def jvm_detail(*, native: bool = False, live: bool = False) -> dict:
+    """With ``--jvm-detail`` and ``--spark-server``: the server JVM's Java heap (committed, used; no collection);
+    ``native``: its native memory by category (the server started with ``-XX:NativeMemoryTracking=summary``);
+    ``live``: its live objects (``GC.class_histogram``, a full collection first), then the heap again."""
+    if not (JVM_DETAIL and SPARK_SERVER):
+        return {}
+    from daemon_memory import class_histogram, heap_info, native_memory, server_jvm
+
+    from incremental_assets.load.settings import load_settings
+
+    pid = server_jvm(load_settings(SPARK_SERVER[0]))
+    if pid is None:
+        return {}
+    out: dict = {"jvm_heap": heap_info(pid), "at_utc": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    if native:
+        out["jvm_native"] = native_memory(pid)
+    if live:
+        out["jvm_live"] = class_histogram(pid)
+        out["jvm_heap_after_full_gc"] = heap_info(pid)
+        out["jvm_rss_mb_after_full_gc"] = jvm_rss_mb()
+        out["jvm_native_after_full_gc"] = native_memory(pid)
+    return out
+
+
 @contextlib.contextmanager
 def traced_opens(out: Path):
     """Every file this process (all its threads) opens meanwhile, written by strace to ``out``."""
@@ -345,6 +372,7 @@ def run_year(
                 "dagster_bytes_per_partition": round(dagster_size(home) / (day * 24 + day), 1),
                 "rss_mb": rss_mb(os.getpid()),
                 "jvm_rss_mb": jvm_rss_mb(),
+                **jvm_detail(native=True),
             }
         )
 
@@ -370,6 +398,7 @@ def run_year(
                 "cost": cost,
                 "rss_mb": rss_mb(os.getpid()),
                 "jvm_rss_mb": jvm_rss_mb(),
+                **jvm_detail(),
                 **({"traced": True} if trace else {}),
             }
         )
@@ -422,6 +451,7 @@ def run_year(
             f"(run --auto {forward[-1]['run_seconds']:.1f}s)",
             flush=True,
         )
+    jvm_before_last = {"jvm_rss_mb": jvm_rss_mb(), **jvm_detail(native=True, live=True)}
     young = root.parent / "young" if side_by_side else None
     if young is not None:  # a project one day old, its cycles run in turn with the old one's (same load, same JVM)
         make_project(young)
@@ -469,6 +499,14 @@ def run_year(
         "forward": forward,
         "maintenance_seconds_median": statistics.median(maintenance) if maintenance else None,
         "recompute": recompute_matches(root, warehouse, end),
+        **(
+            {
+                "jvm_before_last": jvm_before_last,
+                "jvm_after_last": {"jvm_rss_mb": jvm_rss_mb(), **jvm_detail(native=True, live=True)},
+            }
+            if JVM_DETAIL
+            else {}
+        ),
         "cycles": cycles,
     }
 
@@ -598,6 +636,13 @@ def main(argv: list[str]) -> None:
         help="run the year's commands on the project's long-lived Spark server (`spark start`); its memory is "
         "the JVM's recorded each day",
     )
+    parser.add_argument(
+        "--jvm-detail",
+        action="store_true",
+        help="with --spark-server: the server JVM's Java heap each cycle (jcmd GC.heap_info), its native memory "
+        "each day, and before and after the last days with its live objects (jcmd GC.class_histogram); start "
+        "the server with -XX:NativeMemoryTracking=summary in spark.driver.extraJavaOptions for the native memory",
+    )
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--plot", type=Path, default=HERE / "year-cost-per-cycle.svg")
     args = parser.parse_args(argv)
@@ -605,6 +650,9 @@ def main(argv: list[str]) -> None:
         parser.error("--side-by-side runs its day-one project on a local Spark: not with --spark-server")
     sys.path.insert(0, str(HERE))
     import tempfile
+
+    if args.jvm_detail:
+        JVM_DETAIL.append(True)
 
     root = Path(tempfile.mkdtemp(prefix="year-project-")) / "project"
     if args.spark_server:

@@ -117,3 +117,28 @@ def test_year_traces_delta_log_reads_per_table_and_plots_every_hourly_cycle(tmp_
         {"cycles": cycles, "what_ran": {"first_hourly_days": 1, "forward_days": 2, "last_hourly_days": 1}}, plot
     )
     assert plot.read_text().startswith("<svg") and plot.read_text().count('r="2"') == 4
+
+
+def test_daemon_memory_reads_a_real_jvms_heap_and_live_objects_and_fits_a_trend(spark, tmp_path):
+    import os
+
+    import daemon_memory
+    from growth import _descendants
+
+    spark.sql("SELECT 1").collect()  # one SQL execution in Spark's status store
+    jvm = max(_descendants(os.getpid()), key=daemon_memory.rss_kb)
+    heap = daemon_memory.heap_info(jvm)
+    assert 0 < heap["heap_used_mb"] <= heap["heap_committed_mb"] and heap["metaspace_committed_mb"] > 0
+    assert daemon_memory.native_memory(jvm) == {}  # this JVM runs without native memory tracking
+    live = daemon_memory.class_histogram(jvm)
+    assert 0 < live["live_mb"] <= heap["heap_committed_mb"]
+    assert live["watched"]["SQLExecutionUIData"] >= 1 and live["watched"]["JobDataWrapper"] >= 1
+    assert live["largest"][0][2] >= live["largest"][-1][2] > 0
+    rising = [(h, 100.0) for h in range(50)] + [(h, 100.0 + h - 49) for h in range(50, 100)]
+    t = daemon_memory.trend(rising)
+    assert (t["first"], t["last"], t["min"], t["max"]) == (100.0, 150.0, 100.0, 150.0)
+    assert t["per_100h_first_half"] == 0 and t["per_100h_second_half"] == 100.0
+    samples = [{"hour": h, "spark_mb": y, "code_servers": [1], "code_server_mb": 300.0} for h, y in rising]
+    assert daemon_memory.summarise({"samples": samples})["code_server_mb_when_one"]["per_100h"] == 0
+    daemon_memory.svg_plot({"samples": samples}, tmp_path / "plot.svg")
+    assert (tmp_path / "plot.svg").read_text().count("<polyline") == 2  # only the series sampled

@@ -27,6 +27,10 @@ DEFAULT_SPARK_CONF: dict[str, str] = {
     "spark.sql.sources.partitionOverwriteMode": "static",
     "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
     "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
+    # Spark keeps every read's file listing in one cache for the whole process (250 MB by default) under a key
+    # no later read uses: on a long-lived Spark reading the same tables every hour it only fills the driver's
+    # heap. Off; a read still lists its files once.
+    "spark.sql.hive.filesourcePartitionFileCacheSize": "0",
 }
 
 LISTING_JOB_THRESHOLD = "spark.sql.sources.parallelPartitionDiscovery.threshold"
