@@ -167,9 +167,24 @@ def with_nmt(conf_json: str | None) -> str:
     return json.dumps(conf)
 
 
-def sample(hour: int, began: float, daemon_pid: int, jvm: int | None, detail: bool, histogram: bool) -> dict:
+def command_server(settings) -> int | None:
+    """The command server `spark start` keeps next to the Spark server (where the daemon's runs start)."""
+    from incremental_assets.orchestration.command_socket import read_record
+    from incremental_assets.spark.connect_server import state_dir
+
+    record = read_record(state_dir(settings))
+    return int(record["pid"]) if record else None
+
+
+def sample(
+    hour: int, began: float, daemon_pid: int, jvm: int | None, detail: bool, histogram: bool, commands: int | None
+) -> dict:
     point = {"hour": hour, "wall_s": round(time.perf_counter() - began, 1), **processes(daemon_pid)}
     point["spark_mb"] = round(rss_kb(jvm) / 1024, 1) if jvm else 0.0
+    point["command_server_mb"] = round(rss_kb(commands) / 1024, 1) if commands else 0.0
+    for pid in _descendants(commands) if commands else []:  # its copies running the daemon's runs
+        point["run_mb"] = round(max(point["run_mb"], rss_kb(pid) / 1024), 1)
+        point["runs"] += 1
     if jvm:
         point.update(heap_info(jvm))
         if detail:
@@ -205,7 +220,7 @@ def soak(root: Path, hours: int, seconds_per_hour: float, detail_every: int, his
         instance = open_instance(Path(settings.dagster_home))
         clock_file.write_text((year.START + 24 * year.HOUR).isoformat())
         cursor = AutomationCursor(sources={"raw.events": f"v{DeltaTable(str(events)).version()}"}).dump()
-        jvm = server_jvm(settings)
+        jvm, commands = server_jvm(settings), command_server(settings)
         with automation_daemon(root, Path(settings.dagster_home), f"@{clock_file}", log, cursor) as daemon:
             began, index = time.perf_counter(), 24
             for n in range(hours + 1):
@@ -214,13 +229,13 @@ def soak(root: Path, hours: int, seconds_per_hour: float, detail_every: int, his
                     index += 1
                     clock_file.write_text((year.START + index * year.HOUR).isoformat())
                     time.sleep(max(0.0, began + n * seconds_per_hour - time.perf_counter()))
-                point = sample(n, began, daemon.pid, jvm, n % detail_every == 0, n % histogram_every == 0)
+                point = sample(n, began, daemon.pid, jvm, n % detail_every == 0, n % histogram_every == 0, commands)
                 point["runs_total"] = instance.get_runs_count()
                 samples.append(point)
                 print(json.dumps({k: v for k, v in point.items() if k not in ("native", "histogram")}), flush=True)
             now = year.START + index * year.HOUR
             settle(project, instance, now, daemon, log, timeout=1800)
-            settled = sample(hours, began, daemon.pid, jvm, True, True)
+            settled = sample(hours, began, daemon.pid, jvm, True, True, commands)
             settled["runs_total"] = instance.get_runs_count()
             runs = instance.get_run_records(
                 filters=dg.RunsFilter(tags={"incremental_assets/launched_by": "automation"})
@@ -271,6 +286,7 @@ def trend(points: list[tuple[int, float]]) -> dict:
 SERIES = {
     "daemon_mb": "#1f77b4",
     "code_server_mb": "#2ca02c",
+    "command_server_mb": "#17becf",
     "spark_mb": "#d62728",
     "heap_committed_mb": "#ff7f0e",
     "heap_used_mb": "#9467bd",
@@ -281,6 +297,7 @@ PLOTTED = {  # label: colour, the value of a sample (None: not plotted there)
         "#2ca02c",
         lambda s: s["code_server_mb"] if len(s["code_servers"]) == 1 else None,
     ),
+    "command server": ("#17becf", lambda s: s.get("command_server_mb")),
     "Spark server RSS": ("#d62728", lambda s: s.get("spark_mb")),
     "its Java heap committed": ("#ff7f0e", lambda s: s.get("heap_committed_mb")),
     "JIT code": ("#8c564b", lambda s: s.get("native", {}).get("Code")),
