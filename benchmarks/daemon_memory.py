@@ -35,6 +35,7 @@ sys.path.insert(0, str(HERE))
 
 import year  # noqa: E402  (the project, its arrivals and the recompute)
 from growth import _descendants  # noqa: E402
+from svg_axes import plot_area  # noqa: E402
 
 SPARK_CONF_ENV = "INCREMENTAL_ASSETS_SPARK_CONF"
 NMT = "-XX:NativeMemoryTracking=summary"
@@ -331,17 +332,7 @@ def svg_plot(result: dict, out: Path) -> None:
     w, h, pad = 780, 340, 55
     top = max(value(s) or 0 for s in samples for _, value in PLOTTED.values()) * 1.1
     last = max(s["hour"] for s in samples) or 1
-
-    def px(x: float) -> float:
-        return pad + x / last * (w - 2 * pad)
-
-    def py(y: float) -> float:
-        return h - pad - y / top * (h - 2 * pad)
-
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11">',
-        f'<rect width="{w}" height="{h}" fill="white"/>',
-    ]
+    px, py, parts = plot_area(w, h, pad, last, top)
     for frac in (0, 0.25, 0.5, 0.75, 1):
         y = py(top * frac)
         parts.append(f'<text x="{pad - 6}" y="{y + 4:.1f}" text-anchor="end">{top * frac:.0f}</text>')

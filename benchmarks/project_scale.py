@@ -21,6 +21,9 @@ import textwrap
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from svg_axes import plot_area  # noqa: E402
 
 from helpers import EVENTS_SOURCE  # noqa: E402  (the hourly raw.events Delta source the tests and benchmarks share)
 
@@ -182,16 +185,9 @@ def svg_plot(results: list[dict], out: Path, figure: str = "load_cpu_s") -> None
     xs = [r["models"] for r in results]
     top = max(r[f"{s}_{label}_{figure}"] for r in results for s, label in lines) * 1.1
     right = max(xs)
-
-    def px(x: float) -> float:
-        return pad + x / right * (w - 2 * pad)
-
-    def py(y: float) -> float:
-        return h - pad - y / top * (h - 2 * pad)
-
+    px, py, head = plot_area(w, h, pad, right, top)
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11">',
-        f'<rect width="{w}" height="{h}" fill="white"/>',
+        *head,
         f'<line x1="{pad}" y1="{h - pad}" x2="{w - pad}" y2="{h - pad}" stroke="black"/>',
         f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{h - pad}" stroke="black"/>',
     ]

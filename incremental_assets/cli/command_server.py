@@ -16,25 +16,21 @@ import sys
 import time
 from pathlib import Path
 
-from incremental_assets.orchestration.command_socket import code_fingerprint, read_record
+from incremental_assets.orchestration.command_socket import (
+    PROCESS_MODULE,
+    code_fingerprint,
+    is_command_process,
+    read_record,
+)
 
-PROCESS_MODULE = "incremental_assets.cli.command_process"
 LOG_FILE = "command-server.log"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        command = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    return PROCESS_MODULE.encode() in command
 
 
 def start(project: Path, spark_pid: int, state: Path, *, timeout: float = 120.0) -> int | None:
     """Start the project's command server unless one of this code runs already; its PID, or None when it
     did not come up within ``timeout`` seconds (commands then run in their own processes, as without it)."""
     record = read_record(state)
-    if record and _alive(int(record["pid"])):
+    if record and is_command_process(int(record["pid"])):
         if record.get("code") == code_fingerprint() and record.get("project") == str(project):
             return int(record["pid"])
         stop(state)
@@ -62,14 +58,14 @@ def start(project: Path, spark_pid: int, state: Path, *, timeout: float = 120.0)
 def stop(state: Path, timeout: float = 10.0) -> int | None:
     """Stop the recorded command server (commands running in its copies go on); its PID, None if none ran."""
     record = read_record(state)
-    if not record or not _alive(pid := int(record["pid"])):
+    if not record or not is_command_process(pid := int(record["pid"])):
         return None
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while _alive(pid) and time.monotonic() < deadline:
+    while is_command_process(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    if _alive(pid):
+    if is_command_process(pid):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     return pid

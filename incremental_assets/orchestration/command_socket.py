@@ -28,6 +28,7 @@ PACKAGE = Path(__file__).resolve().parent.parent
 HEADER = struct.Struct("!Q")
 RECORD_FILE = "command-server.json"
 COMMAND, DAGSTER_RUN = "command", "dagster-run"
+PROCESS_MODULE = "incremental_assets.cli.command_process"
 
 
 def socket_folder() -> Path:
@@ -60,6 +61,16 @@ def own_folder(folder: Path) -> bool:
     except OSError:
         return False
     return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and stat.S_IMODE(info.st_mode) & 0o077 == 0
+
+
+def is_command_process(pid: int) -> bool:
+    """``pid`` is a running command server or one of its copies (not ended, not a PID another program reuses)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X") and PROCESS_MODULE.encode() in command
 
 
 def record_path(state: Path) -> Path:

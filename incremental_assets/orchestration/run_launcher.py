@@ -29,19 +29,15 @@ from dagster._grpc.types import ExecuteRunArgs
 from dagster._serdes import serialize_value
 
 from incremental_assets.model.settings import read_env_settings
-from incremental_assets.orchestration.command_socket import DAGSTER_RUN, connect, read_record, started_copy
+from incremental_assets.orchestration.command_socket import (
+    DAGSTER_RUN,
+    connect,
+    is_command_process,
+    read_record,
+    started_copy,
+)
 
 WORKER_PID_TAG = "incremental_assets/run_worker_pid"
-
-
-def _alive(pid: int) -> bool:
-    """The run's copy of the command server still runs (not ended, not a PID reused by another program)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        command = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X") and b"command_process" in command
 
 
 def execute_run(argv: list[str]) -> int:
@@ -98,6 +94,6 @@ class ProjectRunLauncher(DefaultRunLauncher):
         pid = run.tags.get(WORKER_PID_TAG)
         if pid is None:  # the code server started it and reports its end, as with Dagster's default launcher
             return CheckRunHealthResult(WorkerStatus.RUNNING, "started by the code server, which watches it")
-        if _alive(int(pid)):
+        if is_command_process(int(pid)):
             return CheckRunHealthResult(WorkerStatus.RUNNING)
         return CheckRunHealthResult(WorkerStatus.FAILED, f"the run's process (pid {pid}) is gone")
