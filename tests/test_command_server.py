@@ -180,6 +180,73 @@ def test_a_socket_folder_others_may_enter_is_not_trusted(tmp_path):
     assert not command_socket.own_folder(tmp_path / "absent")
 
 
+def test_queued_runs_on_the_long_lived_spark_run_side_by_side(served, tmp_path, monkeypatch):
+    """With the Spark server up, the real daemon starts two queued runs of two tables at once, although the
+    project lets only one run with a Spark of its own run at a time: each run is tagged ``server`` when it
+    is queued, and both run in copies of the command server."""
+    import dagster as dg
+    from test_run_queue import _step_span, _stop
+
+    from incremental_assets.orchestration.run_coordinator import ON_SERVER, SPARK_TAG
+    from incremental_assets.orchestration.run_launcher import WORKER_PID_TAG
+
+    root, settings, _ = served
+    limits = {"INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS": "1", "INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS_ON_SERVER": "2"}
+    env = clean_env(
+        DAGSTER_HOME=str(settings.dagster_home),
+        INCREMENTAL_ASSETS_PROJECT=str(root),
+        PYTHONPATH=str(Path(__file__).resolve().parents[1]) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        **limits,
+    )
+    # The instance's dagster.yaml with these limits, and the two days the runs below read built.
+    ran = run_cli(root, "run", "s.hourly", "s.daily", "--start", "2024-01-01", "--end", "2024-01-03", env=env)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    # Two runs of two tables (an hour done before, a day whose hours are all done), queued before the daemon is up.
+    launched = []
+    for job, partition in (("s__hourly_job", "2024-01-01-05:00"), ("s__daily_job", "2024-01-02")):
+        tags = json.dumps({"dagster/partition": partition, "test": "side-by-side"})
+        done = subprocess.run(
+            [sys.executable, "-m", "dagster", "job", "launch", "-m", "incremental_assets.definitions", "-j", job]
+            + ["--tags", tags],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        launched.append(job)
+    monkeypatch.setenv("DAGSTER_HOME", str(settings.dagster_home))  # what the instance's dagster.yaml reads
+    instance = dg.DagsterInstance.from_config(str(settings.dagster_home))
+    side_by_side = dg.RunsFilter(tags={"test": "side-by-side"})
+    runs = instance.get_runs(filters=side_by_side)
+    assert sorted(r.job_name for r in runs) == sorted(launched)
+    assert {r.status for r in runs} == {dg.DagsterRunStatus.QUEUED} and {r.tags[SPARK_TAG] for r in runs} == {ON_SERVER}
+
+    log = open(tmp_path / "daemon.log", "w")
+    daemon = subprocess.Popen(
+        [str(Path(sys.executable).parent / "dagster-daemon"), "run", "-m", "incremental_assets.definitions"],
+        cwd=root,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        finished = _wait_for(lambda: all(r.is_finished for r in instance.get_runs(filters=side_by_side)), 300)
+    finally:
+        _stop(daemon)
+        log.close()
+    runs = instance.get_runs(filters=side_by_side)
+    assert finished and {r.status for r in runs} == {dg.DagsterRunStatus.SUCCESS}, (
+        [(r.job_name, r.status) for r in runs],
+        (tmp_path / "daemon.log").read_text()[-3000:],
+    )
+    assert all(WORKER_PID_TAG in r.tags for r in runs)  # each ran in a copy of the command server
+    (a_start, a_end), (b_start, b_end) = (_step_span(instance, r.run_id) for r in runs)
+    assert a_start < b_end and b_start < a_end, "the two runs' steps did not overlap"
+
+
 def test_the_command_server_ends_with_the_spark_server(served):
     root, settings, pid = served
     stopped = run_cli(root, "spark", "stop")

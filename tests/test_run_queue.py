@@ -18,7 +18,7 @@ import pytest
 
 from incremental_assets import cli
 from incremental_assets.load.project import load_project
-from incremental_assets.load.settings import default_max_concurrent_runs, load_settings
+from incremental_assets.load.settings import default_max_concurrent_runs, default_runs_on_server, load_settings
 from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.orchestration.instance import (
     LEGACY_DAGSTER_YAMLS,
@@ -29,6 +29,7 @@ from incremental_assets.orchestration.instance import (
     register_table_pools,
     table_pool,
 )
+from incremental_assets.orchestration.run_coordinator import OWN_SPARK, SPARK_TAG, ProjectRunCoordinator
 from incremental_assets.orchestration.runner import Runner
 
 from conftest import REPO
@@ -56,9 +57,16 @@ def project_dir(make_project, tmp_path, monkeypatch):
 
 
 def concurrency(instance: dg.DagsterInstance):
+    """Runs at once in all, runs at once that start their own Spark, each pool's limit, the pools' granularity."""
     config = instance.get_concurrency_config()
+    own = [
+        limit["limit"]
+        for limit in config.run_queue_config.tag_concurrency_limits
+        if limit["key"] == SPARK_TAG and limit["value"] == OWN_SPARK
+    ]
     return (
         config.run_queue_config.max_concurrent_runs,
+        *own,
         config.pool_config.default_pool_limit,
         config.pool_config.pool_granularity.value,
     )
@@ -73,35 +81,56 @@ def test_default_limit_fits_the_machine():
     assert default_max_concurrent_runs("local[*]", cores=8) == 1
     assert default_max_concurrent_runs("local[4]", cores=2) == 1  # never 0
     assert default_max_concurrent_runs("spark://h:7077", cores=8) == 4
+    # With the long-lived Spark up a run starts no JVM: one per core, at least two.
+    assert [default_runs_on_server(cores) for cores in (1, 2, 8)] == [2, 2, 8]
 
 
 def test_instance_queues_runs_with_the_configured_limit(project_dir, monkeypatch):
     settings = load_settings(project_dir)
     assert settings.max_concurrent_runs == default_max_concurrent_runs("local[2]")
-    instance = open_instance(settings.dagster_home, settings.max_concurrent_runs)
-    assert isinstance(instance.run_coordinator, dg.QueuedRunCoordinator)
+    assert settings.max_concurrent_runs_on_server == default_runs_on_server()
+    instance = open_instance(
+        settings.dagster_home, settings.max_concurrent_runs, settings.max_concurrent_runs_on_server
+    )
+    assert isinstance(instance.run_coordinator, ProjectRunCoordinator)
     # A queued run starts within a second of a slot freeing: automation chains wait less.
     assert instance.run_coordinator.dequeue_interval_seconds == 1
-    assert concurrency(instance) == (settings.max_concurrent_runs, 1, "op")
+    # Runs that start their own Spark: the limit; all runs (those on the long-lived Spark): the larger one.
+    both = max(settings.max_concurrent_runs, settings.max_concurrent_runs_on_server)
+    assert concurrency(instance) == (both, settings.max_concurrent_runs, 1, "op")
     # Slots of a run that ended without freeing them (killed worker) are freed by the daemon.
     assert instance.run_monitoring_enabled and instance.run_monitoring_settings["free_slots_after_run_end_seconds"] > 0
 
     # The settings file sets it; the environment overrides the file.
-    (project_dir / "incremental_assets.yaml").write_text("max_concurrent_runs: 3\n")
-    assert load_settings(project_dir).max_concurrent_runs == 3
+    (project_dir / "incremental_assets.yaml").write_text("max_concurrent_runs: 3\nmax_concurrent_runs_on_server: 5\n")
+    assert (
+        load_settings(project_dir).max_concurrent_runs,
+        load_settings(project_dir).max_concurrent_runs_on_server,
+    ) == (3, 5)
     monkeypatch.setenv("INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS", "2")
+    monkeypatch.setenv("INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS_ON_SERVER", "4")
     settings = load_settings(project_dir)
-    assert settings.max_concurrent_runs == 2
+    assert (settings.max_concurrent_runs, settings.max_concurrent_runs_on_server) == (2, 4)
     # Through the CLI (every command that opens the instance keeps its dagster.yaml in step).
     assert cli.main(["status", "--project", str(project_dir)]) == 0
     instance = dg.DagsterInstance.from_config(str(settings.dagster_home))
-    assert isinstance(instance.run_coordinator, dg.QueuedRunCoordinator)
-    assert concurrency(instance) == (2, 1, "op")
+    assert isinstance(instance.run_coordinator, ProjectRunCoordinator)
+    assert concurrency(instance) == (4, 2, 1, "op")
+    # Fewer on the server than without it: the larger limit holds for all runs.
+    monkeypatch.setenv("INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS_ON_SERVER", "1")
+    assert cli.main(["status", "--project", str(project_dir)]) == 0
+    assert concurrency(dg.DagsterInstance.from_config(str(settings.dagster_home))) == (2, 2, 1, "op")
 
-    for bad in ("0", "-1", "two"):
-        monkeypatch.setenv("INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS", bad)
-        with pytest.raises(Exception, match="INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS must be a whole number"):
-            load_settings(project_dir)
+    for variable in ("INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS", "INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS_ON_SERVER"):
+        for bad in ("0", "-1", "two"):
+            monkeypatch.setenv(variable, bad)
+            with pytest.raises(Exception, match=f"{variable} must be a whole number"):
+                load_settings(project_dir)
+        monkeypatch.setenv(variable, "2")
+    (project_dir / "incremental_assets.yaml").write_text("max_concurrent_runs_on_server: many\n")
+    monkeypatch.delenv("INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS_ON_SERVER")
+    with pytest.raises(Exception, match="max_concurrent_runs_on_server must be a whole number"):
+        load_settings(project_dir)
 
 
 def test_a_product_written_dagster_yaml_is_upgraded_an_edited_one_is_kept(tmp_path, capsys):
@@ -110,19 +139,17 @@ def test_a_product_written_dagster_yaml_is_upgraded_an_edited_one_is_kept(tmp_pa
     home.mkdir()
     (home / "dagster.yaml").write_text(LEGACY_DAGSTER_YAMLS[0])
     instance = open_instance(home, 2)
-    assert isinstance(instance.run_coordinator, dg.QueuedRunCoordinator) and concurrency(instance)[0] == 2
+    assert isinstance(instance.run_coordinator, ProjectRunCoordinator) and concurrency(instance)[1] == 2
     # Still the product's: a new limit rewrites it; the same limit leaves it untouched.
-    assert (
-        ensure_instance_config(home, 3) == "updated" and "max_concurrent_runs: 3" in (home / "dagster.yaml").read_text()
-    )
+    assert ensure_instance_config(home, 3) == "updated" and "limit: 3" in (home / "dagster.yaml").read_text()
     assert ensure_instance_config(home, 3) == "current"
 
     # Edited in any way (here: a comment and another limit), the file is the user's: never rewritten.
-    edited = (home / "dagster.yaml").read_text().replace("max_concurrent_runs: 3", "max_concurrent_runs: 5  # ours")
+    edited = (home / "dagster.yaml").read_text().replace("limit: 3", "limit: 5  # ours")
     (home / "dagster.yaml").write_text(edited)
     assert instance_config_owner(edited) == "user"
     instance = open_instance(home, 1)
-    assert (home / "dagster.yaml").read_text() == edited and concurrency(instance)[0] == 5
+    assert (home / "dagster.yaml").read_text() == edited and concurrency(instance)[1] == 5
 
     # A user's own file without a queue is kept too, with a note on how to get the queue.
     mine = "# mine\ntelemetry:\n  enabled: false\n"
@@ -297,6 +324,8 @@ def test_two_queued_runs_of_one_table_never_overlap_with_the_real_daemon(project
         (tmp_path / "daemon.log").read_text()[-3000:],
     )
 
+    # Queued without the long-lived Spark: each run starts its own, within max_concurrent_runs.
+    assert {r.tags.get(SPARK_TAG) for r in runs} == {OWN_SPARK}
     # The steps that wrote the table never overlapped.
     spans = sorted(_step_span(instance, r.run_id) for r in runs)
     assert spans[0][1] <= spans[1][0], spans

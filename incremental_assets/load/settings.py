@@ -10,6 +10,7 @@
 | spark.conf        | a few small-machine defaults | ``INCREMENTAL_ASSETS_SPARK_CONF`` (JSON object, merged) |
 | dagster_home      | ``<project>/.dagster``       | ``DAGSTER_HOME``                       |
 | max_concurrent_runs | CPU cores / cores per run, at least 1 (see below) | ``INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS`` |
+| max_concurrent_runs_on_server | cores, at least 2 | ``INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS_ON_SERVER`` |
 | hourly_files      | ``day``                      | ``INCREMENTAL_ASSETS_HOURLY_FILES``    |
 | environments      | none                         | ``INCREMENTAL_ASSETS_ENVIRONMENTS`` (names, comma-separated) |
 | maintenance       | see below                    | none                                   |
@@ -19,6 +20,13 @@ Each run is a Spark driver that, on the embedded default, computes with ``local[
 default gives each run N cores (N = 2 for the default ``local[2]``, all cores for ``local[*]``, 2 for a
 cluster or Spark Connect, where the driver still plans, collects and commits): 1 run on 2 cores, 2 on 4.
 More runs than that only make every run slower and can exhaust memory (a JVM each).
+
+``max_concurrent_runs_on_server`` is how many runs the queue starts at once while the project's long-lived
+Spark is up (``incremental-assets spark start``): such a run starts no Spark of its own, it sends its queries
+to the one server, and spends much of its time waiting for them, so two runs at once overlap one's Dagster
+bookkeeping with the other's Spark work. The queue tells the two kinds apart by a tag each run gets when it
+is submitted (``incremental_assets/spark``: ``server`` or ``own``); runs of the second kind stay within
+``max_concurrent_runs``.
 
 ``hourly_files`` is how the table of an hourly model created from now on is cut into files: ``day`` (one
 file per backfilled day, partitioned by ``ia_day``; replacing an hour of such a file rewrites it in the
@@ -174,6 +182,7 @@ _KNOWN = (
     "spark",
     "dagster_home",
     "max_concurrent_runs",
+    "max_concurrent_runs_on_server",
     "hourly_files",
     "environments",
     "maintenance",
@@ -246,6 +255,25 @@ def _max_concurrent_runs(raw: dict, env: Mapping[str, str], path: Path, local_ma
     return default_max_concurrent_runs(local_master)
 
 
+def default_runs_on_server(cores: int | None = None) -> int:
+    """Runs at once on the long-lived Spark: one per core, at least 2.
+
+    >>> [default_runs_on_server(n) for n in (1, 2, 8)]
+    [2, 2, 8]
+    """
+    return max(2, cores or available_cores())
+
+
+def _runs_on_server(raw: dict, env: Mapping[str, str], path: Path) -> int:
+    """The run limit while the long-lived Spark is up: the environment's, else the file's, else the default."""
+    variable = "INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS_ON_SERVER"
+    if env.get(variable):
+        return _run_limit(env[variable], None, variable)
+    if raw.get("max_concurrent_runs_on_server") is not None:
+        return _run_limit(raw["max_concurrent_runs_on_server"], path, "max_concurrent_runs_on_server")
+    return default_runs_on_server()
+
+
 def load_settings(project_dir: str | Path, *, environ: Mapping[str, str] | None = None) -> Settings:
     """Read the settings file (optional) and apply environment overrides."""
     env = read_env_settings(environ).setting_overrides
@@ -279,6 +307,7 @@ def load_settings(project_dir: str | Path, *, environ: Mapping[str, str] | None 
         spark_conf=conf,
         dagster_home=Path(_resolve(project_dir, str(home))),
         max_concurrent_runs=max_runs,
+        max_concurrent_runs_on_server=_runs_on_server(raw, env, path),
         hourly_files=_hourly_files(raw, env, path, text),
         environments=_environments(raw, env, path, text),
         maintenance=_maintenance(raw, path, text),

@@ -95,6 +95,7 @@ class Settings:
     spark_conf: Mapping[str, str] = field(default_factory=dict)
     dagster_home: Path | None = None
     max_concurrent_runs: int = 1
+    max_concurrent_runs_on_server: int = 2  # runs at once while the long-lived Spark is up (they share it)
     hourly_files: str = "day"  # how new tables of hourly models are cut into files: "day" or "hour"
     environment: str | None = None  # the environment in effect (None: production)
     environment_models: frozenset[str] = frozenset()  # the models whose tables are the environment's
@@ -134,6 +135,7 @@ SETTING_VARIABLES: dict[str, str] = {
     "spark.conf": "INCREMENTAL_ASSETS_SPARK_CONF",
     "dagster_home": "DAGSTER_HOME",
     "max_concurrent_runs": "INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS",
+    "max_concurrent_runs_on_server": "INCREMENTAL_ASSETS_MAX_CONCURRENT_RUNS_ON_SERVER",
     "hourly_files": "INCREMENTAL_ASSETS_HOURLY_FILES",
     "environments": "INCREMENTAL_ASSETS_ENVIRONMENTS",
 }

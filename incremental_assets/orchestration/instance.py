@@ -12,7 +12,7 @@ from pathlib import Path
 import dagster as dg
 
 from incremental_assets.errors import IncrementalAssetsError
-from incremental_assets.load.settings import default_max_concurrent_runs
+from incremental_assets.load.settings import default_max_concurrent_runs, default_runs_on_server
 from incremental_assets.model.intervals import (
     TimeWindow,
     ceil,
@@ -72,15 +72,21 @@ event_log_storage:
     dagster_home:
       env: DAGSTER_HOME
 # Runs from the UI, schedules, sensors and backfills wait in a queue; the daemon (`dagster dev` or
-# `dagster-daemon run`) starts at most max_concurrent_runs of them at once.
+# `dagster-daemon run`) starts at most max_concurrent_runs of those that start a Spark of their own at
+# once, and at most max_concurrent_runs_on_server while the long-lived Spark (`incremental-assets spark
+# start`) is up: the project's coordinator (Dagster's queue) tags each run it queues with which it is.
 run_coordinator:
-  module: dagster.core.run_coordinator
-  class: QueuedRunCoordinator
+  module: incremental_assets.orchestration.run_coordinator
+  class: ProjectRunCoordinator
   config:
     dequeue_interval_seconds: 1
 concurrency:
   runs:
-    max_concurrent_runs: {max_concurrent_runs}
+    max_concurrent_runs: {all_runs}
+    tag_concurrency_limits:
+      - key: incremental_assets/spark
+        value: own
+        limit: {max_concurrent_runs}
   # Every model asset is in the pool of its table (`table/<model name>`): one step at a time writes a
   # table. A queued run whose table is busy stays queued; an in-process CLI run waits for the slot.
   pools:
@@ -106,9 +112,13 @@ run_retries:
 """
 
 
-def dagster_yaml(max_concurrent_runs: int) -> str:
-    """The dagster.yaml the project writes, first line a mark with the checksum of the rest."""
-    body = DAGSTER_YAML.format(max_concurrent_runs=int(max_concurrent_runs))
+def dagster_yaml(max_concurrent_runs: int, on_server: int | None = None) -> str:
+    """The dagster.yaml the project writes, first line a mark with the checksum of the rest: at most
+    ``max_concurrent_runs`` runs with a Spark of their own at once, ``on_server`` in all (default: see
+    :func:`incremental_assets.load.settings.default_runs_on_server`)."""
+    own = int(max_concurrent_runs)
+    all_runs = max(own, int(on_server if on_server is not None else default_runs_on_server()))
+    body = DAGSTER_YAML.format(max_concurrent_runs=own, all_runs=all_runs)
     return f"{MANAGED_MARK}{hashlib.sha256(body.encode()).hexdigest()[:16]}\n{body}"
 
 
@@ -129,18 +139,19 @@ def instance_config_owner(text: str) -> str:
     return "user"
 
 
-def ensure_instance_config(home: Path | str, max_concurrent_runs: int) -> str:
+def ensure_instance_config(home: Path | str, max_concurrent_runs: int, on_server: int | None = None) -> str:
     """Write, upgrade or keep ``<home>/dagster.yaml``: ``created``, ``updated``, ``current`` or ``user``
     (a file someone edited: never rewritten). Writes go to a temporary name renamed into place, so a
     webserver or daemon reading it never sees half a file."""
     config = Path(home) / "dagster.yaml"
-    wanted = dagster_yaml(max_concurrent_runs)
+    wanted = dagster_yaml(max_concurrent_runs, on_server)
     if config.exists():
         text = config.read_text(encoding="utf-8")
         if text == wanted:
             return "current"
         if instance_config_owner(text) == "user":
-            if "QueuedRunCoordinator" not in text and not _warned_unqueued.get(str(config)):
+            queued = any(name in text for name in ("QueuedRunCoordinator", "ProjectRunCoordinator"))
+            if not queued and not _warned_unqueued.get(str(config)):
                 _warned_unqueued[str(config)] = True
                 print(
                     f"note: {config} is yours (edited), so it is left as is; it does not queue runs "
@@ -167,17 +178,20 @@ def table_pool(model_name: str) -> str:
     return f"table/{model_name}"
 
 
-def open_instance(home: Path | str, max_concurrent_runs: int | None = None) -> dg.DagsterInstance:
+def open_instance(
+    home: Path | str, max_concurrent_runs: int | None = None, on_server: int | None = None
+) -> dg.DagsterInstance:
     """The project's Dagster instance (SQLite under ``home`` unless its dagster.yaml says otherwise).
 
-    Its dagster.yaml queues runs (at most ``max_concurrent_runs`` at once; default: what fits this
-    machine, see :func:`incremental_assets.load.settings.default_max_concurrent_runs`) and limits each
+    Its dagster.yaml queues runs (at most ``max_concurrent_runs`` that start a Spark of their own at once,
+    default: what fits this machine, see :func:`incremental_assets.load.settings.default_max_concurrent_runs`;
+    at most ``on_server`` while the long-lived Spark is up) and limits each
     table's pool to one writer; see :func:`ensure_instance_config` for when it is (re)written."""
     home = Path(home)
     home.mkdir(parents=True, exist_ok=True)
     if max_concurrent_runs is None:
         max_concurrent_runs = default_max_concurrent_runs("local[2]")
-    ensure_instance_config(home, max_concurrent_runs)
+    ensure_instance_config(home, max_concurrent_runs, on_server)
     os.environ["DAGSTER_HOME"] = str(home)
     return dg.DagsterInstance.from_config(str(home))
 
@@ -189,7 +203,7 @@ def project_instance(project: Project) -> dg.DagsterInstance:
         raise IncrementalAssetsError(
             "the project's settings have no dagster_home (fix: load the project with load_project, or set DAGSTER_HOME)"
         )
-    return open_instance(home, project.settings.max_concurrent_runs)
+    return open_instance(home, project.settings.max_concurrent_runs, project.settings.max_concurrent_runs_on_server)
 
 
 def register_table_pools(instance: dg.DagsterInstance, project: Project) -> list[str]:

@@ -68,9 +68,12 @@ def state_dir(settings: Settings) -> Path:
 
 
 def read_record(settings: Settings) -> ServerRecord | None:
+    return _record_in(state_dir(settings))
+
+
+def _record_in(state: Path) -> ServerRecord | None:
     try:
-        data = json.loads((state_dir(settings) / RECORD_FILE).read_text())
-        return ServerRecord(**data)
+        return ServerRecord(**json.loads((state / RECORD_FILE).read_text()))
     except (OSError, ValueError, TypeError):
         return None
 
@@ -88,10 +91,17 @@ def _command_line(pid: int) -> str | None:
         return done.stdout.strip() or None
 
 
-def _is_our_server(record: ServerRecord, settings: Settings) -> bool:
-    """The PID is alive and still the server started with this project's settings file (not a reused PID)."""
+def _is_our_server(record: ServerRecord, state: Path) -> bool:
+    """The PID is alive and still the server started with the settings file in ``state`` (not a reused PID)."""
     command = _command_line(record.pid)
-    return command is not None and SERVER_CLASS in command and str(state_dir(settings) / CONF_FILE) in command
+    return command is not None and SERVER_CLASS in command and str(state / CONF_FILE) in command
+
+
+def server_up_in(state: Path) -> bool:
+    """Whether the server recorded in the state folder ``state`` (a project's Dagster home) is up: what the
+    run queue asks, which knows the instance's folder and not the project's settings."""
+    record = _record_in(state)
+    return record is not None and _is_our_server(record, state) and port_open(record.port)
 
 
 def port_open(port: int, host: str = LOOPBACK) -> bool:
@@ -105,7 +115,7 @@ def server_status(settings: Settings) -> ServerStatus:
     record = read_record(settings)
     if record is None:
         return ServerStatus(False)
-    if not _is_our_server(record, settings):
+    if not _is_our_server(record, state_dir(settings)):
         return ServerStatus(False, record, stale=True)
     if Path(record.project_dir) != settings.project_dir:
         return ServerStatus(False, record, foreign=True)

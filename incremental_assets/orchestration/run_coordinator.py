@@ -1,0 +1,46 @@
+"""The project's run queue: Dagster's, with each run tagged by whether it starts a Spark of its own.
+
+A run started while the project's long-lived Spark is up (``incremental-assets spark start``) sends its
+queries to that one server: it starts no JVM, and spends much of its time waiting for the server, so two
+such runs at once overlap one's Dagster bookkeeping with the other's Spark work. A run started without it
+starts a local Spark of its own (a JVM with ``local[N]``'s cores), and two of those at once on a small
+machine only make both slower. :class:`ProjectRunCoordinator` is Dagster's ``QueuedRunCoordinator`` that,
+when a run is queued (from the UI, a sensor, a schedule, a backfill or a retry), tags it ``server`` or
+``own`` (:data:`SPARK_TAG`); the project's ``dagster.yaml`` limits the runs tagged ``own`` to
+``max_concurrent_runs`` and all runs to ``max_concurrent_runs_on_server``.
+
+The tag says what the run will find when it starts, judged when it is queued: a server stopped in between
+leaves a run tagged ``server`` that then starts its own Spark (it still runs, with less room), and a server
+started in between leaves a run tagged ``own`` held to the smaller limit.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dagster import QueuedRunCoordinator
+from dagster._core.run_coordinator.base import SubmitRunContext
+from dagster._core.storage.dagster_run import DagsterRun
+
+from incremental_assets.spark.connect_server import server_up_in
+
+SPARK_TAG = "incremental_assets/spark"
+ON_SERVER = "server"  # the run's queries go to the project's long-lived Spark
+OWN_SPARK = "own"  # the run starts a Spark of its own
+
+
+def spark_of_new_run(instance_root: Path) -> str:
+    """Which Spark a run queued now will use: the long-lived server's, when it is up, else its own."""
+    return ON_SERVER if server_up_in(instance_root) else OWN_SPARK
+
+
+class ProjectRunCoordinator(QueuedRunCoordinator):
+    """Dagster's run queue, with every run it queues tagged by the Spark it will use (:data:`SPARK_TAG`)."""
+
+    def submit_run(self, context: SubmitRunContext) -> DagsterRun:
+        run = context.dagster_run
+        spark = spark_of_new_run(Path(self._instance.root_directory))
+        if run.tags.get(SPARK_TAG) != spark:  # a retry carries its first run's tag: judged again
+            self._instance.add_run_tags(run.run_id, {SPARK_TAG: spark})
+            run = self._instance.get_run_by_id(run.run_id) or run
+        return super().submit_run(SubmitRunContext(run, context.workspace))
