@@ -24,7 +24,7 @@ from incremental_assets.delta.lock import writer_lock
 from incremental_assets.orchestration import command_socket
 from incremental_assets.spark import connect_server as server
 
-from helpers import table_rows
+from helpers import automation_daemon, table_rows
 
 pytestmark = pytest.mark.cluster
 
@@ -185,7 +185,7 @@ def test_queued_runs_on_the_long_lived_spark_run_side_by_side(served, tmp_path, 
     project lets only one run with a Spark of its own run at a time: each run is tagged ``server`` when it
     is queued, and both run in copies of the command server."""
     import dagster as dg
-    from test_run_queue import _step_span, _stop
+    from test_run_queue import _step_span
 
     from incremental_assets.orchestration.run_coordinator import ON_SERVER, SPARK_TAG
     from incremental_assets.orchestration.run_launcher import WORKER_PID_TAG
@@ -223,20 +223,11 @@ def test_queued_runs_on_the_long_lived_spark_run_side_by_side(served, tmp_path, 
     assert sorted(r.job_name for r in runs) == sorted(launched)
     assert {r.status for r in runs} == {dg.DagsterRunStatus.QUEUED} and {r.tags[SPARK_TAG] for r in runs} == {ON_SERVER}
 
-    log = open(tmp_path / "daemon.log", "w")
-    daemon = subprocess.Popen(
-        [str(Path(sys.executable).parent / "dagster-daemon"), "run", "-m", "incremental_assets.definitions"],
-        cwd=root,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
-    try:
+    # The real daemon (no sensor), stopped with every process it started.
+    with automation_daemon(
+        root, settings.dagster_home, "2024-01-04T00:00:00+00:00", tmp_path / "daemon.log", sensor=False
+    ):
         finished = _wait_for(lambda: all(r.is_finished for r in instance.get_runs(filters=side_by_side)), 300)
-    finally:
-        _stop(daemon)
-        log.close()
     runs = instance.get_runs(filters=side_by_side)
     assert finished and {r.status for r in runs} == {dg.DagsterRunStatus.SUCCESS}, (
         [(r.job_name, r.status) for r in runs],
