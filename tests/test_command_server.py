@@ -238,6 +238,85 @@ def test_queued_runs_on_the_long_lived_spark_run_side_by_side(served, tmp_path, 
     assert a_start < b_end and b_start < a_end, "the two runs' steps did not overlap"
 
 
+def test_the_automation_requests_the_days_with_the_hours_they_wait_for(served, tmp_path, monkeypatch):
+    """With the Spark server up, the real daemon and sensor: a day of events arrives (an hour without any) and
+    a late row for an hour two days back. The sensor requests the two hours' runs and, in the same tick, the
+    runs of the two days, which wait in their runs for the hours they read; every run succeeds, each
+    interval is computed once, and the days equal a recompute from the source."""
+    import dagster as dg
+    from deltalake import DeltaTable
+
+    from incremental_assets.orchestration import tags
+    from incremental_assets.orchestration.decisions import AutomationCursor
+    from incremental_assets.orchestration.instance import ACTIVE_RUN_STATUSES
+    from incremental_assets.orchestration.run_coordinator import ON_SERVER, SPARK_TAG
+
+    from helpers import utc, write_events
+
+    root, settings, _ = served
+    env = clean_env(
+        DAGSTER_HOME=str(settings.dagster_home),
+        PYTHONPATH=str(Path(__file__).resolve().parents[1]) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    )
+    # Every hour and day to 2024-01-03 computed (whatever the tests before left failed or missing).
+    ran = run_cli(root, "run", "s.hourly", "s.daily", "--start", "2024-01-01", "--end", "2024-01-04", env=env)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    events = root / "data" / "events"
+    cursor = AutomationCursor(sources={"raw.events": f"v{DeltaTable(str(events)).version()}"}).dump()
+    # The next day arrives (05:00 without events), and a late row for 2024-01-02 10:00.
+    write_events(events, utc(2024, 1, 4), 5, per_hour=3, mode="append")
+    write_events(events, utc(2024, 1, 4, 6), 18, per_hour=3, mode="append")
+    write_events(events, utc(2024, 1, 2, 10, 40), 1, mode="append")
+
+    monkeypatch.setenv("DAGSTER_HOME", str(settings.dagster_home))
+    instance = dg.DagsterInstance.from_config(str(settings.dagster_home))
+    automation = dg.RunsFilter(tags={tags.LAUNCHED_BY_TAG: "automation"})
+    assert instance.get_runs(filters=automation) == []
+    with automation_daemon(root, settings.dagster_home, "2024-01-05T00:00:00+00:00", tmp_path / "daemon.log", cursor):
+
+        def settled() -> bool:
+            runs = instance.get_runs(filters=automation)
+            busy = instance.get_runs(filters=dg.RunsFilter(statuses=ACTIVE_RUN_STATUSES))
+            return len(runs) >= 4 and not busy
+
+        done = _wait_for(settled, 300)
+    log = (tmp_path / "daemon.log").read_text()[-4000:]
+    records = instance.get_run_records(filters=automation)
+    assert done and {r.dagster_run.status for r in records} == {dg.DagsterRunStatus.SUCCESS}, (
+        [(r.dagster_run.asset_selection, r.dagster_run.status) for r in records],
+        log,
+    )
+    by_range = {
+        (next(iter(r.dagster_run.asset_selection or ())).to_user_string(), *tags.range_of(r.dagster_run.tags)): r
+        for r in records
+    }
+    hours = {("s/hourly", "2024-01-02-10:00", "2024-01-02-10:00"), ("s/hourly", "2024-01-04-00:00", "2024-01-04-23:00")}
+    days = {("s/daily", "2024-01-02", "2024-01-02"), ("s/daily", "2024-01-04", "2024-01-04")}
+    assert set(by_range) == hours | days and len(records) == 4, sorted(by_range)
+    # The days were requested with the hours (before either hour's run ended), tagged to wait for them.
+    first_end = min(by_range[h].end_time or 0 for h in hours)
+    for day in days:
+        run = by_range[day]
+        assert run.dagster_run.tags[tags.AFTER_UPSTREAM_TAG] == "true" and run.dagster_run.tags[SPARK_TAG] == ON_SERVER
+        assert run.create_timestamp.timestamp() < first_end, f"{day} was requested by a later tick"
+    # Each interval computed once by the automation, the days after the hours they read: equal to a recompute.
+    ran_here = {r.dagster_run.run_id for r in records}
+    for key, partitions in (
+        ("s/hourly", ["2024-01-02-10:00", *(f"2024-01-04-{h:02d}:00" for h in range(24))]),
+        ("s/daily", ["2024-01-02", "2024-01-04"]),
+    ):
+        asset = dg.AssetKey(key.split("/"))
+        for partition in partitions:
+            found = instance.fetch_materializations(
+                dg.AssetRecordsFilter(asset_key=asset, asset_partitions=[partition]), limit=10
+            ).records
+            assert len([m for m in found if m.run_id in ran_here]) == 1, (key, partition)
+    source = DeltaTable(str(events)).to_pandas()
+    counts = source.groupby(source["ts"].dt.date).size()
+    daily = {row[0]: row[1] for row in table_rows(table_uri(settings.warehouse, "s.daily"))}
+    assert {d: daily[d] for d in counts.index} == counts.to_dict()
+
+
 def test_the_command_server_ends_with_the_spark_server(served):
     root, settings, pid = served
     stopped = run_cli(root, "spark", "stop")

@@ -179,3 +179,88 @@ def test_the_downstream_of_an_upstream_being_computed_waits(scene):
         f"s.b waits for s.a: computing [2024-01-03, 2024-01-04) in run {run_id[:8]}",
         "s.total waits for s.b: waits for s.a",
     ]
+
+
+# Two hourly models, a daily model reading the second and a daily model reading that one.
+CHAIN_MODELS = {
+    "models/src.sql": """
+        MODEL (name s.src, kind INCREMENTAL_BY_TIME_RANGE (time_column h), start '2024-01-01', cron '@hourly');
+        SELECT CAST(@start_dt AS TIMESTAMP) AS h, 1 AS n
+    """,
+    "models/h.sql": """
+        MODEL (name s.h, kind INCREMENTAL_BY_TIME_RANGE (time_column h), start '2024-01-01', cron '@hourly');
+        SELECT h, n FROM s.src WHERE h BETWEEN @start_dt AND @end_dt
+    """,
+    "models/d.sql": """
+        MODEL (name s.d, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');
+        SELECT CAST(h AS DATE) AS ds, SUM(n) AS n FROM s.h WHERE h BETWEEN @start_dt AND @end_dt GROUP BY 1
+    """,
+    "models/d2.sql": """
+        MODEL (name s.d2, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');
+        SELECT ds, n FROM s.d WHERE ds BETWEEN @start_ds AND @end_ds
+    """,
+}
+HOURS = [f"2024-01-0{d}-{h:02d}:00" for d in (1, 2, 3) for h in range(24)]
+
+
+@pytest.fixture
+def chain(make_project, tmp_path, monkeypatch):
+    monkeypatch.setattr(sensors, "watch_tables", lambda *args: set())
+    return Scene(make_project(CHAIN_MODELS), tmp_path / "home")
+
+
+def test_a_model_of_another_unit_is_requested_with_the_run_it_waits_for_when_runs_may_follow(chain):
+    # Without: the hours run first, the days wait for them (the next tick requests them).
+    plain = chain.decide()
+    assert runs(plain) == [(("s/src", "s/h"), HOURS[0], HOURS[-1])]
+    assert plain.waiting[0].startswith("s.d [2024-01-01, 2024-01-04) waits for s.h: requested")
+    # With runs that may follow: the days are requested in the same tick, in a run of their own that waits
+    # for the hours' run; the days reading those days wait (a run waits for runs that wait for none).
+    decision = sensors.evaluate(chain.project, chain.translator, chain.instance, None, NOW, chain=True)
+    assert runs(decision) == [(("s/src", "s/h"), HOURS[0], HOURS[-1]), (("s/d",), DAY1, DAY3)]
+    hours, days = decision.requests
+    assert tags.AFTER_UPSTREAM_TAG not in hours.tags and days.tags[tags.AFTER_UPSTREAM_TAG] == "true"
+    assert days.tags[tags.REASON_TAG] == "missing intervals; after the run of s.h requested with it"
+    assert decision.waiting == ["s.d2 [2024-01-01, 2024-01-04) waits for s.d: requested [2024-01-01, 2024-01-04)"]
+    # The same state, the same run keys: Dagster launches nothing twice.
+    again = sensors.evaluate(chain.project, chain.translator, chain.instance, None, NOW, chain=True)
+    assert [r.run_key for r in again.requests] == [r.run_key for r in decision.requests]
+
+
+def test_an_interval_recomputed_upstream_has_its_downstream_requested_with_it(chain):
+    chain.materialized("s.src", *HOURS)
+    chain.materialized("s.h", *HOURS)
+    chain.materialized("s.d", DAY1, DAY2, DAY3)
+    chain.materialized("s.d2", DAY1, DAY2, DAY3)
+    chain.materialized("s.src", "2024-01-02-10:00")  # late data computed again
+    decision = sensors.evaluate(chain.project, chain.translator, chain.instance, None, NOW, chain=True)
+    # The hour is recomputed; the day that reads it follows in a run of its own, s.d2's day waits for that.
+    assert runs(decision) == [(("s/h",), "2024-01-02-10:00", "2024-01-02-10:00"), (("s/d",), DAY2, DAY2)]
+    assert decision.requests[1].tags[tags.REASON_TAG] == "upstream s.h changes; after the run of s.h requested with it"
+    assert decision.waiting == ["s.d2 waits for s.d: requested [2024-01-02, 2024-01-03)"]
+
+
+def test_what_follows_a_run_that_is_not_launched_waits(chain):
+    # The code location does not have s.h yet: the run of s.src and s.h is not launched, nor the run of s.d
+    # that would follow it (launched alone, it would read hours that are not there).
+    served = set(chain.project.models) - {"s.h"}
+    decision = sensors.evaluate(chain.project, chain.translator, chain.instance, None, NOW, chain=True, served=served)
+    assert runs(decision) == []
+    assert "s.h is new: waits for the code location to reload" in decision.waiting
+
+
+def test_runs_follow_only_on_the_long_lived_spark_with_a_slot_left_to_others(chain, tmp_path, monkeypatch):
+    from incremental_assets.orchestration import run_coordinator
+
+    assert chain.instance.run_coordinator.__class__ is run_coordinator.ProjectRunCoordinator
+    # The project's queue leaves a slot to other runs; without the long-lived Spark each run starts a JVM.
+    assert not run_coordinator.runs_may_follow(chain.instance)
+    monkeypatch.setattr(run_coordinator, "server_up_in", lambda root: True)
+    assert run_coordinator.runs_may_follow(chain.instance)
+    # Three slots on the server: at most two runs wait for others.
+    three = open_instance(tmp_path / "three", 1, 3).get_concurrency_config().run_queue_config
+    assert three is not None and three.max_concurrent_runs == 3
+    assert {"key": tags.AFTER_UPSTREAM_TAG, "value": "true", "limit": 2} in three.tag_concurrency_limits
+    # One slot in all: no run may wait for another.
+    single = open_instance(tmp_path / "single", 1, 1)
+    assert not run_coordinator.runs_may_follow(single)

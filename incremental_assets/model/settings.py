@@ -167,8 +167,8 @@ class EnvSettings:
     project: str | None = None  # the project folder the code location serves (default: the current folder)
     cache_dir: str | None = None  # where analyses are cached; "off": not cached (default: <project>/.cache/...)
     lock_timeout_seconds: float = 300.0  # how long a write waits for another writer of its table
-    upstream_wait_retries: int = 240  # how often a run looks again for its upstream intervals being built
-    upstream_wait_seconds: float = 15.0  # how long it waits between two looks
+    upstream_wait_retries: int = 240  # how often a run's step is tried again while its upstreams are being built
+    upstream_wait_seconds: float = 15.0  # how long each try waits for them
     clock: str | None = None  # the automation sensor's instant (ISO, or "@PATH": the instant in that file)
     kill_at: tuple[str, ...] = ()  # write stages at which the process kills itself (crash tests)
     debug: bool = False  # the CLI prints a traceback under its error messages

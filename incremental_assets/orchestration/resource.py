@@ -99,8 +99,11 @@ class SparkResource(LazyPySparkResource):
         return cls(spark_config=public, remote=redact_url(settings.spark_remote), project_dir=str(settings.project_dir))
 
 
+UPSTREAM_LOOK_SECONDS = 0.25  # how often a run waiting for upstream runs looks at them
+
+
 def upstream_wait() -> tuple[int, float]:
-    """How long a run waits for upstream runs that rebuild what it reads: retries x seconds (default an hour)."""
+    """How long a run waits for upstream runs that rebuild what it reads: tries x seconds (default an hour)."""
     env = read_env_settings()
     return env.upstream_wait_retries, env.upstream_wait_seconds
 
@@ -190,13 +193,20 @@ def check_upstreams(
     window: TimeWindow | None,
     translator: ModelTranslator,
 ) -> None:
-    """Wait (by a retry) for upstream runs rebuilding what this run reads; fail naming upstream intervals
-    the window needs that are not materialized (Dagster's backfills do not check outside their range)."""
+    """Wait for upstream runs rebuilding what this run reads: look again every quarter second for the wait's
+    seconds, then by a retry of the step (the wait's retries); fail naming upstream intervals the window
+    needs that are not materialized (Dagster's backfills do not check outside their range)."""
     pending = pending_upstream_runs(context.instance, project, model, window, translator, context.run_id)
     if pending:
         context.log.info(f"{model.name}: waiting for upstream runs to finish: {'; '.join(pending)}")
         retries, seconds = upstream_wait()
-        raise dg.RetryRequested(max_retries=retries, seconds_to_wait=seconds)
+        began = time.monotonic()
+        while pending and time.monotonic() - began < seconds:
+            time.sleep(UPSTREAM_LOOK_SECONDS)
+            pending = pending_upstream_runs(context.instance, project, model, window, translator, context.run_id)
+        if pending:
+            raise dg.RetryRequested(max_retries=retries)
+        context.log.info(f"{model.name}: the upstream runs finished ({time.monotonic() - began:.1f} s)")
     if window is not None:
         missing = missing_upstream(context.instance, project, model, window, translator)
         if missing:

@@ -9,6 +9,12 @@ when a run is queued (from the UI, a sensor, a schedule, a backfill or a retry),
 ``own`` (:data:`SPARK_TAG`); the project's ``dagster.yaml`` limits the runs tagged ``own`` to
 ``max_concurrent_runs`` and all runs to ``max_concurrent_runs_on_server``.
 
+The automation may request a run in the same tick as the upstream runs it reads, to wait for them in its
+run (:data:`~.tags.AFTER_UPSTREAM_TAG`). Such a run holds a slot while it waits, so the project's
+``dagster.yaml`` leaves one slot to the other runs: the runs it waits for can always start.
+:func:`runs_may_follow` tells the sensor whether the queue is set up so, and the runs start no Spark of
+their own (with a JVM per run, a waiting run would hold the one slot its upstream needs).
+
 The tag says what the run will find when it starts, judged when it is queued: a server stopped in between
 leaves a run tagged ``server`` that then starts its own Spark (it still runs, with less room), and a server
 started in between leaves a run tagged ``own`` held to the smaller limit.
@@ -18,10 +24,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import dagster as dg
 from dagster import QueuedRunCoordinator
 from dagster._core.run_coordinator.base import SubmitRunContext
 from dagster._core.storage.dagster_run import DagsterRun
 
+from incremental_assets.orchestration.tags import AFTER_UPSTREAM_TAG
 from incremental_assets.spark.connect_server import server_up_in
 
 SPARK_TAG = "incremental_assets/spark"
@@ -44,3 +52,20 @@ class ProjectRunCoordinator(QueuedRunCoordinator):
             self._instance.add_run_tags(run.run_id, {SPARK_TAG: spark})
             run = self._instance.get_run_by_id(run.run_id) or run
         return super().submit_run(SubmitRunContext(run, context.workspace))
+
+
+def runs_may_follow(instance: dg.DagsterInstance) -> bool:
+    """Whether a run may be queued to wait in its run for upstream runs queued with it: the instance's queue
+    limits such runs (:data:`~.tags.AFTER_UPSTREAM_TAG`) to fewer than all runs, and the long-lived Spark
+    is up (the runs start no Spark of their own)."""
+    queue = instance.get_concurrency_config().run_queue_config  # the `concurrency` section's, or the queue's
+    if queue is None or not isinstance(instance.run_coordinator, QueuedRunCoordinator):
+        return False
+    limits = [
+        int(limit.get("limit") or 0)
+        for limit in queue.tag_concurrency_limits
+        if limit.get("key") == AFTER_UPSTREAM_TAG and limit.get("value") in (None, "true")
+    ]
+    if not limits or not 1 <= min(limits) < queue.max_concurrent_runs:
+        return False
+    return spark_of_new_run(Path(instance.root_directory)) == ON_SERVER

@@ -5,7 +5,10 @@ Every model launched in the same tick over the same window of the same partition
 run (Dagster runs its steps upstream first, on the in-process executor), with the whole-table models that
 only wait for those; a Dagster run holds one partitions definition, so models of other units or starts
 have runs of their own. Each group of models has a job (:func:`group_jobs`) holding every model of its
-partitions definition and every whole-table model; a model launched alone runs in its own job.
+partitions definition and every whole-table model; a model launched alone runs in its own job. A model of
+another partitions definition that reads what a run of the tick computes may be launched in the same tick,
+in a run of its own tagged :data:`~.tags.AFTER_UPSTREAM_TAG` that waits for that run (see
+:mod:`.sensors`).
 """
 
 from __future__ import annotations
@@ -28,8 +31,9 @@ from incremental_assets.orchestration.translator import ModelTranslator
 @dataclass(frozen=True)
 class Launch:
     """One model's interval range (None: the whole table) that a tick launches, why, its run key, the run
-    it may share (``group``: its partitions definition and window; None: a run of its own), and whether
-    it is launched only because it joins that run (it reads what an upstream in it computes)."""
+    it may share (``group``: its partitions definition and window; None: a run of its own), whether it is
+    launched only because it joins that run (it reads what an upstream in it computes), and the upstream
+    models whose runs of the same tick its own run waits for (``follows``: a run of its own)."""
 
     model: str
     window: TimeWindow | None
@@ -37,6 +41,7 @@ class Launch:
     key: str
     group: tuple[dg.PartitionsDefinition, TimeWindow] | None = None
     joins: bool = False
+    follows: tuple[str, ...] = ()
 
 
 def group_job_name(partitions: dg.TimeWindowPartitionsDefinition) -> str:
@@ -104,6 +109,8 @@ def _request(project: Project, translator: ModelTranslator, members: list[Launch
         assert windowed is not None and windowed.group is not None  # only a window's run holds several models
         job = group_job_name(time_partitions(windowed.group[0], windowed.model))
     run_tags = {tags.LAUNCHED_BY_TAG: "automation", tags.REASON_TAG: "; ".join(reasons)[:500]}
+    if any(launch.follows for launch in members):
+        run_tags[tags.AFTER_UPSTREAM_TAG] = "true"
     if windowed is not None and window is not None:
         model = project.models[windowed.model]
         partitions = time_partitions(translator.get_partitions_def(model), model.name)

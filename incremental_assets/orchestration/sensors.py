@@ -11,7 +11,10 @@ On every tick it decides, for every model in dependency order, what must be (re)
 
 An interval is requested only when every upstream interval it reads is settled: materialized and not
 about to change or being changed, or computed before it in the same run. Otherwise it waits, and the
-tick says what for; it is never launched to fail. Intervals already queued or running are not requested
+tick says what for; it is never launched to fail. Where the project's queue allows it (see
+:func:`.run_coordinator.runs_may_follow`), an interval of another partitions definition that waits only for
+runs this tick requests is requested with them, in a run of its own that waits for theirs: it does not
+wait for the next tick. Intervals already queued or running are not requested
 again, and a failed interval is not retried until something it depends on changes. However many sources
 change in one tick, each (model, interval) is requested once: one run per partitions definition and
 contiguous range, holding every model launched over it (see :mod:`.run_groups`).
@@ -61,6 +64,7 @@ from incremental_assets.orchestration.decisions import (
 from incremental_assets.orchestration.instance import fail_dead_runs, materialized_windows
 from incremental_assets.orchestration.live import LiveProject, active_runs, change_categories, changed_marks
 from incremental_assets.orchestration.partition_keys import failed_and_running, time_partitions
+from incremental_assets.orchestration.run_coordinator import runs_may_follow
 from incremental_assets.orchestration.run_groups import Launch, group_jobs, run_requests
 from incremental_assets.orchestration.schedules import model_jobs
 from incremental_assets.orchestration.source_watch import Observed, observe_sources
@@ -159,6 +163,7 @@ class Tick:
     observed: Observed
     active: Mapping[str, Coverage]
     categories: Mapping[str, str]
+    chain: bool = False  # requests may wait in their runs for upstream runs of the same tick
 
     def decide(self, model: SqlModel, upstreams: Upstreams) -> ModelDecision:
         if isinstance(model.kind, IncrementalByTimeRange):
@@ -186,6 +191,11 @@ class Tick:
         )
         predicted = predicted.within(TimeWindow(START_OF_TIME, end))
         joined = NO_INTERVAL if wanted.rebuild else self._joined(model, desired.union(predicted), running, upstreams)
+        following, follows = (
+            (NO_INTERVAL, ())
+            if wanted.rebuild
+            else self._following(model, desired.union(predicted).minus(running).minus(joined), upstreams)
+        )
         decided = ModelDecision(
             notes=wanted.notes,
             changes=wanted.changes,
@@ -193,8 +203,8 @@ class Tick:
             changing=desired.union(running, predicted),
             unsettled=wanted.missing.union(desired, running, predicted),
         )
-        if desired or joined:
-            return self._launch(model, desired, wanted, upstreams, decided, joined)
+        if desired or joined or following:
+            return self._launch(model, desired, wanted, upstreams, decided, joined, (following, follows))
         if not predicted or model.name in upstreams.doing:
             return decided
         names = ", ".join(u.name for u in self.project.upstream_models(model) if upstreams.changing.get(u.name))
@@ -263,6 +273,37 @@ class Tick:
                 joined.append(window)
         return Coverage.of(joined)
 
+    def _following(
+        self, model: SqlModel, candidates: Coverage, upstreams: Upstreams
+    ) -> tuple[Coverage, tuple[str, ...]]:
+        """The intervals of ``candidates`` that wait for nothing but upstream runs requested this tick (runs
+        that wait for no other run themselves), and those upstreams: a run of these intervals can be
+        requested now, start beside those runs and wait for them in its run."""
+        if not self.chain or not candidates:
+            return NO_INTERVAL, ()
+        roots: dict[str, Coverage] = {}
+        for upstream in self.project.upstream_models(model):
+            windows = [launch.window for launch in upstreams.launching.get(upstream.name, ()) if not launch.follows]
+            if windows:
+                roots[upstream.name] = EVERY_INTERVAL if None in windows else Coverage.of(w for w in windows if w)
+        if not roots:
+            return NO_INTERVAL, ()
+        rest = {}
+        for name, unsettled in upstreams.unsettled.items():
+            launched = roots.get(name)
+            whole = launched is None or (unsettled.every and not launched.every)
+            rest[name] = unsettled if whole or launched is None else unsettled.minus(launched)
+        still, _ = _intervals_reading(
+            self.project, model, rest, upstreams.never_materialized - set(roots), upstreams.doing
+        )
+        following = candidates.minus(still)
+        follows = tuple(
+            name
+            for name, launched in roots.items()
+            if _overlaps(following, _intervals_reading(self.project, model, {name: launched}, frozenset(), {})[0])
+        )
+        return (following, follows) if follows else (NO_INTERVAL, ())
+
     def _launch(
         self,
         model: SqlModel,
@@ -271,14 +312,18 @@ class Tick:
         upstreams: Upstreams,
         decided: ModelDecision,
         joined: Coverage = NO_INTERVAL,
+        following: tuple[Coverage, tuple[str, ...]] = (NO_INTERVAL, ()),
     ) -> ModelDecision:
-        """The runs of the desired intervals whose upstream intervals are settled, and of the windows joining
-        an upstream's run (``joined``); the others wait."""
+        """The runs of the desired intervals whose upstream intervals are settled, of the windows joining
+        an upstream's run (``joined``), and of the intervals following upstream runs of this tick (runs of
+        their own that wait for those, see :meth:`_following`); the others wait."""
         blocked, waits = _intervals_reading(
             self.project, model, upstreams.unsettled, upstreams.never_materialized, upstreams.doing
         )
         alone = desired.minus(blocked).minus(joined)
-        launch = alone.union(joined)
+        after, follows = following
+        chained = after.minus(alone).minus(joined)
+        launch = alone.union(joined, chained)
         held = desired.minus(launch)
         waiting = (
             (f"{model.name} {', '.join(str(w) for w in held.windows[:3])} waits for {'; '.join(waits)}",)
@@ -298,6 +343,14 @@ class Tick:
             key = _run_key(model, window, reasons, input_versions)
             group = None if wanted.rebuild or partitions is None else (partitions, window)
             launches.append(Launch(model.name, window, tuple(reasons), key, group, joins=window not in alone.windows))
+        names = " and ".join(follows)
+        for window in chained:
+            reasons = (
+                *(wanted.reasons or (f"upstream {names} changes",)),
+                f"after the run of {names} requested with it",
+            )
+            key = _run_key(model, window, reasons, input_versions)
+            launches.append(Launch(model.name, window, reasons, key, None, follows=follows))
         changes = decided.changes
         if wanted.rebuild:
             changes += (
@@ -378,12 +431,14 @@ def evaluate(
     categories: dict[str, str] | None = None,
     served: set[str] | None = None,
     jobs: set[str] | None = None,
+    chain: bool = False,
 ) -> Decision:
     """Decide one tick (reading the instance and the sources). The plan's changes that recompute nothing
     (metadata, ``forward_only`` models) are applied first, as ``run --auto`` does. ``categories``: the
     plan's category of each changed model; ``served``: the models the running code location has (None:
     all), a model only the edited files have waits for the code location to reload; ``jobs``: the
-    code location's jobs for runs of several models (None: those of ``project``)."""
+    code location's jobs for runs of several models (None: those of ``project``); ``chain``: a model may be
+    requested with the upstream runs it waits for (its run waits for them, see :meth:`Tick._following`)."""
     cursor, note = AutomationCursor.parse(cursor_text)
     decision = Decision(cursor=cursor)
     if note:
@@ -399,7 +454,7 @@ def evaluate(
     decision.notes += observed.notes
     active, doing = active_runs(instance, project, translator)
     decision.running += [f"{name}: {what}" for name, what in doing.items()]
-    tick = Tick(instance, project, translator, now, observed, active, dict(categories or {}))
+    tick = Tick(instance, project, translator, now, observed, active, dict(categories or {}), chain)
     upstreams = Upstreams(doing=dict(doing))
     for model in project.ordered():
         decided = tick.decide(model, upstreams)
@@ -412,10 +467,12 @@ def evaluate(
             del decision.launched[name]
             decision.waiting.append(f"{name} is new: waits for the code location to reload")
     # A run that would have held a model left out (a damaged table, a model the code location lacks) is
-    # not launched: the others in it wait for the next tick.
+    # not launched: the others in it wait for the next tick, and so do the runs that would have followed it.
     held = {launch.group for launch in decision.launches if launch.model not in decision.launched}
     decision.launches = [launch for launch in decision.launches if launch.model in decision.launched]
     decision.launches = [launch for launch in decision.launches if launch.group is None or launch.group not in held]
+    roots = {launch.model for launch in decision.launches if not launch.follows}
+    decision.launches = [launch for launch in decision.launches if set(launch.follows) <= roots]
     decision.requests = run_requests(project, translator, decision.launches, jobs)
     return decision
 
@@ -486,6 +543,7 @@ def build_automation_sensor(
             categories={n: c.category for n, c in changes.items()},
             served=served,
             jobs=set(together),
+            chain=runs_may_follow(context.instance),
         )
         decision.notes += notes
         events = changed_marks(current, translator, changes, decision.cursor.changed, served) + decision.events

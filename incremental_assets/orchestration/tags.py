@@ -38,6 +38,9 @@ FULL_REFRESH_TAG = "incremental_assets/full_refresh"
 BUILT_WITH_TAG = "incremental_assets/built_with"
 # The environment a run builds in (absent: production).
 ENVIRONMENT_TAG = "incremental_assets/environment"
+# A run the automation requested in the same tick as the upstream runs it reads: it starts beside them and
+# waits for them in its run (the project's queue keeps one run slot free of such runs).
+AFTER_UPSTREAM_TAG = "incremental_assets/after_upstream_runs"
 
 
 def is_set(tags: Mapping[str, str], name: str) -> bool:
