@@ -31,6 +31,7 @@ from incremental_assets.orchestration.instance import (
 )
 from incremental_assets.orchestration.run_coordinator import OWN_SPARK, SPARK_TAG, ProjectRunCoordinator
 from incremental_assets.orchestration.runner import Runner
+from incremental_assets.orchestration.tags import AFTER_UPSTREAM_TAG
 
 from conftest import REPO
 from helpers import EVENTS_SOURCE, utc, write_events
@@ -57,16 +58,19 @@ def project_dir(make_project, tmp_path, monkeypatch):
 
 
 def concurrency(instance: dg.DagsterInstance):
-    """Runs at once in all, runs at once that start their own Spark, each pool's limit, the pools' granularity."""
+    """Runs at once that do work, runs at once that start their own Spark, each pool's limit, the pools'
+    granularity. Runs that wait for upstream runs queued with them have as many slots again of their own."""
     config = instance.get_concurrency_config()
-    own = [
-        limit["limit"]
-        for limit in config.run_queue_config.tag_concurrency_limits
-        if limit["key"] == SPARK_TAG and limit["value"] == OWN_SPARK
-    ]
+    queue = config.run_queue_config
+
+    def limit_of(key: str, value: str) -> list[int]:
+        return [t["limit"] for t in queue.tag_concurrency_limits if t["key"] == key and t["value"] == value]
+
+    working = limit_of(AFTER_UPSTREAM_TAG, "false")
+    assert working and limit_of(AFTER_UPSTREAM_TAG, "true") == working
     return (
-        config.run_queue_config.max_concurrent_runs,
-        *own,
+        *working,
+        *limit_of(SPARK_TAG, OWN_SPARK),
         config.pool_config.default_pool_limit,
         config.pool_config.pool_granularity.value,
     )
@@ -95,9 +99,12 @@ def test_instance_queues_runs_with_the_configured_limit(project_dir, monkeypatch
     assert isinstance(instance.run_coordinator, ProjectRunCoordinator)
     # A queued run starts within a second of a slot freeing: automation chains wait less.
     assert instance.run_coordinator.dequeue_interval_seconds == 1
-    # Runs that start their own Spark: the limit; all runs (those on the long-lived Spark): the larger one.
+    # Runs that start their own Spark: the limit; all runs that do work (those on the long-lived Spark): the
+    # larger one.
     both = max(settings.max_concurrent_runs, settings.max_concurrent_runs_on_server)
     assert concurrency(instance) == (both, settings.max_concurrent_runs, 1, "op")
+    queue = instance.get_concurrency_config().run_queue_config
+    assert queue.max_concurrent_runs == 2 * both  # as many again for runs waiting for upstream runs
     # Slots of a run that ended without freeing them (killed worker) are freed by the daemon.
     assert instance.run_monitoring_enabled and instance.run_monitoring_settings["free_slots_after_run_end_seconds"] > 0
 
@@ -326,6 +333,7 @@ def test_two_queued_runs_of_one_table_never_overlap_with_the_real_daemon(project
 
     # Queued without the long-lived Spark: each run starts its own, within max_concurrent_runs.
     assert {r.tags.get(SPARK_TAG) for r in runs} == {OWN_SPARK}
+    assert {r.tags.get(AFTER_UPSTREAM_TAG) for r in runs} == {"false"}  # runs that do work (see concurrency())
     # The steps that wrote the table never overlapped.
     spans = sorted(_step_span(instance, r.run_id) for r in runs)
     assert spans[0][1] <= spans[1][0], spans

@@ -249,18 +249,25 @@ def test_what_follows_a_run_that_is_not_launched_waits(chain):
     assert "s.h is new: waits for the code location to reload" in decision.waiting
 
 
-def test_runs_follow_only_on_the_long_lived_spark_with_a_slot_left_to_others(chain, tmp_path, monkeypatch):
+def test_runs_follow_only_on_the_long_lived_spark_with_slots_of_their_own(chain, tmp_path, monkeypatch):
     from incremental_assets.orchestration import run_coordinator
 
-    assert chain.instance.run_coordinator.__class__ is run_coordinator.ProjectRunCoordinator
-    # The project's queue leaves a slot to other runs; without the long-lived Spark each run starts a JVM.
+    assert isinstance(chain.instance.run_coordinator, run_coordinator.ProjectRunCoordinator)
+    # Without the long-lived Spark each run starts a Spark of its own: no run is queued to wait for others.
     assert not run_coordinator.runs_may_follow(chain.instance)
     monkeypatch.setattr(run_coordinator, "server_up_in", lambda root: True)
     assert run_coordinator.runs_may_follow(chain.instance)
-    # Three slots on the server: at most two runs wait for others.
-    three = open_instance(tmp_path / "three", 1, 3).get_concurrency_config().run_queue_config
-    assert three is not None and three.max_concurrent_runs == 3
-    assert {"key": tags.AFTER_UPSTREAM_TAG, "value": "true", "limit": 2} in three.tag_concurrency_limits
-    # One slot in all: no run may wait for another.
-    single = open_instance(tmp_path / "single", 1, 1)
-    assert not run_coordinator.runs_may_follow(single)
+    # Three runs at once on the server: three more may wait for upstream runs, in slots of their own.
+    three = open_instance(tmp_path / "three", 1, 3)
+    queue = three.get_concurrency_config().run_queue_config
+    assert queue is not None and queue.max_concurrent_runs == 6
+    assert {"key": tags.AFTER_UPSTREAM_TAG, "value": "false", "limit": 3} in queue.tag_concurrency_limits
+    assert {"key": tags.AFTER_UPSTREAM_TAG, "value": "true", "limit": 3} in queue.tag_concurrency_limits
+    assert run_coordinator.runs_may_follow(three)
+    # A dagster.yaml of the user's own, without those limits: no run is queued to wait for others.
+    home = tmp_path / "user"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(
+        "run_coordinator:\n  module: dagster.core.run_coordinator\n  class: QueuedRunCoordinator\n"
+    )
+    assert not run_coordinator.runs_may_follow(dg.DagsterInstance.from_config(str(home)))

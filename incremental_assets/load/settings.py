@@ -26,7 +26,8 @@ Spark is up (``incremental-assets spark start``): such a run starts no Spark of 
 to the one server, and spends much of its time waiting for them, so two runs at once overlap one's Dagster
 bookkeeping with the other's Spark work. The queue tells the two kinds apart by a tag each run gets when it
 is submitted (``incremental_assets/spark``: ``server`` or ``own``); runs of the second kind stay within
-``max_concurrent_runs``.
+``max_concurrent_runs``. The automation's runs that wait in their run for upstream runs requested with them
+have as many slots again, of their own (see :mod:`incremental_assets.orchestration.run_coordinator`).
 
 ``hourly_files`` is how the table of an hourly model created from now on is cut into files: ``day`` (one
 file per backfilled day, partitioned by ``ia_day``; replacing an hour of such a file rewrites it in the

@@ -75,6 +75,8 @@ event_log_storage:
 # `dagster-daemon run`) starts at most max_concurrent_runs of those that start a Spark of their own at
 # once, and at most max_concurrent_runs_on_server while the long-lived Spark (`incremental-assets spark
 # start`) is up: the project's coordinator (Dagster's queue) tags each run it queues with which it is.
+# Runs the automation queues with the upstream runs they read, to wait for them in their run, have as
+# many slots again of their own: they never take the slot of a run they wait for.
 run_coordinator:
   module: incremental_assets.orchestration.run_coordinator
   class: ProjectRunCoordinator
@@ -82,12 +84,18 @@ run_coordinator:
     dequeue_interval_seconds: 1
 concurrency:
   runs:
-    max_concurrent_runs: {all_runs}
+    max_concurrent_runs: {total}
     tag_concurrency_limits:
       - key: incremental_assets/spark
         value: own
         limit: {max_concurrent_runs}
-{after_upstream}  # Every model asset is in the pool of its table (`table/<model name>`): one step at a time writes a
+      - key: incremental_assets/after_upstream_runs
+        value: "false"
+        limit: {all_runs}
+      - key: incremental_assets/after_upstream_runs
+        value: "true"
+        limit: {all_runs}
+  # Every model asset is in the pool of its table (`table/<model name>`): one step at a time writes a
   # table. A queued run whose table is busy stays queued; an in-process CLI run waits for the slot.
   pools:
     granularity: op
@@ -112,28 +120,14 @@ run_retries:
 """
 
 
-def after_upstream_limit(all_runs: int) -> str:
-    """The queue's limit on runs that wait in their run for upstream runs queued with them: one slot fewer
-    than all runs, so those can always start (none with one slot: the automation then does not queue such
-    runs, see :func:`.run_coordinator.runs_may_follow`)."""
-    if all_runs < 2:
-        return ""
-    return f"""      # A run queued with the upstream runs it waits for (in its run) leaves them a slot.
-      - key: {tags.AFTER_UPSTREAM_TAG}
-        value: "true"
-        limit: {all_runs - 1}
-"""
-
-
 def dagster_yaml(max_concurrent_runs: int, on_server: int | None = None) -> str:
     """The dagster.yaml the project writes, first line a mark with the checksum of the rest: at most
     ``max_concurrent_runs`` runs with a Spark of their own at once, ``on_server`` in all (default: see
-    :func:`incremental_assets.load.settings.default_runs_on_server`)."""
+    :func:`incremental_assets.load.settings.default_runs_on_server`), and as many again of the runs that
+    wait for upstream runs queued with them (:data:`~.tags.AFTER_UPSTREAM_TAG`)."""
     own = int(max_concurrent_runs)
     all_runs = max(own, int(on_server if on_server is not None else default_runs_on_server()))
-    body = DAGSTER_YAML.format(
-        max_concurrent_runs=own, all_runs=all_runs, after_upstream=after_upstream_limit(all_runs)
-    )
+    body = DAGSTER_YAML.format(max_concurrent_runs=own, all_runs=all_runs, total=2 * all_runs)
     return f"{MANAGED_MARK}{hashlib.sha256(body.encode()).hexdigest()[:16]}\n{body}"
 
 

@@ -10,10 +10,12 @@ when a run is queued (from the UI, a sensor, a schedule, a backfill or a retry),
 ``max_concurrent_runs`` and all runs to ``max_concurrent_runs_on_server``.
 
 The automation may request a run in the same tick as the upstream runs it reads, to wait for them in its
-run (:data:`~.tags.AFTER_UPSTREAM_TAG`). Such a run holds a slot while it waits, so the project's
-``dagster.yaml`` leaves one slot to the other runs: the runs it waits for can always start.
-:func:`runs_may_follow` tells the sensor whether the queue is set up so, and the runs start no Spark of
-their own (with a JVM per run, a waiting run would hold the one slot its upstream needs).
+run (:data:`~.tags.AFTER_UPSTREAM_TAG` ``true``). Such a run holds a slot while it waits, so the project's
+``dagster.yaml`` gives those runs slots of their own, as many again as the others (the coordinator tags
+every other run ``false``): a waiting run never takes the slot of a run it waits for.
+:func:`runs_may_follow` tells the sensor whether the queue is set up so, and whether the runs start no
+Spark of their own (with a JVM per run, a waiting run would hold a slot of the runs with a Spark of their
+own, which its upstream may need).
 
 The tag says what the run will find when it starts, judged when it is queued: a server stopped in between
 leaves a run tagged ``server`` that then starts its own Spark (it still runs, with less room), and a server
@@ -48,24 +50,28 @@ class ProjectRunCoordinator(QueuedRunCoordinator):
     def submit_run(self, context: SubmitRunContext) -> DagsterRun:
         run = context.dagster_run
         spark = spark_of_new_run(Path(self._instance.root_directory))
+        added = {AFTER_UPSTREAM_TAG: "false"} if AFTER_UPSTREAM_TAG not in run.tags else {}
         if run.tags.get(SPARK_TAG) != spark:  # a retry carries its first run's tag: judged again
-            self._instance.add_run_tags(run.run_id, {SPARK_TAG: spark})
+            added[SPARK_TAG] = spark
+        if added:
+            self._instance.add_run_tags(run.run_id, added)
             run = self._instance.get_run_by_id(run.run_id) or run
         return super().submit_run(SubmitRunContext(run, context.workspace))
 
 
 def runs_may_follow(instance: dg.DagsterInstance) -> bool:
     """Whether a run may be queued to wait in its run for upstream runs queued with it: the instance's queue
-    limits such runs (:data:`~.tags.AFTER_UPSTREAM_TAG`) to fewer than all runs, and the long-lived Spark
-    is up (the runs start no Spark of their own)."""
+    gives such runs (:data:`~.tags.AFTER_UPSTREAM_TAG` ``true``) slots that the others (``false``) never
+    need, and the long-lived Spark is up (the runs start no Spark of their own)."""
     queue = instance.get_concurrency_config().run_queue_config  # the `concurrency` section's, or the queue's
-    if queue is None or not isinstance(instance.run_coordinator, QueuedRunCoordinator):
+    if queue is None or not isinstance(instance.run_coordinator, ProjectRunCoordinator):
         return False
-    limits = [
-        int(limit.get("limit") or 0)
+    limits = {
+        str(limit.get("value")).lower(): int(limit.get("limit") or 0)
         for limit in queue.tag_concurrency_limits
-        if limit.get("key") == AFTER_UPSTREAM_TAG and limit.get("value") in (None, "true")
-    ]
-    if not limits or not 1 <= min(limits) < queue.max_concurrent_runs:
+        if limit.get("key") == AFTER_UPSTREAM_TAG
+    }
+    waiting, working = limits.get("true", 0), limits.get("false", 0)
+    if not (waiting >= 1 and working >= 1 and waiting + working <= queue.max_concurrent_runs):
         return False
     return spark_of_new_run(Path(instance.root_directory)) == ON_SERVER
