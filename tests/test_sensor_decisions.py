@@ -271,3 +271,49 @@ def test_runs_follow_only_on_the_long_lived_spark_with_slots_of_their_own(chain,
         "run_coordinator:\n  module: dagster.core.run_coordinator\n  class: QueuedRunCoordinator\n"
     )
     assert not run_coordinator.runs_may_follow(dg.DagsterInstance.from_config(str(home)))
+
+
+def test_a_run_waits_for_an_upstream_run_until_its_step_of_that_upstream_succeeded(chain):
+    """A run of several models is waited for until the step that commits what the waiting run reads has
+    succeeded, not until the whole run ends."""
+    from dagster._core.events import DagsterEvent, StepMaterializationData, StepSuccessData
+
+    from incremental_assets.model.intervals import TimeWindow
+    from incremental_assets.orchestration.instance import pending_upstream_runs
+
+    # A run of s.src and s.h over the second day, started.
+    both = DagsterRun(
+        job_name="__ASSET_JOB",
+        status=dg.DagsterRunStatus.STARTED,
+        asset_selection=frozenset({chain.key("s.src"), chain.key("s.h")}),
+        tags={tags.RANGE_START_TAG: HOURS[24], tags.RANGE_END_TAG: HOURS[47]},
+    )
+    run_id = chain.instance.add_run(both).run_id
+    day2 = TimeWindow.parse("2024-01-02", "2024-01-03")
+
+    def pending() -> list[str]:
+        model = chain.project.models["s.d"]
+        return pending_upstream_runs(chain.instance, chain.project, model, day2, chain.translator, "other")
+
+    def report(event: DagsterEvent) -> None:
+        chain.instance.report_dagster_event(event, run_id=run_id)
+
+    assert pending() == [f"s.h in run {run_id[:8]} (started)"]
+    materialized = DagsterEvent(
+        event_type_value="ASSET_MATERIALIZATION",
+        job_name=both.job_name,
+        step_key="s__h",
+        event_specific_data=StepMaterializationData(dg.AssetMaterialization(chain.key("s.h"), partition=HOURS[24])),
+    )
+    report(materialized)
+    assert pending() != []  # materialized, its step not over yet
+    done = DagsterEvent(
+        event_type_value="STEP_SUCCESS",
+        job_name=both.job_name,
+        step_key="s__src",
+        event_specific_data=StepSuccessData(duration_ms=1.0),
+    )
+    report(done)
+    assert pending() != []  # another step of the run succeeded
+    report(done._replace(step_key="s__h"))
+    assert pending() == []

@@ -313,7 +313,9 @@ def pending_upstream_runs(
     translator: ModelTranslator,
     own_run_id: str,
 ) -> list[str]:
-    """Other runs, queued or running, that are rebuilding upstream data this run would read.
+    """Other runs, queued or running, that are rebuilding upstream data this run would read (and have not
+    finished the step that does: a run of several models is waited for only until its step of the upstream
+    succeeded, its commit made and recorded).
 
     A sensor or a user may launch an upstream re-run and its downstream runs together; the downstream
     must not read the upstream's old rows while the new ones are being written, so it waits for them.
@@ -337,8 +339,29 @@ def pending_upstream_runs(
                 needed = window.widen(bound.before, bound.after) if bound is not None else window
                 if not TimeWindow(to_utc(first.start), to_utc(last.end)).overlaps(needed):
                     continue
+            if run.status == dg.DagsterRunStatus.STARTED and _step_done(instance, run.run_id, key):
+                continue
             pending.append(f"{upstream.name} in run {run.run_id[:8]} ({run.status.value.lower()})")
     return pending
+
+
+def _step_done(instance: dg.DagsterInstance, run_id: str, key: dg.AssetKey) -> bool:
+    """Whether the step of a run that materializes ``key`` has succeeded (its events all recorded)."""
+    from dagster._core.events import DagsterEventType
+
+    events = instance.all_logs(run_id, of_type={DagsterEventType.ASSET_MATERIALIZATION, DagsterEventType.STEP_SUCCESS})
+    steps = {
+        e.step_key
+        for e in events
+        if e.dagster_event is not None
+        and e.dagster_event.event_type == DagsterEventType.ASSET_MATERIALIZATION
+        and e.dagster_event.asset_key == key
+    }
+    return any(
+        e.step_key in steps
+        for e in events
+        if e.dagster_event is not None and e.dagster_event.event_type == DagsterEventType.STEP_SUCCESS
+    )
 
 
 def report_materializations(instance: dg.DagsterInstance, materializations: list[dg.AssetMaterialization]) -> None:
