@@ -38,7 +38,6 @@ import dagster as dg
 from incremental_assets import delta
 from incremental_assets.model import clock
 from incremental_assets.model.intervals import (
-    END_OF_TIME,
     EVERY_INTERVAL,
     NO_INTERVAL,
     START_OF_TIME,
@@ -64,6 +63,7 @@ from incremental_assets.orchestration.decisions import (
 from incremental_assets.orchestration.instance import fail_dead_runs, materialized_windows
 from incremental_assets.orchestration.live import LiveProject, active_runs, change_categories, changed_marks
 from incremental_assets.orchestration.partition_keys import failed_and_running, time_partitions
+from incremental_assets.orchestration.reads import following_upstream_runs, intervals_reading, overlaps
 from incremental_assets.orchestration.run_coordinator import runs_may_follow
 from incremental_assets.orchestration.run_groups import Launch, group_jobs, run_requests
 from incremental_assets.orchestration.schedules import model_jobs
@@ -71,10 +71,14 @@ from incremental_assets.orchestration.source_watch import Observed, observe_sour
 from incremental_assets.orchestration.staleness import latest_id, stale_intervals
 from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.orchestration.watch import hold_runs, watch_tables
-from incremental_assets.plan.analyses import input_bound
 from incremental_assets.plan.rebuild import definition_changed, needs_rebuild
 
 SENSOR_NAME = "incremental_assets_automation"
+SENSOR_DESCRIPTION = (
+    "Keeps every model up to date: missing complete intervals, new and late source data, upstream "
+    "intervals materialized again, changed definitions (edited model files are seen on the next "
+    "tick, without reloading the code location); each interval once, upstreams first"
+)
 
 
 # -- what each model needs, and what it waits for -----------------------------------------------------
@@ -84,49 +88,6 @@ def _failed_windows(
     instance: dg.DagsterInstance, key: dg.AssetKey, partitions: dg.TimeWindowPartitionsDefinition
 ) -> Coverage:
     return Coverage.of(failed_and_running(instance, key, partitions)[0])
-
-
-def _intervals_reading(
-    project: Project,
-    model: SqlModel,
-    upstream_intervals: Mapping[str, Coverage],
-    never_materialized: frozenset[str],
-    doing: Mapping[str, str],
-) -> tuple[Coverage, list[str]]:
-    """The intervals of ``model`` that read any of the given upstream intervals (lookback included), and a
-    line per upstream read (what it is doing, when ``doing`` says); an upstream covering every interval,
-    or never materialized, reaches every interval."""
-    assert model.start is not None
-    unit = model.unit
-    reached: list[TimeWindow] = []
-    lines = []
-    for upstream in project.upstream_models(model):
-        intervals = upstream_intervals.get(upstream.name, NO_INTERVAL)
-        if upstream.name in never_materialized and not intervals:
-            intervals = EVERY_INTERVAL
-        if not intervals:
-            continue
-        if intervals.every:
-            reached.append(TimeWindow(model.start, model.end or END_OF_TIME))
-        else:
-            bound = input_bound(project, model.name, upstream.name)
-            for window in intervals:
-                read = window.widen(bound.after, bound.before) if bound is not None else window
-                reached.append(TimeWindow(unit.floor(read.start), unit.ceil(read.end)))
-        lines.append(_upstream_line(upstream.name, intervals, upstream.name in never_materialized, doing))
-    return Coverage.of(reached), lines
-
-
-def _upstream_line(name: str, intervals: Coverage, never_materialized: bool, doing: Mapping[str, str]) -> str:
-    if name in doing:
-        return f"{name}: {doing[name]}"
-    if intervals.every:
-        return f"{name} (no data yet)" if never_materialized else f"{name} (being recomputed)"
-    return f"{name} {', '.join(str(w) for w in intervals.windows[:3])}" + (" ..." if len(intervals.windows) > 3 else "")
-
-
-def _overlaps(one: Coverage, other: Coverage) -> bool:
-    return bool(one.minus(one.minus(other)))
 
 
 def _run_key(model: SqlModel, window: TimeWindow | None, reasons: Sequence[str], input_versions: list[str]) -> str:
@@ -186,7 +147,7 @@ class Tick:
         wanted = self._wanted(model, TimeWindow(model.start, end))
         desired = wanted.intervals.minus(running)
         # Intervals that read upstream intervals about to change will change too: their downstream waits.
-        predicted, changing_upstreams = _intervals_reading(
+        predicted, changing_upstreams = intervals_reading(
             self.project, model, upstreams.changing, frozenset(), upstreams.doing
         )
         predicted = predicted.within(TimeWindow(START_OF_TIME, end))
@@ -258,7 +219,7 @@ class Tick:
         joined = []
         for window in sorted(windows, key=lambda w: w.start):
             whole = Coverage.of([window])
-            if whole.minus(needed) or _overlaps(whole, running):
+            if whole.minus(needed) or overlaps(whole, running):
                 continue
             in_run = {
                 u.name
@@ -266,43 +227,20 @@ class Tick:
                 if any(launch.group == (partitions, window) for launch in upstreams.launching.get(u.name, ()))
             }
             unsettled = {n: c.minus(whole) if n in in_run else c for n, c in upstreams.unsettled.items()}
-            blocked, _ = _intervals_reading(
+            blocked, _ = intervals_reading(
                 self.project, model, unsettled, upstreams.never_materialized - in_run, upstreams.doing
             )
-            if not _overlaps(whole, blocked):
+            if not overlaps(whole, blocked):
                 joined.append(window)
         return Coverage.of(joined)
 
     def _following(
         self, model: SqlModel, candidates: Coverage, upstreams: Upstreams
     ) -> tuple[Coverage, tuple[str, ...]]:
-        """The intervals of ``candidates`` that wait for nothing but upstream runs requested this tick (runs
-        that wait for no other run themselves), and those upstreams: a run of these intervals can be
-        requested now, start beside those runs and wait for them in its run."""
-        if not self.chain or not candidates:
+        """What may be requested with the upstream runs it waits for (see :func:`.reads.following_upstream_runs`)."""
+        if not self.chain:
             return NO_INTERVAL, ()
-        roots: dict[str, Coverage] = {}
-        for upstream in self.project.upstream_models(model):
-            windows = [launch.window for launch in upstreams.launching.get(upstream.name, ()) if not launch.follows]
-            if windows:
-                roots[upstream.name] = EVERY_INTERVAL if None in windows else Coverage.of(w for w in windows if w)
-        if not roots:
-            return NO_INTERVAL, ()
-        rest = {}
-        for name, unsettled in upstreams.unsettled.items():
-            launched = roots.get(name)
-            whole = launched is None or (unsettled.every and not launched.every)
-            rest[name] = unsettled if whole or launched is None else unsettled.minus(launched)
-        still, _ = _intervals_reading(
-            self.project, model, rest, upstreams.never_materialized - set(roots), upstreams.doing
-        )
-        following = candidates.minus(still)
-        follows = tuple(
-            name
-            for name, launched in roots.items()
-            if _overlaps(following, _intervals_reading(self.project, model, {name: launched}, frozenset(), {})[0])
-        )
-        return (following, follows) if follows else (NO_INTERVAL, ())
+        return following_upstream_runs(self.project, model, candidates, upstreams)
 
     def _launch(
         self,
@@ -317,7 +255,7 @@ class Tick:
         """The runs of the desired intervals whose upstream intervals are settled, of the windows joining
         an upstream's run (``joined``), and of the intervals following upstream runs of this tick (runs of
         their own that wait for those, see :meth:`_following`); the others wait."""
-        blocked, waits = _intervals_reading(
+        blocked, waits = intervals_reading(
             self.project, model, upstreams.unsettled, upstreams.never_materialized, upstreams.doing
         )
         alone = desired.minus(blocked).minus(joined)
@@ -513,11 +451,7 @@ def build_automation_sensor(
         name=SENSOR_NAME,
         jobs=[*jobs.values(), *together.values()],
         minimum_interval_seconds=interval_seconds,
-        description=(
-            "Keeps every model up to date: missing complete intervals, new and late source data, upstream "
-            "intervals materialized again, changed definitions (edited model files are seen on the next "
-            "tick, without reloading the code location); each interval once, upstreams first"
-        ),
+        description=SENSOR_DESCRIPTION,
     )
     def _automate(context: dg.SensorEvaluationContext):
         now = _tick_time()
