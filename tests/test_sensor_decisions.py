@@ -291,9 +291,9 @@ def test_a_run_waits_for_an_upstream_run_until_its_step_of_that_upstream_succeed
     run_id = chain.instance.add_run(both).run_id
     day2 = TimeWindow.parse("2024-01-02", "2024-01-03")
 
-    def pending() -> list[str]:
+    def pending(seen: set | None = None) -> list[str]:
         model = chain.project.models["s.d"]
-        return pending_upstream_runs(chain.instance, chain.project, model, day2, chain.translator, "other")
+        return pending_upstream_runs(chain.instance, chain.project, model, day2, chain.translator, "other", seen)
 
     def report(event: DagsterEvent) -> None:
         chain.instance.report_dagster_event(event, run_id=run_id)
@@ -316,4 +316,10 @@ def test_a_run_waits_for_an_upstream_run_until_its_step_of_that_upstream_succeed
     report(done)
     assert pending() != []  # another step of the run succeeded
     report(done._replace(step_key="s__h"))
-    assert pending() == []
+    seen: set = set()
+    assert pending(seen) == []
+    assert seen == {(run_id, chain.key("s.h"))}
+    # A wait keeps what it found finished and does not read that run's steps again.
+    chain.instance.event_log_storage.delete_events(run_id)
+    assert pending() != []
+    assert pending(seen) == []

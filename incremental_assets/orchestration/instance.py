@@ -312,10 +312,12 @@ def pending_upstream_runs(
     window: TimeWindow | None,
     translator: ModelTranslator,
     own_run_id: str,
+    done: set[tuple[str, dg.AssetKey]] | None = None,
 ) -> list[str]:
     """Other runs, queued or running, that are rebuilding upstream data this run would read (and have not
     finished the step that does: a run of several models is waited for only until its step of the upstream
-    succeeded, its commit made and recorded).
+    succeeded, its commit made and recorded). ``done``: the (run, upstream) pairs found finished by earlier
+    looks of the same wait, kept up to date here; a finished step stays finished, so those are not read again.
 
     A sensor or a user may launch an upstream re-run and its downstream runs together; the downstream
     must not read the upstream's old rows while the new ones are being written, so it waits for them.
@@ -339,7 +341,11 @@ def pending_upstream_runs(
                 needed = window.widen(bound.before, bound.after) if bound is not None else window
                 if not TimeWindow(to_utc(first.start), to_utc(last.end)).overlaps(needed):
                     continue
+            if done is not None and (run.run_id, key) in done:
+                continue
             if run.status == dg.DagsterRunStatus.STARTED and _step_done(instance, run.run_id, key):
+                if done is not None:
+                    done.add((run.run_id, key))
                 continue
             pending.append(f"{upstream.name} in run {run.run_id[:8]} ({run.status.value.lower()})")
     return pending

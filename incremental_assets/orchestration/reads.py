@@ -73,8 +73,11 @@ def following_upstream_runs(
     rest = {}
     for name, unsettled in upstreams.unsettled.items():
         launched = roots.get(name)
-        whole = launched is None or (unsettled.every and not launched.every)
-        rest[name] = unsettled if whole or launched is None else unsettled.minus(launched)
+        # An upstream run of some intervals does not settle an upstream unsettled as a whole.
+        if launched is None or (unsettled.every and not launched.every):
+            rest[name] = unsettled
+        else:
+            rest[name] = unsettled.minus(launched)
     still, _ = intervals_reading(project, model, rest, upstreams.never_materialized - set(roots), upstreams.doing)
     following = candidates.minus(still)
     follows = tuple(

@@ -196,14 +196,15 @@ def check_upstreams(
     """Wait for upstream runs rebuilding what this run reads: look again every quarter second for the wait's
     seconds, then by a retry of the step (the wait's retries); fail naming upstream intervals the window
     needs that are not materialized (Dagster's backfills do not check outside their range)."""
-    pending = pending_upstream_runs(context.instance, project, model, window, translator, context.run_id)
+    done: set[tuple[str, dg.AssetKey]] = set()  # upstream steps found finished: not read again while waiting
+    pending = pending_upstream_runs(context.instance, project, model, window, translator, context.run_id, done)
     if pending:
         context.log.info(f"{model.name}: waiting for upstream runs to finish: {'; '.join(pending)}")
         retries, seconds = upstream_wait()
         began = time.monotonic()
         while pending and time.monotonic() - began < seconds:
             time.sleep(UPSTREAM_LOOK_SECONDS)
-            pending = pending_upstream_runs(context.instance, project, model, window, translator, context.run_id)
+            pending = pending_upstream_runs(context.instance, project, model, window, translator, context.run_id, done)
         if pending:
             raise dg.RetryRequested(max_retries=retries)
         context.log.info(f"{model.name}: the upstream runs finished ({time.monotonic() - began:.1f} s)")

@@ -153,9 +153,11 @@ class Tick:
         predicted = predicted.within(TimeWindow(START_OF_TIME, end))
         joined = NO_INTERVAL if wanted.rebuild else self._joined(model, desired.union(predicted), running, upstreams)
         following, follows = (
-            (NO_INTERVAL, ())
-            if wanted.rebuild
-            else self._following(model, desired.union(predicted).minus(running).minus(joined), upstreams)
+            following_upstream_runs(
+                self.project, model, desired.union(predicted).minus(running).minus(joined), upstreams
+            )
+            if self.chain and not wanted.rebuild
+            else (NO_INTERVAL, ())
         )
         decided = ModelDecision(
             notes=wanted.notes,
@@ -234,14 +236,6 @@ class Tick:
                 joined.append(window)
         return Coverage.of(joined)
 
-    def _following(
-        self, model: SqlModel, candidates: Coverage, upstreams: Upstreams
-    ) -> tuple[Coverage, tuple[str, ...]]:
-        """What may be requested with the upstream runs it waits for (see :func:`.reads.following_upstream_runs`)."""
-        if not self.chain:
-            return NO_INTERVAL, ()
-        return following_upstream_runs(self.project, model, candidates, upstreams)
-
     def _launch(
         self,
         model: SqlModel,
@@ -254,7 +248,7 @@ class Tick:
     ) -> ModelDecision:
         """The runs of the desired intervals whose upstream intervals are settled, of the windows joining
         an upstream's run (``joined``), and of the intervals following upstream runs of this tick (runs of
-        their own that wait for those, see :meth:`_following`); the others wait."""
+        their own that wait for those, see :func:`.reads.following_upstream_runs`); the others wait."""
         blocked, waits = intervals_reading(
             self.project, model, upstreams.unsettled, upstreams.never_materialized, upstreams.doing
         )
@@ -376,7 +370,8 @@ def evaluate(
     plan's category of each changed model; ``served``: the models the running code location has (None:
     all), a model only the edited files have waits for the code location to reload; ``jobs``: the
     code location's jobs for runs of several models (None: those of ``project``); ``chain``: a model may be
-    requested with the upstream runs it waits for (its run waits for them, see :meth:`Tick._following`)."""
+    requested with the upstream runs it waits for (its run waits for them, see
+    :func:`.reads.following_upstream_runs`)."""
     cursor, note = AutomationCursor.parse(cursor_text)
     decision = Decision(cursor=cursor)
     if note:
