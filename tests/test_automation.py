@@ -491,3 +491,19 @@ def test_an_edited_model_file_is_planned_on_the_next_tick_with_its_category_and_
     assert auto.tick(now) == [] and auto.last_skip == "every model is up to date"
     assert auto.failed == []
     assert table_rows(f"{project.settings.warehouse}/s/total") == [(2 * 48,)]
+
+
+def test_a_clock_pinned_ahead_of_the_machines_is_refused_with_the_fix_and_nothing_launched(env, monkeypatch):
+    """Dagster's partitions end at the machine's clock: runs of intervals after it would fail, and be requested
+    again on every tick. The sensor says so and launches nothing; a past instant plans as before."""
+    from incremental_assets.model import clock
+
+    project, instance, defs = env
+    auto = Automation(defs, instance, monkeypatch)
+    ahead = clock.wall_time() + timedelta(days=2)
+    data = auto.sense(ahead)
+    assert not data.run_requests
+    assert CLOCK_ENV in data.skip_message and "ahead of this machine's clock" in data.skip_message
+    assert "fix: set" in data.skip_message
+    assert data.cursor is None  # the cursor is kept as it was
+    assert auto.tick(utc(2024, 1, 3, 6), run=False) == [("s/hourly", "2024-01-01-00:00", "2024-01-03-05:00")]

@@ -49,7 +49,7 @@ from incremental_assets.model.intervals import (
 )
 from incremental_assets.model.kinds import IncrementalByTimeRange
 from incremental_assets.model.project import Project
-from incremental_assets.model.settings import read_env_settings
+from incremental_assets.model.settings import CLOCK_ENV, read_env_settings
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration.apply import apply_without_compute, current_plan
 from incremental_assets.orchestration.code_reload import own_code_server, request_reload
@@ -418,6 +418,23 @@ def _tick_time() -> datetime:
     return to_utc(given) if given else clock.now()
 
 
+# How far a pinned clock may run ahead of the machine's before the sensor refuses it (clocks drift apart).
+CLOCK_AHEAD_SECONDS = 60
+
+
+def _clock_ahead(now: datetime) -> str | None:
+    """Why a tick cannot plan for ``now``: a pinned clock ahead of the machine's. Dagster's partitions end
+    at the machine's clock, so the runs of later intervals would fail, and be requested again each tick."""
+    wall = clock.wall_time()
+    if (now - wall).total_seconds() <= CLOCK_AHEAD_SECONDS:
+        return None
+    return (
+        f"{CLOCK_ENV} is {now.isoformat()}, ahead of this machine's clock ({wall.isoformat(timespec='seconds')}): "
+        "Dagster has no partitions after the machine's clock, so nothing is launched; "
+        f"fix: set {CLOCK_ENV} to an instant in the past (it is for replaying a past day), or unset it"
+    )
+
+
 def _reload_definitions() -> str:
     """Ask this code location's server to reload the definitions after model files were edited; what
     to tell the user."""
@@ -450,6 +467,10 @@ def build_automation_sensor(
     )
     def _automate(context: dg.SensorEvaluationContext):
         now = _tick_time()
+        ahead = _clock_ahead(now)
+        if ahead:
+            context.log.warning(ahead)
+            return dg.SensorResult(skip_reason=ahead, cursor=context.cursor)
         for run_id in fail_dead_runs(context.instance):  # a killed CLI run's intervals are failed, not running
             context.log.info(f"run {run_id} was left running by a process that died: marked failed")
         current, errors, edited = live.current()
