@@ -86,7 +86,7 @@ def default_event_log_yaml() -> str:
 
     text = dagster_yaml(2).split("\n", 1)[1]
     plain = re.sub(r"# Dagster's SQLite event log.*?env: DAGSTER_HOME\n", "", text, flags=re.S)
-    assert "event_log_storage" not in plain and "QueuedRunCoordinator" in plain
+    assert "event_log_storage" not in plain and "RunCoordinator" in plain
     return plain
 
 

@@ -38,7 +38,7 @@ Scenarios:
                vs our CLI: daily run, backfill (BENCH_PEERS=dbt,sqlmesh chooses the peers)
 
 Results are printed and written to benchmarks/results.json (--quick: results-quick.json; --out=FILE: there);
-RESULTS.md is written by hand from them.
+RESULTS.md and its plots are written from them by benchmarks/report.py.
 """
 
 from __future__ import annotations
@@ -349,6 +349,7 @@ def main(argv: list[str]) -> None:
     results: dict = {
         "machine": machine(),
         "command": "benchmarks/run.py " + " ".join(argv),
+        "environment": {k: v for k, v in os.environ.items() if k.startswith("BENCH_")},  # the scenarios' settings
         "reps": REPS,
         "orders_per_day": ORDERS_PER_DAY,
         "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
