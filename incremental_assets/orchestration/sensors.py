@@ -467,8 +467,7 @@ def build_automation_sensor(
     )
     def _automate(context: dg.SensorEvaluationContext):
         now = _tick_time()
-        ahead = _clock_ahead(now)
-        if ahead:
+        if (ahead := _clock_ahead(now)) is not None:
             context.log.warning(ahead)
             return dg.SensorResult(skip_reason=ahead, cursor=context.cursor)
         for run_id in fail_dead_runs(context.instance):  # a killed CLI run's intervals are failed, not running
