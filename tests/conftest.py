@@ -15,6 +15,8 @@ os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)
 # Spark's collect() returns naive datetimes in the Python process's zone: make that UTC.
 os.environ["TZ"] = "UTC"
 time.tzset()
+# The class archive local JVMs map: one folder for the whole suite, whatever HOME a test sets.
+os.environ.setdefault("INCREMENTAL_ASSETS_JVM_ARCHIVE", str(Path.home() / ".cache" / "incremental_assets" / "jvm"))
 
 
 @pytest.fixture(scope="session")
@@ -30,6 +32,23 @@ def spark(tmp_path_factory):
     session = build_spark_session(conf, app_name="incremental_assets_tests")
     yield session
     session.stop()
+    _stop_archive_creators()
+
+
+def _stop_archive_creators() -> None:
+    """A class archive still being made when the suite ends (started by its first JVM) is stopped by its PID."""
+    import signal
+
+    from incremental_assets.spark.class_archive import archive_folder, creator_pid
+
+    folder = archive_folder()
+    for marker in folder.glob("*.creating") if folder else ():
+        pid = creator_pid(marker.with_suffix(".jsa"))
+        if pid is not None:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 def write_project(root: Path, files: dict[str, str]) -> Path:

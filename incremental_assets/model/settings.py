@@ -148,6 +148,8 @@ CLOCK_ENV = "INCREMENTAL_ASSETS_CLOCK"
 KILL_AT_ENV = "INCREMENTAL_ASSETS_KILL_AT"
 DEBUG_ENV = "INCREMENTAL_ASSETS_DEBUG"
 COMMAND_SERVER_ENV = "INCREMENTAL_ASSETS_COMMAND_SERVER"
+JVM_ARCHIVE_ENV = "INCREMENTAL_ASSETS_JVM_ARCHIVE"
+JAVA_HOME_ENV = "JAVA_HOME"
 # What the S3 credential check looks at (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...; HOME for ~/.aws).
 CREDENTIAL_PREFIX = "AWS_"
 
@@ -173,6 +175,8 @@ class EnvSettings:
     kill_at: tuple[str, ...] = ()  # write stages at which the process kills itself (crash tests)
     debug: bool = False  # the CLI prints a traceback under its error messages
     command_server: bool = True  # a command is handed to the project's command server when one runs
+    jvm_archive: str | None = None  # the folder of the JVM class archives; "off": none (see spark.class_archive)
+    java_home: str | None = None  # the Java Spark's launcher starts (else the `java` on the path)
     credentials: Mapping[str, str] = field(default_factory=dict)  # AWS_* variables and HOME
 
 
@@ -201,6 +205,8 @@ def read_env_settings(environ: Mapping[str, str] | None = None) -> EnvSettings:
         kill_at=tuple(env[KILL_AT_ENV].split(",")) if env.get(KILL_AT_ENV) else (),
         debug=bool(env.get(DEBUG_ENV)),
         command_server=env.get(COMMAND_SERVER_ENV, "").strip().lower() not in ("0", "false", "no", "off"),
+        jvm_archive=env.get(JVM_ARCHIVE_ENV, "").strip() or None,
+        java_home=env.get(JAVA_HOME_ENV) or None,
         credentials={k: v for k, v in env.items() if k.startswith(CREDENTIAL_PREFIX) or k == "HOME"},
     )
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from incremental_assets.errors import SparkServerError
 from incremental_assets.model import clock
 from incremental_assets.model.settings import Settings
+from incremental_assets.spark.class_archive import with_class_archive
 
 LOOPBACK = "127.0.0.1"
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -181,7 +182,7 @@ def _launch(settings: Settings, port: int) -> subprocess.Popen:
     home, spark_home = state_dir(settings), _spark_home()
     home.mkdir(parents=True, exist_ok=True)
     conf_path = home / CONF_FILE
-    _write_conf(conf_path, server_conf(settings, port))
+    _write_conf(conf_path, with_class_archive(server_conf(settings, port)))
     argv = [
         str(spark_home / "bin" / "spark-submit"),
         "--master",

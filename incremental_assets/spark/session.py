@@ -7,10 +7,12 @@ import logging
 import weakref
 from typing import Mapping
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from incremental_assets.errors import StorageError
 from incremental_assets.model.project import Project
+from incremental_assets.spark.class_archive import with_class_archive
 
 
 def build_spark_session(
@@ -20,6 +22,8 @@ def build_spark_session(
     builder = SparkSession.builder.appName(app_name)
     if remote:
         builder = builder.remote(remote)
+    elif SparkContext._active_spark_context is None:
+        conf = with_class_archive(conf)  # a JVM to start: its classes mapped from this machine's archive
     for key, value in conf.items():
         if remote and (not key.startswith("spark.sql.") or key == "spark.sql.warehouse.dir"):
             # A Spark Connect session may only change SQL settings; the rest (master, UI, driver and
