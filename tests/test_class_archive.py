@@ -110,3 +110,16 @@ def test_a_marker_left_by_a_creator_that_is_gone_does_not_stop_the_next_one(tmp_
     own = {**CONF, JAVA_OPTIONS: "-Xshare:off"}
     monkeypatch.setenv("INCREMENTAL_ASSETS_JVM_ARCHIVE", str(folder))
     assert with_class_archive(own) == own  # the settings choose the JVM's class sharing themselves
+
+
+def test_the_key_follows_the_java_the_spark_jars_and_the_class_path(tmp_path, monkeypatch):
+    # The archive names the jars by path: another installation of the same Spark needs its own.
+    key = archive_key(CONF)
+    assert key == archive_key(dict(CONF)) and key is not None
+    monkeypatch.setattr(class_archive, "_spark_home", lambda: tmp_path)
+    (tmp_path / "jars").mkdir()
+    assert archive_key(CONF) not in (None, key)
+    monkeypatch.undo()
+    assert archive_key({**CONF, "spark.jars": "/x.jar"}) != key
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-java"))
+    assert archive_key(CONF) is None and with_class_archive(CONF) == CONF

@@ -75,7 +75,7 @@ def archive_key(conf: Mapping[str, str]) -> str | None:
     if java is None or not spark_jars.is_dir():
         return None
     runtime = java.parent.parent / "lib" / "modules"
-    facts: list[object] = [str(java), _stamp(runtime)]
+    facts: list[object] = [str(java), _stamp(runtime), str(spark_jars)]  # a class path names its jars by path
     facts += sorted((entry.name, entry.stat().st_size) for entry in os.scandir(spark_jars))
     facts += [(k, conf.get(k, "")) for k in CLASS_PATH_KEYS]
     return hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:16]
