@@ -12,9 +12,11 @@ from deltalake import DeltaTable
 from test_dagster import MODELS, SOURCES
 
 from incremental_assets.load.project import load_project
+from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.build_definitions import build_definitions
 from incremental_assets.orchestration.decisions import AutomationCursor
 from incremental_assets.orchestration.instance import ACTIVE_RUN_STATUSES, open_instance
+from incremental_assets.orchestration.run_coordinator import OWN_SPARK_AFTER_UPSTREAM, SPARK_TAG
 from incremental_assets.orchestration.runner import Runner
 from incremental_assets.orchestration.staleness import latest_ids
 
@@ -78,4 +80,16 @@ def test_the_daemon_recomputes_late_data_through_the_chain(make_project, tmp_pat
         "s.weekly": ["2023-12-31"],
     }
     assert table_rows(f"{project.settings.warehouse}/s/total") == [(24 * 7 + 1,)]
+
+    # Each run starts a Spark of its own (no long-lived Spark): the days were requested with the hours they
+    # read, and their runs started (their JVMs starting) while the hours' runs still ran, outside the limit
+    # of one run with a Spark of its own at a time.
+    def assets(record) -> set[str]:
+        return {key.to_user_string() for key in record.dagster_run.asset_selection or ()}
+
+    followers = [r for r in runs if r.dagster_run.tags.get(tags.AFTER_UPSTREAM_TAG) == "true"]
+    hours_ended = max(r.end_time or 0 for r in runs if "s/hourly" in assets(r))
+    assert followers and all("s/daily" in assets(r) for r in followers), [assets(r) for r in followers]
+    assert {r.dagster_run.tags[SPARK_TAG] for r in followers} == {OWN_SPARK_AFTER_UPSTREAM}
+    assert all((r.start_time or hours_ended) < hours_ended for r in followers), "a day's run started after the hours"
     print(f"daemon start with new hours and late data to every model settled: {elapsed:.1f}s with {len(runs)} runs")

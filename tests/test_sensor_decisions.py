@@ -249,12 +249,12 @@ def test_what_follows_a_run_that_is_not_launched_waits(chain):
     assert "s.h is new: waits for the code location to reload" in decision.waiting
 
 
-def test_runs_follow_only_on_the_long_lived_spark_with_slots_of_their_own(chain, tmp_path, monkeypatch):
+def test_runs_follow_where_the_queue_gives_them_slots_of_their_own(chain, tmp_path, monkeypatch):
     from incremental_assets.orchestration import run_coordinator
 
     assert isinstance(chain.instance.run_coordinator, run_coordinator.ProjectRunCoordinator)
-    # Without the long-lived Spark each run starts a Spark of its own: no run is queued to wait for others.
-    assert not run_coordinator.runs_may_follow(chain.instance)
+    # With a Spark of their own (a JVM starts while they wait) and with the long-lived Spark alike.
+    assert run_coordinator.runs_may_follow(chain.instance)
     monkeypatch.setattr(run_coordinator, "server_up_in", lambda root: True)
     assert run_coordinator.runs_may_follow(chain.instance)
     # Three runs at once on the server: three more may wait for upstream runs, in slots of their own.

@@ -12,10 +12,10 @@ when a run is queued (from the UI, a sensor, a schedule, a backfill or a retry),
 The automation may request a run in the same tick as the upstream runs it reads, to wait for them in its
 run (:data:`~.tags.AFTER_UPSTREAM_TAG` ``true``). Such a run holds a slot while it waits, so the project's
 ``dagster.yaml`` gives those runs slots of their own, as many again as the others (the coordinator tags
-every other run ``false``): a waiting run never takes the slot of a run it waits for.
-:func:`runs_may_follow` tells the sensor whether the queue is set up so, and whether the runs start no
-Spark of their own (with a JVM per run, a waiting run would hold a slot of the runs with a Spark of their
-own, which its upstream may need).
+every other run ``false``): a waiting run never takes the slot of a run it waits for. Without the
+long-lived Spark such a run is tagged :data:`OWN_SPARK_AFTER_UPSTREAM`, outside the limit of the runs with a
+Spark of their own: its JVM starts while it waits (most of a short run's time) and computes once the runs
+it follows have. :func:`runs_may_follow` tells the sensor whether the queue is set up so.
 
 The tag says what the run will find when it starts, judged when it is queued: a server stopped in between
 leaves a run tagged ``server`` that then starts its own Spark (it still runs, with less room), and a server
@@ -37,6 +37,7 @@ from incremental_assets.spark.connect_server import server_up_in
 SPARK_TAG = "incremental_assets/spark"
 ON_SERVER = "server"  # the run's queries go to the project's long-lived Spark
 OWN_SPARK = "own"  # the run starts a Spark of its own
+OWN_SPARK_AFTER_UPSTREAM = "own-after-upstream"  # ... and waits for upstream runs before it computes
 
 
 def spark_of_new_run(instance_root: Path) -> str:
@@ -50,6 +51,8 @@ class ProjectRunCoordinator(QueuedRunCoordinator):
     def submit_run(self, context: SubmitRunContext) -> DagsterRun:
         run = context.dagster_run
         spark = spark_of_new_run(Path(self._instance.root_directory))
+        if spark == OWN_SPARK and run.tags.get(AFTER_UPSTREAM_TAG) == "true":
+            spark = OWN_SPARK_AFTER_UPSTREAM
         added = {AFTER_UPSTREAM_TAG: "false"} if AFTER_UPSTREAM_TAG not in run.tags else {}
         if run.tags.get(SPARK_TAG) != spark:  # a retry carries its first run's tag: judged again
             added[SPARK_TAG] = spark
@@ -61,8 +64,7 @@ class ProjectRunCoordinator(QueuedRunCoordinator):
 
 def runs_may_follow(instance: dg.DagsterInstance) -> bool:
     """Whether a run may be queued to wait in its run for upstream runs queued with it: the instance's queue
-    gives such runs (:data:`~.tags.AFTER_UPSTREAM_TAG` ``true``) slots that the others (``false``) never
-    need, and the long-lived Spark is up (the runs start no Spark of their own)."""
+    gives such runs (:data:`~.tags.AFTER_UPSTREAM_TAG` ``true``) slots that the others (``false``) never need."""
     queue = instance.get_concurrency_config().run_queue_config  # the `concurrency` section's, or the queue's
     if queue is None or not isinstance(instance.run_coordinator, ProjectRunCoordinator):
         return False
@@ -72,6 +74,4 @@ def runs_may_follow(instance: dg.DagsterInstance) -> bool:
         if limit.get("key") == AFTER_UPSTREAM_TAG
     }
     waiting, working = limits.get("true", 0), limits.get("false", 0)
-    if not (waiting >= 1 and working >= 1 and waiting + working <= queue.max_concurrent_runs):
-        return False
-    return spark_of_new_run(Path(instance.root_directory)) == ON_SERVER
+    return waiting >= 1 and working >= 1 and waiting + working <= queue.max_concurrent_runs
