@@ -239,7 +239,8 @@ def _arrival(root: Path, project, instance, daemon, partition: str, append) -> d
 
 def _computed(instance, records, arrived_at: float) -> list[dict]:
     """Each run, first launched first: its assets and range, when it was requested, started and ended
-    (seconds after the arrival), and each (model, partition) it materialized, to check none is twice."""
+    (seconds after the arrival), its steps' spans, and each (model, partition) it materialized, to check
+    none is twice."""
     import dagster as dg
 
     out = []
@@ -260,9 +261,22 @@ def _computed(instance, records, arrived_at: float) -> list[dict]:
                     f"@{e.event_log_entry.dagster_event.partition or 'full'}"
                     for e in events
                 ),
+                "steps": _steps(instance, run.run_id, arrived_at),
             }
         )
     return out
+
+
+def _steps(instance, run_id: str, arrived_at: float) -> dict[str, str]:
+    """Each step of a run: when it started and ended, seconds after the arrival (``start-end``)."""
+    import dagster as dg
+
+    spans: dict[str, list[float]] = {}
+    for kind in (dg.DagsterEventType.STEP_START, dg.DagsterEventType.STEP_SUCCESS, dg.DagsterEventType.STEP_FAILURE):
+        for record in instance.get_records_for_run(run_id, of_type=kind).records:
+            entry = record.event_log_entry
+            spans.setdefault(entry.step_key or "?", []).append(entry.timestamp - arrived_at)
+    return {step: "-".join(f"{t:.1f}" for t in sorted(times)) for step, times in sorted(spans.items())}
 
 
 if __name__ == "__main__":
