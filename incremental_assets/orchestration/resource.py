@@ -6,6 +6,8 @@ model's start, the windows Dagster's partition key range covers, or one unpartit
 plans to the Spark executor with the model's audits, and reports what it committed.
 """
 
+import contextlib
+import os
 import time
 from datetime import timezone
 from typing import Any, Iterator, Optional
@@ -40,6 +42,7 @@ from incremental_assets.orchestration.apply import (
 )
 from incremental_assets.orchestration.instance import materialized_windows, missing_upstream, pending_upstream_runs
 from incremental_assets.orchestration.partition_keys import time_partitions
+from incremental_assets.orchestration.run_coordinator import OWN_SPARK_AFTER_UPSTREAM, SPARK_TAG
 from incremental_assets.orchestration.table_metadata import table_row_count, written_schema
 from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.plan.rebuild import (
@@ -91,12 +94,25 @@ class SparkResource(LazyPySparkResource):
         """Run ``model`` over the partitions ``context`` names (the whole model when unpartitioned) and
         report it: upstream intervals waited for or refused, a changed definition rebuilt from its start,
         the model's audits as its asset checks. An error a retry cannot fix is not retried (:data:`FINAL_ERRORS`)."""
+        if context.run.tags.get(SPARK_TAG) == OWN_SPARK_AFTER_UPSTREAM:
+            _behind_the_runs_it_follows()
         yield from _not_retried_when_final(context, run_model(context, self.spark_session, project, model, translator))
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "SparkResource":
         public = {k: v for k, v in settings.spark_config().items() if not is_secret(k)}
         return cls(spark_config=public, remote=redact_url(settings.spark_remote), project_dir=str(settings.project_dir))
+
+
+FOLLOWER_NICENESS = 5
+
+
+def _behind_the_runs_it_follows() -> None:
+    """A run that waits for upstream runs starts its own Spark while they compute: at a lower CPU priority,
+    which its JVM inherits, so that its start takes the CPU their work leaves (it computes after them)."""
+    if os.getpriority(os.PRIO_PROCESS, 0) == 0:
+        with contextlib.suppress(OSError):
+            os.nice(FOLLOWER_NICENESS)
 
 
 UPSTREAM_LOOK_SECONDS = 0.25  # how often a run waiting for upstream runs looks at them
