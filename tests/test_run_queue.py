@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -351,3 +352,21 @@ def test_two_queued_runs_of_one_table_never_overlap_with_the_real_daemon(project
         f"statuses seen: {seen}; step spans "
         f"{[(round(a - began, 1), round(b - began, 1)) for a, b in spans]}; {elapsed:.0f}s"
     )
+
+
+def test_a_run_that_waits_for_upstream_runs_starts_its_spark_behind_theirs():
+    """A follower's process (and the JVM it starts) runs at a lower CPU priority once its step begins."""
+    code = textwrap.dedent(
+        """
+        import os, subprocess
+        from incremental_assets.orchestration.resource import FOLLOWER_NICENESS, _behind_the_runs_it_follows
+        _behind_the_runs_it_follows()
+        _behind_the_runs_it_follows()  # once per process, however many of its steps begin
+        child = subprocess.run(["sh", "-c", "cut -d' ' -f19 /proc/self/stat"], capture_output=True, text=True)
+        print(os.getpriority(os.PRIO_PROCESS, 0), child.stdout.strip(), FOLLOWER_NICENESS)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    own, child, wanted = done.stdout.split()
+    assert own == child == wanted == "5"
