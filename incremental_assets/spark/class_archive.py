@@ -2,7 +2,7 @@
 
 A local Spark (a command's, a run's, the long-lived server's) starts a JVM that loads and verifies tens of
 thousands of classes before its first query. Java's class data sharing maps them from an archive instead:
-on a 2-core machine a session's start with its first query and write went from 7.4 s to 4.5 s.
+on a 2-core machine a session's start with a small query and a write went from 7.4 s to 4.8-5.1 s.
 
 The archive is made once for a Java, a Spark and a class path (its key): the first local Spark started
 without one starts a process of its own, in the background and at low priority, that runs a small Spark
@@ -32,7 +32,8 @@ from incremental_assets.model import clock
 from incremental_assets.model.settings import read_env_settings
 
 JAVA_OPTIONS = "spark.driver.extraJavaOptions"
-# The settings that change which classes a driver JVM can load (with the Java and Spark installed).
+# The settings that change which classes a driver JVM can load (with the Java and Spark installed), and its
+# heap size, which decides whether its class pointers are compressed as the archive's are.
 CLASS_PATH_KEYS = ("spark.driver.extraClassPath", "spark.jars", "spark.jars.packages", "spark.driver.memory")
 QUIET = "-Xlog:cds=off,cds+dynamic=off"  # an archive that does not match is not worth a warning
 CREATING_STALE_SECONDS = 600.0  # a creator that has held its marker this long is gone
