@@ -123,16 +123,19 @@ def test_an_edited_model_reaches_the_ui_and_the_automation_without_a_click(make_
         seen_in_ui = time.monotonic() - edited
 
         # The automation launched the rebuild.
-        def rebuild():
+        def automation_runs(model: str, reason: str):
             runs = instance.get_run_records(
                 filters=dg.RunsFilter(tags={"incremental_assets/launched_by": "automation"})
             )
             return [
                 r.dagster_run
                 for r in runs
-                if dg.AssetKey(["s", "hourly"]) in (r.dagster_run.asset_selection or ())
-                and "definition changed" in r.dagster_run.tags.get("incremental_assets/reason", "")
+                if dg.AssetKey(model.split(".")) in (r.dagster_run.asset_selection or ())
+                and reason in r.dagster_run.tags.get("incremental_assets/reason", "")
             ]
+
+        def rebuild():
+            return automation_runs("s.hourly", "definition changed")
 
         run = _until("the rebuild launched", rebuild, 90, log_path)[0]
         launched = time.monotonic() - edited
@@ -140,16 +143,7 @@ def test_an_edited_model_reaches_the_ui_and_the_automation_without_a_click(make_
         # The day that reads the hours is requested in the same tick, in a run that waits for the rebuild's
         # step (its JVM starting meanwhile).
         def follower():
-            runs = instance.get_run_records(
-                filters=dg.RunsFilter(tags={"incremental_assets/launched_by": "automation"})
-            )
-            return [
-                r.dagster_run
-                for r in runs
-                if dg.AssetKey(["s", "daily"]) in (r.dagster_run.asset_selection or ())
-                and "after the run of s.hourly requested with it"
-                in r.dagster_run.tags.get("incremental_assets/reason", "")
-            ]
+            return automation_runs("s.daily", "after the run of s.hourly requested with it")
 
         day = _until("the day's run requested with the rebuild", follower, 60, log_path)[0]
         assert day.tags["incremental_assets/after_upstream_runs"] == "true"
