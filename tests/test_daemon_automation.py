@@ -83,13 +83,24 @@ def test_the_daemon_recomputes_late_data_through_the_chain(make_project, tmp_pat
 
     # Each run starts a Spark of its own (no long-lived Spark): the days were requested with the hours they
     # read, and their runs started (their JVMs starting) while the hours' runs still ran, outside the limit
-    # of one run with a Spark of its own at a time.
+    # of one run with a Spark of its own at a time. Two runs of the days write one table: the second stays
+    # queued until the first ended (one writer a table), and may then start after the hours.
     def assets(record) -> set[str]:
         return {key.to_user_string() for key in record.dagster_run.asset_selection or ()}
 
-    followers = [r for r in runs if r.dagster_run.tags.get(tags.AFTER_UPSTREAM_TAG) == "true"]
+    followers = sorted(
+        (r for r in runs if r.dagster_run.tags.get(tags.AFTER_UPSTREAM_TAG) == "true"), key=lambda r: r.start_time or 0
+    )
     hours_ended = max(r.end_time or 0 for r in runs if "s/hourly" in assets(r))
+    timeline = sorted(
+        (r.create_timestamp.timestamp(), r.start_time, r.end_time, sorted(assets(r)), r.dagster_run.tags.get(SPARK_TAG))
+        for r in runs
+    )
     assert followers and all("s/daily" in assets(r) for r in followers), [assets(r) for r in followers]
     assert {r.dagster_run.tags[SPARK_TAG] for r in followers} == {OWN_SPARK_AFTER_UPSTREAM}
-    assert all((r.start_time or hours_ended) < hours_ended for r in followers), "a day's run started after the hours"
+    assert all(r.create_timestamp.timestamp() < hours_ended for r in followers), f"a later tick: {timeline}"
+    for before, follower in zip([None, *followers], followers):
+        started = follower.start_time or 0
+        behind_its_table = before is not None and started >= (before.end_time or 0)
+        assert started < hours_ended or behind_its_table, f"a day's run waited for the hours' slot: {timeline}"
     print(f"daemon start with new hours and late data to every model settled: {elapsed:.1f}s with {len(runs)} runs")
