@@ -188,3 +188,78 @@ def test_processes_opening_a_new_instance_at_once_leave_it_usable(tmp_path, monk
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     run_id = run_range(open_instance(home), 0, 1)
     assert open_instance(home).get_run_by_id(run_id).is_success
+
+
+def test_a_run_opens_the_index_and_the_run_storage_once_and_watchers_still_see_its_events(tmp_path, monkeypatch):
+    """A process keeps its connections to the index, the run storage and the schedule storage; each run's
+    own database is still opened per use, so Dagster's live view of a run (a watch on its file) sees every
+    event as it is written."""
+    import threading
+
+    import sqlalchemy
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    instance = open_instance(tmp_path / "home")
+    run_range(instance, 0, 1)
+    opened: list[str] = []
+    original = sqlalchemy.create_engine
+
+    def counting(url, *args, **kwargs):
+        opened.append(Path(str(url)).name)
+        return original(url, *args, **kwargs)
+
+    from dagster._core.storage.event_log.sqlite import sqlite_event_log
+    from dagster._core.storage.runs.sqlite import sqlite_run_storage
+
+    for module in (sqlite_storage.db, sqlite_event_log, sqlite_run_storage):
+        monkeypatch.setattr(module, "create_engine", counting)
+    run_id = run_range(instance, 2, 5)
+    assert opened.count("index.db") == 0 and opened.count("runs.db") == 0, opened
+    assert opened.count(f"{run_id}.db") > 0  # the run's own database: Dagster's engine per use
+    with sqlite3.connect(tmp_path / "home" / "history" / "runs" / "index.db") as con:
+        assert con.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    with sqlite_storage.pooled_engine(
+        f"sqlite:///{tmp_path / 'home' / 'history' / 'runs' / 'index.db'}"
+    ).connect() as c:
+        assert c.exec_driver_sql("PRAGMA synchronous").fetchone() == (
+            1,
+        )  # NORMAL: commits wait for the disk at checkpoints
+
+    # A watch on a run (what the UI's live log uses) is told of events written after it started watching.
+    seen: list[str] = []
+    arrived = threading.Event()
+    storage = instance.event_log_storage
+    new_run = instance.create_run_for_job(dg.Definitions(assets=[counted]).resolve_implicit_global_asset_job_def())
+    storage.watch(new_run.run_id, None, lambda event, cursor: seen.append(event.message) or arrived.set())
+    try:
+        instance.report_engine_event("watched", new_run)
+        assert arrived.wait(30), "the watch saw no event"
+    finally:
+        storage.end_watch(new_run.run_id, next(iter(storage._watchers[new_run.run_id]), None))
+    assert "watched" in seen
+
+
+def test_a_pooled_database_replaced_or_deleted_is_opened_anew(tmp_path):
+    path = tmp_path / "x.db"
+
+    def database(value: int) -> None:
+        partial = tmp_path / "partial.db"
+        with sqlite3.connect(partial) as con:
+            con.execute("PRAGMA journal_mode=WAL")
+            con.execute("CREATE TABLE t (v INTEGER)")
+            con.execute("INSERT INTO t VALUES (?)", (value,))
+        con.close()
+        partial.replace(path)
+
+    def value() -> list:
+        with sqlite_storage.pooled_engine(f"sqlite:///{path}").connect() as conn:
+            return [row[0] for row in conn.exec_driver_sql("SELECT v FROM t")]
+
+    database(1)
+    first = sqlite_storage.pooled_engine(f"sqlite:///{path}")
+    assert value() == [1] and sqlite_storage.pooled_engine(f"sqlite:///{path}") is first
+    database(2)  # another file at the path: the open connection would still read the old one
+    assert value() == [2] and sqlite_storage.pooled_engine(f"sqlite:///{path}") is not first
+    path.unlink()
+    with pytest.raises(Exception, match="no such table"):
+        value()

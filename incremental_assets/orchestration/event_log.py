@@ -29,14 +29,14 @@ from dagster._config import StringSource
 from dagster._core.events import ASSET_CHECK_EVENTS, ASSET_EVENTS, EVENT_TYPE_TO_PIPELINE_RUN_STATUS, DagsterEventType
 from dagster._core.events.log import EventLogEntry
 from dagster._core.storage.event_log.schema import SqlEventLogStorageMetadata, SqlEventLogStorageTable
-from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME, SqliteEventLogStorage
 from dagster._core.storage.sql import safe_commit
 from dagster._core.storage.sqlite import create_db_conn_string
 from dagster._serdes import ConfigurableClassData
 from sqlalchemy.pool import NullPool
 
 from incremental_assets.errors import IncrementalAssetsError
-from incremental_assets.orchestration.sqlite_storage import is_set_up, migration_scripts, setup_lock
+from incremental_assets.orchestration.sqlite_storage import is_set_up, migration_scripts, pooled_engine, setup_lock
 from incremental_assets.spark import faults
 
 BATCH_SIZE_ENV = "DAGSTER_EVENT_BATCH_SIZE"
@@ -90,6 +90,28 @@ class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
     @classmethod
     def config_type(cls) -> Any:
         return {"dagster_home": StringSource}
+
+    @contextlib.contextmanager
+    def _connect(self, shard: str) -> Any:
+        """Dagster's connection to one of the log's databases; the index's stays open between uses
+        (:func:`~.sqlite_storage.pooled_engine`)."""
+        if shard != INDEX_SHARD_NAME:
+            with super()._connect(shard) as conn:
+                yield conn
+            return
+        with self._db_lock:
+            engine = pooled_engine(self.conn_string_for_shard(shard))
+            if shard not in self._initialized_dbs:
+                self._initdb(engine)
+                self._initialized_dbs.add(shard)
+            with engine.connect() as conn, conn.begin():
+                yield conn
+
+    def has_table(self, table_name: str) -> bool:
+        """Whether the index has a table (Dagster asks once per feature it uses), on the index's open connection."""
+        engine = pooled_engine(self.conn_string_for_shard(INDEX_SHARD_NAME))
+        with engine.connect() as conn:
+            return bool(engine.dialect.has_table(conn, table_name))
 
     @classmethod
     def from_config_value(
