@@ -93,19 +93,23 @@ class BatchedSqliteEventLogStorage(SqliteEventLogStorage):
 
     @contextlib.contextmanager
     def _connect(self, shard: str) -> Any:
-        """Dagster's connection to one of the log's databases; the index's stays open between uses
-        (:func:`~.sqlite_storage.pooled_engine`)."""
-        if shard != INDEX_SHARD_NAME:
-            with super()._connect(shard) as conn:
-                yield conn
-            return
+        """Dagster's connection to one of the log's databases, kept open between uses
+        (:func:`~.sqlite_storage.pooled_engine`). Dagster's live view of a run watches the run's database
+        file, which a connection kept open in WAL mode leaves untouched: a transaction that wrote to a run's
+        database touches the file's times once committed."""
         with self._db_lock:
             engine = pooled_engine(self.conn_string_for_shard(shard))
             if shard not in self._initialized_dbs:
                 self._initdb(engine)
                 self._initialized_dbs.add(shard)
-            with engine.connect() as conn, conn.begin():
-                yield conn
+            with engine.connect() as conn:
+                raw = conn.connection.dbapi_connection
+                changes = raw.total_changes if raw is not None else 0
+                with conn.begin():
+                    yield conn
+                if shard != INDEX_SHARD_NAME and raw is not None and raw.total_changes != changes:
+                    with contextlib.suppress(OSError):
+                        os.utime(self.path_for_shard(shard))
 
     def has_table(self, table_name: str) -> bool:
         """Whether the index has a table (Dagster asks once per feature it uses), on the index's open connection."""
