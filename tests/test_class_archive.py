@@ -116,7 +116,7 @@ def test_the_key_follows_the_java_the_spark_jars_and_the_class_path(tmp_path, mo
     # The archive names the jars by path: another installation of the same Spark needs its own.
     key = archive_key(CONF)
     assert key == archive_key(dict(CONF)) and key is not None
-    monkeypatch.setattr(class_archive, "_spark_home", lambda: tmp_path)
+    monkeypatch.setattr(class_archive, "spark_home", lambda: tmp_path)
     (tmp_path / "jars").mkdir()
     assert archive_key(CONF) not in (None, key)
     monkeypatch.undo()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -28,6 +29,7 @@ import tempfile
 from pathlib import Path
 from typing import Mapping
 
+from incremental_assets.errors import SparkServerError
 from incremental_assets.model import clock
 from incremental_assets.model.settings import read_env_settings
 
@@ -72,7 +74,7 @@ def with_class_archive(conf: Mapping[str, str]) -> dict[str, str]:
 def archive_key(conf: Mapping[str, str]) -> str | None:
     """What an archive is valid for: the Java (its runtime image), Spark's jars and the class path settings."""
     java = java_executable()
-    spark_jars = _spark_home() / "jars"
+    spark_jars = spark_home() / "jars"
     if java is None or not spark_jars.is_dir():
         return None
     runtime = java.parent.parent / "lib" / "modules"
@@ -96,10 +98,12 @@ def _stamp(path: Path) -> tuple[int, int]:
     return 0, 0
 
 
-def _spark_home() -> Path:
-    import pyspark
-
-    return Path(pyspark.__file__).resolve().parent
+def spark_home() -> Path:
+    """The folder of the installed pyspark (its ``jars`` and ``bin``), found without importing it."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.origin:
+        raise SparkServerError("pyspark is not installed in this environment", hint="pip install incremental-assets")
+    return Path(spec.origin).resolve().parent
 
 
 def _start_creating(archive: Path, conf: Mapping[str, str]) -> None:

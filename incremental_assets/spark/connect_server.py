@@ -13,7 +13,6 @@ Nothing here imports pyspark: finding out whether the server is up costs a file 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
 import signal
@@ -27,7 +26,7 @@ from pathlib import Path
 from incremental_assets.errors import SparkServerError
 from incremental_assets.model import clock
 from incremental_assets.model.settings import Settings
-from incremental_assets.spark.class_archive import with_class_archive
+from incremental_assets.spark.class_archive import spark_home, with_class_archive
 
 LOOPBACK = "127.0.0.1"
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -142,13 +141,6 @@ def spark_remote(settings: Settings) -> str | None:
     return status.record.url if status.up and status.record else None
 
 
-def _spark_home() -> Path:
-    spec = importlib.util.find_spec("pyspark")
-    if spec is None or not spec.origin:
-        raise SparkServerError("pyspark is not installed in this environment", hint="pip install incremental-assets")
-    return Path(spec.origin).resolve().parent
-
-
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((LOOPBACK, 0))
@@ -179,12 +171,12 @@ def _write_conf(path: Path, conf: dict[str, str]) -> None:
 
 
 def _launch(settings: Settings, port: int) -> subprocess.Popen:
-    home, spark_home = state_dir(settings), _spark_home()
+    home, pyspark_home = state_dir(settings), spark_home()
     home.mkdir(parents=True, exist_ok=True)
     conf_path = home / CONF_FILE
     _write_conf(conf_path, with_class_archive(server_conf(settings, port)))
     argv = [
-        str(spark_home / "bin" / "spark-submit"),
+        str(pyspark_home / "bin" / "spark-submit"),
         "--master",
         settings.spark_master,
         "--properties-file",
@@ -195,7 +187,7 @@ def _launch(settings: Settings, port: int) -> subprocess.Popen:
         "incremental_assets Spark Connect server",
     ]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_", "SPARK_CONNECT_MODE"))}
-    env.update(SPARK_HOME=str(spark_home), PYSPARK_PYTHON=sys.executable, TZ="UTC")
+    env.update(SPARK_HOME=str(pyspark_home), PYSPARK_PYTHON=sys.executable, TZ="UTC")
     with open(home / LOG_FILE, "ab") as log:
         # Its own session (process group): it outlives this command, and stopping it stops all it started.
         return subprocess.Popen(
