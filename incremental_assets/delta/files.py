@@ -131,14 +131,24 @@ def source_data_files(location: str) -> list[str]:
     >>> source_data_files(str(root / "c.parquet")) == [str(root / "c.parquet")]
     True
     """
+    return sorted(info.path for info in _data_file_infos(location))
+
+
+def source_files_state(location: str) -> tuple[tuple[str, int | None, int | None], ...]:
+    """Each data file of a local file source with its modification time (ns) and size: a new file, one
+    rewritten or one still growing changes it. One listing of the folder, no file opened."""
+    return tuple(sorted((info.path, info.mtime_ns, info.size) for info in _data_file_infos(location)))
+
+
+def _data_file_infos(location: str) -> list[pafs.FileInfo]:
     location = location.removeprefix("file://")
     if os.path.isfile(location):
-        return [location]
+        return pafs.LocalFileSystem().get_file_info([location])
     selector = pafs.FileSelector(location, recursive=True, allow_not_found=True)
     out = []
     for info in pafs.LocalFileSystem().get_file_info(selector):
         relative = info.path[len(location.rstrip("/")) + 1 :]
         if info.type != pafs.FileType.File or any(part.startswith((".", "_")) for part in relative.split("/")):
             continue
-        out.append(info.path)
-    return sorted(out)
+        out.append(info)
+    return out

@@ -149,6 +149,7 @@ KILL_AT_ENV = "INCREMENTAL_ASSETS_KILL_AT"
 DEBUG_ENV = "INCREMENTAL_ASSETS_DEBUG"
 COMMAND_SERVER_ENV = "INCREMENTAL_ASSETS_COMMAND_SERVER"
 JVM_ARCHIVE_ENV = "INCREMENTAL_ASSETS_JVM_ARCHIVE"
+SENSOR_WATCH_ENV = "INCREMENTAL_ASSETS_SENSOR_WATCH"
 JAVA_HOME_ENV = "JAVA_HOME"
 # What the S3 credential check looks at (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...; HOME for ~/.aws).
 CREDENTIAL_PREFIX = "AWS_"
@@ -177,6 +178,7 @@ class EnvSettings:
     command_server: bool = True  # a command is handed to the project's command server when one runs
     jvm_archive: str | None = None  # the folder of the JVM class archives; "off": none (see spark.class_archive)
     java_home: str | None = None  # the Java Spark's launcher starts (else the `java` on the path)
+    sensor_watch_seconds: float = 4.0  # how long a daemon's tick of the automation sensor watches for new data
     credentials: Mapping[str, str] = field(default_factory=dict)  # AWS_* variables and HOME
 
 
@@ -207,6 +209,7 @@ def read_env_settings(environ: Mapping[str, str] | None = None) -> EnvSettings:
         command_server=env.get(COMMAND_SERVER_ENV, "").strip().lower() not in ("0", "false", "no", "off"),
         jvm_archive=env.get(JVM_ARCHIVE_ENV, "").strip() or None,
         java_home=env.get(JAVA_HOME_ENV) or None,
+        sensor_watch_seconds=_number(env, SENSOR_WATCH_ENV, float, 4.0),
         credentials={k: v for k, v in env.items() if k.startswith(CREDENTIAL_PREFIX) or k == "HOME"},
     )
 

@@ -28,6 +28,7 @@ is taken over into that record on the first tick.
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -69,6 +70,7 @@ from incremental_assets.orchestration.run_groups import Launch, group_jobs, run_
 from incremental_assets.orchestration.schedules import model_jobs
 from incremental_assets.orchestration.source_watch import Observed, observe_sources
 from incremental_assets.orchestration.staleness import latest_id, stale_intervals
+from incremental_assets.orchestration.tick_watch import TickWatch, from_daemon
 from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.orchestration.watch import hold_runs, watch_tables
 from incremental_assets.plan.rebuild import definition_changed, needs_rebuild
@@ -445,6 +447,51 @@ def _reload_definitions() -> str:
     return 'model files edited: planned from the files; the UI shows the new definitions after "Reload definitions"'
 
 
+class _Planner:
+    """The sensor's look at the project, each time it is asked: the runs to request and the cursor."""
+
+    def __init__(self, project: Project, translator: ModelTranslator, jobs: set[str]):
+        self.live, self.translator, self.jobs = LiveProject(project), translator, jobs
+        self.served = set(project.models)
+        self.reload_asked: set[str] = set()
+
+    def plan(self, context: dg.SensorEvaluationContext, cursor_text: str | None) -> tuple[dg.SensorResult, bool]:
+        """One look; whether the project loaded (if not, there is nothing to watch for)."""
+        now = _tick_time()
+        for run_id in fail_dead_runs(context.instance):  # a killed CLI run's intervals are failed, not running
+            context.log.info(f"run {run_id} was left running by a process that died: marked failed")
+        current, errors, edited = self.live.current()
+        if current is None:
+            cursor, _ = AutomationCursor.parse(cursor_text)
+            summary = "the edited project does not load, nothing is launched until it does: " + "; ".join(errors)
+            context.log.warning(summary)
+            return dg.SensorResult(skip_reason=summary[:2000], cursor=cursor.dump()), False
+        notes = []
+        if edited and self.live.seen not in self.reload_asked:
+            self.reload_asked.add(self.live.seen)
+            notes.append(_reload_definitions())
+        changes = change_categories(current)
+        decision = evaluate(
+            current,
+            self.translator,
+            context.instance,
+            cursor_text,
+            now,
+            categories={n: c.category for n, c in changes.items()},
+            served=self.served,
+            jobs=self.jobs,
+            chain=runs_may_follow(context.instance),
+        )
+        decision.notes += notes
+        events = changed_marks(current, self.translator, changes, decision.cursor.changed, self.served)
+        for line in decision.changes + decision.running + decision.waiting + decision.notes:
+            context.log.info(line)
+        cursor_out, events = decision.cursor.dump(), events + decision.events
+        if decision.requests:
+            return dg.SensorResult(run_requests=decision.requests, cursor=cursor_out, asset_events=events), True
+        return dg.SensorResult(skip_reason=decision.summary()[:2000], cursor=cursor_out, asset_events=events), True
+
+
 def build_automation_sensor(
     project: Project,
     translator: ModelTranslator,
@@ -453,11 +500,10 @@ def build_automation_sensor(
     interval_seconds: int = 1,
 ) -> dg.SensorDefinition:
     """The automation sensor. Dagster's daemon looks at its sensors every 5 s (a fixed loop); a minimum
-    interval under that lets it tick on every look (at 5 s, a look a moment early skipped it to 10 s)."""
-    live = LiveProject(project)
-    served = set(project.models)
+    interval under that lets it tick on every look (at 5 s, a look a moment early skipped it to 10 s). A
+    daemon's tick that launches nothing watches until the next look (see :mod:`.tick_watch`)."""
     together = group_jobs(project, translator)
-    reload_asked: set[str] = set()
+    planner = _Planner(project, translator, set(together))
 
     @dg.sensor(
         name=SENSOR_NAME,
@@ -466,43 +512,23 @@ def build_automation_sensor(
         description=SENSOR_DESCRIPTION,
     )
     def _automate(context: dg.SensorEvaluationContext):
-        now = _tick_time()
-        if (ahead := _clock_ahead(now)) is not None:
+        began = time.monotonic()
+        if (ahead := _clock_ahead(_tick_time())) is not None:
             context.log.warning(ahead)
             return dg.SensorResult(skip_reason=ahead, cursor=context.cursor)
-        for run_id in fail_dead_runs(context.instance):  # a killed CLI run's intervals are failed, not running
-            context.log.info(f"run {run_id} was left running by a process that died: marked failed")
-        current, errors, edited = live.current()
-        if current is None:
-            cursor, _ = AutomationCursor.parse(context.cursor)
-            summary = "the edited project does not load, nothing is launched until it does: " + "; ".join(errors)
-            context.log.warning(summary)
-            return dg.SensorResult(skip_reason=summary[:2000], cursor=cursor.dump())
-        notes = []
-        if edited and live.seen not in reload_asked:
-            reload_asked.add(live.seen)
-            notes.append(_reload_definitions())
-        changes = change_categories(current)
-        decision = evaluate(
-            current,
-            translator,
-            context.instance,
-            context.cursor,
-            now,
-            categories={n: c.category for n, c in changes.items()},
-            served=served,
-            jobs=set(together),
-            chain=runs_may_follow(context.instance),
-        )
-        decision.notes += notes
-        events = changed_marks(current, translator, changes, decision.cursor.changed, served) + decision.events
-        for line in decision.changes + decision.running + decision.waiting + decision.notes:
-            context.log.info(line)
-        if decision.requests:
-            return dg.SensorResult(run_requests=decision.requests, cursor=decision.cursor.dump(), asset_events=events)
-        return dg.SensorResult(
-            skip_reason=decision.summary()[:2000], cursor=decision.cursor.dump(), asset_events=events
-        )
+        watch_seconds = read_env_settings().sensor_watch_seconds
+        watch = TickWatch(project, context.instance, _tick_time) if watch_seconds > 0 and from_daemon(context) else None
+        seen = watch.look() if watch is not None else {}
+        result, loaded = planner.plan(context, context.cursor)
+        events: list = []
+        while watch is not None and loaded and not result.run_requests:
+            changed, seen = watch.wait(seen, began + watch_seconds)
+            if changed is None:
+                break
+            context.log.info(f"{changed} changed {time.monotonic() - began:.1f} s into the tick: planned again")
+            events += result.asset_events
+            result, loaded = planner.plan(context, result.cursor)
+        return result._replace(asset_events=events + list(result.asset_events)) if events else result
 
     return _automate
 
