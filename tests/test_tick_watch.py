@@ -79,6 +79,19 @@ def test_each_kind_of_news_ends_the_wait_and_nothing_else_does(env):
         assert watch.wait(seen, time.monotonic() + 3)[0] == "raw.clicks, raw.events"
     finally:
         later.join()
+    # A tick's first look: nothing to compare with on the first tick; a source changed since the last tick's
+    # last look is reported once it holds still; nothing changed, nothing reported.
+    assert watch.first_look({})[0] is None
+    last = watch.look()
+    write_events(root / "data" / "events", utc(2024, 1, 1, 5), 1, mode="append")
+    later = threading.Timer(0.2, lambda: _clicks(clicks / "day=2024-01-01" / "d.parquet", utc(2024, 1, 1, 5), 1))
+    later.start()
+    try:
+        changed, last = watch.first_look(last)
+    finally:
+        later.join()
+    assert changed == "raw.clicks, raw.events"
+    assert watch.first_look(last)[0] is None
     # Files Spark does not read are not.
     assert _news(watch, lambda: (clicks / "_SUCCESS").write_text("")) is None
     assert _news(watch, lambda: (clicks / "day=2024-01-01" / ".b.parquet.crc").write_text("x")) is None

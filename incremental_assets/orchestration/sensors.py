@@ -27,12 +27,13 @@ is taken over into that record on the first tick.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Hashable, Mapping, Sequence
 
 import dagster as dg
 
@@ -70,7 +71,7 @@ from incremental_assets.orchestration.run_groups import Launch, group_jobs, run_
 from incremental_assets.orchestration.schedules import model_jobs
 from incremental_assets.orchestration.source_watch import Observed, observe_sources
 from incremental_assets.orchestration.staleness import latest_id, stale_intervals
-from incremental_assets.orchestration.tick_watch import TickWatch, from_daemon
+from incremental_assets.orchestration.tick_watch import TickWatch, from_daemon, watched_plan
 from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.orchestration.watch import hold_runs, watch_tables
 from incremental_assets.plan.rebuild import definition_changed, needs_rebuild
@@ -454,6 +455,7 @@ class _Planner:
         self.live, self.translator, self.jobs = LiveProject(project), translator, jobs
         self.served = set(project.models)
         self.reload_asked: set[str] = set()
+        self.last_look: Mapping[str, Hashable] = {}  # a daemon's tick's last look (see .tick_watch)
 
     def plan(self, context: dg.SensorEvaluationContext, cursor_text: str | None) -> tuple[dg.SensorResult, bool]:
         """One look; whether the project loaded (if not, there is nothing to watch for)."""
@@ -499,9 +501,8 @@ def build_automation_sensor(
     *,
     interval_seconds: int = 1,
 ) -> dg.SensorDefinition:
-    """The automation sensor. Dagster's daemon looks at its sensors every 5 s (a fixed loop); a minimum
-    interval under that lets it tick on every look (at 5 s, a look a moment early skipped it to 10 s). A
-    daemon's tick that launches nothing watches until the next look (see :mod:`.tick_watch`)."""
+    """The automation sensor, ticking on each of the daemon's looks (every 5 s: a 5 s minimum interval skipped
+    some to 10 s); a tick that launches nothing watches until the next look (see :mod:`.tick_watch`)."""
     together = group_jobs(project, translator)
     planner = _Planner(project, translator, set(together))
 
@@ -518,17 +519,9 @@ def build_automation_sensor(
             return dg.SensorResult(skip_reason=ahead, cursor=context.cursor)
         watch_seconds = read_env_settings().sensor_watch_seconds
         watch = TickWatch(project, context.instance, _tick_time) if watch_seconds > 0 and from_daemon(context) else None
-        seen = watch.look() if watch is not None else {}
-        result, loaded = planner.plan(context, context.cursor)
-        events: list = []
-        while watch is not None and loaded and not result.run_requests:
-            changed, seen = watch.wait(seen, began + watch_seconds)
-            if changed is None:
-                break
-            context.log.info(f"{changed} changed {time.monotonic() - began:.1f} s into the tick: planned again")
-            events += result.asset_events
-            result, loaded = planner.plan(context, result.cursor)
-        return result._replace(asset_events=events + list(result.asset_events)) if events else result
+        plan = functools.partial(planner.plan, context)
+        result, planner.last_look = watched_plan(plan, context, watch, planner.last_look, began + watch_seconds)
+        return result
 
     return _automate
 

@@ -12,7 +12,8 @@ daemon's loop) from its start, for what could change its decision, and plans aga
 
 A look is one listing per source and one query of the run storage, repeated every 0.2-1 s (slower when a
 look is slower); after a change the watch waits until the looks hold still for 0.4 s (at most 2 s), so that
-sources written one after another are planned for together. Sources in an object store are not watched:
+sources written one after another are planned for together; so does a tick's first look when a source changed
+since the previous tick's last. Sources in an object store are not watched:
 their news waits for the next tick, as before. An evaluation outside the daemon (a test's context, the UI's
 "Test sensor") does not watch.
 """
@@ -73,6 +74,13 @@ class TickWatch:
         seen[CLOCK] = IntervalUnit.of("hour").floor(self._now())
         return seen
 
+    def first_look(self, last: Mapping[str, Hashable]) -> tuple[str | None, Mapping[str, Hashable]]:
+        """A tick's first look. A source that changed since the previous tick's last look (``last``) may be
+        one of several being written: the look is taken again until it holds still (what changed, if so)."""
+        now = self.look()
+        changed = {name for name in self._sources if last and now[name] != last.get(name)}
+        return self.settled(now, changed) if changed else (None, now)
+
     def wait(self, seen: Mapping[str, Hashable], until: float) -> tuple[str | None, Mapping[str, Hashable]]:
         """Wait until what ``seen`` holds changes (what changed, and the new look) or ``until``
         (``time.monotonic``) passes (None, and the last look)."""
@@ -84,11 +92,11 @@ class TickWatch:
             step = min(LONGEST_STEP, max(SHORTEST_STEP, 20 * (time.monotonic() - looked)))
             changed = {name for name in now if now[name] != seen.get(name)}
             if changed:
-                return self._settled(now, changed)
+                return self.settled(now, changed)
             seen = now
         return None, seen
 
-    def _settled(self, now: Mapping[str, Hashable], changed: set[str]) -> tuple[str, Mapping[str, Hashable]]:
+    def settled(self, now: Mapping[str, Hashable], changed: set[str]) -> tuple[str, Mapping[str, Hashable]]:
         """Sources are often written one after another (orders, then their lines) and a file a while: the
         look is taken again until it holds still for ``QUIET`` seconds (at most ``SETTLE``), so that one
         plan sees them all and no interval is computed twice, once for each."""
@@ -101,3 +109,31 @@ class TickWatch:
                 break
             changed, now = changed | more, later
         return ", ".join(sorted(changed)), now
+
+
+def watched_plan(
+    plan: Callable[[str | None], tuple[dg.SensorResult, bool]],
+    context: dg.SensorEvaluationContext,
+    watch: TickWatch | None,
+    last: Mapping[str, Hashable],
+    until: float,
+) -> tuple[dg.SensorResult, Mapping[str, Hashable]]:
+    """One tick: ``plan`` (from a cursor: the result, and whether the project loaded) made once, or, for a
+    daemon's tick (``watch``), again each time what it watches changes, until one requests runs or ``until``
+    (``time.monotonic``) passes; the asset events of every plan are kept. Also the tick's last look."""
+    if watch is None:
+        return plan(context.cursor)[0], {}
+    began = time.monotonic()
+    changed, seen = watch.first_look(last)
+    if changed:
+        context.log.info(f"{changed} changed since the last tick: planned once the sources held still")
+    result, loaded = plan(context.cursor)
+    events: list = []
+    while loaded and not result.run_requests:
+        changed, seen = watch.wait(seen, until)
+        if changed is None:
+            break
+        context.log.info(f"{changed} changed {time.monotonic() - began:.1f} s into the tick: planned again")
+        events += result.asset_events
+        result, loaded = plan(result.cursor)
+    return (result._replace(asset_events=events + list(result.asset_events)) if events else result), seen
