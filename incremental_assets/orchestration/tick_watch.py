@@ -12,10 +12,10 @@ daemon's loop) from its start, for what could change its decision, and plans aga
 
 A look is one listing per source and one query of the run storage, repeated every 0.2-1 s (slower when a
 look is slower); after a change the watch waits until the looks hold still for 0.4 s (at most 2 s), so that
-sources written one after another are planned for together; so does a tick's first look when a source changed
-since the previous tick's last. Sources in an object store are not watched:
-their news waits for the next tick, as before. An evaluation outside the daemon (a test's context, the UI's
-"Test sensor") does not watch.
+sources written one after another are planned for together; so does a tick's first look when a source
+changed since the previous tick's last. Sources in an object store are not watched: their news waits for the
+next tick, as before. An evaluation outside the daemon (a test's context, the UI's "Test sensor") does not
+watch.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import time
 from datetime import datetime
-from typing import Callable, Hashable, Mapping
+from typing import Callable, Hashable, Iterable, Mapping
 
 import dagster as dg
 
@@ -44,6 +44,13 @@ def from_daemon(context: dg.SensorEvaluationContext) -> bool:
     tick's id, and an evaluation outside it (``build_sensor_context``, the UI's test) after the time."""
     key = context.log_key or ()
     return bool(key) and str(key[-1]).isdigit()
+
+
+def _changed(
+    now: Mapping[str, Hashable], before: Mapping[str, Hashable], names: Iterable[str] | None = None
+) -> set[str]:
+    """What differs between two looks (among ``names``, default: all)."""
+    return {name for name in (now if names is None else names) if now[name] != before.get(name)}
 
 
 def _source_state(location: str, fmt: str) -> Hashable:
@@ -78,7 +85,7 @@ class TickWatch:
         """A tick's first look. A source that changed since the previous tick's last look (``last``) may be
         one of several being written: the look is taken again until it holds still (what changed, if so)."""
         now = self.look()
-        changed = {name for name in self._sources if last and now[name] != last.get(name)}
+        changed = _changed(now, last, self._sources) if last else set()
         return self.settled(now, changed) if changed else (None, now)
 
     def wait(self, seen: Mapping[str, Hashable], until: float) -> tuple[str | None, Mapping[str, Hashable]]:
@@ -90,7 +97,7 @@ class TickWatch:
             looked = time.monotonic()
             now = self.look()
             step = min(LONGEST_STEP, max(SHORTEST_STEP, 20 * (time.monotonic() - looked)))
-            changed = {name for name in now if now[name] != seen.get(name)}
+            changed = _changed(now, seen)
             if changed:
                 return self.settled(now, changed)
             seen = now
@@ -104,7 +111,7 @@ class TickWatch:
         while time.monotonic() < stop:
             time.sleep(QUIET)
             later = self.look()
-            more = {name for name in later if later[name] != now.get(name)}
+            more = _changed(later, now)
             if not more:
                 break
             changed, now = changed | more, later
