@@ -158,11 +158,21 @@ mutation($params: LaunchBackfillParams!) {
 BACKFILLS = "{ partitionBackfillsOrError { ... on PartitionBackfills { results { id status } } } }"
 
 
-def test_ui_shows_assets_and_launches_a_partition_range_backfill(dagster_dev):
+RUNS = "{ runsOrError { ... on Runs { results { runId status startTime endTime tags { key value } } } } }"
+
+
+def _stalled(port: int, status: str | None, log_path: Path) -> str:
+    """What a backfill that did not finish leaves to read: its status, the runs and the server's log tail."""
+    runs = _graphql(port, RUNS)["data"]["runsOrError"]["results"]
+    return f"backfill {status}; runs {json.dumps(runs)}\n{log_path.read_text()[-6000:]}"
+
+
+def test_ui_shows_assets_and_launches_a_partition_range_backfill(dagster_dev, tmp_path):
     _ensure_browser()
     from playwright.sync_api import sync_playwright
 
     project, port = dagster_dev
+    log_path = tmp_path / "dagster-dev.log"
     base = f"http://127.0.0.1:{port}"
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
@@ -230,7 +240,7 @@ def test_ui_shows_assets_and_launches_a_partition_range_backfill(dagster_dev):
             if status in ("COMPLETED", "COMPLETED_SUCCESS", "FAILED", "COMPLETED_FAILED", "CANCELED"):
                 break
             time.sleep(3)
-        assert status in ("COMPLETED", "COMPLETED_SUCCESS"), status
+        assert status in ("COMPLETED", "COMPLETED_SUCCESS"), _stalled(port, status, log_path)
 
         page.goto(f"{base}/assets/shop/order_lines?view=partitions", wait_until="domcontentloaded")
         _wait_for_text(page, "Materialized (3)", "Failed (0)")

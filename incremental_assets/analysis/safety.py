@@ -390,3 +390,14 @@ def _leaf_queries(scope: Scope) -> list[Scope]:
     if not scope.set_operation_scopes:
         return [scope] if isinstance(scope.expression, exp.Select) else []
     return [leaf for branch in scope.set_operation_scopes for leaf in _leaf_queries(branch)]
+
+
+def same_rows_from_same_inputs(query: exp.Expr) -> bool:
+    """Whether ``query`` gives the same rows whenever its inputs hold the same rows: no macro (a window or
+    execution time, or any other, rendered per run) and nothing that reads the clock or draws at random."""
+    for node in query.find_all(exp.Func, exp.TableSample, exp.Parameter):
+        if isinstance(node, (exp.Parameter, *_NONDETERMINISTIC)):
+            return False
+        if isinstance(node, exp.Anonymous) and (node.name.lower() in _NONDETERMINISTIC_NAMES or "@" in node.name):
+            return False
+    return "@" not in query.sql(dialect="spark")

@@ -43,7 +43,7 @@ from incremental_assets.orchestration.integrity import Integrity, check_model
 from incremental_assets.orchestration.partition_keys import time_partitions
 from incremental_assets.orchestration.reconcile import Reconciled, reconcile
 from incremental_assets.orchestration.source_watch import Observed, observe_sources
-from incremental_assets.orchestration.staleness import stale_intervals
+from incremental_assets.orchestration.staleness import stale_intervals, whole_table_current
 from incremental_assets.orchestration.status import windows_to_run
 from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.plan.analyses import analysis_of, run_size
@@ -208,7 +208,7 @@ class Runner:
         began = time.perf_counter()
         failed_models: set[str] = set()
         for model in models:
-            runs, stale = self._queued_windows(model, queue, auto)
+            runs, stale = self._queued_windows(model, queue, auto, progress)
             total += stale
             for window in runs:
                 if model.name in failed_models or failed_models & set(model.depends_on):
@@ -228,10 +228,18 @@ class Runner:
                     failed_models.add(model.name)
         return report
 
-    def _queued_windows(self, model: SqlModel, queue: RunQueue, auto: bool) -> tuple[list[TimeWindow | None], int]:
+    def _queued_windows(
+        self, model: SqlModel, queue: RunQueue, auto: bool, progress: Callable[[str], None] | None
+    ) -> tuple[list[TimeWindow | None], int]:
         """The model's queued windows, and with ``auto`` those its upstreams' runs in this command made
-        stale; how many intervals those add."""
+        stale (a current unpartitioned model: one run if any upstream ran); how many intervals those add."""
         runs = [w for m, w in queue.runs if m.name == model.name]
+        if model.name in queue.current:
+            if set(model.depends_on) & queue.ran:
+                return [None], 1
+            if progress:
+                progress(f"{model.name}: nothing it reads changed since its last run; not run again")
+            return [], 0
         if not (auto and model.name not in queue.rebuilds and set(model.depends_on) & queue.ran):
             return runs, 0
         # Upstreams ran in this command: what they changed makes intervals of this model stale.
@@ -337,18 +345,34 @@ class Runner:
                 self.say_lost(model, integrity, windows, progress)
                 for window in windows:
                     queue.runs.extend((model, part) for part in batches(window, model.unit, size))
+            elif auto and not full_refresh and integrity.ok and self._whole_current(model, observed):
+                queue.current.add(model.name)  # runs only if an upstream runs in this command
             else:
-                self.say_lost(model, integrity, None, progress)
-                queue.runs.append((model, None))
-                # A merge-style table that lost rows is rebuilt whole (not SCD type 2: its history cannot be).
-                lost_rows = (
-                    integrity.whole_table
-                    and integrity.table_version is not None
-                    and not isinstance(model.kind, ScdType2)
-                )
-                if (full_refresh or lost_rows) and model.is_merge_style:
-                    queue.rebuilds.add(model.name)  # one run that starts over and replaces the whole table
+                self._plan_whole(queue, model, integrity, full_refresh, progress)
         return queue
+
+    def _plan_whole(
+        self,
+        queue: "RunQueue",
+        model: SqlModel,
+        integrity: Integrity,
+        full_refresh: bool,
+        progress: Callable[[str], None] | None,
+    ) -> None:
+        """One run of an unpartitioned or merge-style model, which starts over when asked or when its table
+        lost rows (not SCD type 2: its history cannot be rebuilt)."""
+        self.say_lost(model, integrity, None, progress)
+        queue.runs.append((model, None))
+        lost_rows = (
+            integrity.whole_table and integrity.table_version is not None and not isinstance(model.kind, ScdType2)
+        )
+        if (full_refresh or lost_rows) and model.is_merge_style:
+            queue.rebuilds.add(model.name)  # one run that starts over and replaces the whole table
+
+    def _whole_current(self, model: SqlModel, observed: Observed | None) -> bool:
+        """Whether an unpartitioned model's table is current (see :func:`.staleness.whole_table_current`)."""
+        pending = observed is None or bool(observed.pending.get(model.name))
+        return whole_table_current(self.instance, self.project, model, self.translator, pending)
 
     def _reconcile(self, model: SqlModel, progress: Callable[[str], None] | None) -> list[Reconciled]:
         """Record the commits of ``model``'s table Dagster missed, saying each; what was recorded."""
@@ -451,6 +475,7 @@ class RunQueue:
     runs: list[tuple[SqlModel, TimeWindow | None]] = field(default_factory=list)
     rebuilds: set[str] = field(default_factory=set)
     ran: set[str] = field(default_factory=set)  # models that ran in this command
+    current: set[str] = field(default_factory=set)  # unpartitioned models nothing they read changed for yet
     built: dict[str, str | None] = field(
         default_factory=dict
     )  # fingerprint each incremental table was built with, read once
