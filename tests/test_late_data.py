@@ -242,3 +242,31 @@ def test_new_delta_data_is_read_from_the_commits_after_the_watermark_and_compact
     version, ranges = delta.added_time_ranges(str(path), 1, "ts")
     assert version == 4
     assert all(any(lo <= utc(2025, 6, 1, h, 10) <= hi for lo, hi in ranges) for h in (2, 3, 4))
+
+
+def test_a_delta_source_without_a_commit_since_the_watermark_is_not_opened(tmp_path, monkeypatch):
+    from incremental_assets.model.project import Source
+    from incremental_assets.orchestration import source_watch
+
+    path = tmp_path / "events"
+    source = Source(name="raw.events", location=str(path), format="delta", time_column="ts", interval_unit="hour")
+    _events(path, [utc(2025, 6, 1, 1, 10)])  # version 0
+    marker, windows, _ = source_watch.source_changes(source, None)
+    assert (marker, windows) == ("v0", []) and delta.still_at(str(path), 0)
+
+    opened: list[str] = []
+    real = delta.exists
+    monkeypatch.setattr(delta, "exists", lambda uri: opened.append(uri) or real(uri))
+    assert source_watch.source_changes(source, "v0")[:2] == ("v0", []) and opened == []  # two stat calls
+    _events(path, [utc(2025, 6, 1, 2, 10)])  # version 1: read as before
+    assert not delta.still_at(str(path), 0)
+    marker, windows, _ = source_watch.source_changes(source, "v0")
+    assert marker == "v1" and [(w.start, w.end) for w in windows] == [(utc(2025, 6, 1, 2), utc(2025, 6, 1, 3))]
+    assert opened == [str(path)]
+    # The table written again from scratch, back at version 0: noticed, not taken for "nothing new".
+    import shutil
+
+    shutil.rmtree(path)
+    _events(path, [utc(2025, 6, 1, 3, 10)])
+    assert not delta.still_at(str(path), 1)
+    assert source_watch.source_changes(source, "v1")[0] == "v0"

@@ -31,7 +31,7 @@ from incremental_assets.delta.definition import (
 from incremental_assets.delta.files import host_tag, is_local
 from incremental_assets.delta.lock import LOCK_FILE, LOCK_TIMEOUT_ENV, writer_lock
 from incremental_assets.delta.snapshots import one_snapshot_per_table
-from incremental_assets.delta.source_log import added_time_ranges
+from incremental_assets.delta.source_log import added_time_ranges, still_at
 from incremental_assets.delta.staging import (
     discard_staging,
     has_staged_rows,
@@ -119,6 +119,7 @@ __all__ = [
     "writer_lock",
     "production_tables",
     "record_definition",
+    "still_at",
     "stored_definition",
     "table_names",
     "table_state",

@@ -11,6 +11,7 @@ modified after that version's commit counts as new (more recomputed than needed,
 from __future__ import annotations
 
 import json
+import os
 from datetime import date, datetime, timezone
 from typing import Iterable
 
@@ -18,11 +19,23 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
 
-from incremental_assets.delta.files import filesystem
+from incremental_assets.delta.files import filesystem, is_local, local_path
 from incremental_assets.delta.tables import _column_type, _instant, open_table
 from incremental_assets.errors import StorageError
 
 Range = tuple[object | None, object | None]
+
+
+def still_at(uri: str, version: int) -> bool:
+    """Whether a local table's latest commit is still ``version``: its commit file is there and the next
+    one is not (two ``stat`` calls, however long the table's history; a table in an object store: False,
+    it is opened to know)."""
+    if not is_local(uri) or version < 0:
+        return False
+    log = os.path.join(local_path(uri), "_delta_log")
+    return os.path.exists(os.path.join(log, f"{version:020d}.json")) and not os.path.exists(
+        os.path.join(log, f"{version + 1:020d}.json")
+    )
 
 
 def added_time_ranges(uri: str, since_version: int, time_column: str) -> tuple[int, list[Range]]:

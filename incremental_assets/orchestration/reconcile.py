@@ -5,7 +5,8 @@ remembered in the Dagster instance's key-value store with the identity of its co
 :func:`~incremental_assets.delta.log_tail.identity`): the next look reads only the commit files after it,
 so its cost does not grow with the table's history. The whole log is read again when there is no such
 mark, when its commit is no longer the same (the log fell back, or was cleaned up past it), when the
-model's definition changed, or when Dagster holds fewer materialized intervals than it did (records wiped).
+model's definition changed, or when Dagster's records of the model were wiped since (the asset's wipe time
+changed). The materialized intervals themselves are read only when there are commits to judge.
 """
 
 from __future__ import annotations
@@ -41,12 +42,12 @@ KEY_PREFIX = "incremental_assets.reconciled:"
 @dataclass(frozen=True)
 class Mark:
     """Every commit up to ``version`` (whose commit has ``identity``) is accounted for, when the model had
-    ``fingerprint`` and Dagster held ``done`` materialized intervals of it."""
+    ``fingerprint`` and Dagster's records of it were last wiped at ``wiped`` (see :func:`wiped_at`)."""
 
     version: int
     identity: str
     fingerprint: str
-    done: int
+    wiped: float | None
 
 
 def remembered_mark(instance: dg.DagsterInstance, uri: str) -> Mark | None:
@@ -58,8 +59,21 @@ def _remember(instance: dg.DagsterInstance, uri: str, mark: Mark | None) -> None
         write_state(instance, KEY_PREFIX + uri, mark)
 
 
+NO_RECORDS = -1.0  # Dagster holds no record of the asset (never materialized, or wiped since)
+
+
+def wiped_at(instance: dg.DagsterInstance, key: dg.AssetKey) -> float | None:
+    """When Dagster's records of an asset were last wiped (None: never; ``NO_RECORDS``: it holds none now):
+    one query, however many intervals it records."""
+    records = instance.get_asset_records([key])
+    if not records:
+        return NO_RECORDS
+    details = records[0].asset_entry.asset_details
+    return details.last_wipe_timestamp if details is not None else None
+
+
 def _log_to_judge(
-    instance: dg.DagsterInstance, uri: str, model: SqlModel, done: int
+    instance: dg.DagsterInstance, uri: str, model: SqlModel, wiped: float | None
 ) -> tuple[list[delta.Commit], Mark | None]:
     """The model's commits not yet accounted for (all of them without a valid mark), and the mark that
     holds once they are (None: the current commit cannot be named)."""
@@ -68,7 +82,7 @@ def _log_to_judge(
         return [], None
     mark = remembered_mark(instance, uri)
     entries = None
-    if mark is not None and mark.version <= current and mark.fingerprint == model.fingerprint and done >= mark.done:
+    if mark is not None and mark.version <= current and mark.fingerprint == model.fingerprint and mark.wiped == wiped:
         entry = read_entry(uri, mark.version)
         if entry is not None and identity(entry.info) == mark.identity:
             entries = [entry, *read_after(uri, mark.version, current)]
@@ -80,7 +94,7 @@ def _log_to_judge(
         entries = [last_entry] if last_entry is not None else []
     last = entries[-1] if entries else None
     return log, Mark(
-        current, identity(last.info), model.fingerprint, done
+        current, identity(last.info), model.fingerprint, wiped
     ) if last is not None and last.version == current else None
 
 
@@ -106,10 +120,10 @@ def _unrecorded(
     key = translator.get_asset_key(model)
     partitions = translator.get_partitions_def(model)
     timed = isinstance(partitions, dg.TimeWindowPartitionsDefinition)
-    done = set(instance.get_materialized_partitions(key)) if timed else set()
-    log, mark = _log_to_judge(instance, uri, model, len(done))
+    log, mark = _log_to_judge(instance, uri, model, wiped_at(instance, key))
     if not log:
         return [], mark
+    done = set(instance.get_materialized_partitions(key)) if timed else set()
     if not isinstance(partitions, dg.TimeWindowPartitionsDefinition):
         newest = log[-1]
         event = instance.get_latest_materialization_event(key)
@@ -161,9 +175,5 @@ def reconcile(
             [dg.AssetMaterialization(asset_key=key, partition=pk, metadata=meta) for pk in item.partitions or (None,)],
         )
     if mark is not None:
-        _remember(
-            instance,
-            uri,
-            Mark(mark.version, mark.identity, mark.fingerprint, mark.done + sum(len(i.partitions) for i in found)),
-        )
+        _remember(instance, uri, mark)  # what was found is recorded now: every commit is accounted for
     return found

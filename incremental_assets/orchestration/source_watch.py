@@ -141,6 +141,8 @@ def source_changes(
     """
     unit = IntervalUnit.of(source.interval_unit)
     if source.format == "delta":
+        if marker and marker.startswith("v") and delta.still_at(source.location, int(marker[1:])):
+            return marker, [], None  # no commit since: the table is not opened
         if not delta.exists(source.location):
             return marker or "", [], f"{source.name}: no Delta table at {source.location} yet"
         if not marker or not marker.startswith("v"):
