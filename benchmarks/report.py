@@ -172,8 +172,8 @@ def targets(r: dict) -> Lines:
         bookkeeping = sum(last[k] for k in own) / sum(first[k] for k in own)
         return y["last_over_first"] <= 1.2, (
             f"the last week's median cycle {x(y['last_over_first'])} the first week's ({s(last['total'])} vs "
-            f"{s(first['total'])}); without the Spark work ({s(first['spark'])} -> {s(last['spark'])}: the FULL "
-            f"model reads every day of the year) {x(bookkeeping)}"
+            f"{s(first['total'])}); without the Spark work ({s(first['spark'])} -> {s(last['spark'])}) "
+            f"{x(bookkeeping)}"
         )
 
     add("one new day costs at most 1/20 of a full refresh of a year, improving as history grows", incremental)
