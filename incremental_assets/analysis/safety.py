@@ -201,14 +201,14 @@ def _nondeterministic(lineage: Lineage, scope: Scope) -> list[_Hit]:
             if named is None or named[0] != "execution":
                 continue
             what = f"@{node.name}"
+        elif not _draws_or_reads_clock(node):
+            continue
         elif isinstance(node, _NONDETERMINISTIC):
             what = "TABLESAMPLE" if isinstance(node, exp.TableSample) else snippet(node, lineage.dialect, 40)
             if isinstance(node.parent, exp.StrToUnix):
                 node, what = node.parent, "unix_timestamp()"  # without an argument it reads the clock
-        elif isinstance(node, exp.Anonymous) and node.name.lower() in _NONDETERMINISTIC_NAMES:
-            what = snippet(node, lineage.dialect, 40)
         else:
-            continue
+            what = snippet(node, lineage.dialect, 40)
         changes = "picks different rows" if isinstance(node, exp.TableSample) else "gives a different value"
         hits.append(
             _Hit(
@@ -220,6 +220,13 @@ def _nondeterministic(lineage: Lineage, scope: Scope) -> list[_Hit]:
             )
         )
     return hits
+
+
+def _draws_or_reads_clock(node: exp.Expr) -> bool:
+    """A function (or TABLESAMPLE) that gives another value on every run: the clock, a random draw."""
+    if isinstance(node, _NONDETERMINISTIC):
+        return True
+    return isinstance(node, exp.Anonymous) and node.name.lower() in _NONDETERMINISTIC_NAMES
 
 
 def _limit(lineage: Lineage, scope: Scope) -> list[_Hit]:
@@ -395,11 +402,9 @@ def _leaf_queries(scope: Scope) -> list[Scope]:
 def same_rows_from_same_inputs(query: exp.Expr) -> bool:
     """Whether ``query`` gives the same rows whenever its inputs hold the same rows: no macro (a window or
     execution time, or any other, rendered per run) and nothing that reads the clock or draws at random."""
-    for node in query.find_all(exp.Func, exp.TableSample, exp.Parameter):
-        if isinstance(node, (exp.Parameter, *_NONDETERMINISTIC)):
-            return False
-        if isinstance(node, exp.Anonymous) and (node.name.lower() in _NONDETERMINISTIC_NAMES or "@" in node.name):
-            return False
+    found = query.find_all(exp.Func, exp.TableSample, exp.Parameter)
+    if any(isinstance(n, exp.Parameter) or _draws_or_reads_clock(n) for n in found):
+        return False
     try:
         return "@" not in query.sql(dialect="spark")  # a macro function sqlglot keeps as text
     except Exception:  # noqa: BLE001 - a node that does not print as Spark SQL: not known to be the same
