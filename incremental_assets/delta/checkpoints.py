@@ -30,7 +30,7 @@ from deltalake.exceptions import DeltaError
 from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
 from pyarrow import fs as pafs
 
-from incremental_assets.delta.files import filesystem, short_reason
+from incremental_assets.delta.files import commit_name, filesystem, short_reason
 from incremental_assets.delta.lock import writer_lock
 from incremental_assets.delta.tables import open_table
 from incremental_assets.model import clock
@@ -109,7 +109,7 @@ def restore_checkpointed_commit(uri: str, version: int) -> bool:
     """
     fs, base = filesystem(uri)
     log = f"{base.rstrip('/')}/_delta_log"
-    path = f"{log}/{version:020d}.json"
+    path = f"{log}/{commit_name(version)}"
     if fs.get_file_info(path).type != pafs.FileType.NotFound or last_checkpoint(uri) != version:
         return False
     if fs.get_file_info(f"{log}/{version:020d}.checkpoint.parquet").type == pafs.FileType.NotFound:

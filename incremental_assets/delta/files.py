@@ -72,6 +72,11 @@ def short_reason(exc: BaseException) -> str:
     return lines[0] if len(lines) == 1 else f"{lines[0]}: {lines[-1]}"
 
 
+def commit_name(version: int) -> str:
+    """The name of a table's commit file ``version`` in its ``_delta_log`` folder."""
+    return f"{version:020d}.json"
+
+
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     if "://" in uri:
         check_credentials(uri)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from urllib.parse import unquote
 
 from incremental_assets.delta.checkpoints import last_checkpoint
-from incremental_assets.delta.files import filesystem
+from incremental_assets.delta.files import commit_name, filesystem
 from incremental_assets.delta.tables import METADATA_PREFIX, check_log, unreadable
 from incremental_assets.errors import DamagedTableError
 
@@ -46,7 +46,7 @@ def identity(info: dict) -> str:
 def read_entry(uri: str, version: int) -> LogEntry | None:
     """The commit file of ``version`` (None: not in the log, e.g. past the log retention)."""
     fs, base = filesystem(uri)
-    name = f"_delta_log/{version:020d}.json"
+    name = f"_delta_log/{commit_name(version)}"
     try:
         with fs.open_input_stream(f"{base.rstrip('/')}/{name}") as handle:
             lines = handle.read().decode("utf-8").splitlines()
@@ -89,6 +89,6 @@ def read_after(uri: str, version: int, current: int) -> list[LogEntry]:
             continue  # a reader takes that version from the checkpoint: its commit cannot be judged, nor is it needed
         if entry is None:
             check_log(uri)  # names the missing file, with its fix
-            raise DamagedTableError(uri, f"_delta_log/{number:020d}.json", "missing")
+            raise DamagedTableError(uri, f"_delta_log/{commit_name(number)}", "missing")
         out.append(entry)
     return out

@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, NamedTuple
 
+from incremental_assets.delta.files import commit_name
+
 
 class _Entry(NamedTuple):
     table: Any  # deltalake.DeltaTable
@@ -45,7 +47,7 @@ def one_snapshot_per_table() -> Iterator[None]:
 
 
 def _log_file(folder: str, version: int) -> str:
-    return os.path.join(folder, "_delta_log", f"{version:020d}.json")
+    return os.path.join(folder, "_delta_log", commit_name(version))
 
 
 def _commit_file(folder: str, version: int) -> tuple[int, int, int] | None:

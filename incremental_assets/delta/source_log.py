@@ -19,7 +19,7 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
 
-from incremental_assets.delta.files import filesystem, is_local, local_path
+from incremental_assets.delta.files import commit_name, filesystem, is_local, local_path
 from incremental_assets.delta.tables import _column_type, _instant, open_table
 from incremental_assets.errors import StorageError
 
@@ -33,8 +33,8 @@ def still_at(uri: str, version: int) -> bool:
     if not is_local(uri) or version < 0:
         return False
     log = os.path.join(local_path(uri), "_delta_log")
-    return os.path.exists(os.path.join(log, f"{version:020d}.json")) and not os.path.exists(
-        os.path.join(log, f"{version + 1:020d}.json")
+    return os.path.exists(os.path.join(log, commit_name(version))) and not os.path.exists(
+        os.path.join(log, commit_name(version + 1))
     )
 
 
@@ -63,7 +63,7 @@ def _commit_actions(uri: str, versions: Iterable[int]) -> list[dict] | None:
     fs, base = filesystem(uri)
     out = []
     for version in versions:
-        path = f"{base.rstrip('/')}/_delta_log/{version:020d}.json"
+        path = f"{base.rstrip('/')}/_delta_log/{commit_name(version)}"
         try:
             with fs.open_input_stream(path) as handle:
                 text = handle.read().decode("utf-8")

@@ -34,7 +34,14 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, DeltaProtocolError, TableNotFoundError
 
-from incremental_assets.delta.files import check_credentials, filesystem, is_local, local_path, short_reason
+from incremental_assets.delta.files import (
+    check_credentials,
+    commit_name,
+    filesystem,
+    is_local,
+    local_path,
+    short_reason,
+)
 from incremental_assets.delta.snapshots import cached, remember, reusing
 from incremental_assets.errors import DamagedTableError, StorageError, WindowError
 from incremental_assets.model.intervals import IntervalUnit, TimeWindow, to_utc
@@ -171,14 +178,14 @@ def damaged_log_file(uri: str) -> tuple[str, str] | None:
     # Commit files before the newest checkpoint may be gone (past the log retention): only those after it are needed.
     expected = checkpoint + 1 if checkpoint >= 0 and versions and versions[0] > checkpoint + 1 else None
     for version in versions:
-        name = f"_delta_log/{version:020d}.json"
+        name = f"_delta_log/{commit_name(version)}"
         if expected is not None and version != expected and version > checkpoint + 1:
             return (
-                f"_delta_log/{expected:020d}.json",
+                f"_delta_log/{commit_name(expected)}",
                 f"missing: the log jumps from version {expected - 1} to {version}",
             )
         expected = version + 1
-        problem = _commit_file_problem(os.path.join(folder, f"{version:020d}.json"))
+        problem = _commit_file_problem(os.path.join(folder, commit_name(version)))
         if problem:
             return name, problem
     return None
@@ -208,7 +215,7 @@ def commit_info(uri: str, version: int) -> dict:
     """The commit info of one version, read from its commit file ({} when it has none)."""
     fs, base = filesystem(uri)
     try:
-        with fs.open_input_stream(f"{base.rstrip('/')}/_delta_log/{version:020d}.json") as handle:
+        with fs.open_input_stream(f"{base.rstrip('/')}/_delta_log/{commit_name(version)}") as handle:
             lines = handle.read().decode("utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise unreadable(uri, exc) from None
@@ -218,7 +225,7 @@ def commit_info(uri: str, version: int) -> dict:
                 return dict(json.loads(line).get("commitInfo") or {})
             except ValueError:
                 raise DamagedTableError(
-                    uri, f"_delta_log/{version:020d}.json", "a commit info line is not complete JSON"
+                    uri, f"_delta_log/{commit_name(version)}", "a commit info line is not complete JSON"
                 ) from None
     return {}
 

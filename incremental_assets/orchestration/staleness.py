@@ -81,10 +81,7 @@ def stale_intervals(
     key = translator.get_asset_key(model)
     if not isinstance(partitions, dg.TimeWindowPartitionsDefinition):
         own = current_id(instance, key)
-        if own is None:
-            return Stale()
-        causes = tuple(u.name for u in upstreams if (latest_id(instance, translator.get_asset_key(u)) or 0) > own)
-        return Stale(causes=causes)
+        return Stale(causes=_newer_upstreams(instance, translator, upstreams, own)) if own is not None else Stale()
     judge = _Judge(instance, project, model, translator, partitions)
     state = read_state(instance, KEY_PREFIX + model.name, StaleLook)
     identity = _identity(model, upstreams, translator)
@@ -122,11 +119,17 @@ def whole_table_current(
     if not same_rows_from_same_inputs(model.query):
         return False
     uri = project.settings.table_location(model.name)
-    if latest_id(instance, translator.get_asset_key(model)) is None or not delta.exists(uri):
+    own = current_id(instance, translator.get_asset_key(model))
+    if own is None or not delta.exists(uri) or definition_changed(model, delta.built_with(uri)):
         return False
-    if definition_changed(model, delta.built_with(uri)):
-        return False
-    return not stale_intervals(instance, project, model, translator).causes
+    return not _newer_upstreams(instance, translator, project.upstream_models(model), own)
+
+
+def _newer_upstreams(
+    instance: dg.DagsterInstance, translator: ModelTranslator, upstreams: list[SqlModel], own: int
+) -> tuple[str, ...]:
+    """The upstream models materialized after storage id ``own`` (an unpartitioned model's current one)."""
+    return tuple(u.name for u in upstreams if (latest_id(instance, translator.get_asset_key(u)) or 0) > own)
 
 
 def _watched(source: Source) -> bool:
