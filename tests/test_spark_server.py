@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -192,6 +193,18 @@ def test_start_run_through_the_server_and_stop(project, tmp_path):
     hours = {row[0]: row[1:] for row in table_rows(table_uri(settings.warehouse, "s.hourly"))}
     assert hours[utc(2024, 1, 3, 5).replace(tzinfo=None)] == (3, sum(values[(48 + 5) * 3 : (48 + 6) * 3]))
     assert len(hours) == 49
+
+    # A query that fails on the server: one line naming the model, not the Connect client's log of the error.
+    (project / "models" / "bad.sql").write_text(
+        "MODEL (name s.bad, kind FULL);\nSELECT CAST(CONCAT('x', CAST(n AS STRING)) AS INT) AS n FROM s.daily\n"
+    )
+    try:
+        bad = run_cli(project, "run", "s.bad", env=no_local_spark(tmp_path))
+    finally:
+        (project / "models" / "bad.sql").unlink()
+    said = bad.stdout + bad.stderr
+    assert bad.returncode == 1 and re.search(r"s\.bad\b.*FAILED", said) and "CAST_INVALID_INPUT" in said, said[-3000:]
+    assert "GRPC Error" not in said and "stacktrace" not in said and "Traceback" not in said, said[-3000:]
 
     stopped = run_cli(project, "spark", "stop")
     assert stopped.returncode == 0 and f"stopped (pid {record.pid})" in stopped.stdout, stopped.stdout + stopped.stderr

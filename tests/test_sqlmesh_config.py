@@ -4,6 +4,7 @@ Spark, several folders as one project; a SQLMesh name we do not provide fails th
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -157,6 +158,32 @@ def test_before_all_runs_on_spark_before_the_models_and_their_objects_are_readab
     assert table_rows(delta.table_uri(project.settings.warehouse, "s.customers")) == [(1, "00000", 7)]
     run_project_statements(spark, project, "after_all")
     assert spark.sql("SELECT two FROM cfg_after").collect()[0].two == 2
+
+
+def _zips_model(n: int) -> str:
+    return f"""\
+        MODEL (name s.zip_of, kind FULL);
+        CREATE SCHEMA IF NOT EXISTS pre_raw;
+        DROP VIEW IF EXISTS pre_raw.zips;
+        CREATE VIEW pre_raw.zips AS (SELECT {n} AS n);
+        SELECT z.n FROM pre_raw.zips AS z
+        """
+
+
+def test_pre_statements_that_drop_and_create_the_view_the_model_reads_run_again(spark, make_project):
+    """As sushi's customers.sql: the statements drop and create the catalog view (not the run's temporary view
+    of it, which a second run would then find already made as a table of the catalog), and the query reads
+    the view as they left it."""
+    from incremental_assets.spark.executor import Executor
+
+    root = make_project({"config.yaml": "model_defaults: {dialect: duckdb}\n", "models/zips.sql": _zips_model(7)})
+    uri = delta.table_uri(load_settings(root).warehouse, "s.zip_of")
+    for n in (7, 7, 8):
+        (root / "models" / "zips.sql").write_text(textwrap.dedent(_zips_model(n)))
+        project = load_project(root)
+        Executor(spark, project).execute(plan_run(project, project.model("s.zip_of"), None))
+        assert table_rows(uri) == [(n,)]
+    assert spark.sql("SELECT n FROM pre_raw.zips").collect()[0].n == 8
 
 
 def test_spark_keeps_its_catalog_under_the_warehouse(make_project):

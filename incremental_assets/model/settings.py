@@ -179,6 +179,7 @@ class EnvSettings:
     jvm_archive: str | None = None  # the folder of the JVM class archives; "off": none (see spark.class_archive)
     java_home: str | None = None  # the Java Spark's launcher starts (else the `java` on the path)
     sensor_watch_seconds: float = 4.0  # how long a daemon's tick of the automation sensor watches for new data
+    connect_logging: bool = False  # SPARK_CONNECT_LOG_LEVEL set: PySpark's Connect client logs as asked
     credentials: Mapping[str, str] = field(default_factory=dict)  # AWS_* variables and HOME
 
 
@@ -210,6 +211,7 @@ def read_env_settings(environ: Mapping[str, str] | None = None) -> EnvSettings:
         jvm_archive=env.get(JVM_ARCHIVE_ENV, "").strip() or None,
         java_home=env.get(JAVA_HOME_ENV) or None,
         sensor_watch_seconds=_number(env, SENSOR_WATCH_ENV, float, 4.0),
+        connect_logging="SPARK_CONNECT_LOG_LEVEL" in env,
         credentials={k: v for k, v in env.items() if k.startswith(CREDENTIAL_PREFIX) or k == "HOME"},
     )
 

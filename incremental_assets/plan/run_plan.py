@@ -248,7 +248,7 @@ def plan_run(
         macro_window(model, window, execution_time),
         execution_time=execution_time,
         extra=cursor_macros(model, state),
-        views={read.name: read.view for read in inputs} | {model.name: view_name(model.name)},
+        views=_statement_views(project, model, inputs),
     )
     definition = definition_of(project, model.name)
     return RunPlan(
@@ -266,6 +266,15 @@ def plan_run(
         post,
         definition,
     )
+
+
+def _statement_views(project: Project, model: SqlModel, inputs: list[InputRead]) -> dict[str, str]:
+    """The names a model's statements read through the run's views: its inputs and itself, but not a table
+    or view of Spark's catalog (``before_all`` or a pre-statement makes it), which statements name as it is,
+    so that they drop, create or read that object, not the run's view of it."""
+    catalog = {n for n, source in project.sources.items() if source.format == "table"}
+    views = {read.name: read.view for read in inputs if not (read.kind == "source" and read.name in catalog)}
+    return views | {model.name: view_name(model.name)}
 
 
 def _query_and_inputs(

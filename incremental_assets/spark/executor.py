@@ -83,8 +83,7 @@ class Executor(Inputs):
         run_project_statements(self.spark, self.project, "before_all")
         if plan.write == WriteKind.VIEW:
             began = time.perf_counter()
-            inputs = self.register(plan)
-            self.run_statements(plan, plan.pre_statements, "pre")
+            inputs = self.register_around_statements(plan)
             self.spark.sql(plan.sql).schema  # analysis only: proves the view resolves, reads nothing
             self.run_statements(plan, plan.post_statements, "post")
             return RunResult(
@@ -163,13 +162,22 @@ class Executor(Inputs):
         model = strategy.model
         staged: Staged | None = None
         for plan in plans:
-            inputs.update(self.register(plan))
-            inputs.update(register_python_rows(self, model, plan))  # a Python model's rows, for its query
-            self.run_statements(plan, plan.pre_statements, "pre")
+            inputs.update(self.register_around_statements(plan, lambda: register_python_rows(self, model, plan)))
             staged = strategy.stage(plan, strategy.prepare(plan, self.spark.sql(plan.sql)), staged)
         if staged is None:
             raise ValueError("a run stages at least one plan")
         return staged
+
+    def register_around_statements(
+        self, plan: RunPlan, more: Callable[[], dict[str, str]] | None = None
+    ) -> dict[str, str]:
+        """The plan's inputs registered and its pre-statements run: the tables and views of Spark's catalog
+        among the inputs after them, as the statements leave them (they may drop and create them)."""
+        inputs = self.register(plan, catalog=False)
+        inputs.update(more() if more else {})
+        self.run_statements(plan, plan.pre_statements, "pre")
+        inputs.update(self.register(plan, catalog=True))
+        return inputs
 
     def run_statements(self, plan: RunPlan, statements: tuple[Any, ...], when: str) -> None:
         """A model's pre-statements (before its query) or post-statements (after its write), in order.

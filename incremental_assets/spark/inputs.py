@@ -142,17 +142,21 @@ class Inputs:
         df, files = read_table_window(self.spark, uri, read.window, unit)
         return df, f"{files} files"
 
-    def register(self, plan: RunPlan) -> dict[str, str]:
-        """Register every input of ``plan`` as a temporary view; returns what was read per view."""
+    def register(self, plan: RunPlan, catalog: bool | None = None) -> dict[str, str]:
+        """Register the inputs of ``plan`` as temporary views; returns what was read per view. ``catalog``:
+        only the tables and views of Spark's catalog (True), every input but those (False), all (None)."""
         described: dict[str, str] = {}
         for read in plan.inputs:
+            source = self.project.sources.get(read.name) if read.kind == "source" else None
+            if catalog is not None and catalog != (source is not None and source.format == "table"):
+                continue
             if read.kind == "view":
                 assert read.plan is not None
                 described.update(self.register(read.plan))
                 df = self.spark.sql(read.plan.sql)
                 what = "view"
-            elif read.kind == "source":
-                df, what = self.read_source(self.project.sources[read.name], read)
+            elif source is not None:
+                df, what = self.read_source(source, read)
             elif read.kind == "seed":
                 df, what = self.read_seed(self.project.models[read.name])
             else:

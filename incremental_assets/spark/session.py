@@ -12,7 +12,13 @@ from pyspark.sql import SparkSession
 
 from incremental_assets.errors import StorageError
 from incremental_assets.model.project import Project
+from incremental_assets.model.settings import read_env_settings
 from incremental_assets.spark.class_archive import with_class_archive
+
+CONNECT_ERRORS_WITHOUT_STACK_TRACES = {
+    "spark.sql.connect.serverStacktrace.enabled": "false",
+    "spark.sql.pyspark.jvmStacktrace.enabled": "false",
+}
 
 
 def build_spark_session(
@@ -22,6 +28,8 @@ def build_spark_session(
     builder = SparkSession.builder.appName(app_name)
     if remote:
         builder = builder.remote(remote)
+        # A failed query's error without the server's Java stack trace: the run reports the message alone.
+        conf = {**CONNECT_ERRORS_WITHOUT_STACK_TRACES, **conf}
     elif SparkContext._active_spark_context is None:
         conf = with_class_archive(conf)  # a JVM to start: its classes mapped from this machine's archive
     for key, value in conf.items():
@@ -81,4 +89,12 @@ def _quiet_query_context_loggers() -> None:
     Plain loggers of those names, made before PySpark makes its own: a PySpark logger sets a JSON formatter
     on every handler given to it, which would reach handlers other loggers share."""
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        # Disabled, and a level above every record: a later logging.config (Dagster's) enables loggers again,
+        # and PySpark's keyword arguments to these would then make a plain logger raise a TypeError instead.
         logging.getLogger(name).disabled = True
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+    # The Connect client's logger is off unless SPARK_CONNECT_LOG_LEVEL is set, but off only by `disabled`,
+    # which a later logging.config (Dagster's) turns back on: it then prints every failed query's server
+    # error as a JSON line with a Python stack trace. A level above every record keeps it quiet through that.
+    if not read_env_settings().connect_logging:
+        logging.getLogger("pyspark.sql.connect.logging").setLevel(logging.CRITICAL + 1)
