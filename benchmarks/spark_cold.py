@@ -13,7 +13,11 @@ each, alternating). ``off``: the server started with ``spark start --no-warm-up`
 as a user runs it (with its own warm-up, the project's models over their first days, inside
 ``server_start_s``). N > 0: that, then after the start and before the cold year the same model over its first
 N days into a scratch warehouse and Dagster home (the server given as the remote), timed as ``warm_up_s``.
-The output file is written after every turn.
+A variant ``N:OPTIONS`` also gives the server's JVM those options (``0:-Xms4g``).
+The output file is written after every turn. ``BENCH_COLD_WARM_YEARS`` (default 1): warm years per turn, the
+ratio taken against their median (the full runner's section 6 takes three). ``BENCH_COLD_SETTLE_S`` (default
+0): seconds to sample the JIT's CPU once a second after the start, before the cold year (is it still
+compiling?).
 
     nice -n 19 .venv/bin/python benchmarks/spark_cold.py --out=FILE
 
@@ -38,6 +42,8 @@ sys.path.insert(0, str(HERE))
 
 SETTINGS = "spark:\n  conf:\n    spark.driver.memory: 4g\n"
 TICK = os.sysconf("SC_CLK_TCK")
+WARM_YEARS = int(os.environ.get("BENCH_COLD_WARM_YEARS", "1"))
+SETTLE_S = int(os.environ.get("BENCH_COLD_SETTLE_S", "0"))
 
 
 def _cli(project: Path, *args: str) -> list[str]:
@@ -79,6 +85,19 @@ def thread_cpu(pid: int) -> collections.Counter:
     return out
 
 
+def _settle(pid: int, seconds: int) -> list[float]:
+    """The JIT threads' CPU seconds in each of the next ``seconds`` seconds, the server otherwise idle."""
+    import time
+
+    spent, last = [], thread_cpu(pid)["jit"]
+    for _ in range(seconds):
+        time.sleep(1.0)
+        now = thread_cpu(pid)["jit"]
+        spent.append(round(now - last, 2))
+        last = now
+    return spent
+
+
 def _timed(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
     from peer import run
 
@@ -115,13 +134,20 @@ def one_turn(project: Path, env: dict[str, str], year: list[str], start: date, w
             turn["warm_up_s"] = round(_warm_up(project, env, start, warm_up_days), 2)
         before = thread_cpu(pid)
         turn["at_start_cpu_s"] = {k: round(v, 1) for k, v in before.items()}
-        for label in ("cold", "warm"):
+        if SETTLE_S:
+            turn["jit_cpu_after_start_s"] = _settle(pid, SETTLE_S)
+            before = thread_cpu(pid)
+        for label in ("cold", *(f"warm{i}" for i in range(WARM_YEARS))):
             wall = _timed(_cli(project, *year), project, env)
             after = thread_cpu(pid)
             cpu = {k: round(after[k] - before[k], 1) for k in after}
             turn[label] = {"wall_s": round(wall, 2), "cpu_s": cpu, "cpu_total_s": round(sum(cpu.values()), 1)}
             before = after
             print(f"spark-cold: {label} year {wall:.1f}s wall, JVM CPU {turn[label]['cpu_total_s']}s {cpu}", flush=True)
+        turn["warm"] = {
+            what: statistics.median(turn[f"warm{i}"][what] for i in range(WARM_YEARS))
+            for what in ("wall_s", "cpu_total_s")
+        }
     finally:
         _timed(_cli(project, "spark", "stop"), project, env)
     turn["load_average"] = round(os.getloadavg()[0], 1)
@@ -151,7 +177,10 @@ def main(argv: list[str]) -> None:
         for _ in range(reps):
             for v in variants:
                 variant = figures["variants"][f"warm_up_days_{v}"]
-                days_or_off = None if v == "off" else int(v)
+                days, _, java = v.partition(":")  # "0:-Xms4g": the server's JVM also given those options
+                options = f"    spark.driver.extraJavaOptions: -Duser.timezone=UTC {java}\n" if java else ""
+                (project / "incremental_assets.yaml").write_text(SETTINGS + options)
+                days_or_off = None if days == "off" else int(days)
                 variant["turns"].append(one_turn(project, fresh_env(), year, start, days_or_off))
                 variant.update(_ratios(variant["turns"]))
                 out.write_text(json.dumps(figures, indent=2) + "\n")
