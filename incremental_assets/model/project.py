@@ -36,6 +36,11 @@ class Source:
     def is_time_series(self) -> bool:
         return self.time_column is not None
 
+    @property
+    def in_catalog(self) -> bool:
+        """A table or view of Spark's catalog (``before_all`` or a pre-statement makes it), read by its name."""
+        return self.format == "table"
+
 
 @dataclass(frozen=True, eq=False)
 class Project:

@@ -272,8 +272,7 @@ def _statement_views(project: Project, model: SqlModel, inputs: list[InputRead])
     """The names a model's statements read through the run's views: its inputs and itself, but not a table
     or view of Spark's catalog (``before_all`` or a pre-statement makes it), which statements name as it is,
     so that they drop, create or read that object, not the run's view of it."""
-    catalog = {n for n, source in project.sources.items() if source.format == "table"}
-    views = {read.name: read.view for read in inputs if not (read.kind == "source" and read.name in catalog)}
+    views = {r.name: r.view for r in inputs if not (r.kind == "source" and project.sources[r.name].in_catalog)}
     return views | {model.name: view_name(model.name)}
 
 

@@ -86,7 +86,7 @@ class Inputs:
             and delta.is_local(source.location)
         ):
             return self._parquet_window(source, read.window)
-        if source.format == "table":
+        if source.in_catalog:
             return self.spark.table(source.location), "catalog table"
         if source.format in ("csv", "json"):
             # A malformed line or a value of the wrong type fails the run (named by file), never a silent NULL row.
@@ -148,7 +148,7 @@ class Inputs:
         described: dict[str, str] = {}
         for read in plan.inputs:
             source = self.project.sources.get(read.name) if read.kind == "source" else None
-            if catalog is not None and catalog != (source is not None and source.format == "table"):
+            if catalog is not None and catalog != (source is not None and source.in_catalog):
                 continue
             if read.kind == "view":
                 assert read.plan is not None
