@@ -152,6 +152,43 @@ def test_new_and_late_data_rerun_exactly_the_touched_intervals_then_downstream_i
     assert auto.failed == []
 
 
+def test_a_source_without_a_time_column_reruns_its_whole_readers_when_a_file_comes_or_goes(
+    make_project, dagster_env, monkeypatch, spark
+):
+    keys = "- name: raw.keys\n  location: data/keys\n  format: csv\n"
+    labels = "MODEL (name s.labels, kind FULL);\nSELECT label, COUNT(*) AS n FROM raw.keys GROUP BY label\n"
+    root = make_project({"sources.yaml": SOURCES + keys, **MODELS, "models/labels.sql": labels})
+    write_events(root / "data" / "events", utc(2024, 1, 1), 24 * 3)
+    folder = root / "data" / "keys"
+    folder.mkdir(parents=True)
+    (folder / "a.csv").write_text("k,label\nk0,red\nk1,blue\n")
+    project, instance, defs = dagster_env(root)
+    auto = Automation(defs, instance, monkeypatch)
+    now = utc(2024, 1, 3, 6)
+    assert Counter(k[0] for k in auto.settle(now))["s/labels"] == 1
+    assert auto.tick(now) == []
+
+    def labels_table() -> dict[str, int]:
+        return dict(table_rows(f"{project.settings.warehouse}/s/labels"))
+
+    # A file of keys and late rows arrive together: the hours they touch and the keys' reader, in one tick.
+    (folder / "b.csv").write_text("k,label\nk2,red\n")
+    write_events(project.sources["raw.events"].location, utc(2024, 1, 2, 10), 1, mode="append")
+    assert sorted(auto.tick(now), key=str) == [
+        ("s/hourly", "2024-01-02-10:00", "2024-01-02-10:00"),
+        ("s/labels", None, None),
+    ]
+    assert labels_table() == {"red": 2, "blue": 1}
+    assert auto.tick(now) == [("s/daily+s/total", "2024-01-02", "2024-01-02")]
+    assert auto.tick(now) == []
+    # A file removed: the reader again, once.
+    (folder / "a.csv").unlink()
+    assert auto.tick(now) == [("s/labels", None, None)]
+    assert auto.tick(now) == []
+    assert labels_table() == {"red": 1}
+    assert auto.failed == []
+
+
 def test_a_changed_definition_rebuilds_the_model_then_every_downstream_interval(env, monkeypatch, spark):
     project, instance, defs = env
     auto = Automation(defs, instance, monkeypatch)

@@ -1,6 +1,6 @@
 """The real ``dagster-daemon`` on the project's instance: turn the automation sensor on with new hours to
-fill and late data just appended, and see the chain hourly -> daily -> weekly and the FULL total
-materialized and recomputed, upstreams first, no failed run."""
+fill, late data just appended and a file of keys rewritten, and see the chain hourly -> daily -> weekly, the
+FULL total and the FULL reader of the keys materialized and recomputed, upstreams first, no failed run."""
 
 from __future__ import annotations
 
@@ -27,9 +27,12 @@ NOW = utc(2024, 1, 8, 6)
 
 @pytest.mark.slow
 def test_the_daemon_recomputes_late_data_through_the_chain(make_project, tmp_path, monkeypatch, spark):
-    root = make_project({"sources.yaml": SOURCES, **MODELS})
+    keys = "- name: raw.keys\n  location: data/keys.csv\n  format: csv\n"
+    labels = "MODEL (name s.labels, kind FULL);\nSELECT label, COUNT(*) AS n FROM raw.keys GROUP BY label\n"
+    root = make_project({"sources.yaml": SOURCES + keys, **MODELS, "models/labels.sql": labels})
     events = root / "data" / "events"
     write_events(events, utc(2024, 1, 1), 24 * 7 + 6)
+    (root / "data" / "keys.csv").write_text("k,label\nk0,red\nk1,blue\n")
     home = tmp_path / "home"
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     project = load_project(root)
@@ -42,10 +45,12 @@ def test_the_daemon_recomputes_late_data_through_the_chain(make_project, tmp_pat
     )
     before = {name: latest_ids(instance, dg.AssetKey(name.split("."))) for name in ("s.hourly", "s.daily", "s.weekly")}
     total_before = instance.fetch_materializations(dg.AssetKey(["s", "total"]), limit=1).records[0].storage_id
+    labels_before = instance.fetch_materializations(dg.AssetKey(["s", "labels"]), limit=1).records[0].storage_id
     # The sensor watches the source from its current version on (its first tick would also take it).
     cursor = AutomationCursor(sources={"raw.events": f"v{DeltaTable(str(events)).version()}"}).dump()
-    # Late rows for 2024-01-02 10:00 arrive.
+    # Late rows for 2024-01-02 10:00 arrive, and the file of keys is rewritten with one key more.
     write_events(events, utc(2024, 1, 2, 10, 30), 1, mode="append")
+    (root / "data" / "keys.csv").write_text("k,label\nk0,red\nk1,blue\nk2,red\n")
     arrived = time.perf_counter()
     with automation_daemon(root, home, NOW, tmp_path / "daemon.log", cursor) as daemon:
         deadline = time.monotonic() + 420
@@ -54,12 +59,15 @@ def test_the_daemon_recomputes_late_data_through_the_chain(make_project, tmp_pat
             time.sleep(1)
             assert daemon.poll() is None, (tmp_path / "daemon.log").read_text()[-4000:]
             records = instance.fetch_materializations(dg.AssetKey(["s", "total"]), limit=1).records
+            labelled = instance.fetch_materializations(dg.AssetKey(["s", "labels"]), limit=1).records
             weekly = latest_ids(instance, dg.AssetKey(["s", "weekly"])).get("2023-12-31", 0)
             busy = instance.get_run_records(filters=dg.RunsFilter(statuses=ACTIVE_RUN_STATUSES), limit=1)
             done = (
                 bool(records)
                 and records[0].storage_id > total_before
                 and weekly > before["s.weekly"]["2023-12-31"]
+                and bool(labelled)
+                and labelled[0].storage_id > labels_before
                 and not busy
             )
         elapsed = time.perf_counter() - arrived
@@ -80,6 +88,9 @@ def test_the_daemon_recomputes_late_data_through_the_chain(make_project, tmp_pat
         "s.weekly": ["2023-12-31"],
     }
     assert table_rows(f"{project.settings.warehouse}/s/total") == [(24 * 7 + 1,)]
+    assert sorted(table_rows(f"{project.settings.warehouse}/s/labels")) == [("blue", 1), ("red", 2)]
+    labels_runs = instance.fetch_materializations(dg.AssetKey(["s", "labels"]), limit=10).records
+    assert len([r for r in labels_runs if r.storage_id > labels_before]) == 1  # the rewrite, once
 
     # Each run starts a Spark of its own (no long-lived Spark): the days were requested with the hours they
     # read, and their runs started (their JVMs starting) while the hours' runs still ran, outside the limit

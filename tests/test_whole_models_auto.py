@@ -1,6 +1,7 @@
 """`run --auto` and unpartitioned models (FULL, materialized VIEW): each runs when something it reads
-changed since its last run, and is left alone otherwise, as the automation sensor decides; a query whose
-rows depend on when it runs, or that reads what the source watch cannot see, runs every time.
+changed since its last run (a source without a time column: a file added, removed or rewritten, a new Delta
+version), and is left alone otherwise, as the automation sensor decides; a query whose rows depend on when
+it runs, or that reads what the source watch cannot see, runs every time.
 
 Real Spark, real Delta tables, the CLI in this process; every table is checked against a recompute with
 pandas from the source's rows."""
@@ -22,6 +23,9 @@ SOURCES = (
     + """- name: raw.keys
   location: data/keys.csv
   format: csv
+- name: raw.regions
+  location: data/regions
+  format: delta
 """
 )
 MODELS = {
@@ -41,12 +45,15 @@ SELECT k, COUNT(*) AS n FROM raw.events GROUP BY k
     "models/dated.sql": """MODEL (name s.dated, kind FULL);
 SELECT k, SUM(n) AS n, current_date() AS asof FROM s.daily GROUP BY k
 """,
-    # reads a source without a time column, whose changes are not watched: every run
+    # read sources without a time column: a run when a file or the table changed
     "models/keys.sql": """MODEL (name s.keys, kind FULL);
 SELECT k FROM raw.keys
 """,
+    "models/regions.sql": """MODEL (name s.regions, kind FULL);
+SELECT region, COUNT(*) AS n FROM raw.regions GROUP BY region
+""",
 }
-WHOLE = ("s.total", "s.all_events", "s.dated", "s.keys")
+WHOLE = ("s.total", "s.all_events", "s.dated", "s.keys", "s.regions")
 
 
 def _events(path) -> list[dict]:
@@ -80,6 +87,7 @@ def shop(spark, make_project, tmp_path, monkeypatch):
     root = make_project({"sources.yaml": SOURCES, **MODELS})
     write_events(root / "data" / "events", utc(2024, 1, 1), 36)  # a day and a half
     (root / "data" / "keys.csv").write_text("k\nk0\nk1\n")
+    write_deltalake(str(root / "data" / "regions"), pa.table({"k": ["k0", "k1"], "region": ["north", "south"]}))
     return root
 
 
@@ -104,14 +112,36 @@ def test_run_auto_runs_a_whole_model_only_when_what_it_reads_changed(shop, capsy
     first = versions()
     assert total() == _recomputed(_events(events), utc(2024, 1, 2))
 
-    # Nothing new: the FULL model over s.daily and the view over the source are left alone, and said so;
-    # the one reading the clock and the one reading an unwatched CSV run again.
+    # Nothing new: the FULL models over s.daily and over the key sources and the view over the source are
+    # left alone, and said so; the one reading the clock runs again.
     out = run(utc(2024, 1, 2, 12))
     after = versions()
-    assert after["s.total"] == first["s.total"] and after["s.all_events"] == first["s.all_events"], out
-    assert after["s.dated"] == first["s.dated"] + 1 and after["s.keys"] == first["s.keys"] + 1, out
-    assert "s.total: nothing it reads changed since its last run" in out
-    assert "s.dated: nothing" not in out and "s.keys: nothing" not in out
+    assert {n: v for n, v in after.items() if n != "s.dated"} == {n: v for n, v in first.items() if n != "s.dated"}
+    assert after["s.dated"] == first["s.dated"] + 1, out
+    for name in ("s.total", "s.keys", "s.regions"):
+        assert f"{name}: nothing it reads changed since its last run" in out
+    assert "s.dated: nothing" not in out
+
+    # The CSV of keys is rewritten with a key more, then moved away and back (the same file: nothing to
+    # run); the regions table gets a new version: each runs its reader alone, once, with the new rows.
+    (root / "data" / "keys.csv").write_text("k\nk0\nk1\nk2\n")
+    before, out = versions(), run(utc(2024, 1, 2, 12))
+    changed = {n for n, v in versions().items() if v != before[n]}
+    assert changed == {"s.keys", "s.dated"}, out
+    assert sorted(r["k"] for r in DeltaTable(table_uri(project, "s.keys")).to_pyarrow_table().to_pylist()) == [
+        "k0",
+        "k1",
+        "k2",
+    ]
+    (root / "data" / "keys.csv").rename(root / "data" / "keys-1.csv")
+    (root / "data" / "keys-1.csv").rename(root / "data" / "keys.csv")
+    before, out = versions(), run(utc(2024, 1, 2, 12))
+    assert versions()["s.keys"] == before["s.keys"], out  # the same file, name, size and time as before
+    write_deltalake(str(root / "data" / "regions"), pa.table({"k": ["k2"], "region": ["north"]}), mode="append")
+    before, out = versions(), run(utc(2024, 1, 2, 12))
+    assert {n for n, v in versions().items() if v != before[n]} == {"s.regions", "s.dated"}, out
+    regions = DeltaTable(table_uri(project, "s.regions")).to_pyarrow_table().to_pylist()
+    assert {r["region"]: r["n"] for r in regions} == {"north": 2, "south": 1}
 
     # An hour that does not complete the day: the source changed (its view runs), s.daily did not (s.total
     # stays); an empty hour after it changes nothing more.

@@ -5,7 +5,8 @@ sensor, ``run --auto`` and the per-model schedules, so all three see late data a
 source, what arrived since the watermark it keeps (a Delta version: only the commits after it, and only
 their ``add`` actions with new data; or the newest file modification time), turns the new rows' time
 ranges into the intervals of the models reading the source directly (their lookback included, see
-:func:`touched_by_sources`) and stores each as an entry with the event-log storage id and the time at
+:func:`touched_by_sources`; a source without a time column, read whole, only says that it changed, and
+reaches its unpartitioned readers) and stores each as an entry with the event-log storage id and the time at
 which it was noticed. An entry clears itself: an interval in it is done once it has been materialized
 after that id by a run that started after that time (a run already running when the data came did not
 read it). Nothing is consumed by the callers: a failed or killed run leaves its intervals pending, the
@@ -15,13 +16,15 @@ sensor's run keys (made from the watermarks) keep it from launching the same run
 
 The record is one JSON value in the instance's key-value store (``run_storage`` cursor values):
 ``{"version": 1, "sources": {source: marker}, "touched": {model: [{"windows": [[start, end], ...] | "*",
-"after": storage id, "at": unix time}, ...]}}``.
+"after": storage id, "at": unix time}, ...]}}``; a marker is ``v<Delta version>``, ``t<newest mtime>`` or
+``f<digest of the files>``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -32,7 +35,7 @@ from typing import Iterator
 import dagster as dg
 
 from incremental_assets import delta
-from incremental_assets.delta.files import source_data_files
+from incremental_assets.delta.files import source_data_files, source_files_state
 from incremental_assets.model import clock
 from incremental_assets.model.intervals import (
     END_OF_TIME,
@@ -173,9 +176,39 @@ def source_changes(
     return f"t{resume!r}", changed_windows(ranges, unit), note
 
 
+def whole_source_changes(source: Source, marker: str | None) -> tuple[str, bool, str | None]:
+    """A source without a time column (read whole: a CSV of keys, a dimension table): its new marker, whether
+    it changed since ``marker``, and a note (or None). The marker is a Delta version, or for files a digest
+    of every data file's path, size and modification time (a file added, removed, rewritten or still
+    growing changes it). The first look (no marker of this kind) counts as a change: nothing says the
+    models reading the source hold its current rows."""
+    if source.format == "delta":
+        if marker and marker.startswith("v") and delta.still_at(source.location, int(marker[1:])):
+            return marker, False, None  # no commit since: the table is not opened
+        current = delta.version(source.location) if delta.exists(source.location) else None
+        if current is None:
+            return marker or "", False, f"{source.name}: no Delta table at {source.location} yet"
+        return f"v{current}", marker != f"v{current}", None
+    files = source_files_state(source.location)
+    if not files:
+        return marker or "", False, f"{source.name}: no data file at {source.location} yet"
+    digest = hashlib.sha256(repr(files).encode()).hexdigest()[:20]
+    return f"f{digest}", marker != f"f{digest}", None
+
+
+def watched(source: Source) -> bool:
+    """Whether :func:`observe_sources` notices every change of ``source``: a Delta table, or files on this
+    machine in a format it reads (with a time column: each new row's interval; without: that it changed)."""
+    if source.format not in WATCHED_FORMATS:
+        return False
+    return source.format == "delta" or delta.is_local(source.location)
+
+
 def touched_by_sources(project: Project, changed: dict[str, list[TimeWindow]], now: datetime) -> dict[str, Coverage]:
     """Models reading a changed source directly: the complete intervals whose read window (the run window
-    widened by the model's lookback on that source) overlaps new data; unpartitioned models whole.
+    widened by the model's lookback on that source) overlaps new data; unpartitioned models whole. A
+    source without a time column (changed: every interval) reaches only unpartitioned models: the
+    intervals an incremental model computed before it changed are kept, as a run of new intervals would.
     Models further downstream follow by staleness once these are materialized again."""
     out: dict[str, Coverage] = {}
     for model in project.ordered():
@@ -186,6 +219,7 @@ def touched_by_sources(project: Project, changed: dict[str, list[TimeWindow]], n
             if model.has_table:
                 out[model.name] = EVERY_INTERVAL
             continue
+        reads = [s for s in reads if project.sources[s].time_column]
         assert model.start is not None
         unit = model.unit
         windows = []
@@ -223,7 +257,7 @@ class Entry:
 
 @dataclass
 class WatchState:
-    sources: dict[str, str] = field(default_factory=dict)  # source -> "v<delta version>" or "t<newest mtime>"
+    sources: dict[str, str] = field(default_factory=dict)  # source -> its marker ("v...", "t..." or "f...")
     touched: dict[str, list[Entry]] = field(default_factory=dict)  # model -> entries not done yet
 
     @classmethod
@@ -314,11 +348,15 @@ def observe_sources(
         read = {n for m in project.models.values() for n in m.depends_on}
         changed: dict[str, list[TimeWindow]] = {}
         for source in project.sources.values():
-            if source.name not in read or not source.time_column or source.format not in WATCHED_FORMATS:
+            if source.name not in read or not watched(source):
                 continue
-            marker, touched, note = source_changes(
-                source, state.sources.get(source.name), zone(project.settings.timezone)
-            )
+            if source.time_column:
+                marker, touched, note = source_changes(
+                    source, state.sources.get(source.name), zone(project.settings.timezone)
+                )
+            else:
+                marker, whole, note = whole_source_changes(source, state.sources.get(source.name))
+                touched = [TimeWindow(START_OF_TIME, END_OF_TIME)] if whole else []
             state.sources[source.name] = marker
             changed[source.name] = touched
             if note:

@@ -30,12 +30,12 @@ from incremental_assets.analysis.safety import same_rows_from_same_inputs
 from incremental_assets.model import clock
 from incremental_assets.model.intervals import TimeWindow, merge
 from incremental_assets.model.kinds import Full, View
-from incremental_assets.model.project import Project, Source
+from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration.confirm import current_id, current_ids, latest_ids
 from incremental_assets.orchestration.integrity_since import read_state, write_state
 from incremental_assets.orchestration.partition_keys import key_of, window_of_key
-from incremental_assets.orchestration.source_watch import WATCHED_FORMATS
+from incremental_assets.orchestration.source_watch import watched
 from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.plan.analyses import input_bound
 from incremental_assets.plan.rebuild import definition_changed
@@ -102,7 +102,7 @@ def whole_table_current(
     """Whether a FULL or materialized VIEW SQL model's table is what running it now would write, so
     ``run --auto`` can leave it: materialized with its current definition, no new data noticed in a source
     it reads (``pending``), no upstream model materialized after it, and nothing it reads unseen by either
-    (a source without a time column or in an unwatched format, a plain view, an embedded model, an external
+    (a source in an unwatched format or in an object store, a plain view, an embedded model, an external
     table). A query whose rows depend on when it runs (a macro, the clock, a random draw) or with
     statements of its own is never current: as before, it runs every time."""
     whole = isinstance(model.kind, Full) or (isinstance(model.kind, View) and model.kind.materialized)
@@ -114,7 +114,7 @@ def whole_table_current(
         upstream, source = project.models.get(name), project.sources.get(name)
         if upstream is not None and not upstream.has_table:
             return False
-        if upstream is None and (source is None or not _watched(source)):
+        if upstream is None and (source is None or not watched(source)):
             return False
     if not same_rows_from_same_inputs(model.query):
         return False
@@ -130,13 +130,6 @@ def _newer_upstreams(
 ) -> tuple[str, ...]:
     """The upstream models materialized after storage id ``own`` (an unpartitioned model's current one)."""
     return tuple(u.name for u in upstreams if (latest_id(instance, translator.get_asset_key(u)) or 0) > own)
-
-
-def _watched(source: Source) -> bool:
-    """Whether :mod:`.source_watch` notices every new row of ``source`` (see ``observe_sources``)."""
-    if not source.time_column or source.format not in WATCHED_FORMATS:
-        return False
-    return source.format == "delta" or delta.is_local(source.location)
 
 
 def stale_intervals_from_everything(
