@@ -15,6 +15,7 @@ import pytest
 from test_dagster import MODELS, SOURCES
 
 from incremental_assets.load.project import load_project
+from incremental_assets.model import clock
 from incremental_assets.model.settings import CLOCK_ENV
 from incremental_assets.orchestration import sensors
 from incremental_assets.orchestration.build_definitions import build_definitions
@@ -186,6 +187,34 @@ def test_a_source_without_a_time_column_reruns_its_whole_readers_when_a_file_com
     assert auto.tick(now) == [("s/labels", None, None)]
     assert auto.tick(now) == []
     assert labels_table() == {"red": 1}
+    assert auto.failed == []
+
+
+def test_a_full_model_reading_the_clock_runs_again_once_its_cron_ticked(make_project, dagster_env, monkeypatch, spark):
+    dated = "MODEL (name s.dated, kind FULL);\nSELECT COUNT(*) AS n, current_timestamp() AS at FROM raw.events\n"
+    root = make_project({"sources.yaml": SOURCES, **MODELS, "models/dated.sql": dated})
+    write_events(root / "data" / "events", utc(2024, 1, 1), 24 * 3)
+    project, instance, defs = dagster_env(root)
+    auto = Automation(defs, instance, monkeypatch)
+
+    def settle(when: datetime) -> list[str]:
+        with clock.pinned(when):  # the runs' execution time too
+            return [k[0] for k in auto.settle(when)]
+
+    assert settle(utc(2024, 1, 3, 6)).count("s/dated") == 1
+    assert "s/dated" not in settle(utc(2024, 1, 3, 23, 59))  # nothing it reads changed, its cron did not tick
+    # Its cron (none given: daily) ticked: once, with the tick as its reason; then not again that day.
+    when = utc(2024, 1, 4, 0, 10)
+    with clock.pinned(when):
+        requests = auto.sense(when).run_requests or []
+    reasons = [
+        r.tags["incremental_assets/reason"]
+        for r in requests
+        if "s/dated" in [k.to_user_string() for k in r.asset_selection or ()]
+    ]
+    assert reasons == ["its cron (@daily) ticked at 2024-01-04 00:00 UTC since its last run"]
+    assert settle(when).count("s/dated") == 1
+    assert "s/dated" not in settle(utc(2024, 1, 4, 12))
     assert auto.failed == []
 
 

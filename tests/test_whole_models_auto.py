@@ -1,7 +1,8 @@
 """`run --auto` and unpartitioned models (FULL, materialized VIEW): each runs when something it reads
 changed since its last run (a source without a time column: a file added, removed or rewritten, a new Delta
 version), and is left alone otherwise, as the automation sensor decides; a query whose rows depend on when
-it runs, or that reads what the source watch cannot see, runs every time.
+it runs runs again once its cron ticked since its last run (as the sensor runs it), and one that reads what
+the source watch cannot see runs every time.
 
 Real Spark, real Delta tables, the CLI in this process; every table is checked against a recompute with
 pandas from the source's rows."""
@@ -10,11 +11,14 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+import dagster as dg
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from incremental_assets.load.project import load_project
+from incremental_assets.model import clock
+from incremental_assets.orchestration.instance import open_instance
 
 from helpers import EVENTS_SOURCE, cli_output, table_uri, utc, write_events
 
@@ -41,7 +45,7 @@ SELECT k, SUM(n) AS n, SUM(v) AS v FROM s.daily GROUP BY k
     "models/all_events.sql": """MODEL (name s.all_events, kind VIEW (materialized true));
 SELECT k, COUNT(*) AS n FROM raw.events GROUP BY k
 """,
-    # its rows depend on when it runs: every run
+    # its rows depend on when it runs: again after each tick of its cron (none given: daily)
     "models/dated.sql": """MODEL (name s.dated, kind FULL);
 SELECT k, SUM(n) AS n, current_date() AS asof FROM s.daily GROUP BY k
 """,
@@ -99,8 +103,9 @@ def test_run_auto_runs_a_whole_model_only_when_what_it_reads_changed(shop, capsy
     def versions() -> dict[str, int]:
         return {name: DeltaTable(table_uri(project, name)).version() for name in WHOLE}
 
-    def run(end: datetime) -> str:
-        code, out = cli_output(root, capsys, "run", "--auto", "--end", end.isoformat())
+    def run(end: datetime, at: datetime = utc(2024, 1, 5, 12)) -> str:
+        with clock.pinned(at):
+            code, out = cli_output(root, capsys, "run", "--auto", "--end", end.isoformat())
         assert code == 0, out
         return out
 
@@ -112,22 +117,28 @@ def test_run_auto_runs_a_whole_model_only_when_what_it_reads_changed(shop, capsy
     first = versions()
     assert total() == _recomputed(_events(events), utc(2024, 1, 2))
 
-    # Nothing new: the FULL models over s.daily and over the key sources and the view over the source are
-    # left alone, and said so; the one reading the clock runs again.
-    out = run(utc(2024, 1, 2, 12))
-    after = versions()
-    assert {n: v for n, v in after.items() if n != "s.dated"} == {n: v for n, v in first.items() if n != "s.dated"}
-    assert after["s.dated"] == first["s.dated"] + 1, out
+    # Nothing new: the FULL models over s.daily and over the key sources, the view over the source and
+    # the one reading the clock (its cron did not tick since) are left alone, and said so.
+    out = run(utc(2024, 1, 2, 12), at=utc(2024, 1, 5, 23, 59))
+    assert versions() == first, out
     for name in ("s.total", "s.keys", "s.regions"):
-        assert f"{name}: nothing it reads changed since its last run" in out
-    assert "s.dated: nothing" not in out
+        assert f"{name}: nothing it reads changed since its last run; not run again" in out
+    assert "s.dated: nothing it reads changed and its cron (@daily) did not tick since its last run" in out
+    # Past midnight the one reading the clock runs again, alone, and holds the new date; then not again.
+    out = run(utc(2024, 1, 2, 12), at=utc(2024, 1, 6, 0, 1))
+    assert {n for n, v in versions().items() if v != first[n]} == {"s.dated"}, out
+    record = open_instance(project.settings.dagster_home).fetch_materializations(dg.AssetKey(["s", "dated"]), limit=1)
+    assert record.records[0].asset_materialization.metadata["execution_time"].value == "2024-01-06T00:01:00+00:00"
+    out = run(utc(2024, 1, 2, 12), at=utc(2024, 1, 6, 12))
+    assert {n for n, v in versions().items() if v != first[n]} == {"s.dated"}, out
+    first = versions()
 
     # The CSV of keys is rewritten with a key more, then moved away and back (the same file: nothing to
     # run); the regions table gets a new version: each runs its reader alone, once, with the new rows.
     (root / "data" / "keys.csv").write_text("k\nk0\nk1\nk2\n")
     before, out = versions(), run(utc(2024, 1, 2, 12))
     changed = {n for n, v in versions().items() if v != before[n]}
-    assert changed == {"s.keys", "s.dated"}, out
+    assert changed == {"s.keys"}, out
     assert sorted(r["k"] for r in DeltaTable(table_uri(project, "s.keys")).to_pyarrow_table().to_pylist()) == [
         "k0",
         "k1",
@@ -139,7 +150,7 @@ def test_run_auto_runs_a_whole_model_only_when_what_it_reads_changed(shop, capsy
     assert versions()["s.keys"] == before["s.keys"], out  # the same file, name, size and time as before
     write_deltalake(str(root / "data" / "regions"), pa.table({"k": ["k2"], "region": ["north"]}), mode="append")
     before, out = versions(), run(utc(2024, 1, 2, 12))
-    assert {n for n, v in versions().items() if v != before[n]} == {"s.regions", "s.dated"}, out
+    assert {n for n, v in versions().items() if v != before[n]} == {"s.regions"}, out
     regions = DeltaTable(table_uri(project, "s.regions")).to_pyarrow_table().to_pylist()
     assert {r["region"]: r["n"] for r in regions} == {"north": 2, "south": 1}
 

@@ -419,6 +419,8 @@ def run_metadata(model: SqlModel, plans: list[RunPlan], results: list[RunResult]
     meta = materialization_metadata(results, seconds)
     meta.update(table_facts(model, results[-1]))
     meta["fingerprint"] = model.fingerprint
+    if plans[-1].execution_time is not None:  # what the clock and the date macros read (a cron tick is due after it)
+        meta["execution_time"] = plans[-1].execution_time.isoformat()
     if plans[-1].safety_class:
         downgraded = " (downgraded to a full refresh)" if plans[-1].downgraded else ""
         meta["safety_class"] = plans[-1].safety_class + downgraded

@@ -43,7 +43,7 @@ from incremental_assets.orchestration.integrity import Integrity, check_model
 from incremental_assets.orchestration.partition_keys import time_partitions
 from incremental_assets.orchestration.reconcile import Reconciled, reconcile
 from incremental_assets.orchestration.source_watch import Observed, observe_sources
-from incremental_assets.orchestration.staleness import stale_intervals, whole_table_current
+from incremental_assets.orchestration.staleness import stale_intervals, whole_table_current, why_current
 from incremental_assets.orchestration.status import windows_to_run
 from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.plan.analyses import analysis_of, run_size
@@ -238,7 +238,7 @@ class Runner:
             if set(model.depends_on) & queue.ran:
                 return [None], 1
             if progress:
-                progress(f"{model.name}: nothing it reads changed since its last run; not run again")
+                progress(f"{model.name}: {why_current(model)}; not run again")
             return [], 0
         if not (auto and model.name not in queue.rebuilds and set(model.depends_on) & queue.ran):
             return runs, 0
@@ -345,7 +345,9 @@ class Runner:
                 self.say_lost(model, integrity, windows, progress)
                 for window in windows:
                     queue.runs.extend((model, part) for part in batches(window, model.unit, size))
-            elif auto and not full_refresh and integrity.ok and self._whole_current(model, observed):
+            elif (
+                auto and not full_refresh and integrity.ok and self._whole_current(model, observed, now or clock.now())
+            ):
                 queue.current.add(model.name)  # runs only if an upstream runs in this command
             else:
                 self._plan_whole(queue, model, integrity, full_refresh, progress)
@@ -369,10 +371,10 @@ class Runner:
         if (full_refresh or lost_rows) and model.is_merge_style:
             queue.rebuilds.add(model.name)  # one run that starts over and replaces the whole table
 
-    def _whole_current(self, model: SqlModel, observed: Observed | None) -> bool:
+    def _whole_current(self, model: SqlModel, observed: Observed | None, now: datetime) -> bool:
         """Whether an unpartitioned model's table is current (see :func:`.staleness.whole_table_current`)."""
         pending = observed is None or bool(observed.pending.get(model.name))
-        return whole_table_current(self.instance, self.project, model, self.translator, pending)
+        return whole_table_current(self.instance, self.project, model, self.translator, pending, now)
 
     def _reconcile(self, model: SqlModel, progress: Callable[[str], None] | None) -> list[Reconciled]:
         """Record the commits of ``model``'s table Dagster missed, saying each; what was recorded."""

@@ -70,7 +70,7 @@ from incremental_assets.orchestration.run_coordinator import runs_may_follow
 from incremental_assets.orchestration.run_groups import Launch, group_jobs, run_requests
 from incremental_assets.orchestration.schedules import model_jobs
 from incremental_assets.orchestration.source_watch import Observed, observe_sources
-from incremental_assets.orchestration.staleness import latest_id, stale_intervals
+from incremental_assets.orchestration.staleness import cron_reason, latest_id, stale_intervals
 from incremental_assets.orchestration.tick_watch import TickWatch, from_daemon, watched_plan
 from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.orchestration.watch import hold_runs, watch_tables
@@ -312,6 +312,8 @@ class Tick:
             reasons.append(f"upstream {', '.join(stale.causes)} changed")
         if self.observed.pending.get(model.name):
             reasons.append("new source data")
+        if not empty and (ticked := cron_reason(self.instance, self.project, model, self.translator, self.now)):
+            reasons.append(ticked)
         # A whole-table model reads what its upstreams hold: it waits only for those about to change (and
         # will change itself once they have).
         never = upstreams.never_materialized

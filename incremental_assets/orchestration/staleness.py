@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import dagster as dg
 
 from incremental_assets import delta
 from incremental_assets.analysis.safety import same_rows_from_same_inputs
 from incremental_assets.model import clock
-from incremental_assets.model.intervals import TimeWindow, merge
+from incremental_assets.model.cron import expand_cron
+from incremental_assets.model.intervals import TimeWindow, merge, to_utc
 from incremental_assets.model.kinds import Full, View
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
@@ -98,17 +100,36 @@ def whole_table_current(
     model: SqlModel,
     translator: ModelTranslator,
     pending: bool,
+    now: datetime,
 ) -> bool:
     """Whether a FULL or materialized VIEW SQL model's table is what running it now would write, so
     ``run --auto`` can leave it: materialized with its current definition, no new data noticed in a source
-    it reads (``pending``), no upstream model materialized after it, and nothing it reads unseen by either
-    (a source in an unwatched format or in an object store, a plain view, an embedded model, an external
-    table). A query whose rows depend on when it runs (a macro, the clock, a random draw) or with
-    statements of its own is never current: as before, it runs every time."""
-    whole = isinstance(model.kind, Full) or (isinstance(model.kind, View) and model.kind.materialized)
-    if type(model) is not SqlModel or not whole:
+    it reads (``pending``), no upstream model materialized after it, nothing it reads unseen by either
+    (see :func:`inputs_seen`; such a model runs every time), and, for a query whose rows depend on when it
+    runs (a macro, the clock, a random draw), no tick of its cron since its last run (see
+    :func:`unseen_cron_tick`), as the automation sensor decides."""
+    if pending or not inputs_seen(project, model):
         return False
-    if pending or model.embeds or model.pre_statements or model.post_statements:
+    uri = project.settings.table_location(model.name)
+    own = current_id(instance, translator.get_asset_key(model))
+    if own is None or not delta.exists(uri) or definition_changed(model, delta.built_with(uri)):
+        return False
+    if _newer_upstreams(instance, translator, project.upstream_models(model), own):
+        return False
+    return same_rows_from_same_inputs(model.query) or unseen_cron_tick(instance, model, translator, now) is None
+
+
+def is_whole_table(model: SqlModel) -> bool:
+    """A FULL or materialized VIEW SQL model: one table, computed whole from what it reads."""
+    whole = isinstance(model.kind, Full) or (isinstance(model.kind, View) and model.kind.materialized)
+    return type(model) is SqlModel and whole
+
+
+def inputs_seen(project: Project, model: SqlModel) -> bool:
+    """Whether every change of what a whole-table model reads is seen by the source watch or Dagster's
+    records: no statements of its own, no embedded model, and every input an upstream model with a table
+    or a watched source (not a plain view, an external table or a source in an unwatched format)."""
+    if not is_whole_table(model) or model.embeds or model.pre_statements or model.post_statements:
         return False
     for name in model.depends_on:
         upstream, source = project.models.get(name), project.sources.get(name)
@@ -116,13 +137,54 @@ def whole_table_current(
             return False
         if upstream is None and (source is None or not watched(source)):
             return False
-    if not same_rows_from_same_inputs(model.query):
-        return False
-    uri = project.settings.table_location(model.name)
-    own = current_id(instance, translator.get_asset_key(model))
-    if own is None or not delta.exists(uri) or definition_changed(model, delta.built_with(uri)):
-        return False
-    return not _newer_upstreams(instance, translator, project.upstream_models(model), own)
+    return True
+
+
+WHOLE_TABLE_CRON = "@daily"  # a whole-table model without a cron of its own: once a day, as in SQLMesh
+
+
+def unseen_cron_tick(
+    instance: dg.DagsterInstance, model: SqlModel, translator: ModelTranslator, now: datetime
+) -> datetime | None:
+    """The latest tick of a whole-table model's cron (``@daily`` without one, in UTC as its schedule) at or
+    before ``now`` when its latest materialization was computed before that tick (its execution time, the
+    instant its clock and date macros read; for an older record, its run's start); None when it was
+    computed after, or never (a reason of its own)."""
+    from dagster._utils.schedules import reverse_cron_string_iterator
+
+    records = instance.fetch_materializations(translator.get_asset_key(model), limit=1).records
+    if not records:
+        return None
+    tick = next(reverse_cron_string_iterator(now.timestamp(), expand_cron(model.cron or WHOLE_TABLE_CRON), "UTC"))
+    materialization = records[0].asset_materialization
+    given = materialization.metadata.get("execution_time") if materialization is not None else None
+    if given is not None and isinstance(given.value, str):
+        computed = to_utc(given.value).timestamp()
+    else:
+        run = instance.get_run_record_by_id(records[0].run_id)
+        computed = run.start_time if run is not None and run.start_time else records[0].timestamp
+    return tick if computed < tick.timestamp() else None
+
+
+def why_current(model: SqlModel) -> str:
+    """What ``run --auto`` says of a whole-table model it leaves alone."""
+    if same_rows_from_same_inputs(model.query):
+        return "nothing it reads changed since its last run"
+    return f"nothing it reads changed and its cron ({model.cron or WHOLE_TABLE_CRON}) did not tick since its last run"
+
+
+def cron_reason(
+    instance: dg.DagsterInstance, project: Project, model: SqlModel, translator: ModelTranslator, now: datetime
+) -> str | None:
+    """Why the automation sensor runs a whole-table model again although nothing it sees changed: its rows
+    depend on when it runs, or it reads what the watch cannot see, and its cron ticked since its last run
+    (None: neither)."""
+    if not is_whole_table(model) or (inputs_seen(project, model) and same_rows_from_same_inputs(model.query)):
+        return None
+    tick = unseen_cron_tick(instance, model, translator, now)
+    if tick is None:
+        return None
+    return f"its cron ({model.cron or WHOLE_TABLE_CRON}) ticked at {tick:%Y-%m-%d %H:%M} UTC since its last run"
 
 
 def _newer_upstreams(
