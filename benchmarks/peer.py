@@ -30,6 +30,7 @@ VENV = HERE / ".peer-venv"
 PEER_REQUIREMENTS = [
     "dbt-core~=1.10.0",
     "dbt-spark[session]~=1.10.0",
+    "pyspark[connect]==4.3.0",  # the same Spark as ours, and its Connect client (BENCH_DBT_SPARK=server)
 ]  # dbt-core 1.11+ downloads a binary at install time
 
 DBT_PROJECT = """\
@@ -102,11 +103,13 @@ def spark_yaml(warehouse: Path, home: Path, indent: int) -> str:
 
 
 def ensure_venv(venv: Path = VENV, requirements: list[str] = PEER_REQUIREMENTS, command: str = "dbt") -> Path:
-    """Create a peer's virtual environment once (pip's cache makes later runs instant); its command's path."""
-    exe = venv / "bin" / command
-    if not exe.exists():
+    """Create a peer's virtual environment once, installing again when its requirements change (pip's cache
+    makes later runs instant); its command's path."""
+    exe, installed = venv / "bin" / command, venv / "requirements.txt"
+    if not exe.exists() or not installed.exists() or installed.read_text() != "\n".join(requirements):
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         subprocess.run([str(venv / "bin" / "pip"), "install", "-q", *requirements], check=True)
+        installed.write_text("\n".join(requirements))
     return exe
 
 
@@ -154,13 +157,23 @@ def source_ddl(links: Path) -> list[str]:
     return ddl
 
 
+# BENCH_DBT_SPARK=server: dbt-spark's session method on our long-lived Spark Connect server (PySpark's builder
+# takes `spark.remote` among the profile's server_side_parameters), its tables in the server's catalog.
+DBT_ON_SERVER = os.environ.get("BENCH_DBT_SPARK", "") == "server"
+DBT_SERVER_SPARK = (
+    "        spark.remote: \"{{ env_var('BENCH_SPARK_REMOTE') }}\"\n"
+    '        spark.sql.sources.partitionOverwriteMode: "dynamic"\n'
+)
+
+
 def dbt_project(root: Path, data: Path) -> Path:
     """The dbt project over the same generated files (parquet under the Delta tables, the items CSV)."""
     project = root / "dbt"
     (project / "models").mkdir(parents=True)
     (project / "macros").mkdir()
     (project / "dbt_project.yml").write_text(DBT_PROJECT)
-    (project / "profiles.yml").write_text(PROFILES.replace("{spark}", spark_yaml(root / "dbt-warehouse", project, 8)))
+    spark = DBT_SERVER_SPARK if DBT_ON_SERVER else spark_yaml(root / "dbt-warehouse", project, 8)
+    (project / "profiles.yml").write_text(PROFILES.replace("{spark}", spark))
     (project / "models" / "sources.yml").write_text(SOURCES)
     (project / "models" / "order_lines.sql").write_text(DBT_MODEL)
     queries = "".join(f'  {{% do run_query("{sql}") %}}\n' for sql in source_ddl(source_links(root, data)))
@@ -314,7 +327,8 @@ def scenario_peer(root: Path, *, days: int, reps: int, orders_per_day: int, back
         dbt = ensure_venv()
         project = dbt_project(root, ours / "data")
         dbt_env = {**peer_env(), "DBT_PROFILES_DIR": str(project), "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
-        run([str(dbt), "run-operation", "setup_sources"], project, dbt_env)
+        if not DBT_ON_SERVER:  # else once our server is up, in its catalog
+            run([str(dbt), "run-operation", "setup_sources"], project, dbt_env)
 
         def dbt_run(tag: str, since: date) -> float:
             window = ["--event-time-start", since.isoformat(), "--event-time-end", end.isoformat()]
@@ -325,8 +339,10 @@ def scenario_peer(root: Path, *, days: int, reps: int, orders_per_day: int, back
             )
 
         sides["dbt"] = (lambda tag: dbt_run(tag, start), lambda tag: dbt_run(tag, last))
-        result["peer"] = (
-            "dbt-core 1.10 + dbt-spark 1.10 (session method, microbatch, batch_size day, parquet + Hive metastore)"
+        result["peer"] = "dbt-core 1.10 + dbt-spark 1.10 (session method, microbatch, batch_size day, parquet" + (
+            ", on our long-lived Spark Connect server, its in-memory catalog)"
+            if DBT_ON_SERVER
+            else " + Hive metastore)"
         )
     if "sqlmesh" in peers:
         import peer_sqlmesh
@@ -334,14 +350,19 @@ def scenario_peer(root: Path, *, days: int, reps: int, orders_per_day: int, back
         sides["sqlmesh"] = peer_sqlmesh.side(root, ours / "data", start, end)
         result["peer_sqlmesh"] = peer_sqlmesh.description()
 
-    if "sqlmesh" in peers and peer_sqlmesh.ON_SERVER and os.environ.get("BENCH_OURS_SPARK_SERVER") != "1":
-        raise ValueError("BENCH_SQLMESH_SPARK=server runs SQLMesh on our server: set BENCH_OURS_SPARK_SERVER=1 too")
+    on_server = ("sqlmesh" in peers and peer_sqlmesh.ON_SERVER) or ("dbt" in peers and DBT_ON_SERVER)
+    if on_server and os.environ.get("BENCH_OURS_SPARK_SERVER") != "1":
+        raise ValueError("BENCH_SQLMESH_SPARK / BENCH_DBT_SPARK=server use our server: set BENCH_OURS_SPARK_SERVER=1")
     times: dict[str, dict[str, list[float]]] = {who: {"backfill": [], "day": []} for who in sides}
     if os.environ.get("BENCH_OURS_SPARK_SERVER") == "1":
         server_url = start_our_server(ours, root)
         if "sqlmesh" in peers and peer_sqlmesh.ON_SERVER:
             peer_sqlmesh.REMOTE[:] = [server_url]
             result["sqlmesh_spark"] = server_url
+        if "dbt" in peers and DBT_ON_SERVER:
+            dbt_env["BENCH_SPARK_REMOTE"] = server_url
+            run([str(dbt), "run-operation", "setup_sources"], project, dbt_env)
+            result["dbt_spark"] = server_url
     try:
         for rep in range(reps):
             # Later repetitions (past backfill_reps) re-run only the new day on the first backfill's tables.
@@ -356,10 +377,10 @@ def scenario_peer(root: Path, *, days: int, reps: int, orders_per_day: int, back
                     label = f"{days}-day backfill" if phase == "backfill" else "one new day"
                     print(f"peer: {label}, {who}: {times[who][phase][-1]:.1f}s", flush=True)
         if "dbt" in peers:
+            # On our server dbt's tables are in its catalog's folder (the project's warehouse/_spark_catalog).
+            warehouse = ours / "warehouse" / "_spark_catalog" if DBT_ON_SERVER else root / "dbt-warehouse"
             result["dbt_check"] = check_dbt_against_ours(
-                ours_env("r0")["INCREMENTAL_ASSETS_WAREHOUSE"],
-                root / "dbt-warehouse" / "bench_r0.db" / "order_lines",
-                last,
+                ours_env("r0")["INCREMENTAL_ASSETS_WAREHOUSE"], warehouse / "bench_r0.db" / "order_lines", last
             )
         if "sqlmesh" in peers:
             # Once, after the repetitions: the daily `sqlmesh run` on a day the table does not have yet.
