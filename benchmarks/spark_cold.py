@@ -13,7 +13,9 @@ each, alternating). ``off``: the server started with ``spark start --no-warm-up`
 as a user runs it (with its own warm-up, the project's models over their first days, inside
 ``server_start_s``). N > 0: that, then after the start and before the cold year the same model over its first
 N days into a scratch warehouse and Dagster home (the server given as the remote), timed as ``warm_up_s``.
-A variant ``N:OPTIONS`` also gives the server's JVM those options (``0:-Xms4g``).
+A variant ``N:OPTIONS`` also gives the server's JVM those options (``0:-Xms4g``); ``Nsm`` runs that N-day warm-up
+with broadcast joins off (``spark.sql.autoBroadcastJoinThreshold=-1``: every join sort-merged, as a year's large
+join is, while a few days' inputs are small enough to be broadcast).
 The output file is written after every turn. ``BENCH_COLD_WARM_YEARS`` (default 1): warm years per turn, the
 ratio taken against their median (the full runner's section 6 takes three). ``BENCH_COLD_SETTLE_S`` (default
 0): seconds to sample the JIT's CPU once a second after the start, before the cold year (is it still
@@ -104,7 +106,10 @@ def _timed(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
     return run(argv, cwd, env)
 
 
-def _warm_up(project: Path, env: dict[str, str], start: date, days: int) -> float:
+SORT_MERGE = '{"spark.sql.autoBroadcastJoinThreshold": "-1"}'
+
+
+def _warm_up(project: Path, env: dict[str, str], start: date, days: int, sort_merge: bool = False) -> float:
     scratch = Path(tempfile.mkdtemp(dir=project.parent))
     remote = f"sc://127.0.0.1:{_record(project)['port']}"
     scratch_env = {
@@ -112,6 +117,7 @@ def _warm_up(project: Path, env: dict[str, str], start: date, days: int) -> floa
         "INCREMENTAL_ASSETS_SPARK_REMOTE": remote,
         "INCREMENTAL_ASSETS_WAREHOUSE": str(scratch / "warehouse"),
         "DAGSTER_HOME": str(scratch / "dagster"),
+        **({"INCREMENTAL_ASSETS_SPARK_CONF": SORT_MERGE} if sort_merge else {}),
     }
     until = (start + timedelta(days=days)).isoformat()
     try:
@@ -122,7 +128,9 @@ def _warm_up(project: Path, env: dict[str, str], start: date, days: int) -> floa
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def one_turn(project: Path, env: dict[str, str], year: list[str], start: date, warm_up_days: int | None) -> dict:
+def one_turn(
+    project: Path, env: dict[str, str], year: list[str], start: date, warm_up_days: int | None, sort_merge: bool = False
+) -> dict:
     """A fresh server, its cold year and a warm year; wall seconds and the JVM's CPU seconds by thread kind.
     ``warm_up_days`` None: ``spark start --no-warm-up``; else ``spark start`` (with its own warm-up), then
     this benchmark's warm-up of the model's first N days when N > 0."""
@@ -131,7 +139,7 @@ def one_turn(project: Path, env: dict[str, str], year: list[str], start: date, w
     try:
         pid = _java_pid(project)
         if warm_up_days:
-            turn["warm_up_s"] = round(_warm_up(project, env, start, warm_up_days), 2)
+            turn["warm_up_s"] = round(_warm_up(project, env, start, warm_up_days, sort_merge), 2)
         before = thread_cpu(pid)
         turn["at_start_cpu_s"] = {k: round(v, 1) for k, v in before.items()}
         if SETTLE_S:
@@ -180,8 +188,9 @@ def main(argv: list[str]) -> None:
                 days, _, java = v.partition(":")  # "0:-Xms4g": the server's JVM also given those options
                 options = f"    spark.driver.extraJavaOptions: -Duser.timezone=UTC {java}\n" if java else ""
                 (project / "incremental_assets.yaml").write_text(SETTINGS + options)
-                days_or_off = None if days == "off" else int(days)
-                variant["turns"].append(one_turn(project, fresh_env(), year, start, days_or_off))
+                days_or_off = None if days == "off" else int(days.removesuffix("sm"))
+                turn = one_turn(project, fresh_env(), year, start, days_or_off, sort_merge=days.endswith("sm"))
+                variant["turns"].append(turn)
                 variant.update(_ratios(variant["turns"]))
                 out.write_text(json.dumps(figures, indent=2) + "\n")
     print(f"spark-cold: {json.dumps({k: _ratios(v['turns']) for k, v in figures['variants'].items()})}; written {out}")
