@@ -219,7 +219,7 @@ def touched_by_sources(project: Project, changed: dict[str, list[TimeWindow]], n
             if model.has_table:
                 out[model.name] = EVERY_INTERVAL
             continue
-        reads = [s for s in reads if project.sources[s].time_column]
+        reads = [s for s in reads if s not in project.sources or project.sources[s].time_column]
         assert model.start is not None
         unit = model.unit
         windows = []
