@@ -185,7 +185,7 @@ def whole_source_changes(source: Source, marker: str | None) -> tuple[str, bool,
     if source.format == "delta":
         if marker and marker.startswith("v") and delta.still_at(source.location, int(marker[1:])):
             return marker, False, None  # no commit since: the table is not opened
-        current = delta.version(source.location) if delta.exists(source.location) else None
+        current = delta.version(source.location)  # None: no table there
         if current is None:
             return marker or "", False, f"{source.name}: no Delta table at {source.location} yet"
         return f"v{current}", marker != f"v{current}", None

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 import dagster as dg
+from dagster._utils.schedules import reverse_cron_string_iterator
 
 from incremental_assets import delta
 from incremental_assets.analysis.safety import same_rows_from_same_inputs
@@ -150,8 +151,6 @@ def unseen_cron_tick(
     before ``now`` when its latest materialization was computed before that tick (its execution time, the
     instant its clock and date macros read; for an older record, its run's start); None when it was
     computed after, or never (a reason of its own)."""
-    from dagster._utils.schedules import reverse_cron_string_iterator
-
     records = instance.fetch_materializations(translator.get_asset_key(model), limit=1).records
     if not records:
         return None
