@@ -71,6 +71,14 @@ event_log_storage:
   config:
     dagster_home:
       env: DAGSTER_HOME
+# Dagster's compute logs (a run's stdout and stderr, shown in the UI) in the same folder, copied on to the
+# terminal by a thread of the run's process rather than four processes of their own per run.
+compute_logs:
+  module: incremental_assets.orchestration.compute_logs
+  class: ProjectComputeLogManager
+  config:
+    dagster_home:
+      env: DAGSTER_HOME
 # Runs from the UI, schedules, sensors and backfills wait in a queue; the daemon (`dagster dev` or
 # `dagster-daemon run`) starts at most max_concurrent_runs of those that start a Spark of their own at
 # once, and at most max_concurrent_runs_on_server while the long-lived Spark (`incremental-assets spark
