@@ -33,6 +33,7 @@ MODEL (
   name db.menu_items,
   kind SCD_TYPE_2 (
     unique_key id,
+    invalidate_hard_deletes true,
     buckets 4
   )
 );
@@ -102,7 +103,8 @@ def test_scd_type_2_matches_the_worked_example_row_for_row(spark, make_project):
         (1, "Chicken Sandwich", 12.99, T("2020-01-02 00:00:00"), T("2020-01-02 00:00:00"), none),
         (2, "Cheeseburger", 8.99, T("2020-01-01 00:00:00"), epoch, T("2020-01-02 02:00:00")),
         (3, "French Fries", 4.99, T("2020-01-01 00:00:00"), epoch, none),
-        (4, "Milkshake", 3.99, T("2020-01-02 00:00:00"), T("2020-01-02 00:00:00"), none),
+        # a key never seen before starts at 1970-01-01, as on the first run (SQLMesh's engine)
+        (4, "Milkshake", 3.99, T("2020-01-02 00:00:00"), epoch, none),
     ]
 
     write_menu(
@@ -130,7 +132,7 @@ def test_scd_type_2_matches_the_worked_example_row_for_row(spark, make_project):
             (2, "Cheeseburger", 8.99, T("2020-01-01 00:00:00"), epoch, T("2020-01-02 02:00:00")),
             (2, "Cheeseburger", 8.99, T("2020-01-03 00:00:00"), T("2020-01-03 00:00:00"), none),
             (3, "French Fries", 4.99, T("2020-01-01 00:00:00"), epoch, none),
-            (4, "Milkshake", 3.99, T("2020-01-02 00:00:00"), T("2020-01-02 00:00:00"), T("2020-01-03 00:00:00")),
+            (4, "Milkshake", 3.99, T("2020-01-02 00:00:00"), epoch, T("2020-01-03 00:00:00")),
             (4, "Chocolate Milkshake", 3.99, T("2020-01-03 00:00:00"), T("2020-01-03 00:00:00"), none),
         ]
     )
@@ -138,6 +140,71 @@ def test_scd_type_2_matches_the_worked_example_row_for_row(spark, make_project):
     version = DeltaTable(table_uri(project, "db.menu_items")).version()
     assert run_model(spark, project, "db.menu_items", utc(2020, 1, 4)).version == version
     assert DeltaTable(table_uri(project, "db.menu_items")).version() == version
+
+
+NAIVE_SOURCE = """\
+- name: raw.naive
+  location: data/naive
+  format: delta
+"""
+NAIVE_MODELS = {
+    "models/last.sql": """
+        MODEL (name s.last_by_grp, kind INCREMENTAL_BY_UNIQUE_KEY (unique_key grp));
+        SELECT grp, id AS last_id, ts AS last_ts FROM raw.naive
+        QUALIFY ROW_NUMBER() OVER (PARTITION BY grp ORDER BY ts DESC) = 1
+    """,
+    "models/hist.sql": """
+        MODEL (name s.grp_history, kind SCD_TYPE_2 (unique_key grp, updated_at_name ts));
+        SELECT grp, id, ts FROM raw.naive QUALIFY ROW_NUMBER() OVER (PARTITION BY grp ORDER BY ts DESC) = 1
+    """,
+}
+
+
+def test_timestamps_without_time_zone_keep_their_type_through_every_merge(spark, make_project):
+    """A source's naive timestamps are TIMESTAMP_NTZ in Spark: the rows a merge reads back and writes again
+    keep that type, so the third and later runs still match the table (they failed as a destructive change
+    from timestamp to timestamp_ntz)."""
+    root = make_project({"sources.yaml": NAIVE_SOURCE, **NAIVE_MODELS})
+    project = load_project(root)
+
+    def add(rows: list[tuple]) -> None:
+        table = pa.table(
+            {
+                "grp": [r[0] for r in rows],
+                "id": pa.array([r[1] for r in rows], pa.int64()),
+                "ts": pa.array([datetime.fromisoformat(r[2]) for r in rows], pa.timestamp("us")),
+            }
+        )
+        write_deltalake(str(root / "data" / "naive"), table, mode="append")
+
+    add([("a", 1, "2024-01-01 09:00:00"), ("b", 2, "2024-01-01 10:00:00")])
+    for day, rows in enumerate(
+        ([("a", 3, "2024-01-02 08:00:00")], [("b", 4, "2024-01-03 07:00:00")], [("c", 5, "2024-01-04 06:00:00")]),
+        start=1,
+    ):
+        for name in NAIVE_MODELS_NAMES:
+            run_model(spark, project, name, utc(2024, 1, day + 1))
+        add(rows)
+    for name in NAIVE_MODELS_NAMES:
+        run_model(spark, project, name, utc(2024, 1, 5))
+        types = {f.name: f.type.type for f in DeltaTable(table_uri(project, name)).schema().fields}
+        assert types["last_ts" if name == "s.last_by_grp" else "ts"] == "timestamp_ntz", (name, types)
+    assert table_rows(table_uri(project, "s.last_by_grp"), drop=DROP) == [
+        ("a", 3, datetime(2024, 1, 2, 8)),
+        ("b", 4, datetime(2024, 1, 3, 7)),
+        ("c", 5, datetime(2024, 1, 4, 6)),
+    ]
+    epoch = datetime(1970, 1, 1)
+    assert table_rows(table_uri(project, "s.grp_history"), drop=DROP) == [
+        ("a", 1, datetime(2024, 1, 1, 9), epoch, datetime(2024, 1, 2, 8)),
+        ("a", 3, datetime(2024, 1, 2, 8), datetime(2024, 1, 2, 8), None),
+        ("b", 2, datetime(2024, 1, 1, 10), epoch, datetime(2024, 1, 3, 7)),
+        ("b", 4, datetime(2024, 1, 3, 7), datetime(2024, 1, 3, 7), None),
+        ("c", 5, datetime(2024, 1, 4, 6), epoch, None),
+    ]
+
+
+NAIVE_MODELS_NAMES = ("s.last_by_grp", "s.grp_history")
 
 
 UPDATES_SOURCE = """\
@@ -248,7 +315,7 @@ def test_scd_type_2_by_column_tracks_changes_of_the_listed_columns_only(spark, m
     # A renamed item is not a change (name is not compared); a new price closes the old row at execution time.
     write([(1, "green tea", 2.0), (2, "coffee", 3.5), (3, "juice", 4.0)])
     run_model(spark, project, "s.prices", utc(2024, 1, 2))
-    # 3 is deleted, then 2 changes again.
+    # 3 is deleted (it stays current: invalidate_hard_deletes is false by default, as SQLMesh's), 2 changes again.
     write([(1, "green tea", 2.0), (2, "coffee", 4.0)])
     run_model(spark, project, "s.prices", utc(2024, 1, 3))
     assert table_rows(table_uri(project, "s.prices"), drop=DROP) == [
@@ -256,7 +323,7 @@ def test_scd_type_2_by_column_tracks_changes_of_the_listed_columns_only(spark, m
         (2, "coffee", 3.0, epoch, T("2024-01-02 00:00:00")),
         (2, "coffee", 3.5, T("2024-01-02 00:00:00"), T("2024-01-03 00:00:00")),
         (2, "coffee", 4.0, T("2024-01-03 00:00:00"), None),
-        (3, "juice", 4.0, T("2024-01-02 00:00:00"), T("2024-01-03 00:00:00")),
+        (3, "juice", 4.0, T("2024-01-02 00:00:00"), None),
     ]
     # Another bucket count would separate a key's new rows from its old ones: refused until rebuilt.
     (root / "models" / "prices.sql").write_text(SCD_BY_COLUMN.replace("buckets 2", "buckets 3"))

@@ -117,7 +117,7 @@ class ScdType2:
     valid_from_name: str = "valid_from"
     valid_to_name: str = "valid_to"
     columns: tuple[str, ...] = ()
-    invalidate_hard_deletes: bool = True
+    invalidate_hard_deletes: bool = False  # SQLMesh's default: a key missing from the source stays current
     execution_time_as_valid_from: bool = False
     updated_at_as_valid_from: bool = False
     buckets: int = DEFAULT_BUCKETS

@@ -117,8 +117,10 @@ def all_buckets(uri: str, model: Any) -> list[str]:
 
 
 def committed_rows(executor: Session, uri: str, buckets: list[str] | None = None) -> DataFrame:
+    """The table's committed rows (of ``buckets``), each column of the Spark type that wrote it: rows written
+    back keep the table's types (a timestamp without time zone stays one)."""
     files = delta.committed_files(uri, buckets=buckets)
-    schema = from_arrow_schema(delta.arrow_schema(uri), prefer_timestamp_ntz=False)
+    schema = from_arrow_schema(delta.arrow_schema(uri), prefer_timestamp_ntz=True)
     if not files:
         return executor.spark.createDataFrame([], schema)
     return executor.spark.read.schema(schema).parquet(*files)
@@ -262,8 +264,18 @@ def _closes_and_inserts(
         .alias("s")
     )
     fresh = fresh.join(ended, _same_key("s", "e", keys), "left")
-    start_new = now if kind.by == "column" else F.col(f"s.`{kind.updated_at_name}`").cast("timestamp")
-    valid_from = F.coalesce(F.col("__changed_at"), F.greatest(start_new, F.coalesce(F.col("e.__ended"), start_new)))
+    # A key back after a delete starts at its change, no earlier than its last version ended; a key never seen
+    # before starts at the execution time (by column) or, as on the first run, at 1970-01-01 (by time; its
+    # updated_at with updated_at_as_valid_from), as SQLMesh's.
+    back_at = now if kind.by == "column" else F.col(f"s.`{kind.updated_at_name}`").cast("timestamp")
+    if kind.by == "column" or kind.updated_at_as_valid_from:
+        first_seen = back_at
+    else:
+        first_seen = F.lit(EPOCH).cast("timestamp")
+    last_end = F.col("e.__ended")
+    valid_from = F.coalesce(
+        F.col("__changed_at"), F.when(last_end.isNull(), first_seen).otherwise(F.greatest(back_at, last_end))
+    )
     inserts = fresh.select(
         *[F.col(f"s.`{c}`").alias(c) for c in columns], valid_from.cast(ts).alias(vf), null_ts.alias(vt)
     )
