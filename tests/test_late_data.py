@@ -227,19 +227,19 @@ def test_new_delta_data_is_read_from_the_commits_after_the_watermark_and_compact
     path = tmp_path / "events"
     for hour in (1, 2, 3):  # versions 0, 1, 2
         _events(path, [utc(2025, 6, 1, hour, 10)])
-    assert delta.added_time_ranges(str(path), 1, "ts") == (2, [(utc(2025, 6, 1, 3, 10), utc(2025, 6, 1, 3, 10))])
+    assert delta.changed_time_ranges(str(path), 1, "ts") == (2, [(utc(2025, 6, 1, 3, 10), utc(2025, 6, 1, 3, 10))])
     # A compaction rewrites the files (dataChange false): no new data.
     DeltaTable(str(path)).optimize.compact()
-    assert delta.added_time_ranges(str(path), 2, "ts") == (3, [])
+    assert delta.changed_time_ranges(str(path), 2, "ts") == (3, [])
     _events(path, [utc(2025, 6, 1, 4, 10)])  # version 4
-    assert delta.added_time_ranges(str(path), 3, "ts") == (4, [(utc(2025, 6, 1, 4, 10), utc(2025, 6, 1, 4, 10))])
+    assert delta.changed_time_ranges(str(path), 3, "ts") == (4, [(utc(2025, 6, 1, 4, 10), utc(2025, 6, 1, 4, 10))])
     # The commits after the watermark cleaned up behind a checkpoint: every file of the snapshot that may
     # be new counts (more recomputed than needed, nothing missed).
     table = DeltaTable(str(path))
     table.create_checkpoint()
     for version in range(4):
         (path / "_delta_log" / f"{version:020d}.json").unlink()
-    version, ranges = delta.added_time_ranges(str(path), 1, "ts")
+    version, ranges = delta.changed_time_ranges(str(path), 1, "ts")
     assert version == 4
     assert all(any(lo <= utc(2025, 6, 1, h, 10) <= hi for lo, hi in ranges) for h in (2, 3, 4))
 

@@ -31,7 +31,7 @@ from incremental_assets.delta.definition import (
 from incremental_assets.delta.files import host_tag, is_local
 from incremental_assets.delta.lock import LOCK_FILE, LOCK_TIMEOUT_ENV, writer_lock
 from incremental_assets.delta.snapshots import one_snapshot_per_table
-from incremental_assets.delta.source_log import added_time_ranges, still_at
+from incremental_assets.delta.source_log import changed_time_ranges, still_at
 from incremental_assets.delta.staging import (
     discard_staging,
     has_staged_rows,
@@ -89,7 +89,7 @@ __all__ = [
     "log_mark",
     "snapshot_files",
     "VacuumResult",
-    "added_time_ranges",
+    "changed_time_ranges",
     "arrow_schema",
     "built_with",
     "check_log",

@@ -1,7 +1,8 @@
-"""New data in a Delta source: the time range of each data file added since a version the automation saw.
+"""New data in a Delta source: the time range of each data file added or removed since a version the automation saw.
 
-Only the commits after that version are read (one small JSON file each), and in them only ``add``
-actions with ``dataChange: true``: a compaction (files rewritten with ``dataChange: false``), a
+Only the commits after that version are read (one small JSON file each), and in them only ``add`` and
+``remove`` actions with ``dataChange: true`` (a removed file's time range is the one the snapshot at that
+version recorded): a compaction (files rewritten with ``dataChange: false``), a
 checkpoint or a metadata change adds no rows and is never taken for new data. When the commit files
 after that version were cleaned up (log retention), the current snapshot is compared with the one at
 that version instead; when that version cannot be read either, every file of the current snapshot
@@ -14,6 +15,7 @@ import json
 import os
 from datetime import date, datetime, timezone
 from typing import Iterable
+from urllib.parse import unquote
 
 import pyarrow as pa
 from deltalake import DeltaTable
@@ -24,6 +26,8 @@ from incremental_assets.delta.tables import _column_type, _instant, open_table
 from incremental_assets.errors import StorageError
 
 Range = tuple[object | None, object | None]
+# A removed file whose rows' times are not known: they may have been anywhere.
+EVERY_RANGE: Range = (datetime(1000, 1, 1, tzinfo=timezone.utc), datetime(9000, 1, 1, tzinfo=timezone.utc))
 
 
 def still_at(uri: str, version: int) -> bool:
@@ -38,9 +42,11 @@ def still_at(uri: str, version: int) -> bool:
     )
 
 
-def added_time_ranges(uri: str, since_version: int, time_column: str) -> tuple[int, list[Range]]:
-    """The current version of a Delta table and the (min, max) of ``time_column`` in each data file
-    added with new data after ``since_version`` ((None, None) when a file has no statistics)."""
+def changed_time_ranges(uri: str, since_version: int, time_column: str) -> tuple[int, list[Range]]:
+    """The current version of a Delta table and the (min, max) of ``time_column`` in each data file added
+    with new data after ``since_version`` ((None, None) when a file has no statistics), and in each file
+    removed with its data since (a delete): its range as the snapshot at ``since_version`` had it, or all
+    time when that snapshot cannot be read."""
     current = open_table(uri)
     version = current.version()
     if version <= since_version:
@@ -50,16 +56,43 @@ def added_time_ranges(uri: str, since_version: int, time_column: str) -> tuple[i
         return version, _snapshot_ranges(uri, current, since_version, time_column)
     kind = _column_type(current, time_column.split(".")[0])
     partition_columns = set(current.metadata().partition_columns)
-    ranges = []
-    for add in actions:
-        if add.get("dataChange") is False:
+    ranges, removed = [], []
+    for name, action in actions:
+        if action.get("dataChange") is False:
             continue
-        ranges.append(_add_range(add, time_column, kind, partition_columns))
+        if name == "add":
+            ranges.append(_add_range(action, time_column, kind, partition_columns))
+        elif isinstance(action.get("path"), str):
+            removed.append(unquote(action["path"]))
+    if removed:
+        ranges.extend(_removed_ranges(uri, since_version, set(removed), time_column))
     return version, ranges
 
 
-def _commit_actions(uri: str, versions: Iterable[int]) -> list[dict] | None:
-    """Every ``add`` action of these commits, in order; None when a commit file is gone."""
+def _removed_ranges(uri: str, since_version: int, removed: set[str], time_column: str) -> list[Range]:
+    """The (min, max) of ``time_column`` of each removed file that the snapshot at ``since_version`` holds
+    (one added and removed after it is not); all time when that snapshot cannot be read."""
+    try:
+        before = open_table(uri, version=since_version)
+    except (DeltaError, StorageError, OSError):
+        return [EVERY_RANGE]
+    actions = pa.table(before.get_add_actions(flatten=True))
+    names = actions.column_names
+    out: list[Range] = []
+    for row in actions.to_pylist():
+        if unquote(row["path"]) not in removed:
+            continue
+        lo = row.get(f"min.{time_column}") if f"min.{time_column}" in names else None
+        hi = row.get(f"max.{time_column}") if f"max.{time_column}" in names else None
+        if lo is None and f"partition.{time_column}" in names:
+            lo = hi = _instant(row[f"partition.{time_column}"])
+        out.append((lo, hi) if lo is not None and hi is not None else EVERY_RANGE)
+    return out
+
+
+def _commit_actions(uri: str, versions: Iterable[int]) -> list[tuple[str, dict]] | None:
+    """Every ``add`` and ``remove`` action of these commits, in order, each with its name; None when a commit
+    file is gone."""
     fs, base = filesystem(uri)
     out = []
     for version in versions:
@@ -74,14 +107,15 @@ def _commit_actions(uri: str, versions: Iterable[int]) -> list[dict] | None:
                 return None
             raise StorageError(f"cannot read {path}: {exc}") from None
         for line in text.splitlines():
-            if '"add"' not in line:
+            if '"add"' not in line and '"remove"' not in line:
                 continue
             try:
                 action = json.loads(line)
             except ValueError:
                 continue  # a damaged commit file is reported by the integrity check of its own table
-            if isinstance(action, dict) and isinstance(action.get("add"), dict):
-                out.append(action["add"])
+            for name in ("add", "remove"):
+                if isinstance(action, dict) and isinstance(action.get(name), dict):
+                    out.append((name, action[name]))
     return out
 
 

@@ -3,7 +3,9 @@ sensor, ``run --auto`` and the per-model schedules, so all three see late data a
 
 :func:`observe_sources` is the only writer. Under a lock (a file in the Dagster home) it reads, per
 source, what arrived since the watermark it keeps (a Delta version: only the commits after it, and only
-their ``add`` actions with new data; or the newest file modification time), turns the new rows' time
+their ``add`` and ``remove`` actions with new data; or the newest file modification time, with the files
+seen at the last look: one that arrives keeping an older time is new, one that is gone took its rows along,
+wherever they were), turns the new rows' time
 ranges into the intervals of the models reading the source directly (their lookback included, see
 :func:`touched_by_sources`; a source without a time column, read whole, only says that it changed, and
 reaches its unpartitioned readers) and stores each as an entry with the event-log storage id and the time at
@@ -63,6 +65,10 @@ from incremental_assets.plan.analyses import input_bound
 STATE_KEY = "incremental_assets/source_watch"
 STATE_VERSION = 1
 LOCK_NAME = ".incremental_assets_source_watch.lock"
+FILES_KEY = "incremental_assets/source_files"  # each file source's data files at the last look
+MAX_LISTED = 20_000
+# The source intervals of rows taken away from where they were is not known (a removed file): all of them.
+EVERY_SOURCE_INTERVAL = TimeWindow(datetime(1000, 1, 1, tzinfo=timezone.utc), datetime(9000, 1, 1, tzinfo=timezone.utc))
 MICROSECOND = timedelta(microseconds=1)  # the smallest step of a timestamp: a row at `hi` is before `hi + MICROSECOND`
 WATCHED_FORMATS = ("delta", "parquet", "csv", "json")
 
@@ -83,15 +89,29 @@ def changed_windows(
     return merge(out)
 
 
+@dataclass
+class FileList:
+    """The data files of a file source at the last look (None: not known) and at this one: a file that
+    appears with an older modification time (moved or copied in keeping its time) is new data all the same,
+    and a file that is gone took its rows along."""
+
+    before: frozenset[str] | None = None
+    now: frozenset[str] | None = None
+
+
 def _file_ranges(
-    source: Source, since: float, tz: tzinfo = timezone.utc
+    source: Source, since: float, tz: tzinfo = timezone.utc, listed: FileList | None = None
 ) -> tuple[float, list[tuple[datetime | None, datetime | None]], list[str]]:
-    """Files of a file source modified after ``since`` (a one-file source rewritten in place is new data):
-    the mtime to continue from, each readable file's intervals, and the files that could not be read yet
-    (half-written: read again next tick)."""
+    """Files of a file source modified after ``since`` (a one-file source rewritten in place is new data), or
+    not there at the last look (``listed.before``): the mtime to continue from, each readable file's
+    intervals, and the files that could not be read yet (half-written: read again next tick)."""
     root = Path(source.location)
     files = [Path(f) for f in source_data_files(source.location)]
-    new = [(p, p.stat().st_mtime) for p in files if p.stat().st_mtime > since]
+    known = listed.before if listed is not None else None
+    stats = [(p, p.stat().st_mtime) for p in files]
+    new = [(p, m) for p, m in stats if m > since or (known is not None and str(p) not in known)]
+    if listed is not None:
+        listed.now = frozenset(str(p) for p in files)
     ranges: list[tuple[datetime | None, datetime | None]] = []
     unreadable: list[tuple[Path, float]] = []
     grain = "hour" if source.interval_unit == "hour" else "day"
@@ -103,8 +123,11 @@ def _file_ranges(
             continue
         ranges.extend((start, start) for start in starts)
     if unreadable:
-        # Continue from just before the oldest unreadable file: it is read again (others twice, harmlessly).
+        # Continue from just before the oldest unreadable file: it is read again (others twice, harmlessly);
+        # one that came with an older time is read again because it stays out of the list kept.
         resume = min(m for _, m in unreadable) - 1e-6
+        if listed is not None and listed.now is not None:
+            listed.now = listed.now - {str(p) for p, _ in unreadable}
     else:
         resume = max([since, *(m for _, m in new)])
     return resume, ranges, [str(p) for p, _ in unreadable]
@@ -135,9 +158,12 @@ def _interval_starts(source: Source, root: Path, path: Path, grain: str, tz: tzi
 
 
 def source_changes(
-    source: Source, marker: str | None, tz: tzinfo = timezone.utc
+    source: Source, marker: str | None, tz: tzinfo = timezone.utc, listed: FileList | None = None
 ) -> tuple[str, list[TimeWindow], str | None]:
-    """A source's new marker, the source intervals its new data touches, and a note (or None).
+    """A source's new marker, the source intervals its new data touches, and a note (or None). Rows taken
+    away (a data file removed, a Delta commit removing files) touch the intervals they were in; where those
+    are not known (a file that is gone), every interval. ``listed``: a file source's files at the last look,
+    filled with this look's.
 
     Without a marker (first tick) the current state is remembered and nothing counts as new: intervals
     that are missing are requested anyway.
@@ -158,7 +184,7 @@ def source_changes(
                 [],
                 f"{source.name}: the table went back from version {seen} to {current}; watching from there",
             )
-        version, added = delta.added_time_ranges(source.location, seen, source.time_column or "")
+        version, added = delta.changed_time_ranges(source.location, seen, source.time_column or "")
         ranges = [
             (instant(lo, time_format=source.time_format, tz=tz), instant(hi, time_format=source.time_format, tz=tz))
             for lo, hi in added
@@ -166,14 +192,17 @@ def source_changes(
         return f"v{version}", changed_windows(ranges, unit), None
     if not marker or not marker.startswith("t"):
         files = [Path(f) for f in source_data_files(source.location)]
+        if listed is not None:
+            listed.now = frozenset(str(p) for p in files)
         return f"t{max((p.stat().st_mtime for p in files), default=0.0)!r}", [], None
-    resume, ranges, unreadable = _file_ranges(source, float(marker[1:]), tz)
-    note = (
-        f"{source.name}: {len(unreadable)} file(s) not readable yet (half-written?), read again next tick"
-        if unreadable
-        else None
-    )
-    return f"t{resume!r}", changed_windows(ranges, unit), note
+    resume, ranges, unreadable = _file_ranges(source, float(marker[1:]), tz, listed)
+    notes = [f"{len(unreadable)} file(s) not readable yet (half-written?), read again next tick"] if unreadable else []
+    windows = changed_windows(ranges, unit)
+    gone = sorted(listed.before - listed.now) if listed and listed.before is not None and listed.now is not None else []
+    if gone:
+        windows = [EVERY_SOURCE_INTERVAL]
+        notes.append(f"{len(gone)} file(s) removed ({gone[0]}...): every interval of its readers is computed again")
+    return f"t{resume!r}", windows, (f"{source.name}: " + "; ".join(notes)) if notes else None
 
 
 def whole_source_changes(source: Source, marker: str | None) -> tuple[str, bool, str | None]:
@@ -316,6 +345,25 @@ def _locked(instance: dg.DagsterInstance) -> Iterator[None]:
         os.close(fd)  # closing drops the flock
 
 
+def _listed_key(project: Project, source: Source) -> str:
+    return f"{FILES_KEY}:{project.settings.warehouse}:{source.name}"
+
+
+def _listed(instance: dg.DagsterInstance, project: Project, source: Source) -> FileList:
+    """A file source's data files at the last look, kept in the instance beside the record (not known for a
+    source of more than :data:`MAX_LISTED` files)."""
+    key = _listed_key(project, source)
+    raw = instance.run_storage.get_cursor_values({key}).get(key)
+    return FileList(frozenset(json.loads(raw)) if raw else None)
+
+
+def _keep_listed(instance: dg.DagsterInstance, project: Project, source: Source, listed: FileList) -> None:
+    if listed.now is None or listed.now == listed.before:
+        return
+    value = json.dumps(sorted(listed.now)) if len(listed.now) <= MAX_LISTED else ""
+    instance.run_storage.set_cursor_values({_listed_key(project, source): value})
+
+
 def read_state(instance: dg.DagsterInstance, project: Project) -> WatchState:
     key = _key(project)
     return WatchState.parse(instance.run_storage.get_cursor_values({key}).get(key))
@@ -351,9 +399,12 @@ def observe_sources(
             if source.name not in read or not watched(source):
                 continue
             if source.time_column:
+                listed = _listed(instance, project, source) if source.format != "delta" else None
                 marker, touched, note = source_changes(
-                    source, state.sources.get(source.name), zone(project.settings.timezone)
+                    source, state.sources.get(source.name), zone(project.settings.timezone), listed
                 )
+                if listed is not None:
+                    _keep_listed(instance, project, source, listed)
             else:
                 marker, whole, note = whole_source_changes(source, state.sources.get(source.name))
                 touched = [TimeWindow(START_OF_TIME, END_OF_TIME)] if whole else []
