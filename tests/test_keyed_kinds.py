@@ -712,3 +712,44 @@ def test_unique_key_when_matched_updates_only_what_its_clauses_say(spark, make_p
         ("eu", 2, "b", T("2024-01-02 02:00:00")),
         ("us", 3, "c", T("2024-01-02 03:00:00")),
     ]
+
+
+def test_a_unique_key_model_reads_up_to_each_command_s_end(spark, make_project, monkeypatch, tmp_path, capsys):
+    """Past data replayed command by command (``run --auto --end``): each run reads from where the last one
+    ended up to the command's end, as SQLMesh's ``run --end`` (before, every run after the first read from
+    the wall clock of the previous one, so rows of the past were never read again)."""
+    from helpers import cli_output
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    root = make_project(
+        {
+            "sources.yaml": "- {name: raw.events, location: data/events, format: delta, time_column: ts}\n",
+            "models/last.sql": """
+                MODEL (name s.last_by_grp, kind INCREMENTAL_BY_UNIQUE_KEY (unique_key grp));
+                SELECT grp, id AS last_id, ts AS last_ts FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt
+                QUALIFY ROW_NUMBER() OVER (PARTITION BY grp ORDER BY ts DESC) = 1
+            """,
+        }
+    )
+
+    def add(rows: list[tuple]) -> None:
+        table = pa.table(
+            {
+                "id": pa.array([r[0] for r in rows], pa.int64()),
+                "grp": [r[1] for r in rows],
+                "ts": pa.array([r[2] for r in rows], pa.timestamp("us", tz="UTC")),
+            }
+        )
+        write_deltalake(str(root / "data" / "events"), table, mode="append")
+
+    add([(1, "a", utc(2024, 1, 1, 9)), (2, "a", utc(2024, 1, 2, 23, 30)), (3, "b", utc(2024, 1, 3))])
+    code, out = cli_output(root, capsys, "run", "--auto", "--end", "2024-01-03")
+    assert code == 0, out
+    project = load_project(root)
+    assert [r[:2] for r in table_rows(table_uri(project, "s.last_by_grp"))] == [("a", 2)]
+    assert delta.last_commit_metadata(table_uri(project, "s.last_by_grp"))["window_end"].startswith("2024-01-03")
+
+    add([(4, "b", utc(2024, 1, 4, 10))])
+    code, out = cli_output(root, capsys, "run", "--auto", "--end", "2024-01-05")
+    assert code == 0, out
+    assert [r[:2] for r in table_rows(table_uri(project, "s.last_by_grp"))] == [("a", 2), ("b", 4)]

@@ -199,7 +199,8 @@ def unpartitioned_plan(
         context.log.info(f"{model.name}: full refresh: rebuilding the table from scratch, committed as one transaction")
     elif target is not None and target.exists and target.is_backfill(model):
         context.log.info(f"{model.name}: definition changed since its table was built: rebuilding it from scratch")
-    return plan_run(project, model, None, execution_time=execution_time, target=target)
+    end = to_utc(context.run.tags[tags.END_TAG]) if context.run.tags.get(tags.END_TAG) else None
+    return plan_run(project, model, None, execution_time=execution_time, target=target, end=end)
 
 
 def check_upstreams(

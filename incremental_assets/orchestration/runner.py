@@ -118,9 +118,10 @@ class Runner:
         rebuild: bool = False,
         built_with: str | None = _UNREAD,
         full_refresh: bool = False,
+        end: datetime | None = None,
     ) -> RunRecord:
-        """One Dagster run of the model over ``window``; ``built_with`` is the table's fingerprint when the
-        caller has already read it (the run then does not read it again; otherwise the run reads it)."""
+        """One Dagster run of the model over ``window`` (or up to ``end``, a unique-key model); ``built_with`` is
+        the table's fingerprint when the caller has read it already (the run then does not read it again)."""
         key = self.translator.get_asset_key(model)
         run_tags: dict[str, str] = {
             tags.LAUNCHED_BY_TAG: "cli",
@@ -134,6 +135,8 @@ class Runner:
             run_tags[tags.REBUILD_TAG] = "true"
         if full_refresh:
             run_tags[tags.FULL_REFRESH_TAG] = "true"
+        if window is None and end is not None:
+            run_tags[tags.END_TAG] = end.isoformat()
         if window is not None and model.is_incremental and built_with is not _UNREAD:
             run_tags[tags.BUILT_WITH_TAG] = built_with or ""
         partitions = self.translator.get_partitions_def(model)
@@ -215,7 +218,7 @@ class Runner:
                     report.records.append(_skipped(model.name, window))
                     failed_models.add(model.name)
                     continue
-                record = self._run_queued(model, window, queue, allow_downgrade, full_refresh)
+                record = self._run_queued(model, window, queue, allow_downgrade, full_refresh, end)
                 report.records.append(record)
                 queue.ran.add(model.name)
                 done += len(batches(window, model.unit, 1)) if window else 1
@@ -247,7 +250,13 @@ class Runner:
         return [*runs, *extra], sum(len(batches(w, model.unit, 1)) for w in extra)
 
     def _run_queued(
-        self, model: SqlModel, window: TimeWindow | None, queue: RunQueue, allow_downgrade: bool, full_refresh: bool
+        self,
+        model: SqlModel,
+        window: TimeWindow | None,
+        queue: RunQueue,
+        allow_downgrade: bool,
+        full_refresh: bool,
+        end: datetime | None,
     ) -> RunRecord:
         """Run one window of the queue: as a rebuild when the queue says so, against the definition the
         table was found built with."""
@@ -258,6 +267,7 @@ class Runner:
             rebuild=model.name in queue.rebuilds,
             built_with=queue.built.get(model.name, _UNREAD),
             full_refresh=full_refresh,
+            end=end,
         )
 
     def _apply_and_observe(

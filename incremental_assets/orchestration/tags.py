@@ -29,6 +29,9 @@ HOST_TAG = "incremental_assets/host"
 ALLOW_DOWNGRADE_TAG = "incremental_assets/allow_downgrade"
 # ISO-8601 instant a run treats as its execution time (SCD type 2 closes deleted rows at it; macros see it).
 EXECUTION_TIME_TAG = "incremental_assets/execution_time"
+# ISO-8601 instant a command ended its runs at (--end): a unique-key run reads up to it when it is before the
+# execution time, as SQLMesh's run --end does.
+END_TAG = "incremental_assets/end"
 # A run tagged so rebuilds the model from its start: one commit replacing the whole table.
 REBUILD_TAG = "incremental_assets/rebuild"
 # A rebuild the user asked for (--full-refresh): its rows may change anywhere, whatever the definition says.

@@ -214,11 +214,13 @@ def plan_run(
     execution_time: datetime | None = None,
     allow_downgrade: bool = False,
     target: TargetState | None = None,
+    end: datetime | None = None,
 ) -> RunPlan:
     """Plan one run of ``model``. Incremental models need an aligned window inside [start, end).
 
     Merge-style kinds read ``target`` (default: no table yet): a unique-key model's macro window runs
-    from the previous run's end to the execution time; a cursor model's ``@last_value`` is its MAX(cursor).
+    from the previous run's end to the execution time (or an earlier ``end``); a cursor's ``@last_value``
+    is its MAX(cursor).
 
     The model's analysis decides how much of each time-series input is read (its derived lookback);
     a refused model raises UnsafeIncrementalError unless ``allow_downgrade``, which rebuilds it from
@@ -237,7 +239,7 @@ def plan_run(
     if isinstance(kind, IncrementalByTimeRange):
         window, bounds, downgraded = _incremental_window(model, window, analysis, allow_downgrade)
     elif isinstance(kind, UniqueKey):
-        window = unique_key_window(model, state, execution_time)
+        window = unique_key_window(model, state, execution_time, end)
     else:
         window = None
     query, inputs = _query_and_inputs(project, model, window, bounds, execution_time, state)
@@ -252,20 +254,9 @@ def plan_run(
     )
     definition = definition_of(project, model.name)
     return RunPlan(
-        model.name,
-        window,
-        query,
-        tuple(inputs),
-        write,
-        model.fingerprint,
-        safety,
-        downgraded,
-        execution_time,
-        target,
-        pre,
-        post,
-        definition,
-    )
+        model.name, window, query, tuple(inputs), write, model.fingerprint, safety, downgraded, execution_time,
+        target, pre, post, definition,
+    )  # fmt: skip
 
 
 def _statement_views(project: Project, model: SqlModel, inputs: list[InputRead]) -> dict[str, str]:
@@ -377,13 +368,17 @@ def _incremental_window(
     return TimeWindow(model.start or window.start, window.end), None, True
 
 
-def unique_key_window(model: SqlModel, target: TargetState, execution_time: datetime) -> TimeWindow:
+def unique_key_window(
+    model: SqlModel, target: TargetState, execution_time: datetime, end: datetime | None = None
+) -> TimeWindow:
     """What a unique-key run covers: from where the last committed run ended (or the model's start)
-    to the execution time, so ``@start_ds``/``@end_ds`` filters read each source row once. A run that
-    starts over (full refresh, changed definition) reads from the model's start."""
+    to the execution time, or to ``end`` (a command's ``--end``) when that is before it, so
+    ``@start_ds``/``@end_ds`` filters read each source row once, and a replay of past data reads it in the
+    steps the commands gave. A run that starts over (full refresh, changed definition) reads from the
+    model's start."""
     start = (None if target.is_backfill(model) else target.window_end) or model.start or EPOCH
-    end = max(execution_time, start + IntervalUnit.HOUR.nominal)
-    return TimeWindow(start, end)
+    stop = min(execution_time, to_utc(end)) if end is not None else execution_time
+    return TimeWindow(start, max(stop, start + IntervalUnit.HOUR.nominal))
 
 
 def cursor_macros(model: SqlModel, target: TargetState) -> dict[str, exp.Expr]:
