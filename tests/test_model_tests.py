@@ -34,3 +34,55 @@ def test_failing_model_test_prints_a_row_diff(spark, make_project, capsys):
     assert "FAIL test_wrong_expectation (s.daily, daily.yaml)" in out
     assert "-ds=2024-01-02  n=6.0" in out and "+ds=2024-01-02  n=5.0" in out
     assert "1 passed" not in out and "0 passed, 1 failed" in out
+
+
+HOURLY = """
+MODEL (name s.hourly, kind INCREMENTAL_BY_TIME_RANGE (time_column hour_ts), interval_unit hour);
+SELECT DATE_TRUNC('hour', ts) AS hour_ts, COUNT(*) AS n FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt
+GROUP BY 1
+"""
+EVENTS = (
+    "- {name: raw.events, location: data/events, format: parquet, time_column: ts, columns: {id: int, ts: timestamp}}\n"
+)
+ROWS = """
+    raw.events:
+      - {id: 1, ts: '2024-01-01 10:05:00'}
+      - {id: 2, ts: '2024-01-01 11:59:59'}
+      - {id: 3, ts: '2024-01-01 12:00:00'}
+      - {id: 4, ts: '2024-01-02 00:00:00'}
+"""
+ENDS = f"""
+end_with_a_time_is_exclusive:
+  model: s.hourly
+  inputs:{ROWS}
+  outputs:
+    query:
+      - {{hour_ts: '2024-01-01 10:00:00', n: 1}}
+      - {{hour_ts: '2024-01-01 11:00:00', n: 1}}
+  vars: {{start: '2024-01-01 10:00:00', end: '2024-01-01 12:00:00'}}
+end_inside_an_interval_ends_after_it:
+  model: s.hourly
+  inputs:{ROWS}
+  outputs:
+    query:
+      - {{hour_ts: '2024-01-01 10:00:00', n: 1}}
+      - {{hour_ts: '2024-01-01 11:00:00', n: 1}}
+  vars: {{start: '2024-01-01 10:00:00', end: '2024-01-01 11:59:59.999999'}}
+end_as_a_date_names_its_last_day:
+  model: s.hourly
+  inputs:{ROWS}
+  outputs:
+    query:
+      - {{hour_ts: '2024-01-01 10:00:00', n: 1}}
+      - {{hour_ts: '2024-01-01 11:00:00', n: 1}}
+      - {{hour_ts: '2024-01-01 12:00:00', n: 1}}
+  vars: {{start: '2024-01-01', end: '2024-01-01'}}
+"""
+
+
+def test_vars_end_is_read_as_sqlmesh_reads_it(spark, make_project, capsys):
+    """A date names the last day (inclusive); a time of day is exclusive, or ends after the interval it is in."""
+    root = make_project({"sources.yaml": EVENTS, "models/hourly.sql": HOURLY, "tests/ends.yaml": ENDS})
+    code = cli.main(["test", "--project", str(root)])
+    out = capsys.readouterr().out
+    assert code == 0 and "3 passed, 0 failed" in out, out

@@ -33,6 +33,7 @@ from sqlglot import exp
 
 from incremental_assets.errors import IncrementalAssetsError, ModelFileError, WindowError
 from incremental_assets.model.intervals import (
+    IntervalUnit,
     TimeWindow,
     is_boundary,
     next_boundary,
@@ -163,12 +164,23 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
 def _window(test: ModelTest, unit: str) -> TimeWindow:
+    """The test's window, read as SQLMesh reads ``vars``: an ``end`` that is a date names its last day
+    (inclusive), one with a time of day is exclusive (``12:00:00`` stops before noon; ``11:59:59.999999``
+    ends after the 11:00 interval); without an end, the start's interval alone."""
     start = to_utc(test.start) if test.start is not None else _EPOCH
-    end = to_utc(test.end) if test.end is not None else start
-    # SQLMesh's `end` names the last interval (inclusive): the window ends after it.
-    if is_boundary(end, unit):
-        end = next_boundary(end, unit)
-    return TimeWindow(start, end)
+    if test.end is None:
+        return TimeWindow(start, next_boundary(start, unit) if is_boundary(start, unit) else start)
+    end = to_utc(test.end)
+    if _is_date(test.end):
+        end = end + dt.timedelta(days=1)
+    return TimeWindow(start, IntervalUnit.of(unit).ceil(end))
+
+
+def _is_date(value: Any) -> bool:
+    """A ``vars`` value without a time of day: a YAML date, or text such as ``2024-01-02``."""
+    if isinstance(value, dt.datetime):
+        return False
+    return isinstance(value, dt.date) or (isinstance(value, str) and len(value.strip()) <= 10)
 
 
 class _FixtureExecutor(Executor):
