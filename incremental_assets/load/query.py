@@ -24,6 +24,7 @@ from incremental_assets.load.macros.window_conditions import (
     first_variant,
     runtime_variants,
 )
+from incremental_assets.load.spark_semantics import with_spark_semantics
 from incremental_assets.load.sql_text import parentheses, skip_space_and_comments
 from incremental_assets.model.kinds import CURSOR_MACROS
 from incremental_assets.model.sql_model import DATE_MACROS, TableReference
@@ -217,6 +218,7 @@ def parse_model_body(
     check_tree_depth(query, path, 0)
     if this_model is not None:
         _name_this_model(query, this_model)
+    with_spark_semantics(query, dialect)  # what counts or numbers differently in Spark keeps the dialect's meaning
     for param in query.find_all(exp.Parameter):
         if param.name not in DATE_MACROS | CURSOR_MACROS:
             raise ModelFileError(
