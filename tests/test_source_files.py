@@ -98,3 +98,23 @@ def test_a_file_that_is_not_parquet_or_half_written_is_one_line(root, capsys):
     (folder / "tmp.parquet").unlink()
     assert run(root, capsys, "--start", "2024-01-01", "--end", "2024-01-07")[0] == 0
     assert [r[0] for r in table_rows(uri)] == [datetime(2024, 1, d).date() for d in (1, 2, 4, 5, 6)]
+
+
+def test_a_file_with_nanosecond_timestamps_names_source_file_column_and_the_fix(root, capsys):
+    """pandas writes timestamps in nanoseconds by default; Spark reads none and names no file."""
+    import pandas as pd
+
+    folder = root / "data" / "ev"
+    pandas_file = folder / "day-05.parquet"
+    frame = pd.DataFrame({"ts": pd.to_datetime(["2024-01-05 01:00", "2024-01-05 02:00"], utc=True), "v": [1, 2]})
+    frame.to_parquet(pandas_file)
+    assert pq.read_schema(pandas_file).field("ts").type.unit == "ns"
+
+    code, lines = run(root, capsys, "--start", "2024-01-05", "--end", "2024-01-06")
+    assert code == 2, lines
+    assert any(
+        line.strip().startswith(f"source raw.ev: file {pandas_file}: column ts holds timestamps in nanoseconds")
+        and "coerce_timestamps='us'" in line
+        for line in lines
+    ), lines
+    assert not any("Py4J" in line or "at org.apache" in line or "Traceback" in line for line in lines)

@@ -12,8 +12,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable, write_deltalake
 
-from helpers import cli_output, table_rows, table_uri
 from incremental_assets.load.project import load_project
+
+from helpers import cli_output, table_rows, table_uri
 
 FOLDER_SOURCE = """
 - name: raw.events
@@ -95,7 +96,9 @@ def test_a_removed_file_and_one_moved_in_with_an_older_time_reach_every_reader(
     assert "s.total: nothing it reads changed since its last run" in out, out
 
 
-def test_a_delta_commit_that_only_removes_files_reaches_every_reader(spark, make_project, monkeypatch, tmp_path, capsys):
+def test_a_delta_commit_that_only_removes_files_reaches_every_reader(
+    spark, make_project, monkeypatch, tmp_path, capsys
+):
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
     root = make_project({"sources.yaml": DELTA_SOURCE, **MODELS})
     location = str(root / "data" / "events")

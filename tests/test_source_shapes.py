@@ -309,3 +309,29 @@ def test_a_bad_record_is_one_line_naming_source_file_line_and_column(spark, make
             Executor(spark, project).execute(plan)
     assert str(failed.value) == line
     assert not delta.exists(delta.table_uri(project.settings.warehouse, model.name))
+
+
+def test_a_csv_text_time_that_looks_like_a_number_is_read_as_its_format_says(
+    spark, make_project, monkeypatch, tmp_path, capsys
+):
+    """``20240101`` with ``time_column_format '%Y%m%d'``: the CSV reader infers an integer; the source's format
+    says text, so it is read as text (before: Spark's internal error)."""
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    source = (
+        "- {name: raw.events, location: data/events.csv, format: csv, time_column: ds, time_column_format: '%Y%m%d'}\n"
+    )
+    model = """
+        MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column day), start '2024-01-01');
+        SELECT CAST(TO_TIMESTAMP(ds, 'yyyyMMdd') AS DATE) AS day, COUNT(*) AS n, SUM(amount) AS amount
+        FROM raw.events WHERE ds BETWEEN DATE_FORMAT(@start_ds, 'yyyyMMdd') AND DATE_FORMAT(@end_ds, 'yyyyMMdd')
+        GROUP BY 1
+    """
+    root = make_project({"sources.yaml": source, "models/daily.sql": model})
+    (root / "data").mkdir()
+    (root / "data" / "events.csv").write_text("ds,amount\n20240101,1.0\n20240102,2.0\n20240102,0.5\n")
+    capsys.readouterr()
+    code = cli.main(["run", "--auto", "--end", "2024-01-03", "--project", str(root)])
+    out = capsys.readouterr()
+    assert code == 0, out.out + out.err
+    uri = delta.table_uri(load_project(root).settings.warehouse, "s.daily")
+    assert [(r[0], r[1], r[2]) for r in table_rows(uri)] == [(date(2024, 1, 1), 1, 1.0), (date(2024, 1, 2), 2, 2.5)]

@@ -49,6 +49,17 @@ def read_table_window(
     return rows.drop(delta.PARTITION_COLUMN), len(files)
 
 
+def _text_time(source: Source, df: DataFrame) -> DataFrame:
+    """A CSV time column with a text ``time_format`` whose values look like numbers (``20240101``, inferred as
+    an integer) is read as the text it is, as the format says."""
+    column = source.time_column
+    if not source.time_format or not column or source.columns or column not in df.columns:
+        return df
+    if df.schema[column].dataType.typeName() not in ("integer", "long", "short", "decimal", "double"):
+        return df
+    return df.withColumn(column, F.col(f"`{column}`").cast("string"))
+
+
 class Inputs:
     """Reads and registers the inputs of a project's plans on one SparkSession."""
 
@@ -95,7 +106,7 @@ class Inputs:
             reader = reader.option("header", "true")
             if not source.columns:
                 reader = reader.option("inferSchema", "true")
-        return reader.format(source.format).load(source.location), source.location
+        return _text_time(source, reader.format(source.format).load(source.location)), source.location
 
     def _parquet_window(self, source: Source, window: TimeWindow) -> tuple[DataFrame, str]:
         """A Parquet source (one file or a folder) read from only the files whose time statistics overlap

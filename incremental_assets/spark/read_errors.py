@@ -17,6 +17,7 @@ import re
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from incremental_assets.delta.files import is_local, source_data_files
 from incremental_assets.errors import SourceDataError
 from incremental_assets.model.project import Project
 from incremental_assets.spark.text_records import bad_record
@@ -32,6 +33,8 @@ _NOT_PARQUET = re.compile(r"is not a Parquet file|Could not read footer|CANNOT_R
 def unreadable_input(exc: BaseException, project: Project) -> SourceDataError | None:
     """The one-line error for a Spark failure to read a source's or a model table's file (None: not that)."""
     text = str(exc)
+    if "TIMESTAMP(NANOS" in text:
+        return _nanoseconds(project)
     found = _FILE.search(text)
     if found is None:
         return bad_record(text, project)
@@ -62,6 +65,34 @@ def unreadable_input(exc: BaseException, project: Project) -> SourceDataError | 
         return None
     return SourceDataError(
         f"{owner}: file {path} cannot be read: {cause.strip()[:300]} (fix: replace or move the file out of {folder})"
+    )
+
+
+NANOS_FIX = (
+    "write it in microseconds, e.g. pandas `df.to_parquet(path, coerce_timestamps='us', "
+    "allow_truncated_timestamps=True)` or pyarrow `pq.write_table(table, path, coerce_timestamps='us')`"
+)
+
+
+def _nanoseconds(project: Project) -> SourceDataError:
+    """Spark reads no Parquet timestamp in nanoseconds (pandas writes them so by default) and does not say
+    which file has one: the first local Parquet source file with such a column is named."""
+    for source in project.sources.values():
+        if source.format != "parquet" or not is_local(source.location):
+            continue
+        for path in source_data_files(source.location):
+            try:
+                schema = pq.read_schema(path)
+            except (OSError, pa.ArrowException):
+                continue
+            for field in schema:
+                if pa.types.is_timestamp(field.type) and field.type.unit == "ns":
+                    return SourceDataError(
+                        f"source {source.name}: file {path}: column {field.name} holds timestamps in nanoseconds, "
+                        f"which Spark cannot read (fix: {NANOS_FIX})"
+                    )
+    return SourceDataError(
+        f"a Parquet input holds timestamps in nanoseconds, which Spark cannot read (fix: {NANOS_FIX})"
     )
 
 
