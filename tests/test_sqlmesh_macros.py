@@ -570,6 +570,29 @@ def test_star_and_union_use_the_declared_source_columns_and_macros_read_locals(m
     assert both.depends_on == ("raw.a", "raw.b")
 
 
+def test_star_and_union_over_models_use_their_declared_columns_whatever_the_file_order(make_project):
+    """As over sources: a model's MODEL header ``columns`` are what @STAR and @UNION read, also when the model
+    reading them is in a file read before the model's own."""
+    root = make_project(
+        {
+            "sources.yaml": "- name: raw.events\n  location: data/events\n  format: parquet\n",
+            "models/a_star.sql": "MODEL (name s.star, kind FULL);\n"
+            "SELECT @STAR(s.z_base, b, exclude := [grp]) FROM s.z_base AS b",
+            "models/a_union.sql": "MODEL (name s.u, kind FULL);\n@UNION('all', s.z_base, s.z_base)",
+            "models/z_base.sql": "MODEL (name s.z_base, kind FULL, columns (id INT, grp TEXT));\n"
+            "SELECT id, grp FROM raw.events",
+        }
+    )
+    project = load_project(root)
+    assert project.model("s.star").query.sql("spark") == "SELECT CAST(`b`.`id` AS INT) AS `id` FROM s.z_base AS b"
+    union = project.model("s.u")
+    assert union.query.sql("spark") == (
+        "SELECT CAST(id AS INT) AS id, CAST(grp AS STRING) AS grp FROM s.z_base "
+        "UNION ALL SELECT CAST(id AS INT) AS id, CAST(grp AS STRING) AS grp FROM s.z_base"
+    )
+    assert union.depends_on == ("s.z_base",)
+
+
 def test_project_variables_render_as_values_by_name_and_with_var():
     from incremental_assets.load.macros.evaluator import MacroContext
 

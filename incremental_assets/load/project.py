@@ -283,25 +283,40 @@ def _load_models(
     defaults = config.default_properties()
     dialect = config.dialect or settings.dialect
     deferred: list[Callable[..., SqlModel]] = []
+    waiting: dict[Path, ModelFileError] = {}  # files whose macros asked for columns of models not read yet
     for path in _model_files(models_dir):
         try:
             if path.suffix == ".sql":
-                texts = expand_blueprints(read_model_text(path), path)
-                found = [
-                    parsed.parse(
-                        path, text=t, dialect=dialect, defaults=defaults, variables=config.variables, macros=macros
-                    )
-                    for t in texts
-                ]
+                found = _parse_sql(parsed, path, dialect, defaults, config, macros)
             else:
                 found = load_python_models(
                     path, root=models_dir.parent, defaults=defaults, dialect=dialect, macros=macros, deferred=deferred
                 )
         except ModelFileError as exc:
-            errors.append(exc)
+            if path.suffix == ".sql" and macros is not None and COLUMNS_UNKNOWN in str(exc):
+                waiting[path] = exc
+            else:
+                errors.append(exc)
             continue
         for model in found:
             _add_model(models, model, sources, errors)
+    while waiting:  # again with the columns the models read so far declare, until no file gets further
+        assert macros is not None
+        known = {name: dict(m.columns) for name, m in models.items() if m.columns}
+        wider = replace(macros, schemas={**known, **macros.schemas})
+        before = len(waiting)
+        for path in list(waiting):
+            try:
+                found = _parse_sql(parsed, path, dialect, defaults, config, wider)
+            except ModelFileError as exc:
+                waiting[path] = exc
+                continue
+            del waiting[path]
+            for model in found:
+                _add_model(models, model, sources, errors)
+        if len(waiting) == before:
+            errors.extend(waiting.values())
+            break
     if deferred and macros is not None:  # is_sql entrypoints may ask for any model's columns
         known = {name: dict(m.columns) for name, m in models.items() if m.columns}
         macros = replace(macros, schemas={**known, **macros.schemas})
@@ -311,6 +326,25 @@ def _load_models(
         except ModelFileError as exc:
             errors.append(exc)
     return models
+
+
+# What a macro says when it asks for the columns of a table whose columns are not declared (yet).
+COLUMNS_UNKNOWN = "the columns of "
+
+
+def _parse_sql(
+    parsed: ParsedModels,
+    path: Path,
+    dialect: str,
+    defaults: Mapping[str, str],
+    config: SqlmeshConfig,
+    macros: MacroContext | None,
+) -> list[SqlModel]:
+    """The models of one SQL file (several with blueprints)."""
+    return [
+        parsed.parse(path, text=t, dialect=dialect, defaults=defaults, variables=config.variables, macros=macros)
+        for t in expand_blueprints(read_model_text(path), path)
+    ]
 
 
 def _in_default_catalog(model: SqlModel, catalog: str | None) -> SqlModel:
