@@ -335,3 +335,54 @@ def test_a_csv_text_time_that_looks_like_a_number_is_read_as_its_format_says(
     assert code == 0, out.out + out.err
     uri = delta.table_uri(load_project(root).settings.warehouse, "s.daily")
     assert [(r[0], r[1], r[2]) for r in table_rows(uri)] == [(date(2024, 1, 1), 1, 1.0), (date(2024, 1, 2), 2, 2.5)]
+
+
+DAILY_AMOUNT = """
+MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');
+SELECT CAST(ts AS DATE) AS ds, COUNT(*) AS n, SUM(amount) AS amount FROM raw.events
+WHERE ts BETWEEN @start_ts AND @end_ts GROUP BY 1
+"""
+
+
+def test_iso_times_in_json_or_csv_text_are_compared_as_times(spark, make_project, monkeypatch, tmp_path, capsys):
+    """JSON never infers a time: ``2024-01-01T12:00:00Z`` stayed text and the window compared text ('T' after
+    ' '), dropping rows depending on how the windows were cut. A CSV value that is not a time (which turns the
+    inferred column into text) fails the run with one line naming file, line and column, exit 2."""
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    rows = [("2024-01-01T12:00:00Z", 1.0), ("2024-01-02T12:00:00Z", 2.0), ("2024-01-03T23:30:00+00:00", 4.0)]
+    json_root = make_project(
+        {
+            "sources.yaml": "- {name: raw.events, location: data/events.json, format: json, time_column: ts}\n",
+            "models/daily.sql": DAILY_AMOUNT,
+        },
+        name="json",
+    )
+    (json_root / "data").mkdir()
+    (json_root / "data" / "events.json").write_text("".join(json.dumps({"ts": t, "amount": a}) + "\n" for t, a in rows))
+    expected = [(date(2024, 1, 1), 1, 1.0), (date(2024, 1, 2), 1, 2.0), (date(2024, 1, 3), 1, 4.0)]
+    uri = delta.table_uri(load_project(json_root).settings.warehouse, "s.daily")
+    for args in (["--auto", "--end", "2024-01-04"], ["s.daily", "--start", "2024-01-01", "--end", "2024-01-02"]):
+        capsys.readouterr()
+        code = cli.main(["run", *args, "--project", str(json_root)])
+        out = capsys.readouterr()
+        assert code == 0, out.out + out.err
+        assert [(r[0], r[1], r[2]) for r in table_rows(uri)] == expected
+
+    csv_root = make_project(
+        {
+            "sources.yaml": "- {name: raw.events, location: data/events.csv, format: csv, time_column: ts}\n",
+            "models/daily.sql": DAILY_AMOUNT,
+        },
+        name="csv",
+    )
+    (csv_root / "data").mkdir()
+    lines = "".join(f"{t},{a}\n" for t, a in rows)
+    (csv_root / "data" / "events.csv").write_text("ts,amount\n" + lines + "not-a-time,8.0\n")
+    capsys.readouterr()
+    code = cli.main(["run", "--auto", "--end", "2024-01-04", "--project", str(csv_root)])
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert code == 2, text
+    assert "events.csv" in text and "line 5" in text and "not-a-time" in text, text
+    assert "Traceback" not in text and "at org.apache" not in text
+    assert not delta.exists(delta.table_uri(load_project(csv_root).settings.warehouse, "s.daily"))

@@ -50,14 +50,20 @@ def read_table_window(
 
 
 def _text_time(source: Source, df: DataFrame) -> DataFrame:
-    """A CSV time column with a text ``time_format`` whose values look like numbers (``20240101``, inferred as
-    an integer) is read as the text it is, as the format says."""
+    """The time column of a CSV or JSON source read without declared columns, as its values mean: with a text
+    ``time_format``, values that look like numbers (``20240101``, inferred as an integer) stay text; without
+    one, text (JSON never infers a time; CSV falls back to text when one value is not a time) is read as a
+    timestamp, so the run's window compares times, not text (``2024-01-01T12:00:00Z`` > ``2024-01-01 23:00``
+    as text), and a value that is not a time fails the run, named by file and line."""
     column = source.time_column
-    if not source.time_format or not column or source.columns or column not in df.columns:
+    if not column or source.columns or column not in df.columns:
         return df
-    if df.schema[column].dataType.typeName() not in ("integer", "long", "short", "decimal", "double"):
-        return df
-    return df.withColumn(column, F.col(f"`{column}`").cast("string"))
+    kind = df.schema[column].dataType.typeName()
+    if source.time_format and kind in ("integer", "long", "short", "decimal", "double"):
+        return df.withColumn(column, F.col(f"`{column}`").cast("string"))
+    if not source.time_format and kind == "string":
+        return df.withColumn(column, F.col(f"`{column}`").cast("timestamp"))
+    return df
 
 
 class Inputs:
