@@ -95,6 +95,13 @@ def test_a_removed_file_and_one_moved_in_with_an_older_time_reach_every_reader(
     out = _auto(root, capsys)
     assert "s.total: nothing it reads changed since its last run" in out, out
 
+    # A file the watch has read is withdrawn: only the intervals of its rows are computed again.
+    (folder / "day2-fixed.parquet").unlink()
+    out = _auto(root, capsys)
+    daily_runs = [line for line in out.splitlines() if "] s.daily [" in line]
+    assert len(daily_runs) == 1 and "s.daily [2024-01-02, 2024-01-03)" in daily_runs[0], out
+    assert _tables(root) == ([("2024-01-01", 1, 1.0), ("2024-01-03", 1, 3.0)], [(2, 4.0)])
+
 
 def test_a_delta_commit_that_only_removes_files_reaches_every_reader(
     spark, make_project, monkeypatch, tmp_path, capsys

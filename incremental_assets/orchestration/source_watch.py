@@ -89,14 +89,31 @@ def changed_windows(
     return merge(out)
 
 
+Span = list[str] | None  # a file's first and last interval start (ISO), [] for no rows, None: not read
+
+
 @dataclass
 class FileList:
-    """The data files of a file source at the last look (None: not known) and at this one: a file that
-    appears with an older modification time (moved or copied in keeping its time) is new data all the same,
-    and a file that is gone took its rows along."""
+    """The data files of a file source at the last look (None: not known) and at this one, each with the span
+    of intervals its rows were in when it was read: a file that appears with an older modification time
+    (moved or copied in keeping its time) is new data all the same, and a file that is gone or rewritten took
+    the rows of its span along."""
 
-    before: frozenset[str] | None = None
-    now: frozenset[str] | None = None
+    before: dict[str, Span] | None = None
+    now: dict[str, Span] | None = None
+
+
+def _span(starts: list[datetime]) -> Span:
+    return [starts[0].isoformat(), starts[-1].isoformat()] if starts else []
+
+
+def _span_range(span: Span) -> tuple[datetime | None, datetime | None]:
+    """The source time range of a file's recorded span (all time when it was never read)."""
+    if span is None:
+        return EVERY_SOURCE_INTERVAL.start, EVERY_SOURCE_INTERVAL.end - MICROSECOND
+    if not span:
+        return None, None
+    return to_utc(span[0]), to_utc(span[1])
 
 
 def _file_ranges(
@@ -110,26 +127,32 @@ def _file_ranges(
     known = listed.before if listed is not None else None
     stats = [(p, p.stat().st_mtime) for p in files]
     new = [(p, m) for p, m in stats if m > since or (known is not None and str(p) not in known)]
-    if listed is not None:
-        listed.now = frozenset(str(p) for p in files)
+    now: dict[str, Span] = {str(p): (known or {}).get(str(p)) for p in files}
     ranges: list[tuple[datetime | None, datetime | None]] = []
     unreadable: list[tuple[Path, float]] = []
     grain = "hour" if source.interval_unit == "hour" else "day"
     for path, _ in new:
+        if known is not None and str(path) in known:  # rewritten in place: the rows it held may be gone
+            ranges.append(_span_range(known[str(path)]))
         try:
             starts = _interval_starts(source, root, path, grain, tz)
         except Exception:  # noqa: BLE001 - a file still being written, or not of this format
             unreadable.append((path, path.stat().st_mtime))
             continue
         ranges.extend((start, start) for start in starts)
+        now[str(path)] = _span(starts)
     if unreadable:
         # Continue from just before the oldest unreadable file: it is read again (others twice, harmlessly);
         # one that came with an older time is read again because it stays out of the list kept.
         resume = min(m for _, m in unreadable) - 1e-6
-        if listed is not None and listed.now is not None:
-            listed.now = listed.now - {str(p) for p, _ in unreadable}
+        for path, _ in unreadable:
+            now.pop(str(path), None)
     else:
         resume = max([since, *(m for _, m in new)])
+    if listed is not None:
+        listed.now = now
+    if known is not None:
+        ranges.extend(_span_range(known[p]) for p in sorted(set(known) - {str(f) for f in files}))  # files gone
     return resume, ranges, [str(p) for p, _ in unreadable]
 
 
@@ -193,16 +216,15 @@ def source_changes(
     if not marker or not marker.startswith("t"):
         files = [Path(f) for f in source_data_files(source.location)]
         if listed is not None:
-            listed.now = frozenset(str(p) for p in files)
+            listed.now = {str(p): None for p in files}
         return f"t{max((p.stat().st_mtime for p in files), default=0.0)!r}", [], None
     resume, ranges, unreadable = _file_ranges(source, float(marker[1:]), tz, listed)
     notes = [f"{len(unreadable)} file(s) not readable yet (half-written?), read again next tick"] if unreadable else []
-    windows = changed_windows(ranges, unit)
-    gone = sorted(listed.before - listed.now) if listed and listed.before is not None and listed.now is not None else []
+    listed_now = set(listed.now or ()) | set(unreadable) if listed else set()
+    gone = sorted(set(listed.before) - listed_now) if listed and listed.before is not None else []
     if gone:
-        windows = [EVERY_SOURCE_INTERVAL]
-        notes.append(f"{len(gone)} file(s) removed ({gone[0]}...): every interval of its readers is computed again")
-    return f"t{resume!r}", windows, (f"{source.name}: " + "; ".join(notes)) if notes else None
+        notes.append(f"{len(gone)} file(s) removed ({gone[0]}...): the intervals of their rows are computed again")
+    return f"t{resume!r}", changed_windows(ranges, unit), (f"{source.name}: " + "; ".join(notes)) if notes else None
 
 
 def whole_source_changes(source: Source, marker: str | None) -> tuple[str, bool, str | None]:
@@ -353,14 +375,14 @@ def _listed(instance: dg.DagsterInstance, project: Project, source: Source) -> F
     """A file source's data files at the last look, kept in the instance beside the record (not known for a
     source of more than :data:`MAX_LISTED` files)."""
     key = _listed_key(project, source)
-    raw = instance.run_storage.get_cursor_values({key}).get(key)
-    return FileList(frozenset(json.loads(raw)) if raw else None)
+    raw = json.loads(instance.run_storage.get_cursor_values({key}).get(key) or "null")
+    return FileList(dict.fromkeys(raw) if isinstance(raw, list) else raw if isinstance(raw, dict) else None)
 
 
 def _keep_listed(instance: dg.DagsterInstance, project: Project, source: Source, listed: FileList) -> None:
     if listed.now is None or listed.now == listed.before:
         return
-    value = json.dumps(sorted(listed.now)) if len(listed.now) <= MAX_LISTED else ""
+    value = json.dumps(dict(sorted(listed.now.items()))) if len(listed.now) <= MAX_LISTED else ""
     instance.run_storage.set_cursor_values({_listed_key(project, source): value})
 
 
