@@ -51,33 +51,22 @@ ROWS = """
       - {id: 3, ts: '2024-01-01 12:00:00'}
       - {id: 4, ts: '2024-01-02 00:00:00'}
 """
-ENDS = f"""
-end_with_a_time_is_exclusive:
-  model: s.hourly
-  inputs:{ROWS}
-  outputs:
-    query:
-      - {{hour_ts: '2024-01-01 10:00:00', n: 1}}
-      - {{hour_ts: '2024-01-01 11:00:00', n: 1}}
-  vars: {{start: '2024-01-01 10:00:00', end: '2024-01-01 12:00:00'}}
-end_inside_an_interval_ends_after_it:
-  model: s.hourly
-  inputs:{ROWS}
-  outputs:
-    query:
-      - {{hour_ts: '2024-01-01 10:00:00', n: 1}}
-      - {{hour_ts: '2024-01-01 11:00:00', n: 1}}
-  vars: {{start: '2024-01-01 10:00:00', end: '2024-01-01 11:59:59.999999'}}
-end_as_a_date_names_its_last_day:
-  model: s.hourly
-  inputs:{ROWS}
-  outputs:
-    query:
-      - {{hour_ts: '2024-01-01 10:00:00', n: 1}}
-      - {{hour_ts: '2024-01-01 11:00:00', n: 1}}
-      - {{hour_ts: '2024-01-01 12:00:00', n: 1}}
-  vars: {{start: '2024-01-01', end: '2024-01-01'}}
-"""
+
+
+def _hours_test(name: str, hours: list[int], start: str, end: str) -> str:
+    """A unit test of s.hourly over ROWS expecting one row in each of ``hours`` of 2024-01-01."""
+    expected = "".join(f"      - {{hour_ts: '2024-01-01 {h:02d}:00:00', n: 1}}\n" for h in hours)
+    return (
+        f"{name}:\n  model: s.hourly\n  inputs:{ROWS}  outputs:\n    query:\n{expected}"
+        f"  vars: {{start: '{start}', end: '{end}'}}\n"
+    )
+
+
+ENDS = (
+    _hours_test("end_with_a_time_is_exclusive", [10, 11], "2024-01-01 10:00:00", "2024-01-01 12:00:00")
+    + _hours_test("end_inside_an_interval_ends_after_it", [10, 11], "2024-01-01 10:00:00", "2024-01-01 11:59:59.999999")
+    + _hours_test("end_as_a_date_names_its_last_day", [10, 11, 12], "2024-01-01", "2024-01-01")
+)
 
 
 def test_vars_end_is_read_as_sqlmesh_reads_it(spark, make_project, capsys):

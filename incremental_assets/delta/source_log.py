@@ -27,7 +27,10 @@ from incremental_assets.errors import StorageError
 
 Range = tuple[object | None, object | None]
 # A removed file whose rows' times are not known: they may have been anywhere.
-EVERY_RANGE: Range = (datetime(1000, 1, 1, tzinfo=timezone.utc), datetime(9000, 1, 1, tzinfo=timezone.utc))
+EVERY_RANGE: tuple[datetime, datetime] = (
+    datetime(1000, 1, 1, tzinfo=timezone.utc),
+    datetime(9000, 1, 1, tzinfo=timezone.utc),
+)
 
 
 def still_at(uri: str, version: int) -> bool:
@@ -82,10 +85,7 @@ def _removed_ranges(uri: str, since_version: int, removed: set[str], time_column
     for row in actions.to_pylist():
         if unquote(row["path"]) not in removed:
             continue
-        lo = row.get(f"min.{time_column}") if f"min.{time_column}" in names else None
-        hi = row.get(f"max.{time_column}") if f"max.{time_column}" in names else None
-        if lo is None and f"partition.{time_column}" in names:
-            lo = hi = _instant(row[f"partition.{time_column}"])
+        lo, hi = _row_range(row, names, time_column)
         out.append((lo, hi) if lo is not None and hi is not None else EVERY_RANGE)
     return out
 
@@ -176,12 +176,18 @@ def _snapshot_ranges(uri: str, current: DeltaTable, since_version: int, time_col
             continue
         if before is None and modified_after is not None and _millis(row.get("modification_time")) < modified_after:
             continue
-        lo = row.get(f"min.{time_column}") if f"min.{time_column}" in names else None
-        hi = row.get(f"max.{time_column}") if f"max.{time_column}" in names else None
-        if lo is None and f"partition.{time_column}" in names:  # partitioned by its time column: no statistics
-            lo = hi = _instant(row[f"partition.{time_column}"])
-        ranges.append((lo, hi))
+        ranges.append(_row_range(row, names, time_column))
     return ranges
+
+
+def _row_range(row: dict, names: list[str], time_column: str) -> Range:
+    """(min, max) of the time column in one row of ``get_add_actions(flatten=True)``: its statistics, or its
+    partition value for a table partitioned by its time column."""
+    lo = row.get(f"min.{time_column}") if f"min.{time_column}" in names else None
+    hi = row.get(f"max.{time_column}") if f"max.{time_column}" in names else None
+    if lo is None and f"partition.{time_column}" in names:
+        lo = hi = _instant(row[f"partition.{time_column}"])
+    return lo, hi
 
 
 def _commit_time(table: DeltaTable, version: int) -> float | None:

@@ -38,6 +38,7 @@ import dagster as dg
 
 from incremental_assets import delta
 from incremental_assets.delta.files import source_data_files, source_files_state
+from incremental_assets.delta.source_log import EVERY_RANGE
 from incremental_assets.model import clock
 from incremental_assets.model.intervals import (
     END_OF_TIME,
@@ -67,8 +68,6 @@ STATE_VERSION = 1
 LOCK_NAME = ".incremental_assets_source_watch.lock"
 FILES_KEY = "incremental_assets/source_files"  # each file source's data files at the last look
 MAX_LISTED = 20_000
-# The source intervals of rows taken away from where they were is not known (a removed file): all of them.
-EVERY_SOURCE_INTERVAL = TimeWindow(datetime(1000, 1, 1, tzinfo=timezone.utc), datetime(9000, 1, 1, tzinfo=timezone.utc))
 MICROSECOND = timedelta(microseconds=1)  # the smallest step of a timestamp: a row at `hi` is before `hi + MICROSECOND`
 WATCHED_FORMATS = ("delta", "parquet", "csv", "json")
 
@@ -110,7 +109,7 @@ def _span(starts: list[datetime]) -> Span:
 def _span_range(span: Span) -> tuple[datetime | None, datetime | None]:
     """The source time range of a file's recorded span (all time when it was never read)."""
     if span is None:
-        return EVERY_SOURCE_INTERVAL.start, EVERY_SOURCE_INTERVAL.end - MICROSECOND
+        return EVERY_RANGE
     if not span:
         return None, None
     return to_utc(span[0]), to_utc(span[1])
