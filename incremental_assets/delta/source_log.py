@@ -22,7 +22,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
 
 from incremental_assets.delta.files import commit_name, filesystem, is_local, local_path
-from incremental_assets.delta.tables import _column_type, _instant, open_table
+from incremental_assets.delta.tables import _column_type, open_table
 from incremental_assets.errors import StorageError
 
 Range = tuple[object | None, object | None]
@@ -122,7 +122,7 @@ def _commit_actions(uri: str, versions: Iterable[int]) -> list[tuple[str, dict]]
 def _add_range(add: dict, time_column: str, kind: str | None, partition_columns: set[str]) -> Range:
     """(min, max) of the time column in one add action: its statistics, or its partition value."""
     if time_column in partition_columns:
-        value = _instant((add.get("partitionValues") or {}).get(time_column))
+        value = _partition_value((add.get("partitionValues") or {}).get(time_column))
         return value, value
     try:
         stats = json.loads(add.get("stats") or "{}")
@@ -130,6 +130,16 @@ def _add_range(add: dict, time_column: str, kind: str | None, partition_columns:
         return None, None
     lo, hi = _nested(stats.get("minValues"), time_column), _nested(stats.get("maxValues"), time_column)
     return _typed(lo, kind), _typed(hi, kind)
+
+
+def _partition_value(value: object) -> object | None:
+    """A partition value as a time: a date stays one, text is read as a date or a (naive) timestamp."""
+    if not isinstance(value, str):
+        return value if isinstance(value, date) else None
+    try:
+        return date.fromisoformat(value) if len(value) == 10 else datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 def _nested(values: object, column: str) -> object | None:
@@ -186,7 +196,7 @@ def _row_range(row: dict, names: list[str], time_column: str) -> Range:
     lo = row.get(f"min.{time_column}") if f"min.{time_column}" in names else None
     hi = row.get(f"max.{time_column}") if f"max.{time_column}" in names else None
     if lo is None and f"partition.{time_column}" in names:
-        lo = hi = _instant(row[f"partition.{time_column}"])
+        lo = hi = _partition_value(row[f"partition.{time_column}"])
     return lo, hi
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone, tzinfo
+from datetime import datetime, timedelta, timezone, tzinfo
 from typing import Sequence
 
 import pyarrow as pa
@@ -43,9 +43,9 @@ from incremental_assets.delta.files import (
     short_reason,
 )
 from incremental_assets.delta.snapshots import cached, remember, reusing
-from incremental_assets.errors import DamagedTableError, StorageError, WindowError
-from incremental_assets.model.intervals import IntervalUnit, TimeWindow, to_utc
-from incremental_assets.model.source_time import sorts_as_time, wall_time
+from incremental_assets.errors import DamagedTableError, StorageError
+from incremental_assets.model.intervals import IntervalUnit, TimeWindow
+from incremental_assets.model.source_time import sorts_as_time, true_instant, wall_time
 
 PARTITION_COLUMN = "ia_interval"
 # Hourly tables are partitioned by the day of the interval; ``ia_interval`` is then a data column.
@@ -382,7 +382,7 @@ def _bounds_in_type(
     >>> _bounds_in_type("string", w, "%Y-%m-%d", timezone.utc)
     (('>=', '2025-03-01'), ('<=', '2025-03-01'))
     """
-    start, end = wall_time(window.start, tz), wall_time(window.end, tz)
+    start, end = wall_time(window.start), wall_time(window.end)
     if column_type == "date":
         # A DATE column compares with dates (a timestamp does not parse as one): every day the window touches.
         last = end - timedelta(microseconds=1)
@@ -390,24 +390,12 @@ def _bounds_in_type(
     if column_type == "timestamp_ntz":
         return (">=", start), ("<", end)
     if column_type == "timestamp":
-        return (">=", window.start), ("<", window.end)
+        return (">=", true_instant(window.start, tz)), ("<", true_instant(window.end, tz))
     if column_type == "string" and sorts_as_time(time_format):
         # Text truncates (a day for %Y-%m-%d): the last text of the window is that of its last instant.
         assert time_format is not None
         return (">=", start.strftime(time_format)), ("<=", (end - timedelta(microseconds=1)).strftime(time_format))
     return None
-
-
-def _instant(value: object) -> datetime | None:
-    """A partition value as an instant (a date is its midnight, UTC)."""
-    if value is None or isinstance(value, datetime):
-        return value
-    if not isinstance(value, (date, str)):  # to_utc reads nothing else
-        return None
-    try:
-        return to_utc(value)
-    except (WindowError, TypeError, ValueError):
-        return None
 
 
 def _column_type(table: DeltaTable, column: str) -> str | None:

@@ -15,7 +15,7 @@ import yaml
 from incremental_assets.errors import ModelFileError
 from incremental_assets.load.text import read_utf8, yaml_error
 from incremental_assets.model.intervals import INTERVAL_UNITS
-from incremental_assets.model.project import SOURCE_FORMATS, Source
+from incremental_assets.model.project import SOURCE_FORMATS, CsvSettings, Source
 
 _SOURCE_KEYS = {
     "name",
@@ -27,6 +27,23 @@ _SOURCE_KEYS = {
     "event_time_column",
     "interval_unit",
     "description",
+    "csv_settings",
+}
+# The encodings Spark's CSV reader takes, by Python's name for them (latin-1 is iso8859-1).
+_ENCODINGS = ("utf-8", "iso-8859-1", "us-ascii", "utf-16", "utf-16be", "utf-16le", "utf-32")
+_PYTHON_NAMES = {"iso8859-1": "iso-8859-1", "ascii": "us-ascii", "utf-16-be": "utf-16be", "utf-16-le": "utf-16le"}
+
+
+# csv_settings of a CSV source: each key with the check its value passes and what it must be.
+_CSV_KEYS = {
+    "delimiter": (
+        lambda v: isinstance(v, str) and len(v) == 1,
+        "one character, e.g. ';', or \"\\t\" for a tab (in double quotes)",
+    ),
+    "quotechar": (lambda v: isinstance(v, str) and len(v) == 1, "one character, e.g. '\"'"),
+    "escapechar": (lambda v: isinstance(v, str) and len(v) == 1, "one character, e.g. '\\\\'"),
+    "header": (lambda v: isinstance(v, bool), "true or false"),
+    "encoding": (lambda v: isinstance(v, str) and _encoding(v) is not None, "one of " + ", ".join(_ENCODINGS)),
 }
 
 
@@ -91,6 +108,7 @@ def make_source(
         line=line,
         event_time_column=read_event_time_column(entry, path, line, name),
         time_format=read_time_format(entry, path, line, name),
+        csv=read_csv_settings(entry, fmt, path, line, name),
     )
 
 
@@ -107,7 +125,7 @@ def load_sources(path: Path, project_dir: Path) -> dict[str, Source]:
                 line,
                 f"unknown key(s) {', '.join(sorted(unknown))} in a source",
                 hint="use name, location, format, columns, time_column, time_column_format, event_time_column, "
-                "interval_unit",
+                "interval_unit, csv_settings",
             )
         for key in ("name", "location", "format"):
             if not entry.get(key) or not isinstance(entry.get(key), str):
@@ -180,6 +198,51 @@ def read_time_format(entry: dict, path: Path, line: int, name: str) -> str | Non
             path, line, f"source {name}: time_column_format {value!r} is not a strftime format", hint="e.g. '%Y-%m-%d'"
         ) from None
     return value
+
+
+def read_csv_settings(entry: dict, fmt: str, path: Path, line: int, name: str) -> CsvSettings:
+    """How a CSV source's files are written: ``csv_settings: {delimiter: ';', quotechar: "'", escapechar: '\\',
+    header: false, encoding: latin-1}`` (the defaults: comma, double quote, a header line, UTF-8).
+
+    >>> read_csv_settings({"csv_settings": {"delimiter": ";"}}, "csv", Path("sources.yaml"), 1, "raw.a").delimiter
+    ';'
+    """
+    value = entry.get("csv_settings")
+    if value is None:
+        return CsvSettings()
+    if fmt != "csv":
+        raise ModelFileError(
+            path, line, f"source {name}: csv_settings is for a CSV source, not {fmt}", hint="remove csv_settings"
+        )
+    if not isinstance(value, dict):
+        raise ModelFileError(
+            path, line, f"source {name}: csv_settings must be a mapping", hint="write `csv_settings: {delimiter: ';'}`"
+        )
+    for key, setting in value.items():
+        if key not in _CSV_KEYS:
+            raise ModelFileError(
+                path, line, f"source {name}: unknown csv_settings key {key!r}", hint="use " + ", ".join(_CSV_KEYS)
+            )
+        valid, wanted = _CSV_KEYS[key]
+        if not valid(setting):
+            raise ModelFileError(
+                path, line, f"source {name}: csv_settings {key} is {setting!r}", hint=f"{key} must be {wanted}"
+            )
+    if "encoding" in value:
+        value = {**value, "encoding": _encoding(value["encoding"])}
+    return CsvSettings(**value)
+
+
+def _encoding(name: str) -> str | None:
+    """Spark's name for an encoding (``latin-1``: ``iso-8859-1``); None for one it does not read."""
+    import codecs
+
+    try:
+        canonical = codecs.lookup(name).name
+    except LookupError:
+        return None
+    spark_name = _PYTHON_NAMES.get(canonical, canonical)
+    return spark_name if spark_name in _ENCODINGS else None
 
 
 def _columns(columns: object, path: Path, line: int, name: str) -> dict:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import calendar
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone, tzinfo
 from enum import Enum
 from typing import Iterable, Iterator, Sequence
 
@@ -448,9 +448,15 @@ EVERY_INTERVAL = Coverage(every=True)
 NO_INTERVAL = Coverage()
 
 
-def last_complete_end(now: datetime, unit: str) -> datetime:
-    """End of the last interval that is complete at ``now`` (the current interval is still open)."""
-    return floor(now, unit)
+def last_complete_end(now: datetime, unit: str, tz: tzinfo = timezone.utc) -> datetime:
+    """End of the last interval complete at ``now`` in a project of zone ``tz`` (its intervals are the zone's
+    days): behind UTC a day ends after UTC's; ahead of it, it waits for UTC's (Dagster's partition's end).
+
+    >>> [last_complete_end(utc(2025, 3, 2, 1), "day", z).day for z in (timezone.utc, timezone(timedelta(hours=-5)))]
+    [2, 1]
+    """
+    wall = now.astimezone(tz).replace(tzinfo=timezone.utc)
+    return floor(min(now.astimezone(timezone.utc), wall), unit)
 
 
 def unit_from_cron(cron: str) -> str | None:

@@ -18,6 +18,25 @@ from incremental_assets.model.sql_model import SqlModel
 SOURCE_FORMATS = ("delta", "parquet", "csv", "json", "table")
 
 
+@dataclass(frozen=True)
+class CsvSettings:
+    """How a CSV source's files are written (``csv_settings`` in sources.yaml, named as a SEED's)."""
+
+    delimiter: str = ","
+    quotechar: str = '"'
+    escapechar: str | None = None
+    header: bool = True
+    encoding: str = "utf-8"
+
+    def spark_options(self) -> dict[str, str]:
+        """The options of Spark's CSV reader."""
+        options = {"sep": self.delimiter, "quote": self.quotechar, "header": str(self.header).lower()}
+        options["encoding"] = self.encoding
+        if self.escapechar is not None:
+            options["escape"] = self.escapechar
+        return options
+
+
 @dataclass(frozen=True, eq=False)
 class Source:
     """A table no model produces (SQLMesh's EXTERNAL model), declared in sources.yaml."""
@@ -31,6 +50,7 @@ class Source:
     line: int | None = None
     event_time_column: str | None = None  # the row's event time; time_column is it truncated to interval_unit
     time_format: str | None = None  # a text time column's strftime format (SQLMesh's `time_column (col, format)`)
+    csv: CsvSettings = field(default_factory=CsvSettings)  # how a CSV source's files are written
 
     @property
     def is_time_series(self) -> bool:

@@ -11,11 +11,13 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
+from datetime import tzinfo
 from pathlib import Path
 from typing import Any, Callable, Mapping, TypeVar
 
 from incremental_assets.errors import ModelFileError
 from incremental_assets.model.environment import table_location
+from incremental_assets.model.source_time import zone
 
 DEFAULT_SPARK_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
@@ -107,6 +109,11 @@ class Settings:
         builds, production's otherwise (the one place every reader and writer asks)."""
         in_env = self.environment is not None and model_name.lower() in self.environment_models
         return table_location(self.warehouse, model_name, self.environment if in_env else None)
+
+    @property
+    def zone(self) -> tzinfo:
+        """The project's time zone: its intervals are the days and hours of this zone."""
+        return zone(self.timezone)
 
     def spark_config(self) -> dict[str, str]:
         conf = dict(DEFAULT_SPARK_CONF)

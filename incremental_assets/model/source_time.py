@@ -1,10 +1,14 @@
 """What a source's time value means, whatever its type: the one reading shared by every reader that prunes a
 source (Parquet footers, Delta statistics and partition values) and the automation that watches it.
 
-- a timestamp with a time zone is that instant;
-- a timestamp without one (``timestamp_ntz``, what pandas and pyarrow write by default) is wall time in the
-  project's time zone (setting ``timezone``, UTC by default), as Spark reads it in that session zone;
-- a date is its midnight in that zone;
+Intervals are cut on the project's clock: the wall time of the project's time zone (setting ``timezone``, UTC by
+default), held as UTC-labelled datetimes. A window's bounds are rendered as text that Spark reads in the session's
+zone, which is the project's, so the interval ``2025-03-01`` of a project in ``America/New_York`` holds the rows
+of that day in New York, whatever the column's type:
+
+- a timestamp with a time zone is that instant, read as the wall time it has in the project's zone;
+- a timestamp without one (``timestamp_ntz``, what pandas and pyarrow write by default) is that wall time;
+- a date is its midnight;
 - text is parsed with the source's ``time_column_format`` (ISO-8601 without one).
 """
 
@@ -38,18 +42,21 @@ def zone(name: str | None) -> tzinfo:
         return timezone.utc
 
 
-def instant(value: object, *, time_format: str | None = None, tz: tzinfo = timezone.utc) -> datetime | None:
-    """A time value as an aware instant (None: not a time, or text that does not parse).
+def clock_time(value: object, *, time_format: str | None = None, tz: tzinfo = timezone.utc) -> datetime | None:
+    """A time value on the project's clock, in zone ``tz`` (None: not a time, or text that does not parse).
 
-    >>> instant("2025-03-01", time_format="%Y-%m-%d"), instant(datetime(2025, 3, 1, 10), tz=zone("+01:00"))
+    >>> clock_time("2025-03-01", time_format="%Y-%m-%d"), clock_time(datetime(2025, 3, 1, 10), tz=zone("+01:00"))
     ... # doctest: +NORMALIZE_WHITESPACE
     (datetime.datetime(2025, 3, 1, 0, 0, tzinfo=datetime.timezone.utc),
-     datetime.datetime(2025, 3, 1, 9, 0, tzinfo=datetime.timezone.utc))
+     datetime.datetime(2025, 3, 1, 10, 0, tzinfo=datetime.timezone.utc))
+    >>> clock_time(datetime(2025, 3, 1, 23, tzinfo=timezone.utc), tz=zone("+01:00"))
+    datetime.datetime(2025, 3, 2, 0, 0, tzinfo=datetime.timezone.utc)
     """
     if isinstance(value, datetime):
-        return (value if value.tzinfo else value.replace(tzinfo=tz)).astimezone(timezone.utc)
+        wall = value.astimezone(tz).replace(tzinfo=None) if value.tzinfo else value
+        return wall.replace(tzinfo=timezone.utc)
     if isinstance(value, date):
-        return datetime(value.year, value.month, value.day, tzinfo=tz).astimezone(timezone.utc)
+        return datetime(value.year, value.month, value.day, tzinfo=timezone.utc)
     if isinstance(value, (str, bytes)):
         text = value.decode() if isinstance(value, bytes) else value
         try:
@@ -60,17 +67,27 @@ def instant(value: object, *, time_format: str | None = None, tz: tzinfo = timez
             )
         except ValueError:
             return None
-        return instant(parsed, tz=tz)
+        return clock_time(parsed, tz=tz)
     return None
 
 
-def wall_time(moment: datetime, tz: tzinfo = timezone.utc) -> datetime:
-    """An instant as the naive wall time a ``timestamp_ntz`` column holds for it.
+def wall_time(moment: datetime) -> datetime:
+    """A time on the project's clock as the naive wall time a ``timestamp_ntz`` column holds for it.
 
-    >>> wall_time(datetime(2025, 3, 1, tzinfo=timezone.utc), zone("-02:00"))
-    datetime.datetime(2025, 2, 28, 22, 0)
+    >>> wall_time(datetime(2025, 3, 1, tzinfo=timezone.utc))
+    datetime.datetime(2025, 3, 1, 0, 0)
     """
-    return moment.astimezone(tz).replace(tzinfo=None)
+    return moment.replace(tzinfo=None)
+
+
+def true_instant(moment: datetime, tz: tzinfo = timezone.utc) -> datetime:
+    """A time on the project's clock (zone ``tz``) as the instant it is, in UTC: what a timestamp with a time
+    zone holds for it.
+
+    >>> true_instant(datetime(2025, 3, 1, tzinfo=timezone.utc), zone("-02:00"))
+    datetime.datetime(2025, 3, 1, 2, 0, tzinfo=datetime.timezone.utc)
+    """
+    return moment.replace(tzinfo=None).replace(tzinfo=tz).astimezone(timezone.utc)
 
 
 def sorts_as_time(time_format: str | None) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import warnings
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, tzinfo
 from typing import Any, Callable, Mapping, Sequence
 
 import dagster as dg
@@ -177,7 +177,7 @@ def _moved_itself(entry: Mapping[str, Any], plan: EnvironmentPlan, name: str) ->
     return bool(entry) and entry.get("production_version") != plan.versions.get(name)
 
 
-def _targets(model: SqlModel, state: TableState, end: datetime | None, now: datetime) -> list[TimeWindow]:
+def _targets(model: SqlModel, state: TableState, end: datetime | None, now: datetime, tz: tzinfo) -> list[TimeWindow]:
     """The intervals the environment builds for a partitioned model: those its production table holds,
     or, without one, its missing intervals up to the last complete one (as ``run --auto``); cut at ``end``."""
     assert model.start is not None
@@ -188,9 +188,9 @@ def _targets(model: SqlModel, state: TableState, end: datetime | None, now: date
     else:
         # As `run --auto`: whole intervals only, up to the last complete one (or --end, rounded down).
         until = (
-            min(last_complete_end(now, model.unit), model.unit.floor(end))
+            min(last_complete_end(now, model.unit, tz), model.unit.floor(end))
             if end
-            else last_complete_end(now, model.unit)
+            else last_complete_end(now, model.unit, tz)
         )
         if model.end:
             until = min(until, model.end)
@@ -251,7 +251,7 @@ def build_environment(
         built_with = delta.built_with(env.settings.table_location(model_name))
         fresh = built_with != model.fingerprint or _upstream_changed(env, model, full_plan, manifest, rebuilt)
         if isinstance(model.kind, IncrementalByTimeRange):
-            targets = _targets(model, plan.tables.get(model_name, TableState()), end, now)
+            targets = _targets(model, plan.tables.get(model_name, TableState()), end, now, project.settings.zone)
             partitions = time_partitions(env_translator.get_partitions_def(model), model.name)
             recorded = materialized_windows(instance, env_translator.get_asset_key(model), partitions)
             runs = _partitioned_runs(env, model, targets, recorded, fresh=fresh, built=built_with is not None)

@@ -40,7 +40,7 @@ def plan(runner: Runner, chosen: list[SqlModel], window: TimeWindow, now: dateti
         runner.project,
         chosen,
         window,
-        available_end=lambda m: last_complete_end(now, m.unit),
+        available_end=lambda m: last_complete_end(now, m.unit, runner.project.settings.zone),
         materialized=materialized,
         built_with=runner.built_with,
     )

@@ -330,7 +330,7 @@ class Runner:
             if model.is_incremental and not full_refresh:
                 queue.built[model.name] = self.built_with(model)
             if model.is_incremental and (full_refresh or needs_rebuild(model, queue.built[model.name])):
-                until = end or last_complete_end(now or clock.now(), model.unit)
+                until = end or last_complete_end(now or clock.now(), model.unit, self.project.settings.zone)
                 window = self.rebuild_window(model, ceil(until, model.unit))
                 if window is not None:
                     queue.runs.append((model, window))
@@ -349,6 +349,7 @@ class Runner:
                     translator=self.translator,
                     now=now,
                     lost=integrity.lost,
+                    tz=self.project.settings.zone,
                 )
                 if auto:
                     windows = self._with_stale_and_late(model, windows, observed, start, end, now, progress)
@@ -431,7 +432,7 @@ class Runner:
         if observed is None:
             return []
         unit = model.unit
-        limit = last_complete_end(now or clock.now(), unit)
+        limit = last_complete_end(now or clock.now(), unit, self.project.settings.zone)
         if end is not None:
             limit = min(limit, floor(end, unit))
         late = observed.windows(model, ceil(start, unit) if start is not None else None, limit)

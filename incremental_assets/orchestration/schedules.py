@@ -11,7 +11,7 @@ keyed so that a retried tick never requests the same range twice for the same st
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime
+from datetime import datetime, timezone, tzinfo
 from typing import Iterator
 
 import dagster as dg
@@ -54,10 +54,11 @@ def missing_windows(
     translator: ModelTranslator,
     now: datetime,
     recompute: list[TimeWindow] | None = None,
+    tz: tzinfo = timezone.utc,
 ) -> list[TimeWindow]:
     """Complete intervals up to ``now`` that are not materialized (or are in ``recompute``, clipped to
     them) and not being materialized."""
-    status = model_status(instance, model, translator=translator, now=now)
+    status = model_status(instance, model, translator=translator, now=now, tz=tz)
     end = status.expected.end if status.expected else None
     windows = merge(
         [*status.gaps, *(TimeWindow(w.start, min(w.end, end)) for w in recompute or () if end and w.start < end)]
@@ -77,7 +78,7 @@ def out_of_date(
     marks = [f"{s}={observed.markers.get(s)}" for s in model.depends_on if s in project.sources]
     marks += [f"{u.name}@{latest_id(instance, translator.get_asset_key(u))}" for u in project.upstream_models(model)]
     token = hashlib.sha256("|".join(marks).encode()).hexdigest()[:12]
-    return missing_windows(instance, model, translator, now, recompute), recompute, token
+    return missing_windows(instance, model, translator, now, recompute, project.settings.zone), recompute, token
 
 
 def job_name(model: SqlModel) -> str:

@@ -137,9 +137,9 @@ class Tick:
     def _partitioned(self, model: SqlModel, upstreams: Upstreams) -> ModelDecision:
         assert model.start is not None
         end = (
-            min(last_complete_end(self.now, model.unit), model.end)
+            min(last_complete_end(self.now, model.unit, self.project.settings.zone), model.end)
             if model.end
-            else last_complete_end(self.now, model.unit)
+            else last_complete_end(self.now, model.unit, self.project.settings.zone)
         )
         empty = latest_id(self.instance, self.translator.get_asset_key(model)) is None
         if end <= model.start:

@@ -55,7 +55,7 @@ from incremental_assets.model.intervals import (
 )
 from incremental_assets.model.kinds import IncrementalByTimeRange
 from incremental_assets.model.project import Project, Source
-from incremental_assets.model.source_time import instant, zone
+from incremental_assets.model.source_time import clock_time
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration.confirm import latest_ids
 from incremental_assets.orchestration.integrity import run_ids_of
@@ -166,17 +166,34 @@ def _interval_starts(source: Source, root: Path, path: Path, grain: str, tz: tzi
         return []  # an empty file (a day without rows): nothing to read
     hive = {"partitioning": "hive", "partition_base_dir": str(root)} if root.is_dir() else {}
     column = (
-        ds.dataset([str(path)], format=source.format, **hive)
+        ds.dataset([str(path)], format=_file_format(source), **hive)
         .to_table(columns=[source.time_column])
         .column(0)
         .drop_null()
     )
     if pa.types.is_timestamp(column.type):
-        # Fewer values to look at: floored where the floor is UTC's (wall time elsewhere is not).
-        if (column.type.tz or "") in ("UTC", "+00:00") or (column.type.tz is None and tz == timezone.utc):
+        # Fewer values to look at: floored where the floor is the project's clock's (wall time, or UTC in UTC).
+        if column.type.tz is None or (column.type.tz in ("UTC", "+00:00") and tz == timezone.utc):
             column = pc.floor_temporal(column, unit=grain)
-    found = (instant(v, time_format=source.time_format, tz=tz) for v in pc.unique(column).to_pylist())
+    found = (clock_time(v, time_format=source.time_format, tz=tz) for v in pc.unique(column).to_pylist())
     return sorted({IntervalUnit.of(grain).floor(t) for t in found if t is not None})
+
+
+def _file_format(source: Source) -> object:
+    """The format pyarrow reads a source's files in: a CSV source as its ``csv_settings`` say."""
+    if source.format != "csv":
+        return source.format
+    import pyarrow.csv as pv
+    import pyarrow.dataset as ds
+
+    settings = source.csv
+    header = None if settings.header else list(source.columns) or None
+    return ds.CsvFileFormat(
+        parse_options=pv.ParseOptions(
+            delimiter=settings.delimiter, quote_char=settings.quotechar, escape_char=settings.escapechar or False
+        ),
+        read_options=pv.ReadOptions(encoding=settings.encoding, column_names=header),
+    )
 
 
 def source_changes(
@@ -208,7 +225,10 @@ def source_changes(
             )
         version, added = delta.changed_time_ranges(source.location, seen, source.time_column or "")
         ranges = [
-            (instant(lo, time_format=source.time_format, tz=tz), instant(hi, time_format=source.time_format, tz=tz))
+            (
+                clock_time(lo, time_format=source.time_format, tz=tz),
+                clock_time(hi, time_format=source.time_format, tz=tz),
+            )
             for lo, hi in added
         ]
         return f"v{version}", changed_windows(ranges, unit), None
@@ -278,7 +298,9 @@ def touched_by_sources(project: Project, changed: dict[str, list[TimeWindow]], n
             for c in changed[name]:
                 w = c.widen(bound.after, bound.before) if bound is not None else c
                 start = max(unit.floor(w.start), model.start)
-                end = min(unit.ceil(w.end), last_complete_end(now, unit), model.end or unit.ceil(w.end))
+                end = min(
+                    unit.ceil(w.end), last_complete_end(now, unit, project.settings.zone), model.end or unit.ceil(w.end)
+                )
                 if end > start:
                     windows.append(TimeWindow(start, end))
         if windows:
@@ -422,7 +444,7 @@ def observe_sources(
             if source.time_column:
                 listed = _listed(instance, project, source) if source.format != "delta" else None
                 marker, touched, note = source_changes(
-                    source, state.sources.get(source.name), zone(project.settings.timezone), listed
+                    source, state.sources.get(source.name), project.settings.zone, listed
                 )
                 if listed is not None:
                     _keep_listed(instance, project, source, listed)

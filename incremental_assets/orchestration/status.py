@@ -4,7 +4,7 @@ failed and running intervals, and whether a model changed since its table was bu
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timezone, tzinfo
 from typing import Mapping, Sequence
 
 import dagster as dg
@@ -74,14 +74,14 @@ def model_status(
     now: datetime | None = None,
     built_with: str | None = None,
     lost: Sequence[TimeWindow] = (),
+    tz: tzinfo = timezone.utc,
 ) -> ModelStatus:
     """Covered ranges, gaps and failed intervals of a model, from Dagster's partition status.
 
-    ``built_with`` is the fingerprint the table was built with: when it differs from the model's (and
-    the model is not forward_only) the status says the model changed and which intervals the next run
-    rebuilds; for a merge-style model it says what the next run does (start over, or keep its rows).
-    ``lost`` are recorded intervals the table does not hold (:func:`~.integrity.check_model`): they
-    count as gaps, not as covered."""
+    ``built_with`` is the fingerprint the table was built with: when it differs from the model's (and the model
+    is not forward_only) the status says the model changed and which intervals the next run rebuilds; for a
+    merge-style model what the next run does (start over, or keep its rows). ``lost`` are recorded intervals
+    the table does not hold (:func:`~.integrity.check_model`): they count as gaps, not as covered."""
     translator = translator or ModelTranslator()
     key = translator.get_asset_key(model)
     partitions = translator.get_partitions_def(model)
@@ -89,7 +89,7 @@ def model_status(
         return _unpartitioned_status(instance, model, key, built_with)
     unit = model.unit
     assert model.start is not None
-    start, expected = _expected_window(model, since, until, now)
+    start, expected = _expected_window(model, since, until, now, tz)
     # Covered: intervals with a successful materialization, whose data is in the table. A later failed
     # attempt does not remove them (the failed run committed nothing); it is listed under failed.
     states = partition_states(instance, key, partitions)
@@ -127,14 +127,14 @@ def model_status(
 
 
 def _expected_window(
-    model: SqlModel, since: datetime | None, until: datetime | None, now: datetime | None
+    model: SqlModel, since: datetime | None, until: datetime | None, now: datetime | None, tz: tzinfo
 ) -> tuple[datetime, TimeWindow | None]:
     """Where the status starts, and the window of whole intervals it expects covered (None: none yet).
     Only whole intervals count: ``since`` is rounded up and ``until`` down to interval boundaries."""
     assert model.start is not None
     unit = model.unit
     start = max(model.start, ceil(since, unit)) if since else model.start
-    end = last_complete_end(now or clock.now(), unit)
+    end = last_complete_end(now or clock.now(), unit, tz)
     if model.end:
         end = min(end, model.end)
     if until:
@@ -181,13 +181,14 @@ def windows_to_run(
     translator: ModelTranslator,
     now: datetime | None = None,
     lost: Sequence[TimeWindow] = (),
+    tz: tzinfo = timezone.utc,
 ) -> list[TimeWindow]:
     """The windows one model should run: the requested one (aligned), or with ``auto`` its gaps (the
     ``lost`` intervals included)."""
     assert isinstance(model.kind, IncrementalByTimeRange) and model.start is not None
     unit = model.unit
     if auto:
-        status = model_status(instance, model, translator=translator, since=start, until=end, now=now, lost=lost)
+        status = model_status(instance, model, translator=translator, since=start, until=end, now=now, lost=lost, tz=tz)
         return list(status.gaps)
     if start is None or end is None:
         raise WindowError(f"model {model.name} is incremental: give --start and --end, or --auto")

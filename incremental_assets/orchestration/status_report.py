@@ -96,7 +96,15 @@ def status_rows(
         except DamagedTableError as exc:
             yield DamagedTable(model.name, str(exc.of_model(model.name)))
             continue
-        status = model_status(instance, model, since=since, until=until, built_with=built, lost=integrity.lost)
+        status = model_status(
+            instance,
+            model,
+            since=since,
+            until=until,
+            built_with=built,
+            lost=integrity.lost,
+            tz=project.settings.zone,
+        )
         stale = stale_intervals(instance, project, model, translator)
         missed = consistency_warnings(project, instance, model) if warnings and status.partitioned else ()
         yield StatusRow(model, status, integrity, stale, tuple(missed))

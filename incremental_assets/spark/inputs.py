@@ -19,7 +19,6 @@ from incremental_assets.load.seeds import CSV_SETTINGS
 from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.model.kinds import MergeKind, Seed
 from incremental_assets.model.project import Project, Source
-from incremental_assets.model.source_time import zone
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.plan.rebuild import TargetState
 from incremental_assets.plan.run_plan import InputRead, RunPlan
@@ -88,7 +87,7 @@ class Inputs:
                 time_column=source.time_column,
                 window=read.window,
                 time_format=source.time_format,
-                tz=zone(self.project.settings.timezone),
+                tz=self.project.settings.zone,
             )
             # A timestamp without time zone stays one, as Spark reads it from Parquet: wall time in the session's zone.
             schema = from_arrow_schema(arrow, prefer_timestamp_ntz=True)
@@ -109,7 +108,7 @@ class Inputs:
             # A malformed line or a value of the wrong type fails the run (named by file), never a silent NULL row.
             reader = reader.option("mode", "FAILFAST")
         if source.format == "csv":
-            reader = reader.option("header", "true")
+            reader = reader.options(**source.csv.spark_options())
             if not source.columns:
                 reader = reader.option("inferSchema", "true")
         return _text_time(source, reader.format(source.format).load(source.location)), source.location
@@ -123,7 +122,7 @@ class Inputs:
             source.time_column or "",
             window,
             time_format=source.time_format,
-            tz=zone(self.project.settings.timezone),
+            tz=self.project.settings.zone,
         )
         reader = self.spark.read.option("basePath", location) if os.path.isdir(location) else self.spark.read
         if files or sample is None:

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from incremental_assets import delta
 from incremental_assets.delta.files import source_data_files
 from incremental_assets.model.intervals import TimeWindow
-from incremental_assets.model.source_time import instant, sorts_as_time
+from incremental_assets.model.source_time import clock_time, sorts_as_time
 
 _TICK = timedelta(microseconds=1)
 
@@ -41,7 +41,7 @@ def time_range(
         and not sorts_as_time(time_format)
     ):
         return None
-    lows, highs = ([instant(v, time_format=time_format, tz=tz) for v in values] for values in found)
+    lows, highs = ([clock_time(v, time_format=time_format, tz=tz) for v in values] for values in found)
     starts, ends = [v for v in lows if v is not None], [v for v in highs if v is not None]
     if len(starts) < len(lows) or len(ends) < len(highs):
         return None
@@ -70,13 +70,14 @@ def files_for_window(
         low, high = found
         if low is None or high is None:
             continue  # a file without rows
-        if high >= _truncated(window.start, time_format, tz) and low < window.end:
+        if high >= _truncated(window.start, time_format) and low < window.end:
             keep.append(path)
     return keep, len(files), sample
 
 
-def _truncated(moment: datetime, time_format: str | None, tz: tzinfo) -> datetime:
-    """``moment`` as the time its text in ``time_format`` reads back as (itself without a format)."""
+def _truncated(moment: datetime, time_format: str | None) -> datetime:
+    """``moment`` (on the project's clock) as the time its text in ``time_format`` reads back as (itself without
+    a format)."""
     if not time_format:
         return moment
-    return instant(moment.astimezone(tz).strftime(time_format), time_format=time_format, tz=tz) or moment
+    return clock_time(moment.strftime(time_format), time_format=time_format) or moment

@@ -38,7 +38,7 @@ def bad_record(
     )
     for candidate in candidates:
         for file in [path] if path else source_data_files(candidate.location):
-            found = _locate(Path(file), candidate.format, value)
+            found = _locate(Path(file), candidate, value)
             if found is None:
                 continue
             line, column = found
@@ -64,15 +64,16 @@ def bad_record(
     return None
 
 
-def _locate(path: Path, fmt: str, value: str | None) -> tuple[int, str | None] | None:
+def _locate(path: Path, source: Source, value: str | None) -> tuple[int, str | None] | None:
     """(line, column) of the first record of ``path`` that does not parse (``value`` None) or holds ``value``."""
+    settings = source.csv
     try:
         if path.stat().st_size > SCAN_LIMIT:
             return None
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
+        lines = path.read_text(encoding=settings.encoding, errors="replace").splitlines()
+    except (OSError, LookupError):
         return None
-    if fmt == "json":
+    if source.format == "json":
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
@@ -87,9 +88,11 @@ def _locate(path: Path, fmt: str, value: str | None) -> tuple[int, str | None] |
                 if column is not None:
                     return number, column
         return None
-    rows = list(csv.reader(lines))
-    header = rows[0] if rows else []
-    for number, row in enumerate(rows[1:], 2):
+    rows = list(
+        csv.reader(lines, delimiter=settings.delimiter, quotechar=settings.quotechar, escapechar=settings.escapechar)
+    )
+    header = (rows[0] if rows else []) if settings.header else list(source.columns)
+    for number, row in enumerate(rows[1:] if settings.header else rows, 2 if settings.header else 1):
         if value is None and len(row) != len(header):
             return number, None
         if value is not None and value in row:
