@@ -4,7 +4,7 @@ statistics decide which files a window reads)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from pathlib import Path
 
 import dagster as dg
@@ -118,3 +118,31 @@ def test_a_file_with_nanosecond_timestamps_names_source_file_column_and_the_fix(
         for line in lines
     ), lines
     assert not any("Py4J" in line or "at org.apache" in line or "Traceback" in line for line in lines)
+
+
+def test_a_time_column_of_numbers_without_a_format_names_source_column_and_the_fix(
+    make_project, spark, tmp_path, monkeypatch, capsys
+):
+    """Epoch seconds read as the time column without saying so: one line with the formats that say it, exit 2;
+    with ``time_column_format: epoch_seconds`` the same files run."""
+    sources = "- name: raw.ev\n  location: data/ev\n  format: parquet\n  time_column: ts\n"
+    model = MODEL.replace("CAST(ts AS DATE)", "CAST(TIMESTAMP_SECONDS(ts) AS DATE)").replace(
+        "WHERE ts BETWEEN @start_dt AND @end_dt ", ""
+    )
+    root = make_project({"sources.yaml": sources, "models/d.sql": model})
+    (root / "data" / "ev").mkdir(parents=True)
+    seconds = [int(datetime(2024, 1, 1, h, tzinfo=timezone.utc).timestamp()) for h in (1, 23)]
+    pq.write_table(pa.table({"ts": pa.array(seconds, pa.int64()), "v": [1, 2]}), root / "data" / "ev" / "a.parquet")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+
+    code, out = run(root, capsys, "--start", "2024-01-01", "--end", "2024-01-02")
+    assert code == 2, out
+    assert (
+        "    source raw.ev: time column ts holds numbers (BIGINT), which a window cannot compare with times (fix: say "
+        "what they count in sources.yaml: `time_column_format: epoch_seconds` (or epoch_millis, epoch_micros), or "
+        "`'%Y%m%d'` for numbers such as 20250301)" in out
+    ), out
+    (root / "sources.yaml").write_text(sources + "  time_column_format: epoch_seconds\n")
+    code, out = run(root, capsys, "--start", "2024-01-01", "--end", "2024-01-02")
+    assert code == 0, out
+    assert table_rows(delta.table_uri(load_project(root).settings.warehouse, "s.d")) == [(date(2024, 1, 1), 3, 2)]

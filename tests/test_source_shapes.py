@@ -1,7 +1,7 @@
 """Every common source shape and time type reads right: a daily model over each (Parquet, CSV, JSON as one
 file, a folder and Hive-style ``key=value`` folders; Delta unpartitioned and partitioned by a date) with the
-time column typed date, timestamp, timestamp without time zone, or text ``'%Y-%m-%d'``, run in chunks with
-a late row arriving in between, equals an independent pandas recompute of the source.
+time column typed date, timestamp, timestamp without time zone, text ``'%Y-%m-%d'`` or epoch milliseconds, run in
+chunks with a late row arriving in between, equals an independent pandas recompute of the source.
 
 The data is irregular on purpose: a day with an empty file, a day without rows between others, rows
 at midnight and one microsecond before it, rows without a time, and a late row for a day already run
@@ -11,7 +11,7 @@ at midnight and one microsecond before it, rows without a time, and a late row f
 from __future__ import annotations
 
 import json
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 import pandas as pd
@@ -61,7 +61,7 @@ ROWS = [
 EMPTY_DAY = date(2025, 3, 3)
 LATE = [(at(2, 12), 512)]  # arrives after the first runs, for a day already run
 
-TIME_TYPES = ("date", "timestamp", "timestamp_ntz", "text")
+TIME_TYPES = ("date", "timestamp", "timestamp_ntz", "text", "epoch_millis")
 SHAPES = (
     "parquet_file",
     "parquet_folder",
@@ -82,6 +82,13 @@ SELECT CAST(t AS DATE) AS ds, COUNT(*) AS n, SUM(v) AS v FROM raw.src GROUP BY C
 """
 
 
+def model_sql(time_type: str) -> str:
+    """The daily model; a time in epoch milliseconds made a timestamp first, as a user writes it."""
+    return (
+        MODEL.replace("CAST(t AS DATE)", "CAST(TIMESTAMP_MILLIS(t) AS DATE)") if time_type == "epoch_millis" else MODEL
+    )
+
+
 def arrow_time(values: list[datetime | None], time_type: str) -> pa.Array:
     if time_type == "date":
         return pa.array([v.date() if v else None for v in values], pa.date32())
@@ -89,7 +96,14 @@ def arrow_time(values: list[datetime | None], time_type: str) -> pa.Array:
         return pa.array(values, pa.timestamp("us", tz="UTC"))
     if time_type == "timestamp_ntz":
         return pa.array([v.replace(tzinfo=None) if v else None for v in values], pa.timestamp("us"))
+    if time_type == "epoch_millis":
+        return pa.array([epoch_millis(v) for v in values], pa.int64())
     return pa.array([v.strftime("%Y-%m-%d") if v else None for v in values], pa.string())
+
+
+def epoch_millis(value: datetime | None) -> int | None:
+    """Milliseconds since 1970 (rows at one microsecond past a boundary land on it: the day still counts)."""
+    return None if value is None else (value - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
 
 
 def text_time(value: datetime | None, time_type: str) -> str | None:
@@ -116,7 +130,9 @@ def table_of(rows: list, time_type: str, *, with_day: bool = False) -> pa.Table:
 
 
 def write_text_file(path: Path, fmt: str, rows: list, time_type: str, *, drop_time: bool = False) -> None:
-    records = [{"t": text_time(t, time_type), "v": v} for t, v in rows]
+    records = [
+        {"t": epoch_millis(t) if time_type == "epoch_millis" else text_time(t, time_type), "v": v} for t, v in rows
+    ]
     if drop_time:
         records = [{"v": r["v"]} for r in records]
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -180,6 +196,8 @@ def sources_yaml(shape: str, time_type: str) -> str:
     text = f"- name: raw.src\n  location: {location}\n  format: {fmt}\n  time_column: t\n"
     if time_type == "text":
         text += "  time_column_format: '%Y-%m-%d'\n"
+    if time_type == "epoch_millis":
+        text += "  time_column_format: epoch_millis\n"
     return text
 
 
@@ -193,7 +211,8 @@ def expected(rows: list, end: datetime = END) -> list[tuple]:
 
 def make(make_project, shape: str, time_type: str) -> tuple[Path, Path]:
     root = make_project(
-        {"sources.yaml": sources_yaml(shape, time_type), "models/daily.sql": MODEL}, name=f"{shape}-{time_type}"
+        {"sources.yaml": sources_yaml(shape, time_type), "models/daily.sql": model_sql(time_type)},
+        name=f"{shape}-{time_type}",
     )
     location = root / ("data/src" + (f".{shape.split('_')[0]}" if shape.endswith("_file") else ""))
     write_source(location, shape, time_type, ROWS)

@@ -344,6 +344,7 @@ _KEEP_TYPES = {
 }
 _TO_DATE = (exp.TsOrDsToDate, exp.Date, exp.StrToDate, exp.DateStrToDate)
 _TO_TIME = (exp.TsOrDsToTimestamp, exp.TimeStrToTime, exp.StrToTime, exp.UnixToTime)
+_FROM_EPOCH = ("TIMESTAMP_SECONDS", "TIMESTAMP_MILLIS", "TIMESTAMP_MICROS")
 _TRUNCATIONS = (exp.DateTrunc, exp.TimestampTrunc, exp.DatetimeTrunc, exp.TimeTrunc)
 
 
@@ -368,6 +369,8 @@ def grain_function(node: exp.Expr) -> tuple[Grain, exp.Expr] | None:
         return "day", node.this
     if isinstance(node, _TO_TIME):
         return "exact", node.this
+    if isinstance(node, exp.Anonymous) and node.name.upper() in _FROM_EPOCH and len(node.expressions) == 1:
+        return "exact", node.expressions[0]  # Spark's TIMESTAMP_SECONDS/MILLIS/MICROS(epoch number)
     if isinstance(node, (exp.TimeToStr, exp.UnixToStr)):
         fmt = node.args.get("format")
         grain = _format_grain(fmt.name) if fmt is not None else "second"

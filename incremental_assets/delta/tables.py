@@ -45,7 +45,7 @@ from incremental_assets.delta.files import (
 from incremental_assets.delta.snapshots import cached, remember, reusing
 from incremental_assets.errors import DamagedTableError, StorageError
 from incremental_assets.model.intervals import IntervalUnit, TimeWindow
-from incremental_assets.model.source_time import sorts_as_time, true_instant, wall_time
+from incremental_assets.model.source_time import EPOCH_FORMATS, epoch_value, sorts_as_time, true_instant, wall_time
 
 PARTITION_COLUMN = "ia_interval"
 # Hourly tables are partitioned by the day of the interval; ``ia_interval`` is then a data column.
@@ -391,6 +391,8 @@ def _bounds_in_type(
         return (">=", start), ("<", end)
     if column_type == "timestamp":
         return (">=", true_instant(window.start, tz)), ("<", true_instant(window.end, tz))
+    if column_type in ("long", "integer", "double") and time_format in EPOCH_FORMATS:
+        return (">=", epoch_value(window.start, time_format, tz)), ("<", epoch_value(window.end, time_format, tz))
     if column_type == "string" and sorts_as_time(time_format):
         # Text truncates (a day for %Y-%m-%d): the last text of the window is that of its last instant.
         assert time_format is not None

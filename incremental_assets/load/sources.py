@@ -16,6 +16,7 @@ from incremental_assets.errors import ModelFileError
 from incremental_assets.load.text import read_utf8, yaml_error
 from incremental_assets.model.intervals import INTERVAL_UNITS
 from incremental_assets.model.project import SOURCE_FORMATS, CsvSettings, Source
+from incremental_assets.model.source_time import EPOCH_FORMATS
 
 _SOURCE_KEYS = {
     "name",
@@ -184,12 +185,15 @@ def read_time_format(entry: dict, path: Path, line: int, name: str) -> str | Non
         raise ModelFileError(
             path, line, f"source {name}: time_column_format needs a time_column", hint="add `time_column: ds`"
         )
+    if value in EPOCH_FORMATS:
+        return value
     if not isinstance(value, str) or "%" not in value:
         raise ModelFileError(
             path,
             line,
             f"source {name}: time_column_format {value!r} is not a strftime format",
-            hint="write the format of the text, e.g. `time_column_format: '%Y-%m-%d'`",
+            hint="write the format of the text, e.g. `time_column_format: '%Y-%m-%d'`, or for a number counting "
+            "from 1970 epoch_seconds, epoch_millis or epoch_micros",
         )
     try:
         datetime(2024, 1, 2, 3, 4, 5).strftime(value)

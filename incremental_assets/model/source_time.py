@@ -9,7 +9,9 @@ of that day in New York, whatever the column's type:
 - a timestamp with a time zone is that instant, read as the wall time it has in the project's zone;
 - a timestamp without one (``timestamp_ntz``, what pandas and pyarrow write by default) is that wall time;
 - a date is its midnight;
-- text is parsed with the source's ``time_column_format`` (ISO-8601 without one).
+- text is parsed with the source's ``time_column_format`` (ISO-8601 without one);
+- a number counts seconds, milliseconds or microseconds since 1970-01-01 UTC when the format says so
+  (``epoch_seconds``, ``epoch_millis``, ``epoch_micros``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ _OFFSET = re.compile(r"(?:UTC|GMT)?(?P<sign>[+-])(?P<hours>\d{2})(?::?(?P<minute
 # strftime directives from the most to the least significant: a format listing them in this order,
 # with nothing else between them but fixed separators, sorts as text in time order.
 _ORDER = ("Y", "m", "d", "H", "M", "S", "f")
+# time_column_format of a number counting from the epoch: how many of its units make a second.
+EPOCH_FORMATS = {"epoch_seconds": 1, "epoch_millis": 1_000, "epoch_micros": 1_000_000}
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def zone(name: str | None) -> tzinfo:
@@ -57,8 +62,15 @@ def clock_time(value: object, *, time_format: str | None = None, tz: tzinfo = ti
         return wall.replace(tzinfo=timezone.utc)
     if isinstance(value, date):
         return datetime(value.year, value.month, value.day, tzinfo=timezone.utc)
+    if time_format in EPOCH_FORMATS and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return clock_time(_EPOCH + timedelta(microseconds=value * (1_000_000 // EPOCH_FORMATS[time_format])), tz=tz)
     if isinstance(value, (str, bytes)):
         text = value.decode() if isinstance(value, bytes) else value
+        if time_format in EPOCH_FORMATS:
+            try:
+                return clock_time(float(text), time_format=time_format, tz=tz)
+            except ValueError:
+                return None
         try:
             parsed = (
                 datetime.strptime(text, time_format)
@@ -90,6 +102,16 @@ def true_instant(moment: datetime, tz: tzinfo = timezone.utc) -> datetime:
     return moment.replace(tzinfo=None).replace(tzinfo=tz).astimezone(timezone.utc)
 
 
+def epoch_value(moment: datetime, time_format: str, tz: tzinfo = timezone.utc) -> int:
+    """A time on the project's clock as the number an epoch column (``time_format`` one of
+    :data:`EPOCH_FORMATS`) holds for it.
+
+    >>> epoch_value(datetime(2025, 3, 1, tzinfo=timezone.utc), "epoch_millis")
+    1740787200000
+    """
+    return (true_instant(moment, tz) - _EPOCH) // timedelta(microseconds=1_000_000 // EPOCH_FORMATS[time_format])
+
+
 def sorts_as_time(time_format: str | None) -> bool:
     """Whether text in ``time_format`` sorts as the times it holds (so min/max statistics of the text bound
     the times): the directives go from year down, none skipped, with fixed separators between.
@@ -99,5 +121,7 @@ def sorts_as_time(time_format: str | None) -> bool:
     """
     if not time_format:
         return False
+    if time_format in EPOCH_FORMATS:
+        return True
     directives = re.findall(r"%(.)", time_format)
     return bool(directives) and tuple(directives) == _ORDER[: len(directives)]

@@ -287,7 +287,10 @@ def _query_and_inputs(
     if not isinstance(kind, IncrementalByTimeRange):
         return rendered, inputs
     assert window is not None
-    return clamp_to_window(rendered, kind.time_column, window, time_format=kind.time_format), inputs
+    clamped = clamp_to_window(
+        rendered, kind.time_column, window, time_format=kind.time_format, tz=project.settings.zone
+    )
+    return clamped, inputs
 
 
 def _rendered_query(
@@ -324,7 +327,9 @@ def _bounded_reads(
         time_columns={name: project.time_column_of(name) for name in bounds},
         run_start=window.start,
         run_end=window.end,
-        literal=lambda name, instant: window_literal(instant, time_format=_time_format(project, name)),
+        literal=lambda name, instant: window_literal(
+            instant, time_format=_time_format(project, name), tz=project.settings.zone
+        ),
         event_time_columns={name: found for name in bounds if (found := project.event_time_of(name))},
     )
 

@@ -19,6 +19,7 @@ from incremental_assets.load.seeds import CSV_SETTINGS
 from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.model.kinds import MergeKind, Seed
 from incremental_assets.model.project import Project, Source
+from incremental_assets.model.source_time import EPOCH_FORMATS
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.plan.rebuild import TargetState
 from incremental_assets.plan.run_plan import InputRead, RunPlan
@@ -48,6 +49,9 @@ def read_table_window(
     return rows.drop(delta.PARTITION_COLUMN), len(files)
 
 
+NUMERIC_TYPES = ("integer", "long", "short", "byte", "decimal", "double", "float")
+
+
 def _text_time(source: Source, df: DataFrame) -> DataFrame:
     """The time column of a CSV or JSON source read without declared columns, as its values mean: with a text
     ``time_format``, values that look like numbers (``20240101``, inferred as an integer) stay text; without
@@ -58,7 +62,10 @@ def _text_time(source: Source, df: DataFrame) -> DataFrame:
     if not column or source.columns or column not in df.columns:
         return df
     kind = df.schema[column].dataType.typeName()
-    if source.time_format and kind in ("integer", "long", "short", "decimal", "double"):
+    if source.time_format in EPOCH_FORMATS:
+        number = "double" if source.time_format == "epoch_seconds" else "long"  # seconds may have a fraction
+        return df if kind in NUMERIC_TYPES else df.withColumn(column, F.col(f"`{column}`").cast(number))
+    if source.time_format and kind in NUMERIC_TYPES:
         return df.withColumn(column, F.col(f"`{column}`").cast("string"))
     if not source.time_format and kind == "string":
         return df.withColumn(column, F.col(f"`{column}`").cast("timestamp"))

@@ -27,6 +27,10 @@ _TYPE = re.compile(
     r"Parquet column \[(?P<column>[^\]]+)\]\. Expected Spark type (?P<expected>\S+), actual Parquet type "
     r"(?P<actual>[A-Za-z0-9_()]+)"
 )
+_NUMBER_TIME = re.compile(
+    r'Cannot resolve "\(`?(?P<column>[^`\s]+)`? >=? CAST\(.*? AS TIMESTAMP\)\)" due to data type mismatch.*?'
+    r'\("(?P<type>TINYINT|SMALLINT|INT|BIGINT|FLOAT|DOUBLE|DECIMAL[^"]*)" and "TIMESTAMP"\)'
+)
 _NOT_PARQUET = re.compile(r"is not a Parquet file|Could not read footer|CANNOT_READ_FILE_FOOTER|Expected magic number")
 
 
@@ -35,6 +39,9 @@ def unreadable_input(exc: BaseException, project: Project) -> SourceDataError | 
     text = str(exc)
     if "TIMESTAMP(NANOS" in text:
         return _nanoseconds(project)
+    number = _NUMBER_TIME.search(text)
+    if number is not None:
+        return _number_time(project, number["column"].lower(), number["type"])
     found = _FILE.search(text)
     if found is None:
         return bad_record(text, project)
@@ -65,6 +72,18 @@ def unreadable_input(exc: BaseException, project: Project) -> SourceDataError | 
         return None
     return SourceDataError(
         f"{owner}: file {path} cannot be read: {cause.strip()[:300]} (fix: replace or move the file out of {folder})"
+    )
+
+
+def _number_time(project: Project, column: str, kind: str) -> SourceDataError | None:
+    """A time column holding numbers, read without a format saying what they count."""
+    source = next((s for s in project.sources.values() if s.time_column == column and not s.time_format), None)
+    if source is None:
+        return None
+    return SourceDataError(
+        f"source {source.name}: time column {column} holds numbers ({kind}), which a window cannot compare with "
+        f"times (fix: say what they count in sources.yaml: `time_column_format: epoch_seconds` (or epoch_millis, "
+        f"epoch_micros), or `'%Y%m%d'` for numbers such as 20250301)"
     )
 
 

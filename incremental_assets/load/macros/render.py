@@ -14,7 +14,7 @@ Ends are exclusive inside the framework; the ``@end_*`` macros keep SQLMesh's in
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone, tzinfo
 from typing import Mapping
 
 from sqlglot import exp
@@ -24,6 +24,7 @@ from incremental_assets.load.macros.window_conditions import resolve_runtime
 from incremental_assets.load.query import table_name
 from incremental_assets.model import clock
 from incremental_assets.model.intervals import TimeWindow
+from incremental_assets.model.source_time import EPOCH_FORMATS, epoch_value
 from incremental_assets.model.sql_model import SqlModel
 
 ONE_MICROSECOND = timedelta(microseconds=1)
@@ -101,12 +102,15 @@ def render_macros(
     return rendered
 
 
-def window_literal(instant: datetime, *, time_format: str | None = None) -> exp.Expr:
-    """The literal a time column is compared with: formatted text for string columns, else a TIMESTAMP.
+def window_literal(instant: datetime, *, time_format: str | None = None, tz: tzinfo = timezone.utc) -> exp.Expr:
+    """The literal a time column is compared with: formatted text for string columns, a number for a column
+    counting from the epoch (the instant in the project's zone ``tz``), else a TIMESTAMP.
 
     A TIMESTAMP literal compares correctly with DATE columns too (Spark widens the date), and every
     boundary of a day-or-longer interval is midnight.
     """
+    if time_format in EPOCH_FORMATS:
+        return exp.Literal.number(epoch_value(instant, time_format, tz))
     if time_format:
         return exp.Literal.string(instant.strftime(time_format))
     return typed_timestamp(instant)
@@ -130,7 +134,7 @@ WINDOW_ALIAS = "__window"
 
 
 def clamp_to_window(
-    query: exp.Expr, time_column: str, window: TimeWindow, *, time_format: str | None = None
+    query: exp.Expr, time_column: str, window: TimeWindow, *, time_format: str | None = None, tz: tzinfo = timezone.utc
 ) -> exp.Select:
     """Wrap the query so its output keeps only rows whose time column lies in ``[start, end)``.
 
@@ -146,8 +150,8 @@ def clamp_to_window(
     """
     column = exp.column(time_column, table=WINDOW_ALIAS)
     condition = exp.and_(
-        exp.GTE(this=column, expression=window_literal(window.start, time_format=time_format)),
-        exp.LT(this=column.copy(), expression=window_literal(window.end, time_format=time_format)),
+        exp.GTE(this=column, expression=window_literal(window.start, time_format=time_format, tz=tz)),
+        exp.LT(this=column.copy(), expression=window_literal(window.end, time_format=time_format, tz=tz)),
     )
     return (
         exp.select("*")
