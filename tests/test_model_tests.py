@@ -75,3 +75,33 @@ def test_vars_end_is_read_as_sqlmesh_reads_it(spark, make_project, capsys):
     code = cli.main(["test", "--project", str(root)])
     out = capsys.readouterr().out
     assert code == 0 and "3 passed, 0 failed" in out, out
+
+
+EMBEDDED = {
+    "models/raw.sql": "MODEL (name s.raw, kind FULL);\nSELECT 1 AS id, 10 AS amount",
+    "models/doubled.sql": "MODEL (name s.doubled, kind EMBEDDED);\nSELECT id, amount * 2 AS doubled FROM s.raw",
+    "models/plus_one.sql": "MODEL (name s.plus_one, kind FULL);\nSELECT id, doubled + 1 AS x FROM s.doubled",
+}
+EMBEDDED_TESTS = """
+test_rows_of_the_embedded_model:
+  model: s.plus_one
+  inputs:
+    s.doubled: [{id: 1, doubled: 100}]
+  outputs:
+    query: [{id: 1, x: 101}]
+test_rows_of_what_it_reads:
+  model: s.plus_one
+  inputs:
+    s.raw: [{id: 2, amount: 5}]
+  outputs:
+    query: [{id: 2, x: 11}]
+"""
+
+
+def test_an_embedded_model_s_rows_can_be_given_as_sqlmesh_gives_them(spark, make_project, capsys):
+    """SQLMesh reads an EMBEDDED model a test gives rows for as one of the tested model's inputs; without them,
+    its query runs on its own inputs' rows."""
+    root = make_project({**EMBEDDED, "tests/embedded.yaml": EMBEDDED_TESTS})
+    code = cli.main(["test", "--project", str(root)])
+    out = capsys.readouterr().out
+    assert code == 0 and "2 passed, 0 failed" in out, out

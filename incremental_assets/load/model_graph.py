@@ -84,11 +84,25 @@ def inline_embedded(models: Mapping[str, SqlModel]) -> dict[str, SqlModel]:
                 node.meta.setdefault("path", str(inner.path))
             alias = exp.TableAlias(this=exp.to_identifier(table.alias or table.name))
             table.replace(exp.Subquery(this=body, alias=alias))
-        return replace(model, query=query, references=table_references(query), embeds=tuple(sorted(inlined)))
+        return replace(
+            model,
+            query=query,
+            references=table_references(query),
+            embeds=tuple(sorted(inlined)),
+            written_query=model.written_query or model.query,
+        )
 
     for name, model in models.items():
         out[name] = expand(model, (name,))
     return out
+
+
+def as_written(model: SqlModel) -> SqlModel:
+    """The model as its file has it: the EMBEDDED models it reads not inlined."""
+    if model.written_query is None:
+        return model
+    query = model.written_query
+    return replace(model, query=query, references=table_references(query), embeds=(), written_query=None)
 
 
 def topological_order(models: Mapping[str, SqlModel]) -> list[str]:

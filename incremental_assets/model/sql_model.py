@@ -68,6 +68,7 @@ class SqlModel:
     lines: Mapping[str, int] = field(default_factory=dict)
     audits: tuple[Audit, ...] = ()
     embeds: tuple[str, ...] = ()  # EMBEDDED models inlined into the query
+    written_query: exp.Query | None = None  # the query as written, before they were inlined
     pre_statements: tuple[exp.Expr, ...] = ()  # run before the query, in the same session
     post_statements: tuple[exp.Expr, ...] = ()  # run after the write
     inline_audits: tuple[UserAudit, ...] = ()  # AUDIT (...) blocks of the model file

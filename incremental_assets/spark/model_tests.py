@@ -32,6 +32,7 @@ from pyspark.sql import SparkSession
 from sqlglot import exp
 
 from incremental_assets.errors import IncrementalAssetsError, ModelFileError, WindowError
+from incremental_assets.load.model_graph import as_written, inline_embedded
 from incremental_assets.model.intervals import (
     IntervalUnit,
     TimeWindow,
@@ -39,8 +40,10 @@ from incremental_assets.model.intervals import (
     next_boundary,
     to_utc,
 )
+from incremental_assets.model.kinds import Full
 from incremental_assets.model.project import Project
 from incremental_assets.model.python_model import PythonModel
+from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.plan.run_plan import RunPlan, plan_run
 from incremental_assets.spark.executor import Executor
 from incremental_assets.spark.python_models import register_python_rows
@@ -311,8 +314,23 @@ def run_model_test(spark: SparkSession, project: Project, test: ModelTest) -> Te
         return TestOutcome(test, [f"cannot run: {type(exc).__name__}: {first}"])
 
 
+def _embedded_as_inputs(project: Project, model: SqlModel, test: ModelTest) -> tuple[Project, SqlModel]:
+    """The project as SQLMesh tests ``model``: an EMBEDDED model the test gives rows for is one of its inputs
+    (read as a table), not inlined; the others stay inlined (their inputs' rows given instead)."""
+    given = {name for name in model.embeds if name in test.inputs}
+    if not given:
+        return project, model
+    written = {name: as_written(m) for name, m in project.models.items()}
+    written.update({name: replace(written[name], kind=Full()) for name in given})
+    inlined = inline_embedded(written)
+    models = {**project.models, **{name: inlined[name] for name in (*given, model.name)}}
+    return replace(project, models=models), models[model.name]
+
+
 def _run_model_test(spark: SparkSession, project: Project, test: ModelTest) -> TestOutcome:
     model = project.models[test.model]
+    if isinstance(model, SqlModel):
+        project, model = _embedded_as_inputs(project, model, test)
     window = _window(test, model.unit) if model.is_incremental else None
     if window is not None:
         # SQLMesh runs a test's window whatever the model's start and end.
