@@ -255,3 +255,24 @@ def test_a_name_in_the_gateways_default_catalog_names_the_model(make_project):
     (root / "models" / "c.sql").write_text("MODEL (name s.c, kind FULL); SELECT x FROM other.s.a")
     with pytest.raises(ProjectError, match="other.s.a"):
         load_project(root)
+
+
+@pytest.mark.parametrize(
+    "kind, expected",
+    [
+        ("FULL", "FULL"),
+        ("view", "VIEW"),
+        ("{name: INCREMENTAL_BY_TIME_RANGE, time_column: ds}", "INCREMENTAL_BY_TIME_RANGE"),
+    ],
+)
+def test_a_default_kind_in_config_yaml_is_the_kind_of_models_without_one(make_project, kind, expected):
+    root = make_project(
+        {
+            "config.yaml": f"model_defaults:\n  dialect: duckdb\n  start: '2024-01-01'\n  kind: {kind}\n",
+            "models/m.sql": "MODEL (name s.m);\nSELECT CAST('2024-01-01' AS DATE) AS ds, 1 AS n",
+            "models/f.sql": "MODEL (name s.f, kind FULL);\nSELECT 1 AS n",
+        }
+    )
+    project = load_project(root)
+    assert project.model("s.m").kind.name == expected
+    assert project.model("s.f").kind.name == "FULL"

@@ -107,9 +107,9 @@ class SqlmeshConfig:
     def default_properties(self) -> dict[str, str]:
         """model_defaults as MODEL header text, per property (e.g. ``{'start': "'2024-01-01'"}``)."""
         return {
-            key: header_text(self.model_defaults[key])
+            key: _kind_value(value) if key == "kind" else header_text(value)  # `kind: FULL`: a name, not text
             for key in HEADER_DEFAULTS
-            if self.model_defaults.get(key) is not None
+            if (value := self.model_defaults.get(key)) is not None
         }
 
 
