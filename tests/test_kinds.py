@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import dagster as dg
+import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
@@ -249,3 +250,39 @@ def test_a_run_failing_after_staging_leaves_the_previous_table_whole(spark, make
     assert table_rows(table_uri(p, name)) == before
     run_full(spark, p, name)
     assert table_rows(table_uri(p, name)) != before
+
+
+def test_declared_columns_are_the_table_s_columns_with_their_types(spark, make_project):
+    """As SQLMesh writes a model whose columns are declared: those columns, in that order, cast to their types
+    (a timestamp declared DATE is a date, a boolean declared TEXT is text, a decimal declared DOUBLE a double),
+    in a FULL table and in each window of an incremental one."""
+    root = make_project(
+        {
+            "models/typed.sql": """
+            MODEL (name s.typed, kind FULL, columns (id BIGINT, amount DOUBLE, day DATE, flag TEXT));
+            SELECT CAST(1.50 AS DECIMAL(10, 2)) AS amount, TIMESTAMP '2024-01-02 10:00:00' AS day, 7 AS id,
+              TRUE AS flag, 'dropped' AS extra
+            """,
+            "models/daily.sql": """
+            MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column day), start '2024-01-01',
+              columns (day DATE, n INT));
+            SELECT CAST(@start_ts AS TIMESTAMP) AS day, 3 AS n
+            """,
+        }
+    )
+    project = load_project(root)
+    executor = Executor(spark, project)
+    executor.execute(plan_run(project, project.model("s.typed"), None))
+    for plan in plan_window(project, project.model("s.daily"), TimeWindow(utc(2024, 1, 1), utc(2024, 1, 3))):
+        executor.execute(plan)
+    typed = pa.schema(DeltaTable(table_uri(project, "s.typed")).schema().to_arrow())
+    assert [(f.name, str(f.type)) for f in typed] == [
+        ("id", "int64"),
+        ("amount", "double"),
+        ("day", "date32[day]"),
+        ("flag", "string"),
+    ]
+    assert table_rows(table_uri(project, "s.typed")) == [(7, 1.5, utc(2024, 1, 2).date(), "true")]
+    daily = pa.schema(DeltaTable(table_uri(project, "s.daily")).schema().to_arrow())
+    assert [(f.name, str(f.type)) for f in daily][:2] == [("day", "date32[day]"), ("n", "int32")]
+    assert table_rows(table_uri(project, "s.daily")) == [(utc(2024, 1, 1).date(), 3), (utc(2024, 1, 2).date(), 3)]
