@@ -208,3 +208,29 @@ def test_drop_keeps_files_a_production_table_references(tmp_path):
     dropped = drop_environment(warehouse, "dev")
     assert dropped.removed == 1 and [os.path.basename(p) for p in dropped.kept] == ["part-taken.parquet"]
     assert sorted(os.listdir(env_table)) == ["part-taken.parquet"]
+
+
+def test_an_environment_with_nothing_to_build_says_so(spark, tmp_path, monkeypatch, capsys):
+    """No edit, or an edit of metadata only (a description): nothing differs from production's tables, so the
+    environment builds nothing and says so, exit 0."""
+    from conftest import write_project
+
+    root = write_project(tmp_path / "project", files("COUNT(*)"))
+    build(root, tmp_path / "home", monkeypatch)
+    capsys.readouterr()
+    assert run(root) == 0
+    out = capsys.readouterr().out
+    assert "environment dev: 0 model(s) built apart" in out, out
+    (root / "models" / "daily.sql").write_text(
+        DAILY.format(measure="COUNT(*)").replace("start '2024-01-01'", "start '2024-01-01', description 'per key'")
+    )
+    assert run(root) == 0
+    out = capsys.readouterr().out
+    assert "environment dev: 0 model(s) built apart" in out, out
+    # A model new in the environment: built there, and `diff` says production has none (exit 1, not a crash).
+    (root / "models" / "extra.sql").write_text(KEYS.replace("s.keys", "s.extra"))
+    assert run(root, "--end", "2024-01-04") == 0
+    assert "environment dev: 1 model(s) built apart (s.extra)" in capsys.readouterr().out
+    assert cli.main(["diff", "s.extra", "--env", "dev", "--project", str(root)]) == 1
+    out = capsys.readouterr().out
+    assert "s.extra: new in environment dev, production has no table yet; 9 rows in the environment" in out, out

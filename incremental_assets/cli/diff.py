@@ -69,6 +69,7 @@ def print_diff(name: str, env: str, diff) -> None:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     """Compare a model's table in an environment with production's; exit 1 when they differ."""
+    from incremental_assets import delta
     from incremental_assets.load.project import load_project
     from incremental_assets.spark.connect_server import spark_remote
     from incremental_assets.spark.diff import diff_tables
@@ -76,6 +77,16 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
     project = load_project(getattr(args, "projects", None) or args.project)
     model, prod_uri, env_uri = env_table(project, args.model, args.env)
+    if not delta.exists(prod_uri):  # a model new in the environment: every row is the environment's alone
+        rows = delta.open_table(env_uri).to_pyarrow_dataset().count_rows()
+        if args.json:
+            print(json.dumps({"model": model.name, "environment": args.env, "new": True, "rows": rows}, indent=2))
+        else:
+            print(
+                f"{model.name}: new in environment {args.env}, production has no table yet; "
+                f"{rows:,} rows in the environment"
+            )
+        return 1
     spark = build_spark_session(project.settings.spark_config(), remote=spark_remote(project.settings))
     diff = diff_tables(spark, prod_uri, env_uri, model.grains)
     if args.json:

@@ -11,6 +11,7 @@ import socket
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import Any, Callable, Sequence, overload
 
 import dagster as dg
@@ -91,9 +92,13 @@ class Runner:
         self.instance = instance
         self.defs = defs
         self.translator = translator or ModelTranslator()
-        self.job = defs.resolve_implicit_global_asset_job_def()
         self.extra_tags: dict[str, str] = {}  # added to every run's tags (the environment a run builds in)
         register_table_pools(instance, project)
+
+    @cached_property
+    def job(self) -> dg.JobDefinition:
+        """The job of every asset, resolved on the first run (an environment with nothing to build has none)."""
+        return self.defs.resolve_implicit_global_asset_job_def()
 
     def built_with(self, model: SqlModel) -> str | None:
         return delta.built_with(self.project.settings.table_location(model.name))
