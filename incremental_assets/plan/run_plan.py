@@ -284,6 +284,8 @@ def _query_and_inputs(
     if isinstance(kind, Seed):
         inputs = [InputRead(model.name, SEED_VIEW, "seed", None)]
     rendered = _substitute_tables(rendered, {read.name: read.view for read in inputs})
+    if model.columns and not isinstance(kind, Seed):
+        rendered = _declared_types(rendered, model.columns)
     if not isinstance(kind, IncrementalByTimeRange):
         return rendered, inputs
     assert window is not None
@@ -291,6 +293,25 @@ def _query_and_inputs(
         rendered, kind.time_column, window, time_format=kind.time_format, tz=project.settings.zone
     )
     return clamped, inputs
+
+
+def _declared_types(query: exp.Expr, columns: Mapping[str, str]) -> exp.Select:
+    """The query's output as the MODEL header's ``columns (...)`` declare it, as SQLMesh writes a table whose
+    columns are declared: those columns, in that order, each cast to its type.
+
+    >>> from incremental_assets.load.query import parse_query
+    >>> _declared_types(parse_query("SELECT 1 AS a, 2 AS b"), {"a": "DOUBLE"}).sql("spark")
+    'SELECT CAST(`__typed`.`a` AS DOUBLE) AS `a` FROM (SELECT 1 AS a, 2 AS b) AS __typed'
+    """
+    typed = [
+        exp.cast(exp.column(name, table="__typed", quoted=True), exp.DataType.build(kind, dialect="spark")).as_(
+            name, quoted=True
+        )
+        for name, kind in columns.items()
+    ]
+    return exp.select(*typed).from_(
+        exp.Subquery(this=query.copy(), alias=exp.TableAlias(this=exp.to_identifier("__typed")))
+    )
 
 
 def _rendered_query(
