@@ -40,6 +40,10 @@ class ModelFileError(IncrementalAssetsError):
         return text
 
 
+class ModelQueryError(ModelFileError):
+    """A model's query names what its inputs do not have (a column, a function): its file and line."""
+
+
 class ProjectError(IncrementalAssetsError):
     """Several file errors found while loading a project, reported together."""
 

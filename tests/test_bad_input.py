@@ -635,3 +635,38 @@ def test_a_failure_nothing_foresaw_is_still_one_line(tmp_path, capsys, monkeypat
     monkeypatch.setenv("INCREMENTAL_ASSETS_DEBUG", "1")
     with pytest.raises(RuntimeError):
         main(["validate", "--project", str(root)])
+
+
+@pytest.mark.parametrize(
+    "query, line, message",
+    [
+        (
+            "SELECT id,\n  fares * 2 AS doubled\nFROM s.up",
+            3,
+            "model s.m: A column, variable, or function parameter with name `fares` cannot be resolved. Did you mean "
+            "one of the following? [`fare`, `id`]. (fix: correct the name, or add the column to what the query reads)",
+        ),
+        (
+            "SELECT id,\n  t.fare,\n  LEN_OF_IT(t.fare) AS n\nFROM s.up AS t",
+            4,
+            "model s.m: Cannot resolve routine `LEN_OF_IT` on search path",
+        ),
+    ],
+)
+def test_a_name_the_query_s_inputs_lack_is_one_line_naming_file_and_line(spark, tmp_path, capsys, query, line, message):
+    """A column or function that does not exist: the model's file and the line naming it, Spark's sentence
+    (with the names it suggests) and the fix, exit 2; not Spark's plan."""
+    root = project(
+        tmp_path,
+        {
+            "models/up.sql": "MODEL (name s.up, kind FULL);\nSELECT 1 AS id, 2.5 AS fare",
+            "models/m.sql": "MODEL (name s.m, kind FULL);\n" + query,
+        },
+    )
+    code = main(["run", "--project", str(root)])
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert code == 2, text
+    failure = next(line for line in text.splitlines() if "model s.m:" in line)
+    assert failure.strip().startswith(f"{root / 'models' / 'm.sql'}:{line}: {message}"), failure
+    assert "'Project" not in text and "Traceback" not in text

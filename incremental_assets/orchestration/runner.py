@@ -50,7 +50,10 @@ from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.plan.analyses import analysis_of, run_size
 from incremental_assets.plan.rebuild import needs_rebuild
 
-BAD_INPUT_ERRORS = ("SourceDataError",)  # a run failed on unreadable input data exits 2, as any bad input
+BAD_INPUT_ERRORS = (
+    "SourceDataError",
+    "ModelQueryError",
+)  # a run failed on unreadable input data exits 2, as any bad input
 QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 

@@ -26,6 +26,7 @@ from incremental_assets.plan.run_plan import InputRead, RunPlan, WriteKind, view
 from incremental_assets.spark import faults, merge
 from incremental_assets.spark.inputs import Inputs
 from incremental_assets.spark.python_models import register_python_rows
+from incremental_assets.spark.query_errors import query_error
 from incremental_assets.spark.read_errors import unreadable_input
 from incremental_assets.spark.session import run_project_statements
 from incremental_assets.spark.writes import STRATEGIES, Staged, WriteStrategy
@@ -112,7 +113,7 @@ class Executor(Inputs):
         try:
             staged = strategy.complete(self._stage(strategy, plans, inputs), window)
         except Exception as exc:
-            unreadable = unreadable_input(exc, self.project)
+            unreadable = unreadable_input(exc, self.project) or query_error(exc, model)
             if unreadable is None:
                 raise
             delta.discard_staging(uri, strategy.staging)
