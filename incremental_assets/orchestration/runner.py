@@ -11,7 +11,6 @@ import socket
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cached_property
 from typing import Any, Callable, Sequence, overload
 
 import dagster as dg
@@ -98,11 +97,6 @@ class Runner:
         self.extra_tags: dict[str, str] = {}  # added to every run's tags (the environment a run builds in)
         register_table_pools(instance, project)
 
-    @cached_property
-    def job(self) -> dg.JobDefinition:
-        """The job of every asset, resolved on the first run (an environment with nothing to build has none)."""
-        return self.defs.resolve_implicit_global_asset_job_def()
-
     def built_with(self, model: SqlModel) -> str | None:
         return delta.built_with(self.project.settings.table_location(model.name))
 
@@ -152,7 +146,8 @@ class Runner:
             partitions = time_partitions(partitions, model.name)
             run_tags.update(tags.range_tags(partitions, window, model.unit))
         began = time.perf_counter()
-        job = self.job.get_subset(
+        # The job of every asset, resolved at a run (an environment with nothing to build has none).
+        job = self.defs.resolve_implicit_global_asset_job_def().get_subset(
             asset_selection={key}, asset_check_selection=set(self.defs.get_assets_def(key).check_keys)
         )  # not `in_table`
         result = job.execute_in_process(  # the run names its asset (history, status read it)
