@@ -146,8 +146,7 @@ class Runner:
             partitions = time_partitions(partitions, model.name)
             run_tags.update(tags.range_tags(partitions, window, model.unit))
         began = time.perf_counter()
-        # The job of every asset, resolved at a run (an environment with nothing to build has none).
-        job = self.defs.resolve_implicit_global_asset_job_def().get_subset(
+        job = self.defs.resolve_implicit_global_asset_job_def().get_subset(  # none without assets: resolved here
             asset_selection={key}, asset_check_selection=set(self.defs.get_assets_def(key).check_keys)
         )  # not `in_table`
         result = job.execute_in_process(  # the run names its asset (history, status read it)
