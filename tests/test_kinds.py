@@ -11,7 +11,7 @@ import pytest
 from deltalake import DeltaTable
 
 from incremental_assets import delta
-from incremental_assets.errors import ModelFileError, ProjectError
+from incremental_assets.errors import ModelFileError, ProjectError, SourceDataError
 from incremental_assets.load.project import load_project
 from incremental_assets.load.seeds import read_seed
 from incremental_assets.model.intervals import TimeWindow
@@ -84,12 +84,12 @@ def test_seed_models_load_csv_files_and_reload_when_they_change(spark, make_proj
         expected = sorted((c, pop, r) for c, _, pop in countries for rc, r, _ in rates if rc == c and pop > 50)
         assert table_rows(table_uri(p, "s.big")) == expected
     assert len(fingerprints) == 3, "a changed CSV must change the seed's fingerprint"
-    # Declared types are kept, undeclared ones inferred (a date column stays a date).
+    # Declared types are kept, undeclared ones inferred (a date stays text, as SQLMesh reads it).
     declared = delta.arrow_schema(table_uri(p, "s.countries"))
     assert str(declared.field("population").type) == "int64"
     inferred = {f.name: str(f.type) for f in delta.arrow_schema(table_uri(p, "s.rates"))}
-    assert inferred == {"code": "string", "rate": "double", "since": "date32[day]"}
-    assert p.model("s.rates").columns == {"code": "STRING", "rate": "DOUBLE", "since": "DATE"}
+    assert inferred == {"code": "string", "rate": "double", "since": "string"}
+    assert p.model("s.rates").columns == {"code": "STRING", "rate": "DOUBLE", "since": "STRING"}
     assert DeltaTable(table_uri(p, "s.countries")).version() == 2
 
 
@@ -132,16 +132,99 @@ def test_declared_seed_types_check_every_value_and_name_its_line(tmp_path, spark
 def test_seed_column_types_are_inferred_narrowest_first(tmp_path):
     path = tmp_path / "x.csv"
     path.write_text(
-        "i,f,b,d,t,s\n1,1,true,2024-01-01,2024-01-01 10:00:00,2024-01-01\n2,2.5,False,2024-01-02,2024-01-02,x\n"
+        "i,f,b,d,t,s,u\n1,1,true,2024-01-01,2024-01-01 10:00:00,2024-01-01,1_000\n"
+        "2,2.5,False,2024-01-02,2024-01-02,x,2\n"
     )
+    # Dates and times stay text, as pandas reads them for SQLMesh; Python's 1_000 is no number there.
     assert read_seed(path).columns == {
         "i": "BIGINT",
         "f": "DOUBLE",
         "b": "BOOLEAN",
-        "d": "DATE",
-        "t": "TIMESTAMP",
+        "d": "STRING",
+        "t": "STRING",
         "s": "STRING",
+        "u": "STRING",
     }
+
+
+# SQLMesh's rows for this CSV (repro: pandas' missing-value markers are NULL, seat_limit has a gap).
+PLANS_CSV = """plan;display_name;monthly_price;seat_limit;launched;notes
+free;Free tier;0.00;1;2020-01-01;
+pro;"Pro; monthly";49.90;10;2021-06-15;N/A
+enterprise;Enterprise;499.00;;2022-02-01;None
+legacy;Legacy;19.99;5;2019-03-10;null
+basic;Basic;9.00;2;2019-03-11;NA
+"""
+PLANS_ROWS = [
+    ("basic", "Basic", 9.0, 2, "2019-03-11", None),
+    ("enterprise", "Enterprise", 499.0, None, "2022-02-01", None),
+    ("free", "Free tier", 0.0, 1, "2020-01-01", None),
+    ("legacy", "Legacy", 19.99, 5, "2019-03-10", None),
+    ("pro", "Pro; monthly", 49.9, 10, "2021-06-15", None),
+]
+
+
+def test_seed_missing_value_markers_are_null_and_types_are_inferred_around_them(tmp_path):
+    path = tmp_path / "plans.csv"
+    path.write_text(PLANS_CSV)
+    # A column of markers only is DOUBLE, as pandas reads it; an integer column with a gap stays BIGINT.
+    assert read_seed(path, {"delimiter": ";"}).columns == {
+        "plan": "STRING",
+        "display_name": "STRING",
+        "monthly_price": "DOUBLE",
+        "seat_limit": "BIGINT",
+        "launched": "STRING",
+        "notes": "DOUBLE",
+    }
+    path.write_text("a,b\nNA,1\n#N/A,<NA>\n")  # a declared type's markers are NULL too, never a bad value
+    assert read_seed(path, declared={"a": "INT", "b": "DOUBLE"}).columns == {"a": "INT", "b": "DOUBLE"}
+    path.write_text("a,b\n-,NA\n3,x\n")
+    assert read_seed(path, {"na_values": '{"a": ["-"]}', "keep_default_na": "false"}).columns == {
+        "a": "BIGINT",
+        "b": "STRING",
+    }
+
+
+def test_seed_rows_are_sqlmeshs_markers_null_and_quoted_values_spanning_lines(spark, make_project):
+    root = make_project(
+        {
+            "models/plans.sql": "MODEL (name s.plans, kind SEED (path '../seeds/plans.csv', "
+            "csv_settings (delimiter = ';')));",
+            "models/notes.sql": "MODEL (name s.notes, kind SEED (path 'seeds/notes.csv', csv_settings "
+            "(na_values = ['-'], keep_default_na = false)), columns (id INT, label TEXT, score DOUBLE));",
+            "seeds/plans.csv": PLANS_CSV,
+            "seeds/notes.csv": 'id,label,score\n1,NA,-\n2,"multi\nline",1.5\n3,"say ""hi"" \\",-\n4,,2\n',
+        }
+    )
+    p = load_project(root)
+    run_full(spark, p, "s.plans")
+    assert table_rows(table_uri(p, "s.plans")) == PLANS_ROWS
+    schema = {f.name: str(f.type) for f in delta.arrow_schema(table_uri(p, "s.plans"))}
+    assert schema["launched"] == "string" and schema["seat_limit"] == "int64" and schema["notes"] == "double"
+    # A quoted value spans lines, a doubled quote is one quote, a backslash is a character (as pandas reads
+    # them); only the kind's na_values are NULL here (keep_default_na false: NA and an empty label are text).
+    run_full(spark, p, "s.notes")
+    assert table_rows(table_uri(p, "s.notes")) == [
+        (1, "NA", None),
+        (2, "multi\nline", 1.5),
+        (3, 'say "hi" \\', None),
+        (4, "", 2.0),
+    ]
+
+
+def test_a_seed_spark_cannot_read_names_the_csv_file_and_line_never_parquet(spark, make_project):
+    root = make_project({"models/s.sql": "MODEL (name s.s, kind SEED (path 'seeds/s.csv'));"})
+    (root / "seeds").mkdir()
+    (root / "seeds" / "s.csv").write_text('id,label\n1,one\n2,"multi\nline\n3,x\n')
+    with pytest.raises(ProjectError, match=r"s.csv:3: a quoted value opened on this line is never closed"):
+        load_project(root)
+    (root / "seeds" / "s.csv").write_text("id,label\n1,one\n2,two\n")
+    p = load_project(root)
+    (root / "seeds" / "s.csv").write_text("id,label\n1,one\n2,two,three\n")  # changed after the load
+    with pytest.raises(SourceDataError) as err:
+        run_full(spark, p, "s.s")
+    text = str(err.value)
+    assert "seed of model s.s" in text and "s.csv:3: the row has 3 values" in text and "Parquet" not in text
 
 
 @pytest.fixture

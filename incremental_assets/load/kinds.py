@@ -7,10 +7,11 @@ updated_at_as_valid_from) and OndatraSQL's for the cursor (cursor, initial_value
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any, Callable
 
-from incremental_assets.load.header import Call, Items, Name, Pair, Property, Seq, Value
+from incremental_assets.load.header import Call, Items, Literal, Name, Pair, Property, Seq, Value
 from incremental_assets.load.materializations import GROUP as MATERIALIZATIONS_GROUP
 from incremental_assets.load.materializations import find_materialization
 from incremental_assets.load.reader import HeaderReader
@@ -212,9 +213,10 @@ def _read_seed(reader: HeaderReader, props: KindProperties, line: int, metadata:
                 raise reader.fail(
                     getattr(pair, "line", sline),
                     f"cannot read csv setting '{pair.text}'",
-                    hint="use " + ", ".join(f"{k} = ','" for k in CSV_SETTINGS),
+                    hint="use delimiter = ';', quotechar = '\"', escapechar = '\\\\', na_values = ['-'] "
+                    "or keep_default_na = false",
                 )
-            settings.append((pair.key.lower(), reader.text(pair.value, pair.key)))
+            settings.append((pair.key.lower(), _csv_setting(reader, pair)))
     if "batch_size" in props:  # SQLMesh's insert batching: Spark reads the CSV in one go
         metadata["kind.batch_size"] = str(reader.integer(props.pop("batch_size")[0], "batch_size", minimum=1))
     for key, (_, kline) in props.items():
@@ -230,6 +232,32 @@ def _read_seed(reader: HeaderReader, props: KindProperties, line: int, metadata:
         f"seed file '{path}' does not exist",
         hint="give the CSV's path relative to the project folder or the model file",
     )
+
+
+def _csv_setting(reader: HeaderReader, pair: Pair) -> str:
+    """One csv setting of a SEED as text: ``keep_default_na`` true or false, ``na_values`` a list for every
+    column (``['-', 'n.a.']``) or per column (``(a := ['-'], b := ['?'])``) as JSON, the others as written."""
+    key = pair.key.lower()
+    if key == "keep_default_na":
+        return str(reader.flag(pair.value, key)).lower()
+    if key != "na_values":
+        return reader.text(pair.value, pair.key)
+    items = pair.value.items if isinstance(pair.value, Items) else (pair.value,)
+    if items and all(isinstance(i, Pair) for i in items):
+        return json.dumps({i.key.lower(): _na_list(reader, i.value) for i in items if isinstance(i, Pair)})
+    return json.dumps(_na_list(reader, pair.value))
+
+
+def _na_list(reader: HeaderReader, value: Value) -> list[str]:
+    """The values of an ``na_values`` list as the texts they match (a number also as pandas writes it)."""
+    out: list[str] = []
+    for item in value.items if isinstance(value, Items) else (value,):
+        if isinstance(item, Literal) and isinstance(item.value, (int, float)) and not isinstance(item.value, bool):
+            number = float(item.value)
+            out += [str(item.value), repr(number)] + ([str(int(number))] if number.is_integer() else [])
+        else:
+            out.append(reader.text(item, "na_values"))
+    return sorted(set(out))
 
 
 def read_lifecycle(

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import os
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from incremental_assets import delta
 from incremental_assets.errors import StorageError
-from incremental_assets.load.seeds import CSV_SETTINGS
+from incremental_assets.load.seeds import CSV_SETTINGS, na_markers
 from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.model.kinds import MergeKind, Seed
 from incremental_assets.model.project import Project, Source
@@ -70,6 +70,16 @@ def _text_time(source: Source, df: DataFrame) -> DataFrame:
     if not source.time_format and kind == "string":
         return df.withColumn(column, F.col(f"`{column}`").cast("timestamp"))
     return df
+
+
+def _seed_value(text: Column, spark_type: str, markers: frozenset[str]) -> Column:
+    """A seed column's value: NULL for a missing-value marker (Spark reads an empty value as NULL: a text
+    column keeps it as '' when '' is no marker) or a blank value of a typed column, else the text cast."""
+    if spark_type.upper() in ("STRING", "VARCHAR", "TEXT") or spark_type.upper().startswith(("VARCHAR", "CHAR")):
+        value = text if "" in markers else F.coalesce(text, F.lit(""))
+        return F.when(value.isin(*sorted(markers)), None).otherwise(value) if markers else value
+    missing = F.trim(text) == "" if not markers else text.isin(*sorted(markers)) | (F.trim(text) == "")
+    return F.when(missing, None).otherwise(text.cast(spark_type))
 
 
 class Inputs:
@@ -138,14 +148,21 @@ class Inputs:
         return self._empty(reader.parquet(sample).schema), f"0 of {total} files"
 
     def read_seed(self, model: SqlModel) -> tuple[DataFrame, str]:
-        """A SEED model's CSV with its checked column types (a value Spark cannot parse fails the run)."""
+        """A SEED model's CSV as SQLMesh reads it: its values as text (a quoted value may span lines, a quote
+        in one is written twice), the missing-value markers NULL, the others cast to the checked column types
+        (the checks ran when the project was loaded, naming the file and line of a bad value)."""
         kind = model.kind
         assert isinstance(kind, Seed)
-        reader = self.spark.read.option("header", "true").option("mode", "FAILFAST")
-        for key, value in kind.csv_settings:
-            reader = reader.option(CSV_SETTINGS[key], value)
-        schema = ", ".join(f"`{c}` {t}" for c, t in model.columns.items())
-        return reader.schema(schema).csv(kind.location), f"seed {kind.path}"
+        settings = dict(kind.csv_settings)
+        reader = self.spark.read.options(header="true", mode="FAILFAST", multiLine="true")
+        # Without an escapechar a backslash is a character, as pandas reads it (Spark's default escapes with it).
+        reader = reader.option("escape", settings.get("escapechar", settings.get("quotechar", '"')))
+        for key, value in settings.items():
+            if CSV_SETTINGS[key] is not None:
+                reader = reader.option(str(CSV_SETTINGS[key]), value)
+        text = reader.schema(", ".join(f"`{c}` STRING" for c in model.columns)).csv(kind.location)
+        values = [_seed_value(F.col(f"`{c}`"), t, na_markers(settings, c)).alias(c) for c, t in model.columns.items()]
+        return text.select(*values), f"seed {kind.path}"
 
     def read_model_table(self, name: str, read: InputRead, consumer: str | None = None) -> tuple[DataFrame, str]:
         upstream = self.project.models.get(name)

@@ -6,19 +6,23 @@ Spark reports a file it cannot read as ``[FAILED_READ_FILE.*] Encountered error 
 or a file that is not Parquet at all (a stray file, or one still being written). A CSV or JSON source is
 read strictly (a malformed record fails the run); Spark does not always name the file then (a JSON line
 that does not parse while the schema is inferred, a text time that does not cast), so the record is
-found in the source's files (see :mod:`.text_records`).
+found in the source's files (see :mod:`.text_records`). A SEED's CSV that Spark cannot read is checked
+again as the project load checks it, which names the file and the line.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from incremental_assets.delta.files import is_local, source_data_files
-from incremental_assets.errors import SourceDataError
+from incremental_assets.errors import ModelFileError, SourceDataError
+from incremental_assets.load.seeds import read_seed
+from incremental_assets.model.kinds import Seed
 from incremental_assets.model.project import Project
 from incremental_assets.spark.text_records import bad_record
 
@@ -44,8 +48,10 @@ def unreadable_input(exc: BaseException, project: Project) -> SourceDataError | 
         return _number_time(project, number["column"].lower(), number["type"])
     found = _FILE.search(text)
     if found is None:
-        return bad_record(text, project)
+        return bad_record(text, project) or (_seed_error(project, None, text) if "CAST_INVALID_INPUT" in text else None)
     path = found.group(1).removeprefix("file://").removeprefix("file:")
+    if any(_is_seed(project, model, path) for model in project.models):
+        return _seed_error(project, path, text)
     owner, folder = _owner_of(path, project)
     if owner.startswith("table of model "):
         return _damaged_table(owner, path)
@@ -73,6 +79,33 @@ def unreadable_input(exc: BaseException, project: Project) -> SourceDataError | 
     return SourceDataError(
         f"{owner}: file {path} cannot be read: {cause.strip()[:300]} (fix: replace or move the file out of {folder})"
     )
+
+
+def _is_seed(project: Project, model: str, path: str | None) -> bool:
+    kind = project.models[model].kind
+    return isinstance(kind, Seed) and (path is None or os.path.realpath(kind.location) == os.path.realpath(path))
+
+
+def _seed_error(project: Project, path: str | None, text: str) -> SourceDataError | None:
+    """A SEED's CSV Spark could not read (``path``; None: a value that did not cast, of any seed), checked
+    again as the project load checks it: the file's line and the fix; else Spark's cause, never Parquet."""
+    for name in [m for m in project.models if _is_seed(project, m, path)]:
+        model = project.models[name]
+        kind = model.kind
+        assert isinstance(kind, Seed)
+        try:
+            read_seed(Path(kind.location), dict(kind.csv_settings))
+            read_seed(Path(kind.location), dict(kind.csv_settings), model.columns)
+        except ModelFileError as exc:
+            return SourceDataError(f"seed of model {name}: {exc}")
+        if path is not None:
+            cause = next((line.split(": ", 1)[-1] for line in text.splitlines() if "Caused by:" in line), "")
+            return SourceDataError(
+                f"seed of model {name}: file {path} cannot be read as CSV{': ' + cause.strip()[:300] if cause else ''}"
+                " (fix: correct the file: each row has the header's number of values, a quoted value may span "
+                'lines and a quote inside it is written twice: "")'
+            )
+    return None
 
 
 def _number_time(project: Project, column: str, kind: str) -> SourceDataError | None:
