@@ -105,3 +105,140 @@ def test_an_embedded_model_s_rows_can_be_given_as_sqlmesh_gives_them(spark, make
     code = cli.main(["test", "--project", str(root)])
     out = capsys.readouterr().out
     assert code == 0 and "2 passed, 0 failed" in out, out
+
+
+COUNTS = {
+    "sources.yaml": EVENTS,
+    "models/counts.sql": "MODEL (name s.counts, kind FULL);\nSELECT COUNT(*) AS n, SUM(id) AS ids FROM raw.events",
+}
+
+
+def _run_tests(make_project, capsys, files: dict[str, str]) -> tuple[int, str]:
+    root = make_project(files)
+    code = cli.main(["test", "--project", str(root)])
+    return code, capsys.readouterr().out
+
+
+def test_an_input_given_as_a_query_is_its_rows(spark, make_project, capsys):
+    """SQLMesh runs an input's `query` (a column it leaves out is NULL in the declared type)."""
+    tests = """
+    test_input_as_query:
+      model: s.counts
+      inputs:
+        raw.events:
+          query: SELECT 1 AS id UNION ALL SELECT 2 AS id
+      outputs:
+        query: [{n: 2, ids: 3}]
+    """
+    code, out = _run_tests(make_project, capsys, {**COUNTS, "tests/q.yaml": tests})
+    assert code == 0 and "ok   test_input_as_query" in out and "1 passed, 0 failed" in out, out
+
+
+def test_an_input_given_as_csv_text_is_read_with_its_settings(spark, make_project, capsys):
+    tests = """
+    test_input_as_csv:
+      model: s.counts
+      inputs:
+        raw.events:
+          format: csv
+          csv_settings: {sep: ';'}
+          rows: |
+            id;ts
+            1;2024-01-01 10:05:00
+            2;
+      outputs:
+        query: [{n: 2, ids: 3}]
+    """
+    code, out = _run_tests(make_project, capsys, {**COUNTS, "tests/csv.yaml": tests})
+    assert code == 0 and "ok   test_input_as_csv" in out and "1 passed, 0 failed" in out, out
+
+
+PARTIAL = """
+test_left_out_column_is_null:
+  model: s.counts
+  inputs: {raw.events: [{id: 1}, {id: 2}]}
+  outputs:
+    query: [{n: 2}]
+test_partial_outputs:
+  model: s.counts
+  inputs: {raw.events: [{id: 1}, {id: 2}]}
+  outputs:
+    partial: true
+    query: [{n: 2}]
+test_partial_query:
+  model: s.counts
+  inputs: {raw.events: [{id: 1}, {id: 2}]}
+  outputs:
+    query: {partial: true, rows: [{n: 2}]}
+"""
+
+
+def test_expected_rows_compare_every_column_unless_partial(spark, make_project, capsys):
+    """As SQLMesh: a column the expected rows leave out is expected NULL; `partial: true` compares only theirs."""
+    code, out = _run_tests(make_project, capsys, {**COUNTS, "tests/partial.yaml": PARTIAL})
+    assert code == 1 and "2 passed, 1 failed" in out, out
+    assert "FAIL test_left_out_column_is_null" in out and "leave out ids: compared as NULL" in out
+    assert "-n=2.0  ids=None" in out and "+n=2.0  ids=3.0" in out
+    assert "ok   test_partial_outputs" in out and "ok   test_partial_query" in out
+
+
+VARS_MODELS = {
+    "sources.yaml": EVENTS,
+    "config.yaml": "variables: {min_id: 1}\n",
+    "models/big.sql": (
+        "MODEL (name s.big, kind FULL);\n"
+        "SELECT COUNT(*) AS n, @execution_ds AS run_day, CURRENT_DATE AS today FROM raw.events\n"
+        "WHERE id >= @VAR('min_id') AND id >= @min_id"
+    ),
+}
+VARS_TESTS = """
+test_vars_override_variables_and_the_clock:
+  model: s.big
+  vars: {min_id: 2, execution_time: '2024-05-09 12:00:00'}
+  inputs: {raw.events: [{id: 1}, {id: 2}, {id: 3}]}
+  outputs:
+    query: [{n: 2, run_day: '2024-05-09', today: 2024-05-09}]
+test_config_variables_without_vars:
+  model: s.big
+  vars: {execution_time: '2024-05-10'}
+  inputs: {raw.events: [{id: 1}, {id: 2}, {id: 3}]}
+  outputs:
+    query: [{n: 3, run_day: '2024-05-10', today: 2024-05-10}]
+"""
+
+
+def test_vars_are_the_test_s_variables_and_execution_time(spark, make_project, capsys):
+    """SQLMesh applies a test's `vars` (a variable override, `execution_time` for the date macros and CURRENT_*)."""
+    code, out = _run_tests(make_project, capsys, {**VARS_MODELS, "tests/vars.yaml": VARS_TESTS})
+    assert code == 0 and "2 passed, 0 failed" in out, out
+
+
+BAD_TESTS = """
+test_no_such_model:
+  model: s.nothing
+  outputs: {query: []}
+test_rows_as_text:
+  model: s.counts
+  inputs: {raw.events: "1,2"}
+  outputs: {query: [{n: 0}]}
+test_bad_start:
+  model: s.counts
+  vars: {start: 'not a date'}
+  inputs: {raw.events: []}
+  outputs: {query: [{n: 0}]}
+test_good:
+  model: s.counts
+  inputs: {raw.events: [{id: 4}]}
+  outputs: {query: [{n: 1, ids: 4}]}
+"""
+
+
+def test_a_test_that_cannot_be_read_fails_alone_in_one_line(spark, make_project, capsys):
+    files = {**COUNTS, "tests/bad.yaml": BAD_TESTS, "tests/broken.yaml": "test_x:\n  model: [s.counts\n"}
+    code, out = _run_tests(make_project, capsys, files)
+    assert code == 1 and "1 passed, 4 failed" in out and "ok   test_good (s.counts, bad.yaml)" in out, out
+    failures = [line for line in out.splitlines() if line.startswith("    ")]
+    assert len(failures) == 4 and all(line.startswith("    invalid test: ") for line in failures), out
+    assert "bad.yaml:1: test test_no_such_model: no model named s.nothing" in out
+    assert "test test_rows_as_text: input raw.events must be a list of rows" in out
+    assert "test test_bad_start: vars.start:" in out and "FAIL broken.yaml (broken.yaml)" in out

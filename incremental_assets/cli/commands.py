@@ -256,7 +256,8 @@ def cmd_test(args: argparse.Namespace) -> int:
     failed = 0
     for test in tests:
         outcome = run_model_test(spark, project, test)
-        print(f"{'ok  ' if outcome.passed else 'FAIL'} {test.name} ({test.model}, {test.path.name})")
+        where = f"{test.model}, {test.path.name}" if test.model else test.path.name
+        print(f"{'ok  ' if outcome.passed else 'FAIL'} {test.name} ({where})")
         for failure in outcome.failures:
             print("    " + failure.replace("\n", "\n    "))
         failed += not outcome.passed

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from sqlglot import exp
 
@@ -42,15 +42,21 @@ from incremental_assets.model.settings import Settings
 from incremental_assets.model.sql_model import SqlModel
 
 
-def load_project(directory: str | Path | Sequence[str | Path] = ".", *, settings: Settings | None = None) -> Project:
+def load_project(
+    directory: str | Path | Sequence[str | Path] = ".",
+    *,
+    settings: Settings | None = None,
+    variables: Mapping[str, Any] | None = None,
+) -> Project:
     """Load every model under ``models/`` and the sources; raise ProjectError listing every problem.
 
     ``directory`` may be several folders (SQLMesh's ``-p repo_1 -p repo_2``): they load as one project,
     each folder's config (model defaults, variables, ``macros/``, ``before_all``) applying to its own
     models, models of one folder reading those of another; settings and the warehouse are the first's.
+    ``variables`` override every config's (a unit test's ``vars``).
     """
     with collection_paused():
-        project, errors, _ = _load(directory, settings)
+        project, errors, _ = _load(directory, settings, variables)
     if errors:
         raise ProjectError(errors)
     return project
@@ -69,7 +75,7 @@ def load_valid_models(
 
 
 def _load(
-    directory: str | Path | Sequence[str | Path], settings: Settings | None
+    directory: str | Path | Sequence[str | Path], settings: Settings | None, variables: Mapping[str, Any] | None = None
 ) -> tuple[Project, list[ModelFileError], list[ModelFileError]]:
     directories = _project_directories(directory)
     settings = settings or load_settings(directories[0])
@@ -85,7 +91,8 @@ def _load(
                 ]
             )
         try:
-            configs.append(load_sqlmesh_config(folder))
+            config = load_sqlmesh_config(folder)
+            configs.append(replace(config, variables={**config.variables, **variables}) if variables else config)
         except ModelFileError as exc:
             raise ProjectError([exc]) from None
     unlocated: dict[str, Unlocated] = {}

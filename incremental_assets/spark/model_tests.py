@@ -1,19 +1,10 @@
-"""Model unit tests in SQLMesh's YAML format, run on Spark with fixture rows instead of tables.
+"""Model unit tests in SQLMesh's YAML format (read by :mod:`.model_test_files`), run on Spark with fixture
+rows instead of tables.
 
-```yaml
-test_daily_revenue:
-  model: shop.daily_revenue
-  inputs:
-    raw.orders:                       # a list of rows, or {rows: [...]}
-      - {order_id: 1, order_ts: 2024-01-01 10:00:00, amount: 5}
-  outputs:
-    query:  [{order_date: 2024-01-01, revenue: 5}]
-    ctes:   {paid: [{order_id: 1}]}
-  vars: {start: 2024-01-01, end: 2024-01-01}   # SQLMesh's inclusive end
-```
-
-The query is planned exactly as a run would (macros, leakage clamp, pushdown); each input view is fed
-the fixture rows. Rows compare without regard to order, on the columns the expected rows name.
+The query is planned exactly as a run would (macros, leakage clamp, pushdown) with the test's variables and
+execution time; each input view is fed the fixture rows (or its fixture query's). Rows compare without regard
+to order, on every output column (a column the expected rows leave out is NULL) or, with ``partial: true``,
+on the columns the expected rows name.
 """
 
 from __future__ import annotations
@@ -22,17 +13,16 @@ import datetime as dt
 import difflib
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
-import yaml
 from py4j.protocol import Py4JError
 from pyspark.errors import AnalysisException
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from sqlglot import exp
 
-from incremental_assets.errors import IncrementalAssetsError, ModelFileError, WindowError
+from incremental_assets.errors import IncrementalAssetsError, ModelFileError
 from incremental_assets.load.model_graph import as_written, inline_embedded
+from incremental_assets.load.project import load_project
 from incremental_assets.model.intervals import (
     IntervalUnit,
     TimeWindow,
@@ -46,19 +36,10 @@ from incremental_assets.model.python_model import PythonModel
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.plan.run_plan import RunPlan, plan_run
 from incremental_assets.spark.executor import Executor
+from incremental_assets.spark.model_test_files import Fixture, ModelTest, load_model_tests
 from incremental_assets.spark.python_models import register_python_rows
 
-
-@dataclass(frozen=True)
-class ModelTest:
-    name: str
-    path: Path
-    model: str
-    inputs: dict[str, list[dict[str, Any]]]
-    query: list[dict[str, Any]] | None
-    ctes: dict[str, list[dict[str, Any]]]
-    start: Any = None
-    end: Any = None
+__all__ = ["ModelTest", "TestOutcome", "load_model_tests", "run_model_test", "compare"]
 
 
 @dataclass
@@ -69,97 +50,6 @@ class TestOutcome:
     @property
     def passed(self) -> bool:
         return not self.failures
-
-
-def _rows(value: Any, path: Path, line: int, what: str) -> list[dict[str, Any]]:
-    """Fixture rows: a list of mappings, or ``{rows: [...]}``."""
-    if isinstance(value, dict) and "rows" in value:
-        value = value["rows"]
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(row, dict) for row in value):
-        raise ModelFileError(
-            path,
-            line,
-            f"{what} must be a list of rows (column: value mappings)",
-            hint="write `- {id: 1, ts: 2024-01-01}`",
-        )
-    return value
-
-
-def _mapping(value: Any, path: Path, line: int, what: str) -> dict:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ModelFileError(path, line, f"{what} must be a mapping")
-    return value
-
-
-def _read_yaml(path: Path) -> tuple[Any, dict[str, int]]:
-    """The file's data and the line of each top-level key; YAML errors name their line."""
-    try:
-        text = path.read_text(encoding="utf-8")
-        node = yaml.compose(text)
-        data = yaml.safe_load(text)
-    except UnicodeDecodeError:
-        raise ModelFileError(path, None, "the file is not UTF-8 text") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        line = mark.line + 1 if mark else (1 if isinstance(exc, yaml.reader.ReaderError) else None)
-        raise ModelFileError(path, line, f"invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
-    lines = {}
-    if isinstance(node, yaml.MappingNode):
-        lines = {str(k.value): k.start_mark.line + 1 for k, _ in node.value}
-    return data, lines
-
-
-def _in_nested_project(path: Path, root: Path) -> bool:
-    """Whether a file lies in another project folder (one with its own models/) under ``root``."""
-    return any((folder / "models").is_dir() for folder in path.parents if folder != root and root in folder.parents)
-
-
-def load_model_tests(project: Project) -> list[ModelTest]:
-    """Every test in ``<project>/tests/**/*.yaml`` of each project folder (files whose entries name a ``model``)."""
-    tests = []
-    roots = [folder / "tests" for folder in (project.directories or (project.directory,))]
-    for root, path in [(root, path) for root in roots for path in sorted(root.rglob("*.yaml"))]:
-        if _in_nested_project(path, root):
-            continue
-        data, lines = _read_yaml(path)
-        if (
-            not isinstance(data, dict)
-            or not data
-            or not all(isinstance(v, dict) and "model" in v for v in data.values())
-        ):
-            continue
-        for name, body in data.items():
-            line = lines.get(str(name), 1)
-            model = str(body["model"]).lower()
-            if model not in project.models:
-                raise ModelFileError(path, line, f"test {name}: no model named {model}")
-            outputs = _mapping(body.get("outputs"), path, line, f"test {name}: outputs")
-            vars_ = _mapping(body.get("vars"), path, line, f"test {name}: vars")
-            inputs = _mapping(body.get("inputs"), path, line, f"test {name}: inputs")
-            ctes = _mapping(outputs.get("ctes"), path, line, f"test {name}: outputs.ctes")
-            for key in ("start", "end"):
-                if vars_.get(key) is not None:
-                    try:
-                        to_utc(vars_[key] if isinstance(vars_[key], (dt.date, str)) else str(vars_[key]))
-                    except WindowError as exc:
-                        raise ModelFileError(path, line, f"test {name}: vars.{key}: {exc}") from None
-            tests.append(
-                ModelTest(
-                    str(name),
-                    path,
-                    model,
-                    {str(k).lower(): _rows(v, path, line, f"test {name}: input {k}") for k, v in inputs.items()},
-                    _rows(outputs["query"], path, line, f"test {name}: outputs.query") if "query" in outputs else None,
-                    {str(k).lower(): _rows(v, path, line, f"test {name}: cte {k}") for k, v in ctes.items()},
-                    vars_.get("start"),
-                    vars_.get("end"),
-                )
-            )
-    return tests
 
 
 # SQLMesh's test window when `vars` gives no start (nor end): 1970-01-01.
@@ -206,34 +96,43 @@ class _FixtureExecutor(Executor):
         if catalog:  # a catalog table among the inputs has its rows from the test too, given with the others
             return {}
         for read in plan.inputs:
-            rows = self.test.inputs.get(read.name)
-            if rows is None and read.name == plan.model:
+            fixture = self.test.inputs.get(read.name)
+            if fixture is None and read.name == plan.model:
                 self._own_table(read.name).createOrReplaceTempView(read.view)  # SQLMesh: its own table starts empty
                 continue
-            if rows is None:
+            if fixture is None:
                 raise ModelFileError(
                     self.test.path, None, f"test {self.test.name}: no rows given for input {read.name}"
                 )
-            declared = self._declared(read.name)
-            if declared:
-                data = [tuple(_typed_value(r.get(c), t) for c, t in declared.items()) for r in rows]
-                df = self.spark.createDataFrame(
-                    data, "struct<" + ", ".join(f"`{c}`: {t}" for c, t in declared.items()) + ">"
-                )
-            else:
-                df = self.spark.createDataFrame([{k: _spark_value(v) for k, v in r.items()} for r in rows])
-            df.createOrReplaceTempView(read.view)
+            self._frame(fixture, self._declared(read.name)).createOrReplaceTempView(read.view)
         return {}
+
+    def _frame(self, fixture: Fixture, declared: dict[str, str]) -> DataFrame:
+        """A fixture's rows as a table of the declared columns and types (a column it leaves out is NULL)."""
+        if fixture.query is not None:
+            df = self.spark.sql(fixture.query)
+            if not declared:
+                return df
+            extra = [f"`{c}`" for c in df.columns if c.lower() not in {d.lower() for d in declared}]
+            given = {c.lower() for c in df.columns}
+            return df.selectExpr(
+                *(f"CAST({f'`{c}`' if c.lower() in given else 'NULL'} AS {t}) AS `{c}`" for c, t in declared.items()),
+                *extra,
+            )
+        if declared:
+            data = [tuple(_typed_value(r.get(c), t) for c, t in declared.items()) for r in fixture.rows]
+            return self.spark.createDataFrame(
+                data, "struct<" + ", ".join(f"`{c}`: {t}" for c, t in declared.items()) + ">"
+            )
+        return self.spark.createDataFrame([{k: _spark_value(v) for k, v in r.items()} for r in fixture.rows])
 
     def _own_table(self, name: str) -> Any:
         """A self-referencing model's own table, empty: its declared columns, else the expected rows' columns."""
         schema = self._schema(name)
         if schema:
             return self.spark.createDataFrame([], schema)
-        if self.test.query:
-            return self.spark.createDataFrame(
-                [{k: _spark_value(v) for k, v in r.items()} for r in self.test.query]
-            ).limit(0)
+        if self.test.query is not None and (self.test.query.rows or self.test.query.query):
+            return self._frame(self.test.query, {}).limit(0)
         raise ModelFileError(
             self.test.path,
             None,
@@ -252,6 +151,8 @@ def _typed_value(v: Any, spark_type: str) -> Any:
         return str(v)
     if kind in ("double", "float") and isinstance(v, int) and not isinstance(v, bool):
         return float(v)
+    if kind in ("int", "integer", "bigint", "smallint", "tinyint") and isinstance(v, float) and v.is_integer():
+        return int(v)  # a CSV column with an empty cell is read as floats
     return _spark_value(v)
 
 
@@ -281,12 +182,22 @@ def _norm(v: Any) -> str:
     return repr(v)
 
 
-def compare(what: str, expected: list[dict[str, Any]], actual: list[dict[str, Any]]) -> str | None:
-    """None when the rows match (any order, expected columns only); else a unified diff of the rows."""
-    cols = list(dict.fromkeys(c for r in expected for c in r)) or list(dict.fromkeys(c for r in actual for c in r))
-    missing = [c for c in cols if actual and c not in actual[0]]
+def compare(
+    what: str,
+    expected: list[dict[str, Any]],
+    actual: list[dict[str, Any]],
+    columns: list[str] | None = None,
+    partial: bool = False,
+) -> str | None:
+    """None when the rows match (any order); else a unified diff of the rows. Compared are the output's
+    ``columns`` (of its rows when not given), one the expected rows leave out being NULL, as SQLMesh compares
+    them; with ``partial``, only the columns the expected rows name."""
+    columns = list(columns) if columns is not None else list(dict.fromkeys(c for r in actual for c in r))
+    named = list(dict.fromkeys(c for r in expected for c in r))
+    missing = [c for c in named if columns and c not in columns]
     if missing:
-        return f"{what}: the output has no column(s) {', '.join(missing)}; it has {', '.join(actual[0])}"
+        return f"{what}: the output has no column(s) {', '.join(missing)}; it has {', '.join(columns)}"
+    cols = (named or columns) if partial else (columns or named)
 
     def lines(rows):
         return sorted("  ".join(f"{c}={_norm(r.get(c))}" for c in cols) for r in rows)
@@ -295,11 +206,21 @@ def compare(what: str, expected: list[dict[str, Any]], actual: list[dict[str, An
     if want == got:
         return None
     diff = "\n".join(difflib.unified_diff(want, got, "expected", "actual", lineterm="", n=len(want) + len(got)))
-    return f"{what}: rows differ\n{diff}"
+    left_out = [c for c in cols if c not in named] if expected else []
+    note = (
+        f" (the expected rows leave out {', '.join(left_out)}: compared as NULL; `partial: true` compares only"
+        " the columns given)"
+        if left_out
+        else ""
+    )
+    return f"{what}: rows differ{note}\n{diff}"
 
 
 def run_model_test(spark: SparkSession, project: Project, test: ModelTest) -> TestOutcome:
-    """Run one test; anything that stops it (an unsupported model, a Spark error) is its failure alone."""
+    """Run one test; anything that stops it (a test that cannot be read, an unsupported model, a Spark error)
+    is its failure alone, in one line."""
+    if test.problem is not None:
+        return TestOutcome(test, [f"invalid test: {test.problem.render()}"])
     try:
         return _run_model_test(spark, project, test)
     except (IncrementalAssetsError, AnalysisException, Py4JError) as exc:
@@ -312,6 +233,31 @@ def run_model_test(spark: SparkSession, project: Project, test: ModelTest) -> Te
     except Exception as exc:  # anything else the model's own code raised: one line, never a traceback
         first = (str(exc).strip().splitlines() or [""])[0]
         return TestOutcome(test, [f"cannot run: {type(exc).__name__}: {first}"])
+
+
+def _with_variables(project: Project, test: ModelTest) -> Project:
+    """The project as the test sees it: its ``vars`` (other than its times) override the config's variables,
+    in every macro (``@VAR('x')``, ``@x``) and in Python models."""
+    if not test.variables:
+        return project
+    folders = project.directories or (project.directory,)
+    return load_project(list(folders), settings=project.settings, variables=test.variables)
+
+
+def _frozen_clock(plan: RunPlan, execution_time: dt.datetime) -> RunPlan:
+    """The plan with CURRENT_DATE / CURRENT_TIMESTAMP read as the test's execution time, as SQLMesh renders them."""
+    instant = execution_time.astimezone(dt.timezone.utc).isoformat(sep=" ")  # its offset: whatever the session zone
+    values: dict[type, tuple[str, str]] = {
+        exp.CurrentDate: (instant[:10], "DATE"),
+        exp.CurrentTimestamp: (instant, "TIMESTAMP"),
+        exp.CurrentDatetime: (instant, "TIMESTAMP"),
+    }
+
+    def freeze(node: exp.Expr) -> exp.Expr:
+        text, kind = values.get(type(node), ("", ""))
+        return exp.cast(exp.Literal.string(text), kind) if kind else node
+
+    return replace(plan, query=plan.query.transform(freeze))
 
 
 def _embedded_as_inputs(project: Project, model: SqlModel, test: ModelTest) -> tuple[Project, SqlModel]:
@@ -327,7 +273,9 @@ def _embedded_as_inputs(project: Project, model: SqlModel, test: ModelTest) -> t
     return replace(project, models=models), models[model.name]
 
 
-def _run_model_test(spark: SparkSession, project: Project, test: ModelTest) -> TestOutcome:
+def _test_plan(project: Project, test: ModelTest) -> tuple[Project, SqlModel, RunPlan]:
+    """The tested model's run as the test asks: its variables, window and execution time."""
+    project = _with_variables(project, test)
     model = project.models[test.model]
     if isinstance(model, SqlModel):
         project, model = _embedded_as_inputs(project, model, test)
@@ -336,15 +284,34 @@ def _run_model_test(spark: SparkSession, project: Project, test: ModelTest) -> T
         # SQLMesh runs a test's window whatever the model's start and end.
         model = replace(model, start=min(model.start or window.start, model.unit.floor(window.start)), end=None)
         project = replace(project, models={**project.models, model.name: model})
-    plan = plan_run(project, model, window, execution_time=window.end if window else None, allow_downgrade=True)
+    execution_time = to_utc(str(test.execution_time)) if test.execution_time is not None else None
+    plan = plan_run(
+        project, model, window, execution_time=execution_time or (window.end if window else None), allow_downgrade=True
+    )
+    return project, model, _frozen_clock(plan, execution_time) if execution_time else plan
+
+
+def _expected(spark: SparkSession, fixture: Fixture) -> list[dict[str, Any]]:
+    """An expected output's rows: as written, or its query's result."""
+    if fixture.query is not None:
+        return [r.asDict() for r in spark.sql(fixture.query).collect()]
+    return fixture.rows
+
+
+def _check(spark: SparkSession, what: str, fixture: Fixture, sql: str) -> str | None:
+    df = spark.sql(sql)
+    return compare(what, _expected(spark, fixture), [r.asDict() for r in df.collect()], df.columns, fixture.partial)
+
+
+def _run_model_test(spark: SparkSession, project: Project, test: ModelTest) -> TestOutcome:
+    project, model, plan = _test_plan(project, test)
     executor = _FixtureExecutor(spark, project, test)
     outcome = TestOutcome(test)
     executor.register(plan)
     if isinstance(model, PythonModel) and model.reads_tables:  # its function reads the fixture views
         register_python_rows(executor, model, plan)
     if test.query is not None:
-        actual = [r.asDict() for r in spark.sql(plan.sql).collect()]
-        problem = compare("query", test.query, actual)
+        problem = _check(spark, "query", test.query, plan.sql)
         if problem:
             outcome.failures.append(problem)
     ctes = {c.alias_or_name.lower(): c for c in plan.query.find_all(exp.CTE)}
@@ -361,8 +328,7 @@ def _run_model_test(spark: SparkSession, project: Project, test: ModelTest) -> T
             "with_" if "with_" in exp.Select.arg_types else "with",
             with_.copy() if isinstance(with_, exp.With) else None,
         )
-        actual = [r.asDict() for r in spark.sql(probe.sql(dialect="spark")).collect()]
-        problem = compare(f"cte {name}", expected, actual)
+        problem = _check(spark, f"cte {name}", expected, probe.sql(dialect="spark"))
         if problem:
             outcome.failures.append(problem)
     return outcome
