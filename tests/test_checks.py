@@ -150,3 +150,87 @@ def test_in_table_check_runs_on_demand_for_the_chosen_models_only(env, spark):
     [failed] = execute()
     assert failed.asset_check_key == daily and not failed.passed
     assert "fix" in failed.metadata and str(failed.metadata["status"].value)
+
+
+def test_a_non_blocking_builtin_warns_and_the_window_commits(env, spark):
+    project, instance, defs = env
+    daily = project.directory / "models" / "daily.sql"
+    daily.write_text(
+        daily.read_text().replace(
+            "accepted_range(column := n, min_v := 1, max_v := 24)",
+            "accepted_range_non_blocking(column := n, max_v := 10), not_constant(column := n, condition := n > 100)",
+        )
+    )
+    project = load_project(project.directory)
+    defs = build_definitions(project)
+    key = dg.AssetKey(["s", "daily"])
+    specs = {s.name: s for s in defs.resolve_assets_def(key).check_specs}
+    assert not specs["accepted_range_non_blocking__n"].blocking and specs["not_constant__n"].blocking
+    report = Runner(project, instance, defs).run([project.model("s.daily")], start=utc(2024, 1, 1), end=utc(2024, 1, 2))
+    assert not report.success, "not_constant over no rows (the condition keeps none) fails, as in SQLMesh"
+    daily.write_text(daily.read_text().replace(", not_constant(column := n, condition := n > 100)", ""))
+    project = load_project(project.directory)
+    defs = build_definitions(project)
+    report = Runner(project, instance, defs).run([project.model("s.daily")], start=utc(2024, 1, 1), end=utc(2024, 1, 2))
+    assert report.success, [r.error for r in report.records]
+    warned = _evaluations(instance, key, "accepted_range_non_blocking__n")[0]
+    assert not warned.passed and warned.severity == dg.AssetCheckSeverity.WARN
+    assert table_rows(delta.table_uri(project.settings.warehouse, "s.daily")) == [(utc(2024, 1, 1).date(), 24, 0)]
+
+
+BUILTIN_CASES = [
+    # (audit as a model declares it, rows it finds failing over ROWS; SQLMesh's built-in semantics)
+    ("not_null_non_blocking(columns := (tag))", 1),
+    ("at_least_one(column := tag)", 0),
+    ("at_least_one(column := tag, condition := id = 3)", 1),
+    ("not_constant(column := amount)", 0),
+    ("not_constant(column := amount, condition := id < 3)", 1),
+    ("not_accepted_values(column := amount, is_in := (0, 50))", 1),
+    ("not_empty_string(column := tag)", 1),
+    ("not_null_proportion(column := tag, threshold := 0.5)", 0),
+    ("not_null_proportion(column := tag, threshold := 0.8)", 1),
+    ("sequential_values(column := id)", 0),
+    ("sequential_values(column := id, interval := 2)", 3),
+    ("mutually_exclusive_ranges(lower_bound_column := lo, upper_bound_column := hi)", 1),
+    ("valid_uuid(column := uuid)", 1),
+    ("valid_url(column := url)", 1),
+    ("valid_email(column := email)", 1),
+    ("valid_http_method(column := method)", 1),
+    ("match_regex_pattern_list(column := email, patterns := ('^a', '^b'))", 2),
+    ("not_match_regex_pattern_list(column := email, patterns := ('@x\\.com$'))", 2),
+    ("match_like_pattern_list(column := tag, patterns := ('c%', 'a%'))", 1),
+    ("not_match_like_pattern_list(column := tag, patterns := ('%a%'))", 2),
+    ("z_score(column := amount, threshold := 1)", 1),
+    ("string_length_between(column := tag, min_v := 1, max_v := 4)", 1),
+    ("string_length_between(column := tag, max_v := 4, inclusive := false)", 2),
+    ("string_length_equal(column := tag, v := 4)", 1),
+    ("stddev_in_range(column := amount, max_v := 10)", 1),
+    ("mean_in_range(column := amount, min_v := 10, max_v := 20)", 0),
+    ("accepted_range_non_blocking(column := amount, max_v := 20)", 1),
+    ("unique_values(columns := (amount), condition := id <> 4)", 1),
+    ("number_of_rows(threshold := 4, condition := id > 1)", 1),
+]
+
+
+def test_every_builtin_audit_finds_the_rows_sqlmesh_finds(spark):
+    from incremental_assets.load.audits import parse_audits
+    from incremental_assets.load.header import parse_header
+    from incremental_assets.plan.audit_sql import failing_rows_sql
+
+    spark.sql(
+        "SELECT * FROM VALUES "
+        "(1, 10, 'card', 'a@x.com', 'GET', 'https://x.com/a', '123e4567-e89b-12d3-a456-426614174000', 1, 3), "
+        "(2, 10, 'cash', 'b@y.org', 'POST', 'ftp://files.y.org', '123E4567-E89B-42D3-A456-426614174000', 3, 5), "
+        "(3, 10, NULL, 'nobody', 'FETCH', 'notaurl', 'zzz', 4, 4), "
+        "(4, 50, '', 'c@x.com', 'PUT', 'http://z.io', '00000000-0000-1000-8000-000000000000', 5, 9) "
+        "AS v(id, amount, tag, email, method, url, uuid, lo, hi)"
+    ).createOrReplaceTempView("audited_rows")
+    wrong = []
+    for text, failing in BUILTIN_CASES:
+        header = parse_header(f"MODEL (audits ({text}))", "m.sql").properties[0].value
+        (audit,) = parse_audits(header, "m.sql", origin="audits")
+        sql = failing_rows_sql(audit, "audited_rows")
+        found = spark.sql(sql).count()
+        if found != failing:
+            wrong.append((text, found, sql))
+    assert not wrong, "\n".join(map(str, wrong))

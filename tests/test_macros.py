@@ -1,5 +1,7 @@
 """Macro values per interval unit, with SQLMesh's inclusive ends, rendered as typed literals."""
 
+from datetime import datetime, timezone
+
 import pytest
 from sqlglot import exp
 
@@ -32,13 +34,52 @@ def test_macro_values_per_unit_have_inclusive_ends(unit, start, start_ds, end_ds
     assert v["end_ts"] == f"'{end_dt}'"
 
 
-def test_epoch_and_millis():
-    v = values_sql(TimeWindow(utc(2024, 1, 1), utc(2024, 1, 2)))
-    assert v["start_epoch"] == "1704067200"
-    assert v["end_epoch"] == "1704153599.999999"
-    assert v["start_millis"] == "1704067200000"
-    assert v["end_millis"] == "1704153599999"
+def test_epoch_and_millis_are_typed_as_sqlmesh_renders_them():
+    # SQLMesh: *_epoch is whole milliseconds / 1000, a DOUBLE (not 6 decimals); *_millis whole milliseconds
+    v = values_sql(TimeWindow(utc(2024, 5, 1), utc(2024, 5, 2)))
+    assert v["start_epoch"] == "CAST(1714521600.0 AS DOUBLE)"
+    assert v["end_epoch"] == "CAST(1714607999.999 AS DOUBLE)"
+    assert v["start_millis"] == "1714521600000"
+    assert v["end_millis"] == "1714607999999"
     assert v["execution_ds"] == "'2030-01-01'"
+    assert v["execution_epoch"] == "CAST(1893456000.0 AS DOUBLE)"
+
+
+def test_hour_tstz_dtntz_and_latest_macros_as_sqlmesh_renders_them():
+    v = {
+        k: x.sql("spark")
+        for k, x in macro_values(
+            TimeWindow(utc(2024, 5, 1, 6), utc(2024, 5, 1, 7)),
+            execution_time=datetime(2024, 5, 3, 1, 2, 3, tzinfo=timezone.utc),
+        ).items()
+    }
+    assert (v["start_hour"], v["end_hour"], v["execution_hour"]) == ("6", "6", "1")
+    assert v["start_tstz"] == "'2024-05-01 06:00:00+00:00'"
+    assert v["end_tstz"] == "'2024-05-01 06:59:59.999999+00:00'"
+    assert v["execution_tstz"] == "'2024-05-03 01:02:03+00:00'"
+    assert v["start_dtntz"] == "CAST('2024-05-01 06:00:00' AS TIMESTAMP)"
+    assert v["end_dtntz"] == "CAST('2024-05-01 06:59:59.999999' AS TIMESTAMP)"
+    assert v["execution_dtntz"] == "CAST('2024-05-03 01:02:03' AS TIMESTAMP)"
+    assert v["latest_ds"] == v["execution_ds"] == "'2024-05-03'"
+
+
+def test_new_date_macros_are_known_to_a_model_and_rendered_per_run(spark):
+    q = parse_query(
+        "SELECT @start_hour AS sh, @end_hour AS eh, @start_dtntz AS sd, @start_tstz AS st, @end_epoch AS ee, "
+        "@start_epoch AS se, @latest_ds AS l"
+    )
+    row = spark.sql(render_macros(q, TimeWindow(utc(2024, 5, 1), utc(2024, 5, 2))).sql("spark"))
+    assert dict(row.dtypes) == {
+        "sh": "int",
+        "eh": "int",
+        "sd": "timestamp",
+        "st": "string",
+        "ee": "double",
+        "se": "double",
+        "l": "string",
+    }
+    r = row.collect()[0]
+    assert (r.sh, r.eh, r.st, r.ee, r.se) == (0, 23, "2024-05-01 00:00:00+00:00", 1714607999.999, 1714521600.0)
 
 
 def test_rendered_macros_are_typed_literal_nodes_not_text():

@@ -81,6 +81,34 @@ def rendered(body: str, dialect: str = "spark") -> str:
         ),
         ("SELECT @SAFE_DIV(a, b) AS s FROM t", "SELECT a / NULLIF(b, 0) AS s FROM t"),
         (
+            "SELECT @GENERATE_SURROGATE_KEY(a, hash_function := 'SHA256') AS k FROM t",
+            "SELECT SHA2(CONCAT(COALESCE(CAST(a AS STRING), '_sqlmesh_surrogate_key_null_')), 256) AS k FROM t",
+        ),
+        (
+            "SELECT @GENERATE_SURROGATE_KEY(a, hash_function := 'sha512') AS k FROM t",
+            "SELECT SHA2(CONCAT(COALESCE(CAST(a AS STRING), '_sqlmesh_surrogate_key_null_')), 512) AS k FROM t",
+        ),
+        (
+            "SELECT @GENERATE_SURROGATE_KEY(a, hash_function := 'SHA1') AS k FROM t",
+            "SELECT SHA(CONCAT(COALESCE(CAST(a AS STRING), '_sqlmesh_surrogate_key_null_'))) AS k FROM t",
+        ),
+        (
+            "@DATE_SPINE('week', '2024-01-01', '2024-01-29')",
+            "SELECT date_week FROM EXPLODE(SEQUENCE(CAST('2024-01-01' AS DATE), CAST('2024-01-29' AS DATE), "
+            "INTERVAL '1' WEEK)) AS _exploded(date_week)",
+        ),
+        (
+            "SELECT date_day FROM (@DATE_SPINE('day', @start_ds, @end_ds)) AS s",
+            "SELECT date_day FROM (SELECT date_day FROM EXPLODE(SEQUENCE(CAST(${start_ds} AS DATE), "
+            "CAST(${end_ds} AS DATE), INTERVAL '1' DAY)) AS _exploded(date_day)) AS s",
+        ),
+        (
+            "@DEDUPLICATE(raw.e, [id, CAST(ts AS DATE)], ['ts DESC', 'status ASC NULLS LAST'])",
+            "SELECT _row.* FROM (SELECT STRUCT(*) AS _row, ROW_NUMBER() OVER (PARTITION BY id, CAST(ts AS DATE) "
+            "ORDER BY ts DESC, status ASC NULLS LAST) AS _row_number FROM raw.e) AS _deduplicated "
+            "WHERE _row_number = 1",
+        ),
+        (
             "SELECT @HAVERSINE_DISTANCE(y1, x1, y2, x2, 'mi') AS d FROM t",
             "SELECT 7922 * ASIN(SQRT((POWER(SIN(RADIANS((y2 - y1) / 2)), 2)) + (COS(RADIANS(y1)) * COS(RADIANS(y2)) * "
             "POWER(SIN(RADIANS((x2 - x1) / 2)), 2)))) * 1.0 AS d FROM t",
@@ -128,6 +156,86 @@ def rendered(body: str, dialect: str = "spark") -> str:
 )
 def test_operators_render_as_sqlmesh_documents(body, expected):
     assert rendered(body) == expected
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("@DATE_SPINE('hour', '2024-01-01', '2024-01-02')", "@DATE_SPINE has no datepart 'hour'"),
+        ("@DATE_SPINE('day', '2024-01-02', '2024-01-01')", "start 2024-01-02 is after its end 2024-01-01"),
+        ("@DATE_SPINE('day', '2024/01/01', '2024-01-02')", "must be written YYYY-MM-DD"),
+        ("@DEDUPLICATE(t, id, ['ts'])", "partition_by must be a list"),
+        ("@DEDUPLICATE(t, [id], [])", "order_by must be a non-empty list"),
+    ],
+)
+def test_relation_macros_refuse_what_sqlmesh_refuses(body, message):
+    with pytest.raises(ModelFileError, match=message):
+        parse_model_body(body, dialect="duckdb")
+
+
+def test_resolve_template_names_the_models_schema_and_table(make_project):
+    root = make_project(
+        {
+            "models/m.sql": "MODEL (name s.m, kind FULL);\n"
+            "SELECT @RESOLVE_TEMPLATE('s3://b/@{schema_name}/@{table_name}') AS loc, 1 AS x FROM @RESOLVE_TEMPLATE("
+            "'@{schema_name}.src', mode := 'table')",
+            "models/src.sql": "MODEL (name s.src, kind FULL);\nSELECT 1 AS x",
+        }
+    )
+    sql = load_project(root).model("s.m").query.sql("spark")
+    assert sql == "SELECT 's3://b/s/m' AS loc, 1 AS x FROM s.src", sql
+
+
+def test_relation_macros_and_hashes_give_sqlmeshs_rows_on_spark(spark, make_project):
+    import hashlib
+
+    from incremental_assets.spark.executor import Executor
+
+    from helpers import table_rows
+
+    root = make_project(
+        {
+            "models/src.sql": "MODEL (name s.src, kind FULL);\nSELECT * FROM VALUES (1, 10, DATE'2024-05-01', 'a'), "
+            "(2, 10, DATE'2024-05-02', 'b'), (3, 20, DATE'2024-05-01', NULL), (4, 20, DATE'2024-05-01', 'c') "
+            "AS v(id, account, day, tag)",
+            "models/dedup.sql": "MODEL (name s.dedup, kind FULL, dialect duckdb);\n"
+            "@DEDUPLICATE(s.src, [account], ['day DESC', 'tag'])",
+            "models/keys.sql": "MODEL (name s.keys, kind FULL, dialect duckdb);\nSELECT id, "
+            "@GENERATE_SURROGATE_KEY(id, tag, hash_function := 'SHA256') AS k256, @GENERATE_SURROGATE_KEY(id) AS k5 "
+            "FROM s.src",
+            "models/spine.sql": "MODEL (name s.spine, kind FULL, dialect duckdb);\n"
+            "SELECT 'week' AS part, date_week AS d FROM (@DATE_SPINE('week', '2024-01-01', '2024-01-29')) AS w "
+            "UNION ALL SELECT 'month', date_month FROM (@DATE_SPINE('month', '2024-01-15', '2024-04-15')) AS m "
+            "UNION ALL SELECT 'quarter', date_quarter FROM (@DATE_SPINE('quarter', '2024-01-01', '2024-12-31')) AS q "
+            "UNION ALL SELECT 'year', date_year FROM (@DATE_SPINE('year', '2023-06-01', '2025-06-01')) AS y",
+        }
+    )
+    project = load_project(root)
+    executor = Executor(spark, project)
+    out = {
+        name: table_rows(executor.execute(plan_run(project, project.model(name), None)).table)
+        for name in ("s.src", "s.dedup", "s.keys", "s.spine")
+    }
+    # duckdb orders NULLs last ascending: account 20's first row by day DESC, tag is 4 ('c'), not 3 (NULL)
+    assert sorted(out["s.dedup"]) == [(2, 10, date(2024, 5, 2), "b"), (4, 20, date(2024, 5, 1), "c")]
+    key = lambda text, h: h(text.encode()).hexdigest()  # noqa: E731
+    assert sorted(out["s.keys"])[2] == (3, key("3|_sqlmesh_surrogate_key_null_", hashlib.sha256), key("3", hashlib.md5))
+    spine = sorted(out["s.spine"])
+    assert [d.isoformat() for p, d in spine if p == "week"] == [
+        "2024-01-01",
+        "2024-01-08",
+        "2024-01-15",
+        "2024-01-22",
+        "2024-01-29",
+    ]
+    assert [d.isoformat() for p, d in spine if p == "month"] == ["2024-01-15", "2024-02-15", "2024-03-15", "2024-04-15"]
+    assert [d.isoformat() for p, d in spine if p == "quarter"] == [
+        "2024-01-01",
+        "2024-04-01",
+        "2024-07-01",
+        "2024-10-01",
+    ]
+    assert [d.isoformat() for p, d in spine if p == "year"] == ["2023-06-01", "2024-06-01", "2025-06-01"]
 
 
 def test_date_macros_inside_operators_stay_for_the_run_window():

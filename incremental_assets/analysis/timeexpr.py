@@ -436,7 +436,7 @@ def _negated(node: exp.Expr) -> exp.Expr | None:
 
 # --- the SQLMesh window macros ---------------------------------------------------------------
 
-MACRO_KINDS = ("ds", "date", "ts", "dt", "epoch", "millis")
+MACRO_KINDS = ("ds", "date", "ts", "dt", "dtntz", "tstz", "epoch", "millis")
 _DATE_KINDS = ("ds", "date")
 
 
@@ -459,7 +459,7 @@ def macro_name(node: exp.Expr) -> tuple[str, str] | None:
         return None
     name = node.name.lower()
     edge, _, kind = name.partition("_")
-    if edge in ("start", "end", "execution") and kind in MACRO_KINDS:
+    if edge in ("start", "end", "execution", "latest") and kind in MACRO_KINDS:
         return edge, kind
     return None
 
@@ -471,7 +471,7 @@ def read_macro(node: exp.Expr) -> MacroRef | None:
     named = macro_name(base)
     if named is not None:
         edge, kind = named
-        if edge == "execution":
+        if edge in ("execution", "latest"):
             return None
         ref = MacroRef(edge, kind, NO_OFFSET, "day" if kind in _DATE_KINDS else "exact")
     else:

@@ -35,7 +35,7 @@ from incremental_assets.load.header import (
 )
 from incremental_assets.load.macros.syntax import call_name, protect_macros, restore_macros
 from incremental_assets.load.query import check_nesting, check_tree_depth
-from incremental_assets.model.audits import BUILTINS, Audit, Origin, UserAudit
+from incremental_assets.model.audits import BUILTINS, LIST_ARGUMENTS, Audit, Origin, UserAudit, builtin_name
 
 
 def _expr(value: Value, path: str | Path) -> exp.Expr:
@@ -70,9 +70,9 @@ def _check_builtin_arguments(name: str, args: dict[str, Value], line: int, path:
             f"{origin}: {name} does not take {', '.join(sorted(unknown))}",
             hint=f"e.g. {_example(name)}",
         )
-    if name == "accepted_range" and not ({"min_v", "max_v"} & args.keys()):
+    if builtin_name(name) == "accepted_range" and not ({"min_v", "max_v"} & args.keys()):
         raise ModelFileError(path, line, f"{origin}: accepted_range needs min_v or max_v", hint=_example(name))
-    if name == "number_of_rows":
+    if builtin_name(name) == "number_of_rows":
         t = args["threshold"]
         if not (isinstance(t, Literal) and isinstance(t.value, int) and not isinstance(t.value, bool)):
             raise ModelFileError(
@@ -109,7 +109,7 @@ def parse_audits(value: Value, path: str | Path, *, origin: Origin) -> tuple[Aud
         if name in BUILTINS:
             _check_builtin_arguments(name, args, item.line, path, origin)
         for key, v in args.items():
-            typed[key] = _exprs(v, path) if key in ("columns", "is_in", "criteria") else _expr(v, path)
+            typed[key] = _exprs(v, path) if key in LIST_ARGUMENTS else _expr(v, path)
         audits.append(Audit(name, typed, blocking, item.line, origin, item.text))
     seen: dict[str, int] = {}
     for a in audits:
@@ -136,6 +136,7 @@ def expand_audit_arguments(audits: tuple[Audit, ...], expand: Callable[[exp.Expr
 
 
 def _example(name: str) -> str:
+    name = builtin_name(name)
     return {
         "not_null": "not_null(columns := [id, ts])",
         "unique_values": "unique_values(columns := [id])",
@@ -145,7 +146,12 @@ def _example(name: str) -> str:
         "accepted_values": "accepted_values(column := status, is_in := ('a', 'b'))",
         "number_of_rows": "number_of_rows(threshold := 1)",
         "forall": "forall(criteria := [a > 0, b IS NOT NULL])",
-    }.get(name, name)
+        "not_accepted_values": "not_accepted_values(column := status, is_in := ('void'))",
+        "not_null_proportion": "not_null_proportion(column := email, threshold := 0.9)",
+        "mutually_exclusive_ranges": "mutually_exclusive_ranges(lower_bound_column := a, upper_bound_column := b)",
+        "string_length_equal": "string_length_equal(column := code, v := 3)",
+        "match_regex_pattern_list": "match_regex_pattern_list(column := c, patterns := ('^a', 'b$'))",
+    }.get(name, f"{name}(column := c)")
 
 
 def parse_audit_file(path: Path) -> list[UserAudit]:

@@ -34,7 +34,7 @@ from incremental_assets.load.settings import load_settings
 from incremental_assets.load.sources import load_sources
 from incremental_assets.load.sqlmesh_config import SqlmeshConfig, load_sqlmesh_config
 from incremental_assets.load.sqlmesh_models import SqlmeshPythonModel
-from incremental_assets.model.audits import BUILTINS, UserAudit
+from incremental_assets.model.audits import BUILTINS, NON_BLOCKING, UserAudit
 from incremental_assets.model.cron import CRON_HINT, cron_problem
 from incremental_assets.model.kinds import Embedded
 from incremental_assets.model.project import Project, Source
@@ -481,7 +481,9 @@ def _audit_errors(models: Mapping[str, SqlModel], user_audits: Mapping[str, User
             model.path,
             audit.line,
             f"unknown audit '{audit.name}' in model {model.name}",
-            hint="use a built-in (" + ", ".join(BUILTINS) + ") or define it in audits/*.sql",
+            hint="use a built-in ("
+            + ", ".join(n for n in BUILTINS if not n.endswith(NON_BLOCKING))
+            + f", each also as <name>{NON_BLOCKING}) or define it in audits/*.sql",
         )
         for model in models.values()
         for audit in model.audits

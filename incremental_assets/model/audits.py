@@ -16,17 +16,62 @@ from sqlglot import exp
 
 Origin = TypingLiteral["audits", "assertions"]
 
-# Built-in audits and the arguments each takes (required, optional).
-BUILTINS: Mapping[str, tuple[frozenset[str], frozenset[str]]] = {
-    "not_null": (frozenset({"columns"}), frozenset()),
-    "unique_values": (frozenset({"columns"}), frozenset()),
-    "unique_combination_of_columns": (frozenset({"columns"}), frozenset()),
-    "positive_values": (frozenset({"column"}), frozenset()),
-    "accepted_range": (frozenset({"column"}), frozenset({"min_v", "max_v", "inclusive"})),
-    "accepted_values": (frozenset({"column", "is_in"}), frozenset()),
-    "number_of_rows": (frozenset({"threshold"}), frozenset()),
-    "forall": (frozenset({"criteria"}), frozenset()),
+
+def _takes(required: str, optional: str = "") -> tuple[frozenset[str], frozenset[str]]:
+    return frozenset(required.split()), frozenset(optional.split()) | {"condition"}
+
+
+_RANGE = "min_v max_v inclusive"
+
+# SQLMesh's built-in audits and the arguments each takes (required, optional); every one takes a
+# ``condition`` on the rows it audits, and has a ``<name>_non_blocking`` variant that warns instead.
+_BLOCKING: Mapping[str, tuple[frozenset[str], frozenset[str]]] = {
+    "not_null": _takes("columns"),
+    "unique_values": _takes("columns"),
+    "unique_combination_of_columns": _takes("columns"),
+    "positive_values": _takes("column"),
+    "accepted_range": _takes("column", _RANGE),
+    "accepted_values": _takes("column is_in"),
+    "not_accepted_values": _takes("column is_in"),
+    "number_of_rows": _takes("threshold"),
+    "forall": _takes("criteria"),
+    "at_least_one": _takes("column"),
+    "not_constant": _takes("column"),
+    "not_empty_string": _takes("column"),
+    "not_null_proportion": _takes("column threshold"),
+    "sequential_values": _takes("column", "interval"),
+    "mutually_exclusive_ranges": _takes("lower_bound_column upper_bound_column"),
+    "valid_uuid": _takes("column"),
+    "valid_url": _takes("column"),
+    "valid_http_method": _takes("column"),
+    "valid_email": _takes("column"),
+    "match_regex_pattern_list": _takes("column patterns"),
+    "not_match_regex_pattern_list": _takes("column patterns"),
+    "match_like_pattern_list": _takes("column patterns"),
+    "not_match_like_pattern_list": _takes("column patterns"),
+    "z_score": _takes("column threshold"),
+    "string_length_between": _takes("column", _RANGE),
+    "string_length_equal": _takes("column v"),
+    "stddev_in_range": _takes("column", _RANGE),
+    "mean_in_range": _takes("column", _RANGE),
 }
+NON_BLOCKING = "_non_blocking"
+BUILTINS: Mapping[str, tuple[frozenset[str], frozenset[str]]] = {
+    **_BLOCKING,
+    **{name + NON_BLOCKING: takes for name, takes in _BLOCKING.items()},
+}
+# Arguments that hold a list of SQL fragments.
+LIST_ARGUMENTS = frozenset({"columns", "is_in", "criteria", "patterns"})
+
+
+def builtin_name(name: str) -> str:
+    """The built-in audit a name runs: ``not_null_non_blocking`` runs ``not_null`` (and does not block).
+
+    >>> builtin_name("not_null_non_blocking"), builtin_name("not_null"), builtin_name("mine_non_blocking")
+    ('not_null', 'not_null', 'mine_non_blocking')
+    """
+    base = name.removesuffix(NON_BLOCKING)
+    return base if base in _BLOCKING else name
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,8 @@ from incremental_assets.model.kinds import (
 # Macros a query may use; each is rendered to a typed literal for the run window.
 DATE_MACROS = frozenset(
     f"{edge}_{suffix}"
-    for edge in ("start", "end", "execution")
-    for suffix in ("ds", "date", "ts", "dt", "epoch", "millis")
+    for edge in ("start", "end", "execution", "latest")
+    for suffix in ("ds", "date", "ts", "dt", "dtntz", "tstz", "epoch", "millis", "hour")
 ) | {"this_model"}
 
 

@@ -16,9 +16,10 @@ from sqlglot import exp
 
 from incremental_assets.errors import ModelFileError
 from incremental_assets.load.macros.render import macro_values
-from incremental_assets.model.audits import Audit, UserAudit
+from incremental_assets.model.audits import BUILTINS, Audit, UserAudit, builtin_name
 from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.model.project import Project
+from incremental_assets.plan.builtin_audits import AUDITS as BUILTIN_AUDITS
 
 
 def _or(conditions: list[exp.Expr]) -> exp.Expr:
@@ -28,7 +29,7 @@ def _or(conditions: list[exp.Expr]) -> exp.Expr:
     return out
 
 
-def _duplicates(src: exp.Table, cols: list[exp.Expr], *, each_column: bool) -> exp.Query:
+def _duplicates(src: exp.Expr, cols: list[exp.Expr], *, each_column: bool) -> exp.Query:
     """The values of ``cols`` found on more than one row of ``src``: of each column on its own when
     ``each_column`` (SQLMesh's unique_values), else of the columns together."""
     if each_column and len(cols) > 1:
@@ -55,14 +56,24 @@ def _duplicates(src: exp.Table, cols: list[exp.Expr], *, each_column: bool) -> e
     )
 
 
+def _audited(audit: Audit, table: str) -> exp.Expr:
+    """The rows an audit reads: the table, or those of its rows the audit's ``condition`` keeps."""
+    src = exp.to_table(table)
+    if "condition" not in audit.args:
+        return src
+    return exp.select("*").from_(src).where(audit.one("condition").copy()).subquery("audited")
+
+
 def failing_rows_sql(audit: Audit, table: str, user: UserAudit | None = None, model_name: str | None = None) -> str:
     """Spark SQL returning the rows of ``table`` that break ``audit`` (no rows: it passes)."""
-    src = exp.to_table(table)
     a = audit.args
-    select = exp.select("*").from_(src)
-    name = audit.name
-    if name == "not_null":
-        q: exp.Query = select.where(_or([exp.Is(this=c.copy(), expression=exp.Null()) for c in audit.many("columns")]))
+    name = builtin_name(audit.name)
+    src = _audited(audit, table) if name in BUILTINS else exp.to_table(table)
+    select = exp.select("*").from_(src.copy())
+    if name in BUILTIN_AUDITS:
+        q: exp.Query = BUILTIN_AUDITS[name](audit, src)
+    elif name == "not_null":
+        q = select.where(_or([exp.Is(this=c.copy(), expression=exp.Null()) for c in audit.many("columns")]))
     elif name in ("unique_values", "unique_combination_of_columns"):
         cols = list(audit.many("columns"))
         q = _duplicates(src, cols, each_column=name == "unique_values")
@@ -84,7 +95,7 @@ def failing_rows_sql(audit: Audit, table: str, user: UserAudit | None = None, mo
         # One failing row when the table has fewer rows than the threshold.
         q = (
             exp.select(exp.Count(this=exp.Star()).as_("row_count"))
-            .from_(src)
+            .from_(src.copy())
             .having(exp.LT(this=exp.Count(this=exp.Star()), expression=audit.one("threshold").copy()))
         )
     elif name == "forall":
@@ -140,8 +151,11 @@ def render_user_audit(user: UserAudit, audit: Audit, table: str, model_name: str
 
 
 def is_blocking(project: Project, audit: Audit) -> bool:
-    """An audit's own flag, else its definition's (user audits), else SQLMesh's default: blocking."""
+    """An audit's own flag, else its definition's (user audits), else SQLMesh's default: blocking, but for
+    the built-ins' ``*_non_blocking`` variants."""
     if audit.blocking is not None:
         return audit.blocking
+    if builtin_name(audit.name) != audit.name and audit.name not in project.audits:
+        return False
     user = project.audits.get(audit.name)
     return user.blocking if user is not None else True

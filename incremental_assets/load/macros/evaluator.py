@@ -29,13 +29,14 @@ from sqlglot.errors import ParseError, TokenError
 
 from incremental_assets.load.macros.operators import (
     LAZY_OPERATORS,
-    OPERATORS,
     MacroError,
     Value,
     call_python_macro,
     evaluate_constant,
     resolve_clauses,
 )
+from incremental_assets.load.macros.operators import OPERATORS as _SQL_OPERATORS
+from incremental_assets.load.macros.relation_macros import RELATION_MACROS
 from incremental_assets.load.macros.syntax import (
     CLAUSE_MARK,
     call_name,
@@ -48,6 +49,9 @@ from incremental_assets.load.macros.syntax import (
 )
 from incremental_assets.model.kinds import CURSOR_MACROS
 from incremental_assets.model.sql_model import DATE_MACROS
+
+# Every built-in macro by its lower-case name.
+OPERATORS: Mapping[str, Callable[..., Value]] = {**_SQL_OPERATORS, **RELATION_MACROS}
 
 # Rendered per run (render.py), so expansion leaves them in place.
 RUNTIME_MACROS = frozenset(DATE_MACROS | CURSOR_MACROS)

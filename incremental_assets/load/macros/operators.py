@@ -243,15 +243,35 @@ def safe_div(evaluator: MacroEvaluator, numerator: Any, denominator: Any) -> exp
 
 
 def generate_surrogate_key(evaluator: MacroEvaluator, *fields: Any, hash_function: Any = None) -> exp.Expr:
-    """``@GENERATE_SURROGATE_KEY(a, b, ...)``: MD5 of the fields as text, '|'-separated, NULLs marked."""
+    """``@GENERATE_SURROGATE_KEY(a, b, ...[, hash_function := 'MD5'])``: the hex digest of the fields as text,
+    '|'-separated, NULLs marked; SHA256/SHA512 (and SHA224/SHA384) are Spark's ``SHA2(x, bits)``."""
     parts: list[exp.Expr] = []
     for i, field in enumerate(fields):
         if i:
             parts.append(exp.Literal.string("|"))
         text = exp.cast(field, exp.DataType.build("TEXT"))
         parts.append(exp.func("COALESCE", text, exp.Literal.string("_sqlmesh_surrogate_key_null_")))
-    name = hash_function.name if isinstance(hash_function, exp.Expression) else (hash_function or "MD5")
-    return exp.func(str(name), exp.func("CONCAT", *parts))
+    name = str(hash_function.name if isinstance(hash_function, exp.Expression) else (hash_function or "MD5"))
+    return hash_call(evaluator, name, exp.func("CONCAT", *parts))
+
+
+SHA2_BITS = {"SHA2": 256, "SHA224": 224, "SHA256": 256, "SHA384": 384, "SHA512": 512}
+
+
+def hash_call(evaluator: MacroEvaluator, name: str, text: exp.Expr) -> exp.Expr:
+    """A hash function of ``text`` giving a hex string on Spark: MD5, SHA-1, SHA-2 by width, else ``name(text)``.
+
+    >>> hash_call(None, "sha256", exp.column("x")).sql("spark"), hash_call(None, "MD5", exp.column("x")).sql("spark")
+    ('SHA2(x, 256)', 'MD5(x)')
+    """
+    upper = name.upper()
+    if upper in SHA2_BITS:
+        return exp.SHA2(this=text, length=exp.Literal.number(SHA2_BITS[upper]))
+    if upper in ("MD5", "MD5_DIGEST"):
+        return exp.MD5(this=text)
+    if upper in ("SHA", "SHA1"):
+        return exp.SHA(this=text)
+    return exp.func(name, text, dialect=evaluator.dialect if evaluator is not None else None)
 
 
 def haversine_distance(

@@ -28,6 +28,8 @@ from incremental_assets.model.source_time import EPOCH_FORMATS, epoch_value
 from incremental_assets.model.sql_model import SqlModel
 
 ONE_MICROSECOND = timedelta(microseconds=1)
+ONE_MILLISECOND = timedelta(milliseconds=1)
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def _timestamp_text(value: datetime) -> str:
@@ -35,10 +37,6 @@ def _timestamp_text(value: datetime) -> str:
     if value.microsecond:
         text += f".{value.microsecond:06d}"
     return text
-
-
-def _epoch(value: datetime) -> float:
-    return value.timestamp()
 
 
 def typed_date(value: datetime) -> exp.Expr:
@@ -49,28 +47,37 @@ def typed_timestamp(value: datetime) -> exp.Expr:
     return exp.cast(exp.Literal.string(_timestamp_text(value)), exp.DataType.build("TIMESTAMP"))
 
 
+def _epoch_millis(instant: datetime) -> int:
+    return (instant - EPOCH) // ONE_MILLISECOND
+
+
 def macro_values(window: TimeWindow, *, execution_time: datetime | None = None) -> dict[str, exp.Expr]:
-    """The value of every date macro for a window, as sqlglot expressions.
+    """The value of every date macro for a window, as sqlglot expressions, typed as SQLMesh renders them:
+    ``*_epoch`` is the instant's whole milliseconds / 1000 as a DOUBLE, ``*_millis`` a whole number,
+    ``*_hour`` the UTC hour, ``*_tstz`` text with its ``+00:00`` offset, ``*_dtntz`` a TIMESTAMP;
+    ``@latest_*`` are the ``@execution_*`` values under SQLMesh's older name.
 
     >>> v = macro_values(TimeWindow.parse("2024-01-01", "2024-01-02"))
-    >>> v["end_dt"].sql("spark"), v["end_millis"].sql("spark")
-    ("CAST('2024-01-01 23:59:59.999999' AS TIMESTAMP)", '1704153599999')
+    >>> v["end_dt"].sql("spark"), v["end_millis"].sql("spark"), v["end_epoch"].sql("spark")
+    ("CAST('2024-01-01 23:59:59.999999' AS TIMESTAMP)", '1704153599999', 'CAST(1704153599.999 AS DOUBLE)')
+    >>> v["start_tstz"].sql("spark"), v["end_hour"].sql("spark")
+    ("'2024-01-01 00:00:00+00:00'", '23')
     """
     start = window.start.astimezone(timezone.utc)
     last = (window.end - ONE_MICROSECOND).astimezone(timezone.utc)
     execution = (execution_time or clock.now()).astimezone(timezone.utc)
     values: dict[str, exp.Expr] = {}
-    for edge, instant in (("start", start), ("end", last), ("execution", execution)):
+    for edge, instant in (("start", start), ("end", last), ("execution", execution), ("latest", execution)):
+        millis = _epoch_millis(instant)
         values[f"{edge}_ds"] = exp.Literal.string(instant.date().isoformat())
         values[f"{edge}_date"] = typed_date(instant)
         values[f"{edge}_ts"] = exp.Literal.string(_timestamp_text(instant))
         values[f"{edge}_dt"] = typed_timestamp(instant)
-    values["start_epoch"] = exp.Literal.number(int(_epoch(start)))
-    values["end_epoch"] = exp.Literal.number(f"{_epoch(window.end) - 1e-6:.6f}")
-    values["execution_epoch"] = exp.Literal.number(int(_epoch(execution)))
-    values["start_millis"] = exp.Literal.number(int(_epoch(start) * 1000))
-    values["end_millis"] = exp.Literal.number(int(_epoch(window.end) * 1000) - 1)
-    values["execution_millis"] = exp.Literal.number(int(_epoch(execution) * 1000))
+        values[f"{edge}_dtntz"] = typed_timestamp(instant)
+        values[f"{edge}_tstz"] = exp.Literal.string(instant.isoformat(sep=" "))
+        values[f"{edge}_epoch"] = exp.cast(exp.Literal.number(repr(millis / 1000)), exp.DataType.build("DOUBLE"))
+        values[f"{edge}_millis"] = exp.Literal.number(millis)
+        values[f"{edge}_hour"] = exp.Literal.number(instant.hour)
     return values
 
 
