@@ -369,3 +369,22 @@ def test_declared_columns_are_the_table_s_columns_with_their_types(spark, make_p
     daily = pa.schema(DeltaTable(table_uri(project, "s.daily")).schema().to_arrow())
     assert [(f.name, str(f.type)) for f in daily][:2] == [("day", "date32[day]"), ("n", "int32")]
     assert table_rows(table_uri(project, "s.daily")) == [(utc(2024, 1, 1).date(), 3), (utc(2024, 1, 2).date(), 3)]
+
+
+def test_select_star_with_qualify_keeps_the_columns_it_selects(spark, make_project):
+    """Spark runs QUALIFY itself: the latest row per key, with its columns only (no window column added)."""
+    root = make_project(
+        {
+            "models/pay.sql": "MODEL (name s.pay, kind FULL);\n"
+            "SELECT * FROM VALUES (1, 10, 'a'), (1, 20, 'b'), (2, 5, 'c') AS t(account, paid, note)",
+            "models/latest.sql": "MODEL (name s.latest, kind FULL, dialect duckdb);\n"
+            "SELECT * FROM s.pay QUALIFY ROW_NUMBER() OVER (PARTITION BY account ORDER BY paid DESC) = 1",
+        }
+    )
+    project = load_project(root)
+    executor = Executor(spark, project)
+    for name in ("s.pay", "s.latest"):
+        executor.execute(plan_run(project, project.model(name), None))
+    latest = pa.schema(DeltaTable(table_uri(project, "s.latest")).schema().to_arrow())
+    assert [f.name for f in latest] == ["account", "paid", "note"]
+    assert table_rows(table_uri(project, "s.latest")) == [(1, 20, "b"), (2, 5, "c")]

@@ -35,21 +35,30 @@ SELECT
   DATE_PART('dow', a) AS part_dow,
   DATE_PART('isodow', a) AS part_isodow,
   EXTRACT(dow FROM a) AS extract_dow,
-  WEEK(a) AS week
+  WEEK(a) AS week,
+  DAYNAME(a) AS day_name,
+  MONTHNAME(b) AS month_name,
+  EPOCH(a) AS epoch,
+  EXTRACT(epoch FROM b) AS extract_epoch,
+  REGEXP_FULL_MATCH(CAST(a AS TEXT), '2024-0[12].*') AS full_match
 FROM t
 """
+AGGREGATE = (
+    "SELECT QUANTILE_CONT(DATE_DIFF('hour', a, b), 0.25) AS q1, QUANTILE_CONT(DATE_DIFF('hour', a, b), 0.5) AS q2 "
+    "FROM t"
+)
 ROLLUP = "SELECT g, h, COUNT(*) AS n, GROUPING(g, h) AS gid, GROUPING(g) AS gg FROM t2 GROUP BY ROLLUP (g, h)"
 GROUPS = [("x", "p"), ("x", "q"), ("y", "p")]
 
 DUCKDB = """
 import duckdb, json, sys
-pairs, groups, query, rollup = json.loads(sys.stdin.read())
+pairs, groups, query, rollup, aggregate = json.loads(sys.stdin.read())
 c = duckdb.connect()
 c.execute("CREATE TABLE t (a TIMESTAMP, b TIMESTAMP)")
 c.executemany("INSERT INTO t VALUES (?, ?)", pairs)
 c.execute("CREATE TABLE t2 (g TEXT, h TEXT)")
 c.executemany("INSERT INTO t2 VALUES (?, ?)", groups)
-print(json.dumps([c.execute(query).fetchall(), c.execute(rollup).fetchall()], default=str))
+print(json.dumps([c.execute(q).fetchall() for q in (query, rollup, aggregate)], default=str))
 """
 
 
@@ -57,13 +66,13 @@ def test_duckdb_functions_give_duckdb_s_values_on_spark(spark):
     python = sqlmesh_python()
     done = subprocess.run(
         [str(python), "-c", DUCKDB],
-        input=json.dumps([PAIRS, GROUPS, QUERY, ROLLUP]),
+        input=json.dumps([PAIRS, GROUPS, QUERY, ROLLUP, AGGREGATE]),
         capture_output=True,
         text=True,
         check=True,
         timeout=120,
     )
-    theirs, theirs_rollup = json.loads(done.stdout)
+    theirs, theirs_rollup, theirs_aggregate = json.loads(done.stdout)
 
     spark.createDataFrame(PAIRS, "a string, b string").selectExpr(
         "CAST(a AS TIMESTAMP) AS a", "CAST(b AS TIMESTAMP) AS b"
@@ -74,3 +83,5 @@ def test_duckdb_functions_give_duckdb_s_values_on_spark(spark):
 
     assert text_rows(ours) == text_rows(theirs)
     assert text_rows(ours_rollup) == text_rows(theirs_rollup)
+    ours_aggregate = spark.sql(parse_model_body(AGGREGATE, dialect="duckdb").query.sql("spark")).collect()
+    assert text_rows(ours_aggregate) == text_rows(theirs_aggregate)

@@ -8,6 +8,9 @@ dialect's value.
 * DuckDB numbers the days of the week from Sunday = 0 (``DAYOFWEEK``, ``DATE_PART('dow', x)``,
   ``EXTRACT(dow FROM x)``), ISO days from Monday = 1 (``ISODOW``, ``DATE_PART('isodow', x)``), and ``WEEK`` is
   the ISO week; Spark's ``DAYOFWEEK`` counts from Sunday = 1 and has no ``WEEK``.
+* DuckDB's ``DAYNAME``/``MONTHNAME`` are full names (``Wednesday``; Spark's are ``Wed``), ``EPOCH(x)`` and
+  ``EXTRACT(epoch FROM x)`` seconds with their fraction, ``QUANTILE_CONT`` Spark's interpolating ``PERCENTILE`` and
+  ``REGEXP_FULL_MATCH`` a match of the whole text.
 * ``GROUPING(a, b)`` with more than one column (standard SQL: a bit per column) is Spark's ``GROUPING_ID(a, b)``;
   Spark's ``GROUPING`` takes one.
 """
@@ -35,7 +38,34 @@ def with_spark_semantics(query: exp.Expr, dialect: str) -> exp.Expr:
             replacement = _duckdb_weekday(node)
             if replacement is not None:
                 node.replace(replacement)
+        for node in list(query.find_all(*_DUCKDB_FUNCTIONS)):
+            node.replace(_DUCKDB_FUNCTIONS[type(node)](node))
     return query
+
+
+def _epoch_seconds(value: exp.Expr) -> exp.Expr:
+    micros = exp.Anonymous(this="UNIX_MICROS", expressions=[exp.cast(value.copy(), "TIMESTAMP")])
+    return exp.paren(exp.Div(this=micros, expression=exp.Literal.number("1000000.0")))
+
+
+def _full_match(node: exp.Expr) -> exp.Expr:
+    pattern = exp.Concat(expressions=[exp.Literal.string("^(?:"), node.expression.copy(), exp.Literal.string(")$")])
+    return exp.RegexpLike(this=node.this.copy(), expression=pattern)
+
+
+_DUCKDB_FUNCTIONS = {
+    exp.Dayname: lambda node: exp.Anonymous(
+        this="DATE_FORMAT", expressions=[node.this.copy(), exp.Literal.string("EEEE")]
+    ),
+    exp.Monthname: lambda node: exp.Anonymous(
+        this="DATE_FORMAT", expressions=[node.this.copy(), exp.Literal.string("MMMM")]
+    ),
+    exp.TimeToUnix: lambda node: _epoch_seconds(node.this),
+    exp.PercentileCont: lambda node: exp.Anonymous(
+        this="PERCENTILE", expressions=[node.this.copy(), node.expression.copy()]
+    ),
+    exp.RegexpFullMatch: _full_match,
+}
 
 
 def _boundaries_crossed(node: exp.DateDiff) -> exp.Expr:
@@ -72,6 +102,8 @@ def _duckdb_weekday(node: exp.Expr) -> exp.Expr | None:
         part, value = first.name.lower(), node.expressions[1]
     else:
         return None
+    if part == "epoch":
+        return _epoch_seconds(value)
     if part in DUCKDB_DOW:
         return _sunday_zero(value)
     if part in DUCKDB_ISODOW:

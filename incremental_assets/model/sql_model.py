@@ -13,7 +13,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Mapping
 
-from sqlglot import exp
+from sqlglot import exp, transforms
+from sqlglot.dialects.spark import Spark
 
 from incremental_assets.model.audits import Audit, UserAudit
 from incremental_assets.model.intervals import IntervalUnit
@@ -145,6 +146,13 @@ class SqlModel:
             payload["pre_statements"] = [normalized_sql(s) for s in self.pre_statements]
             payload["post_statements"] = [normalized_sql(s) for s in self.post_statements]
         return payload
+
+
+# Spark (4.x) runs QUALIFY itself. sqlglot writes it for Spark as a subquery whose window value is one more
+# column, which a `SELECT * ... QUALIFY` then returns (`_w`); every other rewrite of a SELECT is kept.
+Spark.Generator.TRANSFORMS[exp.Select] = transforms.preprocess(
+    [transforms.eliminate_distinct_on, transforms.unnest_to_explode, transforms.any_to_exists]
+)
 
 
 def normalized_sql(query: exp.Expr) -> str:
