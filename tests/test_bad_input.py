@@ -487,6 +487,26 @@ def test_status_shows_every_valid_model_and_the_invalid_ones_lines(tmp_path, cap
     assert code == 2 and lines[-1] == "2 error(s)"
 
 
+def test_a_query_that_does_not_parse_is_the_only_error(tmp_path, capsys):
+    """As SQLMesh: a model whose query has a syntax error is one error; the model reading it is not also
+    told it reads an unknown table (the broken model is known by its header's name), and status leaves it out."""
+    root = project(
+        tmp_path,
+        {
+            "models/bad.sql": "MODEL (name s.bad, kind FULL);\nSELECT SUM(1 AS x",
+            "models/down.sql": "MODEL (name s.down, kind FULL);\nSELECT x FROM s.bad",
+            "models/other.sql": OTHER,
+        },
+    )
+    code, lines = cli(capsys, "validate", "--project", str(root))
+    assert code == 2 and lines[-1] == "1 error(s)", lines
+    assert len(lines) == 2 and lines[0].startswith(f"error: {root}/models/bad.sql:2: cannot parse the query"), lines
+    code = main(["status", "--project", str(root)])
+    err = capsys.readouterr().err
+    assert code == 2 and "unknown table" not in err
+    assert f"error: {root}/models/down.sql:2: model s.down is left out: it reads s.bad, which is invalid" in err
+
+
 # -- a window outside a model's range, a window given to a model without time intervals -------------------
 
 

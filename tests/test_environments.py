@@ -234,3 +234,35 @@ def test_an_environment_with_nothing_to_build_says_so(spark, tmp_path, monkeypat
     assert cli.main(["diff", "s.extra", "--env", "dev", "--project", str(root)]) == 1
     out = capsys.readouterr().out
     assert "s.extra: new in environment dev, production has no table yet; 9 rows in the environment" in out, out
+
+
+def test_an_environment_builds_a_changed_kind_and_a_changed_start_over_their_range(
+    spark, tmp_path, monkeypatch, capsys
+):
+    """A FULL model made incremental is built from its start as a new model (its production table holds no
+    intervals); a model whose start moved later is built over production's intervals from the new start on."""
+    from conftest import write_project
+
+    whole = "MODEL (name s.whole, kind {kind});\nSELECT ds, COUNT(*) AS n FROM s.clean{where} GROUP BY ds\n"
+    root = write_project(
+        tmp_path / "project", {**files("COUNT(*)"), "models/whole.sql": whole.format(kind="FULL", where="")}
+    )
+    build(root, tmp_path / "home", monkeypatch)
+    (root / "models" / "whole.sql").write_text(
+        whole.format(
+            kind="INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01'",
+            where=" WHERE ds BETWEEN @start_ds AND @end_ds",
+        )
+    )
+    (root / "models" / "keys.sql").write_text(KEYS.replace("start '2024-01-01'", "start '2024-01-02'"))
+    capsys.readouterr()
+    assert run(root, "--end", "2024-01-04") == 0
+    out = capsys.readouterr().out
+    assert "FAILED" not in out and "no complete interval" not in out, out
+    assert "2 model(s) built now" in out, out
+    project = load_project(root)
+    manifest = json.loads(open(os.path.join(env_root(project.settings.warehouse, "dev"), "environment.json")).read())
+    assert manifest["models"]["s.whole"]["intervals"] == [["2024-01-01", "2024-01-04"]]
+    assert manifest["models"]["s.keys"]["intervals"] == [["2024-01-02", "2024-01-04"]]
+    env_keys = table_rows(f"{env_root(project.settings.warehouse, 'dev')}/s/keys")
+    assert {str(r[0]) for r in env_keys} == {"2024-01-02", "2024-01-03"}

@@ -341,3 +341,47 @@ def test_a_run_of_production_during_promote_waits_for_it(edited, monkeypatch):
     key = ModelTranslator().get_asset_key(project.model("s.hourly"))
     latest = instance.get_latest_materialization_event(key).asset_materialization
     assert latest.metadata["fingerprint"].value == delta.built_with(prod) == project.model("s.hourly").fingerprint
+
+
+def test_promoting_a_forward_only_change_keeps_production_s_intervals(
+    spark, make_project, tmp_path, monkeypatch, capsys
+):
+    """As SQLMesh: a forward_only model's change applies to new intervals only. The environment builds it
+    (to compare), but production keeps its table and takes only the definition; s.totals, changed only
+    through it, keeps its table too."""
+    forward = HOURLY.replace("(time_column hour)", "(time_column hour, forward_only true)")
+    root = make_project(
+        {
+            "sources.yaml": EVENTS_SOURCE,
+            "models/hourly.sql": forward.format(measure="COUNT(*)", filter=""),
+            "models/totals.sql": TOTALS.format(extra=""),
+        }
+    )
+    write_events(root / "data" / "events", START, 48)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    models = ("s.hourly", "s.totals")
+    _run(root, models=models)
+    (root / "models" / "hourly.sql").write_text(forward.format(measure="COUNT(*) * 10", filter=""))
+    _env(root, capsys)
+    assert {m: e["category"] for m, e in _manifest(root)["models"].items()} == {
+        "s.hourly": "forward-only",
+        "s.totals": "forward-only",
+    }
+    rows = {m: table_rows(_uris(root, m)[0]) for m in models}
+    files = {m: _inodes(_uris(root, m)[0]) for m in models}
+    assert table_rows(_uris(root, "s.hourly")[1]) != rows["s.hourly"]  # the environment holds the new rows
+    totals_version = delta.version(_uris(root, "s.totals")[0])
+    assert cli.main(["promote", "dev", "--project", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "s.hourly: forward-only change: production keeps its table (48 built interval(s) as they are)" in out
+    assert "s.totals: changed only through a forward-only upstream: production keeps its table" in out
+    assert "promoted 0 table(s)" in out and "production kept its tables" in out
+    for m in models:
+        assert table_rows(_uris(root, m)[0]) == rows[m] and _inodes(_uris(root, m)[0]) == files[m]
+    hourly = _uris(root, "s.hourly")[0]
+    assert delta.built_with(hourly) == load_project(root).model("s.hourly").fingerprint
+    assert delta.version(_uris(root, "s.totals")[0]) == totals_version
+    assert cli.main(["plan", "--json", "--project", str(root)]) == 0
+    assert all(m["category"] == "unchanged" for m in json.loads(capsys.readouterr().out)["models"])
+    # Nothing is recomputed afterwards; a new interval uses the new definition.
+    assert [r.model for r in _run(root, models=models, start=None, end=END, auto=True).records] == []

@@ -198,3 +198,38 @@ def test_a_whole_model_whose_table_was_removed_runs_again(shop, capsys):
     assert code == 0, out
     rows = DeltaTable(table_uri(project, "s.total")).to_pyarrow_table().to_pylist()
     assert {r["k"]: (r["n"], r["v"]) for r in rows} == _recomputed(_events(root / "data" / "events"), utc(2024, 1, 2))
+
+
+def test_an_unchanged_seed_is_written_once(spark, make_project, tmp_path, monkeypatch, capsys):
+    """As SQLMesh: a seed runs when its CSV or definition changed since its table was written, never again
+    otherwise, and the FULL model reading it is left alone too."""
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    root = make_project(
+        {
+            "models/codes.sql": "MODEL (name s.codes, kind SEED (path 'seeds/codes.csv'));\n",
+            "models/named.sql": "MODEL (name s.named, kind FULL);\nSELECT code, UPPER(name) AS name FROM s.codes\n",
+            "seeds/codes.csv": "code,name\n1,one\n2,two\n",
+        }
+    )
+    project = load_project(root)
+
+    def versions() -> dict[str, int]:
+        return {name: DeltaTable(table_uri(project, name)).version() for name in ("s.codes", "s.named")}
+
+    def run() -> str:
+        code, out = cli_output(root, capsys, "run", "--auto")
+        assert code == 0, out
+        return out
+
+    run()
+    first = versions()
+    for _ in range(2):
+        out = run()
+        assert versions() == first, out
+        assert "s.codes: its CSV and definition are unchanged since its table was written; not run again" in out
+        assert "s.named: nothing it reads changed since its last run; not run again" in out
+    (root / "seeds" / "codes.csv").write_text("code,name\n1,one\n2,two\n3,three\n")
+    out = run()
+    assert versions() == {n: v + 1 for n, v in first.items()}, out
+    rows = DeltaTable(table_uri(project, "s.named")).to_pyarrow_table().to_pylist()
+    assert sorted(r["name"] for r in rows) == ["ONE", "THREE", "TWO"]

@@ -22,6 +22,12 @@ def cmd_promote(args: argparse.Namespace) -> int:
         f"promoted {len(done)} table(s) of environment {args.name} in {time.perf_counter() - began:.2f}s, "
         "nothing recomputed"
     )
+    kept_tables = [m.name for m in promotion.models if promotion.forward_only(m)]
+    if kept_tables:
+        print(
+            "  forward-only, production kept its tables (new intervals use the new definition): "
+            + ", ".join(kept_tables)
+        )
     if promotion.kept:
         print(f"  unchanged downstream (they read none of the changed columns): {', '.join(promotion.kept)}")
     return 0

@@ -18,6 +18,7 @@ from incremental_assets.delta.commit import (
     ReplaceWindow,
     commit_staged,
     record_definition,
+    record_definition_locked,
 )
 from incremental_assets.delta.compact import CompactResult, compact, plan_compaction
 from incremental_assets.delta.day_files import column_range, copied_files
@@ -119,6 +120,7 @@ __all__ = [
     "writer_lock",
     "production_tables",
     "record_definition",
+    "record_definition_locked",
     "still_at",
     "stored_definition",
     "table_names",

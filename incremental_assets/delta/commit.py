@@ -378,25 +378,31 @@ def record_definition(uri: str, definition: Mapping[str, Any]) -> int | None:
     Returns the version of that commit (None: no commit was needed)."""
     fingerprint = str(definition["fingerprint"])
     with writer_lock(uri, owner=f"definition {fingerprint[:12]} of {definition.get('model') or uri}"):
-        table = open_table(uri)
-        write_definition(uri, _with_types(definition, table.schema()))
-        latest = (table.history(1) or [{}])[0]
-        if latest.get(METADATA_PREFIX + "fingerprint") == fingerprint:
-            return None
-        custom = carried_metadata(latest)
-        custom[METADATA_PREFIX + "fingerprint"] = fingerprint
-        custom[METADATA_PREFIX + "definition_only"] = "true"
-        sequence = (table.transaction_version(APP_ID) or 0) + 1
-        properties = CommitProperties(
-            custom_metadata=custom, app_transactions=[Transaction(app_id=APP_ID, version=sequence)]
-        )
-        write_transaction(
-            table,
-            [],
-            mode="append",
-            schema=table.schema(),
-            partition_by=list(table.metadata().partition_columns),
-            properties=properties,
-        )
-        keep_only(uri, fingerprint)
-        return open_table(uri).version()
+        return record_definition_locked(uri, definition)
+
+
+def record_definition_locked(uri: str, definition: Mapping[str, Any]) -> int | None:
+    """:func:`record_definition` for a caller that already holds the table's writer lock (a promotion)."""
+    fingerprint = str(definition["fingerprint"])
+    table = open_table(uri)
+    write_definition(uri, _with_types(definition, table.schema()))
+    latest = (table.history(1) or [{}])[0]
+    if latest.get(METADATA_PREFIX + "fingerprint") == fingerprint:
+        return None
+    custom = carried_metadata(latest)
+    custom[METADATA_PREFIX + "fingerprint"] = fingerprint
+    custom[METADATA_PREFIX + "definition_only"] = "true"
+    sequence = (table.transaction_version(APP_ID) or 0) + 1
+    properties = CommitProperties(
+        custom_metadata=custom, app_transactions=[Transaction(app_id=APP_ID, version=sequence)]
+    )
+    write_transaction(
+        table,
+        [],
+        mode="append",
+        schema=table.schema(),
+        partition_by=list(table.metadata().partition_columns),
+        properties=properties,
+    )
+    keep_only(uri, fingerprint)
+    return open_table(uri).version()

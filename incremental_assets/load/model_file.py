@@ -129,6 +129,19 @@ def parse_model_file(
     )
 
 
+def model_file_name(path: str | Path, text: str) -> str | None:
+    """The model name a file's header gives, read without its query (None: the header does not say):
+    a model whose query fails to parse is still known by name, so what reads it is not an unknown table."""
+    try:
+        split = split_model_file(text, Path(path))
+        header = parse_header(split.header_text, Path(path), split.header_line - 1)
+        seen = _properties(HeaderReader(Path(path)), header)
+        name = HeaderReader(Path(path)).text(seen["name"].value, "name").lower() if "name" in seen else None
+    except ModelFileError:
+        return None
+    return name if name and _NAME.fullmatch(name) else None
+
+
 @dataclass(frozen=True)
 class _Body:
     """What the query part of a model file holds: the kind (a seed's with its CSV's hash), the query, the

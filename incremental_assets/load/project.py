@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 from sqlglot import exp
 
@@ -25,7 +25,7 @@ from incremental_assets.load.external_models import Unlocated, external_model_fi
 from incremental_assets.load.gc_pause import collection_paused
 from incremental_assets.load.macros.evaluator import MacroContext
 from incremental_assets.load.macros.python_macros import load_macros
-from incremental_assets.load.model_file import read_model_text
+from incremental_assets.load.model_file import model_file_name, read_model_text
 from incremental_assets.load.model_graph import default_starts, inline_embedded, topological_order
 from incremental_assets.load.parsed import ParsedModels
 from incremental_assets.load.python_models import load_python_models
@@ -111,14 +111,14 @@ def _load(
         after += _config_statements(config, "after_all", settings, macros, errors)
     parsed.save()
     sources.update(catalog_tables(models, sources, unlocated, before))
-    errors += _reference_errors(models, sources, unlocated)
+    errors += _reference_errors(models, sources, unlocated, unparsed := _unparsed_models(errors) - set(models))
     user_audits: dict[str, UserAudit] = {}
     for folder in directories:
         user_audits.update(_load_user_audits(folder / "audits", errors))
     user_audits.update(_inline_audits(models, user_audits, errors))
     errors += _audit_errors(models, user_audits)
     left_out: list[ModelFileError] = []
-    models = default_starts(inline_embedded(_without_invalid(models, sources, errors, left_out)))
+    models = default_starts(inline_embedded(_without_invalid(models, sources, errors, left_out, unparsed)))
     order = [n for n in topological_order(models) if not isinstance(models[n].kind, Embedded)]
     variables = {k: v for config in reversed(configs) for k, v in config.variables.items()}  # the first folder's win
     project = Project(
@@ -141,9 +141,10 @@ def _without_invalid(
     sources: Mapping[str, Source],
     errors: list[ModelFileError],
     left_out: list[ModelFileError],
+    unparsed: Collection[str] = (),
 ) -> dict[str, SqlModel]:
-    """The models no error names, less those reading an invalid model (said in ``left_out``); a reference
-    to a model that did not load at all is already an error of its own."""
+    """The models no error names, less those reading an invalid model or one whose file did not load
+    (``unparsed``), said in ``left_out``."""
     bad_files = {str(Path(e.path).resolve()) for e in errors if e.path}
     kept = {n: m for n, m in models.items() if str(m.path.resolve()) not in bad_files}
     while True:
@@ -152,7 +153,7 @@ def _without_invalid(
             return kept
         for name, upstream in missing.items():
             model = kept.pop(name)
-            if upstream in models:
+            if upstream in models or upstream in unparsed:
                 line = next((r.line for r in model.references if r.name == upstream), model.query_line)
                 left_out.append(
                     ModelFileError(
@@ -428,9 +429,26 @@ def _inline_audits(
     return out
 
 
+def _unparsed_models(errors: Sequence[ModelFileError]) -> set[str]:
+    """The names of the models whose SQL file has an error (the query did not parse, ...), from their header."""
+    names: set[str] = set()
+    for path in {Path(e.path) for e in errors if e.path and str(e.path).endswith(".sql")}:
+        try:
+            texts = expand_blueprints(read_model_text(path), path)
+        except (ModelFileError, OSError):
+            continue
+        names.update(n for n in (model_file_name(path, t) for t in texts) if n)
+    return names
+
+
 def _reference_errors(
-    models: Mapping[str, SqlModel], sources: Mapping[str, Source], unlocated: Mapping[str, Unlocated]
+    models: Mapping[str, SqlModel],
+    sources: Mapping[str, Source],
+    unlocated: Mapping[str, Unlocated],
+    unparsed: Collection[str] = (),
 ) -> list[ModelFileError]:
+    """Each model's reference to a table no model or source names (a model whose file has an error of its
+    own, ``unparsed``, is known by name: that error says it), an external model without a location, itself."""
     errors = []
     for model in models.values():
         for ref in model.references:
@@ -445,7 +463,12 @@ def _reference_errors(
                         f"{declared.path}:{declared.line}, or create it in before_all",
                     )
                 )
-            elif ref.name not in models and ref.name not in sources and ref.name != model.name:
+            elif (
+                ref.name not in models
+                and ref.name not in sources
+                and ref.name not in unparsed
+                and ref.name != model.name
+            ):
                 errors.append(
                     ModelFileError(
                         model.path,

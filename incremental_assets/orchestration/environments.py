@@ -178,13 +178,19 @@ def _moved_itself(entry: Mapping[str, Any], plan: EnvironmentPlan, name: str) ->
 
 
 def _targets(model: SqlModel, state: TableState, end: datetime | None, now: datetime, tz: tzinfo) -> list[TimeWindow]:
-    """The intervals the environment builds for a partitioned model: those its production table holds,
-    or, without one, its missing intervals up to the last complete one (as ``run --auto``); cut at ``end``."""
+    """The intervals the environment builds for a partitioned model: those its production table holds within
+    the model's range (an interval before a changed ``start`` is not built), or, without a production table
+    holding intervals (none, or an unpartitioned one: the kind changed), its missing intervals from its start
+    up to the last complete one (as ``run --auto`` builds a new model); cut at ``end``."""
     assert model.start is not None
+    last = model.end or datetime.max.replace(tzinfo=model.start.tzinfo)
     if state.exists and state.intervals:
-        windows = [TimeWindow(to_utc(s), to_utc(e)) for s, e in merged_ranges(sorted(state.intervals), model.unit)]
-    elif state.exists:
-        return []
+        held = [TimeWindow(to_utc(s), to_utc(e)) for s, e in merged_ranges(sorted(state.intervals), model.unit)]
+        windows = [
+            TimeWindow(max(w.start, model.start), min(w.end, last))
+            for w in held
+            if w.end > model.start and w.start < last
+        ]
     else:
         # As `run --auto`: whole intervals only, up to the last complete one (or --end, rounded down).
         until = (
@@ -192,8 +198,7 @@ def _targets(model: SqlModel, state: TableState, end: datetime | None, now: date
             if end
             else last_complete_end(now, model.unit, tz)
         )
-        if model.end:
-            until = min(until, model.end)
+        until = min(until, last)
         windows = [TimeWindow(model.start, until)] if until > model.start else []
     if end is not None:
         windows = [

@@ -23,11 +23,18 @@ from incremental_assets.model.intervals import TimeWindow, batches, merge, to_ut
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import tags
-from incremental_assets.orchestration.apply import confirm_unaffected, stale_partitions, unaffected_downstream
+from incremental_assets.orchestration.apply import (
+    confirm_unaffected,
+    parent_keys,
+    stale_partitions,
+    unaffected_downstream,
+)
+from incremental_assets.orchestration.confirm import confirm
 from incremental_assets.orchestration.instance import report_materializations
 from incremental_assets.orchestration.partition_keys import window_of_key
 from incremental_assets.orchestration.translator import ModelTranslator
-from incremental_assets.plan.changes import INDIRECT_NON_BREAKING
+from incremental_assets.plan.changes import FORWARD_ONLY, INDIRECT_NON_BREAKING
+from incremental_assets.plan.definition import definition_of
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,11 @@ class Promotion:
 
     def entry(self, model: SqlModel) -> dict[str, Any]:
         return self.manifest["models"][model.name]
+
+    def forward_only(self, model: SqlModel) -> bool:
+        """Whether the model's change applies forward only: production keeps its table (its built
+        intervals) and takes only the new definition, as SQLMesh keeps a forward-only model's intervals."""
+        return self.entry(model).get("category") == FORWARD_ONLY
 
     def windows(self, model: SqlModel) -> list[TimeWindow]:
         return merge([TimeWindow(to_utc(s), to_utc(e)) for s, e in self.entry(model).get("intervals") or []])
@@ -132,7 +144,7 @@ def _check_model(
                 f"{model.name} was built in environment {name} from its own {upstream}: promote {upstream} with it"
             )
     partitions = translator.get_partitions_def(model)
-    if isinstance(partitions, dg.TimeWindowPartitionsDefinition):
+    if isinstance(partitions, dg.TimeWindowPartitionsDefinition) and not promotion.forward_only(model):
         taken = {
             tags.partition_key(partitions, p.start) for w in promotion.windows(model) for p in batches(w, model.unit, 1)
         }
@@ -196,23 +208,15 @@ def promote(
                 if n not in promoted_names
             }
             for m in promotion.models
+            if not promotion.forward_only(m)
         }
         for model in promotion.models:
-            windows = promotion.windows(model)
-            span = TimeWindow(windows[0].start, windows[-1].end) if windows else None
-            meta = {
-                "model": model.name,
-                "fingerprint": model.fingerprint,
-                "run_id": run_id,
-                "promoted_from": name,
-                "window_start": span.start.isoformat() if span else "",
-                "window_end": span.end.isoformat() if span else "",
-            }
-            uri = delta.table_uri(warehouse, model.name)
-            result = promote_table(
-                delta.table_uri(env_root(warehouse, name), model.name), uri, model.name, metadata=meta
-            )
-            record(instance, model, translator, windows, result, uri, name, run_id)
+            if promotion.forward_only(model):
+                line = keep_production(project, instance, model, translator)
+                if progress:
+                    progress(line)
+                continue
+            result = _take(project, instance, promotion, model, translator, run_id)
             done.append(result)
             if progress:
                 progress(
@@ -224,6 +228,62 @@ def promote(
                 if progress:
                     progress(line)
     return done
+
+
+def _take(
+    project: Project,
+    instance: dg.DagsterInstance,
+    promotion: Promotion,
+    model: SqlModel,
+    translator: ModelTranslator,
+    run_id: str,
+) -> PromotedTable:
+    """Production takes the environment's table of ``model`` (one commit), and Dagster records it."""
+    warehouse, name = project.settings.warehouse, promotion.name
+    windows = promotion.windows(model)
+    span = TimeWindow(windows[0].start, windows[-1].end) if windows else None
+    meta = {
+        "model": model.name,
+        "fingerprint": model.fingerprint,
+        "run_id": run_id,
+        "promoted_from": name,
+        "window_start": span.start.isoformat() if span else "",
+        "window_end": span.end.isoformat() if span else "",
+    }
+    uri = delta.table_uri(warehouse, model.name)
+    result = promote_table(delta.table_uri(env_root(warehouse, name), model.name), uri, model.name, metadata=meta)
+    record(instance, model, translator, windows, result, uri, name, run_id)
+    return result
+
+
+def keep_production(
+    project: Project, instance: dg.DagsterInstance, model: SqlModel, translator: ModelTranslator
+) -> str:
+    """A forward-only change promoted: production keeps its table and its intervals (their rows were
+    computed with the previous definition, new intervals use the new one) and takes the new definition by
+    a commit without files, as ``run --auto`` records a forward-only change. A model changed only through a
+    forward-only upstream keeps its table as it is. The caller holds the table's writer lock."""
+    uri = delta.table_uri(project.settings.warehouse, model.name)
+    definition = definition_of(project, model.name)
+    if delta.built_with(uri) == model.fingerprint or definition is None:
+        return (
+            f"{model.name}: changed only through a forward-only upstream: production keeps its table, "
+            "nothing recomputed"
+        )
+    version = delta.record_definition_locked(uri, definition)
+    count = confirm(
+        instance,
+        translator.get_asset_key(model),
+        parent_keys(project, model, translator),
+        code_version=translator.get_code_version(model),
+        partitioned=translator.get_partitions_def(model) is not None,
+        reason="forward-only change promoted: built intervals are kept, new intervals use the new definition",
+    )
+    where = f"Delta version {version}" if version is not None else "its table"
+    return (
+        f"{model.name}: forward-only change: production keeps its table ({count} built interval(s) as they are) "
+        f"and takes the new definition ({where}); new intervals use it, nothing recomputed"
+    )
 
 
 def record(

@@ -32,7 +32,7 @@ from incremental_assets.analysis.safety import same_rows_from_same_inputs
 from incremental_assets.model import clock
 from incremental_assets.model.cron import expand_cron
 from incremental_assets.model.intervals import TimeWindow, merge, to_utc
-from incremental_assets.model.kinds import Full, View
+from incremental_assets.model.kinds import Full, Seed, View
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration.confirm import current_id, current_ids, latest_ids
@@ -103,7 +103,7 @@ def whole_table_current(
     pending: bool,
     now: datetime,
 ) -> bool:
-    """Whether a FULL or materialized VIEW SQL model's table is what running it now would write, so
+    """Whether a FULL, materialized VIEW or SEED model's table is what running it now would write, so
     ``run --auto`` can leave it: materialized with its current definition, no new data noticed in a source
     it reads (``pending``), no upstream model materialized after it, nothing it reads unseen by either
     (see :func:`inputs_seen`; such a model runs every time), and, for a query whose rows depend on when it
@@ -121,8 +121,10 @@ def whole_table_current(
 
 
 def is_whole_table(model: SqlModel) -> bool:
-    """A FULL or materialized VIEW SQL model: one table, computed whole from what it reads."""
-    whole = isinstance(model.kind, Full) or (isinstance(model.kind, View) and model.kind.materialized)
+    """A FULL, materialized VIEW or SEED SQL model: one table, computed whole from what it reads (a seed:
+    from its CSV, whose content its fingerprint covers, so an unchanged seed is never written again)."""
+    kind = model.kind
+    whole = isinstance(kind, (Full, Seed)) or (isinstance(kind, View) and kind.materialized)
     return type(model) is SqlModel and whole
 
 
@@ -167,6 +169,8 @@ def unseen_cron_tick(
 
 def why_current(model: SqlModel) -> str:
     """What ``run --auto`` says of a whole-table model it leaves alone."""
+    if isinstance(model.kind, Seed):
+        return "its CSV and definition are unchanged since its table was written"
     if same_rows_from_same_inputs(model.query):
         return "nothing it reads changed since its last run"
     return f"nothing it reads changed and its cron ({model.cron or WHOLE_TABLE_CRON}) did not tick since its last run"
