@@ -211,6 +211,25 @@ def test_hourly_model_and_string_time_column_with_format(spark, project):
     assert table_rows(table_uri(p, "s.bystring")) == [("20240102", 24), ("20240103", 24)]
 
 
+def test_integer_time_column_with_format(spark, project):
+    """``time_column (day_int, '%Y%m%d')`` on an INTEGER column (20240102), as SQLMesh allows."""
+    p = project(
+        {
+            "byint": """
+            MODEL (name s.byint, kind INCREMENTAL_BY_TIME_RANGE (time_column (day_int, '%Y%m%d')),
+              start '2024-01-01');
+            SELECT CAST(date_format(ts, 'yyyyMMdd') AS INT) AS day_int, COUNT(*) AS n FROM raw.events
+            WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1
+        """
+        }
+    )
+    (r,) = run(spark, p, "s.byint", (2024, 1, 2), (2024, 1, 4))
+    assert r.partitions == 2
+    assert table_rows(table_uri(p, "s.byint")) == [(20240102, 24), (20240103, 24)]
+    run(spark, p, "s.byint", (2024, 1, 3), (2024, 1, 5))  # replaces its window's day only
+    assert table_rows(table_uri(p, "s.byint")) == [(20240102, 24), (20240103, 24), (20240104, 24)]
+
+
 def test_render_names_every_input_and_the_clamp(spark, project):
     p = project({"daily": DAILY})
     text = plan_run(p, p.model("s.daily"), TimeWindow(utc(2024, 1, 1), utc(2024, 1, 8))).render()
