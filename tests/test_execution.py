@@ -230,6 +230,21 @@ def test_integer_time_column_with_format(spark, project):
     assert table_rows(table_uri(p, "s.byint")) == [(20240102, 24), (20240103, 24), (20240104, 24)]
 
 
+def test_unaliased_expressions_are_named_as_in_sqlmesh(spark, project):
+    """``SELECT v * 2`` writes a column ``_col_0`` (SQLMesh's name), which a downstream model selects."""
+    p = project(
+        {
+            "u": "MODEL (name s.u, kind FULL); SELECT v * 2, UPPER(k), CAST(ts AS DATE), k FROM raw.events",
+            "down": "MODEL (name s.down, kind FULL); SELECT SUM(_col_0) AS doubled, MAX(_col_1) AS k FROM s.u",
+        },
+        days=1,
+    )
+    run(spark, p, "s.u")
+    assert DeltaTable(table_uri(p, "s.u")).schema().to_arrow().names == ["_col_0", "_col_1", "ts", "k"]
+    run(spark, p, "s.down")
+    assert len(table_rows(table_uri(p, "s.down"))) == 1
+
+
 def test_render_names_every_input_and_the_clamp(spark, project):
     p = project({"daily": DAILY})
     text = plan_run(p, p.model("s.daily"), TimeWindow(utc(2024, 1, 1), utc(2024, 1, 8))).render()
