@@ -526,6 +526,33 @@ def test_pre_statements_run_before_the_query_and_post_statements_after_the_write
     assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
 
 
+def test_create_or_replace_table_statements_replace_the_table_on_every_run(spark, make_project):
+    """Spark's session catalog has no REPLACE TABLE AS SELECT: the table is dropped and created (aside and
+    renamed when the query reads the table it replaces), on every run."""
+    from incremental_assets.spark.executor import Executor
+
+    root = make_project(
+        {
+            "models/m.sql": """\
+            MODEL (name s.m, kind FULL);
+            SELECT id FROM VALUES (1), (2) AS v(id);
+            CREATE SCHEMA IF NOT EXISTS ops_replace;
+            CREATE OR REPLACE TABLE ops_replace.snap AS SELECT * FROM @this_model;
+            CREATE OR REPLACE TABLE ops_replace.twice AS SELECT id * 2 AS id FROM ops_replace.snap;
+            CREATE OR REPLACE TABLE ops_replace.twice AS SELECT id + 1 AS id FROM ops_replace.twice;
+            """,
+        }
+    )
+    project = load_project(root)
+    try:
+        for _ in range(2):
+            Executor(spark, project).execute(plan_run(project, project.model("s.m"), None))
+            assert sorted(r[0] for r in spark.sql("SELECT id FROM ops_replace.snap").collect()) == [1, 2]
+            assert sorted(r[0] for r in spark.sql("SELECT id FROM ops_replace.twice").collect()) == [3, 5]
+    finally:
+        spark.sql("DROP SCHEMA IF EXISTS ops_replace CASCADE")
+
+
 def test_a_failing_statement_names_the_model_file_and_line(spark, make_project):
     from incremental_assets.errors import StorageError
     from incremental_assets.spark.executor import Executor

@@ -28,7 +28,7 @@ from incremental_assets.spark.inputs import Inputs
 from incremental_assets.spark.python_models import register_python_rows
 from incremental_assets.spark.query_errors import query_error
 from incremental_assets.spark.read_errors import unreadable_input
-from incremental_assets.spark.session import run_project_statements
+from incremental_assets.spark.session import run_project_statements, spark_steps
 from incremental_assets.spark.writes import STRATEGIES, Staged, WriteStrategy
 
 log = logging.getLogger(__name__)
@@ -194,7 +194,8 @@ class Executor(Inputs):
         for statement in statements:
             sql = statement.sql(dialect="spark")
             try:
-                self.spark.sql(sql).collect()
+                for step in spark_steps(statement):
+                    self.spark.sql(step).collect()
             except Exception as exc:  # Spark's error, told with the model file and the statement
                 line = statement.meta.get("line") or next(
                     (n.meta["line"] for n in statement.walk() if "line" in n.meta), None
