@@ -245,6 +245,31 @@ def test_unaliased_expressions_are_named_as_in_sqlmesh(spark, project):
     assert len(table_rows(table_uri(p, "s.down"))) == 1
 
 
+def test_an_interval_column_is_refused_in_one_line_before_anything_is_written(spark, project):
+    from incremental_assets.errors import ModelQueryError
+
+    p = project({"iv": "MODEL (name s.iv, kind FULL);\nSELECT k,\n  INTERVAL 1 DAY AS one_day FROM raw.events"}, days=1)
+    with pytest.raises(ModelQueryError) as caught:
+        run(spark, p, "s.iv")
+    assert str(caught.value).startswith(f"{p.model('s.iv').path}:3: model s.iv: column one_day is of type interval")
+    assert "cannot store (fix: cast it" in str(caught.value)
+    assert not Path(table_uri(p, "s.iv")).exists()
+
+
+def test_a_failed_first_run_leaves_no_table_folder(spark, project):
+    p = project({"daily": DAILY}, days=1)
+
+    def refuse(staging: str) -> None:
+        assert Path(staging).is_dir() and Path(staging).parent == Path(table_uri(p, "s.daily"))
+        raise RuntimeError("lost before the commit")
+
+    with pytest.raises(RuntimeError, match="lost before the commit"):
+        run(spark, p, "s.daily", (2024, 1, 1), (2024, 1, 2), before_commit=refuse)
+    assert not Path(table_uri(p, "s.daily")).exists()  # no empty folder a reader would take for a broken table
+    (first,) = run(spark, p, "s.daily", (2024, 1, 1), (2024, 1, 2))
+    assert first.version == 0
+
+
 def test_render_names_every_input_and_the_clamp(spark, project):
     p = project({"daily": DAILY})
     text = plan_run(p, p.model("s.daily"), TimeWindow(utc(2024, 1, 1), utc(2024, 1, 8))).render()
