@@ -14,6 +14,8 @@ from helpers import table_rows, utc
 
 
 def test_failed_backfill_keeps_completed_intervals_and_retry_runs_only_the_rest(env, monkeypatch, capsys):  # noqa: F811
+    """A failed batch leaves the model's other batches to run (they do not build on it: SQLMesh runs them
+    too) and skips what is downstream; the retry runs the failed batch, then downstream."""
     project, instance, defs = env
     real = Executor.execute
 
@@ -33,26 +35,28 @@ def test_failed_backfill_keeps_completed_intervals_and_retry_runs_only_the_rest(
         ("s.daily", "[2024-01-03, 2024-01-05)", True),
         ("s.daily", "[2024-01-05, 2024-01-07)", False),
     ]
-    assert all(not ok for _, _, ok in outcome[4:]) and outcome[-1][0] == "s.weekly"
+    assert [(w, ok) for m, w, ok in outcome[4:] if m == "s.daily"] == [
+        ("[2024-01-07, 2024-01-09)", True),
+        ("[2024-01-09, 2024-01-11)", True),
+        ("[2024-01-11, 2024-01-13)", True),
+        ("[2024-01-13, 2024-01-14)", True),
+    ]
+    assert outcome[-1] == ("s.weekly", "[2023-12-31, 2024-01-14)", False)  # downstream of the hole: skipped
     daily = model_status(instance, project.model("s.daily"), until=utc(2024, 1, 14), now=utc(2024, 2, 1))
-    assert daily.covered == (TimeWindow(utc(2024, 1, 1), utc(2024, 1, 5)),)
+    assert daily.covered == (
+        TimeWindow(utc(2024, 1, 1), utc(2024, 1, 5)),
+        TimeWindow(utc(2024, 1, 7), utc(2024, 1, 14)),
+    )
     assert daily.failed == (TimeWindow(utc(2024, 1, 5), utc(2024, 1, 7)),)
 
     monkeypatch.setattr(Executor, "execute", real)
     root = str(project.directory)
     assert cli.main(["run", "+s.weekly", "--auto", "--end", "2024-01-14", "--project", root]) == 0
     out = capsys.readouterr().out
-    # Only what is missing runs: no hourly run, daily from the failed chunk on, then the two weeks.
+    # Only what is missing runs: no hourly run, the failed daily chunk, then the two weeks.
     assert "s.hourly" not in out.split("\n", 1)[1]
     ran = [line.split("] ", 1)[1].split(":")[0] for line in out.splitlines() if line.startswith("[")]
-    assert ran == [
-        "s.daily [2024-01-05, 2024-01-07)",
-        "s.daily [2024-01-07, 2024-01-09)",
-        "s.daily [2024-01-09, 2024-01-11)",
-        "s.daily [2024-01-11, 2024-01-13)",
-        "s.daily [2024-01-13, 2024-01-14)",
-        "s.weekly [2023-12-31, 2024-01-14)",
-    ]
+    assert ran == ["s.daily [2024-01-05, 2024-01-07)", "s.weekly [2023-12-31, 2024-01-14)"]
     weekly = delta.table_uri(project.settings.warehouse, "s.weekly")
     assert table_rows(weekly) == [(utc(2023, 12, 31).date(), 24 * 6), (utc(2024, 1, 7).date(), 24 * 7)]
     assert model_status(instance, project.model("s.daily"), until=utc(2024, 1, 14), now=utc(2024, 2, 1)).gaps == ()
@@ -65,7 +69,7 @@ def test_failed_backfill_keeps_completed_intervals_and_retry_runs_only_the_rest(
     )
     lines = [line for line in out.splitlines() if not line.startswith("    ")]
     assert len(lines) == 7
-    assert "SUCCESS   s.daily  2024-01-13...2024-01-13  1 rows" in lines[0]
+    assert "SUCCESS   s.daily  2024-01-05...2024-01-06  2 rows" in lines[0]
     failure = next(line for line in lines if "FAILURE" in line)
     assert "2024-01-05...2024-01-06" in failure and "(cli)" in failure
     assert cli.main(["history", "--limit", "1", "--project", root]) == 0

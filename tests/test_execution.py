@@ -211,6 +211,65 @@ def test_hourly_model_and_string_time_column_with_format(spark, project):
     assert table_rows(table_uri(p, "s.bystring")) == [("20240102", 24), ("20240103", 24)]
 
 
+def test_integer_time_column_with_format(spark, project):
+    """``time_column (day_int, '%Y%m%d')`` on an INTEGER column (20240102), as SQLMesh allows."""
+    p = project(
+        {
+            "byint": """
+            MODEL (name s.byint, kind INCREMENTAL_BY_TIME_RANGE (time_column (day_int, '%Y%m%d')),
+              start '2024-01-01');
+            SELECT CAST(date_format(ts, 'yyyyMMdd') AS INT) AS day_int, COUNT(*) AS n FROM raw.events
+            WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1
+        """
+        }
+    )
+    (r,) = run(spark, p, "s.byint", (2024, 1, 2), (2024, 1, 4))
+    assert r.partitions == 2
+    assert table_rows(table_uri(p, "s.byint")) == [(20240102, 24), (20240103, 24)]
+    run(spark, p, "s.byint", (2024, 1, 3), (2024, 1, 5))  # replaces its window's day only
+    assert table_rows(table_uri(p, "s.byint")) == [(20240102, 24), (20240103, 24), (20240104, 24)]
+
+
+def test_unaliased_expressions_are_named_as_in_sqlmesh(spark, project):
+    """``SELECT v * 2`` writes a column ``_col_0`` (SQLMesh's name), which a downstream model selects."""
+    p = project(
+        {
+            "u": "MODEL (name s.u, kind FULL); SELECT v * 2, UPPER(k), CAST(ts AS DATE), k FROM raw.events",
+            "down": "MODEL (name s.down, kind FULL); SELECT SUM(_col_0) AS doubled, MAX(_col_1) AS k FROM s.u",
+        },
+        days=1,
+    )
+    run(spark, p, "s.u")
+    assert DeltaTable(table_uri(p, "s.u")).schema().to_arrow().names == ["_col_0", "_col_1", "ts", "k"]
+    run(spark, p, "s.down")
+    assert len(table_rows(table_uri(p, "s.down"))) == 1
+
+
+def test_an_interval_column_is_refused_in_one_line_before_anything_is_written(spark, project):
+    from incremental_assets.errors import ModelQueryError
+
+    p = project({"iv": "MODEL (name s.iv, kind FULL);\nSELECT k,\n  INTERVAL 1 DAY AS one_day FROM raw.events"}, days=1)
+    with pytest.raises(ModelQueryError) as caught:
+        run(spark, p, "s.iv")
+    assert str(caught.value).startswith(f"{p.model('s.iv').path}:3: model s.iv: column one_day is of type interval")
+    assert "cannot store (fix: cast it" in str(caught.value)
+    assert not Path(table_uri(p, "s.iv")).exists()
+
+
+def test_a_failed_first_run_leaves_no_table_folder(spark, project):
+    p = project({"daily": DAILY}, days=1)
+
+    def refuse(staging: str) -> None:
+        assert Path(staging).is_dir() and Path(staging).parent == Path(table_uri(p, "s.daily"))
+        raise RuntimeError("lost before the commit")
+
+    with pytest.raises(RuntimeError, match="lost before the commit"):
+        run(spark, p, "s.daily", (2024, 1, 1), (2024, 1, 2), before_commit=refuse)
+    assert not Path(table_uri(p, "s.daily")).exists()  # no empty folder a reader would take for a broken table
+    (first,) = run(spark, p, "s.daily", (2024, 1, 1), (2024, 1, 2))
+    assert first.version == 0
+
+
 def test_render_names_every_input_and_the_clamp(spark, project):
     p = project({"daily": DAILY})
     text = plan_run(p, p.model("s.daily"), TimeWindow(utc(2024, 1, 1), utc(2024, 1, 8))).render()

@@ -526,6 +526,33 @@ def test_pre_statements_run_before_the_query_and_post_statements_after_the_write
     assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
 
 
+def test_create_or_replace_table_statements_replace_the_table_on_every_run(spark, make_project):
+    """Spark's session catalog has no REPLACE TABLE AS SELECT: the table is dropped and created (aside and
+    renamed when the query reads the table it replaces), on every run."""
+    from incremental_assets.spark.executor import Executor
+
+    root = make_project(
+        {
+            "models/m.sql": """\
+            MODEL (name s.m, kind FULL);
+            SELECT id FROM VALUES (1), (2) AS v(id);
+            CREATE SCHEMA IF NOT EXISTS ops_replace;
+            CREATE OR REPLACE TABLE ops_replace.snap AS SELECT * FROM @this_model;
+            CREATE OR REPLACE TABLE ops_replace.twice AS SELECT id * 2 AS id FROM ops_replace.snap;
+            CREATE OR REPLACE TABLE ops_replace.twice AS SELECT id + 1 AS id FROM ops_replace.twice;
+            """,
+        }
+    )
+    project = load_project(root)
+    try:
+        for _ in range(2):
+            Executor(spark, project).execute(plan_run(project, project.model("s.m"), None))
+            assert sorted(r[0] for r in spark.sql("SELECT id FROM ops_replace.snap").collect()) == [1, 2]
+            assert sorted(r[0] for r in spark.sql("SELECT id FROM ops_replace.twice").collect()) == [3, 5]
+    finally:
+        spark.sql("DROP SCHEMA IF EXISTS ops_replace CASCADE")
+
+
 def test_a_failing_statement_names_the_model_file_and_line(spark, make_project):
     from incremental_assets.errors import StorageError
     from incremental_assets.spark.executor import Executor
@@ -708,5 +735,21 @@ def test_project_variables_render_as_values_by_name_and_with_var():
     body = "SELECT @STR_VAR AS s, @VAR('int_var') AS i, @VAR('missing', 0) AS m, @EACH(@list_var, x -> x * 10) FROM t"
     assert (
         parse_model_body(body, macros=context).query.sql("spark")
-        == "SELECT 'cat' AS s, 1 AS i, 0 AS m, 1 * 10, 2 * 10 FROM t"
+        == "SELECT 'cat' AS s, 1 AS i, 0 AS m, 1 * 10 AS _col_3, 2 * 10 AS _col_4 FROM t"
     )
+
+
+def test_unaliased_projections_are_named_as_sqlmesh_names_them():
+    """SQLMesh names an unaliased expression ``_col_<position among all projections>`` (a cast of a column
+    keeps the column's name), where Spark would name it ``(amount * 2)``: downstream models select ``_col_0``."""
+    from incremental_assets.load.query import output_columns
+
+    body = "SELECT amount * 2, UPPER(status), CAST(paid_at AS DATE), account_id, 'x', t.* FROM raw.payments AS t"
+    assert output_columns(parse_model_body(body, dialect="duckdb").query) is None  # a * hides the columns
+    query = parse_model_body(body.replace(", t.*", ""), dialect="duckdb").query
+    assert output_columns(query) == ["_col_0", "_col_1", "paid_at", "account_id", "x"]
+    assert query.sql("spark").startswith("SELECT amount * 2 AS _col_0, UPPER(status) AS _col_1, CAST(paid_at")
+    nested = "WITH c AS (SELECT amount + 1 FROM raw.payments) SELECT _col_0 AS a FROM c"
+    assert "amount + 1 AS _col_0" in parse_model_body(nested, dialect="duckdb").query.sql("spark")
+    pivot = "SELECT account_id, @PIVOT(status, ['paid'], alias := FALSE) FROM raw.payments GROUP BY account_id"
+    assert output_columns(parse_model_body(pivot, dialect="duckdb").query) == ["account_id", "_col_1"]

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
+from incremental_assets.delta.definition import DEFINITION_DIR
 from incremental_assets.delta.files import (
     filesystem,
     host_tag,
@@ -199,3 +200,17 @@ def discard_staging(uri: str, staging: str) -> None:
     except Exception:  # cannot tell: keep the files, vacuum decides later
         return
     shutil.rmtree(local_path(staging), ignore_errors=True)
+    _remove_unborn_table(uri)
+
+
+def _remove_unborn_table(uri: str) -> None:
+    """Remove the folder of a table whose first run failed (no Delta log): left behind empty, readers would
+    take it for a broken table. Never while anything else is in it (another run's staging folder, a lock)."""
+    folder = local_path(uri)
+    try:
+        if exists(uri) or not set(os.listdir(folder)) <= {DEFINITION_DIR}:
+            return
+        shutil.rmtree(os.path.join(folder, DEFINITION_DIR), ignore_errors=True)
+        os.rmdir(folder)
+    except Exception:  # cannot tell, or someone wrote into it meanwhile: keep it
+        return

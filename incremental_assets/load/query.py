@@ -218,6 +218,7 @@ def parse_model_body(
     check_tree_depth(query, path, 0)
     if this_model is not None:
         _name_this_model(query, this_model)
+    name_outputs(query)  # before the Spark rewrites: names come from the expressions as written
     with_spark_semantics(query, dialect)  # what counts or numbers differently in Spark keeps the dialect's meaning
     for param in query.find_all(exp.Parameter):
         if param.name not in DATE_MACROS | CURSOR_MACROS:
@@ -229,6 +230,40 @@ def parse_model_body(
             )
     _check_runtime_choices(query, path, line_offset)
     return ModelBody(query, tuple(statements[:at]), tuple(statements[at + 1 :]))
+
+
+# Generators whose several output columns one alias cannot name (Spark refuses it).
+_MULTI_COLUMN_GENERATORS = (exp.Posexplode, exp.Inline, exp.Stack)
+
+
+def name_outputs(query: exp.Expr) -> exp.Expr:
+    """Name every unaliased projection of every SELECT as SQLMesh does (sqlglot's ``qualify_outputs``):
+    the name it shows (``CAST(x AS DATE)`` is ``x``, a literal its text), else ``_col_<i>`` with ``i``
+    its position among all the SELECT's projections, not Spark's generated name (``(amount * 2)``). A
+    plain column and a literal keep the name Spark gives them too; in place, returned. (A ``*`` counts as
+    one projection: SQLMesh expands it first when it knows the columns, so an unnamed projection after a
+    ``*`` may be numbered differently there.)
+
+    >>> q = sqlglot.parse_one("SELECT a, amount * 2, CAST(d AS DATE), UPPER(s) AS u, F(x) FROM t")
+    >>> name_outputs(q).sql()
+    'SELECT a, amount * 2 AS _col_1, CAST(d AS DATE) AS d, UPPER(s) AS u, F(x) AS _col_4 FROM t'
+    """
+    for select in list(query.find_all(exp.Select)):
+        for i, projection in enumerate(list(select.expressions)):
+            if isinstance(projection, (exp.Alias, exp.Aliases, exp.Column, exp.QueryTransform)):
+                continue
+            if projection.is_star or isinstance(projection, _MULTI_COLUMN_GENERATORS):
+                continue
+            if isinstance(projection, exp.Anonymous) and str(projection.this).lower() == RUNTIME_IF:
+                continue  # a condition on the run window: the branch chosen per run names it
+            if isinstance(projection, (exp.Subquery, exp.Literal)) and projection.output_name:
+                continue  # Spark names a literal by its text too
+            name = projection.output_name or f"_col_{i}"
+            if isinstance(projection, exp.Subquery):
+                projection.set("alias", exp.TableAlias(this=exp.to_identifier(name)))
+            else:
+                projection.replace(exp.alias_(projection.copy(), name))
+    return query
 
 
 def _query_index(statements: list[exp.Expr], path: str | Path, line_offset: int) -> int:

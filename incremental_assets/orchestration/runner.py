@@ -46,7 +46,7 @@ from incremental_assets.orchestration.source_watch import Observed, observe_sour
 from incremental_assets.orchestration.staleness import stale_intervals, whole_table_current, why_current
 from incremental_assets.orchestration.status import windows_to_run
 from incremental_assets.orchestration.translator import ModelTranslator
-from incremental_assets.plan.analyses import analysis_of, run_size
+from incremental_assets.plan.analyses import analysis_of, run_size, windows_independent
 from incremental_assets.plan.rebuild import needs_rebuild
 
 BAD_INPUT_ERRORS = (
@@ -211,14 +211,14 @@ class Runner:
         report = RunReport()
         total, done, rows = queue.intervals, 0, 0
         began = time.perf_counter()
-        failed_models: set[str] = set()
+        failed: dict[str, bool] = {}  # models that failed -> whether their later windows are skipped too
         for model in models:
             runs, stale = self._queued_windows(model, queue, auto, progress)
             total += stale
             for window in runs:
-                if model.name in failed_models or failed_models & set(model.depends_on):
+                if failed.get(model.name) or failed.keys() & set(model.depends_on):
                     report.records.append(_skipped(model.name, window))
-                    failed_models.add(model.name)
+                    failed[model.name] = True
                     continue
                 record = self._run_queued(model, window, queue, allow_downgrade, full_refresh, end)
                 report.records.append(record)
@@ -228,9 +228,9 @@ class Runner:
                 if progress:
                     counts = f"[{done}/{total} intervals, {rows:,} rows, {time.perf_counter() - began:.1f}s]"
                     progress(progress_line(counts, model.name, window, model.name in queue.rebuilds, record))
-                if not record.success:
-                    # Later windows of this model and everything downstream would build on a hole: skip them.
-                    failed_models.add(model.name)
+                if not record.success:  # downstream would build on a hole: skipped, as SQLMesh does; later
+                    # windows too when they build on this one (SQLMesh runs a model's other batches)
+                    failed[model.name] = not windows_independent(self.project, model)
         return report
 
     def _queued_windows(

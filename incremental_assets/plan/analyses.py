@@ -139,3 +139,12 @@ def run_size(project: Project, model: SqlModel, batch_size: int | None = None) -
         if n
     ]
     return min(limits) if limits else None
+
+
+def windows_independent(project: Project, model: SqlModel) -> bool:
+    """Whether a model's windows build on nothing of each other (an INCREMENTAL_BY_TIME_RANGE model not reading
+    its own table): one window failing leaves the others to run, as SQLMesh runs the other batches."""
+    if not isinstance(model.kind, IncrementalByTimeRange):
+        return False
+    analysis = analysis_of(project, model.name)
+    return analysis is not None and not any(r.rule == "self_reference" for r in analysis.reasons)

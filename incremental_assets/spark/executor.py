@@ -26,9 +26,9 @@ from incremental_assets.plan.run_plan import InputRead, RunPlan, WriteKind, view
 from incremental_assets.spark import faults, merge
 from incremental_assets.spark.inputs import Inputs
 from incremental_assets.spark.python_models import register_python_rows
-from incremental_assets.spark.query_errors import query_error
+from incremental_assets.spark.query_errors import check_storable, query_error
 from incremental_assets.spark.read_errors import unreadable_input
-from incremental_assets.spark.session import run_project_statements
+from incremental_assets.spark.session import run_project_statements, spark_steps
 from incremental_assets.spark.writes import STRATEGIES, Staged, WriteStrategy
 
 log = logging.getLogger(__name__)
@@ -113,10 +113,10 @@ class Executor(Inputs):
         try:
             staged = strategy.complete(self._stage(strategy, plans, inputs), window)
         except Exception as exc:
+            delta.discard_staging(uri, strategy.staging)  # and the table's folder, when it holds no table yet
             unreadable = unreadable_input(exc, self.project) or query_error(exc, model)
             if unreadable is None:
                 raise
-            delta.discard_staging(uri, strategy.staging)
             raise unreadable from None
         if staged.schema is not None:  # an empty window stages no file: its readers still see its columns
             delta.keep_staged_schema(strategy.staging, staged.schema)
@@ -164,7 +164,9 @@ class Executor(Inputs):
         staged: Staged | None = None
         for plan in plans:
             inputs.update(self.register_around_statements(plan, lambda: register_python_rows(self, model, plan)))
-            staged = strategy.stage(plan, strategy.prepare(plan, self.spark.sql(plan.sql)), staged)
+            rows = self.spark.sql(plan.sql)
+            check_storable(model, rows.schema)
+            staged = strategy.stage(plan, strategy.prepare(plan, rows), staged)
         if staged is None:
             raise ValueError("a run stages at least one plan")
         return staged
@@ -194,7 +196,8 @@ class Executor(Inputs):
         for statement in statements:
             sql = statement.sql(dialect="spark")
             try:
-                self.spark.sql(sql).collect()
+                for step in spark_steps(statement):
+                    self.spark.sql(step).collect()
             except Exception as exc:  # Spark's error, told with the model file and the statement
                 line = statement.meta.get("line") or next(
                     (n.meta["line"] for n in statement.walk() if "line" in n.meta), None

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from pyspark.sql.types import StructType
+
 from incremental_assets.errors import ModelQueryError
 from incremental_assets.model.sql_model import SqlModel
 
@@ -46,6 +48,21 @@ def query_error(exc: BaseException, model: SqlModel) -> ModelQueryError | None:
     names = _NAMED.findall(found["text"])
     line = _line_naming(model, names[0].split("`.`")[-1].split(".")[-1]) if names else None
     return ModelQueryError(model.path, line, f"model {model.name}: {found['text'].strip()}", hint=_FIX[found["kind"]])
+
+
+def check_storable(model: SqlModel, schema: StructType) -> None:
+    """Refuse, before anything is written, a column of a type a Delta table cannot store: an INTERVAL (DuckDB
+    stores one; Delta has no such type), said in one line with the model file, the column and the fix."""
+    for field in schema.fields:
+        spelled = field.dataType.simpleString()
+        if "interval" in spelled:
+            raise ModelQueryError(
+                model.path,
+                _line_naming(model, field.name),
+                f"model {model.name}: column {field.name} is of type {spelled}, which a Delta table cannot store",
+                hint=f"cast it before it is written: to a number (seconds, days) or to text (CAST({field.name} "
+                "AS VARCHAR))",
+            )
 
 
 def _line_naming(model: SqlModel, name: str) -> int | None:

@@ -7,8 +7,11 @@ import logging
 import weakref
 from typing import Mapping
 
+import sqlglot
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
 from incremental_assets.errors import StorageError
 from incremental_assets.model.project import Project
@@ -74,12 +77,56 @@ def run_project_statements(spark: SparkSession, project: Project, when: str) -> 
         done.add(key)
     for sql in statements:
         try:
-            spark.sql(sql).collect()
+            for step in spark_steps(sql):
+                spark.sql(step).collect()
         except Exception as exc:  # Spark's error, told with the statement and where it comes from
             if when == "before_all":
                 _STATEMENTS_RUN[spark].discard((str(project.directory), statements))
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise StorageError(f"the {when} statement `{sql}` of the project config failed: {message}") from exc
+
+
+_REPLACING = "__ia_replacing"
+
+
+def spark_steps(statement: exp.Expr | str) -> list[str]:
+    """A statement as the Spark SQL statements doing what it means. Spark's session catalog cannot replace
+    a table (``CREATE OR REPLACE TABLE``, SQLMesh's everyday statement): the table is dropped, then created;
+    created aside and renamed when its query reads the table it replaces.
+
+    >>> spark_steps("CREATE OR REPLACE TABLE ops.t AS SELECT * FROM m")
+    ['DROP TABLE IF EXISTS ops.t', 'CREATE TABLE ops.t AS SELECT * FROM m']
+    >>> spark_steps("CREATE OR REPLACE TABLE ops.t AS SELECT * FROM ops.t")[0]
+    'DROP TABLE IF EXISTS ops.t__ia_replacing'
+    >>> spark_steps("SET x = 1")
+    ['SET x = 1']
+    """
+    if isinstance(statement, str):
+        try:
+            parsed = sqlglot.parse_one(statement, read="spark")
+        except SqlglotError:
+            return [statement]
+        if not (isinstance(parsed, exp.Create) and parsed.args.get("replace")):
+            return [statement]  # as written: the parse is only to recognise a replace
+        statement = parsed
+    if not (isinstance(statement, exp.Create) and statement.args.get("replace") and statement.kind == "TABLE"):
+        return [statement.sql(dialect="spark")]
+    create = statement.copy()
+    create.set("replace", False)
+    target = create.this.this if isinstance(create.this, exp.Schema) else create.this
+    name, parts = target.sql(dialect="spark"), [p.name.lower() for p in target.parts]
+    query = create.expression
+    if query is None or not any([p.name.lower() for p in t.parts] == parts for t in query.find_all(exp.Table)):
+        return [f"DROP TABLE IF EXISTS {name}", create.sql(dialect="spark")]
+    aside = target.copy()
+    aside.set("this", exp.to_identifier(target.name + _REPLACING))
+    create.set("this", aside)
+    return [
+        f"DROP TABLE IF EXISTS {aside.sql(dialect='spark')}",
+        create.sql(dialect="spark"),
+        f"DROP TABLE IF EXISTS {name}",
+        f"ALTER TABLE {aside.sql(dialect='spark')} RENAME TO {name}",
+    ]
 
 
 def _quiet_query_context_loggers() -> None:

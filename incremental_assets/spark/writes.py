@@ -50,7 +50,8 @@ def spark_partition_expression(model: SqlModel) -> str:
     # Names and the pattern are quoted by sqlglot, so no header value can end a literal early.
     column = exp.column(kind.time_column, quoted=True).sql("spark")
     pattern = exp.Literal.string(strftime_to_spark(kind.time_format)).sql("spark") if kind.time_format else None
-    instant = f"to_timestamp({column}, {pattern})" if pattern else f"CAST({column} AS TIMESTAMP)"
+    # A formatted time column may hold numbers (20240503 for '%Y%m%d', as SQLMesh allows): read as their text.
+    instant = f"to_timestamp(CAST({column} AS STRING), {pattern})" if pattern else f"CAST({column} AS TIMESTAMP)"
     return model.unit.partition_key_sql(instant)
 
 
