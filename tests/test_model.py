@@ -258,3 +258,13 @@ def test_safety_overrides_in_physical_properties(tmp_path):
     with pytest.raises(ModelFileError) as err:
         parse_model_file(write(tmp_path, header.format("allow_distinct = 'maybe'")))
     assert err.value.line == 2 and "allow_distinct must be true or false" in str(err.value)
+
+
+@pytest.mark.parametrize("kind", ["INCREMENTAL_BY_PARTITION", "INCREMENTAL_UNMANAGED", "MANAGED"])
+def test_a_kind_not_supported_is_refused_naming_its_line(tmp_path, kind):
+    path = write(tmp_path, f"MODEL (\n  name a.b,\n  kind {kind}\n);\nSELECT 1 AS x")
+    with pytest.raises(ModelFileError) as raised:
+        parse_model_file(path)
+    assert str(raised.value) == (
+        f"{path}:3: kind {kind} is not supported yet (fix: use INCREMENTAL_BY_TIME_RANGE, FULL or VIEW)"
+    )

@@ -35,7 +35,7 @@ from incremental_assets.model.kinds import (
 )
 
 KNOWN_KINDS = frozenset(k.value for k in KindName)
-LATER_KINDS = {"EXTERNAL", "INCREMENTAL_UNMANAGED", "MANAGED"}
+LATER_KINDS = {"EXTERNAL", "INCREMENTAL_UNMANAGED", "MANAGED", "INCREMENTAL_BY_PARTITION"}
 log = logging.getLogger(__name__)
 KindProperties = dict[str, tuple[Value, int]]  # {key: (value, line)} as written inside the kind's parentheses
 
