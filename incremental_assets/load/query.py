@@ -233,7 +233,8 @@ def parse_model_body(
 
 
 # Generators whose several output columns one alias cannot name (Spark refuses it).
-_MULTI_COLUMN_GENERATORS = (exp.Posexplode, exp.Inline, exp.Stack)
+# (an older sqlglot, such as the 30.8 SQLMesh pins, has no Stack)
+_MULTI_COLUMN_GENERATORS = tuple(getattr(exp, n) for n in ("Posexplode", "Inline", "Stack") if hasattr(exp, n))
 
 
 def name_outputs(query: exp.Expr) -> exp.Expr:
