@@ -86,13 +86,12 @@ def apply_without_compute(
             continue
         version = delta.record_definition(uri, definition)
         if forward:
-            count = confirm(
+            count = keep_built_intervals(
                 instance,
-                translator.get_asset_key(model),
-                parent_keys(project, model, translator),
-                code_version=translator.get_code_version(model),
-                partitioned=translator.get_partitions_def(model) is not None,
-                reason="forward-only change: built intervals are kept, new intervals use the new definition",
+                project,
+                model,
+                translator,
+                "forward-only change: built intervals are kept, new intervals use the new definition",
             )
             where = f"Delta version {version}" if version is not None else "its table"
             notes.append(
@@ -170,3 +169,18 @@ def confirm_unaffected(
             f"{name}: reads none of the changed columns of {model.name}: {count} interval(s) kept, nothing recomputed"
         )
     return notes
+
+
+def keep_built_intervals(
+    instance: dg.DagsterInstance, project: Project, model: SqlModel, translator: ModelTranslator, reason: str
+) -> int:
+    """Confirm in Dagster, with the model's new code version, the intervals its table holds (a forward-only
+    change keeps them as they are); how many."""
+    return confirm(
+        instance,
+        translator.get_asset_key(model),
+        parent_keys(project, model, translator),
+        code_version=translator.get_code_version(model),
+        partitioned=translator.get_partitions_def(model) is not None,
+        reason=reason,
+    )

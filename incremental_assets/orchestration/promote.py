@@ -25,11 +25,10 @@ from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.apply import (
     confirm_unaffected,
-    parent_keys,
+    keep_built_intervals,
     stale_partitions,
     unaffected_downstream,
 )
-from incremental_assets.orchestration.confirm import confirm
 from incremental_assets.orchestration.instance import report_materializations
 from incremental_assets.orchestration.partition_keys import window_of_key
 from incremental_assets.orchestration.translator import ModelTranslator
@@ -271,13 +270,12 @@ def keep_production(
             "nothing recomputed"
         )
     version = delta.record_definition_locked(uri, definition)
-    count = confirm(
+    count = keep_built_intervals(
         instance,
-        translator.get_asset_key(model),
-        parent_keys(project, model, translator),
-        code_version=translator.get_code_version(model),
-        partitioned=translator.get_partitions_def(model) is not None,
-        reason="forward-only change promoted: built intervals are kept, new intervals use the new definition",
+        project,
+        model,
+        translator,
+        "forward-only change promoted: built intervals are kept, new intervals use the new definition",
     )
     where = f"Delta version {version}" if version is not None else "its table"
     return (
