@@ -64,6 +64,18 @@ def test_full_sqlmesh_header_loads(tmp_path):
     assert m.references[0].line == 22
 
 
+def test_a_doubled_quote_in_a_header_string_is_one_quote_as_in_sqlmesh(tmp_path):
+    m = parse_model_file(
+        write(
+            tmp_path,
+            "MODEL (name a.b, kind FULL, description 'The site''s readings',\n"
+            "  column_descriptions (id = 'the reading''s id', at = 'when ''it'' was read'));\nSELECT 1 AS id",
+        )
+    )
+    assert m.description == "The site's readings"
+    assert m.column_descriptions == {"id": "the reading's id", "at": "when 'it' was read"}
+
+
 def test_kinds_full_and_view(tmp_path):
     assert isinstance(parse_model_file(write(tmp_path, "MODEL (name a.b, kind FULL); SELECT 1 AS x")).kind, Full)
     v = parse_model_file(write(tmp_path, "MODEL (name a.b, kind VIEW (materialized true)); SELECT 1 AS x"))

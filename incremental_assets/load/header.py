@@ -354,9 +354,33 @@ class _Parser:
 
 def _tokenize(text: str, path: str | Path, line_offset: int) -> list[Token]:
     try:
-        return list(Dialect.get_or_raise("spark").tokenize(text))
+        tokens = list(Dialect.get_or_raise("spark").tokenize(text))
     except TokenError as exc:
         raise ModelFileError(path, line_offset + 1, f"cannot read the MODEL header: {exc}") from None
+    return _join_doubled_quotes(tokens, text)
+
+
+def _join_doubled_quotes(tokens: list[Token], text: str) -> list[Token]:
+    """A doubled quote inside a string (``'it''s'``) is one quote, as in SQLMesh's dialects: Spark's
+    tokenizer reads two strings that touch, which are joined back here.
+
+    >>> [t.text for t in _join_doubled_quotes(_tokenize("('it''s', 'a' 'b')", "f", 0), "('it''s', 'a' 'b')")]
+    ['(', "it's", ',', 'a', 'b', ')']
+    """
+    out: list[Token] = []
+    for tok in tokens:
+        last = out[-1] if out else None
+        if (
+            last is not None
+            and tok.token_type == TokenType.STRING == last.token_type
+            and tok.start == last.end + 1
+            and text[last.end] == text[tok.start]
+        ):
+            quote = text[tok.start]
+            out[-1] = Token(TokenType.STRING, last.text + quote + tok.text, last.line, tok.col, last.start, tok.end)
+            continue
+        out.append(tok)
+    return out
 
 
 def parse_header(header_text: str, path: str | Path, line_offset: int = 0) -> Header:
