@@ -53,7 +53,7 @@ def write_menu(root, rows: list[tuple]) -> None:
         {
             "id": pa.array([r[0] for r in rows], pa.int32()),
             "name": [r[1] for r in rows],
-            "price": [r[2] for r in rows],
+            "price": pa.array([r[2] for r in rows], pa.float64()),
             "updated_at": pa.array(
                 [utc(*map(int, r[3].replace("-", " ").replace(":", " ").split())) for r in rows],
                 pa.timestamp("us", tz="UTC"),
@@ -140,6 +140,52 @@ def test_scd_type_2_matches_the_worked_example_row_for_row(spark, make_project):
     version = DeltaTable(table_uri(project, "db.menu_items")).version()
     assert run_model(spark, project, "db.menu_items", utc(2020, 1, 4)).version == version
     assert DeltaTable(table_uri(project, "db.menu_items")).version() == version
+
+
+def test_scd_type_2_current_versions_take_the_source_value_of_a_null_column_as_sqlmesh(spark, make_project):
+    """SQLMesh writes each current version back with COALESCE(stored, source) in every column: a NULL takes
+    the source's value, in a version kept (same updated_at) and in one the run closes (checked on SQLMesh
+    0.236.4 with DuckDB, both kinds)."""
+    by_column = "MODEL (name db.menu_cols, kind SCD_TYPE_2_BY_COLUMN (unique_key id, columns [name]));\n"
+    root = make_project(
+        {
+            "sources.yaml": MENU_SOURCE,
+            "models/menu.sql": MENU_SCD,
+            "models/cols.sql": by_column + "SELECT id::INT, name::STRING, price::DOUBLE FROM stg.current_menu_items",
+        }
+    )
+    project = load_project(root)
+    write_menu(root, [(i, n, None, "2020-01-01 00:00:00") for i, n in [(1, "Soup"), (2, "Tea"), (3, "Pie")]])
+    for name in ("db.menu_items", "db.menu_cols"):
+        run_model(spark, project, name, utc(2020, 1, 1, 1))
+    write_menu(
+        root,
+        [
+            (1, "Soup", 5.0, "2020-01-01 00:00:00"),
+            (2, "Tea", 2.5, "2020-01-02 00:00:00"),
+            (3, "Cake", 4.0, "2020-01-01 00:00:00"),
+        ],
+    )
+    for name in ("db.menu_items", "db.menu_cols"):
+        run_model(spark, project, name, utc(2020, 1, 2, 2))
+    epoch, day1, day2, ran = (
+        T("1970-01-01 00:00:00"),
+        T("2020-01-01 00:00:00"),
+        T("2020-01-02 00:00:00"),
+        T("2020-01-02 02:00:00"),
+    )
+    assert table_rows(table_uri(project, "db.menu_items"), drop=DROP) == [
+        (1, "Soup", 5.0, day1, epoch, None),  # same updated_at: no new version, the NULL filled
+        (2, "Tea", 2.5, day1, epoch, day2),  # the closed version too
+        (2, "Tea", 2.5, day2, day2, None),
+        (3, "Pie", 4.0, day1, epoch, None),  # a stored value stays (the name), a NULL is filled
+    ]
+    assert table_rows(table_uri(project, "db.menu_cols"), drop=DROP) == [
+        (1, "Soup", 5.0, epoch, None),
+        (2, "Tea", 2.5, epoch, None),
+        (3, "Cake", 4.0, ran, None),
+        (3, "Pie", 4.0, epoch, ran),
+    ]
 
 
 NAIVE_SOURCE = """\

@@ -205,22 +205,32 @@ def scd_type_2(
     if rebuild:
         return _first_history(model, kind, df, uri, stage, now, ts)
 
-    closes, inserts = _closes_and_inserts(kind, df, committed_rows(executor, uri), now, ts)
+    history = committed_rows(executor, uri)
+    closes, inserts = _closes_and_inserts(kind, df, history, now, ts)
+    fills, filled = _fills(kind, df, history)
     touched_inserts, inserted = _buckets_and_rows(inserts)
     touched_closes, closed = _buckets_and_rows(closes)
-    touched = sorted(set(touched_inserts) | set(touched_closes))
+    touched = sorted(set(touched_inserts) | set(touched_closes) | set(_buckets_and_rows(fills)[0]))
     counts = {"rows_inserted": inserted, "rows_closed": closed}
     if not touched:
         return [], counts
     old = committed_rows(executor, uri, touched).alias("h")
     x = closes.drop(delta.BUCKET_COLUMN).alias("x")
-    rewritten = old.join(x, _same_key("h", "x", keys) & F.col(f"h.`{vt}`").isNull(), "left").select(
-        *[
-            F.coalesce(F.col("x.__closed_at").cast(ts), F.col(f"h.`{vt}`").cast(ts)).alias(vt)
-            if c == vt
-            else F.col(f"h.`{c}`").alias(c)
-            for c in old.columns
-        ]
+    f = fills.drop(delta.BUCKET_COLUMN).alias("f")
+    current = F.col(f"h.`{vt}`").isNull()
+    rewritten = (
+        old.join(x, _same_key("h", "x", keys) & current, "left")
+        .join(f, _same_key("h", "f", keys) & current, "left")
+        .select(
+            *[
+                F.coalesce(F.col("x.__closed_at").cast(ts), F.col(f"h.`{vt}`").cast(ts)).alias(vt)
+                if c == vt
+                else F.coalesce(F.col(f"h.`{c}`"), F.col(f"f.`__f_{c}`").cast(old.schema[c].dataType)).alias(c)
+                if c in filled
+                else F.col(f"h.`{c}`").alias(c)
+                for c in old.columns
+            ]
+        )
     )
     result = rewritten.withColumn(delta.BUCKET_COLUMN, bucket_of(keys, kind.buckets)).unionByName(
         inserts, allowMissingColumns=True
@@ -282,6 +292,23 @@ def _closes_and_inserts(
     inserts = inserts.withColumn(delta.BUCKET_COLUMN, bucket_of(keys, kind.buckets)).localCheckpoint()
     closes = closes.withColumn(delta.BUCKET_COLUMN, bucket_of(keys, kind.buckets)).localCheckpoint()
     return closes, inserts
+
+
+def _fills(kind: ScdType2, df: DataFrame, history: DataFrame) -> tuple[DataFrame, list[str]]:
+    """The current versions holding a NULL where the source's row of their key has a value, with that row's
+    values (``__f_<column>``), and the columns compared. SQLMesh writes every current version back with
+    COALESCE(stored, source) in each column, so such a NULL takes the source's value, in a version the run
+    closes as in one it keeps."""
+    keys = kind.unique_key
+    managed = {kind.valid_from_name, kind.valid_to_name, delta.BUCKET_COLUMN}
+    filled = [c for c in df.columns if c in history.columns and c not in keys and c not in managed]
+    src = df.select(*[F.col(f"`{k}`") for k in keys], *[F.col(f"`{c}`").alias(f"__f_{c}") for c in filled])
+    current = history.where(F.col(f"`{kind.valid_to_name}`").isNull()).alias("c")
+    gaps = [F.col(f"c.`{c}`").isNull() & F.col(f"s.`__f_{c}`").isNotNull() for c in filled]
+    gap = reduce(lambda a, b: a | b, gaps, F.lit(False))
+    fills = current.join(src.alias("s"), _same_key("c", "s", keys)).where(gap)
+    fills = fills.select(*[F.col(f"c.`{k}`").alias(k) for k in keys], *[F.col(f"s.`__f_{c}`") for c in filled])
+    return fills.withColumn(delta.BUCKET_COLUMN, bucket_of(keys, kind.buckets)).localCheckpoint(), filled
 
 
 def history_type(kind: ScdType2, df: DataFrame) -> str:
