@@ -171,8 +171,17 @@ def test_a_non_blocking_builtin_warns_and_the_window_commits(env, spark):
     daily.write_text(daily.read_text().replace(", not_constant(column := n, condition := n > 100)", ""))
     project = load_project(project.directory)
     defs = build_definitions(project)
-    report = Runner(project, instance, defs).run([project.model("s.daily")], start=utc(2024, 1, 1), end=utc(2024, 1, 2))
+    said: list[str] = []
+    report = Runner(project, instance, defs).run(
+        [project.model("s.daily")], start=utc(2024, 1, 1), end=utc(2024, 1, 2), progress=said.append
+    )
     assert report.success, [r.error for r in report.records]
+    # The command says so, as SQLMesh warns of a non-blocking audit's failure: the window is ok, with a warning.
+    [line] = [text for text in said if "s.daily" in text and ": ok" in text]
+    assert line.splitlines()[1].strip() == (
+        "warning: non-blocking audit accepted_range_non_blocking(column := n, max_v := 10) found 1 failing row(s); "
+        "the rows were committed"
+    ), line
     warned = _evaluations(instance, key, "accepted_range_non_blocking__n")[0]
     assert not warned.passed and warned.severity == dg.AssetCheckSeverity.WARN
     assert table_rows(delta.table_uri(project.settings.warehouse, "s.daily")) == [(utc(2024, 1, 1).date(), 24, 0)]

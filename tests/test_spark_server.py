@@ -234,3 +234,62 @@ def test_a_record_whose_process_is_not_the_server_is_never_signalled(tmp_path, c
     assert cli.main(["spark", "stop", "--project", str(tmp_path)]) == 0
     assert "no Spark Connect server running" in capsys.readouterr().out
     assert not (home / server.RECORD_FILE).exists()  # the stale record is cleared; this process lives on
+
+
+INPUT_MODELS = {
+    "seeds/keys.csv": "k,label\nk0,zero\nk1,one\nk2,two\n",
+    "models/keys.sql": "MODEL (name s.keys, kind SEED (path '../seeds/keys.csv'));",
+    "models/hourly_k.sql": """
+        MODEL (name s.hourly_k, kind INCREMENTAL_BY_TIME_RANGE (time_column h), start '2024-01-01', cron '@hourly');
+        SELECT date_trunc('HOUR', ts) AS h, k, SUM(v) AS v FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt
+          GROUP BY 1, 2
+    """,
+    "models/labelled.sql": "MODEL (name s.labelled, kind VIEW);\nSELECT h, k, v FROM s.hourly_k WHERE v > 0",
+    "models/daily_labels.sql": """
+        MODEL (name s.daily_labels, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');
+        SELECT CAST(l.h AS DATE) AS ds, s.label, SUM(l.v) AS v FROM s.labelled AS l JOIN s.keys AS s ON l.k = s.k
+          WHERE l.h BETWEEN @start_dt AND @end_dt GROUP BY 1, 2
+    """,
+    "models/with_statements.sql": """
+        MODEL (name s.with_statements, kind FULL);
+        SET TIME ZONE 'America/New_York';
+        SELECT label, SUM(v) AS v, current_timezone() AS tz FROM s.daily_labels GROUP BY 1, 3;
+        SET TIME ZONE 'UTC';
+    """,
+}
+
+
+def test_every_kind_of_input_reads_the_same_through_the_server(tmp_path):
+    """On the server a query is sent with its inputs bound to it (no temporary view per input): a source, an
+    upstream table, a plain view over it and a seed read as they do in a JVM of the command's own; a model with
+    statements still reads its inputs as views; a column no input has is still one line naming the file."""
+    root = server_project(tmp_path / "project", 48)
+    for rel, text in INPUT_MODELS.items():
+        (root / rel).parent.mkdir(exist_ok=True)
+        (root / rel).write_text("\n".join(line.strip() for line in text.strip().splitlines()) + "\n")
+    with stopped_at_end(root) as settings:
+        started = run_cli(root, "spark", "start", "--no-warm-up")
+        assert started.returncode == 0, started.stdout + started.stderr
+        env = no_local_spark(tmp_path)
+        ran = run_cli(root, "run", "--start", "2024-01-01", "--end", "2024-01-03", env=env)
+        assert ran.returncode == 0 and ", 0 failed" in ran.stdout, ran.stdout[-3000:] + ran.stderr[-3000:]
+        labels = {"k0": "zero", "k1": "one", "k2": "two"}
+        expected: dict[tuple[str, str], int] = {}
+        for i in range(48 * 3):  # three events an hour, k = k{i % 3}, v = i % 7; the view keeps hours with v > 0
+            day = f"2024-01-0{i // 72 + 1}"
+            expected[(day, labels[f"k{i % 3}"])] = expected.get((day, labels[f"k{i % 3}"]), 0) + i % 7
+        daily = table_rows(table_uri(settings.warehouse, "s.daily_labels"))
+        assert [(row[0].isoformat(), row[1], row[2]) for row in daily] == sorted(
+            (day, label, v) for (day, label), v in expected.items()
+        )
+        totals = table_rows(table_uri(settings.warehouse, "s.with_statements"))
+        by_label: dict[str, int] = {}
+        for (_, label), v in expected.items():
+            by_label[label] = by_label.get(label, 0) + v
+        assert totals == sorted((label, v, "America/New_York") for label, v in by_label.items())
+
+        (root / "models" / "bad.sql").write_text("MODEL (name s.bad, kind FULL);\nSELECT label,\n  nope FROM s.keys\n")
+        bad = run_cli(root, "run", "s.bad", env=env)
+        said = bad.stdout + bad.stderr
+        assert bad.returncode == 2 and "bad.sql:3" in said and "nope" in said, said[-3000:]
+        assert "Traceback" not in said and "GRPC" not in said, said[-3000:]

@@ -42,6 +42,7 @@ from incremental_assets.orchestration.instance import (
 from incremental_assets.orchestration.integrity import Integrity, check_model
 from incremental_assets.orchestration.partition_keys import time_partitions
 from incremental_assets.orchestration.reconcile import Reconciled, reconcile
+from incremental_assets.orchestration.run_records import RunRecord, RunReport, progress_line, record_of_run, skipped
 from incremental_assets.orchestration.source_watch import Observed, observe_sources
 from incremental_assets.orchestration.staleness import stale_intervals, whole_table_current, why_current
 from incremental_assets.orchestration.status import windows_to_run
@@ -49,32 +50,7 @@ from incremental_assets.orchestration.translator import ModelTranslator
 from incremental_assets.plan.analyses import analysis_of, run_size, windows_independent
 from incremental_assets.plan.rebuild import needs_rebuild
 
-BAD_INPUT_ERRORS = (
-    "SourceDataError",
-    "ModelQueryError",
-)  # a run failed on unreadable input data exits 2, as any bad input
 QUIET_RUN_CONFIG = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
-
-
-@dataclass
-class RunRecord:
-    model: str
-    window: TimeWindow | None
-    success: bool
-    run_id: str
-    seconds: float
-    rows: int | None = None
-    error: str | None = None
-    bad_input: bool = False  # failed on input the user must fix (a source file that cannot be read as declared)
-
-
-@dataclass
-class RunReport:
-    records: list[RunRecord] = field(default_factory=list)
-
-    @property
-    def success(self) -> bool:
-        return all(r.success for r in self.records)
 
 
 _UNREAD: Any = object()  # run_window's built_with when the caller has not read it
@@ -156,21 +132,7 @@ class Runner:
             raise_on_error=False,
             run_config=QUIET_RUN_CONFIG,
         )
-        seconds = time.perf_counter() - began
-        rows = None
-        error = None
-        bad_input = False
-        for event in result.all_events:
-            if event.event_type_value == "ASSET_MATERIALIZATION":
-                meta = event.materialization.metadata
-                written = meta.get("run_rows_written") or meta.get("rows_written")  # older runs recorded it so
-                if written is not None and isinstance(written.value, int):  # recorded as an int
-                    rows = written.value
-            if event.is_step_failure:
-                data = event.step_failure_data
-                error = _error_text(data.error)
-                bad_input = bad_input or _is_bad_input(data.error)
-        return RunRecord(model.name, window, result.success, result.run_id, seconds, rows, error, bad_input)
+        return record_of_run(model.name, window, result, time.perf_counter() - began)
 
     def run(
         self,
@@ -217,7 +179,7 @@ class Runner:
             total += stale
             for window in runs:
                 if failed.get(model.name) or failed.keys() & set(model.depends_on):
-                    report.records.append(_skipped(model.name, window))
+                    report.records.append(skipped(model.name, window))
                     failed[model.name] = True
                     continue
                 record = self._run_queued(model, window, queue, allow_downgrade, full_refresh, end)
@@ -500,23 +462,6 @@ class RunQueue:
         return sum(len(batches(w, m.unit, 1)) if w else 1 for m, w in self.runs)
 
 
-def _error_text(error: Any) -> str:
-    """A failed step's error as the user should read it: our own errors without their class name."""
-    if error is None:
-        return "failed"
-    cause = error.cause or error
-    text = cause.message.strip()
-    if cause.cls_name and cause.cls_name.endswith("Error") and text.startswith("incremental_assets.errors."):
-        text = text.split(": ", 1)[-1]
-    elif text.startswith("pyspark.errors.exceptions."):  # Spark's own error: its message, not PySpark's class path
-        text = text.split(": ", 1)[-1]
-    return text
-
-
-def _is_bad_input(error: Any) -> bool:
-    return error is not None and (error.cause or error).cls_name in BAD_INPUT_ERRORS
-
-
 @overload
 def parse_instant(text: str, what: str) -> datetime: ...
 @overload
@@ -528,19 +473,3 @@ def parse_instant(text: str | None, what: str) -> datetime | None:
         return to_utc(text)
     except WindowError as exc:
         raise IncrementalAssetsError(f"--{what}: {exc}") from None
-
-
-def progress_line(prefix: str, model_name: str, window: TimeWindow | None, rebuild: bool, record: RunRecord) -> str:
-    """What a command prints when one of its runs ends: ``prefix`` (e.g. the counts so far), the model, the
-    window and the outcome."""
-    where = (str(window) if window else "full") + (" (rebuilt from start, one commit)" if rebuild else "")
-    return (
-        f"{prefix} {model_name} {where}: {'ok' if record.success else 'FAILED'}"
-        + (f", {record.rows:,} rows" if record.rows is not None else "")
-        + (f"\n    {record.error}" if record.error else "")
-    )
-
-
-def _skipped(model_name: str, window: TimeWindow | None) -> RunRecord:
-    """The record of a window not run because an upstream model (or an earlier window) failed."""
-    return RunRecord(model_name, window, False, "", 0.0, error="skipped: an upstream model failed")

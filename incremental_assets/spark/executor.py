@@ -21,6 +21,7 @@ from incremental_assets.model import clock
 from incremental_assets.model.intervals import TimeWindow
 from incremental_assets.model.kinds import IncrementalByCursor, ScdType2, UniqueKey
 from incremental_assets.model.project import Project
+from incremental_assets.model.python_model import PythonModel
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.plan.run_plan import InputRead, RunPlan, WriteKind, view_name
 from incremental_assets.spark import faults, merge
@@ -28,7 +29,7 @@ from incremental_assets.spark.inputs import Inputs
 from incremental_assets.spark.python_models import register_python_rows
 from incremental_assets.spark.query_errors import check_storable, query_error
 from incremental_assets.spark.read_errors import unreadable_input
-from incremental_assets.spark.session import run_project_statements, spark_steps
+from incremental_assets.spark.session import is_connect, run_project_statements, spark_steps
 from incremental_assets.spark.writes import STRATEGIES, Staged, WriteStrategy
 
 log = logging.getLogger(__name__)
@@ -163,13 +164,27 @@ class Executor(Inputs):
         model = strategy.model
         staged: Staged | None = None
         for plan in plans:
-            inputs.update(self.register_around_statements(plan, lambda: register_python_rows(self, model, plan)))
-            rows = self.spark.sql(plan.sql)
+            if self._query_bound(model, plan):
+                rows = self.query_frame(plan, inputs)
+            else:
+                inputs.update(self.register_around_statements(plan, lambda: register_python_rows(self, model, plan)))
+                rows = self.spark.sql(plan.sql)
             check_storable(model, rows.schema)
             staged = strategy.stage(plan, strategy.prepare(plan, rows), staged)
         if staged is None:
             raise ValueError("a run stages at least one plan")
         return staged
+
+    def _query_bound(self, model: SqlModel, plan: RunPlan) -> bool:
+        """Whether the plan's query is sent with its inputs bound to it (:meth:`query_frame`): on Spark Connect, for
+        a SQL model's plan without statements (which may name the inputs' views) reading nothing of the catalog."""
+        return (
+            is_connect(self.spark)
+            and not isinstance(model, PythonModel)
+            and not plan.pre_statements
+            and not plan.post_statements
+            and not any(read.kind == "source" and self.project.sources[read.name].in_catalog for read in plan.inputs)
+        )
 
     def register_around_statements(
         self, plan: RunPlan, more: Callable[[], dict[str, str]] | None = None

@@ -7,6 +7,7 @@ replaced files too), pruned to the partitions the plan's read window needs.
 from __future__ import annotations
 
 import os
+from typing import cast
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -194,19 +195,50 @@ class Inputs:
                 assert read.plan is not None
                 described.update(self.register(read.plan))
                 df = self.spark.sql(read.plan.sql)
-                what = "view"
-            elif source is not None:
-                df, what = self.read_source(source, read)
-            elif read.kind == "seed":
-                df, what = self.read_seed(self.project.models[read.name])
+                described[read.view] = _described(read, "view")
             else:
-                df, what = self.read_model_table(read.name, read, consumer=plan.model)
+                df = self._input_frame(plan, read, described)
             df.createOrReplaceTempView(read.view)
-            described[read.view] = f"{read.name}: {what}" + (f", window {read.window}" if read.window else "")
         return described
+
+    def query_frame(self, plan: RunPlan, described: dict[str, str]) -> DataFrame:
+        """On Spark Connect, the plan's query as one lazy DataFrame whose inputs are bound to the query alone
+        (no temporary view registered, no round trip before the query runs); what each input read goes into
+        ``described``. For a plan without statements, whose inputs are all outside Spark's catalog."""
+        from pyspark.sql.connect.dataframe import DataFrame as ConnectFrame
+        from pyspark.sql.connect.plan import SQL, SubqueryAlias
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+        bound = []
+        for read in plan.inputs:
+            if read.kind == "view":
+                assert read.plan is not None
+                df = self.query_frame(read.plan, described)
+                described[read.view] = _described(read, "view")
+            else:
+                df = self._input_frame(plan, read, described)
+            bound.append(SubqueryAlias(cast(ConnectFrame, df)._plan, read.view))
+        return cast(DataFrame, ConnectFrame(SQL(plan.sql, [], {}, bound), cast(ConnectSession, self.spark)))
+
+    def _input_frame(self, plan: RunPlan, read: InputRead, described: dict[str, str]) -> DataFrame:
+        """One input of ``plan`` (not a view) as a DataFrame; what it read goes into ``described``."""
+        source = self.project.sources.get(read.name) if read.kind == "source" else None
+        if source is not None:
+            df, what = self.read_source(source, read)
+        elif read.kind == "seed":
+            df, what = self.read_seed(self.project.models[read.name])
+        else:
+            df, what = self.read_model_table(read.name, read, consumer=plan.model)
+        described[read.view] = _described(read, what)
+        return df
 
     def target_state(self, model_name: str) -> TargetState | None:
         """The committed state a merge-style model's next run starts from (None for other kinds)."""
         if not isinstance(self.project.models[model_name].kind, MergeKind):
             return None
         return merge.target_state(self, model_name)
+
+
+def _described(read: InputRead, what: str) -> str:
+    """What a run's input read, as the run's inputs list it."""
+    return f"{read.name}: {what}" + (f", window {read.window}" if read.window else "")

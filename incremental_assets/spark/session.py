@@ -57,6 +57,11 @@ def build_spark_session(
 _RELEASED_AT_EXIT: list = []
 
 
+def is_connect(spark: SparkSession) -> bool:
+    """Whether ``spark`` is a Spark Connect session (a client of a server), not one with a JVM of its own."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
 _STATEMENTS_RUN: "weakref.WeakKeyDictionary[SparkSession, set]" = weakref.WeakKeyDictionary()
 
 

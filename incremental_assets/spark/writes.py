@@ -16,7 +16,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StringType, StructField, StructType
 from sqlglot import exp
 
 from incremental_assets import delta
@@ -197,14 +197,15 @@ class _IntervalWrite(WriteStrategy):
             faults.checkpoint("staging")
         keyed = prepared.rows.withColumn(delta.PARTITION_COLUMN, F.expr(spark_partition_expression(self.model)))
         column, unit = delta.PARTITION_COLUMN, self.model.unit
+        extra: tuple[str, ...] = ()
         if by_day:
             keyed = keyed.withColumn(delta.DAY_COLUMN, F.substring(delta.PARTITION_COLUMN, 1, 10))
-            column, unit = delta.DAY_COLUMN, IntervalUnit.DAY
+            column, unit, extra = delta.DAY_COLUMN, IntervalUnit.DAY, (delta.DAY_COLUMN,)
         # A window inside one partition needs no shuffle; a longer one is grouped by partition.
         one_partition = plan.window is not None and unit.next(unit.floor(plan.window.start)) >= plan.window.end
         keyed = keyed.coalesce(1) if one_partition else keyed.repartition(column)
         keyed.write.mode("error" if before is None else "append").partitionBy(column).parquet(self.staging)
-        return replace(staged, columns=keyed.schema)
+        return replace(staged, columns=_with_text_columns(prepared.rows.schema, delta.PARTITION_COLUMN, *extra))
 
 
 class ReplaceWindowWrite(_IntervalWrite):
@@ -235,6 +236,26 @@ class ReplaceWindowWrite(_IntervalWrite):
         return delta.ReplaceWindow(
             window, self.model.unit, by_day=staged.by_day, whole_days=staged.whole_days, copied_from=staged.copied_from
         )
+
+
+def _with_text_columns(schema: StructType, *names: str) -> StructType:
+    """``schema`` with string columns ``names`` set as ``withColumn`` sets them (in place, else at the end): the
+    staged files' columns, known without asking Spark to analyse the keyed rows again.
+
+    >>> from pyspark.sql.types import LongType
+    >>> s = StructType([StructField("a", LongType()), StructField("ia_interval", LongType())])
+    >>> [f"{f.name}:{f.dataType.simpleString()}" for f in _with_text_columns(s, "ia_interval", "ia_day").fields]
+    ['a:bigint', 'ia_interval:string', 'ia_day:string']
+    """
+    fields = list(schema.fields)
+    for name in names:
+        column = StructField(name, StringType(), True)
+        at = next((i for i, f in enumerate(fields) if f.name.lower() == name.lower()), None)
+        if at is None:
+            fields.append(column)
+        else:
+            fields[at] = column
+    return StructType(fields)
 
 
 def copy_other_intervals(strategy: WriteStrategy, staged: Staged, window: TimeWindow) -> None:
