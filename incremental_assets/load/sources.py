@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from incremental_assets.errors import ModelFileError
-from incremental_assets.load.text import read_utf8, yaml_error
+from incremental_assets.load.text import read_utf8, yaml_compose, yaml_error, yaml_value
 from incremental_assets.model.intervals import INTERVAL_UNITS
 from incremental_assets.model.project import SOURCE_FORMATS, CsvSettings, Source
 from incremental_assets.model.source_time import EPOCH_FORMATS
@@ -59,7 +59,7 @@ def yaml_entries(path: Path, not_a_list: str, *, under: str | None = None) -> li
     if not path.is_file():
         return []
     try:
-        root = yaml.compose(read_utf8(path))
+        root = yaml_compose(read_utf8(path))
     except yaml.YAMLError as exc:
         raise yaml_error(path, exc) from None
     if root is None:
@@ -68,10 +68,7 @@ def yaml_entries(path: Path, not_a_list: str, *, under: str | None = None) -> li
         root = next(v for k, v in root.value if k.value == under)
     if not isinstance(root, yaml.SequenceNode):
         raise ModelFileError(path, _node_line(root), not_a_list, hint="start each entry with `- name: raw.orders`")
-    return [
-        (yaml.safe_load(yaml.serialize(node)) if isinstance(node, yaml.MappingNode) else None, _node_line(node))
-        for node in root.value
-    ]
+    return [(yaml_value(node) if isinstance(node, yaml.MappingNode) else None, _node_line(node)) for node in root.value]
 
 
 def make_source(

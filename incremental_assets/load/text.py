@@ -37,6 +37,35 @@ def read_utf8(path: Path) -> str:
         ) from None
 
 
+_FAST_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's, where PyYAML was built with it
+
+
+def yaml_load(text: str) -> Any:
+    """``yaml.safe_load`` with libyaml's parser when there is one; a document it refuses is parsed again by
+    PyYAML's own, so that errors read (and name lines) the same either way."""
+    try:
+        return yaml.load(text, Loader=_FAST_LOADER)
+    except yaml.YAMLError:
+        return yaml.safe_load(text)
+
+
+def yaml_compose(text: str) -> yaml.Node | None:
+    """The document's node tree (lines in each node's ``start_mark``), parsed as :func:`yaml_load` parses."""
+    try:
+        return yaml.compose(text, Loader=_FAST_LOADER)
+    except yaml.YAMLError:
+        return yaml.compose(text, Loader=yaml.SafeLoader)
+
+
+def yaml_value(node: yaml.Node) -> Any:
+    """The Python value of a node of :func:`yaml_compose`'s tree, as ``safe_load`` of its text gives it."""
+    loader = _FAST_LOADER("")
+    try:
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
 def yaml_error(path: Path, exc: yaml.YAMLError) -> ModelFileError:
     """A YAML file that does not parse, as an error naming the file and the line of the problem."""
     mark = getattr(exc, "problem_mark", None)
@@ -58,7 +87,7 @@ def yaml_mapping(text: str, path: Path, what: str) -> dict[str, Any]:
     c.yaml:1: the config must be a mapping of keys to values
     """
     try:
-        loaded = yaml.safe_load(text)
+        loaded = yaml_load(text)
     except yaml.YAMLError as exc:
         raise yaml_error(path, exc) from None
     if loaded is not None and not isinstance(loaded, dict):
