@@ -24,7 +24,7 @@ from incremental_assets.load.macros.window_conditions import (
     first_variant,
     runtime_variants,
 )
-from incremental_assets.load.spark_semantics import with_spark_semantics
+from incremental_assets.load.spark_semantics import NoSparkEquivalent, with_spark_semantics
 from incremental_assets.load.sql_text import parentheses, skip_space_and_comments
 from incremental_assets.model.kinds import CURSOR_MACROS
 from incremental_assets.model.sql_model import DATE_MACROS, TableReference
@@ -219,7 +219,10 @@ def parse_model_body(
     if this_model is not None:
         _name_this_model(query, this_model)
     name_outputs(query)  # before the Spark rewrites: names come from the expressions as written
-    with_spark_semantics(query, dialect)  # what counts or numbers differently in Spark keeps the dialect's meaning
+    try:  # what counts or numbers differently in Spark keeps the dialect's meaning
+        with_spark_semantics(query, dialect)
+    except NoSparkEquivalent as exc:
+        raise ModelFileError(path, node_line(exc.node, 0) or line_offset + 1, str(exc), hint=exc.hint) from None
     for param in query.find_all(exp.Parameter):
         if param.name not in DATE_MACROS | CURSOR_MACROS:
             raise ModelFileError(

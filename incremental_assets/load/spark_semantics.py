@@ -4,20 +4,34 @@ dialect's value.
 
 * ``DATE_DIFF(part, a, b)`` of DuckDB, Snowflake, BigQuery and T-SQL counts the ``part`` boundaries crossed
   (from 23:30 to 00:10 is one day); Spark's ``DATEDIFF(part, a, b)`` counts whole parts elapsed (zero days).
-  It becomes ``TIMESTAMPDIFF(part, DATE_TRUNC(part, a), DATE_TRUNC(part, b))``.
+  It becomes ``TIMESTAMPDIFF(part, DATE_TRUNC(part, a), DATE_TRUNC(part, b))``, with DuckDB's other names of
+  parts (``'d'``, ``'hr'``, ``'mons'``) Spark's; DuckDB's ``week`` counts whole weeks between the two days.
 * DuckDB numbers the days of the week from Sunday = 0 (``DAYOFWEEK``, ``DATE_PART('dow', x)``,
   ``EXTRACT(dow FROM x)``), ISO days from Monday = 1 (``ISODOW``, ``DATE_PART('isodow', x)``), and ``WEEK`` is
   the ISO week; Spark's ``DAYOFWEEK`` counts from Sunday = 1 and has no ``WEEK``.
 * DuckDB's ``DAYNAME``/``MONTHNAME`` are full names (``Wednesday``; Spark's are ``Wed``), ``EPOCH(x)`` and
   ``EXTRACT(epoch FROM x)`` seconds with their fraction, ``QUANTILE_CONT`` Spark's interpolating ``PERCENTILE`` and
   ``REGEXP_FULL_MATCH`` a match of the whole text.
+* DuckDB's ``/`` divides as DOUBLE whatever the numbers' types (Spark keeps a DECIMAL's, to six places), and
+  ``//`` is NULL for a zero divisor (Spark's ``DIV`` fails the run) and, of a DECIMAL or DOUBLE the query shows,
+  plain division.
+* DuckDB's ``LEN`` / ``LENGTH`` of a list is its number of elements (Spark's ``LENGTH`` takes only text): a
+  list the query shows (a literal, a cast, a function returning one) is counted with ``SIZE``.
+* DuckDB's date and time functions: :mod:`~incremental_assets.load.duckdb_time`.
 * ``GROUPING(a, b)`` with more than one column (standard SQL: a bit per column) is Spark's ``GROUPING_ID(a, b)``;
   Spark's ``GROUPING`` takes one.
+
+What no Spark expression computes the same is refused with :class:`NoSparkEquivalent`, naming the node.
 """
 
 from __future__ import annotations
 
 from sqlglot import exp
+
+from incremental_assets.load import duckdb_time
+from incremental_assets.load.duckdb_time import NoSparkEquivalent, shown_type
+
+__all__ = ["NoSparkEquivalent", "with_spark_semantics"]
 
 DUCKDB_DOW = {"dow", "dayofweek", "weekday"}
 DUCKDB_ISODOW = {"isodow"}
@@ -31,16 +45,25 @@ def with_spark_semantics(query: exp.Expr, dialect: str) -> exp.Expr:
     if dialect == "spark":
         return query
     for diff in list(query.find_all(exp.DateDiff)):
-        if diff.args.get("date_part_boundary") and diff.args.get("unit") is not None:
+        if diff.args.get("unit") is None:
+            continue
+        if dialect == "duckdb" and _duckdb_part(diff) == "WEEK":  # whole weeks between the two days
+            diff.set("unit", exp.var("DAY"))
+            diff.replace(exp.IntDiv(this=_boundaries_crossed(diff), expression=exp.Literal.number(7)))
+        elif diff.args.get("date_part_boundary"):
             diff.replace(_boundaries_crossed(diff))
     if dialect == "duckdb":
-        for node in list(query.find_all(exp.DayOfWeek, exp.DayOfWeekIso, exp.Week, exp.Extract, exp.Anonymous)):
-            replacement = _duckdb_weekday(node)
-            if replacement is not None:
+        # innermost first: a rewrite copies its arguments, so they must be rewritten already
+        for node in reversed(list(query.find_all(*_DUCKDB_FUNCTIONS, *_DUCKDB_CALLS))):
+            rewrite = _DUCKDB_FUNCTIONS.get(type(node))
+            replacement = rewrite(node) if rewrite else _duckdb_call(node)
+            if replacement is not None and replacement is not node:
                 node.replace(replacement)
-        for node in list(query.find_all(*_DUCKDB_FUNCTIONS)):
-            node.replace(_DUCKDB_FUNCTIONS[type(node)](node))
     return query
+
+
+def _duckdb_call(node: exp.Expr) -> exp.Expr | None:
+    return _duckdb_weekday(node) or duckdb_time.yearweek(node)
 
 
 def _epoch_seconds(value: exp.Expr) -> exp.Expr:
@@ -65,7 +88,58 @@ _DUCKDB_FUNCTIONS = {
         this="PERCENTILE", expressions=[node.this.copy(), node.expression.copy()]
     ),
     exp.RegexpFullMatch: _full_match,
+    exp.Div: lambda node: _double_division(node.this, node.expression),
+    exp.IntDiv: lambda node: _integer_division(node),
+    exp.Length: lambda node: exp.ArraySize(this=node.this.copy()) if _is_list(node.this) else node,
+    exp.DateBin: duckdb_time.time_bucket,
+    exp.TimeToStr: duckdb_time.strftime,
+    exp.DateTrunc: duckdb_time.date_trunc,
+    exp.TimestampTrunc: duckdb_time.date_trunc,
 }
+_DUCKDB_CALLS = (exp.DayOfWeek, exp.DayOfWeekIso, exp.Week, exp.Extract, exp.Anonymous)
+
+# Functions returning a list, whose type sqlglot leaves unknown (names an older sqlglot lacks are skipped).
+_LIST_FUNCTIONS = tuple(
+    getattr(exp, name)
+    for name in (
+        "Array Split RegexpSplit StringToArray ArrayAgg ArrayUniqueAgg ArrayFilter ArrayDistinct ArrayConcat ArraySort "
+        "SortArray ArraySlice ArrayCompact ArrayIntersect ArrayRemove ArrayAppend ArrayPrepend Flatten "
+        "RegexpExtractAll MapKeys MapValues Transform GenerateDateArray"
+    ).split()
+    if hasattr(exp, name)
+)
+_NOT_INTEGER = {exp.DataType.Type.DECIMAL, exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT}
+
+
+def _is_list(node: exp.Expr) -> bool:
+    kind = shown_type(node)
+    return isinstance(node, _LIST_FUNCTIONS) or kind is not None and kind.this == exp.DataType.Type.ARRAY
+
+
+def _double_division(dividend: exp.Expr, divisor: exp.Expr) -> exp.Expr:
+    if not (isinstance(divisor, exp.Cast) and divisor.to.this == exp.DataType.Type.DOUBLE):
+        divisor = exp.cast(divisor.copy(), "DOUBLE")
+    return exp.Div(this=dividend.copy(), expression=divisor)
+
+
+def _integer_division(node: exp.IntDiv) -> exp.Expr:
+    for operand in (node.this, node.expression):
+        kind = shown_type(operand)
+        if kind is not None and kind.this in _NOT_INTEGER:
+            return _double_division(node.this, node.expression)
+    if node.expression.is_number and node.expression.to_py() != 0:
+        return node
+    zero_is_null = exp.Nullif(this=node.expression.copy(), expression=exp.Literal.number(0))
+    return exp.IntDiv(this=node.this.copy(), expression=zero_is_null)
+
+
+def _duckdb_part(node: exp.DateDiff) -> str | None:
+    """The Spark name of a DuckDB ``DATE_DIFF``'s part (``'d'``, ``'hr'``, ``'mons'`` ...), set on ``node``."""
+    unit = node.args["unit"]
+    part = duckdb_time.PARTS.get(unit.name.lower()) if isinstance(unit, (exp.Var, exp.Literal)) else None
+    if part is not None:
+        node.set("unit", exp.var(part))
+    return part
 
 
 def _boundaries_crossed(node: exp.DateDiff) -> exp.Expr:
