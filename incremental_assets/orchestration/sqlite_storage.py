@@ -45,7 +45,6 @@ from dagster._core.storage.schedules.sqlite.sqlite_schedule_storage import Sqlit
 from dagster._core.storage.sql import get_alembic_config
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS, create_db_conn_string
 from dagster._serdes import ConfigurableClassData
-from sqlalchemy.pool import NullPool
 
 
 @functools.lru_cache(maxsize=1)
@@ -62,14 +61,10 @@ def is_set_up(conn_string: str, *tables: str) -> bool:
     path = conn_string.removeprefix("sqlite:///")
     if not os.path.exists(path):
         return False
-    engine = db.create_engine(conn_string, poolclass=NullPool)
-    try:
-        with engine.connect() as connection:
-            if not MigrationContext.configure(connection).get_current_revision():
-                return False
-            return not tables or set(tables) <= set(db.inspect(connection).get_table_names())
-    finally:
-        engine.dispose()
+    with pooled_engine(conn_string).connect() as connection:  # the connection the storage goes on to use
+        if not MigrationContext.configure(connection).get_current_revision():
+            return False
+        return not tables or set(tables) <= set(db.inspect(connection).get_table_names())
 
 
 LOCK_FILE = ".setup.lock"

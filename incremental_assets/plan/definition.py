@@ -18,6 +18,7 @@ the model's own size: one entry per output column, no history.
 from __future__ import annotations
 
 import json
+import sys
 import weakref
 from datetime import datetime
 from functools import lru_cache
@@ -26,7 +27,10 @@ from typing import Any, Mapping
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from incremental_assets import analysis as analysis_package
 from incremental_assets.analysis.columns import Columns, describe_columns
+from incremental_assets.load import macros as macros_package
+from incremental_assets.load.cache import ResultCache, cache_folder, code_digest, package_digest, result_key
 from incremental_assets.load.macros.render import macro_values
 from incremental_assets.load.macros.window_conditions import first_variant
 from incremental_assets.model.intervals import IntervalUnit, TimeWindow
@@ -111,6 +115,9 @@ def model_definition(
 _BY_PROJECT: "weakref.WeakKeyDictionary[Project, dict[str, dict[str, Any] | None]]" = weakref.WeakKeyDictionary()
 
 
+_CACHES: "weakref.WeakKeyDictionary[Project, ResultCache]" = weakref.WeakKeyDictionary()
+
+
 def _known(project: Project) -> dict[str, Mapping[str, str]]:
     return {s.name: dict(s.columns) for s in project.sources.values() if s.columns}
 
@@ -129,15 +136,49 @@ def definition_of(project: Project, name: str) -> dict[str, Any] | None:
         needed.add(current)
         stack.extend(project.models[current].depends_on)
     known = _known(project)
+    cache = _CACHES.get(project)
+    if cache is None:
+        cache = _CACHES[project] = ResultCache(cache_folder(project.directory), "definition-columns")
     for model in project.ordered():
         if model.name in needed and model.name not in done:
             try:
-                done[model.name] = model_definition(model, {**known, **_types(done)})
+                upstream = {**known, **_types(done)}
+                done[model.name] = model_definition(model, upstream, _columns(model, upstream, cache))
             except (SqlglotError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
                 # A definition that cannot be described is not kept: a later plan then finds none and
                 # treats a change of the model as breaking, which is never wrong; the run goes on.
                 done[model.name] = None
+    cache.save()
     return done.get(name)
+
+
+def _columns(model: SqlModel, known: Mapping[str, Mapping[str, str]], cache: ResultCache) -> Columns:
+    """The model's analysed columns, kept in the project's cache under what they are computed from: the
+    analysing code, the model's definition (its fingerprint), its sample macro values and the columns of every
+    table its query reads."""
+    read = sorted({".".join(p.name for p in t.parts).lower() for t in model.query.find_all(exp.Table)})
+    key = result_key(
+        package_digest(analysis_package, macros_package),
+        code_digest(sys.modules[__name__]),
+        model.fingerprint,
+        model.name,
+        [model.start, model.unit.name, model.is_incremental],
+        [(t, sorted(known[t].items())) for t in read if t in known],
+    )
+    found = cache.get(key)
+    if found is None:
+        cols = describe_columns(first_variant(model.query), known, macros=sample_macros(model))
+        lineage = {c: [list(pair) for pair in pairs] for c, pairs in cols.lineage.items()}
+        filters = None if cols.filters is None else [list(pair) for pair in cols.filters]
+        found = cache.put(key, [cols.types, lineage, filters, cols.expressions, cols.shape])
+    types, lineage, filters, expressions, shape = found
+    return Columns(
+        types,
+        {c: tuple((t, n) for t, n in pairs) for c, pairs in lineage.items()},
+        None if filters is None else tuple((t, n) for t, n in filters),
+        expressions,
+        shape,
+    )
 
 
 def _types(done: Mapping[str, Mapping[str, Any] | None]) -> dict[str, dict[str, str]]:
