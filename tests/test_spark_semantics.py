@@ -142,7 +142,16 @@ FORMATS = (
     "STRFTIME(ts, 'week %W of %Y, it''s [%a] {%d} #%j') AS text, STRFTIME('%d/%m/%Y', d) AS format_first, "
     "STRFTIME(d, 'day') AS only_text FROM t3"
 )
+PARTS = (
+    "SELECT ts, DATE_PART('second', ts) AS s, EXTRACT(second FROM ts) AS es, DATE_PART('millisecond', ts) AS ms, "
+    "EXTRACT(microsecond FROM ts) AS us, DATE_PART('dayofyear', ts) AS doy, DATE_PART('doy', d) AS doy2, "
+    "DATE_PART('week', ts) AS wk, EXTRACT(weekofyear FROM d) AS wk2, DATE_PART('isoyear', ts) AS iy, "
+    "DATE_PART('yearweek', d) AS yw, DATE_PART('decade', ts) AS dc, EXTRACT(century FROM d) AS cen, "
+    "DATE_PART('millennium', ts) AS mil, DATE_PART('quarter', ts) AS q, DATE_PART('dayofmonth', d) AS dom, "
+    "EXTRACT(minute FROM ts) AS mi, DATE_PART('hour', ts) AS h, DATE_PART('year', d) AS y FROM t3"
+)
 FUNCTION_QUERIES = {
+    "parts": PARTS,
     "lists": LISTS,
     "division": DIVISION,
     "buckets": BUCKETS,

@@ -26,6 +26,7 @@ What no Spark expression computes the same is refused with :class:`NoSparkEquiva
 
 from __future__ import annotations
 
+import sqlglot
 from sqlglot import exp
 
 from incremental_assets.load import duckdb_time
@@ -182,7 +183,37 @@ def _duckdb_weekday(node: exp.Expr) -> exp.Expr | None:
         return _sunday_zero(value)
     if part in DUCKDB_ISODOW:
         return _monday_one(value)
-    return None
+    template = _PART_OF.get(part)
+    return None if template is None else _spark_template(template, value)
+
+
+# DuckDB's date parts (each with its other spellings) Spark names otherwise or counts differently: whole seconds
+# (Spark's EXTRACT keeps the fraction), milliseconds and microseconds counting the seconds too, ISO years and
+# weeks, decades, centuries. Spark's own names of the other parts mean what DuckDB's do.
+_DATE_PART_SQL = {
+    "SECOND(__v)": "second seconds s sec secs",
+    "CAST(FLOOR(EXTRACT(SECOND FROM __v) * 1000) AS BIGINT)": "millisecond milliseconds ms msec msecs msecond mseconds",
+    "CAST(EXTRACT(SECOND FROM __v) * 1000000 AS BIGINT)": "microsecond microseconds us usec usecs usecond useconds",
+    "DAYOFMONTH(__v)": "dayofmonth",
+    "DAYOFYEAR(__v)": "dayofyear",
+    "WEEKOFYEAR(__v)": "weekofyear",
+    "QUARTER(__v)": "quarters",
+    "EXTRACT(YEAROFWEEK FROM __v)": "isoyear",
+    "EXTRACT(YEAROFWEEK FROM __v) * 100 + WEEKOFYEAR(__v)": "yearweek",
+    "YEAR(__v) DIV 10": "decade decades dec decs",
+    "(YEAR(__v) - 1) DIV 100 + 1": "century centuries c cent cents",
+    "(YEAR(__v) - 1) DIV 1000 + 1": "millennium millennia mil mils millenium",
+}
+_PART_OF = {alias: sql for sql, aliases in _DATE_PART_SQL.items() for alias in aliases.split()}
+
+
+def _spark_template(sql: str, value: exp.Expr) -> exp.Expr:
+    """Spark SQL ``sql`` with each ``__v`` the expression ``value``."""
+    parsed = exp.paren(sqlglot.parse_one(sql, read="spark"))
+    for placeholder in list(parsed.find_all(exp.Column)):
+        if placeholder.name == "__v":
+            placeholder.replace(value.copy())
+    return parsed
 
 
 def _sunday_zero(value: exp.Expr) -> exp.Expr:
