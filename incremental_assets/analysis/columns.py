@@ -33,12 +33,9 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.lineage import lineage
-from sqlglot.optimizer.annotate_types import annotate_types
-from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, build_scope, traverse_scope
 
-# Spark SQL functions whose result type sqlglot leaves unknown, and the type Spark gives them.
-_KNOWN_RESULTS: dict[type[exp.Expr], str] = {exp.TimestampTrunc: "timestamp", exp.DateTrunc: "timestamp"}
+from incremental_assets.load.column_types import output_types, typed_query
 
 
 @dataclass(frozen=True)
@@ -55,45 +52,6 @@ class Columns:
     filters: tuple[tuple[str, str], ...] | None = None
     expressions: Mapping[str, str] = field(default_factory=dict)
     shape: str | None = None
-
-
-def nested_schema(tables: Mapping[str, Mapping[str, str]]) -> dict:
-    """``{"db.table": {col: type}}`` as sqlglot's nested schema mapping (``{"db": {"table": {...}}}``)."""
-    out: dict = {}
-    for name, columns in tables.items():
-        if not columns:
-            continue  # a table of unknown columns: as if it were not given
-        parts = name.lower().split(".")
-        level = out
-        for part in parts[:-1]:
-            level = level.setdefault(part, {})
-        level[parts[-1]] = {c.lower(): t for c, t in columns.items()}
-    return out
-
-
-def type_name(data_type: exp.DataType | None) -> str | None:
-    """A sqlglot type in Spark SQL's lower-case spelling (``decimal(18,2)``), None when unknown.
-
-    >>> type_name(exp.DataType.build("DECIMAL(18, 2)")), type_name(exp.DataType.build("UNKNOWN"))
-    ('decimal(18,2)', None)
-    """
-    if data_type is None or data_type.this in (exp.DataType.Type.UNKNOWN, exp.DataType.Type.NULL):
-        return None
-    return data_type.sql("spark").lower().replace(", ", ",")
-
-
-def _read_tables(query: exp.Expr) -> set[str]:
-    return {".".join(p.name for p in t.parts).lower() for t in query.find_all(exp.Table)}
-
-
-def _projection_type(projection: exp.Expr) -> str | None:
-    value = projection.this if isinstance(projection, exp.Alias) else projection
-    known = type_name(projection.type)
-    if known is None:
-        for kind, name in _KNOWN_RESULTS.items():
-            if isinstance(value, kind):
-                return name
-    return known
 
 
 def _sources_of(column: str, query: exp.Query, schema: dict, scope, dialect: str) -> tuple[tuple[str, str], ...]:
@@ -117,17 +75,12 @@ def describe_columns(
     """Types and lineage of the output columns of ``query`` over ``tables`` (only the tables it reads
     are looked up); ``macros`` give macro values (typed literals), any other macro is NULL. Without
     ``detail``, only the types and the lineage (``filters``, ``expressions`` and ``shape`` left empty)."""
-    values = macros or {}
-    schema = nested_schema({t: tables[t] for t in _read_tables(query) if t in tables})
-    query = query.transform(lambda n: values.get(n.name, exp.Null()).copy() if isinstance(n, exp.Parameter) else n)
+    typed = typed_query(query, tables, dialect=dialect, macros=macros)
+    if typed is None:
+        return Columns()
+    annotated, schema = typed
     try:
-        qualified = qualify(
-            query, schema=schema, dialect=dialect, validate_qualify_columns=False, quote_identifiers=False
-        )
-        annotated = annotate_types(qualified, schema=schema, dialect=dialect)
-        if not isinstance(annotated, exp.Query) or any(isinstance(s, exp.Star) for s in annotated.selects):
-            return Columns()
-        types = {s.alias_or_name.lower(): _projection_type(s) for s in annotated.selects}
+        types = output_types(annotated)
         scope = build_scope(annotated)
         sources = {name: _sources_of(name, annotated, schema, scope, dialect) for name in types}
         if not detail:

@@ -21,6 +21,7 @@ from incremental_assets.errors import ModelFileError, ProjectError
 from incremental_assets.load.audits import parse_audit_file
 from incremental_assets.load.blueprints import expand_blueprints
 from incremental_assets.load.cache import cache_folder
+from incremental_assets.load.column_types import ModelColumns
 from incremental_assets.load.external_models import Unlocated, external_model_files, load_external_models
 from incremental_assets.load.gc_pause import collection_paused
 from incremental_assets.load.macros.evaluator import MacroContext
@@ -308,10 +309,10 @@ def _load_models(
             continue
         for model in found:
             _add_model(models, model, sources, errors)
-    while waiting:  # again with the columns the models read so far declare, until no file gets further
+    columns = ModelColumns(parsed.cache.folder if waiting or deferred else None)
+    while waiting:  # again with the columns of the models read so far, until no file gets further
         assert macros is not None
-        known = {name: dict(m.columns) for name, m in models.items() if m.columns}
-        wider = replace(macros, schemas={**known, **macros.schemas})
+        wider = replace(macros, schemas={**columns.of(models, macros.schemas), **macros.schemas})
         before = len(waiting)
         for path in list(waiting):
             try:
@@ -326,13 +327,13 @@ def _load_models(
             errors.extend(waiting.values())
             break
     if deferred and macros is not None:  # is_sql entrypoints may ask for any model's columns
-        known = {name: dict(m.columns) for name, m in models.items() if m.columns}
-        macros = replace(macros, schemas={**known, **macros.schemas})
+        macros = replace(macros, schemas={**columns.of(models, macros.schemas), **macros.schemas})
     for build in deferred:
         try:
             _add_model(models, build(macros=macros), sources, errors)
         except ModelFileError as exc:
             errors.append(exc)
+    columns.save()
     return models
 
 

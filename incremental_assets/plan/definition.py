@@ -20,8 +20,6 @@ from __future__ import annotations
 import json
 import sys
 import weakref
-from datetime import datetime
-from functools import lru_cache
 from typing import Any, Mapping
 
 from sqlglot import exp
@@ -31,28 +29,13 @@ from incremental_assets import analysis as analysis_package
 from incremental_assets.analysis.columns import Columns, describe_columns
 from incremental_assets.load import macros as macros_package
 from incremental_assets.load.cache import ResultCache, cache_folder, code_digest, package_digest, result_key
-from incremental_assets.load.macros.render import macro_values
+from incremental_assets.load.macros.render import sample_macros
 from incremental_assets.load.macros.window_conditions import first_variant
-from incremental_assets.model.intervals import IntervalUnit, TimeWindow
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
 
 DEFINITION_FORMAT = 1
 UNKNOWN_TYPE = "unknown"
-
-
-@lru_cache(maxsize=64)
-def _interval_macros(start: datetime, unit: IntervalUnit) -> Mapping[str, Any]:
-    return macro_values(TimeWindow(unit.floor(start), unit.next(unit.floor(start))), execution_time=start)
-
-
-def sample_macros(model: SqlModel) -> dict[str, Any]:
-    """Macro values of the model's first interval: typed literals, so the columns they make have types
-    and the same definition always gives the same analysed query (the models of a project share a few
-    starts and units: the values are made once for each)."""
-    start = model.start or TimeWindow.parse("2024-01-01", "2024-01-02").start
-    unit = model.unit if model.is_incremental else IntervalUnit.of("day")
-    return {**_interval_macros(start, unit), "this_model": exp.to_table(model.name)}
 
 
 def _json(value: Any) -> Any:

@@ -123,7 +123,8 @@ class MacroEvaluator:
         return self.context.variables.get(name.lower(), default)
 
     def columns_to_types(self, name: str | exp.Expr) -> dict[str, exp.DataType]:
-        """The columns and types of a table whose schema is declared (sources.yaml ``columns``, model ``columns``)."""
+        """The columns and types of a table whose columns are known: declared (sources.yaml ``columns``, a model's
+        ``columns``) or those a model's query makes (``UNKNOWN`` the type of one sqlglot cannot derive)."""
         key = (name if isinstance(name, str) else name.sql()).replace('"', "").replace("`", "").lower()
         schema = self.context.schemas.get(key)
         if not schema:

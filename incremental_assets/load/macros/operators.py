@@ -360,24 +360,27 @@ def star(
     quote_identifiers: Any = None,
     except_: Any = None,
 ) -> list[exp.Expr]:
-    """``@STAR(relation[, alias, [excluded], prefix, suffix])``: every declared column, cast to its type."""
-    columns = evaluator.columns_to_types(_relation_name(relation))
+    """``@STAR(relation[, alias, [excluded], prefix, suffix])``: every column, cast to its type; not cast at
+    all when the type of one of them is unknown (as SQLMesh)."""
     skipped = {_word(e).lower() for e in _items(exclude if exclude is not None else except_)}
+    columns = {
+        n: t for n, t in evaluator.columns_to_types(_relation_name(relation)).items() if n.lower() not in skipped
+    }
     table = _word(alias) if alias is not None and _word(alias) else None
     quoted = _flag(quote_identifiers, True)
+    cast = all(_known(dtype) for dtype in columns.values())
     out = []
     for name, dtype in columns.items():
-        if name.lower() in skipped:
-            continue
         column = exp.column(
             exp.to_identifier(name, quoted=quoted), table=exp.to_identifier(table, quoted=quoted) if table else None
         )
-        out.append(
-            exp.alias_(
-                exp.cast(column, dtype), exp.to_identifier(f"{_word(prefix)}{name}{_word(suffix)}", quoted=quoted)
-            )
-        )
+        value = exp.cast(column, dtype) if cast else column
+        out.append(exp.alias_(value, exp.to_identifier(f"{_word(prefix)}{name}{_word(suffix)}", quoted=quoted)))
     return out
+
+
+def _known(dtype: exp.DataType) -> bool:
+    return not dtype.is_type(exp.DataType.Type.UNKNOWN)
 
 
 def _relation_name(relation: Any) -> str:
@@ -389,7 +392,8 @@ def _relation_name(relation: Any) -> str:
 
 
 def union(evaluator: MacroEvaluator, kind: Any, *tables: Any) -> exp.Expr:
-    """``@UNION('all' | 'distinct', t1, t2, ...)``: the columns all tables share (same name and type)."""
+    """``@UNION('all' | 'distinct', t1, t2, ...)``: the columns all tables share (same name and type), each
+    cast to its type (a column of unknown type as it is)."""
     how = _word(kind).lower()
     if how not in ("all", "distinct"):
         raise MacroError(
@@ -400,9 +404,9 @@ def union(evaluator: MacroEvaluator, kind: Any, *tables: Any) -> exp.Expr:
     first = schemas[0][1]
     shared = [c for c, dtype in first.items() if all(s.get(c) == dtype for _, s in schemas[1:])]
     selects = [
-        exp.select(*(exp.alias_(exp.cast(exp.column(c), first[c]), c) for c in shared)).from_(
-            t.copy() if isinstance(t, exp.Table) else _relation_name(t)
-        )
+        exp.select(
+            *(exp.alias_(exp.cast(exp.column(c), first[c]) if _known(first[c]) else exp.column(c), c) for c in shared)
+        ).from_(t.copy() if isinstance(t, exp.Table) else _relation_name(t))
         for t, _ in schemas
     ]
     query: exp.Expr = selects[0]

@@ -6,7 +6,7 @@ Ends are exclusive inside the framework; the ``@end_*`` macros keep SQLMesh's in
 (``CAST('2024-01-01' AS DATE)``), never pasted into SQL text.
 
 >>> from incremental_assets.load.query import parse_query
->>> from incremental_assets.model.intervals import TimeWindow
+>>> from incremental_assets.model.intervals import IntervalUnit, TimeWindow
 >>> q = parse_query("SELECT * FROM t WHERE ds BETWEEN @start_ds AND @end_ds")
 >>> render_macros(q, TimeWindow.parse("2024-01-01", "2024-01-08")).sql("spark")
 "SELECT * FROM t WHERE ds BETWEEN '2024-01-01' AND '2024-01-07'"
@@ -15,7 +15,8 @@ Ends are exclusive inside the framework; the ``@end_*`` macros keep SQLMesh's in
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone, tzinfo
-from typing import Mapping
+from functools import lru_cache
+from typing import Any, Mapping
 
 from sqlglot import exp
 
@@ -23,7 +24,7 @@ from incremental_assets.load.macros.syntax import table_macro, var_name
 from incremental_assets.load.macros.window_conditions import resolve_runtime
 from incremental_assets.load.query import table_name
 from incremental_assets.model import clock
-from incremental_assets.model.intervals import TimeWindow
+from incremental_assets.model.intervals import IntervalUnit, TimeWindow
 from incremental_assets.model.source_time import EPOCH_FORMATS, epoch_value
 from incremental_assets.model.sql_model import SqlModel
 
@@ -79,6 +80,20 @@ def macro_values(window: TimeWindow, *, execution_time: datetime | None = None) 
         values[f"{edge}_millis"] = exp.Literal.number(millis)
         values[f"{edge}_hour"] = exp.Literal.number(instant.hour)
     return values
+
+
+@lru_cache(maxsize=64)
+def _interval_macros(start: datetime, unit: IntervalUnit) -> Mapping[str, Any]:
+    return macro_values(TimeWindow(unit.floor(start), unit.next(unit.floor(start))), execution_time=start)
+
+
+def sample_macros(model: SqlModel) -> dict[str, Any]:
+    """Macro values of the model's first interval: typed literals, so the columns they make have types
+    and the same definition always gives the same analysed query (the models of a project share a few
+    starts and units: the values are made once for each)."""
+    start = model.start or TimeWindow.parse("2024-01-01", "2024-01-02").start
+    unit = model.unit if model.is_incremental else IntervalUnit.of("day")
+    return {**_interval_macros(start, unit), "this_model": exp.to_table(model.name)}
 
 
 def render_macros(
