@@ -18,20 +18,20 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import dagster as dg
-from sqlglot import exp
 
 from incremental_assets import delta
 from incremental_assets.analysis import columns as columns_module
 from incremental_assets.analysis.columns import describe_columns
 from incremental_assets.errors import StorageError
-from incremental_assets.load.cache import ResultCache, cache_folder, code_digest, result_key
+from incremental_assets.load.cache import ResultCache, cache_folder, code_digest
 from incremental_assets.load.macros import render as macros_module
 from incremental_assets.load.macros import window_conditions
+from incremental_assets.load.macros.render import sample_macros
 from incremental_assets.load.macros.window_conditions import first_variant
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.plan import definition as definition_module
-from incremental_assets.plan.definition import sample_macros
+from incremental_assets.plan.definition import columns_key
 
 UNKNOWN_TYPE = "unknown"
 
@@ -78,15 +78,7 @@ def _inferred(
     """sqlglot's types and lineage of the model's columns, cached under what they are computed from: the
     model's definition (its fingerprint: the query after macros, kind, columns), the macro values, and the
     columns of every table the query reads."""
-    read = sorted({".".join(p.name for p in t.parts).lower() for t in model.query.find_all(exp.Table)})
-    key = result_key(
-        code_digest(columns_module, window_conditions, definition_module, macros_module),
-        model.fingerprint,
-        model.name,
-        # what the sample macro values are made of
-        [model.start, model.unit.name, model.is_incremental],
-        [(t, sorted(known[t].items())) for t in read if t in known],
-    )
+    key = columns_key(model, known, code_digest(columns_module, window_conditions, definition_module, macros_module))
     found = cache.get(key)
     if found is None:
         inferred = describe_columns(first_variant(model.query), known, macros=sample_macros(model), detail=False)

@@ -135,18 +135,26 @@ def definition_of(project: Project, name: str) -> dict[str, Any] | None:
     return done.get(name)
 
 
-def _columns(model: SqlModel, known: Mapping[str, Mapping[str, str]], cache: ResultCache) -> Columns:
-    """The model's analysed columns, kept in the project's cache under what they are computed from: the
-    analysing code, the model's definition (its fingerprint), its sample macro values and the columns of every
-    table its query reads."""
+def columns_key(model: SqlModel, known: Mapping[str, Mapping[str, str]], *code: str) -> str:
+    """The cache key of an analysis of the model's columns by ``code`` (digests of the analysing modules): the
+    model's definition (its fingerprint: the query after macros, kind, columns), what its sample macro values
+    are made of, and the columns of every table its query reads."""
     read = sorted({".".join(p.name for p in t.parts).lower() for t in model.query.find_all(exp.Table)})
-    key = result_key(
-        package_digest(analysis_package, macros_package),
-        code_digest(sys.modules[__name__]),
+    return result_key(
+        *code,
         model.fingerprint,
         model.name,
         [model.start, model.unit.name, model.is_incremental],
         [(t, sorted(known[t].items())) for t in read if t in known],
+    )
+
+
+def _columns(model: SqlModel, known: Mapping[str, Mapping[str, str]], cache: ResultCache) -> Columns:
+    """The model's analysed columns, kept in the project's cache under what they are computed from: the
+    analysing code, the model's definition (its fingerprint), its sample macro values and the columns of every
+    table its query reads."""
+    key = columns_key(
+        model, known, package_digest(analysis_package, macros_package), code_digest(sys.modules[__name__])
     )
     found = cache.get(key)
     if found is None:
