@@ -100,24 +100,85 @@ def test_a_file_that_is_not_parquet_or_half_written_is_one_line(root, capsys):
     assert [r[0] for r in table_rows(uri)] == [datetime(2024, 1, d).date() for d in (1, 2, 4, 5, 6)]
 
 
-def test_a_file_with_nanosecond_timestamps_names_source_file_column_and_the_fix(root, capsys):
-    """pandas writes timestamps in nanoseconds by default; Spark reads none and names no file."""
+NANOS_SOURCES = """\
+- name: raw.ev
+  location: data/ev
+  format: parquet
+  time_column: ts
+- name: raw.one
+  location: data/one.parquet
+  format: parquet
+"""
+NANOS_DAILY = """
+MODEL (name s.d, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');
+SELECT CAST(ts AS DATE) AS ds, COUNT(*) AS n, SUM(v) AS v, MAX(ts) AS last_ts, MAX(seen) AS last_seen
+FROM raw.ev WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1
+"""
+NANOS_FULL = "MODEL (name s.f, kind FULL);\nSELECT ts, seen, v FROM raw.one\n"
+
+
+def _pandas_day(day: int, hours: tuple[int, ...]):
+    """A day's rows as pandas holds them: wall times to the nanosecond, and an instant column."""
     import pandas as pd
 
-    folder = root / "data" / "ev"
-    pandas_file = folder / "day-05.parquet"
-    frame = pd.DataFrame({"ts": pd.to_datetime(["2024-01-05 01:00", "2024-01-05 02:00"], utc=True), "v": [1, 2]})
-    frame.to_parquet(pandas_file)
-    assert pq.read_schema(pandas_file).field("ts").type.unit == "ns"
+    ts = pd.to_datetime([f"2024-01-{day:02d} {h:02d}:00:00.123456789" for h in hours], format="ISO8601")
+    return pd.DataFrame({"ts": ts, "seen": (ts + pd.Timedelta(minutes=5)).tz_localize("UTC"), "v": list(hours)})
 
-    code, lines = run(root, capsys, "--start", "2024-01-05", "--end", "2024-01-06")
-    assert code == 2, lines
-    assert any(
-        line.strip().startswith(f"source raw.ev: file {pandas_file}: column ts holds timestamps in nanoseconds")
-        and "coerce_timestamps='us'" in line
-        for line in lines
-    ), lines
-    assert not any("Py4J" in line or "at org.apache" in line or "Traceback" in line for line in lines)
+
+@pytest.mark.parametrize("zone", ["UTC", "America/New_York"])
+def test_parquet_that_pandas_wrote_in_nanoseconds_reads_as_the_same_file_in_microseconds(
+    make_project, spark, tmp_path, monkeypatch, capsys, zone
+):
+    """pandas writes timestamps in nanoseconds by default, which Spark reads only as numbers: the same frames
+    written by pandas as it does by default and in microseconds give the same tables, in any project zone, for
+    a folder read by window (one file in microseconds among them, a day without a file), a single file read
+    whole, wall times and instants; and the rows are pandas' own, to the microsecond."""
+    import pandas as pd
+
+    days = {1: (0, 5, 23), 2: (3,), 4: (1, 2)}  # no file for day 3; day 4 written in microseconds either way
+    tables = {}
+    for how in ("default", "micros"):
+        root = make_project(
+            {
+                "sources.yaml": NANOS_SOURCES,
+                "models/d.sql": NANOS_DAILY,
+                "models/f.sql": NANOS_FULL,
+                "incremental_assets.yaml": f"timezone: {zone}\n",
+            },
+            name=how,
+        )
+        folder = root / "data" / "ev"
+        folder.mkdir(parents=True)
+        for day, hours in days.items():
+            micros = how == "micros" or day == 4
+            options = {"coerce_timestamps": "us", "allow_truncated_timestamps": True} if micros else {}
+            _pandas_day(day, hours).to_parquet(folder / f"day-{day}.parquet", **options)
+        one = root / "data" / "one.parquet"
+        options = {"coerce_timestamps": "us", "allow_truncated_timestamps": True} if how == "micros" else {}
+        _pandas_day(7, (6, 7)).to_parquet(one, **options)
+        assert pq.read_schema(one).field("ts").type.unit == ("us" if how == "micros" else "ns")
+        monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / how / "home"))
+        code, out = cli_output(root, capsys, "run", "--start", "2024-01-01", "--end", "2024-01-05")
+        assert code == 0, out
+        warehouse = load_project(root).settings.warehouse
+        tables[how] = {name: table_rows(delta.table_uri(warehouse, name)) for name in ("s.d", "s.f")}
+
+    assert tables["default"] == tables["micros"]
+    if zone != "UTC":
+        return
+    frame = pd.concat([_pandas_day(day, hours) for day, hours in days.items()])
+    frame["ts"] = frame["ts"].dt.floor("us")
+    frame["seen"] = frame["seen"].dt.floor("us").dt.tz_localize(None)
+    grouped = frame.groupby(frame["ts"].dt.date).agg(
+        n=("v", "size"), v=("v", "sum"), t=("ts", "max"), s=("seen", "max")
+    )
+    expected = [(d, r.n, r.v, r.t.to_pydatetime(), r.s.to_pydatetime()) for d, r in grouped.iterrows()]
+    assert tables["default"]["s.d"] == expected
+    one = _pandas_day(7, (6, 7))
+    assert tables["default"]["s.f"] == sorted(
+        (t.floor("us").to_pydatetime(), s.floor("us").tz_localize(None).to_pydatetime(), v)
+        for t, s, v in zip(one["ts"], one["seen"], one["v"])
+    )
 
 
 def test_a_time_column_of_numbers_without_a_format_names_source_column_and_the_fix(

@@ -98,6 +98,10 @@ def arrow_time(values: list[datetime | None], time_type: str) -> pa.Array:
         return pa.array([v.replace(tzinfo=None) if v else None for v in values], pa.timestamp("us"))
     if time_type == "epoch_millis":
         return pa.array([epoch_millis(v) for v in values], pa.int64())
+    if time_type == "timestamp_ns":  # pandas' default unit
+        return pa.array(values, pa.timestamp("ns", tz="UTC"))
+    if time_type == "timestamp_ntz_ns":
+        return pa.array([v.replace(tzinfo=None) if v else None for v in values], pa.timestamp("ns"))
     return pa.array([v.strftime("%Y-%m-%d") if v else None for v in values], pa.string())
 
 
@@ -251,6 +255,13 @@ def test_a_daily_model_over_each_shape_and_time_type_equals_pandas(spark, make_p
         for plan in plan_window(project, model, run):
             executor.execute(plan)
     assert table_rows(uri) == expected(ROWS + LATE)
+
+
+@pytest.mark.parametrize("time_type", ["timestamp_ns", "timestamp_ntz_ns"])
+@pytest.mark.parametrize("shape", [shape for shape in SHAPES if shape.startswith("parquet")])
+def test_parquet_with_times_in_nanoseconds_as_pandas_writes_them_equals_pandas(spark, make_project, shape, time_type):
+    """Timestamps in nanoseconds, with and without a time zone, in every Parquet shape: the same three runs."""
+    test_a_daily_model_over_each_shape_and_time_type_equals_pandas(spark, make_project, shape, time_type)
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,9 @@ DEFAULT_SPARK_CONF: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     # Delta readers expect INT64 microsecond timestamps, not Spark's legacy INT96.
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    # Spark reads no Parquet timestamp in nanoseconds (pandas writes them so by default) unless as a number of
+    # nanoseconds; a source's reader turns such a column back into times (spark/inputs.py).
+    "spark.sql.legacy.parquet.nanosAsLong": "true",
     "spark.sql.sources.partitionOverwriteMode": "static",
     "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
     "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",

@@ -7,14 +7,16 @@ replaced files too), pruned to the partitions the plan's read window needs.
 from __future__ import annotations
 
 import os
+from functools import reduce
 from typing import cast
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from incremental_assets import delta
+from incremental_assets.delta.files import source_data_files
 from incremental_assets.errors import StorageError
 from incremental_assets.load.seeds import CSV_SETTINGS, na_markers
 from incremental_assets.model.intervals import TimeWindow
@@ -25,7 +27,7 @@ from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.plan.rebuild import TargetState
 from incremental_assets.plan.run_plan import InputRead, RunPlan
 from incremental_assets.spark import merge
-from incremental_assets.spark.source_files import files_for_window
+from incremental_assets.spark.source_files import files_for_window, nanosecond_columns
 
 
 def read_table_window(
@@ -70,6 +72,21 @@ def _text_time(source: Source, df: DataFrame) -> DataFrame:
         return df.withColumn(column, F.col(f"`{column}`").cast("string"))
     if not source.time_format and kind == "string":
         return df.withColumn(column, F.col(f"`{column}`").cast("timestamp"))
+    return df
+
+
+def _nanoseconds_as_times(df: DataFrame, columns: tuple[tuple[str, bool], ...]) -> DataFrame:
+    """Columns Spark read as numbers of nanoseconds (``spark.sql.legacy.parquet.nanosAsLong``) as the times they
+    are, to the microsecond (truncated, as Spark keeps times): instants as TIMESTAMP, wall times as TIMESTAMP_NTZ
+    (as Spark reads a Parquet timestamp in microseconds), whatever the session's time zone."""
+    for name, instant in columns:
+        if name not in df.columns:
+            continue
+        quoted = "`" + name.replace("`", "``") + "`"
+        micros = f"({quoted} - pmod({quoted}, 1000)) div 1000"
+        epoch = "TIMESTAMP_NTZ'1970-01-01 00:00:00'"
+        value = f"timestamp_micros({micros})" if instant else f"timestampadd(MICROSECOND, {micros}, {epoch})"
+        df = df.withColumn(name, F.expr(value))
     return df
 
 
@@ -122,6 +139,12 @@ class Inputs:
             return self._parquet_window(source, read.window)
         if source.in_catalog:
             return self.spark.table(source.location), "catalog table"
+        if source.format == "parquet" and delta.is_local(source.location):
+            location = source.location.removeprefix("file://")
+            reader = self.spark.read.option("basePath", location) if os.path.isdir(location) else self.spark.read
+            files = source_data_files(location)
+            if any(nanosecond_columns(path) for path in files):
+                return _text_time(source, self._parquet(reader, files)), source.location
         if source.format in ("csv", "json"):
             # A malformed line or a value of the wrong type fails the run (named by file), never a silent NULL row.
             reader = reader.option("mode", "FAILFAST")
@@ -144,9 +167,19 @@ class Inputs:
         )
         reader = self.spark.read.option("basePath", location) if os.path.isdir(location) else self.spark.read
         if files or sample is None:
-            return reader.parquet(*(files or [location])), f"{len(files)} of {total} files"
+            return self._parquet(reader, files or [location]), f"{len(files)} of {total} files"
         # No file holds rows of the window: its columns are those of a file whose footer reads.
-        return self._empty(reader.parquet(sample).schema), f"0 of {total} files"
+        return self._empty(self._parquet(reader, [sample]).schema), f"0 of {total} files"
+
+    def _parquet(self, reader: DataFrameReader, paths: list[str]) -> DataFrame:
+        """Parquet files (or one folder) as one DataFrame. Spark reads a timestamp in nanoseconds (pandas' default)
+        as a number: each file's footer says which columns hold them, and the files read alike are read together
+        and their columns turned into times; files that differ are read apart and put together by name."""
+        groups: dict[tuple[tuple[str, bool], ...], list[str]] = {}
+        for path in paths:
+            groups.setdefault(nanosecond_columns(path), []).append(path)
+        frames = [_nanoseconds_as_times(reader.parquet(*group), columns) for columns, group in groups.items()]
+        return reduce(lambda left, right: left.unionByName(right, allowMissingColumns=True), frames)
 
     def read_seed(self, model: SqlModel) -> tuple[DataFrame, str]:
         """A SEED model's CSV as SQLMesh reads it: its values as text (a quoted value may span lines, a quote

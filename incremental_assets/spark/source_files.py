@@ -50,6 +50,20 @@ def time_range(
     return (min(starts), max(ends)) if starts else (None, None)
 
 
+def nanosecond_columns(path: str) -> tuple[tuple[str, bool], ...]:
+    """The columns of a Parquet file that hold timestamps in nanoseconds (pandas writes them so by default),
+    each with whether it holds instants (adjusted to UTC) or wall times; () when the footer does not read."""
+    try:
+        schema = pq.read_schema(path)
+    except (OSError, pa.ArrowException):
+        return ()
+    return tuple(
+        (field.name, field.type.tz is not None)
+        for field in schema
+        if pa.types.is_timestamp(field.type) and field.type.unit == "ns"
+    )
+
+
 def files_for_window(
     location: str, column: str, window: TimeWindow, *, time_format: str | None = None, tz: tzinfo = timezone.utc
 ) -> tuple[list[str], int, str | None]:
