@@ -217,6 +217,25 @@ def test_start_run_through_the_server_and_stop(project, tmp_path):
     assert after.returncode == 1 and after.stdout.startswith("down")
 
 
+def test_a_command_starting_its_own_spark_prints_its_progress_and_no_spark_notices(tmp_path):
+    """Without the server, a command starts a JVM of its own: Spark's start-up notices (its default logging
+    profile, the log level, warnings about the host name or native libraries) are not printed; a failed
+    query's message still is."""
+    root = server_project(tmp_path / "project", 48)
+    (root / "models" / "bad.sql").write_text(
+        "MODEL (name s.bad, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');\n"
+        "SELECT CAST(ts AS DATE) AS ds, CAST('x' || v AS INT) AS n FROM raw.events WHERE ts BETWEEN @start_dt "
+        "AND @end_dt\n"
+    )
+    env = clean_env(DAGSTER_HOME=str(tmp_path / "home"))
+    done = run_cli(root, "run", "--start", "2024-01-01", "--end", "2024-01-02", env=env)
+    said = done.stdout + done.stderr
+    assert done.returncode == 1 and re.search(r"s\.daily \[2024-01-01, 2024-01-02\): ok", said), said
+    assert re.search(r"s\.bad\b.*FAILED", said) and "CAST_INVALID_INPUT" in said, said
+    notices = ("log4j", "Setting default log level", "sc.setLogLevel", " WARN ", "NativeCodeLoader", "Traceback")
+    assert not [line for line in said.splitlines() if any(n in line for n in notices)], said
+
+
 def test_a_record_whose_process_is_not_the_server_is_never_signalled(tmp_path, capsys):
     """A PID reused by another process (here: this test's own) is not the server: down, and never killed."""
     settings = load_settings(tmp_path, environ={})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import logging
 import weakref
+from pathlib import Path
 from typing import Mapping
 
 import sqlglot
@@ -24,6 +25,18 @@ CONNECT_ERRORS_WITHOUT_STACK_TRACES = {
 }
 
 
+QUIET_LOGGING = Path(__file__).with_name("log4j2.properties")
+
+
+def _with_quiet_start(conf: Mapping[str, str]) -> dict[str, str]:
+    """``conf`` with the driver JVM logging errors only from its start (not Spark's start-up notices), unless
+    the settings choose a logging configuration of their own."""
+    options = conf.get("spark.driver.extraJavaOptions", "")
+    if "log4j" in options or not QUIET_LOGGING.is_file():
+        return dict(conf)
+    return {**conf, "spark.driver.extraJavaOptions": f"{options} -Dlog4j2.configurationFile={QUIET_LOGGING}".strip()}
+
+
 def build_spark_session(
     conf: Mapping[str, str], *, remote: str | None = None, app_name: str = "incremental_assets"
 ) -> SparkSession:
@@ -35,6 +48,7 @@ def build_spark_session(
         conf = {**CONNECT_ERRORS_WITHOUT_STACK_TRACES, **conf}
     elif SparkContext._active_spark_context is None:
         conf = with_class_archive(conf)  # a JVM to start: its classes mapped from this machine's archive
+        conf = _with_quiet_start(conf)
     for key, value in conf.items():
         if remote and (not key.startswith("spark.sql.") or key == "spark.sql.warehouse.dir"):
             # A Spark Connect session may only change SQL settings; the rest (master, UI, driver and
