@@ -236,11 +236,12 @@ def test_an_environment_with_nothing_to_build_says_so(spark, tmp_path, monkeypat
     assert "s.extra: new in environment dev, production has no table yet; 9 rows in the environment" in out, out
 
 
-def test_an_environment_builds_a_changed_kind_and_a_changed_start_over_their_range(
+def test_an_environment_builds_a_changed_kind_over_its_range_and_reads_a_changed_start_in_place(
     spark, tmp_path, monkeypatch, capsys
 ):
     """A FULL model made incremental is built from its start as a new model (its production table holds no
-    intervals); a model whose start moved later is built over production's intervals from the new start on."""
+    intervals); a model whose start moved later changed only metadata (as in SQLMesh): it is not built, the
+    environment reads production's table in place."""
     from conftest import write_project
 
     whole = "MODEL (name s.whole, kind {kind});\nSELECT ds, COUNT(*) AS n FROM s.clean{where} GROUP BY ds\n"
@@ -259,10 +260,9 @@ def test_an_environment_builds_a_changed_kind_and_a_changed_start_over_their_ran
     assert run(root, "--end", "2024-01-04") == 0
     out = capsys.readouterr().out
     assert "FAILED" not in out and "no complete interval" not in out, out
-    assert "2 model(s) built now" in out, out
+    assert "1 model(s) built apart (s.whole)" in out and "1 model(s) built now" in out, out
     project = load_project(root)
     manifest = json.loads(open(os.path.join(env_root(project.settings.warehouse, "dev"), "environment.json")).read())
     assert manifest["models"]["s.whole"]["intervals"] == [["2024-01-01", "2024-01-04"]]
-    assert manifest["models"]["s.keys"]["intervals"] == [["2024-01-02", "2024-01-04"]]
-    env_keys = table_rows(f"{env_root(project.settings.warehouse, 'dev')}/s/keys")
-    assert {str(r[0]) for r in env_keys} == {"2024-01-02", "2024-01-03"}
+    assert "s.keys" not in manifest["models"]
+    assert not os.path.exists(f"{env_root(project.settings.warehouse, 'dev')}/s/keys")

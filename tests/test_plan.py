@@ -177,3 +177,58 @@ def test_a_table_built_before_definitions_were_kept_is_treated_as_breaking(proje
         assert models["s.keys"]["category"] == "indirect-breaking"
     finally:
         shutil.copytree(tmp_path / "kept", folder)
+
+
+def test_a_changed_start_is_metadata_as_in_sqlmesh(spark, tmp_path, monkeypatch, capsys):
+    """As SQLMesh: a start is metadata. Moved earlier, the model and the models whose start follows it compute
+    the intervals before the old start and recompute nothing built; moved later, nothing is recomputed and
+    the rows built before the new start stay."""
+    from conftest import write_project
+
+    later = daily().replace("start '2024-01-01'", "start '2024-01-03'")
+    totals = TOTALS.replace(", start '2024-01-01'", "")  # its start follows s.daily's
+    root = write_project(
+        tmp_path / "project", {"sources.yaml": EVENTS_SOURCE, "models/daily.sql": later, "models/totals.sql": totals}
+    )
+    write_events(root / "data" / "events", utc(2024, 1, 1), 24 * 5, per_hour=2)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    warehouse = load_project(root).settings.warehouse
+    daily_uri, totals_uri = (delta.table_uri(warehouse, name) for name in ("s.daily", "s.totals"))
+
+    def run_auto() -> str:
+        capsys.readouterr()
+        assert cli.main(["run", "--auto", "--end", "2024-01-06", "--project", str(root)]) == 0
+        return capsys.readouterr().out
+
+    def days(uri: str) -> list[str]:
+        return sorted({str(r["ds"]) for r in DeltaTable(uri).to_pyarrow_table().to_pylist()})
+
+    def built_files(uri: str) -> set[str]:
+        return {f for f in DeltaTable(uri).file_uris() if "2024-01-03" in f or "2024-01-04" in f}
+
+    run_auto()
+    assert days(daily_uri) == days(totals_uri) == ["2024-01-03", "2024-01-04", "2024-01-05"]
+    kept = {uri: built_files(uri) for uri in (daily_uri, totals_uri)}
+    assert all(kept.values())
+
+    (root / "models" / "daily.sql").write_text(daily())  # start '2024-01-01'
+    planned = plan(root, capsys)
+    assert planned["s.daily"]["category"] == "metadata" and planned["s.daily"]["recompute"] == []
+    assert planned["s.totals"]["category"] == "metadata" and planned["s.totals"]["recompute"] == []
+    out = run_auto()
+    assert "FAILED" not in out, out
+    every_day = ["2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04", "2024-01-05"]
+    assert days(daily_uri) == days(totals_uri) == every_day
+    assert {uri: built_files(uri) for uri in kept} == kept  # the days built before were not recomputed
+    totals_rows = {str(r["ds"]): r["n"] for r in DeltaTable(totals_uri).to_pyarrow_table().to_pylist()}
+    assert totals_rows == {day: 48 for day in every_day}  # two events an hour
+    assert all(m["category"] == "unchanged" for m in plan(root, capsys).values())
+
+    (root / "models" / "daily.sql").write_text(daily().replace("start '2024-01-01'", "start '2024-01-04'"))
+    planned = plan(root, capsys)
+    assert planned["s.daily"]["category"] == "metadata" and planned["s.daily"]["recompute"] == []
+    versions = {uri: DeltaTable(uri).version() for uri in kept}
+    run_auto()
+    assert days(daily_uri) == days(totals_uri) == every_day  # the rows before the new start stay
+    assert {uri: DeltaTable(uri).version() for uri in kept} == versions
+    assert all(m["category"] == "unchanged" for m in plan(root, capsys).values())

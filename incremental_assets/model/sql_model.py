@@ -125,7 +125,9 @@ class SqlModel:
         """sha256 of what decides the data: the normalized query, the kind and the time layout.
 
         Owner, tags and descriptions are left out: changing them does not change a single row; so are a
-        kind's lifecycle settings (forward_only, on_*_change), which say how a change is applied.
+        kind's lifecycle settings (forward_only, on_*_change), which say how a change is applied, and the
+        start, which says which intervals exist, not what an interval holds (as in SQLMesh: a start moved
+        earlier adds intervals to compute, one moved later keeps the rows built before it).
         """
         return hashlib.sha256(json.dumps(self.data_payload(), sort_keys=True, default=str).encode()).hexdigest()
 
@@ -138,7 +140,6 @@ class SqlModel:
             "kind": self.kind.name,
             "kind_config": kind,
             "interval_unit": self.interval_unit,
-            "start": self.relative_start or (self.start.isoformat() if self.start and not self.derived_start else None),
             "columns": dict(self.columns),
             "dialect": "spark",
         }

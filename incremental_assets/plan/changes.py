@@ -7,7 +7,8 @@ the model's current one. Categories follow SQLMesh (``snapshot/categorizer.py``,
 - ``non-breaking``: only columns were added (SQLMesh: only projections inserted into the SELECT). Its own
   table still needs the new columns, so it recomputes its built intervals; its downstream models do not.
 - ``forward-only``: a ``forward_only`` model, or ``plan --forward-only``: new intervals only.
-- ``metadata``: description, owner, tags, audits, cron, grain: nothing is recomputed.
+- ``metadata``: description, owner, tags, audits, cron, grain, start: nothing is recomputed (a start moved
+  earlier leaves the intervals before the old start to compute).
 - ``indirect-breaking`` / ``indirect-non-breaking``: a downstream model, by what it reads.
 
 Finer than SQLMesh, which calls every downstream model of a breaking change indirect-breaking: a
@@ -255,7 +256,7 @@ def plan_changes(
 
 _NO_TABLE = "no table (a plain view or an embedded model): nothing stored, nothing to recompute"
 _NO_TABLE_YET = "no table yet: built from its start by the next run"
-_ONLY_METADATA = "only metadata changed (description, owner, tags, audits, cron, grain)"
+_ONLY_METADATA = "only metadata changed (description, owner, tags, audits, cron, grain, start)"
 _NO_MODEL = "a table exists, no model writes it any more: the table is kept"
 
 

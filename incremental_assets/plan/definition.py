@@ -59,6 +59,8 @@ def _metadata(model: SqlModel) -> dict[str, Any]:
             "audits": audits + [{"inline": a.name} for a in model.inline_audits],
             "cron": model.cron,
             "grains": list(model.grains),
+            "start": model.relative_start
+            or (model.start.isoformat() if model.start and not model.derived_start else None),
         }
     )
 
