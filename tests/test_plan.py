@@ -232,3 +232,72 @@ def test_a_changed_start_is_metadata_as_in_sqlmesh(spark, tmp_path, monkeypatch,
     assert days(daily_uri) == days(totals_uri) == every_day  # the rows before the new start stay
     assert {uri: DeltaTable(uri).version() for uri in kept} == versions
     assert all(m["category"] == "unchanged" for m in plan(root, capsys).values())
+
+
+FORWARD_MODELS = {
+    "models/a.sql": """
+MODEL (name s.a, kind INCREMENTAL_BY_TIME_RANGE (time_column ds, forward_only true), start '2024-01-01');
+SELECT CAST(ts AS DATE) AS ds, k, {measure} AS n FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1, 2
+""",
+    "models/b.sql": """
+MODEL (name s.b, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');
+SELECT CAST(ts AS DATE) AS ds, k, {measure} AS n FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1, 2
+""",
+    "models/c.sql": """
+MODEL (name s.c, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');
+SELECT a.ds, a.k, a.n + b.n AS n FROM s.a AS a JOIN s.b AS b ON a.ds = b.ds AND a.k = b.k
+WHERE a.ds BETWEEN @start_ds AND @end_ds AND b.ds BETWEEN @start_ds AND @end_ds
+""",
+    "models/v.sql": "MODEL (name s.v, kind VIEW);\nSELECT ds, k, n FROM s.a\n",
+    "models/d.sql": """
+MODEL (name s.d, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');
+SELECT ds, SUM(n) AS n FROM s.v WHERE ds BETWEEN @start_ds AND @end_ds GROUP BY ds
+""",
+}
+
+
+def test_a_change_from_upstream_applies_forward_only_when_every_changed_upstream_does_as_in_sqlmesh(
+    spark, tmp_path, monkeypatch, capsys
+):
+    """s.c reads s.a (forward-only) and s.b; s.d reads s.a through a view. With only s.a changed, both apply
+    it forward; with s.b changed too (breaking), s.c recomputes its built intervals, reading s.a's kept rows
+    and s.b's new ones, while s.d still applies s.a's change forward."""
+    from conftest import write_project
+
+    files = {path: text.replace("{measure}", "COUNT(*)") for path, text in FORWARD_MODELS.items()}
+    root = write_project(tmp_path / "project", {"sources.yaml": EVENTS_SOURCE, **files})
+    write_events(root / "data" / "events", utc(2024, 1, 1), 24 * 2)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    assert cli.main(["run", "--auto", "--end", "2024-01-03", "--project", str(root)]) == 0
+    capsys.readouterr()
+
+    (root / "models" / "a.sql").write_text(FORWARD_MODELS["models/a.sql"].replace("{measure}", "SUM(v)"))
+    planned = plan(root, capsys)
+    assert {m: planned[m]["category"] for m in ("s.a", "s.b", "s.c", "s.d")} == {
+        "s.a": "forward-only",
+        "s.b": "unchanged",
+        "s.c": "forward-only",
+        "s.d": "forward-only",
+    }
+
+    (root / "models" / "b.sql").write_text(FORWARD_MODELS["models/b.sql"].replace("{measure}", "SUM(v)"))
+    planned = plan(root, capsys)
+    assert {m: planned[m]["category"] for m in ("s.a", "s.b", "s.c", "s.d")} == {
+        "s.a": "forward-only",
+        "s.b": "breaking",
+        "s.c": "indirect-breaking",
+        "s.d": "forward-only",
+    }
+    assert planned["s.c"]["recompute"] == [["2024-01-01", "2024-01-03"]]
+    capsys.readouterr()
+    assert cli.main(["run", "--auto", "--end", "2024-01-03", "--project", str(root)]) == 0
+    warehouse = load_project(root).settings.warehouse
+
+    def rows(name: str) -> dict[tuple, int]:
+        table = DeltaTable(delta.table_uri(warehouse, name)).to_pyarrow_table().to_pylist()
+        return {(str(r["ds"]), r.get("k")): r["n"] for r in table}
+
+    a, b, c = rows("s.a"), rows("s.b"), rows("s.c")
+    assert set(a.values()) == {8}  # COUNT(*) as built: kept
+    assert c == {key: a[key] + b[key] for key in a} and c != {key: 2 * a[key] for key in a}
+    assert set(rows("s.d").values()) == {24}  # as built: s.a's change applies forward

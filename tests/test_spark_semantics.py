@@ -106,7 +106,9 @@ LISTS = (
 DIVISION = (
     "SELECT x, y, dec, x / NULLIF(y, 0) AS q, x // y AS i, x // (y * 0) AS by_zero, dec / 3 AS dq, "
     "CAST(dec AS DECIMAL(38, 2)) / 7 AS wide, CAST(dec AS DECIMAL(10, 2)) // 3 AS di, x / 2.5 AS f, "
-    "7.5 // 2 AS literal FROM t3"
+    "7.5 // 2 AS literal, x / y AS raw, x / (y * 0) AS infinite, (x - x) / (y * 0) AS nan, "
+    "dec / (y * 0) AS dec_infinite, CAST(dec AS DECIMAL(10, 2)) // (y * 0) AS dec_null, x / 0 AS by_literal_zero "
+    "FROM t3"
 )
 BUCKETS = (
     "SELECT ts, TIME_BUCKET(INTERVAL '15 minutes', ts) AS m15, TIME_BUCKET(INTERVAL '2 hours', ts) AS h2, "

@@ -117,17 +117,27 @@ def _is_list(node: exp.Expr) -> bool:
     return isinstance(node, _LIST_FUNCTIONS) or kind is not None and kind.this == exp.DataType.Type.ARRAY
 
 
-def _double_division(dividend: exp.Expr, divisor: exp.Expr) -> exp.Expr:
+def _double_division(dividend: exp.Expr, divisor: exp.Expr, *, zero_is_null: bool = False) -> exp.Expr:
+    """DuckDB's ``/``: a DOUBLE, and by zero (where Spark fails the run) Infinity, -Infinity or NaN as the
+    dividend's sign says (NULL for ``//`` of a DECIMAL or DOUBLE, as DuckDB gives)."""
     if not (isinstance(divisor, exp.Cast) and divisor.to.this == exp.DataType.Type.DOUBLE):
         divisor = exp.cast(divisor.copy(), "DOUBLE")
-    return exp.Div(this=dividend.copy(), expression=divisor)
+    if divisor.this.is_number and divisor.this.to_py() != 0:
+        return exp.Div(this=dividend.copy(), expression=divisor)
+    if zero_is_null:
+        return exp.Div(this=dividend.copy(), expression=exp.Nullif(this=divisor, expression=exp.Literal.number(0)))
+    infinite = exp.Mul(
+        this=exp.cast(dividend.copy(), "DOUBLE"), expression=exp.cast(exp.Literal.string("Infinity"), "DOUBLE")
+    )
+    by_zero = exp.EQ(this=divisor.copy(), expression=exp.Literal.number(0))
+    return exp.If(this=by_zero, true=infinite, false=exp.Div(this=dividend.copy(), expression=divisor))
 
 
 def _integer_division(node: exp.IntDiv) -> exp.Expr:
     for operand in (node.this, node.expression):
         kind = shown_type(operand)
         if kind is not None and kind.this in _NOT_INTEGER:
-            return _double_division(node.this, node.expression)
+            return _double_division(node.this, node.expression, zero_is_null=True)
     if node.expression.is_number and node.expression.to_py() != 0:
         return node
     zero_is_null = exp.Nullif(this=node.expression.copy(), expression=exp.Literal.number(0))

@@ -217,6 +217,8 @@ def plan_changes(
             cols, reasons = _indirect(model, definition, None, changed)
             if cols is ALL or cols:
                 changed[key] = cols
+                if _upstream_forward(model, changed, forward):
+                    forward.add(key)  # a view passes a forward-only change on as it is
             out.append(ModelChange(model.name, "unchanged", UNCHANGED, reasons=(_NO_TABLE,)))
             continue
         if not state.exists:
@@ -230,12 +232,13 @@ def plan_changes(
         metadata = _metadata_changed(state, definition)
         if cols is ALL or cols:
             changed[key] = cols
-            applies_forward = is_forward or any(u.lower() in forward for u in model.depends_on)
-            if applies_forward:
+            if is_forward or _upstream_forward(model, changed, forward):
                 forward.add(key)
-            out.append(_indirectly_modified(model, state, reasons, forward=applies_forward))
+            out.append(_indirectly_modified(model, state, reasons, forward=key in forward))
         elif reasons:
             changed[key] = set()  # its downstream models are indirectly modified too, and read nothing changed
+            if is_forward or _upstream_forward(model, changed, forward):
+                forward.add(key)
             category = METADATA if metadata else INDIRECT_NON_BREAKING
             out.append(ModelChange(model.name, "indirectly modified", category, reasons=tuple(reasons)))
         elif metadata:
@@ -258,6 +261,13 @@ _NO_TABLE = "no table (a plain view or an embedded model): nothing stored, nothi
 _NO_TABLE_YET = "no table yet: built from its start by the next run"
 _ONLY_METADATA = "only metadata changed (description, owner, tags, audits, cron, grain, start)"
 _NO_MODEL = "a table exists, no model writes it any more: the table is kept"
+
+
+def _upstream_forward(model: SqlModel, changed: Mapping[str, Any], forward: set[str]) -> bool:
+    """As SQLMesh: a change reaching a model from upstream applies forward only when every changed model it
+    reads applies forward only (a forward-only change beside a breaking one recomputes what is built)."""
+    parents = [u.lower() for u in model.depends_on if u.lower() in changed]
+    return bool(parents) and all(p in forward for p in parents)
 
 
 def _metadata_changed(state: TableState, definition: Mapping[str, Any] | None) -> bool:
