@@ -232,6 +232,9 @@ def test_a_changed_start_is_metadata_as_in_sqlmesh(spark, tmp_path, monkeypatch,
     assert days(daily_uri) == days(totals_uri) == every_day  # the rows before the new start stay
     assert {uri: DeltaTable(uri).version() for uri in kept} == versions
     assert all(m["category"] == "unchanged" for m in plan(root, capsys).values())
+    assert cli.main(["status", "--project", str(root)]) == 0
+    status = capsys.readouterr().out
+    assert "STALE" not in status and "CHANGED" not in status and "missing" not in status.lower(), status
 
 
 FORWARD_MODELS = {
