@@ -150,7 +150,29 @@ PARTS = (
     "DATE_PART('millennium', ts) AS mil, DATE_PART('quarter', ts) AS q, DATE_PART('dayofmonth', d) AS dom, "
     "EXTRACT(minute FROM ts) AS mi, DATE_PART('hour', ts) AS h, DATE_PART('year', d) AS y FROM t3"
 )
+DATE_ADDS = (
+    "SELECT ts, DATE_ADD(d, INTERVAL 7 DAY) AS week_later, DATE_ADD(ts, INTERVAL '2 hours') AS hours, "
+    "DATE_ADD(CAST(d AS DATE), INTERVAL 1 MONTH) AS month_later, DATE_ADD(ts, INTERVAL '1 day 30 minutes') AS mixed "
+    "FROM t3"
+)
+# DuckDB's lists keep NULLs and their ORDER BY, and FIRST / LAST take the first (last) row in order, NULL or not.
+ORDERED_LISTS = (
+    "SELECT LIST(x ORDER BY ts DESC) AS by_ts_desc, LIST(x ORDER BY ts NULLS FIRST) AS nulls_first, "
+    "ARRAY_AGG(s ORDER BY y DESC, x) AS by_two, FIRST(s ORDER BY ts) AS first_s, LAST(x ORDER BY d) AS last_x, "
+    "ARRAY_AGG(DISTINCT y ORDER BY y DESC) AS distinct_y, LIST(x ORDER BY x) FILTER (WHERE x > 100) AS none_kept, "
+    "LIST(y) FILTER (WHERE x IS NULL) AS null_kept FROM t3"
+)
+# DuckDB's REGEXP_REPLACE: the first match unless 'g', 'i' ignoring case, groups written \\1 and \\0.
+REGEXPS = (
+    "SELECT s, REGEXP_REPLACE(s, ',', ';') AS first, REGEXP_REPLACE(s, ',', ';', 'g') AS every, "
+    "REGEXP_REPLACE(s, '([a-z]),', '<\\1>', 'g') AS grouped, REGEXP_REPLACE(s, 'A', '$', 'i') AS no_case, "
+    "REGEXP_REPLACE(s, '^(.)', '\\0\\0\\\\') AS whole, REGEXP_REPLACE(s, '', '-') AS empty, "
+    "REGEXP_REPLACE(s, '(ü|b)', '[\\1]1', 'g') AS digit_after, REGEXP_REPLACE(s, 'B', '_', 'ic') AS cased FROM t3"
+)
 FUNCTION_QUERIES = {
+    "regexps": REGEXPS,
+    "date_adds": DATE_ADDS,
+    "ordered_lists": ORDERED_LISTS,
     "parts": PARTS,
     "lists": LISTS,
     "division": DIVISION,

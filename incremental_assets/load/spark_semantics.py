@@ -17,7 +17,10 @@ dialect's value.
   plain division.
 * DuckDB's ``LEN`` / ``LENGTH`` of a list is its number of elements (Spark's ``LENGTH`` takes only text): a
   list the query shows (a literal, a cast, a function returning one) is counted with ``SIZE``.
-* DuckDB's date and time functions: :mod:`~incremental_assets.load.duckdb_time`.
+* DuckDB's date and time functions: :mod:`~incremental_assets.load.duckdb_time`; its list aggregates and
+  ordered ``FIRST`` / ``LAST``: :mod:`~incremental_assets.load.duckdb_lists`.
+* DuckDB's ``REGEXP_REPLACE`` replaces the first match unless its options hold ``g`` (Spark's replaces every
+  match), ignores case with ``i`` and writes groups ``\\1`` in the replacement (Spark: ``$1``).
 * ``GROUPING(a, b)`` with more than one column (standard SQL: a bit per column) is Spark's ``GROUPING_ID(a, b)``;
   Spark's ``GROUPING`` takes one.
 
@@ -30,6 +33,7 @@ import sqlglot
 from sqlglot import exp
 
 from incremental_assets.load import duckdb_time
+from incremental_assets.load.duckdb_lists import ordered_aggregates
 from incremental_assets.load.duckdb_time import NoSparkEquivalent, shown_type
 
 __all__ = ["NoSparkEquivalent", "with_spark_semantics"]
@@ -60,6 +64,7 @@ def with_spark_semantics(query: exp.Expr, dialect: str) -> exp.Expr:
             replacement = rewrite(node) if rewrite else _duckdb_call(node)
             if replacement is not None and replacement is not node:
                 node.replace(replacement)
+        ordered_aggregates(query)
     return query
 
 
@@ -93,6 +98,8 @@ _DUCKDB_FUNCTIONS = {
     exp.IntDiv: lambda node: _integer_division(node),
     exp.Length: lambda node: exp.ArraySize(this=node.this.copy()) if _is_list(node.this) else node,
     exp.DateBin: duckdb_time.time_bucket,
+    exp.DateAdd: duckdb_time.date_add,
+    exp.RegexpReplace: lambda node: _regexp_replace(node),
     exp.TimeToStr: duckdb_time.strftime,
     exp.DateTrunc: duckdb_time.date_trunc,
     exp.TimestampTrunc: duckdb_time.date_trunc,
@@ -115,6 +122,54 @@ _NOT_INTEGER = {exp.DataType.Type.DECIMAL, exp.DataType.Type.DOUBLE, exp.DataTyp
 def _is_list(node: exp.Expr) -> bool:
     kind = shown_type(node)
     return isinstance(node, _LIST_FUNCTIONS) or kind is not None and kind.this == exp.DataType.Type.ARRAY
+
+
+def _regexp_replace(node: exp.RegexpReplace) -> exp.Expr:
+    """DuckDB's ``REGEXP_REPLACE``: the first match only unless the options say ``g``, ``i`` ignoring case, and
+    ``\\1`` (``\\0`` the match) in the replacement, which Java writes ``$1``."""
+    options = node.args.get("modifiers")
+    if options is not None and not isinstance(options, exp.Literal) or node.args.get("position") is not None:
+        return node
+    flags = options.name if options is not None else ""
+    every = "g" in flags
+    pieces = [node.expression.copy()]
+    if not every:  # the text before the first match is group 1, the match group 2
+        pieces = [exp.Literal.string("^(?s:(.*?))("), *pieces, exp.Literal.string(")")]
+    if flags.rfind("i") > flags.rfind("c"):
+        pieces.insert(0, exp.Literal.string("(?i)"))
+    replacement = node.args.get("replacement")
+    if isinstance(replacement, exp.Literal):
+        text = _java_replacement(replacement.name, 0 if every else 2)
+        replacement = exp.Literal.string(text if every else "$1" + text)
+    elif replacement is not None and not every:
+        replacement = exp.Concat(expressions=[exp.Literal.string("$1"), replacement.copy()], safe=True)
+    return exp.RegexpReplace(this=node.this.copy(), expression=_joined(pieces), replacement=replacement)
+
+
+def _joined(pieces: list[exp.Expr]) -> exp.Expr:
+    """The text of ``pieces`` one after the other: one literal when they all are."""
+    if all(isinstance(p, exp.Literal) and p.is_string for p in pieces):
+        return exp.Literal.string("".join(p.name for p in pieces))
+    return pieces[0] if len(pieces) == 1 else exp.Concat(expressions=pieces, safe=True)
+
+
+def _java_replacement(text: str, shift: int) -> str:
+    """DuckDB's replacement text (``\\N`` a group, ``\\\\`` a backslash) in Java's (``$N``, ``\\$``)."""
+    out, i, after_group = [], 0, False
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text) and text[i + 1].isdigit():
+            out.append(f"${int(text[i + 1]) + shift}")
+            i, after_group = i + 2, True
+            continue
+        if ch == "\\" and i + 1 < len(text):
+            out.append("\\" + text[i + 1])
+            i += 2
+        else:
+            out.append("\\" + ch if ch == "$" or (after_group and ch.isdigit()) else ch)
+            i += 1
+        after_group = False
+    return "".join(out)
 
 
 def _double_division(dividend: exp.Expr, divisor: exp.Expr) -> exp.Expr:
