@@ -169,7 +169,9 @@ REGEXPS = (
     "REGEXP_REPLACE(s, '^(.)', '\\0\\0\\\\') AS whole, REGEXP_REPLACE(s, '', '-') AS empty, "
     "REGEXP_REPLACE(s, '(ü|b)', '[\\1]1', 'g') AS digit_after, REGEXP_REPLACE(s, 'B', '_', 'ic') AS cased FROM t3"
 )
+EPOCHS = "SELECT ts, EPOCH(ts) AS epoch, EXTRACT(epoch FROM d) AS date_epoch FROM t3"  # DOUBLE seconds
 FUNCTION_QUERIES = {
+    "epochs": EPOCHS,
     "regexps": REGEXPS,
     "date_adds": DATE_ADDS,
     "ordered_lists": ORDERED_LISTS,

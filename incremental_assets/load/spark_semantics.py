@@ -10,8 +10,8 @@ dialect's value.
   ``EXTRACT(dow FROM x)``), ISO days from Monday = 1 (``ISODOW``, ``DATE_PART('isodow', x)``), and ``WEEK`` is
   the ISO week; Spark's ``DAYOFWEEK`` counts from Sunday = 1 and has no ``WEEK``.
 * DuckDB's ``DAYNAME``/``MONTHNAME`` are full names (``Wednesday``; Spark's are ``Wed``), ``EPOCH(x)`` and
-  ``EXTRACT(epoch FROM x)`` seconds with their fraction, ``QUANTILE_CONT`` Spark's interpolating ``PERCENTILE`` and
-  ``REGEXP_FULL_MATCH`` a match of the whole text.
+  ``EXTRACT(epoch FROM x)`` seconds with their fraction (a DOUBLE), ``QUANTILE_CONT`` Spark's interpolating
+  ``PERCENTILE`` and ``REGEXP_FULL_MATCH`` a match of the whole text.
 * DuckDB's ``/`` divides as DOUBLE whatever the numbers' types (Spark keeps a DECIMAL's, to six places), and
   ``//`` is NULL for a zero divisor (Spark's ``DIV`` fails the run) and, of a DECIMAL or DOUBLE the query shows,
   plain division.
@@ -74,7 +74,7 @@ def _duckdb_call(node: exp.Expr) -> exp.Expr | None:
 
 def _epoch_seconds(value: exp.Expr) -> exp.Expr:
     micros = exp.Anonymous(this="UNIX_MICROS", expressions=[exp.cast(value.copy(), "TIMESTAMP")])
-    return exp.paren(exp.Div(this=micros, expression=exp.Literal.number("1000000.0")))
+    return exp.paren(exp.Div(this=micros, expression=exp.cast(exp.Literal.number(1000000), "DOUBLE")))
 
 
 def _full_match(node: exp.Expr) -> exp.Expr:
