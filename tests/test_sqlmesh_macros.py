@@ -55,6 +55,10 @@ def rendered(body: str, dialect: str = "spark") -> str:
             "@DEF(name, 'total');\nSELECT SUM(a) AS @name, 1 AS \"kept\" FROM t",
             "SELECT SUM(a) AS total, 1 AS `kept` FROM t",
         ),
+        (  # an alias naming the lambda's argument is its value too
+            "SELECT @EACH([a, b], c -> SUM(c) AS c), @EACH(['x'], s -> 3 AS s), @EACH([a], c -> c AS n) FROM t",
+            "SELECT SUM(a) AS a, SUM(b) AS b, 3 AS x, a AS n FROM t",
+        ),
         ("@DEF(size, 1);\nSELECT a FROM t WHERE size > @size", "SELECT a FROM t WHERE size > 1"),
         (
             "@DEF(pythag, (x, y) -> sqrt(pow(x, 2) + pow(y, 2)));\nSELECT @pythag(a, b) AS c FROM t",
