@@ -170,7 +170,14 @@ REGEXPS = (
     "REGEXP_REPLACE(s, '(ü|b)', '[\\1]1', 'g') AS digit_after, REGEXP_REPLACE(s, 'B', '_', 'ic') AS cased FROM t3"
 )
 EPOCHS = "SELECT ts, EPOCH(ts) AS epoch, EXTRACT(epoch FROM d) AS date_epoch FROM t3"  # DOUBLE seconds
+# DuckDB rounds a DOUBLE cast to an integer half to even, a DECIMAL half away from zero.
+INTEGER_CASTS = (
+    "SELECT x, CAST(x / 2 AS INTEGER) AS half, CAST(CAST(x AS DECIMAL(5, 1)) * 0.5 AS INTEGER) AS dec_half, "
+    "CAST(CAST(x AS DOUBLE) / 4 AS BIGINT) AS quarter, (x / 2)::SMALLINT AS colon, TRY_CAST(x / 3 AS INT) AS third, "
+    "CAST(x AS BIGINT) AS same FROM t3"
+)
 FUNCTION_QUERIES = {
+    "integer_casts": INTEGER_CASTS,
     "epochs": EPOCHS,
     "regexps": REGEXPS,
     "date_adds": DATE_ADDS,

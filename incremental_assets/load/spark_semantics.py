@@ -19,6 +19,8 @@ dialect's value.
   list the query shows (a literal, a cast, a function returning one) is counted with ``SIZE``.
 * DuckDB's date and time functions: :mod:`~incremental_assets.load.duckdb_time`; its list aggregates and
   ordered ``FIRST`` / ``LAST``: :mod:`~incremental_assets.load.duckdb_lists`.
+* DuckDB's cast of a DOUBLE (a DECIMAL) the query shows to an integer rounds half to even (half away from
+  zero), where Spark's truncates.
 * DuckDB's ``REGEXP_REPLACE`` replaces the first match unless its options hold ``g`` (Spark's replaces every
   match), ignores case with ``i`` and writes groups ``\\1`` in the replacement (Spark: ``$1``).
 * ``GROUPING(a, b)`` with more than one column (standard SQL: a bit per column) is Spark's ``GROUPING_ID(a, b)``;
@@ -100,6 +102,8 @@ _DUCKDB_FUNCTIONS = {
     exp.DateBin: duckdb_time.time_bucket,
     exp.DateAdd: duckdb_time.date_add,
     exp.RegexpReplace: lambda node: _regexp_replace(node),
+    exp.Cast: lambda node: _rounded_cast(node),
+    exp.TryCast: lambda node: _rounded_cast(node),
     exp.TimeToStr: duckdb_time.strftime,
     exp.DateTrunc: duckdb_time.date_trunc,
     exp.TimestampTrunc: duckdb_time.date_trunc,
@@ -122,6 +126,28 @@ _NOT_INTEGER = {exp.DataType.Type.DECIMAL, exp.DataType.Type.DOUBLE, exp.DataTyp
 def _is_list(node: exp.Expr) -> bool:
     kind = shown_type(node)
     return isinstance(node, _LIST_FUNCTIONS) or kind is not None and kind.this == exp.DataType.Type.ARRAY
+
+
+_INTEGER_TYPES = {
+    getattr(exp.DataType.Type, name)
+    for name in "TINYINT SMALLINT INT BIGINT HUGEINT UTINYINT USMALLINT UINT UBIGINT".split()
+    if hasattr(exp.DataType.Type, name)
+}
+
+
+def _rounded_cast(node: exp.Cast) -> exp.Expr:
+    """DuckDB's cast of a DOUBLE to an integer rounds half to even, of a DECIMAL half away from zero (Spark's
+    truncates); only for a value the query shows the type of."""
+    if node.to.this not in _INTEGER_TYPES:
+        return node
+    value = node.this.unnest()
+    kind = exp.DataType.build("DOUBLE") if isinstance(value, exp.Div) else shown_type(value)  # DuckDB's `/`
+    if kind is None or kind.this not in _NOT_INTEGER:
+        return node
+    rounding = "ROUND" if kind.this == exp.DataType.Type.DECIMAL else "BROUND"
+    rounded = node.copy()
+    rounded.set("this", exp.Anonymous(this=rounding, expressions=[node.this.copy(), exp.Literal.number(0)]))
+    return rounded
 
 
 def _regexp_replace(node: exp.RegexpReplace) -> exp.Expr:
