@@ -176,7 +176,12 @@ INTEGER_CASTS = (
     "CAST(CAST(x AS DOUBLE) / 4 AS BIGINT) AS quarter, (x / 2)::SMALLINT AS colon, TRY_CAST(x / 3 AS INT) AS third, "
     "CAST(x AS BIGINT) AS same FROM t3"
 )
+MATCHES = (  # REGEXP_MATCHES' options: i ignores case (c after it does not), s lets . match a newline
+    "SELECT s, REGEXP_MATCHES(s, '^A', 'i') AS matches_i, REGEXP_MATCHES(s, 'B', 'ic') AS matches_c, "
+    "REGEXP_MATCHES(s || CHR(10) || 'x', 'b.X', 'si') AS matches_s, REGEXP_MATCHES(s, 'b') AS plain FROM t3"
+)
 FUNCTION_QUERIES = {
+    "matches": MATCHES,
     "integer_casts": INTEGER_CASTS,
     "epochs": EPOCHS,
     "regexps": REGEXPS,

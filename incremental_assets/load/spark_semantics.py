@@ -22,7 +22,8 @@ dialect's value.
 * DuckDB's cast of a DOUBLE (a DECIMAL) the query shows to an integer rounds half to even (half away from
   zero), where Spark's truncates.
 * DuckDB's ``REGEXP_REPLACE`` replaces the first match unless its options hold ``g`` (Spark's replaces every
-  match), ignores case with ``i`` and writes groups ``\\1`` in the replacement (Spark: ``$1``).
+  match), ignores case with ``i`` (as ``REGEXP_MATCHES`` does) and writes groups ``\\1`` in the replacement
+  (Spark: ``$1``).
 * ``GROUPING(a, b)`` with more than one column (standard SQL: a bit per column) is Spark's ``GROUPING_ID(a, b)``;
   Spark's ``GROUPING`` takes one.
 
@@ -102,6 +103,7 @@ _DUCKDB_FUNCTIONS = {
     exp.DateBin: duckdb_time.time_bucket,
     exp.DateAdd: duckdb_time.date_add,
     exp.RegexpReplace: lambda node: _regexp_replace(node),
+    exp.RegexpLike: lambda node: _regexp_matches(node),
     exp.Cast: lambda node: _rounded_cast(node),
     exp.TryCast: lambda node: _rounded_cast(node),
     exp.TimeToStr: duckdb_time.strftime,
@@ -170,6 +172,18 @@ def _regexp_replace(node: exp.RegexpReplace) -> exp.Expr:
     elif replacement is not None and not every:
         replacement = exp.Concat(expressions=[exp.Literal.string("$1"), replacement.copy()], safe=True)
     return exp.RegexpReplace(this=node.this.copy(), expression=_joined(pieces), replacement=replacement)
+
+
+def _regexp_matches(node: exp.RegexpLike) -> exp.Expr:
+    """DuckDB's ``REGEXP_MATCHES(s, pattern, options)``: ``i`` ignores case (``c`` after it does not),
+    ``s`` lets ``.`` match a newline; Spark's ``RLIKE`` takes them inside the pattern."""
+    options = node.args.get("flag")
+    if not isinstance(options, exp.Literal):
+        return node
+    flags = options.name
+    prefix = ("(?i)" if flags.rfind("i") > flags.rfind("c") else "") + ("(?s)" if "s" in flags else "")
+    pattern = _joined([exp.Literal.string(prefix), node.expression.copy()]) if prefix else node.expression.copy()
+    return exp.RegexpLike(this=node.this.copy(), expression=pattern)
 
 
 def _joined(pieces: list[exp.Expr]) -> exp.Expr:
