@@ -180,8 +180,13 @@ MATCHES = (  # REGEXP_MATCHES' options: i ignores case (c after it does not), s 
     "SELECT s, REGEXP_MATCHES(s, '^A', 'i') AS matches_i, REGEXP_MATCHES(s, 'B', 'ic') AS matches_c, "
     "REGEXP_MATCHES(s || CHR(10) || 'x', 'b.X', 'si') AS matches_s, REGEXP_MATCHES(s, 'b') AS plain FROM t3"
 )
+TILDES = (  # DuckDB's ~ and SIMILAR TO match the whole text
+    "SELECT s, s ~ 'a.*' AS whole, s ~ 'b' AS part, s !~ 'a.*' AS negated, s SIMILAR TO 'x' AS similar, "
+    "(s) ~ ('.*b') AS parenthesized, s::TEXT ~ '.*,.*' AS cast_first, ~y AS bitwise_not, 1 + ~y AS after_plus FROM t3"
+)
 FUNCTION_QUERIES = {
     "matches": MATCHES,
+    "tildes": TILDES,
     "integer_casts": INTEGER_CASTS,
     "epochs": EPOCHS,
     "regexps": REGEXPS,

@@ -39,7 +39,7 @@ from incremental_assets.load import duckdb_time
 from incremental_assets.load.duckdb_lists import ordered_aggregates
 from incremental_assets.load.duckdb_time import NoSparkEquivalent, shown_type
 
-__all__ = ["NoSparkEquivalent", "with_spark_semantics"]
+__all__ = ["NoSparkEquivalent", "tilde_as_full_match", "with_spark_semantics"]
 
 DUCKDB_DOW = {"dow", "dayofweek", "weekday"}
 DUCKDB_ISODOW = {"isodow"}
@@ -69,6 +69,42 @@ def with_spark_semantics(query: exp.Expr, dialect: str) -> exp.Expr:
                 node.replace(replacement)
         ordered_aggregates(query)
     return query
+
+
+# Tokens after which ``~`` starts an operand (a bitwise not) rather than following one.
+_OPERAND_STARTS = set(
+    "L_PAREN L_BRACKET COMMA SELECT DISTINCT WHERE HAVING ON AND OR NOT CASE WHEN THEN ELSE BY EQ NEQ NULLSAFE_EQ LT "
+    "LTE GT GTE PLUS DASH STAR SLASH DIV MOD CARET AMP PIPE DPIPE TILDE LSHIFT RSHIFT IS IN LIKE ILIKE BETWEEN "
+    "COLON RETURNING ARROW FARROW".split()
+)
+
+
+def tilde_as_full_match(sql: str) -> str:
+    """DuckDB's SQL text with ``a ~ p`` / ``a !~ p`` written ``a SIMILAR TO p`` / ``a NOT SIMILAR TO p``: a
+    match of the whole text, which sqlglot reads as a match anywhere in it (``~ x``, a bitwise not, stays).
+
+    >>> tilde_as_full_match("SELECT s ~ 'a.*', s !~ 'b', ~n, x::TEXT ~ 'c' FROM t WHERE (~n) = 1")
+    "SELECT s SIMILAR TO 'a.*', s NOT SIMILAR TO 'b', ~n, x::TEXT SIMILAR TO 'c' FROM t WHERE (~n) = 1"
+    """
+    if "~" not in sql:
+        return sql
+    try:
+        tokens = sqlglot.Dialect.get_or_raise("duckdb").tokenize(sql)
+    except sqlglot.errors.SqlglotError:
+        return sql
+    out, done = [], 0
+    for i, token in enumerate(tokens):
+        if token.text != "~" or i == 0:
+            continue
+        start, before = token.start, tokens[i - 1]
+        if before.text == "!" and before.end == token.start - 1 and i > 1:
+            start, before, operator = before.start, tokens[i - 2], "NOT SIMILAR TO"
+        else:
+            operator = "SIMILAR TO"
+        if before.token_type.name not in _OPERAND_STARTS:
+            out += [sql[done:start], operator]
+            done = token.end + 1
+    return "".join(out) + sql[done:]
 
 
 def _duckdb_call(node: exp.Expr) -> exp.Expr | None:
@@ -104,6 +140,7 @@ _DUCKDB_FUNCTIONS = {
     exp.DateAdd: duckdb_time.date_add,
     exp.RegexpReplace: lambda node: _regexp_replace(node),
     exp.RegexpLike: lambda node: _regexp_matches(node),
+    exp.SimilarTo: _full_match,
     exp.Cast: lambda node: _rounded_cast(node),
     exp.TryCast: lambda node: _rounded_cast(node),
     exp.TimeToStr: duckdb_time.strftime,
