@@ -184,7 +184,12 @@ TILDES = (  # DuckDB's ~ and SIMILAR TO match the whole text
     "SELECT s, s ~ 'a.*' AS whole, s ~ 'b' AS part, s !~ 'a.*' AS negated, s SIMILAR TO 'x' AS similar, "
     "(s) ~ ('.*b') AS parenthesized, s::TEXT ~ '.*,.*' AS cast_first, ~y AS bitwise_not, 1 + ~y AS after_plus FROM t3"
 )
+FORMATS_FMT = (  # DuckDB's FORMAT: fmt's {} placeholders, NULL when an argument is NULL
+    "SELECT s, FORMAT('{}-{} %', x, s) AS both, FORMAT('{{}} {}', y) AS braces, FORMAT('{}', CAST(x AS DOUBLE) / 2) "
+    "AS half, FORMAT('no args') AS plain FROM t3"
+)
 FUNCTION_QUERIES = {
+    "formats_fmt": FORMATS_FMT,
     "matches": MATCHES,
     "tildes": TILDES,
     "integer_casts": INTEGER_CASTS,
@@ -277,6 +282,7 @@ def _typed(rows, types):
             "TIME_BUCKET(INTERVAL (n) MINUTE, ts)",
             "TIME_BUCKET(INTERVAL (n) MINUTE, ...) needs a constant positive width",
         ),
+        ("FORMAT('{:d}', n)", "FORMAT('{:d}', n): a FORMAT other than a constant text of {} placeholders"),
         ("TIME_BUCKET(INTERVAL '1 day', ts, 'Europe/Paris')", "TIME_BUCKET in a time zone (a text argument after"),
         (
             "TIME_BUCKET(INTERVAL '1 day', ts, INTERVAL (n) HOUR)",

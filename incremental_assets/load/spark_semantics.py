@@ -141,6 +141,7 @@ _DUCKDB_FUNCTIONS = {
     exp.RegexpReplace: lambda node: _regexp_replace(node),
     exp.RegexpLike: lambda node: _regexp_matches(node),
     exp.SimilarTo: _full_match,
+    exp.Format: lambda node: _format(node),
     exp.Cast: lambda node: _rounded_cast(node),
     exp.TryCast: lambda node: _rounded_cast(node),
     exp.TimeToStr: duckdb_time.strftime,
@@ -221,6 +222,44 @@ def _regexp_matches(node: exp.RegexpLike) -> exp.Expr:
     prefix = ("(?i)" if flags.rfind("i") > flags.rfind("c") else "") + ("(?s)" if "s" in flags else "")
     pattern = _joined([exp.Literal.string(prefix), node.expression.copy()]) if prefix else node.expression.copy()
     return exp.RegexpLike(this=node.this.copy(), expression=pattern)
+
+
+def _format(node: exp.Format) -> exp.Expr:
+    """DuckDB's ``FORMAT('{} of {}', a, b)`` (fmt's ``{}`` placeholders; NULL when an argument is) as Spark's
+    ``FORMAT_STRING``; a format other than a constant text of ``{}``, ``{{`` and ``}}`` is refused."""
+    text = node.this.name if isinstance(node.this, exp.Literal) and node.this.is_string else None
+    java = None if text is None else _printf_of_fmt(text)
+    if java is None:
+        raise NoSparkEquivalent(
+            node,
+            f"{node.sql(dialect='duckdb')[:60]}: a FORMAT other than a constant text of {{}} placeholders",
+            "write the text with || and CAST(x AS TEXT), or PRINTF",
+        )
+    args = [a.copy() for a in node.expressions]
+    formatted = exp.Anonymous(this="FORMAT_STRING", expressions=[exp.Literal.string(java), *args])
+    if not args:
+        return formatted
+    nulls = [exp.Is(this=a.copy(), expression=exp.Null()) for a in args]
+    return exp.If(this=exp.or_(*nulls), true=exp.Null(), false=formatted)
+
+
+def _printf_of_fmt(text: str) -> str | None:
+    """A fmt format of plain ``{}`` placeholders as a printf one (``%s``); None for any other ``{...}``."""
+    out, i = [], 0
+    while i < len(text):
+        pair = text[i : i + 2]
+        if pair in ("{{", "}}"):
+            out.append(pair[0])
+            i += 2
+        elif pair == "{}":
+            out.append("%s")
+            i += 2
+        elif text[i] in "{}":
+            return None
+        else:
+            out.append("%%" if text[i] == "%" else text[i])
+            i += 1
+    return "".join(out)
 
 
 def _joined(pieces: list[exp.Expr]) -> exp.Expr:
