@@ -200,3 +200,25 @@ def test_forward_only_keeps_built_intervals_and_metadata_recomputes_nothing(buil
     assert rows[("2024-01-04", "k0")] == sum(i % 7 for i in range(24) if i % 3 == 0)  # SUM(v) for the new day
     assert {c["category"] for c in plan(root, capsys).values()} == {"unchanged"}
     assert statuses(root, "s.totals") == statuses(root, "s.keys") == {StaleStatus.FRESH}  # downstream not restated
+
+
+def test_a_rebuild_that_reads_late_rows_leaves_the_downstream_intervals_they_reach_to_recompute(built, tmp_path):
+    """A definition change that no downstream model reads, applied while late rows wait in the source: the
+    rebuild reads them too, so the downstream intervals they reach are recomputed, not confirmed as current."""
+    root = built
+    late = utc(2024, 1, 2, 5, 30)  # two rows of a built day, appended (k0, k1)
+    write_events(root / "data" / "events", late, 2, mode="append")
+    edited = daily(extra=", MAX(v) AS top")  # a new column: s.totals and s.keys read none of the changed ones
+    (root / "models" / "daily.sql").write_text(edited)
+    cli_run(root, "--auto", "--end", END)
+    cli_run(root, "--auto", "--end", END)
+
+    recomputed = make(tmp_path, "recomputed", edited)
+    write_events(recomputed / "data" / "events", late, 2, mode="append")
+    home = os.environ["DAGSTER_HOME"]
+    os.environ["DAGSTER_HOME"] = str(recomputed / ".dagster")
+    try:
+        cli_run(recomputed, "--auto", "--end", END)
+    finally:
+        os.environ["DAGSTER_HOME"] = home
+    assert tables(root) == tables(recomputed)

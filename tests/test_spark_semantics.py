@@ -152,7 +152,53 @@ PARTS = (
     "DATE_PART('millennium', ts) AS mil, DATE_PART('quarter', ts) AS q, DATE_PART('dayofmonth', d) AS dom, "
     "EXTRACT(minute FROM ts) AS mi, DATE_PART('hour', ts) AS h, DATE_PART('year', d) AS y FROM t3"
 )
+DATE_ADDS = (
+    "SELECT ts, DATE_ADD(d, INTERVAL 7 DAY) AS week_later, DATE_ADD(ts, INTERVAL '2 hours') AS hours, "
+    "DATE_ADD(CAST(d AS DATE), INTERVAL 1 MONTH) AS month_later, DATE_ADD(ts, INTERVAL '1 day 30 minutes') AS mixed "
+    "FROM t3"
+)
+# DuckDB's lists keep NULLs and their ORDER BY, and FIRST / LAST take the first (last) row in order, NULL or not.
+ORDERED_LISTS = (
+    "SELECT LIST(x ORDER BY ts DESC) AS by_ts_desc, LIST(x ORDER BY ts NULLS FIRST) AS nulls_first, "
+    "ARRAY_AGG(s ORDER BY y DESC, x) AS by_two, FIRST(s ORDER BY ts) AS first_s, LAST(x ORDER BY d) AS last_x, "
+    "ARRAY_AGG(DISTINCT y ORDER BY y DESC) AS distinct_y, LIST(x ORDER BY x) FILTER (WHERE x > 100) AS none_kept, "
+    "LIST(y) FILTER (WHERE x IS NULL) AS null_kept FROM t3"
+)
+# DuckDB's REGEXP_REPLACE: the first match unless 'g', 'i' ignoring case, groups written \\1 and \\0.
+REGEXPS = (
+    "SELECT s, REGEXP_REPLACE(s, ',', ';') AS first, REGEXP_REPLACE(s, ',', ';', 'g') AS every, "
+    "REGEXP_REPLACE(s, '([a-z]),', '<\\1>', 'g') AS grouped, REGEXP_REPLACE(s, 'A', '$', 'i') AS no_case, "
+    "REGEXP_REPLACE(s, '^(.)', '\\0\\0\\\\') AS whole, REGEXP_REPLACE(s, '', '-') AS empty, "
+    "REGEXP_REPLACE(s, '(ü|b)', '[\\1]1', 'g') AS digit_after, REGEXP_REPLACE(s, 'B', '_', 'ic') AS cased FROM t3"
+)
+EPOCHS = "SELECT ts, EPOCH(ts) AS epoch, EXTRACT(epoch FROM d) AS date_epoch FROM t3"  # DOUBLE seconds
+# DuckDB rounds a DOUBLE cast to an integer half to even, a DECIMAL half away from zero.
+INTEGER_CASTS = (
+    "SELECT x, CAST(x / 2 AS INTEGER) AS half, CAST(CAST(x AS DECIMAL(5, 1)) * 0.5 AS INTEGER) AS dec_half, "
+    "CAST(CAST(x AS DOUBLE) / 4 AS BIGINT) AS quarter, (x / 2)::SMALLINT AS colon, TRY_CAST(x / 3 AS INT) AS third, "
+    "CAST(x AS BIGINT) AS same FROM t3"
+)
+MATCHES = (  # REGEXP_MATCHES' options: i ignores case (c after it does not), s lets . match a newline
+    "SELECT s, REGEXP_MATCHES(s, '^A', 'i') AS matches_i, REGEXP_MATCHES(s, 'B', 'ic') AS matches_c, "
+    "REGEXP_MATCHES(s || CHR(10) || 'x', 'b.X', 'si') AS matches_s, REGEXP_MATCHES(s, 'b') AS plain FROM t3"
+)
+TILDES = (  # DuckDB's ~ and SIMILAR TO match the whole text
+    "SELECT s, s ~ 'a.*' AS whole, s ~ 'b' AS part, s !~ 'a.*' AS negated, s SIMILAR TO 'x' AS similar, "
+    "(s) ~ ('.*b') AS parenthesized, s::TEXT ~ '.*,.*' AS cast_first, ~y AS bitwise_not, 1 + ~y AS after_plus FROM t3"
+)
+FORMATS_FMT = (  # DuckDB's FORMAT: fmt's {} placeholders, NULL when an argument is NULL
+    "SELECT s, FORMAT('{}-{} %', x, s) AS both, FORMAT('{{}} {}', y) AS braces, FORMAT('{}', CAST(x AS DOUBLE) / 2) "
+    "AS half, FORMAT('no args') AS plain FROM t3"
+)
 FUNCTION_QUERIES = {
+    "formats_fmt": FORMATS_FMT,
+    "matches": MATCHES,
+    "tildes": TILDES,
+    "integer_casts": INTEGER_CASTS,
+    "epochs": EPOCHS,
+    "regexps": REGEXPS,
+    "date_adds": DATE_ADDS,
+    "ordered_lists": ORDERED_LISTS,
     "parts": PARTS,
     "lists": LISTS,
     "division": DIVISION,
@@ -238,6 +284,7 @@ def _typed(rows, types):
             "TIME_BUCKET(INTERVAL (n) MINUTE, ts)",
             "TIME_BUCKET(INTERVAL (n) MINUTE, ...) needs a constant positive width",
         ),
+        ("FORMAT('{:d}', n)", "FORMAT('{:d}', n): a FORMAT other than a constant text of {} placeholders"),
         ("TIME_BUCKET(INTERVAL '1 day', ts, 'Europe/Paris')", "TIME_BUCKET in a time zone (a text argument after"),
         (
             "TIME_BUCKET(INTERVAL '1 day', ts, INTERVAL (n) HOUR)",

@@ -47,6 +47,18 @@ def rendered(body: str, dialect: str = "spark") -> str:
             "SELECT CASE WHEN n = 4 THEN 1 ELSE 0 END AS col_4, CASE WHEN n = 5 THEN 1 ELSE 0 END AS col_5 FROM t",
         ),
         ("SELECT @EACH(['a', 'b'], x -> x AS @{x}_lit) FROM t", "SELECT 'a' AS a_lit, 'b' AS b_lit FROM t"),
+        (  # `AS @x` names the column by the value, as `AS @{x}` does
+            "SELECT @EACH(['view', 'buy'], s -> COUNT(*) FILTER (WHERE e = s) AS @s) FROM t",
+            "SELECT COUNT(*) FILTER(WHERE e = 'view') AS view, COUNT(*) FILTER(WHERE e = 'buy') AS buy FROM t",
+        ),
+        (
+            "@DEF(name, 'total');\nSELECT SUM(a) AS @name, 1 AS \"kept\" FROM t",
+            "SELECT SUM(a) AS total, 1 AS `kept` FROM t",
+        ),
+        (  # an alias naming the lambda's argument is its value too
+            "SELECT @EACH([a, b], c -> SUM(c) AS c), @EACH(['x'], s -> 3 AS s), @EACH([a], c -> c AS n) FROM t",
+            "SELECT SUM(a) AS a, SUM(b) AS b, 3 AS x, a AS n FROM t",
+        ),
         ("@DEF(size, 1);\nSELECT a FROM t WHERE size > @size", "SELECT a FROM t WHERE size > 1"),
         (
             "@DEF(pythag, (x, y) -> sqrt(pow(x, 2) + pow(y, 2)));\nSELECT @pythag(a, b) AS c FROM t",

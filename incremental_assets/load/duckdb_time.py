@@ -125,6 +125,14 @@ def _shifted(value: exp.Expr, length: tuple[int, int], sign: int) -> exp.Expr:
     return value
 
 
+def date_add(node: exp.DateAdd) -> exp.Expr:
+    """DuckDB's ``DATE_ADD(x, INTERVAL ...)``: a TIMESTAMP, of a DATE too (Spark's takes a number of days only)."""
+    length = interval_length(node.expression)
+    if length is None or length == (0, 0):
+        return node
+    return _shifted(node.this.copy(), length, 1)
+
+
 def time_bucket(node: exp.Expr) -> exp.Expr:
     """Spark's value of DuckDB's ``TIME_BUCKET(width, value[, offset | origin])`` (sqlglot's DateBin)."""
     width = interval_length(node.this)

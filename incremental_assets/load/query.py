@@ -24,7 +24,7 @@ from incremental_assets.load.macros.window_conditions import (
     first_variant,
     runtime_variants,
 )
-from incremental_assets.load.spark_semantics import NoSparkEquivalent, with_spark_semantics
+from incremental_assets.load.spark_semantics import NoSparkEquivalent, tilde_as_full_match, with_spark_semantics
 from incremental_assets.load.sql_text import parentheses, skip_space_and_comments
 from incremental_assets.model.kinds import CURSOR_MACROS
 from incremental_assets.model.sql_model import DATE_MACROS, TableReference
@@ -115,13 +115,19 @@ class ModelBody:
     post_statements: tuple[exp.Expr, ...] = ()
 
 
+def _readable(sql: str, dialect: str) -> str:
+    """The text sqlglot parses: macros protected, DuckDB's regular-expression operators spelled out."""
+    protected = protect_macros(sql)
+    return tilde_as_full_match(protected) if dialect == "duckdb" else protected
+
+
 def _parse_statements(sql: str, dialect: str, path: str | Path, line_offset: int) -> list[exp.Expr]:
     quiet = logging.getLogger("sqlglot")
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # statements sqlglot keeps as raw commands (SET TIME ZONE ...) are fine here
     try:
         statements = [
-            restore_macros(s, dialect) for s in sqlglot.parse(protect_macros(sql), read=dialect) if s is not None
+            restore_macros(s, dialect) for s in sqlglot.parse(_readable(sql, dialect), read=dialect) if s is not None
         ]
     except RecursionError:  # reported where the statement begins: its deepest point is not known
         begins = sql.count("\n", 0, skip_space_and_comments(sql, 0))

@@ -10,14 +10,20 @@ dialect's value.
   ``EXTRACT(dow FROM x)``), ISO days from Monday = 1 (``ISODOW``, ``DATE_PART('isodow', x)``), and ``WEEK`` is
   the ISO week; Spark's ``DAYOFWEEK`` counts from Sunday = 1 and has no ``WEEK``.
 * DuckDB's ``DAYNAME``/``MONTHNAME`` are full names (``Wednesday``; Spark's are ``Wed``), ``EPOCH(x)`` and
-  ``EXTRACT(epoch FROM x)`` seconds with their fraction, ``QUANTILE_CONT`` Spark's interpolating ``PERCENTILE`` and
-  ``REGEXP_FULL_MATCH`` a match of the whole text.
+  ``EXTRACT(epoch FROM x)`` seconds with their fraction (a DOUBLE), ``QUANTILE_CONT`` Spark's interpolating
+  ``PERCENTILE`` and ``REGEXP_FULL_MATCH`` a match of the whole text.
 * DuckDB's ``/`` divides as DOUBLE whatever the numbers' types (Spark keeps a DECIMAL's, to six places), and
   ``//`` is NULL for a zero divisor (Spark's ``DIV`` fails the run) and, of a DECIMAL or DOUBLE the query shows,
   plain division.
 * DuckDB's ``LEN`` / ``LENGTH`` of a list is its number of elements (Spark's ``LENGTH`` takes only text): a
   list the query shows (a literal, a cast, a function returning one) is counted with ``SIZE``.
-* DuckDB's date and time functions: :mod:`~incremental_assets.load.duckdb_time`.
+* DuckDB's date and time functions: :mod:`~incremental_assets.load.duckdb_time`; its list aggregates and
+  ordered ``FIRST`` / ``LAST``: :mod:`~incremental_assets.load.duckdb_lists`.
+* DuckDB's cast of a DOUBLE (a DECIMAL) the query shows to an integer rounds half to even (half away from
+  zero), where Spark's truncates.
+* DuckDB's ``REGEXP_REPLACE`` replaces the first match unless its options hold ``g`` (Spark's replaces every
+  match), ignores case with ``i`` (as ``REGEXP_MATCHES`` does) and writes groups ``\\1`` in the replacement
+  (Spark: ``$1``).
 * ``GROUPING(a, b)`` with more than one column (standard SQL: a bit per column) is Spark's ``GROUPING_ID(a, b)``;
   Spark's ``GROUPING`` takes one.
 
@@ -30,9 +36,10 @@ import sqlglot
 from sqlglot import exp
 
 from incremental_assets.load import duckdb_time
+from incremental_assets.load.duckdb_lists import ordered_aggregates
 from incremental_assets.load.duckdb_time import NoSparkEquivalent, shown_type
 
-__all__ = ["NoSparkEquivalent", "with_spark_semantics"]
+__all__ = ["NoSparkEquivalent", "tilde_as_full_match", "with_spark_semantics"]
 
 DUCKDB_DOW = {"dow", "dayofweek", "weekday"}
 DUCKDB_ISODOW = {"isodow"}
@@ -60,7 +67,44 @@ def with_spark_semantics(query: exp.Expr, dialect: str) -> exp.Expr:
             replacement = rewrite(node) if rewrite else _duckdb_call(node)
             if replacement is not None and replacement is not node:
                 node.replace(replacement)
+        ordered_aggregates(query)
     return query
+
+
+# Tokens after which ``~`` starts an operand (a bitwise not) rather than following one.
+_OPERAND_STARTS = set(
+    "L_PAREN L_BRACKET COMMA SELECT DISTINCT WHERE HAVING ON AND OR NOT CASE WHEN THEN ELSE BY EQ NEQ NULLSAFE_EQ LT "
+    "LTE GT GTE PLUS DASH STAR SLASH DIV MOD CARET AMP PIPE DPIPE TILDE LSHIFT RSHIFT IS IN LIKE ILIKE BETWEEN "
+    "COLON RETURNING ARROW FARROW".split()
+)
+
+
+def tilde_as_full_match(sql: str) -> str:
+    """DuckDB's SQL text with ``a ~ p`` / ``a !~ p`` written ``a SIMILAR TO p`` / ``a NOT SIMILAR TO p``: a
+    match of the whole text, which sqlglot reads as a match anywhere in it (``~ x``, a bitwise not, stays).
+
+    >>> tilde_as_full_match("SELECT s ~ 'a.*', s !~ 'b', ~n, x::TEXT ~ 'c' FROM t WHERE (~n) = 1")
+    "SELECT s SIMILAR TO 'a.*', s NOT SIMILAR TO 'b', ~n, x::TEXT SIMILAR TO 'c' FROM t WHERE (~n) = 1"
+    """
+    if "~" not in sql:
+        return sql
+    try:
+        tokens = sqlglot.Dialect.get_or_raise("duckdb").tokenize(sql)
+    except sqlglot.errors.SqlglotError:
+        return sql
+    out, done = [], 0
+    for i, token in enumerate(tokens):
+        if token.text != "~" or i == 0:
+            continue
+        start, before = token.start, tokens[i - 1]
+        if before.text == "!" and before.end == token.start - 1 and i > 1:
+            start, before, operator = before.start, tokens[i - 2], "NOT SIMILAR TO"
+        else:
+            operator = "SIMILAR TO"
+        if before.token_type.name not in _OPERAND_STARTS:
+            out += [sql[done:start], operator]
+            done = token.end + 1
+    return "".join(out) + sql[done:]
 
 
 def _duckdb_call(node: exp.Expr) -> exp.Expr | None:
@@ -69,7 +113,7 @@ def _duckdb_call(node: exp.Expr) -> exp.Expr | None:
 
 def _epoch_seconds(value: exp.Expr) -> exp.Expr:
     micros = exp.Anonymous(this="UNIX_MICROS", expressions=[exp.cast(value.copy(), "TIMESTAMP")])
-    return exp.paren(exp.Div(this=micros, expression=exp.Literal.number("1000000.0")))
+    return exp.paren(exp.Div(this=micros, expression=exp.cast(exp.Literal.number(1000000), "DOUBLE")))
 
 
 def _full_match(node: exp.Expr) -> exp.Expr:
@@ -93,6 +137,13 @@ _DUCKDB_FUNCTIONS = {
     exp.IntDiv: lambda node: _integer_division(node),
     exp.Length: lambda node: exp.ArraySize(this=node.this.copy()) if _is_list(node.this) else node,
     exp.DateBin: duckdb_time.time_bucket,
+    exp.DateAdd: duckdb_time.date_add,
+    exp.RegexpReplace: lambda node: _regexp_replace(node),
+    exp.RegexpLike: lambda node: _regexp_matches(node),
+    exp.SimilarTo: _full_match,
+    exp.Format: lambda node: _format(node),
+    exp.Cast: lambda node: _rounded_cast(node),
+    exp.TryCast: lambda node: _rounded_cast(node),
     exp.TimeToStr: duckdb_time.strftime,
     exp.DateTrunc: duckdb_time.date_trunc,
     exp.TimestampTrunc: duckdb_time.date_trunc,
@@ -115,6 +166,126 @@ _NOT_INTEGER = {exp.DataType.Type.DECIMAL, exp.DataType.Type.DOUBLE, exp.DataTyp
 def _is_list(node: exp.Expr) -> bool:
     kind = shown_type(node)
     return isinstance(node, _LIST_FUNCTIONS) or kind is not None and kind.this == exp.DataType.Type.ARRAY
+
+
+_INTEGER_TYPES = {
+    getattr(exp.DataType.Type, name)
+    for name in "TINYINT SMALLINT INT BIGINT HUGEINT UTINYINT USMALLINT UINT UBIGINT".split()
+    if hasattr(exp.DataType.Type, name)
+}
+
+
+def _rounded_cast(node: exp.Cast) -> exp.Expr:
+    """DuckDB's cast of a DOUBLE to an integer rounds half to even, of a DECIMAL half away from zero (Spark's
+    truncates); only for a value the query shows the type of."""
+    if node.to.this not in _INTEGER_TYPES:
+        return node
+    value = node.this.unnest()
+    kind = exp.DataType.build("DOUBLE") if isinstance(value, exp.Div) else shown_type(value)  # DuckDB's `/`
+    if kind is None or kind.this not in _NOT_INTEGER:
+        return node
+    rounding = "ROUND" if kind.this == exp.DataType.Type.DECIMAL else "BROUND"
+    rounded = node.copy()
+    rounded.set("this", exp.Anonymous(this=rounding, expressions=[node.this.copy(), exp.Literal.number(0)]))
+    return rounded
+
+
+def _regexp_replace(node: exp.RegexpReplace) -> exp.Expr:
+    """DuckDB's ``REGEXP_REPLACE``: the first match only unless the options say ``g``, ``i`` ignoring case, and
+    ``\\1`` (``\\0`` the match) in the replacement, which Java writes ``$1``."""
+    options = node.args.get("modifiers")
+    if options is not None and not isinstance(options, exp.Literal) or node.args.get("position") is not None:
+        return node
+    flags = options.name if options is not None else ""
+    every = "g" in flags
+    pieces = [node.expression.copy()]
+    if not every:  # the text before the first match is group 1, the match group 2
+        pieces = [exp.Literal.string("^(?s:(.*?))("), *pieces, exp.Literal.string(")")]
+    if flags.rfind("i") > flags.rfind("c"):
+        pieces.insert(0, exp.Literal.string("(?i)"))
+    replacement = node.args.get("replacement")
+    if isinstance(replacement, exp.Literal):
+        text = _java_replacement(replacement.name, 0 if every else 2)
+        replacement = exp.Literal.string(text if every else "$1" + text)
+    elif replacement is not None and not every:
+        replacement = exp.Concat(expressions=[exp.Literal.string("$1"), replacement.copy()], safe=True)
+    return exp.RegexpReplace(this=node.this.copy(), expression=_joined(pieces), replacement=replacement)
+
+
+def _regexp_matches(node: exp.RegexpLike) -> exp.Expr:
+    """DuckDB's ``REGEXP_MATCHES(s, pattern, options)``: ``i`` ignores case (``c`` after it does not),
+    ``s`` lets ``.`` match a newline; Spark's ``RLIKE`` takes them inside the pattern."""
+    options = node.args.get("flag")
+    if not isinstance(options, exp.Literal):
+        return node
+    flags = options.name
+    prefix = ("(?i)" if flags.rfind("i") > flags.rfind("c") else "") + ("(?s)" if "s" in flags else "")
+    pattern = _joined([exp.Literal.string(prefix), node.expression.copy()]) if prefix else node.expression.copy()
+    return exp.RegexpLike(this=node.this.copy(), expression=pattern)
+
+
+def _format(node: exp.Format) -> exp.Expr:
+    """DuckDB's ``FORMAT('{} of {}', a, b)`` (fmt's ``{}`` placeholders; NULL when an argument is) as Spark's
+    ``FORMAT_STRING``; a format other than a constant text of ``{}``, ``{{`` and ``}}`` is refused."""
+    text = node.this.name if isinstance(node.this, exp.Literal) and node.this.is_string else None
+    java = None if text is None else _printf_of_fmt(text)
+    if java is None:
+        raise NoSparkEquivalent(
+            node,
+            f"{node.sql(dialect='duckdb')[:60]}: a FORMAT other than a constant text of {{}} placeholders",
+            "write the text with || and CAST(x AS TEXT), or PRINTF",
+        )
+    args = [a.copy() for a in node.expressions]
+    formatted = exp.Anonymous(this="FORMAT_STRING", expressions=[exp.Literal.string(java), *args])
+    if not args:
+        return formatted
+    nulls = [exp.Is(this=a.copy(), expression=exp.Null()) for a in args]
+    return exp.If(this=exp.or_(*nulls), true=exp.Null(), false=formatted)
+
+
+def _printf_of_fmt(text: str) -> str | None:
+    """A fmt format of plain ``{}`` placeholders as a printf one (``%s``); None for any other ``{...}``."""
+    out, i = [], 0
+    while i < len(text):
+        pair = text[i : i + 2]
+        if pair in ("{{", "}}"):
+            out.append(pair[0])
+            i += 2
+        elif pair == "{}":
+            out.append("%s")
+            i += 2
+        elif text[i] in "{}":
+            return None
+        else:
+            out.append("%%" if text[i] == "%" else text[i])
+            i += 1
+    return "".join(out)
+
+
+def _joined(pieces: list[exp.Expr]) -> exp.Expr:
+    """The text of ``pieces`` one after the other: one literal when they all are."""
+    if all(isinstance(p, exp.Literal) and p.is_string for p in pieces):
+        return exp.Literal.string("".join(p.name for p in pieces))
+    return pieces[0] if len(pieces) == 1 else exp.Concat(expressions=pieces, safe=True)
+
+
+def _java_replacement(text: str, shift: int) -> str:
+    """DuckDB's replacement text (``\\N`` a group, ``\\\\`` a backslash) in Java's (``$N``, ``\\$``)."""
+    out, i, after_group = [], 0, False
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text) and text[i + 1].isdigit():
+            out.append(f"${int(text[i + 1]) + shift}")
+            i, after_group = i + 2, True
+            continue
+        if ch == "\\" and i + 1 < len(text):
+            out.append("\\" + text[i + 1])
+            i += 2
+        else:
+            out.append("\\" + ch if ch == "$" or (after_group and ch.isdigit()) else ch)
+            i += 1
+        after_group = False
+    return "".join(out)
 
 
 def _double_division(dividend: exp.Expr, divisor: exp.Expr, *, zero_is_null: bool = False) -> exp.Expr:

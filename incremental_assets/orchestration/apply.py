@@ -12,7 +12,9 @@ says, in ``run --auto``, in the automation sensor and in any run Dagster launche
   recorded it confirms the downstream model's partitions as current (see :mod:`.confirm`): neither our
   staleness nor Dagster's stale status then calls them stale, and they keep their materializations.
   Partitions that were already stale before the rebuild (late upstream data not yet read) are not
-  confirmed: they are recomputed as before.
+  confirmed: they are recomputed as before; nor are those reading intervals of the upstream that its
+  rebuild changes by more than the definition (new source rows it reads too, intervals of it that were
+  stale): the rebuild's rows differ there in every column.
 - ``indirect-breaking``: its built intervals are stale (they are older than the upstream's rebuild) and
   recomputed by :mod:`.staleness`, as any interval whose input changed.
 - ``forward-only`` (a ``forward_only`` model, or ``run --forward-only``): the new definition is recorded
@@ -31,13 +33,16 @@ from typing import Iterable
 import dagster as dg
 
 from incremental_assets import delta
-from incremental_assets.model.intervals import batches
+from incremental_assets.model.intervals import TimeWindow, batches
 from incremental_assets.model.project import Project
 from incremental_assets.model.sql_model import SqlModel
 from incremental_assets.orchestration import tags
 from incremental_assets.orchestration.confirm import DATA_VERSION_TAG, confirm, latest_record
+from incremental_assets.orchestration.partition_keys import key_of
+from incremental_assets.orchestration.source_watch import read_state
 from incremental_assets.orchestration.staleness import stale_intervals
 from incremental_assets.orchestration.translator import ModelTranslator
+from incremental_assets.plan.analyses import input_bound
 from incremental_assets.plan.changes import FORWARD_ONLY, INDIRECT_NON_BREAKING, METADATA, ModelChange, plan_changes
 from incremental_assets.plan.definition import definition_of, project_definitions
 
@@ -141,6 +146,39 @@ def stale_partitions(
         return set()
     windows = stale_intervals(instance, project, model, translator).windows
     return {tags.partition_key(partitions, part.start) for w in windows for part in batches(w, model.unit, 1)}
+
+
+def new_data_windows(
+    instance: dg.DagsterInstance, project: Project, model: SqlModel, translator: ModelTranslator
+) -> list[TimeWindow] | None:
+    """The intervals of ``model`` whose rows change by more than its definition when it is rebuilt now: new
+    source rows the watch noticed and no run has read yet, and intervals an upstream's new materialization
+    made stale (None: every interval, a source read whole changed)."""
+    windows: list[TimeWindow] = []
+    for entry in read_state(instance, project).touched.get(model.name, []):
+        if entry.windows.every:
+            return None
+        windows += entry.windows.windows
+    return windows + list(stale_intervals(instance, project, model, translator).windows)
+
+
+def partitions_reading(
+    project: Project, translator: ModelTranslator, reader: SqlModel, model: SqlModel, windows: list[TimeWindow]
+) -> set[str] | None:
+    """The partition keys of ``reader`` whose input from ``model`` (its lookback included) overlaps
+    ``windows`` of it (None: ``reader`` has no time partitions, it reads ``model`` whole)."""
+    partitions = translator.get_partitions_def(reader)
+    if not isinstance(partitions, dg.TimeWindowPartitionsDefinition):
+        return None
+    bound = input_bound(project, reader.name, model.name)
+    keys = set()
+    for window in windows:
+        reach = window.widen(bound.after, bound.before) if bound is not None else window
+        cursor = reader.unit.floor(reach.start)
+        while cursor < reach.end:
+            keys.add(key_of(partitions, cursor))
+            cursor = reader.unit.next(cursor)
+    return keys
 
 
 def confirm_unaffected(

@@ -37,6 +37,8 @@ from incremental_assets.orchestration import checks, tags
 from incremental_assets.orchestration.apply import (
     confirm_unaffected,
     kept_data_version,
+    new_data_windows,
+    partitions_reading,
     stale_partitions,
     unaffected_downstream,
 )
@@ -180,13 +182,19 @@ def unaffected_before_rebuild(
         built = delta.built_with(project.settings.table_location(model.name))
     if tags.is_set(run_tags, tags.FULL_REFRESH_TAG) or built in (None, model.fingerprint):
         return {}, None  # no change of definition (a full refresh asked): the data may change anywhere
-    kept = {
-        name: stale_partitions(context.instance, project, project.models[name], translator)
-        for name in unaffected_downstream(project, model)
-    }
+    # Late rows the rebuild reads too change the intervals they land in, whatever the definition changed.
+    new_data = new_data_windows(context.instance, project, model, translator)
+    if new_data is None:
+        return {}, None
+    kept = {}
+    for name in unaffected_downstream(project, model):
+        reader = project.models[name]
+        reached = partitions_reading(project, translator, reader, model, new_data) if new_data else set()
+        if reached is not None:  # else it reads the model whole: the new rows reach it
+            kept[name] = stale_partitions(context.instance, project, reader, translator) | reached
     if kept:
         context.log.info(f"{model.name}: {', '.join(sorted(kept))} read none of its changed columns: not recomputed")
-    return kept, kept_data_version(context.instance, project, model, translator, set(kept))
+    return kept, None if new_data else kept_data_version(context.instance, project, model, translator, set(kept))
 
 
 def unpartitioned_plan(

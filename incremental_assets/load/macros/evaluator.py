@@ -430,6 +430,10 @@ def _bind(body: exp.Expr, bindings: Mapping[str, Any], evaluator: MacroEvaluator
             table = exp.to_table(evaluator._text(bindings[node.name.lower()]), dialect=evaluator.dialect)
             table.set("alias", node.args.get("alias"))
             return table
+        if isinstance(node, exp.Identifier) and node.arg_key == "alias" and isinstance(node.parent, exp.Alias):
+            if node.name.lower() in bindings:  # `c -> SUM(c) AS c` names each column by its value
+                return exp.to_identifier(evaluator._text(bindings[node.name.lower()]))
+            return node
         if (
             isinstance(node, exp.Identifier)
             and node.name.lower() in bindings

@@ -121,10 +121,18 @@ def table_macro(node: exp.Expr) -> exp.Expr | None:
     return inner if call_name(inner) else None
 
 
+def _alias_name(name: str) -> exp.Identifier:
+    """The alias ``name``; ``AS @x`` names the column by the value of ``x``, as ``AS @{x}`` does."""
+    macro = _marked(name)
+    return exp.to_identifier(_interp(macro.lower()) if macro else name)
+
+
 def _restore(node: exp.Expr) -> exp.Expr:
     if isinstance(node, exp.Anonymous) and node.this == ALIAS_MARK and len(node.expressions) == 2:
         expression, alias = node.expressions
-        return exp.Alias(this=restore_macros(expression), alias=exp.to_identifier(alias.name))
+        return exp.Alias(this=restore_macros(expression), alias=_alias_name(alias.name))
+    if isinstance(node, exp.Alias) and isinstance(node.args.get("alias"), exp.Identifier) and _marked(node.alias):
+        node.set("alias", _alias_name(node.alias))
     if isinstance(node, exp.Column) and not node.table and (name := _marked(node.name)):
         return _with_meta(exp.Parameter(this=exp.var(name.lower())), node.this)
     return node
