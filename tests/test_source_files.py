@@ -207,3 +207,23 @@ def test_a_time_column_of_numbers_without_a_format_names_source_column_and_the_f
     code, out = run(root, capsys, "--start", "2024-01-01", "--end", "2024-01-02")
     assert code == 0, out
     assert table_rows(delta.table_uri(load_project(root).settings.warehouse, "s.d")) == [(date(2024, 1, 1), 3, 2)]
+
+
+def test_a_file_s_footer_is_read_once_while_the_file_stays_the_same(tmp_path, monkeypatch):
+    """Which columns hold nanoseconds is read from a footer once per version of a file: a second read of the
+    same file asks the file system only, and a file written again (a half-written file completed) is read
+    again."""
+    from incremental_assets.spark import source_files
+
+    path = tmp_path / "part.parquet"
+    path.write_bytes(b"PAR1 half-written")
+    reads = []
+    real = pq.read_schema
+    monkeypatch.setattr(source_files.pq, "read_schema", lambda p: reads.append(p) or real(p))
+    assert source_files.nanosecond_columns(str(path)) == ()
+    at = datetime(2024, 1, 1, 12, tzinfo=timezone.utc)
+    table = pa.table({"ts": pa.array([at], pa.timestamp("ns", tz="UTC")), "wall": pa.array([at], pa.timestamp("ns"))})
+    pq.write_table(table, path)
+    for _ in range(3):
+        assert source_files.nanosecond_columns(str(path)) == (("ts", True), ("wall", False))
+    assert len(reads) == 2, reads

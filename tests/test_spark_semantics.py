@@ -190,7 +190,31 @@ FORMATS_FMT = (  # DuckDB's FORMAT: fmt's {} placeholders, NULL when an argument
     "SELECT s, FORMAT('{}-{} %', x, s) AS both, FORMAT('{{}} {}', y) AS braces, FORMAT('{}', CAST(x AS DOUBLE) / 2) "
     "AS half, FORMAT('no args') AS plain FROM t3"
 )
+# DuckDB's functions that Spark names otherwise or lacks (an accent written as a combining mark, lists with NULLs,
+# indexes at 0, negative and out of range, a division by zero for ISINF).
+SCALARS = (
+    "SELECT s, PREFIX(s, 'a') AS prefix, SUFFIX(s, 'b') AS suffix, STRLEN(s) AS bytes, "
+    "LENGTH_GRAPHEME(s || 'e\u0301') AS graphemes, ORD(s) AS ord, EVEN(x / 2) AS even_half, EVEN(dec) AS "
+    "even_dec, ROUND_EVEN(dec, 1) AS round_even, ISINF(x / y) AS inf, ISFINITE(x / y) AS finite FROM t3"
+)
+LIST_FUNCTIONS = (
+    "SELECT s, LIST_REVERSE(STRING_SPLIT(s, ',')) AS rev, ARRAY_REVERSE([x, y]) AS rev2, "
+    "LIST_EXTRACT(STRING_SPLIT(s, ','), 2) AS second, LIST_ELEMENT([x, y], -1) AS last, ARRAY_EXTRACT([x, y], 0) "
+    "AS zeroth, [x, y, NULL][y] AS by_y, STRING_SPLIT(s, ',')[1] AS first, [x, y][5] AS out, [x, y][-2] AS "
+    "from_end, LIST_POSITION([x, y], 2) AS pos, ARRAY_POSITION([x, y], 99) AS absent, LIST_COUNT([x, NULL, y]) AS "
+    "count, LIST_UNIQUE([x, y, y, NULL]) AS uniq, LIST_STRING_AGG(STRING_SPLIT(s, ',')) AS joined, "
+    "LIST_APPLY([x, y], e -> e * 2) AS doubled FROM t3"
+)
+TIME_FUNCTIONS = (
+    "SELECT ts, MILLISECOND(ts) AS ms, MICROSECOND(ts) AS us, NANOSECOND(ts) AS ns, DECADE(d) AS dec, CENTURY(ts) "
+    "AS cen, MILLENNIUM(d) AS mil, ISOYEAR(d) AS iy, EPOCH_US(ts) AS eus, EPOCH_NS(ts) AS ens, DATE_SUB('month', "
+    "d, ts) AS months, DATE_SUB('hour', TIMESTAMP '2020-01-01 10:30:00', ts) AS hours, DATESUB('day', d, "
+    "DATE '2024-01-01') AS days FROM t3"
+)
 FUNCTION_QUERIES = {
+    "scalars": SCALARS,
+    "list_functions": LIST_FUNCTIONS,
+    "time_functions": TIME_FUNCTIONS,
     "formats_fmt": FORMATS_FMT,
     "matches": MATCHES,
     "tildes": TILDES,

@@ -18,7 +18,8 @@ dialect's value.
 * DuckDB's ``LEN`` / ``LENGTH`` of a list is its number of elements (Spark's ``LENGTH`` takes only text): a
   list the query shows (a literal, a cast, a function returning one) is counted with ``SIZE``.
 * DuckDB's date and time functions: :mod:`~incremental_assets.load.duckdb_time`; its list aggregates and
-  ordered ``FIRST`` / ``LAST``: :mod:`~incremental_assets.load.duckdb_lists`.
+  ordered ``FIRST`` / ``LAST``: :mod:`~incremental_assets.load.duckdb_lists`; its functions Spark names
+  otherwise or lacks: :mod:`~incremental_assets.load.duckdb_functions`.
 * DuckDB's cast of a DOUBLE (a DECIMAL) the query shows to an integer rounds half to even (half away from
   zero), where Spark's truncates.
 * DuckDB's ``REGEXP_REPLACE`` replaces the first match unless its options hold ``g`` (Spark's replaces every
@@ -35,7 +36,7 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import exp
 
-from incremental_assets.load import duckdb_time
+from incremental_assets.load import duckdb_functions, duckdb_time
 from incremental_assets.load.duckdb_lists import ordered_aggregates
 from incremental_assets.load.duckdb_time import NoSparkEquivalent, shown_type
 
@@ -108,7 +109,7 @@ def tilde_as_full_match(sql: str) -> str:
 
 
 def _duckdb_call(node: exp.Expr) -> exp.Expr | None:
-    return _duckdb_weekday(node) or duckdb_time.yearweek(node)
+    return _duckdb_weekday(node) or duckdb_time.yearweek(node) or duckdb_functions.duckdb_function(node)
 
 
 def _epoch_seconds(value: exp.Expr) -> exp.Expr:
@@ -147,6 +148,10 @@ _DUCKDB_FUNCTIONS = {
     exp.TimeToStr: duckdb_time.strftime,
     exp.DateTrunc: duckdb_time.date_trunc,
     exp.TimestampTrunc: duckdb_time.date_trunc,
+    exp.ArrayReverse: duckdb_functions.reversed_list,
+    exp.ArrayPosition: duckdb_functions.list_position,
+    exp.IsInf: duckdb_functions.infinite,
+    exp.Bracket: duckdb_functions.element,
 }
 _DUCKDB_CALLS = (exp.DayOfWeek, exp.DayOfWeekIso, exp.Week, exp.Extract, exp.Anonymous)
 

@@ -9,6 +9,8 @@ cannot be read (it then fails the run with a clear message), is always given.
 
 from __future__ import annotations
 
+import functools
+import os
 from datetime import date, datetime, timedelta, timezone, tzinfo
 
 import pyarrow as pa
@@ -52,7 +54,17 @@ def time_range(
 
 def nanosecond_columns(path: str) -> tuple[tuple[str, bool], ...]:
     """The columns of a Parquet file that hold timestamps in nanoseconds (pandas writes them so by default),
-    each with whether it holds instants (adjusted to UTC) or wall times; () when the footer does not read."""
+    each with whether it holds instants (adjusted to UTC) or wall times; () when the footer does not read.
+    A file's footer is read once while the file stays the same (its size and modification time)."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return ()
+    return _nanosecond_columns(path, stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=65536)
+def _nanosecond_columns(path: str, size: int, mtime_ns: int) -> tuple[tuple[str, bool], ...]:
     try:
         schema = pq.read_schema(path)
     except (OSError, pa.ArrowException):

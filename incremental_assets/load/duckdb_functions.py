@@ -1,0 +1,138 @@
+"""DuckDB's scalar functions that Spark has under another name, or computes from functions of its own, as the
+Spark expressions giving DuckDB's values (sqlglot carries them over by name, and Spark does not know them).
+
+* Text: ``PREFIX`` / ``SUFFIX`` (Spark's ``STARTSWITH`` / ``ENDSWITH``), ``STRLEN`` (bytes, Spark's
+  ``OCTET_LENGTH``), ``LENGTH_GRAPHEME`` (the characters a reader sees: an accent written as a combining
+  mark is part of its letter), ``ORD`` (the first character's code point; -1 for no text).
+* Numbers: ``EVEN`` (rounded away from zero to an even number, a DOUBLE), ``ROUND_EVEN`` (half to even,
+  a DOUBLE: Spark's ``BROUND``), ``ISFINITE`` and ``ISINF``.
+* Lists: ``LIST_REVERSE`` / ``ARRAY_REVERSE``; ``LIST_EXTRACT`` / ``LIST_ELEMENT`` / ``ARRAY_EXTRACT`` (from 1,
+  negative from the end, NULL out of range or at 0, where Spark fails the run), and ``l[i]`` alike;
+  ``LIST_POSITION`` and its
+  other names (NULL when absent: Spark's ``ARRAY_POSITION`` gives 0); ``LIST_COUNT`` (elements not NULL),
+  ``LIST_UNIQUE`` (distinct elements not NULL), ``LIST_STRING_AGG``, ``LIST_APPLY`` / ``ARRAY_APPLY`` /
+  ``ARRAY_TRANSFORM``.
+* Times: ``MILLISECOND`` / ``MICROSECOND`` / ``NANOSECOND`` (of the minute, seconds included, as DuckDB counts
+  them), ``DECADE``, ``CENTURY``, ``MILLENNIUM``, ``ISOYEAR``, ``EPOCH_US`` / ``EPOCH_NS``, and
+  ``DATE_SUB(part, a, b)`` (the whole parts elapsed from ``a`` to ``b``: Spark's ``TIMESTAMPDIFF``).
+
+A call with another number of arguments than DuckDB's is left as written; Spark then names it.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import sqlglot
+from sqlglot import exp
+
+from incremental_assets.load.duckdb_time import PARTS, shown_type
+
+__all__ = ["duckdb_function", "element", "infinite", "list_position", "reversed_list"]
+
+_ONE = exp.Literal.number(1)
+_POSITION = "NULLIF(ARRAY_POSITION(__0, __1), 0)"
+_APPLY = "TRANSFORM(__0, __1)"
+_ELEMENT = "TRY_ELEMENT_AT(__0, NULLIF(__1, 0))"
+_SECONDS = "EXTRACT(SECOND FROM CAST(__0 AS TIMESTAMP))"
+_FINITE = "CAST(__0 AS DOUBLE) NOT IN (CAST('Infinity' AS DOUBLE), CAST('-Infinity' AS DOUBLE), CAST('NaN' AS DOUBLE))"
+_UNIQUE = "SIZE(ARRAY_DISTINCT(FILTER(__0, __iam_e -> __iam_e IS NOT NULL)))"
+
+# DuckDB's name -> (its numbers of arguments, the Spark SQL with __N its N-th argument).
+_TEMPLATES: dict[str, tuple[tuple[int, ...], str]] = {
+    "PREFIX": ((2,), "STARTSWITH(__0, __1)"),
+    "SUFFIX": ((2,), "ENDSWITH(__0, __1)"),
+    "STRLEN": ((1,), "OCTET_LENGTH(__0)"),
+    "LENGTH_GRAPHEME": ((1,), r"CHAR_LENGTH(REGEXP_REPLACE(__0, '\\X', '.'))"),
+    "ORD": ((1,), "CASE WHEN __0 = '' THEN -1 ELSE ASCII(__0) END"),
+    "EVEN": ((1,), "CAST(SIGN(__0) * CEIL(ABS(__0) / 2) * 2 AS DOUBLE)"),
+    "ROUND_EVEN": ((2,), "CAST(BROUND(__0, __1) AS DOUBLE)"),
+    "ISFINITE": ((1,), _FINITE),
+    "LIST_REVERSE": ((1,), "REVERSE(__0)"),
+    "LIST_EXTRACT": ((2,), _ELEMENT),
+    "LIST_ELEMENT": ((2,), _ELEMENT),
+    "ARRAY_EXTRACT": ((2,), _ELEMENT),
+    "LIST_POSITION": ((2,), _POSITION),
+    "LIST_INDEXOF": ((2,), _POSITION),
+    "ARRAY_INDEXOF": ((2,), _POSITION),
+    "LIST_COUNT": ((1,), "SIZE(FILTER(__0, __iam_e -> __iam_e IS NOT NULL))"),
+    "LIST_UNIQUE": ((1,), _UNIQUE),
+    "ARRAY_UNIQUE": ((1,), _UNIQUE),
+    "LIST_STRING_AGG": ((1,), "ARRAY_JOIN(__0, ',')"),
+    "LIST_APPLY": ((2,), _APPLY),
+    "ARRAY_APPLY": ((2,), _APPLY),
+    "ARRAY_TRANSFORM": ((2,), _APPLY),
+    "MILLISECOND": ((1,), f"CAST(FLOOR({_SECONDS} * 1000) AS BIGINT)"),
+    "MICROSECOND": ((1,), f"CAST({_SECONDS} * 1000000 AS BIGINT)"),
+    "NANOSECOND": ((1,), f"CAST({_SECONDS} * 1000000 AS BIGINT) * 1000"),
+    "DECADE": ((1,), "YEAR(__0) DIV 10"),
+    "CENTURY": ((1,), "(YEAR(__0) - 1) DIV 100 + 1"),
+    "MILLENNIUM": ((1,), "(YEAR(__0) - 1) DIV 1000 + 1"),
+    "ISOYEAR": ((1,), "EXTRACT(YEAROFWEEK FROM __0)"),
+    "EPOCH_US": ((1,), "UNIX_MICROS(CAST(__0 AS TIMESTAMP))"),
+    "EPOCH_NS": ((1,), "UNIX_MICROS(CAST(__0 AS TIMESTAMP)) * 1000"),
+}
+
+
+def duckdb_function(node: exp.Expr) -> exp.Expr | None:
+    """The Spark expression of a DuckDB function call above (None: not one)."""
+    if not isinstance(node, exp.Anonymous):
+        return None
+    name, args = node.name.upper(), node.expressions
+    if name in ("DATE_SUB", "DATESUB") and len(args) == 3:
+        return _whole_parts(args)
+    known = _TEMPLATES.get(name)
+    if known is None or len(args) not in known[0]:
+        return None
+    return _filled(known[1], args)
+
+
+def reversed_list(node: exp.Expr) -> exp.Expr:
+    """DuckDB's ``ARRAY_REVERSE(l)``, which sqlglot writes as a function Spark lacks: Spark's ``REVERSE``."""
+    return exp.Anonymous(this="REVERSE", expressions=[node.this.copy()])
+
+
+def list_position(node: exp.Expr) -> exp.Expr:
+    """DuckDB's ``ARRAY_POSITION(l, x)``: NULL when ``x`` is absent (Spark's gives 0)."""
+    return _filled(_POSITION, [node.this, node.expression])
+
+
+def element(node: exp.Bracket) -> exp.Expr:
+    """DuckDB's ``l[i]`` of a list (from 1, negative from the end, NULL out of range) or ``m[k]`` of a map, as
+    ``TRY_ELEMENT_AT`` (Spark's ``l[i]`` counts from 0 and fails the run out of range); a slice or a field
+    named by text stays."""
+    index = node.expressions[0] if len(node.expressions) == 1 else None
+    if index is None or isinstance(index, exp.Slice) or index.is_string:
+        return node
+    kind = shown_type(index)  # sqlglot counts an index it sees is an integer from 0: counted from 1 again
+    if kind is not None and kind.this in exp.DataType.INTEGER_TYPES:
+        index = exp.Literal.number(index.to_py() + 1) if index.is_int else exp.Add(this=index, expression=_ONE)
+    return _filled(_ELEMENT, [node.this, index])
+
+
+def infinite(node: exp.Expr) -> exp.Expr:
+    """DuckDB's ``ISINF(x)``, which sqlglot writes as a function Spark lacks."""
+    return _filled("ABS(CAST(__0 AS DOUBLE)) = CAST('Infinity' AS DOUBLE)", [node.this])
+
+
+def _whole_parts(args: list[exp.Expr]) -> exp.Expr | None:
+    part = PARTS.get(args[0].name.lower()) if isinstance(args[0], exp.Literal) else None
+    if part is None or part in ("DECADE", "CENTURY", "MILLENNIUM", "ISOYEAR"):
+        return None
+    return exp.TimestampDiff(
+        this=exp.cast(args[2].copy(), "TIMESTAMP"), expression=exp.cast(args[1].copy(), "TIMESTAMP"), unit=exp.var(part)
+    )
+
+
+@functools.cache
+def _parsed(sql: str) -> exp.Expr:
+    return exp.paren(sqlglot.parse_one(sql, read="spark"))
+
+
+def _filled(sql: str, args: list[exp.Expr]) -> exp.Expr:
+    filled = _parsed(sql).copy()
+    for placeholder in list(filled.find_all(exp.Column)):
+        index = placeholder.name[2:]
+        if placeholder.name.startswith("__") and index.isdigit():
+            placeholder.replace(args[int(index)].copy())
+    return filled
