@@ -211,7 +211,15 @@ TIME_FUNCTIONS = (
     "d, ts) AS months, DATE_SUB('hour', TIMESTAMP '2020-01-01 10:30:00', ts) AS hours, DATESUB('day', d, "
     "DATE '2024-01-01') AS days FROM t3"
 )
+# DuckDB's + and - of a DATE the query shows: with an INTERVAL a TIMESTAMP, less a DATE a number of days.
+DATE_ARITHMETIC = (
+    "SELECT ts, CAST(ts AS DATE) - CAST(d AS DATE) AS same_day, CAST(d AS DATE) - DATE '2020-01-01' AS since, "
+    "CURRENT_DATE - CURRENT_DATE AS zero, CAST(ts AS DATE) + INTERVAL 1 DAY AS next_day, INTERVAL '2 hours' + "
+    "CAST(d AS DATE) AS two_hours, CAST(d AS DATE) - INTERVAL 1 MONTH AS month_before, DATE '2020-01-01' + 3 AS "
+    "plus_days, ts - INTERVAL 90 MINUTE AS ts_back FROM t3"
+)
 FUNCTION_QUERIES = {
+    "date_arithmetic": DATE_ARITHMETIC,
     "scalars": SCALARS,
     "list_functions": LIST_FUNCTIONS,
     "time_functions": TIME_FUNCTIONS,

@@ -176,6 +176,7 @@ _UNIT_SPANS = {
     "year": Span(timedelta(days=365), timedelta(days=366)),
 }
 _MILLISECOND = Span(timedelta(milliseconds=1), timedelta(milliseconds=1))
+_MICROSECOND = Span(timedelta(microseconds=1), timedelta(microseconds=1))
 
 
 def _unit_span(unit: exp.Expr | str | None) -> Span | None:
@@ -185,6 +186,8 @@ def _unit_span(unit: exp.Expr | str | None) -> Span | None:
     lowered = text.lower()
     if lowered in ("millisecond", "milliseconds", "ms"):
         return _MILLISECOND
+    if lowered in ("microsecond", "microseconds", "us"):
+        return _MICROSECOND
     name = _UNIT_ALIASES.get(lowered) or _UNIT_ALIASES.get(lowered.rstrip("s"))
     return _UNIT_SPANS.get(name or "")
 

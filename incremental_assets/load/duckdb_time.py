@@ -117,11 +117,13 @@ def _is_date(node: exp.Expr) -> bool:
 
 
 def _shifted(value: exp.Expr, length: tuple[int, int], sign: int) -> exp.Expr:
+    """``value`` moved by ``length`` (months, microseconds) times ``sign``, as sqlglot's TIMESTAMPADD node, which
+    the analysis reads as a shift of its argument (``DATE_ADD(@start_dt, INTERVAL -7 DAY)``: a 7-day lookback)."""
     months, micros = length
     if micros:
-        value = _call("TIMESTAMPADD", "MICROSECOND", _number(sign * micros), value)
+        value = exp.TimestampAdd(this=value, expression=_number(sign * micros), unit=exp.var("MICROSECOND"))
     if months:
-        value = _call("TIMESTAMPADD", "MONTH", _number(sign * months), value)
+        value = exp.TimestampAdd(this=value, expression=_number(sign * months), unit=exp.var("MONTH"))
     return value
 
 
@@ -131,6 +133,23 @@ def date_add(node: exp.DateAdd) -> exp.Expr:
     if length is None or length == (0, 0):
         return node
     return _shifted(node.this.copy(), length, 1)
+
+
+def date_arithmetic(node: exp.Add | exp.Sub) -> exp.Expr:
+    """DuckDB's ``+`` / ``-`` of a DATE the query shows: a DATE and an INTERVAL make a TIMESTAMP (Spark keeps a
+    DATE), and a DATE less a DATE is a number of days (Spark gives an INTERVAL, which no table can hold)."""
+    left, right = node.this, node.expression
+    if isinstance(right, exp.Interval) or (isinstance(left, exp.Interval) and isinstance(node, exp.Add)):
+        value, interval = (left, right) if isinstance(right, exp.Interval) else (right, left)
+        length = interval_length(interval)
+        if length is None or length == (0, 0) or not _is_date(value):
+            return node
+        return _shifted(value.copy(), length, -1 if isinstance(node, exp.Sub) else 1)
+    if isinstance(node, exp.Add) or any(isinstance(side, (exp.Column, exp.Literal)) for side in (left, right)):
+        return node  # a column's type is not shown, and a number is no DATE
+    if _is_date(left) and _is_date(right):
+        return _call("DATEDIFF", left.copy(), right.copy())
+    return node
 
 
 def time_bucket(node: exp.Expr) -> exp.Expr:

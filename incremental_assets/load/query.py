@@ -345,7 +345,9 @@ def _name_this_model(query: exp.Expr, this_model: str) -> None:
         if held is not None and var_name(held) == "this_model":
             own = exp.to_table(this_model)
             own.set("alias", table.args.get("alias") or exp.TableAlias(this=exp.to_identifier(own.name)))
-            own.this.meta.update(table.this.meta)
+            for part in own.parts:  # where the macro was written, not where the name's own parse put it
+                part.meta.clear()
+                part.meta.update(table.this.meta)
             table.replace(own)
 
 

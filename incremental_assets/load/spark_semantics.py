@@ -152,6 +152,8 @@ _DUCKDB_FUNCTIONS = {
     exp.ArrayPosition: duckdb_functions.list_position,
     exp.IsInf: duckdb_functions.infinite,
     exp.Bracket: duckdb_functions.element,
+    exp.Add: duckdb_time.date_arithmetic,
+    exp.Sub: duckdb_time.date_arithmetic,
 }
 _DUCKDB_CALLS = (exp.DayOfWeek, exp.DayOfWeekIso, exp.Week, exp.Extract, exp.Anonymous)
 

@@ -111,3 +111,33 @@ def test_declared_lookback_is_counted_in_intervals():
     assert daily.bounds["raw.events"] == SourceBound(timedelta(days=3), timedelta(0))
     assert monthly.bounds["raw.events"] == SourceBound(timedelta(days=31), timedelta(0))
     assert _analyze(sql).refused
+
+
+@pytest.mark.parametrize(
+    ("condition", "before"),
+    [
+        ("ts >= DATE_ADD(@start_dt, INTERVAL -7 DAY)", timedelta(days=7)),
+        ("ts >= CAST(@start_ds AS DATE) - INTERVAL 7 DAY", timedelta(days=7)),
+        ("ts >= @start_dt - INTERVAL '2 hours'", timedelta(hours=2)),
+        ("ts >= DATE_ADD(@start_dt, INTERVAL '-1 day -30 minutes')", timedelta(days=1, minutes=30)),
+        ("CAST(ts AS DATE) >= CAST(@start_ds AS DATE) - INTERVAL 1 MONTH", timedelta(days=31)),
+    ],
+)
+def test_a_duckdb_model_s_lookback_is_read_from_its_query_as_the_loader_leaves_it(condition, before):
+    """DuckDB's date arithmetic, which the loader rewrites to keep DuckDB's types on Spark, still reads as a
+    shift of the window's start: the source is read that far back."""
+    from incremental_assets.load.query import parse_model_body
+
+    query = parse_model_body(
+        f"SELECT ts, user_id FROM raw.events WHERE {condition} AND ts < @end_dt", dialect="duckdb"
+    ).query
+    analysis = analyze_query(
+        query,
+        model_name="m.model",
+        time_column="ts",
+        time_columns=SOURCES,
+        interval=timedelta(days=1),
+        dialect="duckdb",
+    )
+    assert analysis.bounds["raw.events"] is not None
+    assert analysis.bounds["raw.events"].before >= before, analysis
