@@ -44,6 +44,16 @@ MODELS = {
         WHERE a.ts BETWEEN @start_dt AND @end_dt
         GROUP BY CAST(a.ts AS DATE), a.k
     """,
+    # Form B in DuckDB's dialect, the day back written DATE_ADD of an interval (rewritten for Spark at load).
+    "models/trailing_duckdb.sql": """
+        MODEL (name s.trailing_duckdb, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01',
+               dialect duckdb);
+        SELECT CAST(a.ts AS DATE) AS ds, a.k, COUNT(*) AS pairs
+        FROM raw.events AS a JOIN raw.events AS b
+          ON b.k = a.k AND b.ts BETWEEN DATE_ADD(a.ts, INTERVAL -1 DAY) AND a.ts
+        WHERE a.ts BETWEEN @start_dt AND @end_dt
+        GROUP BY CAST(a.ts AS DATE), a.k
+    """,
     "models/daily.sql": """
         MODEL (name s.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ds), start '2024-01-01');
         SELECT CAST(ts AS DATE) AS ds, COUNT(*) AS n FROM raw.events WHERE ts BETWEEN @start_dt AND @end_dt GROUP BY 1
@@ -104,7 +114,7 @@ def random_split(window: TimeWindow, unit: str, rng: random.Random) -> list[Time
     return [TimeWindow(parts[a].start, parts[b - 1].end) for a, b in zip(edges, edges[1:])]
 
 
-@pytest.mark.parametrize("name, unit", [("s.rolling", "hour"), ("s.trailing", "day")])
+@pytest.mark.parametrize("name, unit", [("s.rolling", "hour"), ("s.trailing", "day"), ("s.trailing_duckdb", "day")])
 def test_derived_lookback_is_sufficient_and_necessary(spark, project, tmp_path, name, unit):
     whole = (
         TimeWindow(utc(2024, 1, 2), utc(2024, 1, 6)) if unit == "day" else TimeWindow(utc(2024, 1, 2), utc(2024, 1, 3))
@@ -183,6 +193,10 @@ def test_explain_json(project, capsys):
     assert info["safety_class"] == "FullyBatchSafe"
     assert info["sources"] == {"raw.events": {"before": "P1D", "after": "PT0S", "column": "ts"}}
     assert info["partitions"]["interval_unit"] == "day" and info["backfill_policy"].startswith("single run")
+    assert cli.main(["explain", "s.trailing_duckdb", "--json", "--project", str(project.directory)]) == 0
+    assert json.loads(capsys.readouterr().out)["sources"] == {
+        "raw.events": {"before": "P1D", "after": "PT0S", "column": "ts"}
+    }
     assert cli.main(["explain", "s.rolling", "--json", "--project", str(project.directory)]) == 0
     assert json.loads(capsys.readouterr().out)["sources"]["raw.events"] == {
         "before": "PT2H",
