@@ -218,7 +218,15 @@ DATE_ARITHMETIC = (
     "CAST(d AS DATE) AS two_hours, CAST(d AS DATE) - INTERVAL 1 MONTH AS month_before, DATE '2020-01-01' + 3 AS "
     "plus_days, ts - INTERVAL 90 MINUTE AS ts_back FROM t3"
 )
+# DuckDB's LOG is to base 10; CONCAT writes numbers, decimals and dates as text; GLOB matches the whole text.
+TEXT_AND_SLICES = (
+    "SELECT s, LOG(ABS(x) + 1) AS log10, LOG(2, ABS(x) + 1) AS log2, CONCAT(s, '-', x, dec, d) AS joined, "
+    "s GLOB 'a*' AS glob_a, s GLOB '[!a]*' AS glob_not_a, s GLOB '?' AS one, LIST_HAS_ANY([x, y], [2, 3]) AS "
+    "any_of, LIST_HAS_ANY([x, NULL], [NULL]) AS nulls, LIST_SLICE([x, y, 3], 2, 3) AS tail, LIST_SLICE([x, y, 3], "
+    "-2, -1) AS from_end, ARRAY_SLICE(STRING_SPLIT(s, ','), 2, 10) AS rest FROM t3"
+)
 FUNCTION_QUERIES = {
+    "text_and_slices": TEXT_AND_SLICES,
     "date_arithmetic": DATE_ARITHMETIC,
     "scalars": SCALARS,
     "list_functions": LIST_FUNCTIONS,

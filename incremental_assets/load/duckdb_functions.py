@@ -5,13 +5,16 @@ Spark expressions giving DuckDB's values (sqlglot carries them over by name, and
   ``OCTET_LENGTH``), ``LENGTH_GRAPHEME`` (the characters a reader sees: an accent written as a combining
   mark is part of its letter), ``ORD`` (the first character's code point; -1 for no text).
 * Numbers: ``EVEN`` (rounded away from zero to an even number, a DOUBLE), ``ROUND_EVEN`` (half to even,
-  a DOUBLE: Spark's ``BROUND``), ``ISFINITE`` and ``ISINF``.
+  a DOUBLE: Spark's ``BROUND``), ``ISFINITE`` and ``ISINF``, ``LOG(x)`` (to base 10; Spark's is the natural one).
+* ``CONCAT`` of numbers, decimals or dates (each written as text: sqlglot's ``COALESCE(x, '')`` fails the run
+  for a number) and ``s GLOB 'pattern'`` (a match of the whole text).
 * Lists: ``LIST_REVERSE`` / ``ARRAY_REVERSE``; ``LIST_EXTRACT`` / ``LIST_ELEMENT`` / ``ARRAY_EXTRACT`` (from 1,
   negative from the end, NULL out of range or at 0, where Spark fails the run), and ``l[i]`` alike;
   ``LIST_POSITION`` and its
   other names (NULL when absent: Spark's ``ARRAY_POSITION`` gives 0); ``LIST_COUNT`` (elements not NULL),
-  ``LIST_UNIQUE`` (distinct elements not NULL), ``LIST_STRING_AGG``, ``LIST_APPLY`` / ``ARRAY_APPLY`` /
-  ``ARRAY_TRANSFORM``.
+  ``LIST_UNIQUE`` (distinct elements not NULL), ``LIST_SLICE`` / ``ARRAY_SLICE`` (from 1, both ends kept,
+  negative from the end), ``LIST_HAS_ANY`` (NULL elements match nothing), ``LIST_STRING_AGG``,
+  ``LIST_APPLY`` / ``ARRAY_APPLY`` / ``ARRAY_TRANSFORM``.
 * Times: ``MILLISECOND`` / ``MICROSECOND`` / ``NANOSECOND`` (of the minute, seconds included, as DuckDB counts
   them), ``DECADE``, ``CENTURY``, ``MILLENNIUM``, ``ISOYEAR``, ``EPOCH_US`` / ``EPOCH_NS``, and
   ``DATE_SUB(part, a, b)`` (the whole parts elapsed from ``a`` to ``b``: Spark's ``TIMESTAMPDIFF``).
@@ -22,13 +25,24 @@ A call with another number of arguments than DuckDB's is left as written; Spark 
 from __future__ import annotations
 
 import functools
+import re
 
 import sqlglot
 from sqlglot import exp
 
 from incremental_assets.load.duckdb_time import PARTS, shown_type
 
-__all__ = ["duckdb_function", "element", "infinite", "list_position", "reversed_list"]
+__all__ = [
+    "concat",
+    "duckdb_function",
+    "element",
+    "glob",
+    "infinite",
+    "list_position",
+    "log10",
+    "overlap",
+    "reversed_list",
+]
 
 _ONE = exp.Literal.number(1)
 _POSITION = "NULLIF(ARRAY_POSITION(__0, __1), 0)"
@@ -37,6 +51,11 @@ _ELEMENT = "TRY_ELEMENT_AT(__0, NULLIF(__1, 0))"
 _SECONDS = "EXTRACT(SECOND FROM CAST(__0 AS TIMESTAMP))"
 _FINITE = "CAST(__0 AS DOUBLE) NOT IN (CAST('Infinity' AS DOUBLE), CAST('-Infinity' AS DOUBLE), CAST('NaN' AS DOUBLE))"
 _UNIQUE = "SIZE(ARRAY_DISTINCT(FILTER(__0, __iam_e -> __iam_e IS NOT NULL)))"
+# NULL elements are no match (Spark's ARRAYS_OVERLAP is NULL when only they could be); a NULL list is NULL.
+_OVERLAP = "CASE WHEN __0 IS NULL OR __1 IS NULL THEN NULL ELSE COALESCE(ARRAYS_OVERLAP(__0, __1), FALSE) END"
+_FROM = "GREATEST(CASE WHEN __1 < 0 THEN SIZE(__0) + __1 + 1 ELSE __1 END, 1)"
+_UPTO = "LEAST(CASE WHEN __2 < 0 THEN SIZE(__0) + __2 + 1 ELSE __2 END, SIZE(__0))"
+_SLICE = f"SLICE(__0, {_FROM}, GREATEST({_UPTO} - {_FROM} + 1, 0))"
 
 # DuckDB's name -> (its numbers of arguments, the Spark SQL with __N its N-th argument).
 _TEMPLATES: dict[str, tuple[tuple[int, ...], str]] = {
@@ -59,6 +78,10 @@ _TEMPLATES: dict[str, tuple[tuple[int, ...], str]] = {
     "LIST_UNIQUE": ((1,), _UNIQUE),
     "ARRAY_UNIQUE": ((1,), _UNIQUE),
     "LIST_STRING_AGG": ((1,), "ARRAY_JOIN(__0, ',')"),
+    "LIST_SLICE": ((3,), _SLICE),
+    "ARRAY_SLICE": ((3,), _SLICE),
+    "ARRAY_HAS_ANY": ((2,), _OVERLAP),
+    "LIST_HAS_ANY": ((2,), _OVERLAP),
     "LIST_APPLY": ((2,), _APPLY),
     "ARRAY_APPLY": ((2,), _APPLY),
     "ARRAY_TRANSFORM": ((2,), _APPLY),
@@ -108,6 +131,47 @@ def element(node: exp.Bracket) -> exp.Expr:
     if kind is not None and kind.this in exp.DataType.INTEGER_TYPES:
         index = exp.Literal.number(index.to_py() + 1) if index.is_int else exp.Add(this=index, expression=_ONE)
     return _filled(_ELEMENT, [node.this, index])
+
+
+def log10(node: exp.Log) -> exp.Expr:
+    """DuckDB's ``LOG(x)`` is the logarithm to base 10 (Spark's, with one argument, the natural one)."""
+    if node.expression is not None:
+        return node
+    return exp.Log(this=exp.Literal.number(10), expression=node.this.copy())
+
+
+def concat(node: exp.Concat) -> exp.Expr:
+    """DuckDB's ``CONCAT(...)``, which writes each argument as text and skips NULLs: sqlglot writes Spark's
+    ``COALESCE(arg, '')`` of each, which fails the run for a number; each argument is cast to text first."""
+    if not node.args.get("coalesce"):
+        return node
+    args = [a if a.is_string else exp.cast(a.copy(), "STRING") for a in node.expressions]
+    return exp.Concat(expressions=args, safe=node.args.get("safe"), coalesce=True)
+
+
+def glob(node: exp.Glob) -> exp.Expr:
+    """DuckDB's ``s GLOB 'pattern'`` (``*`` any text, ``?`` one character, ``[...]`` / ``[!...]`` a class, the
+    whole text matched) as a regular expression; a pattern that is not a constant text stays."""
+    if not node.expression.is_string:
+        return node
+    pattern, out, i = node.expression.name, ["^(?s:"], 0
+    while i < len(pattern):
+        char = pattern[i]
+        close = pattern.find("]", i + 2) if char == "[" else -1
+        if close > 0:
+            inner = pattern[i + 1 : close]
+            members = "^" + inner[1:] if inner.startswith("!") else inner
+            out.append("[" + members.replace("\\", "\\\\").replace("[", "\\[") + "]")
+            i = close + 1
+            continue
+        out.append({"*": ".*", "?": "."}.get(char) or re.escape(char))
+        i += 1
+    return exp.RegexpLike(this=node.this.copy(), expression=exp.Literal.string("".join(out) + ")$"))
+
+
+def overlap(node: exp.Expr) -> exp.Expr:
+    """DuckDB's ``LIST_HAS_ANY(a, b)`` (sqlglot's ``a && b``, which Spark does not know)."""
+    return _filled(_OVERLAP, [node.this, node.expression])
 
 
 def infinite(node: exp.Expr) -> exp.Expr:

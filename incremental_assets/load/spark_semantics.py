@@ -153,6 +153,10 @@ _DUCKDB_FUNCTIONS = {
     exp.IsInf: duckdb_functions.infinite,
     exp.Bracket: duckdb_functions.element,
     exp.Add: duckdb_time.date_arithmetic,
+    exp.Log: duckdb_functions.log10,
+    exp.Concat: duckdb_functions.concat,
+    exp.Glob: duckdb_functions.glob,
+    exp.ArrayOverlaps: duckdb_functions.overlap,
     exp.Sub: duckdb_time.date_arithmetic,
 }
 _DUCKDB_CALLS = (exp.DayOfWeek, exp.DayOfWeekIso, exp.Week, exp.Extract, exp.Anonymous)
