@@ -225,7 +225,17 @@ TEXT_AND_SLICES = (
     "any_of, LIST_HAS_ANY([x, NULL], [NULL]) AS nulls, LIST_SLICE([x, y, 3], 2, 3) AS tail, LIST_SLICE([x, y, 3], "
     "-2, -1) AS from_end, ARRAY_SLICE(STRING_SPLIT(s, ','), 2, 10) AS rest FROM t3"
 )
+# DuckDB's LEFT/RIGHT of a negative count, TRY_STRPTIME, intervals of expressions (INTERVAL (n) DAY, TO_HOURS),
+# COUNT(DISTINCT ...) over a window (Spark refuses it) and REGEXP_SPLIT_TO_ARRAY.
+INTERVALS_AND_WINDOWS = (
+    "SELECT ts, LEFT(s, -1) AS all_but_last, RIGHT(s, x - 6) AS by_count, TRY_STRPTIME(s, '%Y') AS bad_text, "
+    "TRY_STRPTIME(CAST(d AS VARCHAR), '%Y-%m-%d') AS parsed, ts + TO_HOURS(x) AS hours, d + TO_DAYS(x) AS days, "
+    "ts + TO_MONTHS(y) AS months, ts - INTERVAL (y * 2) HOUR AS by_expr, ts + INTERVAL (3) DAY AS parenthesized, "
+    "COUNT(DISTINCT y) OVER () AS ys, COUNT(DISTINCT s) OVER (PARTITION BY y) AS per_y, "
+    "REGEXP_SPLIT_TO_ARRAY(s, ',+') AS parts FROM t3"
+)
 FUNCTION_QUERIES = {
+    "intervals_and_windows": INTERVALS_AND_WINDOWS,
     "text_and_slices": TEXT_AND_SLICES,
     "date_arithmetic": DATE_ARITHMETIC,
     "scalars": SCALARS,

@@ -15,6 +15,10 @@ Spark expressions giving DuckDB's values (sqlglot carries them over by name, and
   ``LIST_UNIQUE`` (distinct elements not NULL), ``LIST_SLICE`` / ``ARRAY_SLICE`` (from 1, both ends kept,
   negative from the end), ``LIST_HAS_ANY`` (NULL elements match nothing), ``LIST_STRING_AGG``,
   ``LIST_APPLY`` / ``ARRAY_APPLY`` / ``ARRAY_TRANSFORM``.
+* ``LEFT`` / ``RIGHT`` of a negative count (all but the last, first, characters), ``TRY_STRPTIME``,
+  ``REGEXP_SPLIT_TO_ARRAY``, ``COUNT(DISTINCT x) OVER (...)`` (Spark refuses it: the size of the window's set).
+* Intervals of an expression: ``INTERVAL (n) DAY``, ``TO_DAYS(n)``, ``TO_HOURS(n)`` ... (Spark's INTERVAL takes
+  constants only), and ``INTERVAL (3) DAY`` of a constant written as Spark reads it.
 * Times: ``MILLISECOND`` / ``MICROSECOND`` / ``NANOSECOND`` (of the minute, seconds included, as DuckDB counts
   them), ``DECADE``, ``CENTURY``, ``MILLENNIUM``, ``ISOYEAR``, ``EPOCH_US`` / ``EPOCH_NS``, and
   ``DATE_SUB(part, a, b)`` (the whole parts elapsed from ``a`` to ``b``: Spark's ``TIMESTAMPDIFF``).
@@ -45,6 +49,7 @@ __all__ = [
 ]
 
 _ONE = exp.Literal.number(1)
+_OPERATIONS = (exp.Binary, exp.Unary, exp.Predicate)
 _POSITION = "NULLIF(ARRAY_POSITION(__0, __1), 0)"
 _APPLY = "TRANSFORM(__0, __1)"
 _ELEMENT = "TRY_ELEMENT_AT(__0, NULLIF(__1, 0))"
@@ -92,6 +97,13 @@ _TEMPLATES: dict[str, tuple[tuple[int, ...], str]] = {
     "CENTURY": ((1,), "(YEAR(__0) - 1) DIV 100 + 1"),
     "MILLENNIUM": ((1,), "(YEAR(__0) - 1) DIV 1000 + 1"),
     "ISOYEAR": ((1,), "EXTRACT(YEAROFWEEK FROM __0)"),
+    "REGEXP_SPLIT_TO_ARRAY": ((2,), "SPLIT(__0, __1)"),
+    "TO_YEARS": ((1,), "MAKE_YM_INTERVAL(__0)"),
+    "TO_MONTHS": ((1,), "MAKE_YM_INTERVAL(0, __0)"),
+    "TO_WEEKS": ((1,), "MAKE_DT_INTERVAL(__0 * 7)"),
+    "TO_HOURS": ((1,), "MAKE_DT_INTERVAL(0, __0)"),
+    "TO_MINUTES": ((1,), "MAKE_DT_INTERVAL(0, 0, __0)"),
+    "TO_SECONDS": ((1,), "MAKE_DT_INTERVAL(0, 0, 0, __0)"),
     "EPOCH_US": ((1,), "UNIX_MICROS(CAST(__0 AS TIMESTAMP))"),
     "EPOCH_NS": ((1,), "UNIX_MICROS(CAST(__0 AS TIMESTAMP)) * 1000"),
 }
@@ -104,6 +116,9 @@ def duckdb_function(node: exp.Expr) -> exp.Expr | None:
     name, args = node.name.upper(), node.expressions
     if name in ("DATE_SUB", "DATESUB") and len(args) == 3:
         return _whole_parts(args)
+    if name == "TRY_STRPTIME" and len(args) == 2 and args[1].is_string:
+        parsing = exp.StrToTime(this=exp.column("__0"), format=args[1].copy()).sql("spark")
+        return _filled("TRY_" + parsing, args)
     known = _TEMPLATES.get(name)
     if known is None or len(args) not in known[0]:
         return None
@@ -174,6 +189,67 @@ def overlap(node: exp.Expr) -> exp.Expr:
     return _filled(_OVERLAP, [node.this, node.expression])
 
 
+_INTERVAL_OF = {
+    "YEAR": "MAKE_YM_INTERVAL(__0)",
+    "QUARTER": "MAKE_YM_INTERVAL(0, __0 * 3)",
+    "MONTH": "MAKE_YM_INTERVAL(0, __0)",
+    "WEEK": "MAKE_DT_INTERVAL(__0 * 7)",
+    "DAY": "MAKE_DT_INTERVAL(__0)",
+    "HOUR": "MAKE_DT_INTERVAL(0, __0)",
+    "MINUTE": "MAKE_DT_INTERVAL(0, 0, __0)",
+    "SECOND": "MAKE_DT_INTERVAL(0, 0, 0, __0)",
+}
+
+
+def interval_of(node: exp.Interval) -> exp.Expr:
+    """DuckDB's ``INTERVAL (n) DAY`` of an expression (Spark's INTERVAL takes constants only): Spark's
+    ``MAKE_DT_INTERVAL`` / ``MAKE_YM_INTERVAL`` of it. A constant interval stays, as the analysis reads it."""
+    amount, unit = node.this, node.args.get("unit")
+    if isinstance(node.parent, exp.DateBin):
+        return node  # TIME_BUCKET's width and offset: its own translation reads them
+    while isinstance(amount, exp.Paren):
+        amount = amount.this
+    if amount is None or isinstance(amount, exp.Literal):
+        if isinstance(node.this, exp.Paren) and amount is not None:  # INTERVAL (3) DAY: Spark reads '3' only
+            return exp.Interval(this=exp.Literal.string(amount.name), unit=unit)
+        return node
+    if isinstance(amount, exp.Neg) and amount.this.is_number:
+        return exp.Interval(this=exp.Literal.string("-" + amount.this.name), unit=unit)
+    part = PARTS.get(unit.name.lower()) if isinstance(unit, exp.Var) else None
+    template = _INTERVAL_OF.get(part or "")
+    return node if template is None else _filled(template, [amount])
+
+
+def left_right(node: exp.Left | exp.Right) -> exp.Expr:
+    """DuckDB's ``LEFT(s, -n)`` / ``RIGHT(s, -n)``: all but the last (first) ``n`` characters (Spark's give no
+    text); a count that is a constant not below zero stays as written."""
+    count = node.expression
+    if count.is_int and count.to_py() >= 0:
+        return node
+    if isinstance(node, exp.Left):
+        sql = "CASE WHEN __1 < 0 THEN SUBSTRING(__0, 1, GREATEST(CHAR_LENGTH(__0) + __1, 0)) ELSE LEFT(__0, __1) END"
+    else:
+        sql = "CASE WHEN __1 < 0 THEN SUBSTRING(__0, 1 - __1) ELSE RIGHT(__0, __1) END"
+    return _filled(sql, [node.this, count])
+
+
+def distinct_count_over(node: exp.Window) -> exp.Expr:
+    """DuckDB's ``COUNT(DISTINCT x) OVER (...)``, which Spark refuses: the size of ``COLLECT_SET(x)`` over the
+    same window (NULLs are not counted by either)."""
+    count = node.this
+    distinct = count.this if isinstance(count, exp.Count) else None
+    if not isinstance(distinct, exp.Distinct) or len(distinct.expressions) != 1:
+        return node
+    window = node.copy()
+    window.set("this", exp.Anonymous(this="COLLECT_SET", expressions=[distinct.expressions[0].copy()]))
+    return exp.Anonymous(this="SIZE", expressions=[window])
+
+
+def to_days(node: exp.Expr) -> exp.Expr:
+    """DuckDB's ``TO_DAYS(n)``, an interval of ``n`` days (sqlglot keeps the name, which Spark lacks)."""
+    return _filled("MAKE_DT_INTERVAL(__0)", [node.this])
+
+
 def infinite(node: exp.Expr) -> exp.Expr:
     """DuckDB's ``ISINF(x)``, which sqlglot writes as a function Spark lacks."""
     return _filled("ABS(CAST(__0 AS DOUBLE)) = CAST('Infinity' AS DOUBLE)", [node.this])
@@ -198,5 +274,6 @@ def _filled(sql: str, args: list[exp.Expr]) -> exp.Expr:
     for placeholder in list(filled.find_all(exp.Column)):
         index = placeholder.name[2:]
         if placeholder.name.startswith("__") and index.isdigit():
-            placeholder.replace(args[int(index)].copy())
+            arg = args[int(index)].copy()  # an operation keeps its precedence inside the template's
+            placeholder.replace(exp.paren(arg) if isinstance(arg, _OPERATIONS) else arg)
     return filled

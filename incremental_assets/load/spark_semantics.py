@@ -157,6 +157,11 @@ _DUCKDB_FUNCTIONS = {
     exp.Concat: duckdb_functions.concat,
     exp.Glob: duckdb_functions.glob,
     exp.ArrayOverlaps: duckdb_functions.overlap,
+    exp.Interval: duckdb_functions.interval_of,
+    exp.Left: duckdb_functions.left_right,
+    exp.Right: duckdb_functions.left_right,
+    exp.Window: duckdb_functions.distinct_count_over,
+    exp.ToDays: duckdb_functions.to_days,
     exp.Sub: duckdb_time.date_arithmetic,
 }
 _DUCKDB_CALLS = (exp.DayOfWeek, exp.DayOfWeekIso, exp.Week, exp.Extract, exp.Anonymous)
