@@ -231,10 +231,17 @@ INTERVALS_AND_WINDOWS = (
     "SELECT ts, LEFT(s, -1) AS all_but_last, RIGHT(s, x - 6) AS by_count, TRY_STRPTIME(s, '%Y') AS bad_text, "
     "TRY_STRPTIME(CAST(d AS VARCHAR), '%Y-%m-%d') AS parsed, ts + TO_HOURS(x) AS hours, d + TO_DAYS(x) AS days, "
     "ts + TO_MONTHS(y) AS months, ts - INTERVAL (y * 2) HOUR AS by_expr, ts + INTERVAL (3) DAY AS parenthesized, "
-    "COUNT(DISTINCT y) OVER () AS ys, COUNT(DISTINCT s) OVER (PARTITION BY y) AS per_y, "
-    "REGEXP_SPLIT_TO_ARRAY(s, ',+') AS parts FROM t3"
+    "COUNT(DISTINCT y) OVER () AS ys, QUANTILE_DISC(x, 0.75) OVER () AS q75, "
+    "COUNT(DISTINCT s) OVER (PARTITION BY y) AS per_y, REGEXP_SPLIT_TO_ARRAY(s, ',+') AS parts FROM t3"
+)
+# DuckDB's QUANTILE is discrete, as QUANTILE_DISC; SKEWNESS and KURTOSIS are the sample statistics; COUNT() counts rows.
+AGGREGATES = (
+    "SELECT QUANTILE_DISC(x, 0.9) AS disc, QUANTILE(x, 0.3) AS q30, QUANTILE(y, 0.5) FILTER (WHERE x > 0) AS filtered, "
+    "SKEWNESS(x) AS skew, KURTOSIS(x) AS kurt, KURTOSIS(y) AS kurt_y, "
+    "COUNT() AS n FROM t3"
 )
 FUNCTION_QUERIES = {
+    "aggregates": AGGREGATES,
     "intervals_and_windows": INTERVALS_AND_WINDOWS,
     "text_and_slices": TEXT_AND_SLICES,
     "date_arithmetic": DATE_ARITHMETIC,

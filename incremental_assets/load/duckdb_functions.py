@@ -17,6 +17,7 @@ Spark expressions giving DuckDB's values (sqlglot carries them over by name, and
   ``LIST_APPLY`` / ``ARRAY_APPLY`` / ``ARRAY_TRANSFORM``.
 * ``LEFT`` / ``RIGHT`` of a negative count (all but the last, first, characters), ``TRY_STRPTIME``,
   ``REGEXP_SPLIT_TO_ARRAY``, ``COUNT(DISTINCT x) OVER (...)`` (Spark refuses it: the size of the window's set).
+* Aggregates: ``QUANTILE`` / ``QUANTILE_DISC`` (discrete), ``SKEWNESS`` / ``KURTOSIS`` (sample statistics).
 * Intervals of an expression: ``INTERVAL (n) DAY``, ``TO_DAYS(n)``, ``TO_HOURS(n)`` ... (Spark's INTERVAL takes
   constants only), and ``INTERVAL (3) DAY`` of a constant written as Spark reads it.
 * Times: ``MILLISECOND`` / ``MICROSECOND`` / ``NANOSECOND`` (of the minute, seconds included, as DuckDB counts
@@ -56,6 +57,9 @@ _ELEMENT = "TRY_ELEMENT_AT(__0, NULLIF(__1, 0))"
 _SECONDS = "EXTRACT(SECOND FROM CAST(__0 AS TIMESTAMP))"
 _FINITE = "CAST(__0 AS DOUBLE) NOT IN (CAST('Infinity' AS DOUBLE), CAST('-Infinity' AS DOUBLE), CAST('NaN' AS DOUBLE))"
 _UNIQUE = "SIZE(ARRAY_DISTINCT(FILTER(__0, __iam_e -> __iam_e IS NOT NULL)))"
+_N = "COUNT(__0)"
+_SKEWNESS = f"CASE WHEN {_N} > 2 THEN SKEWNESS(__0) * SQRT({_N} * ({_N} - 1)) / ({_N} - 2) END"
+_KURTOSIS = f"CASE WHEN {_N} > 3 THEN (({_N} + 1) * KURTOSIS(__0) + 6) * ({_N} - 1) / (({_N} - 2) * ({_N} - 3)) END"
 # NULL elements are no match (Spark's ARRAYS_OVERLAP is NULL when only they could be); a NULL list is NULL.
 _OVERLAP = "CASE WHEN __0 IS NULL OR __1 IS NULL THEN NULL ELSE COALESCE(ARRAYS_OVERLAP(__0, __1), FALSE) END"
 _FROM = "GREATEST(CASE WHEN __1 < 0 THEN SIZE(__0) + __1 + 1 ELSE __1 END, 1)"
@@ -248,6 +252,25 @@ def distinct_count_over(node: exp.Window) -> exp.Expr:
 def to_days(node: exp.Expr) -> exp.Expr:
     """DuckDB's ``TO_DAYS(n)``, an interval of ``n`` days (sqlglot keeps the name, which Spark lacks)."""
     return _filled("MAKE_DT_INTERVAL(__0)", [node.this])
+
+
+def discrete_quantile(node: exp.Expr) -> exp.Expr:
+    """DuckDB's ``QUANTILE_DISC(x, q)`` and ``QUANTILE(x, q)``: the ``ceil(q * n)``-th value in order, as Spark's
+    ``PERCENTILE_DISC(q) WITHIN GROUP (ORDER BY x)`` gives it (sqlglot writes the interpolating ``PERCENTILE``
+    for ``QUANTILE`` and a call Spark refuses for ``QUANTILE_DISC``); a list of fractions stays."""
+    fraction = node.args.get("quantile") or node.args.get("expression")
+    if fraction is None or not fraction.is_number:
+        return node
+    order = exp.Order(expressions=[exp.Ordered(this=node.this.copy())])
+    return exp.WithinGroup(this=exp.Anonymous(this="PERCENTILE_DISC", expressions=[fraction.copy()]), expression=order)
+
+
+def sample_moment(node: exp.Skewness | exp.Kurtosis) -> exp.Expr:
+    """DuckDB's ``SKEWNESS`` and ``KURTOSIS`` are the sample statistics (bias-corrected; NULL under 3 and 4
+    values), Spark's the population ones; inside ``FILTER`` or ``OVER`` they stay as written."""
+    if isinstance(node.parent, (exp.Filter, exp.Window)):
+        return node
+    return _filled(_SKEWNESS if isinstance(node, exp.Skewness) else _KURTOSIS, [node.this])
 
 
 def infinite(node: exp.Expr) -> exp.Expr:

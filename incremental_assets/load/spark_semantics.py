@@ -162,6 +162,11 @@ _DUCKDB_FUNCTIONS = {
     exp.Right: duckdb_functions.left_right,
     exp.Window: duckdb_functions.distinct_count_over,
     exp.ToDays: duckdb_functions.to_days,
+    exp.PercentileDisc: duckdb_functions.discrete_quantile,
+    exp.Quantile: duckdb_functions.discrete_quantile,
+    exp.Skewness: duckdb_functions.sample_moment,
+    exp.Kurtosis: duckdb_functions.sample_moment,
+    exp.Count: lambda node: node if node.this is not None or node.expressions else exp.Count(this=exp.Star()),
     exp.Sub: duckdb_time.date_arithmetic,
 }
 _DUCKDB_CALLS = (exp.DayOfWeek, exp.DayOfWeekIso, exp.Week, exp.Extract, exp.Anonymous)
