@@ -238,7 +238,8 @@ INTERVALS_AND_WINDOWS = (
 AGGREGATES = (
     "SELECT QUANTILE_DISC(x, 0.9) AS disc, QUANTILE(x, 0.3) AS q30, QUANTILE(y, 0.5) FILTER (WHERE x > 0) AS filtered, "
     "SKEWNESS(x) AS skew, KURTOSIS(x) AS kurt, KURTOSIS(y) AS kurt_y, "
-    "COUNT() AS n FROM t3"
+    "COUNT() AS n, PRODUCT(y) AS product, PRODUCT(CAST(dec AS DOUBLE)) AS dec_product, FSUM(x) AS fsum, "
+    "FAVG(dec) AS favg FROM t3"
 )
 FUNCTION_QUERIES = {
     "aggregates": AGGREGATES,

@@ -17,7 +17,8 @@ Spark expressions giving DuckDB's values (sqlglot carries them over by name, and
   ``LIST_APPLY`` / ``ARRAY_APPLY`` / ``ARRAY_TRANSFORM``.
 * ``LEFT`` / ``RIGHT`` of a negative count (all but the last, first, characters), ``TRY_STRPTIME``,
   ``REGEXP_SPLIT_TO_ARRAY``, ``COUNT(DISTINCT x) OVER (...)`` (Spark refuses it: the size of the window's set).
-* Aggregates: ``QUANTILE`` / ``QUANTILE_DISC`` (discrete), ``SKEWNESS`` / ``KURTOSIS`` (sample statistics).
+* Aggregates: ``QUANTILE`` / ``QUANTILE_DISC`` (discrete), ``SKEWNESS`` / ``KURTOSIS`` (sample statistics),
+  ``PRODUCT`` (not inside ``FILTER`` or ``OVER``), ``FSUM`` / ``KAHAN_SUM`` and ``FAVG`` (as DOUBLE).
 * Intervals of an expression: ``INTERVAL (n) DAY``, ``TO_DAYS(n)``, ``TO_HOURS(n)`` ... (Spark's INTERVAL takes
   constants only), and ``INTERVAL (3) DAY`` of a constant written as Spark reads it.
 * Times: ``MILLISECOND`` / ``MICROSECOND`` / ``NANOSECOND`` (of the minute, seconds included, as DuckDB counts
@@ -58,6 +59,8 @@ _SECONDS = "EXTRACT(SECOND FROM CAST(__0 AS TIMESTAMP))"
 _FINITE = "CAST(__0 AS DOUBLE) NOT IN (CAST('Infinity' AS DOUBLE), CAST('-Infinity' AS DOUBLE), CAST('NaN' AS DOUBLE))"
 _UNIQUE = "SIZE(ARRAY_DISTINCT(FILTER(__0, __iam_e -> __iam_e IS NOT NULL)))"
 _N = "COUNT(__0)"
+_KEPT = "FILTER(COLLECT_LIST(CAST(__0 AS DOUBLE)), __iam_e -> __iam_e IS NOT NULL)"
+_PRODUCT = f"CASE WHEN {_N} > 0 THEN AGGREGATE({_KEPT}, 1D, (__iam_a, __iam_e) -> __iam_a * __iam_e) END"
 _SKEWNESS = f"CASE WHEN {_N} > 2 THEN SKEWNESS(__0) * SQRT({_N} * ({_N} - 1)) / ({_N} - 2) END"
 _KURTOSIS = f"CASE WHEN {_N} > 3 THEN (({_N} + 1) * KURTOSIS(__0) + 6) * ({_N} - 1) / (({_N} - 2) * ({_N} - 3)) END"
 # NULL elements are no match (Spark's ARRAYS_OVERLAP is NULL when only they could be); a NULL list is NULL.
@@ -102,6 +105,10 @@ _TEMPLATES: dict[str, tuple[tuple[int, ...], str]] = {
     "MILLENNIUM": ((1,), "(YEAR(__0) - 1) DIV 1000 + 1"),
     "ISOYEAR": ((1,), "EXTRACT(YEAROFWEEK FROM __0)"),
     "REGEXP_SPLIT_TO_ARRAY": ((2,), "SPLIT(__0, __1)"),
+    "FSUM": ((1,), "SUM(CAST(__0 AS DOUBLE))"),
+    "SUMKAHAN": ((1,), "SUM(CAST(__0 AS DOUBLE))"),
+    "KAHAN_SUM": ((1,), "SUM(CAST(__0 AS DOUBLE))"),
+    "FAVG": ((1,), "AVG(CAST(__0 AS DOUBLE))"),
     "TO_YEARS": ((1,), "MAKE_YM_INTERVAL(__0)"),
     "TO_MONTHS": ((1,), "MAKE_YM_INTERVAL(0, __0)"),
     "TO_WEEKS": ((1,), "MAKE_DT_INTERVAL(__0 * 7)"),
@@ -123,6 +130,8 @@ def duckdb_function(node: exp.Expr) -> exp.Expr | None:
     if name == "TRY_STRPTIME" and len(args) == 2 and args[1].is_string:
         parsing = exp.StrToTime(this=exp.column("__0"), format=args[1].copy()).sql("spark")
         return _filled("TRY_" + parsing, args)
+    if name == "PRODUCT" and len(args) == 1 and not isinstance(node.parent, (exp.Filter, exp.Window)):
+        return _filled(_PRODUCT, args)
     known = _TEMPLATES.get(name)
     if known is None or len(args) not in known[0]:
         return None
@@ -289,7 +298,8 @@ def _whole_parts(args: list[exp.Expr]) -> exp.Expr | None:
 
 @functools.cache
 def _parsed(sql: str) -> exp.Expr:
-    return exp.paren(sqlglot.parse_one(sql, read="spark"))
+    parsed = sqlglot.parse_one(sql, read="spark")  # a call stays one, so FILTER (...) or OVER (...) may follow it
+    return parsed if isinstance(parsed, exp.Func) else exp.paren(parsed)
 
 
 def _filled(sql: str, args: list[exp.Expr]) -> exp.Expr:
