@@ -10,8 +10,8 @@ Spark expressions giving DuckDB's values (sqlglot carries them over by name, and
   for a number) and ``s GLOB 'pattern'`` (a match of the whole text).
 * Lists: ``LIST_REVERSE`` / ``ARRAY_REVERSE``; ``LIST_EXTRACT`` / ``LIST_ELEMENT`` / ``ARRAY_EXTRACT`` (from 1,
   negative from the end, NULL out of range or at 0, where Spark fails the run), and ``l[i]`` alike;
-  ``LIST_POSITION`` and its
-  other names (NULL when absent: Spark's ``ARRAY_POSITION`` gives 0); ``LIST_COUNT`` (elements not NULL),
+  ``LIST_POSITION`` and its other names (NULL when absent: Spark's ``ARRAY_POSITION`` gives 0); ``LIST_COUNT``
+  (elements not NULL),
   ``LIST_UNIQUE`` (distinct elements not NULL), ``LIST_SLICE`` / ``ARRAY_SLICE`` (from 1, both ends kept,
   negative from the end), ``LIST_HAS_ANY`` (NULL elements match nothing), ``LIST_STRING_AGG``,
   ``LIST_APPLY`` / ``ARRAY_APPLY`` / ``ARRAY_TRANSFORM``.
@@ -40,14 +40,20 @@ from incremental_assets.load.duckdb_time import PARTS, shown_type
 
 __all__ = [
     "concat",
+    "discrete_quantile",
+    "distinct_count_over",
     "duckdb_function",
     "element",
     "glob",
     "infinite",
+    "interval_of",
+    "left_right",
     "list_position",
     "log10",
     "overlap",
     "reversed_list",
+    "sample_moment",
+    "to_days",
 ]
 
 _ONE = exp.Literal.number(1)

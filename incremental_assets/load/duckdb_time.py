@@ -145,8 +145,10 @@ def date_arithmetic(node: exp.Add | exp.Sub) -> exp.Expr:
         if length is None or length == (0, 0) or not _is_date(value):
             return node
         return _shifted(value.copy(), length, -1 if isinstance(node, exp.Sub) else 1)
-    if isinstance(node, exp.Add) or any(isinstance(side, (exp.Column, exp.Literal)) for side in (left, right)):
-        return node  # a column's type is not shown, and a number is no DATE
+    if isinstance(node, exp.Add) or any(
+        isinstance(side, (exp.Column, exp.Literal, exp.Binary)) for side in (left, right)
+    ):
+        return node  # a column's type is not shown, a number is no DATE, and arithmetic is left unannotated
     if _is_date(left) and _is_date(right):
         return _call("DATEDIFF", left.copy(), right.copy())
     return node

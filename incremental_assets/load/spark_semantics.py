@@ -153,6 +153,7 @@ _DUCKDB_FUNCTIONS = {
     exp.IsInf: duckdb_functions.infinite,
     exp.Bracket: duckdb_functions.element,
     exp.Add: duckdb_time.date_arithmetic,
+    exp.Sub: duckdb_time.date_arithmetic,
     exp.Log: duckdb_functions.log10,
     exp.Concat: duckdb_functions.concat,
     exp.Glob: duckdb_functions.glob,
@@ -167,7 +168,6 @@ _DUCKDB_FUNCTIONS = {
     exp.Skewness: duckdb_functions.sample_moment,
     exp.Kurtosis: duckdb_functions.sample_moment,
     exp.Count: lambda node: node if node.this is not None or node.expressions else exp.Count(this=exp.Star()),
-    exp.Sub: duckdb_time.date_arithmetic,
 }
 _DUCKDB_CALLS = (exp.DayOfWeek, exp.DayOfWeekIso, exp.Week, exp.Extract, exp.Anonymous)
 
