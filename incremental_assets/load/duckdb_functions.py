@@ -21,9 +21,10 @@ Spark expressions giving DuckDB's values (sqlglot carries them over by name, and
   ``PRODUCT`` (not inside ``FILTER`` or ``OVER``), ``FSUM`` / ``KAHAN_SUM`` and ``FAVG`` (as DOUBLE).
 * Intervals of an expression: ``INTERVAL (n) DAY``, ``TO_DAYS(n)``, ``TO_HOURS(n)`` ... (Spark's INTERVAL takes
   constants only), and ``INTERVAL (3) DAY`` of a constant written as Spark reads it.
-* Times: ``MILLISECOND`` / ``MICROSECOND`` / ``NANOSECOND`` (of the minute, seconds included, as DuckDB counts
-  them), ``DECADE``, ``CENTURY``, ``MILLENNIUM``, ``ISOYEAR``, ``EPOCH_US`` / ``EPOCH_NS``, and
-  ``DATE_SUB(part, a, b)`` (the whole parts elapsed from ``a`` to ``b``: Spark's ``TIMESTAMPDIFF``).
+* Times: ``NANOSECOND`` (of the minute, seconds included, as DuckDB counts it), ``EPOCH_US`` / ``EPOCH_NS``, and
+  ``DATE_SUB(part, a, b)`` (the whole parts elapsed from ``a`` to ``b``: Spark's ``TIMESTAMPDIFF``);
+  ``MILLISECOND(x)``, ``DECADE(x)`` and the other parts are :mod:`~incremental_assets.load.spark_semantics`'
+  ``DATE_PART`` of them.
 
 A call with another number of arguments than DuckDB's is left as written; Spark then names it.
 """
@@ -103,13 +104,7 @@ _TEMPLATES: dict[str, tuple[tuple[int, ...], str]] = {
     "LIST_APPLY": ((2,), _APPLY),
     "ARRAY_APPLY": ((2,), _APPLY),
     "ARRAY_TRANSFORM": ((2,), _APPLY),
-    "MILLISECOND": ((1,), f"CAST(FLOOR({_SECONDS} * 1000) AS BIGINT)"),
-    "MICROSECOND": ((1,), f"CAST({_SECONDS} * 1000000 AS BIGINT)"),
     "NANOSECOND": ((1,), f"CAST({_SECONDS} * 1000000 AS BIGINT) * 1000"),
-    "DECADE": ((1,), "YEAR(__0) DIV 10"),
-    "CENTURY": ((1,), "(YEAR(__0) - 1) DIV 100 + 1"),
-    "MILLENNIUM": ((1,), "(YEAR(__0) - 1) DIV 1000 + 1"),
-    "ISOYEAR": ((1,), "EXTRACT(YEAROFWEEK FROM __0)"),
     "REGEXP_SPLIT_TO_ARRAY": ((2,), "SPLIT(__0, __1)"),
     "FSUM": ((1,), "SUM(CAST(__0 AS DOUBLE))"),
     "SUMKAHAN": ((1,), "SUM(CAST(__0 AS DOUBLE))"),

@@ -377,6 +377,8 @@ def _duckdb_weekday(node: exp.Expr) -> exp.Expr | None:
         if not isinstance(first, exp.Literal):
             return None
         part, value = first.name.lower(), node.expressions[1]
+    elif isinstance(node, exp.Anonymous) and node.name.lower() in _PART_FUNCTIONS and len(node.expressions) == 1:
+        part, value = node.name.lower(), node.expressions[0]  # MILLISECOND(x), DECADE(x) ...: DATE_PART of it
     else:
         return None
     if part == "epoch":
@@ -407,6 +409,8 @@ _DATE_PART_SQL = {
     "(YEAR(__v) - 1) DIV 1000 + 1": "millennium millennia mil mils millenium",
 }
 _PART_OF = {alias: sql for sql, aliases in _DATE_PART_SQL.items() for alias in aliases.split()}
+# DuckDB's functions named after a part Spark has no function of (``DECADE(x)`` is ``DATE_PART('decade', x)``).
+_PART_FUNCTIONS = {"millisecond", "microsecond", "decade", "century", "millennium", "isoyear"}
 
 
 def _spark_template(sql: str, value: exp.Expr) -> exp.Expr:
