@@ -8,6 +8,7 @@ import subprocess
 
 import pytest
 
+from incremental_assets.load.macros.evaluator import MacroContext
 from incremental_assets.load.query import parse_model_body
 
 from sqlmesh_venv import sqlmesh_python, text_rows
@@ -107,7 +108,8 @@ DIVISION = (
     "SELECT x, y, dec, x / NULLIF(y, 0) AS q, x // y AS i, x // (y * 0) AS by_zero, dec / 3 AS dq, "
     "CAST(dec AS DECIMAL(38, 2)) / 7 AS wide, CAST(dec AS DECIMAL(10, 2)) // 3 AS di, x / 2.5 AS f, "
     "7.5 // 2 AS literal, x / y AS raw, x / (y * 0) AS infinite, (x - x) / (y * 0) AS nan, "
-    "dec / (y * 0) AS dec_infinite, CAST(dec AS DECIMAL(10, 2)) // (y * 0) AS dec_null, x / 0 AS by_literal_zero "
+    "dec / (y * 0) AS dec_infinite, CAST(dec AS DECIMAL(10, 2)) // (y * 0) AS dec_null, x / 0 AS by_literal_zero, "
+    "x % y AS remainder, x % 3 AS by_three "
     "FROM t3"
 )
 BUCKETS = (
@@ -241,7 +243,23 @@ AGGREGATES = (
     "COUNT() AS n, PRODUCT(y) AS product, PRODUCT(CAST(dec AS DOUBLE)) AS dec_product, FSUM(x) AS fsum, "
     "FAVG(dec) AS favg FROM t3"
 )
+# Columns whose type only the table's declared columns show: a DATE column less a DATE is a number of days, plus
+# an INTERVAL a TIMESTAMP; a DOUBLE (here a CTE's x / 4) cast to an integer rounds half to even, a DECIMAL half
+# away from zero; LEN of a list column counts its elements; l[i] of an integer column counts from 1; a text
+# column's s[i] is a character and s[a:b] / l[a:b] slices from 1, both ends kept.
+TYPED_COLUMNS = (
+    "WITH f AS (SELECT x, y, d, dec, s, x / 4 AS ratio, [x, y] AS pair, CAST(ts AS DATE) AS day FROM t3) "
+    "SELECT f.x, f.d - DATE '2020-01-01' AS since, f.d - day AS same_day, f.d + INTERVAL 1 DAY AS next_day, "
+    "f.d - INTERVAL 1 MONTH AS month_before, INTERVAL '2 hours' + f.d AS two_hours, CAST(f.dec AS INT) AS dec_int, "
+    "CAST(ratio AS INT) AS ratio_int, CAST(ratio * 10 AS BIGINT) AS scaled, LEN(pair) AS pair_len, "
+    "pair[f.y] AS by_y, f.d - b.d AS self_gap, CAST(b.dec * 1.5 AS INT) AS joined_int, f.s[2] AS second_char, "
+    "f.s[-3:] AS last_three, f.s[f.y:f.x] AS chars_y_to_x, f.s[0] AS at_zero, pair[2:] AS tail, pair[:1] AS head "
+    "FROM f JOIN t3 AS b ON f.x = b.x ORDER BY f.x"
+)
+# The Spark types of t3's columns as a project declares them (a source's ``columns``).
+T3_COLUMNS = {"ts": "timestamp", "d": "date", "x": "int", "y": "int", "s": "string", "dec": "decimal(10,2)"}
 FUNCTION_QUERIES = {
+    "typed_columns": TYPED_COLUMNS,
     "aggregates": AGGREGATES,
     "intervals_and_windows": INTERVALS_AND_WINDOWS,
     "text_and_slices": TEXT_AND_SLICES,
@@ -303,15 +321,19 @@ def duckdb_results():
     return dict(zip(FUNCTION_QUERIES, json.loads(done.stdout)))
 
 
-@pytest.mark.parametrize("name", list(FUNCTION_QUERIES))
-def test_duckdb_function_gives_duckdb_s_values_and_types_on_spark(spark, duckdb_results, name):
+@pytest.mark.parametrize(
+    "name, declared",
+    [(name, declared) for name in FUNCTION_QUERIES for declared in (True, False) if declared or name != "typed_columns"],
+)
+def test_duckdb_function_gives_duckdb_s_values_and_types_on_spark(spark, duckdb_results, name, declared):
     """LEN of lists, ``/`` and ``//``, TIME_BUCKET, DATE_TRUNC, YEARWEEK and STRFTIME give the rows and column
-    types DuckDB gives."""
+    types DuckDB gives, whether the table's column types are declared or not."""
     spark.createDataFrame(ROWS, "ts string, d string, x int, y int, s string, dec string").selectExpr(
         "CAST(ts AS TIMESTAMP) AS ts", "CAST(d AS DATE) AS d", "x", "y", "s", "CAST(dec AS DECIMAL(10, 2)) AS dec"
     ).createOrReplaceTempView("t3")
     query, (rows, types) = FUNCTION_QUERIES[name], duckdb_results[name]
-    frame = spark.sql(parse_model_body(query, dialect="duckdb").query.sql("spark"))
+    macros = MacroContext(schemas={"t3": T3_COLUMNS} if declared else {})
+    frame = spark.sql(parse_model_body(query, dialect="duckdb", macros=macros).query.sql("spark"))
     assert text_rows(frame.collect()) == text_rows(_typed(rows, types))
     ours = [field.dataType.simpleString() for field in frame.schema.fields]
     kept = [(n, t, o) for n, t, o in zip(frame.columns, types, ours) if t in SPARK_TYPES]

@@ -53,6 +53,7 @@ def test_config_defaults_and_sqlmesh_semantics_apply(bakery):
     assert set(project.models) == {
         "bakery.daily_sales",
         "bakery.daily_units",
+        "bakery.item_days",
         "bakery.item_totals",
         "bakery.item_sizes",
         "bakery.prices",

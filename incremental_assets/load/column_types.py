@@ -20,7 +20,8 @@ True
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from sqlglot import exp
@@ -28,8 +29,11 @@ from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
+from incremental_assets.errors import ModelFileError
 from incremental_assets.load.cache import ResultCache, code_digest, result_key
+from incremental_assets.load.duckdb_types import has_untyped_choice
 from incremental_assets.load.macros import render, window_conditions
+from incremental_assets.load.macros.evaluator import MacroContext
 from incremental_assets.load.macros.window_conditions import first_variant
 from incremental_assets.model.sql_model import SqlModel
 
@@ -176,6 +180,53 @@ class ModelColumns:
                 )
             self._made[key] = found[0]
         return self._made[key]
+
+
+def with_model_types(
+    models: dict[str, SqlModel],
+    columns: ModelColumns,
+    macros: MacroContext,
+    parse: Callable[..., list[SqlModel]],
+) -> None:
+    """Each model file whose DuckDB query a column type of the models it reads would translate otherwise
+    (``date_col - date_col``, ``CAST(double_col AS INT)``) parsed again, upstream first, knowing those types
+    (declared or worked out from their queries); in place."""
+    for name in upstream_first(models):
+        model = models[name]
+        if model.path.suffix != ".sql" or not needs_model_types(model, models):
+            continue
+        known = columns.of(ancestors(models, name), macros.schemas)
+        inputs = {t: known[t] for t in model.depends_on if t in known and t not in macros.schemas}
+        if not inputs:
+            continue
+        try:
+            found = parse(model.path, macros=replace(macros, schemas={**inputs, **macros.schemas}))
+        except ModelFileError:
+            continue  # the first parse stands
+        models.update((again.name, again) for again in found if again.name in models)
+
+
+def needs_model_types(model: SqlModel, models: Mapping[str, SqlModel]) -> bool:
+    """Whether ``model`` is a DuckDB model reading another of ``models`` whose query still holds a translation a
+    column's type would decide (:func:`~incremental_assets.load.duckdb_types.has_untyped_choice`)."""
+    return (
+        model.dialect == "duckdb"
+        and model.query is not None
+        and any(t in models for t in model.depends_on)
+        and has_untyped_choice(model.query)
+    )
+
+
+def ancestors(models: Mapping[str, SqlModel], name: str) -> dict[str, SqlModel]:
+    """The models ``name`` reads, directly or through others (itself left out)."""
+    found: dict[str, SqlModel] = {}
+    stack = [r for r in models[name].depends_on if r in models]
+    while stack:
+        read = stack.pop()
+        if read not in found and read != name:
+            found[read] = models[read]
+            stack.extend(r for r in models[read].depends_on if r in models)
+    return found
 
 
 def upstream_first(models: Mapping[str, SqlModel]) -> list[str]:

@@ -6,10 +6,12 @@ Spark expressions giving DuckDB's values (sqlglot carries them over by name, and
   mark is part of its letter), ``ORD`` (the first character's code point; -1 for no text).
 * Numbers: ``EVEN`` (rounded away from zero to an even number, a DOUBLE), ``ROUND_EVEN`` (half to even,
   a DOUBLE: Spark's ``BROUND``), ``ISFINITE`` and ``ISINF``, ``LOG(x)`` (to base 10; Spark's is the natural one).
+* ``x % y``: NULL where ``y`` is 0 (Spark's fails the run).
 * ``CONCAT`` of numbers, decimals or dates (each written as text: sqlglot's ``COALESCE(x, '')`` fails the run
   for a number) and ``s GLOB 'pattern'`` (a match of the whole text).
 * Lists: ``LIST_REVERSE`` / ``ARRAY_REVERSE``; ``LIST_EXTRACT`` / ``LIST_ELEMENT`` / ``ARRAY_EXTRACT`` (from 1,
-  negative from the end, NULL out of range or at 0, where Spark fails the run), and ``l[i]`` alike;
+  negative from the end, NULL out of range or at 0, where Spark fails the run), and ``l[i]`` alike (of a text
+  the i-th character); ``x[a:b]`` of a list or a text whose type is shown or declared (as ``LIST_SLICE``);
   ``LIST_POSITION`` and its other names (NULL when absent: Spark's ``ARRAY_POSITION`` gives 0); ``LIST_COUNT``
   (elements not NULL),
   ``LIST_UNIQUE`` (distinct elements not NULL), ``LIST_SLICE`` / ``ARRAY_SLICE`` (from 1, both ends kept,
@@ -37,7 +39,8 @@ import re
 import sqlglot
 from sqlglot import exp
 
-from incremental_assets.load.duckdb_time import PARTS, shown_type
+from incremental_assets.load.duckdb_time import PARTS
+from incremental_assets.load.duckdb_types import is_list, shown_type
 
 __all__ = [
     "concat",
@@ -74,7 +77,11 @@ _KURTOSIS = f"CASE WHEN {_N} > 3 THEN (({_N} + 1) * KURTOSIS(__0) + 6) * ({_N} -
 _OVERLAP = "CASE WHEN __0 IS NULL OR __1 IS NULL THEN NULL ELSE COALESCE(ARRAYS_OVERLAP(__0, __1), FALSE) END"
 _FROM = "GREATEST(CASE WHEN __1 < 0 THEN SIZE(__0) + __1 + 1 ELSE __1 END, 1)"
 _UPTO = "LEAST(CASE WHEN __2 < 0 THEN SIZE(__0) + __2 + 1 ELSE __2 END, SIZE(__0))"
-_SLICE = f"SLICE(__0, {_FROM}, GREATEST({_UPTO} - {_FROM} + 1, 0))"
+_SLICE = f"IF(__1 IS NULL OR __2 IS NULL, NULL, SLICE(__0, {_FROM}, GREATEST({_UPTO} - {_FROM} + 1, 0)))"
+# A text indexed or sliced as the list of its characters (DuckDB: '' out of range or at 0).
+_TEXT_SLICE = "ARRAY_JOIN(" + _SLICE.replace("__0", "SPLIT(__0, '')") + ", '')"
+_CHARACTER = "IF(__1 = 0, '', SUBSTRING(__0, __1, 1))"
+_TEXT_TYPES = {exp.DataType.Type.TEXT, exp.DataType.Type.VARCHAR, exp.DataType.Type.CHAR}
 
 # DuckDB's name -> (its numbers of arguments, the Spark SQL with __N its N-th argument).
 _TEMPLATES: dict[str, tuple[tuple[int, ...], str]] = {
@@ -151,15 +158,34 @@ def list_position(node: exp.Expr) -> exp.Expr:
 
 def element(node: exp.Bracket) -> exp.Expr:
     """DuckDB's ``l[i]`` of a list (from 1, negative from the end, NULL out of range) or ``m[k]`` of a map, as
-    ``TRY_ELEMENT_AT`` (Spark's ``l[i]`` counts from 0 and fails the run out of range); a slice or a field
-    named by text stays."""
+    ``TRY_ELEMENT_AT`` (Spark's ``l[i]`` counts from 0 and fails the run out of range); of a text its i-th
+    character. A slice ``x[a:b]`` (from 1, both ends kept, negative from the end) of a list or a text whose
+    type is shown; a field named by text stays."""
     index = node.expressions[0] if len(node.expressions) == 1 else None
-    if index is None or isinstance(index, exp.Slice) or index.is_string:
+    if index is None or index.is_string:
         return node
-    kind = shown_type(index)  # sqlglot counts an index it sees is an integer from 0: counted from 1 again
+    container = shown_type(node.this)
+    text = container is not None and container.this in _TEXT_TYPES
+    if isinstance(index, exp.Slice):
+        if not text and not is_list(node.this):
+            return node
+        start, end = index.this or _ONE, index.expression or exp.Neg(this=_ONE)
+        return _filled(_TEXT_SLICE if text else _SLICE, [node.this, start, end])
+    # sqlglot counts from 0 an index it sees is an integer when it parses (not knowing the columns' types)
+    kind = shown_type(index, columns=False)
     if kind is not None and kind.this in exp.DataType.INTEGER_TYPES:
         index = exp.Literal.number(index.to_py() + 1) if index.is_int else exp.Add(this=index, expression=_ONE)
-    return _filled(_ELEMENT, [node.this, index])
+    return _filled(_CHARACTER if text else _ELEMENT, [node.this, index])
+
+
+def remainder(node: exp.Mod) -> exp.Expr:
+    """DuckDB's ``x % y`` is NULL where ``y`` is 0 (Spark's fails the run)."""
+    divisor = node.expression.unnest()
+    if divisor.is_number and divisor.to_py() != 0:
+        return node
+    return exp.Mod(
+        this=node.this.copy(), expression=exp.Nullif(this=node.expression.copy(), expression=exp.Literal.number(0))
+    )
 
 
 def log10(node: exp.Log) -> exp.Expr:

@@ -22,8 +22,9 @@ from functools import lru_cache
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import SqlglotError, UnsupportedError
-from sqlglot.optimizer.annotate_types import annotate_types
+from sqlglot.errors import UnsupportedError
+
+from incremental_assets.load.duckdb_types import shown_type
 
 
 class NoSparkEquivalent(UnsupportedError):
@@ -102,15 +103,6 @@ def _ntz(text: str) -> exp.Expr:
     return exp.cast(exp.Literal.string(text), exp.DataType(this=exp.DataType.Type.TIMESTAMPNTZ))
 
 
-def shown_type(node: exp.Expr) -> exp.DataType | None:
-    """The DuckDB type the query shows ``node`` to have (a cast, a literal, a function's result), if any."""
-    try:
-        kind = annotate_types(node.copy(), dialect="duckdb").type
-    except SqlglotError:
-        return None
-    return None if kind is None or kind.this == exp.DataType.Type.UNKNOWN else kind
-
-
 def _is_date(node: exp.Expr) -> bool:
     kind = shown_type(node)
     return kind is not None and kind.this in (exp.DataType.Type.DATE, exp.DataType.Type.DATE32)
@@ -145,10 +137,8 @@ def date_arithmetic(node: exp.Add | exp.Sub) -> exp.Expr:
         if length is None or length == (0, 0) or not _is_date(value):
             return node
         return _shifted(value.copy(), length, -1 if isinstance(node, exp.Sub) else 1)
-    if isinstance(node, exp.Add) or any(
-        isinstance(side, (exp.Column, exp.Literal, exp.Binary)) for side in (left, right)
-    ):
-        return node  # a column's type is not shown, a number is no DATE, and arithmetic is left unannotated
+    if isinstance(node, exp.Add) or any(isinstance(side, (exp.Literal, exp.Binary)) for side in (left, right)):
+        return node  # a number is no DATE, and arithmetic is left unannotated
     if _is_date(left) and _is_date(right):
         return _call("DATEDIFF", left.copy(), right.copy())
     return node

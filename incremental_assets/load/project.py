@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -21,7 +22,7 @@ from incremental_assets.errors import ModelFileError, ProjectError
 from incremental_assets.load.audits import parse_audit_file
 from incremental_assets.load.blueprints import expand_blueprints
 from incremental_assets.load.cache import cache_folder
-from incremental_assets.load.column_types import ModelColumns
+from incremental_assets.load.column_types import ModelColumns, needs_model_types, with_model_types
 from incremental_assets.load.external_models import Unlocated, external_model_files, load_external_models
 from incremental_assets.load.gc_pause import collection_paused
 from incremental_assets.load.macros.evaluator import MacroContext
@@ -309,14 +310,42 @@ def _load_models(
             continue
         for model in found:
             _add_model(models, model, sources, errors)
-    columns = ModelColumns(parsed.cache.folder if waiting or deferred else None)
-    while waiting:  # again with the columns of the models read so far, until no file gets further
+    retype = macros is not None and any(needs_model_types(m, models) for m in models.values())
+    columns = ModelColumns(parsed.cache.folder if waiting or deferred or retype else None)
+    parse = functools.partial(_parse_sql, parsed, dialect=dialect, defaults=defaults, config=config)
+    if waiting:
         assert macros is not None
+        _parse_waiting(waiting, models, columns, macros, parse, sources, errors)
+    if deferred and macros is not None:  # is_sql entrypoints may ask for any model's columns
+        macros = replace(macros, schemas={**columns.of(models, macros.schemas), **macros.schemas})
+    for build in deferred:
+        try:
+            _add_model(models, build(macros=macros), sources, errors)
+        except ModelFileError as exc:
+            errors.append(exc)
+    if macros is not None and any(needs_model_types(m, models) for m in models.values()):
+        with_model_types(models, columns, macros, parse)
+    columns.save()
+    return models
+
+
+def _parse_waiting(
+    waiting: dict[Path, ModelFileError],
+    models: dict[str, SqlModel],
+    columns: ModelColumns,
+    macros: MacroContext,
+    parse: Callable[..., list[SqlModel]],
+    sources: Mapping[str, Source],
+    errors: list[ModelFileError],
+) -> None:
+    """The files whose macros asked for columns of models not read yet, parsed again with the columns of the
+    models read so far, until no file gets further (the rest are errors)."""
+    while waiting:
         wider = replace(macros, schemas={**columns.of(models, macros.schemas), **macros.schemas})
         before = len(waiting)
         for path in list(waiting):
             try:
-                found = _parse_sql(parsed, path, dialect, defaults, config, wider)
+                found = parse(path, macros=wider)
             except ModelFileError as exc:
                 waiting[path] = exc
                 continue
@@ -326,15 +355,6 @@ def _load_models(
         if len(waiting) == before:
             errors.extend(waiting.values())
             break
-    if deferred and macros is not None:  # is_sql entrypoints may ask for any model's columns
-        macros = replace(macros, schemas={**columns.of(models, macros.schemas), **macros.schemas})
-    for build in deferred:
-        try:
-            _add_model(models, build(macros=macros), sources, errors)
-        except ModelFileError as exc:
-            errors.append(exc)
-    columns.save()
-    return models
 
 
 # What a macro says when it asks for the columns of a table whose columns are not declared (yet).

@@ -226,7 +226,7 @@ def parse_model_body(
         _name_this_model(query, this_model)
     name_outputs(query)  # before the Spark rewrites: names come from the expressions as written
     try:  # what counts or numbers differently in Spark keeps the dialect's meaning
-        with_spark_semantics(query, dialect)
+        with_spark_semantics(query, dialect, macros.schemas if macros is not None else None)
     except NoSparkEquivalent as exc:
         raise ModelFileError(path, node_line(exc.node, 0) or line_offset + 1, str(exc), hint=exc.hint) from None
     for param in query.find_all(exp.Parameter):

@@ -33,12 +33,15 @@ What no Spark expression computes the same is refused with :class:`NoSparkEquiva
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import sqlglot
 from sqlglot import exp
 
 from incremental_assets.load import duckdb_functions, duckdb_time
 from incremental_assets.load.duckdb_lists import ordered_aggregates
-from incremental_assets.load.duckdb_time import NoSparkEquivalent, shown_type
+from incremental_assets.load.duckdb_time import NoSparkEquivalent
+from incremental_assets.load.duckdb_types import INTEGER_TYPES, is_list, shown_type, type_columns
 
 __all__ = ["NoSparkEquivalent", "tilde_as_full_match", "with_spark_semantics"]
 
@@ -46,8 +49,11 @@ DUCKDB_DOW = {"dow", "dayofweek", "weekday"}
 DUCKDB_ISODOW = {"isodow"}
 
 
-def with_spark_semantics(query: exp.Expr, dialect: str) -> exp.Expr:
-    """``query`` (parsed in ``dialect``) with the rewrites above applied, in place; returned."""
+def with_spark_semantics(
+    query: exp.Expr, dialect: str, schemas: Mapping[str, Mapping[str, str]] | None = None
+) -> exp.Expr:
+    """``query`` (parsed in ``dialect``) with the rewrites above applied, in place; returned. ``schemas``: the
+    declared columns of tables (``{"db.table": {column: Spark SQL type}}``), for rewrites a column's type decides."""
     for grouping in list(query.find_all(exp.Grouping)):
         if len(grouping.expressions) > 1:
             grouping.replace(exp.GroupingId(expressions=[e.copy() for e in grouping.expressions]))
@@ -62,6 +68,7 @@ def with_spark_semantics(query: exp.Expr, dialect: str) -> exp.Expr:
         elif diff.args.get("date_part_boundary"):
             diff.replace(_boundaries_crossed(diff))
     if dialect == "duckdb":
+        type_columns(query, schemas or {})
         # innermost first: a rewrite copies its arguments, so they must be rewritten already
         for node in reversed(list(query.find_all(*_DUCKDB_FUNCTIONS, *_DUCKDB_CALLS))):
             rewrite = _DUCKDB_FUNCTIONS.get(type(node))
@@ -136,7 +143,7 @@ _DUCKDB_FUNCTIONS = {
     exp.RegexpFullMatch: _full_match,
     exp.Div: lambda node: _double_division(node.this, node.expression),
     exp.IntDiv: lambda node: _integer_division(node),
-    exp.Length: lambda node: exp.ArraySize(this=node.this.copy()) if _is_list(node.this) else node,
+    exp.Length: lambda node: exp.ArraySize(this=node.this.copy()) if is_list(node.this) else node,
     exp.DateBin: duckdb_time.time_bucket,
     exp.DateAdd: duckdb_time.date_add,
     exp.RegexpReplace: lambda node: _regexp_replace(node),
@@ -152,6 +159,7 @@ _DUCKDB_FUNCTIONS = {
     exp.ArrayPosition: duckdb_functions.list_position,
     exp.IsInf: duckdb_functions.infinite,
     exp.Bracket: duckdb_functions.element,
+    exp.Mod: duckdb_functions.remainder,
     exp.Add: duckdb_time.date_arithmetic,
     exp.Sub: duckdb_time.date_arithmetic,
     exp.Log: duckdb_functions.log10,
@@ -171,35 +179,13 @@ _DUCKDB_FUNCTIONS = {
 }
 _DUCKDB_CALLS = (exp.DayOfWeek, exp.DayOfWeekIso, exp.Week, exp.Extract, exp.Anonymous)
 
-# Functions returning a list, whose type sqlglot leaves unknown (names an older sqlglot lacks are skipped).
-_LIST_FUNCTIONS = tuple(
-    getattr(exp, name)
-    for name in (
-        "Array Split RegexpSplit StringToArray ArrayAgg ArrayUniqueAgg ArrayFilter ArrayDistinct ArrayConcat ArraySort "
-        "SortArray ArraySlice ArrayCompact ArrayIntersect ArrayRemove ArrayAppend ArrayPrepend Flatten "
-        "RegexpExtractAll MapKeys MapValues Transform GenerateDateArray"
-    ).split()
-    if hasattr(exp, name)
-)
 _NOT_INTEGER = {exp.DataType.Type.DECIMAL, exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT}
-
-
-def _is_list(node: exp.Expr) -> bool:
-    kind = shown_type(node)
-    return isinstance(node, _LIST_FUNCTIONS) or kind is not None and kind.this == exp.DataType.Type.ARRAY
-
-
-_INTEGER_TYPES = {
-    getattr(exp.DataType.Type, name)
-    for name in "TINYINT SMALLINT INT BIGINT HUGEINT UTINYINT USMALLINT UINT UBIGINT".split()
-    if hasattr(exp.DataType.Type, name)
-}
 
 
 def _rounded_cast(node: exp.Cast) -> exp.Expr:
     """DuckDB's cast of a DOUBLE to an integer rounds half to even, of a DECIMAL half away from zero (Spark's
     truncates); only for a value the query shows the type of."""
-    if node.to.this not in _INTEGER_TYPES:
+    if node.to.this not in INTEGER_TYPES:
         return node
     value = node.this.unnest()
     kind = exp.DataType.build("DOUBLE") if isinstance(value, exp.Div) else shown_type(value)  # DuckDB's `/`

@@ -1,0 +1,166 @@
+"""The types of a DuckDB query's columns, where the project declares them, so that the rewrites which keep
+DuckDB's meaning on Spark (:mod:`~incremental_assets.load.spark_semantics`) apply to columns as they do to
+values the query shows the type of.
+
+A DATE column less a DATE is a number of days in DuckDB and an INTERVAL in Spark; a DOUBLE column cast to an
+integer is rounded by DuckDB and truncated by Spark; ``LEN`` of a list column is its number of elements. Which
+of these a column is, the query does not say: its table's declared columns do (a source's ``columns``, an
+external model's). :func:`type_columns` marks each column of the query whose table it can tell and whose type
+is declared, in every scope (a derived table's or a CTE's output column gets the type its expression has);
+:func:`shown_type` is the type of an expression with those marks taken into account.
+
+>>> import sqlglot
+>>> q = sqlglot.parse_one("SELECT o.day - DATE '2024-01-01' AS n, amount FROM (SELECT day, amount "
+...                         "FROM raw.orders) AS o", read="duckdb")
+>>> type_columns(q, {"raw.orders": {"day": "date", "amount": "decimal(10,2)"}})
+>>> [(c.sql(), shown_type(c).sql("duckdb")) for c in q.find_all(exp.Column) if c.type]
+[('amount', 'DECIMAL(10, 2)'), ('o.day', 'DATE'), ('day', 'DATE'), ('amount', 'DECIMAL(10, 2)')]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+from sqlglot.optimizer.annotate_types import annotate_types
+from sqlglot.optimizer.scope import Scope, traverse_scope
+
+# Spark's TIMESTAMP is an instant in the session's zone (UTC here): the wall time DuckDB's TIMESTAMP holds.
+_AS_DUCKDB = {exp.DataType.Type.TIMESTAMPTZ: "TIMESTAMP", exp.DataType.Type.TIMESTAMPLTZ: "TIMESTAMP"}
+
+
+def shown_type(node: exp.Expr, *, columns: bool = True) -> exp.DataType | None:
+    """The DuckDB type the query shows ``node`` to have (a cast, a literal, a function's result, and with
+    ``columns`` a column :func:`type_columns` marked), if any."""
+    copy = node.copy()
+    for column in list(copy.find_all(exp.Column)) if columns else []:
+        kind = column.type
+        if kind is not None and _known(kind):
+            if column is copy:
+                return kind
+            column.replace(exp.Cast(this=exp.Null(), to=kind.copy()))
+    try:
+        kind = annotate_types(copy, dialect="duckdb").type
+    except SqlglotError:
+        return None
+    return kind if _known(kind) else None
+
+
+# Functions returning a list, whose type sqlglot leaves unknown (names an older sqlglot lacks are skipped).
+_LIST_FUNCTIONS = tuple(
+    getattr(exp, name)
+    for name in (
+        "Array Split RegexpSplit StringToArray ArrayAgg ArrayUniqueAgg ArrayFilter ArrayDistinct ArrayConcat ArraySort "
+        "SortArray ArraySlice ArrayCompact ArrayIntersect ArrayRemove ArrayAppend ArrayPrepend Flatten "
+        "RegexpExtractAll MapKeys MapValues Transform GenerateDateArray"
+    ).split()
+    if hasattr(exp, name)
+)
+
+
+def is_list(node: exp.Expr) -> bool:
+    """Whether ``node`` is a list: a function making one, or of a list type it shows."""
+    kind = shown_type(node)
+    return isinstance(node, _LIST_FUNCTIONS) or kind is not None and kind.this == exp.DataType.Type.ARRAY
+
+
+def type_columns(query: exp.Expr, schemas: Mapping[str, Mapping[str, str]]) -> None:
+    """Mark, in place, each column of ``query`` with its declared type: ``schemas`` maps a table's name
+    (``db.table``) to its columns' Spark SQL types. A column whose table is not clear (an unqualified name two
+    tables could hold) or not declared stays unmarked."""
+    tables = {name.lower(): {c.lower(): t for c, t in columns.items()} for name, columns in schemas.items()}
+    if not tables:
+        return
+    try:
+        scopes = traverse_scope(query)  # a derived table's scope comes before the scopes reading it
+    except (SqlglotError, KeyError, ValueError, RecursionError):
+        return
+    for scope in scopes:
+        for column in scope.columns:
+            kind = _column_type(scope, column, tables)
+            if kind is not None:
+                column.type = kind
+
+
+def _known(kind: exp.DataType | None) -> bool:
+    return kind is not None and kind.this not in (exp.DataType.Type.UNKNOWN, exp.DataType.Type.NULL)
+
+
+def _column_type(scope: Scope, column: exp.Column, tables: Mapping[str, Mapping[str, str]]) -> exp.DataType | None:
+    name = column.name.lower()
+    if column.table:
+        source = scope.sources.get(column.table)
+    else:
+        held = [_names(s, tables) for s in scope.sources.values()]
+        if any(names is None for names in held):
+            return None  # a source of unknown columns might hold it
+        owners = [s for s, names in zip(scope.sources.values(), held) if names is not None and name in names]
+        source = owners[0] if len(owners) == 1 else None
+    if isinstance(source, exp.Table):
+        declared = tables.get(_table_name(source), {}).get(name)
+        return None if declared is None else _duckdb_type(declared)
+    if isinstance(source, Scope) and isinstance(source.expression, exp.Select):
+        for projection in source.expression.selects:
+            if projection.alias_or_name.lower() == name:
+                return shown_type(projection.unalias())
+    return None
+
+
+def _names(source: exp.Expr | Scope, tables: Mapping[str, Mapping[str, str]]) -> set[str] | None:
+    """The column names a scope's source holds, None when unknown."""
+    if isinstance(source, exp.Table):
+        columns = tables.get(_table_name(source))
+        return None if columns is None else set(columns)
+    if isinstance(source, Scope) and isinstance(source.expression, exp.Select):
+        if any(isinstance(p, exp.Star) or p.is_star for p in source.expression.selects):
+            return None
+        return {p.alias_or_name.lower() for p in source.expression.selects}
+    return None
+
+
+def _table_name(table: exp.Table) -> str:
+    return ".".join(p.name for p in table.parts).lower()
+
+
+def _duckdb_type(spark_type: str) -> exp.DataType | None:
+    try:
+        kind = exp.DataType.build(spark_type, dialect="spark")
+    except (SqlglotError, ValueError):
+        return None
+    return exp.DataType.build(_AS_DUCKDB[kind.this]) if kind.this in _AS_DUCKDB else kind
+
+
+# Integer types DuckDB's casts round to (an older sqlglot lacks some names).
+INTEGER_TYPES = {
+    getattr(exp.DataType.Type, name)
+    for name in "TINYINT SMALLINT INT BIGINT HUGEINT UTINYINT USMALLINT UINT UBIGINT".split()
+    if hasattr(exp.DataType.Type, name)
+}
+
+
+def has_untyped_choice(query: exp.Expr) -> bool:
+    """Whether ``query`` (as the rewrites left it) still holds an expression whose translation a column's type
+    would decide, over a column of unknown type: ``+`` / ``-`` of an INTERVAL, ``-`` of two columns, a cast to
+    an integer, ``//``, ``LEN``, ``TIME_BUCKET``, or ``x[i]`` / ``x[a:b]`` (a list's or a text's).
+
+    >>> import sqlglot
+    >>> [has_untyped_choice(sqlglot.parse_one(sql)) for sql in ("SELECT a - b, c FROM t", "SELECT a + 1 FROM t")]
+    [True, False]
+    """
+    for node in query.find_all(
+        exp.Add, exp.Sub, exp.Cast, exp.TryCast, exp.IntDiv, exp.Length, exp.DateBin, exp.Bracket
+    ):
+        if isinstance(node, (exp.Cast, exp.TryCast)) and node.to.this not in INTEGER_TYPES:
+            continue
+        if isinstance(node, exp.Bracket):
+            node = node.this
+        if isinstance(node, (exp.Add, exp.Sub)):
+            sides = (node.this, node.expression)
+            if not any(isinstance(s, exp.Interval) for s in sides) and (
+                isinstance(node, exp.Add) or not all(s.find(exp.Column) for s in sides)
+            ):
+                continue
+        if any(not _known(column.type) for column in node.find_all(exp.Column)):
+            return True
+    return False
