@@ -220,12 +220,14 @@ DATE_ARITHMETIC = (
     "CAST(d AS DATE) AS two_hours, CAST(d AS DATE) - INTERVAL 1 MONTH AS month_before, DATE '2020-01-01' + 3 AS "
     "plus_days, ts - INTERVAL 90 MINUTE AS ts_back FROM t3"
 )
-# DuckDB's LOG is to base 10; CONCAT writes numbers, decimals and dates as text; GLOB matches the whole text.
+# DuckDB's LOG is to base 10; CONCAT writes numbers, decimals and dates as text; GLOB matches the whole text; a text
+# the query shows is indexed and sliced by character, a list from STRING_SPLIT sliced from 1.
 TEXT_AND_SLICES = (
     "SELECT s, LOG(ABS(x) + 1) AS log10, LOG(2, ABS(x) + 1) AS log2, CONCAT(s, '-', x, dec, d) AS joined, "
     "s GLOB 'a*' AS glob_a, s GLOB '[!a]*' AS glob_not_a, s GLOB '?' AS one, LIST_HAS_ANY([x, y], [2, 3]) AS "
     "any_of, LIST_HAS_ANY([x, NULL], [NULL]) AS nulls, LIST_SLICE([x, y, 3], 2, 3) AS tail, LIST_SLICE([x, y, 3], "
-    "-2, -1) AS from_end, ARRAY_SLICE(STRING_SPLIT(s, ','), 2, 10) AS rest FROM t3"
+    "-2, -1) AS from_end, ARRAY_SLICE(STRING_SPLIT(s, ','), 2, 10) AS rest, 'abcdef'[2] AS literal_char, "
+    "UPPER(s)[1] AS first_upper, 'abcdef'[-2:] AS literal_slice, STRING_SPLIT(s, ',')[2:] AS parts_after FROM t3"
 )
 # DuckDB's LEFT/RIGHT of a negative count, TRY_STRPTIME, intervals of expressions (INTERVAL (n) DAY, TO_HOURS),
 # COUNT(DISTINCT ...) over a window (Spark refuses it) and REGEXP_SPLIT_TO_ARRAY.
@@ -323,7 +325,12 @@ def duckdb_results():
 
 @pytest.mark.parametrize(
     "name, declared",
-    [(name, declared) for name in FUNCTION_QUERIES for declared in (True, False) if declared or name != "typed_columns"],
+    [
+        (name, declared)
+        for name in FUNCTION_QUERIES
+        for declared in (True, False)
+        if declared or name != "typed_columns"
+    ],
 )
 def test_duckdb_function_gives_duckdb_s_values_and_types_on_spark(spark, duckdb_results, name, declared):
     """LEN of lists, ``/`` and ``//``, TIME_BUCKET, DATE_TRUNC, YEARWEEK and STRFTIME give the rows and column

@@ -171,11 +171,19 @@ def element(node: exp.Bracket) -> exp.Expr:
             return node
         start, end = index.this or _ONE, index.expression or exp.Neg(this=_ONE)
         return _filled(_TEXT_SLICE if text else _SLICE, [node.this, start, end])
-    # sqlglot counts from 0 an index it sees is an integer when it parses (not knowing the columns' types)
-    kind = shown_type(index, columns=False)
-    if kind is not None and kind.this in exp.DataType.INTEGER_TYPES:
+    if _counted_from_zero(node.this, index):
         index = exp.Literal.number(index.to_py() + 1) if index.is_int else exp.Add(this=index, expression=_ONE)
     return _filled(_CHARACTER if text else _ELEMENT, [node.this, index])
+
+
+def _counted_from_zero(container: exp.Expr, index: exp.Expr) -> bool:
+    """Whether sqlglot moved ``index`` to count from 0 when it parsed ``container[index]``: it does when it sees
+    the index is an integer and the container a list or of unknown type (the columns' types unknown to it)."""
+    seen = shown_type(container, columns=False)
+    if seen is not None and seen.this != exp.DataType.Type.ARRAY:
+        return False
+    kind = shown_type(index, columns=False)
+    return kind is not None and kind.this in exp.DataType.INTEGER_TYPES
 
 
 def remainder(node: exp.Mod) -> exp.Expr:

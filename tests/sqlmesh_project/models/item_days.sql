@@ -18,7 +18,8 @@ SELECT
   d.ds + INTERVAL 12 HOUR AS noon,
   f.first_day - INTERVAL 1 DAY AS eve,
   CAST(d.quantity * p.price AS INTEGER) AS rounded_revenue,
-  f.first_at - INTERVAL 30 MINUTE AS before_first
+  f.first_at - INTERVAL 30 MINUTE AS before_first,
+  d.item[1:3] AS item_prefix
 FROM bakery.daily_sales AS d
 JOIN bakery.prices AS p
   ON p.item = d.item
