@@ -178,7 +178,8 @@ EPOCHS = "SELECT ts, EPOCH(ts) AS epoch, EXTRACT(epoch FROM d) AS date_epoch FRO
 INTEGER_CASTS = (
     "SELECT x, CAST(x / 2 AS INTEGER) AS half, CAST(CAST(x AS DECIMAL(5, 1)) * 0.5 AS INTEGER) AS dec_half, "
     "CAST(CAST(x AS DOUBLE) / 4 AS BIGINT) AS quarter, (x / 2)::SMALLINT AS colon, TRY_CAST(x / 3 AS INT) AS third, "
-    "CAST(x AS BIGINT) AS same FROM t3"
+    "CAST(x AS BIGINT) AS same, CAST(2.5 AS INT) AS literal_half, CAST(-2.5 AS INT) AS literal_neg, "
+    "CAST(CAST(x AS INT) * 0.5 AS INT) AS times_decimal FROM t3"
 )
 MATCHES = (  # REGEXP_MATCHES' options: i ignores case (c after it does not), s lets . match a newline
     "SELECT s, REGEXP_MATCHES(s, '^A', 'i') AS matches_i, REGEXP_MATCHES(s, 'B', 'ic') AS matches_c, "
@@ -230,13 +231,15 @@ TEXT_AND_SLICES = (
     "UPPER(s)[1] AS first_upper, 'abcdef'[-2:] AS literal_slice, STRING_SPLIT(s, ',')[2:] AS parts_after FROM t3"
 )
 # DuckDB's LEFT/RIGHT of a negative count, TRY_STRPTIME, intervals of expressions (INTERVAL (n) DAY, TO_HOURS),
-# COUNT(DISTINCT ...) over a window (Spark refuses it) and REGEXP_SPLIT_TO_ARRAY.
+# COUNT(DISTINCT ...) over a window and RANK / ROW_NUMBER over one without an order (Spark refuses both), and
+# REGEXP_SPLIT_TO_ARRAY.
 INTERVALS_AND_WINDOWS = (
     "SELECT ts, LEFT(s, -1) AS all_but_last, RIGHT(s, x - 6) AS by_count, TRY_STRPTIME(s, '%Y') AS bad_text, "
     "TRY_STRPTIME(CAST(d AS VARCHAR), '%Y-%m-%d') AS parsed, ts + TO_HOURS(x) AS hours, d + TO_DAYS(x) AS days, "
     "ts + TO_MONTHS(y) AS months, ts - INTERVAL (y * 2) HOUR AS by_expr, ts + INTERVAL (3) DAY AS parenthesized, "
     "COUNT(DISTINCT y) OVER () AS ys, QUANTILE_DISC(x, 0.75) OVER () AS q75, "
-    "COUNT(DISTINCT s) OVER (PARTITION BY y) AS per_y, REGEXP_SPLIT_TO_ARRAY(s, ',+') AS parts FROM t3"
+    "COUNT(DISTINCT s) OVER (PARTITION BY y) AS per_y, REGEXP_SPLIT_TO_ARRAY(s, ',+') AS parts, RANK() OVER () AS "
+    "all_peers, DENSE_RANK() OVER (PARTITION BY y) AS peers_y, ROW_NUMBER() OVER () > 0 AS numbered FROM t3"
 )
 # DuckDB's QUANTILE is discrete, as QUANTILE_DISC; SKEWNESS and KURTOSIS are the sample statistics; COUNT() counts rows.
 AGGREGATES = (
@@ -246,22 +249,32 @@ AGGREGATES = (
     "FAVG(dec) AS favg FROM t3"
 )
 # Columns whose type only the table's declared columns show: a DATE column less a DATE is a number of days, plus
-# an INTERVAL a TIMESTAMP; a DOUBLE (here a CTE's x / 4) cast to an integer rounds half to even, a DECIMAL half
+# an INTERVAL of hours a TIMESTAMP; a DOUBLE (here a CTE's x / 4) cast to an integer rounds half to even, a DECIMAL half
 # away from zero; LEN of a list column counts its elements; l[i] of an integer column counts from 1; a text
-# column's s[i] is a character and s[a:b] / l[a:b] slices from 1, both ends kept.
+# column's s[i] is a character and s[a:b] / l[a:b] slices from 1, both ends kept; EPOCH_MS of a time is its
+# milliseconds; an INT times a number written with a point is a DECIMAL (cast to an integer: half away from zero).
 TYPED_COLUMNS = (
     "WITH f AS (SELECT x, y, d, dec, s, x / 4 AS ratio, [x, y] AS pair, CAST(ts AS DATE) AS day FROM t3) "
-    "SELECT f.x, f.d - DATE '2020-01-01' AS since, f.d - day AS same_day, f.d + INTERVAL 1 DAY AS next_day, "
-    "f.d - INTERVAL 1 MONTH AS month_before, INTERVAL '2 hours' + f.d AS two_hours, CAST(f.dec AS INT) AS dec_int, "
+    "SELECT f.x, f.d - DATE '2020-01-01' AS since, f.d - day AS same_day, f.d + INTERVAL 36 HOUR AS later, "
+    "INTERVAL '2 hours' + f.d AS two_hours, CAST(f.dec AS INT) AS dec_int, "
     "CAST(ratio AS INT) AS ratio_int, CAST(ratio * 10 AS BIGINT) AS scaled, LEN(pair) AS pair_len, "
     "pair[f.y] AS by_y, f.d - b.d AS self_gap, CAST(b.dec * 1.5 AS INT) AS joined_int, f.s[2] AS second_char, "
-    "f.s[-3:] AS last_three, f.s[f.y:f.x] AS chars_y_to_x, f.s[0] AS at_zero, pair[2:] AS tail, pair[:1] AS head "
+    "f.s[-3:] AS last_three, f.s[f.y:f.x] AS chars_y_to_x, f.s[0] AS at_zero, pair[2:] AS tail, pair[:1] AS head, "
+    "EPOCH_MS(b.ts) AS ms, EPOCH_MS(f.d) AS day_ms, CAST(f.x * 0.5 AS BIGINT) AS half_up "
     "FROM f JOIN t3 AS b ON f.x = b.x ORDER BY f.x"
 )
+# DuckDB's SELECT * REPLACE (...), written out from the columns declared (Spark has no REPLACE).
+REPLACING_STARS = (
+    "WITH w AS (SELECT * EXCLUDE (ts) REPLACE (x * 2 AS x, s || '!' AS s) FROM t3) "
+    "SELECT w.* REPLACE (w.d - DATE '2020-01-01' AS d), t.ts FROM w JOIN t3 AS t ON w.y = t.y AND w.dec = t.dec"
+)
+# Queries that need the table's declared columns.
+DECLARED_ONLY = {"typed_columns", "replacing_stars"}
 # The Spark types of t3's columns as a project declares them (a source's ``columns``).
 T3_COLUMNS = {"ts": "timestamp", "d": "date", "x": "int", "y": "int", "s": "string", "dec": "decimal(10,2)"}
 FUNCTION_QUERIES = {
     "typed_columns": TYPED_COLUMNS,
+    "replacing_stars": REPLACING_STARS,
     "aggregates": AGGREGATES,
     "intervals_and_windows": INTERVALS_AND_WINDOWS,
     "text_and_slices": TEXT_AND_SLICES,
@@ -329,7 +342,7 @@ def duckdb_results():
         (name, declared)
         for name in FUNCTION_QUERIES
         for declared in (True, False)
-        if declared or name != "typed_columns"
+        if declared or name not in DECLARED_ONLY
     ],
 )
 def test_duckdb_function_gives_duckdb_s_values_and_types_on_spark(spark, duckdb_results, name, declared):

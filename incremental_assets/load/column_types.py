@@ -201,7 +201,7 @@ def with_model_types(
             continue
         try:
             found = parse(model.path, macros=replace(macros, schemas={**inputs, **macros.schemas}))
-        except ModelFileError:
+        except (ModelFileError, SqlglotError):
             continue  # the first parse stands
         models.update((again.name, again) for again in found if again.name in models)
 

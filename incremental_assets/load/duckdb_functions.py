@@ -18,12 +18,14 @@ Spark expressions giving DuckDB's values (sqlglot carries them over by name, and
   negative from the end), ``LIST_HAS_ANY`` (NULL elements match nothing), ``LIST_STRING_AGG``,
   ``LIST_APPLY`` / ``ARRAY_APPLY`` / ``ARRAY_TRANSFORM``.
 * ``LEFT`` / ``RIGHT`` of a negative count (all but the last, first, characters), ``TRY_STRPTIME``,
-  ``REGEXP_SPLIT_TO_ARRAY``, ``COUNT(DISTINCT x) OVER (...)`` (Spark refuses it: the size of the window's set).
+  ``REGEXP_SPLIT_TO_ARRAY``, ``COUNT(DISTINCT x) OVER (...)`` (Spark refuses it: the size of the window's set),
+  ``ROW_NUMBER()``, ``RANK()``, ``LAG`` ... over a window without an order (Spark refuses it: ordered by NULL).
 * Aggregates: ``QUANTILE`` / ``QUANTILE_DISC`` (discrete), ``SKEWNESS`` / ``KURTOSIS`` (sample statistics),
   ``PRODUCT`` (not inside ``FILTER`` or ``OVER``), ``FSUM`` / ``KAHAN_SUM`` and ``FAVG`` (as DOUBLE).
 * Intervals of an expression: ``INTERVAL (n) DAY``, ``TO_DAYS(n)``, ``TO_HOURS(n)`` ... (Spark's INTERVAL takes
   constants only), and ``INTERVAL (3) DAY`` of a constant written as Spark reads it.
-* Times: ``NANOSECOND`` (of the minute, seconds included, as DuckDB counts it), ``EPOCH_US`` / ``EPOCH_NS``, and
+* Times: ``NANOSECOND`` (of the minute, seconds included, as DuckDB counts it), ``EPOCH_US`` / ``EPOCH_NS``,
+  ``EPOCH_MS`` of a time, and
   ``DATE_SUB(part, a, b)`` (the whole parts elapsed from ``a`` to ``b``: Spark's ``TIMESTAMPDIFF``);
   ``MILLISECOND(x)``, ``DECADE(x)`` and the other parts are :mod:`~incremental_assets.load.spark_semantics`'
   ``DATE_PART`` of them.
@@ -45,9 +47,9 @@ from incremental_assets.load.duckdb_types import is_list, shown_type
 __all__ = [
     "concat",
     "discrete_quantile",
-    "distinct_count_over",
     "duckdb_function",
     "element",
+    "epoch_ms",
     "glob",
     "infinite",
     "interval_of",
@@ -55,9 +57,11 @@ __all__ = [
     "list_position",
     "log10",
     "overlap",
+    "remainder",
     "reversed_list",
     "sample_moment",
     "to_days",
+    "window_function",
 ]
 
 _ONE = exp.Literal.number(1)
@@ -186,6 +190,15 @@ def _counted_from_zero(container: exp.Expr, index: exp.Expr) -> bool:
     return kind is not None and kind.this in exp.DataType.INTEGER_TYPES
 
 
+def epoch_ms(node: exp.UnixToTime) -> exp.Expr:
+    """DuckDB's ``EPOCH_MS(x)``: of a number the timestamp so many milliseconds after 1970 (sqlglot's reading), of
+    a timestamp or a date whose type is shown or declared its milliseconds since 1970."""
+    kind = shown_type(node.this)
+    if kind is None or kind.this not in exp.DataType.TEMPORAL_TYPES or node.args.get("scale") is None:
+        return node
+    return _filled("UNIX_MILLIS(CAST(__0 AS TIMESTAMP))", [node.this])
+
+
 def remainder(node: exp.Mod) -> exp.Expr:
     """DuckDB's ``x % y`` is NULL where ``y`` is 0 (Spark's fails the run)."""
     divisor = node.expression.unnest()
@@ -281,9 +294,22 @@ def left_right(node: exp.Left | exp.Right) -> exp.Expr:
     return _filled(sql, [node.this, count])
 
 
-def distinct_count_over(node: exp.Window) -> exp.Expr:
-    """DuckDB's ``COUNT(DISTINCT x) OVER (...)``, which Spark refuses: the size of ``COLLECT_SET(x)`` over the
-    same window (NULLs are not counted by either)."""
+# Window functions Spark computes only over an ordered window.
+_ORDERED = tuple(
+    getattr(exp, name)
+    for name in "RowNumber Rank DenseRank PercentRank CumeDist Ntile Lag Lead NthValue".split()
+    if hasattr(exp, name)
+)
+
+
+def window_function(node: exp.Window) -> exp.Expr:
+    """DuckDB's window functions over a window Spark refuses: ``ROW_NUMBER()``, ``RANK()``, ``LAG`` ... ``OVER
+    ()`` without an order (every row a peer: ordered by NULL), and ``COUNT(DISTINCT x) OVER (...)`` (the size of
+    ``COLLECT_SET(x)`` over the same window; NULLs are not counted by either)."""
+    if isinstance(node.this, _ORDERED) and node.args.get("order") is None:
+        ordered = node.copy()
+        ordered.set("order", exp.Order(expressions=[exp.Ordered(this=exp.Null())]))
+        return ordered
     count = node.this
     distinct = count.this if isinstance(count, exp.Count) else None
     if not isinstance(distinct, exp.Distinct) or len(distinct.expressions) != 1:

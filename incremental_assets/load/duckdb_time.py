@@ -103,8 +103,8 @@ def _ntz(text: str) -> exp.Expr:
     return exp.cast(exp.Literal.string(text), exp.DataType(this=exp.DataType.Type.TIMESTAMPNTZ))
 
 
-def _is_date(node: exp.Expr) -> bool:
-    kind = shown_type(node)
+def _is_date(node: exp.Expr, *, columns: bool = True) -> bool:
+    kind = shown_type(node, columns=columns)
     return kind is not None and kind.this in (exp.DataType.Type.DATE, exp.DataType.Type.DATE32)
 
 
@@ -128,13 +128,16 @@ def date_add(node: exp.DateAdd) -> exp.Expr:
 
 
 def date_arithmetic(node: exp.Add | exp.Sub) -> exp.Expr:
-    """DuckDB's ``+`` / ``-`` of a DATE the query shows: a DATE and an INTERVAL make a TIMESTAMP (Spark keeps a
-    DATE), and a DATE less a DATE is a number of days (Spark gives an INTERVAL, which no table can hold)."""
+    """DuckDB's ``+`` / ``-`` of a DATE: a DATE the query shows and an INTERVAL make a TIMESTAMP (Spark keeps a
+    DATE), and a DATE less a DATE is a number of days (Spark gives an INTERVAL, which no table can hold).
+
+    A DATE column (its type declared) and an INTERVAL of days or more stay a DATE, as SQLMesh writes them when it
+    knows every column's type (it casts the rows to sqlglot's reading, a DATE); with hours, a TIMESTAMP."""
     left, right = node.this, node.expression
     if isinstance(right, exp.Interval) or (isinstance(left, exp.Interval) and isinstance(node, exp.Add)):
         value, interval = (left, right) if isinstance(right, exp.Interval) else (right, left)
         length = interval_length(interval)
-        if length is None or length == (0, 0) or not _is_date(value):
+        if length is None or length == (0, 0) or not _is_date(value, columns=False):
             return node
         return _shifted(value.copy(), length, -1 if isinstance(node, exp.Sub) else 1)
     if isinstance(node, exp.Add) or any(isinstance(side, (exp.Literal, exp.Binary)) for side in (left, right)):

@@ -34,12 +34,16 @@ def shown_type(node: exp.Expr, *, columns: bool = True) -> exp.DataType | None:
     """The DuckDB type the query shows ``node`` to have (a cast, a literal, a function's result, and with
     ``columns`` a column :func:`type_columns` marked), if any."""
     copy = node.copy()
-    for column in list(copy.find_all(exp.Column)) if columns else []:
-        kind = column.type
-        if kind is not None and _known(kind):
-            if column is copy:
-                return kind
-            column.replace(exp.Cast(this=exp.Null(), to=kind.copy()))
+    for leaf in list(copy.find_all(exp.Column, exp.Literal)):
+        if isinstance(leaf, exp.Column):
+            kind = column_type(leaf) if columns else None
+        else:
+            kind = _decimal(leaf) if isinstance(leaf, exp.Literal) else None
+        if kind is None:
+            continue
+        if leaf is copy:
+            return kind
+        leaf.replace(exp.Cast(this=exp.Null(), to=kind.copy()))
     try:
         kind = annotate_types(copy, dialect="duckdb").type
     except SqlglotError:
@@ -69,7 +73,7 @@ def type_columns(query: exp.Expr, schemas: Mapping[str, Mapping[str, str]]) -> N
     """Mark, in place, each column of ``query`` with its declared type: ``schemas`` maps a table's name
     (``db.table``) to its columns' Spark SQL types. A column whose table is not clear (an unqualified name two
     tables could hold) or not declared stays unmarked."""
-    tables = {name.lower(): {c.lower(): t for c, t in columns.items()} for name, columns in schemas.items()}
+    tables = {name.lower(): dict(columns) for name, columns in schemas.items()}
     if not tables:
         return
     try:
@@ -77,10 +81,31 @@ def type_columns(query: exp.Expr, schemas: Mapping[str, Mapping[str, str]]) -> N
     except (SqlglotError, KeyError, ValueError, RecursionError):
         return
     for scope in scopes:
+        if isinstance(scope.expression, exp.Select):
+            _expand_replacing_stars(scope, tables)
         for column in scope.columns:
             kind = _column_type(scope, column, tables)
             if kind is not None:
                 column.type = kind
+
+
+def column_type(column: exp.Column) -> exp.DataType | None:
+    """The type :func:`type_columns` marked ``column`` with, if any."""
+    kind = column.type
+    return kind if kind is not None and _known(kind) else None
+
+
+def _decimal(literal: exp.Literal) -> exp.DataType | None:
+    """DuckDB's type of a number written with a point and no exponent: a DECIMAL of its digits (``1.5`` is
+    DECIMAL(2,1); sqlglot reads it as a DOUBLE)."""
+    text = literal.this
+    if literal.is_string or "." not in text or not text.replace(".", "", 1).isdigit():
+        return None
+    whole, fraction = text.split(".")
+    digits = len(whole.lstrip("0")) + len(fraction)
+    if digits > 38:
+        return None
+    return exp.DataType.build(f"DECIMAL({max(digits, 1)}, {len(fraction)})")
 
 
 def _known(kind: exp.DataType | None) -> bool:
@@ -95,10 +120,12 @@ def _column_type(scope: Scope, column: exp.Column, tables: Mapping[str, Mapping[
         held = [_names(s, tables) for s in scope.sources.values()]
         if any(names is None for names in held):
             return None  # a source of unknown columns might hold it
-        owners = [s for s, names in zip(scope.sources.values(), held) if names is not None and name in names]
+        owners = [
+            s for s, names in zip(scope.sources.values(), held) if names is not None and name in map(str.lower, names)
+        ]
         source = owners[0] if len(owners) == 1 else None
     if isinstance(source, exp.Table):
-        declared = tables.get(_table_name(source), {}).get(name)
+        declared = {c.lower(): t for c, t in tables.get(_table_name(source), {}).items()}.get(name)
         return None if declared is None else _duckdb_type(declared)
     if isinstance(source, Scope) and isinstance(source.expression, exp.Select):
         for projection in source.expression.selects:
@@ -107,16 +134,44 @@ def _column_type(scope: Scope, column: exp.Column, tables: Mapping[str, Mapping[
     return None
 
 
-def _names(source: exp.Expr | Scope, tables: Mapping[str, Mapping[str, str]]) -> set[str] | None:
-    """The column names a scope's source holds, None when unknown."""
+def _names(source: exp.Expr | Scope | None, tables: Mapping[str, Mapping[str, str]]) -> list[str] | None:
+    """The names of the columns a scope's source holds, in order, None when unknown."""
     if isinstance(source, exp.Table):
         columns = tables.get(_table_name(source))
-        return None if columns is None else set(columns)
+        return None if columns is None else list(columns)
     if isinstance(source, Scope) and isinstance(source.expression, exp.Select):
         if any(isinstance(p, exp.Star) or p.is_star for p in source.expression.selects):
             return None
-        return {p.alias_or_name.lower() for p in source.expression.selects}
+        return [p.alias_or_name for p in source.expression.selects]
     return None
+
+
+def _expand_replacing_stars(scope: Scope, tables: Mapping[str, Mapping[str, str]]) -> None:
+    """DuckDB's ``SELECT * REPLACE (expr AS col)`` (and ``t.* ...``), which Spark lacks, written as the source's
+    columns in order with ``col`` replaced, where the source's columns are known; in place."""
+    select = scope.expression
+    projections: list[exp.Expr] = []
+    for projection in select.expressions:
+        star = projection.this if isinstance(projection, exp.Column) else projection
+        if not isinstance(star, exp.Star) or not star.args.get("replace"):
+            projections.append(projection)
+            continue
+        single = next(iter(scope.selected_sources)) if len(scope.selected_sources) == 1 else None
+        alias = projection.table if isinstance(projection, exp.Column) else single
+        names = _names(scope.sources.get(alias), tables) if alias else None
+        if names is None:
+            projections.append(projection)
+            continue
+        excluded = {c.name.lower() for c in star.args.get("except_") or star.args.get("except") or []}
+        replaced = {r.alias.lower(): r for r in star.args["replace"]}
+        for name in names:
+            if name.lower() not in excluded:
+                projections.append(
+                    replaced[name.lower()].copy() if name.lower() in replaced else exp.column(name, alias)
+                )
+    if projections != select.expressions:
+        select.set("expressions", projections)
+        scope.clear_cache()  # its columns are the new projections
 
 
 def _table_name(table: exp.Table) -> str:
@@ -139,28 +194,29 @@ INTEGER_TYPES = {
 }
 
 
+# The expressions whose translation a column's type decides.
+_CHOICES = (exp.Sub, exp.Cast, exp.TryCast, exp.IntDiv, exp.Length, exp.DateBin, exp.Bracket, exp.UnixToTime)
+
+
 def has_untyped_choice(query: exp.Expr) -> bool:
     """Whether ``query`` (as the rewrites left it) still holds an expression whose translation a column's type
-    would decide, over a column of unknown type: ``+`` / ``-`` of an INTERVAL, ``-`` of two columns, a cast to
-    an integer, ``//``, ``LEN``, ``TIME_BUCKET``, or ``x[i]`` / ``x[a:b]`` (a list's or a text's).
+    would decide, over a column of unknown type: ``-`` of two columns, a cast to
+    an integer, ``//``, ``LEN``, ``TIME_BUCKET``, ``EPOCH_MS``, ``x[i]`` / ``x[a:b]`` (a list's or a text's), or a
+    ``* REPLACE (...)``.
 
     >>> import sqlglot
     >>> [has_untyped_choice(sqlglot.parse_one(sql)) for sql in ("SELECT a - b, c FROM t", "SELECT a + 1 FROM t")]
     [True, False]
     """
-    for node in query.find_all(
-        exp.Add, exp.Sub, exp.Cast, exp.TryCast, exp.IntDiv, exp.Length, exp.DateBin, exp.Bracket
-    ):
+    if any(star.args.get("replace") for star in query.find_all(exp.Star)):
+        return True  # SELECT * REPLACE (...) is written out once the columns are known
+    for node in query.find_all(*_CHOICES):
         if isinstance(node, (exp.Cast, exp.TryCast)) and node.to.this not in INTEGER_TYPES:
             continue
         if isinstance(node, exp.Bracket):
             node = node.this
-        if isinstance(node, (exp.Add, exp.Sub)):
-            sides = (node.this, node.expression)
-            if not any(isinstance(s, exp.Interval) for s in sides) and (
-                isinstance(node, exp.Add) or not all(s.find(exp.Column) for s in sides)
-            ):
-                continue
+        elif isinstance(node, exp.Sub) and not all(s.find(exp.Column) for s in (node.this, node.expression)):
+            continue
         if any(not _known(column.type) for column in node.find_all(exp.Column)):
             return True
     return False
