@@ -6,8 +6,10 @@ A DATE column less a DATE is a number of days in DuckDB and an INTERVAL in Spark
 integer is rounded by DuckDB and truncated by Spark; ``LEN`` of a list column is its number of elements. Which
 of these a column is, the query does not say: its table's declared columns do (a source's ``columns``, an
 external model's). :func:`type_columns` marks each column of the query whose table it can tell and whose type
-is declared, in every scope (a derived table's or a CTE's output column gets the type its expression has);
-:func:`shown_type` is the type of an expression with those marks taken into account.
+is declared, in every scope (a derived table's or a CTE's output column gets the type its expression has), and
+writes out DuckDB's ``SELECT * REPLACE (...)``, which Spark lacks, from the source's known columns;
+:func:`shown_type` is the type of an expression with those marks taken into account (and a number written with
+a point a DECIMAL, as DuckDB reads it).
 
 >>> import sqlglot
 >>> q = sqlglot.parse_one("SELECT o.day - DATE '2024-01-01' AS n, amount FROM (SELECT day, amount "
@@ -29,6 +31,27 @@ from sqlglot.optimizer.scope import Scope, traverse_scope
 # Spark's TIMESTAMP is an instant in the session's zone (UTC here): the wall time DuckDB's TIMESTAMP holds.
 _AS_DUCKDB = {exp.DataType.Type.TIMESTAMPTZ: "TIMESTAMP", exp.DataType.Type.TIMESTAMPLTZ: "TIMESTAMP"}
 
+# Functions returning a list, whose type sqlglot leaves unknown (names an older sqlglot lacks are skipped).
+_LIST_FUNCTIONS = tuple(
+    getattr(exp, name)
+    for name in (
+        "Array Split RegexpSplit StringToArray ArrayAgg ArrayUniqueAgg ArrayFilter ArrayDistinct ArrayConcat ArraySort "
+        "SortArray ArraySlice ArrayCompact ArrayIntersect ArrayRemove ArrayAppend ArrayPrepend Flatten "
+        "RegexpExtractAll MapKeys MapValues Transform GenerateDateArray"
+    ).split()
+    if hasattr(exp, name)
+)
+
+# Integer types DuckDB's casts round to (an older sqlglot lacks some names).
+INTEGER_TYPES = {
+    getattr(exp.DataType.Type, name)
+    for name in "TINYINT SMALLINT INT BIGINT HUGEINT UTINYINT USMALLINT UINT UBIGINT".split()
+    if hasattr(exp.DataType.Type, name)
+}
+
+# The expressions whose translation a column's type decides.
+_CHOICES = (exp.Sub, exp.Cast, exp.TryCast, exp.IntDiv, exp.Length, exp.DateBin, exp.Bracket, exp.UnixToTime)
+
 
 def shown_type(node: exp.Expr, *, columns: bool = True) -> exp.DataType | None:
     """The DuckDB type the query shows ``node`` to have (a cast, a literal, a function's result, and with
@@ -49,18 +72,6 @@ def shown_type(node: exp.Expr, *, columns: bool = True) -> exp.DataType | None:
     except SqlglotError:
         return None
     return kind if _known(kind) else None
-
-
-# Functions returning a list, whose type sqlglot leaves unknown (names an older sqlglot lacks are skipped).
-_LIST_FUNCTIONS = tuple(
-    getattr(exp, name)
-    for name in (
-        "Array Split RegexpSplit StringToArray ArrayAgg ArrayUniqueAgg ArrayFilter ArrayDistinct ArrayConcat ArraySort "
-        "SortArray ArraySlice ArrayCompact ArrayIntersect ArrayRemove ArrayAppend ArrayPrepend Flatten "
-        "RegexpExtractAll MapKeys MapValues Transform GenerateDateArray"
-    ).split()
-    if hasattr(exp, name)
-)
 
 
 def is_list(node: exp.Expr) -> bool:
@@ -186,23 +197,10 @@ def _duckdb_type(spark_type: str) -> exp.DataType | None:
     return exp.DataType.build(_AS_DUCKDB[kind.this]) if kind.this in _AS_DUCKDB else kind
 
 
-# Integer types DuckDB's casts round to (an older sqlglot lacks some names).
-INTEGER_TYPES = {
-    getattr(exp.DataType.Type, name)
-    for name in "TINYINT SMALLINT INT BIGINT HUGEINT UTINYINT USMALLINT UINT UBIGINT".split()
-    if hasattr(exp.DataType.Type, name)
-}
-
-
-# The expressions whose translation a column's type decides.
-_CHOICES = (exp.Sub, exp.Cast, exp.TryCast, exp.IntDiv, exp.Length, exp.DateBin, exp.Bracket, exp.UnixToTime)
-
-
 def has_untyped_choice(query: exp.Expr) -> bool:
     """Whether ``query`` (as the rewrites left it) still holds an expression whose translation a column's type
-    would decide, over a column of unknown type: ``-`` of two columns, a cast to
-    an integer, ``//``, ``LEN``, ``TIME_BUCKET``, ``EPOCH_MS``, ``x[i]`` / ``x[a:b]`` (a list's or a text's), or a
-    ``* REPLACE (...)``.
+    would decide, over a column of unknown type: ``-`` of two columns, a cast to an integer, ``//``, ``LEN``,
+    ``TIME_BUCKET``, ``EPOCH_MS``, ``x[i]`` / ``x[a:b]`` (a list's or a text's), or a ``* REPLACE (...)``.
 
     >>> import sqlglot
     >>> [has_untyped_choice(sqlglot.parse_one(sql)) for sql in ("SELECT a - b, c FROM t", "SELECT a + 1 FROM t")]
