@@ -35,6 +35,7 @@ from incremental_assets.load.duckdb_types import has_untyped_choice
 from incremental_assets.load.macros import render, window_conditions
 from incremental_assets.load.macros.evaluator import MacroContext
 from incremental_assets.load.macros.window_conditions import first_variant
+from incremental_assets.model.project import closure
 from incremental_assets.model.sql_model import SqlModel
 
 # How a column of unknown type is written in a table's columns (sqlglot reads it back as such).
@@ -219,14 +220,8 @@ def needs_model_types(model: SqlModel, models: Mapping[str, SqlModel]) -> bool:
 
 def ancestors(models: Mapping[str, SqlModel], name: str) -> dict[str, SqlModel]:
     """The models ``name`` reads, directly or through others (itself left out)."""
-    found: dict[str, SqlModel] = {}
-    stack = [r for r in models[name].depends_on if r in models]
-    while stack:
-        read = stack.pop()
-        if read not in found and read != name:
-            found[read] = models[read]
-            stack.extend(r for r in models[read].depends_on if r in models)
-    return found
+    reached = closure(name, lambda n: [r for r in models[n].depends_on if r in models])
+    return {n: models[n] for n in reached if n != name}
 
 
 def upstream_first(models: Mapping[str, SqlModel]) -> list[str]:

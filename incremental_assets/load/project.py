@@ -323,7 +323,7 @@ def _load_models(
             _add_model(models, build(macros=macros), sources, errors)
         except ModelFileError as exc:
             errors.append(exc)
-    if macros is not None and any(needs_model_types(m, models) for m in models.values()):
+    if macros is not None:
         with_model_types(models, columns, macros, parse)
     columns.save()
     return models

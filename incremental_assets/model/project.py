@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from incremental_assets.errors import SelectionError
 from incremental_assets.model.audits import UserAudit
@@ -138,19 +138,25 @@ class Project:
                 hits = {self.model(core).name}
             for name in list(hits):
                 if up:
-                    hits |= self._closure(name, lambda n: [u.name for u in self.upstream_models(self.models[n])])
+                    hits |= closure(name, lambda n: [u.name for u in self.upstream_models(self.models[n])])
                 if down:
-                    hits |= self._closure(name, self.downstream)
+                    hits |= closure(name, self.downstream)
             chosen |= hits
         return [m for m in self.ordered() if m.name in chosen]
 
-    @staticmethod
-    def _closure(start: str, step) -> set[str]:
-        seen: set[str] = set()
-        stack = [start]
-        while stack:
-            for nxt in step(stack.pop()):
-                if nxt not in seen:
-                    seen.add(nxt)
-                    stack.append(nxt)
-        return seen
+
+def closure(start: str, step: Callable[[str], Iterable[str]]) -> set[str]:
+    """The names reached from ``start`` by ``step`` (a name's neighbours), one step or more (``start`` itself only
+    through a cycle).
+
+    >>> sorted(closure("a", {"a": ["b"], "b": ["c"], "c": []}.__getitem__))
+    ['b', 'c']
+    """
+    seen: set[str] = set()
+    stack = [start]
+    while stack:
+        for nxt in step(stack.pop()):
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return seen
