@@ -188,34 +188,40 @@ def with_model_types(
     columns: ModelColumns,
     macros: MacroContext,
     parse: Callable[..., list[SqlModel]],
+    source_columns: Callable[[str], Mapping[str, str] | None] = lambda name: None,
 ) -> None:
-    """Each model file whose DuckDB query a column type of the models it reads would translate otherwise
-    (``date_col - date_col``, ``CAST(double_col AS INT)``) parsed again, upstream first, knowing those types
-    (declared or worked out from their queries); in place."""
+    """Each model file whose DuckDB query a column type of the tables it reads would translate otherwise
+    (``date_col - date_col``, ``CAST(double_col AS INT)``) parsed again, upstream first, knowing those types:
+    the models' (declared or worked out from their queries) and, for a source declaring no columns,
+    ``source_columns(name)`` (read from its files); in place."""
     for name in upstream_first(models):
         model = models[name]
-        if model.path.suffix != ".sql" or not needs_model_types(model, models):
+        if model.path.suffix != ".sql" or not _has_choice(model):
             continue
-        known = columns.of(ancestors(models, name), macros.schemas)
-        inputs = {t: known[t] for t in model.depends_on if t in known and t not in macros.schemas}
+        inputs: dict[str, Mapping[str, str]] = {}
+        if any(t in models for t in model.depends_on):
+            known = columns.of(ancestors(models, name), macros.schemas)
+            inputs = {t: known[t] for t in model.depends_on if t in known and t not in macros.schemas}
+        for table in model.depends_on:
+            if table not in models and table not in macros.schemas and (found := source_columns(table)):
+                inputs[table] = found
         if not inputs:
             continue
         try:
-            found = parse(model.path, macros=replace(macros, schemas={**inputs, **macros.schemas}))
+            again = parse(model.path, macros=replace(macros, schemas={**inputs, **macros.schemas}))
         except (ModelFileError, SqlglotError):
             continue  # the first parse stands
-        models.update((again.name, again) for again in found if again.name in models)
+        models.update((m.name, m) for m in again if m.name in models)
 
 
 def needs_model_types(model: SqlModel, models: Mapping[str, SqlModel]) -> bool:
     """Whether ``model`` is a DuckDB model reading another of ``models`` whose query still holds a translation a
     column's type would decide (:func:`~incremental_assets.load.duckdb_types.has_untyped_choice`)."""
-    return (
-        model.dialect == "duckdb"
-        and model.query is not None
-        and any(t in models for t in model.depends_on)
-        and has_untyped_choice(model.query)
-    )
+    return any(t in models for t in model.depends_on) and _has_choice(model)
+
+
+def _has_choice(model: SqlModel) -> bool:
+    return model.dialect == "duckdb" and model.query is not None and has_untyped_choice(model.query)
 
 
 def ancestors(models: Mapping[str, SqlModel], name: str) -> dict[str, SqlModel]:

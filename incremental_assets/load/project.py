@@ -33,6 +33,7 @@ from incremental_assets.load.parsed import ParsedModels
 from incremental_assets.load.python_models import load_python_models
 from incremental_assets.load.query import parse_statements, table_name, table_references
 from incremental_assets.load.settings import load_settings
+from incremental_assets.load.source_columns import file_source_columns
 from incremental_assets.load.sources import load_sources
 from incremental_assets.load.sqlmesh_config import SqlmeshConfig, load_sqlmesh_config
 from incremental_assets.load.sqlmesh_models import SqlmeshPythonModel
@@ -324,9 +325,15 @@ def _load_models(
         except ModelFileError as exc:
             errors.append(exc)
     if macros is not None:
-        with_model_types(models, columns, macros, parse)
+        with_model_types(models, columns, macros, parse, functools.partial(_read_columns, sources))
     columns.save()
     return models
+
+
+def _read_columns(sources: Mapping[str, Source], name: str) -> dict[str, str] | None:
+    """The columns of source ``name`` read from its files, when it declares none."""
+    source = sources.get(name)
+    return None if source is None or source.columns else file_source_columns(source.location, source.format)
 
 
 def _parse_waiting(
