@@ -268,6 +268,17 @@ REPLACING_STARS = (
     "WITH w AS (SELECT * EXCLUDE (ts) REPLACE (x * 2 AS x, s || '!' AS s) FROM t3) "
     "SELECT w.* REPLACE (w.d - DATE '2020-01-01' AS d), t.ts FROM w JOIN t3 AS t ON w.y = t.y AND w.dec = t.dec"
 )
+# DuckDB's list aggregates (a sum keeps integers and a DECIMAL's scale; NULL for a list without values), and
+# what gives NULL or false in DuckDB where Spark's function gives otherwise: LIST_CONTAINS of a list holding
+# NULLs, ARRAY_TO_STRING of NULLs only, PRINTF and ISNAN of NULL.
+LIST_AGGREGATES = (
+    "SELECT LIST_SUM([x, y]) AS sum_xy, LIST_SUM([dec, dec]) AS sum_dec, LIST_SUM(LIST_VALUE(CAST(x AS DOUBLE), y)) "
+    "AS sum_d, LIST_AVG([x, y]) AS avg_xy, LIST_PRODUCT([x, y]) AS product_xy, LIST_AGGREGATE([x, y], 'max') AS "
+    "max_xy, LIST_AGGREGATE([s, s], 'string_agg') AS joined_s, LIST_AGGREGATE([x, NULL], 'count') AS n, "
+    "LIST_SUM([]::INT[]) AS empty_sum, ARRAY_HAS([x, y], 2) AS has_two, LIST_CONTAINS([x, NULL], 7) AS has_seven, "
+    "ARRAY_TO_STRING([s, NULL], '-') AS s_dash, ARRAY_TO_STRING([x, y], '-') AS xy_dash, LIST_STRING_AGG([s, s]) "
+    "AS ss, PRINTF('%s-%d', s, y) AS printed, ISNAN(x / 2) AS nan FROM t3"
+)
 # Queries that need the table's declared columns.
 DECLARED_ONLY = {"typed_columns", "replacing_stars"}
 # The Spark types of t3's columns as a project declares them (a source's ``columns``).
@@ -276,6 +287,7 @@ FUNCTION_QUERIES = {
     "typed_columns": TYPED_COLUMNS,
     "replacing_stars": REPLACING_STARS,
     "aggregates": AGGREGATES,
+    "list_aggregates": LIST_AGGREGATES,
     "intervals_and_windows": INTERVALS_AND_WINDOWS,
     "text_and_slices": TEXT_AND_SLICES,
     "date_arithmetic": DATE_ARITHMETIC,

@@ -42,10 +42,11 @@ import sqlglot
 from sqlglot import exp
 
 from incremental_assets.load.duckdb_time import PARTS
-from incremental_assets.load.duckdb_types import is_list, shown_type
+from incremental_assets.load.duckdb_types import INTEGER_TYPES, is_list, shown_type
 
 __all__ = [
     "concat",
+    "contains",
     "discrete_quantile",
     "duckdb_function",
     "element",
@@ -53,9 +54,12 @@ __all__ = [
     "glob",
     "infinite",
     "interval_of",
+    "joined",
     "left_right",
+    "list_aggregate",
     "list_position",
     "log10",
+    "not_a_number",
     "overlap",
     "remainder",
     "reversed_list",
@@ -86,6 +90,14 @@ _SLICE = f"IF(__1 IS NULL OR __2 IS NULL, NULL, SLICE(__0, {_FROM}, GREATEST({_U
 _TEXT_SLICE = "ARRAY_JOIN(" + _SLICE.replace("__0", "SPLIT(__0, '')") + ", '')"
 _CHARACTER = "IF(__1 = 0, '', SUBSTRING(__0, __1, 1))"
 _TEXT_TYPES = {exp.DataType.Type.TEXT, exp.DataType.Type.VARCHAR, exp.DataType.Type.CHAR}
+# DuckDB's list_contains: false where Spark's is NULL for a list holding NULLs; NULL for a NULL list or value.
+_CONTAINS = "CASE WHEN __0 IS NULL OR __1 IS NULL THEN NULL ELSE COALESCE(ARRAY_CONTAINS(__0, __1), FALSE) END"
+_VALUES = "FILTER(__0, __iam_e -> __iam_e IS NOT NULL)"
+# DuckDB's array_to_string: NULL for a list of NULLs only (Spark's gives ''); '' for an empty list.
+_JOINED = f"CASE WHEN SIZE(__0) > 0 AND SIZE({_VALUES}) = 0 THEN NULL ELSE ARRAY_JOIN(__0, __1) END"
+# DuckDB's list_sum / list_avg / list_product of a list's values: NULL for a list without any.
+_FOLDED = f"CASE WHEN SIZE({_VALUES}) > 0 THEN AGGREGATE({_VALUES}, __zero, (__iam_a, __iam_e) -> __step) END"
+_AS_DOUBLE = ("0D", "__iam_a + CAST(__iam_e AS DOUBLE)")
 
 # DuckDB's name -> (its numbers of arguments, the Spark SQL with __N its N-th argument).
 _TEMPLATES: dict[str, tuple[tuple[int, ...], str]] = {
@@ -107,7 +119,10 @@ _TEMPLATES: dict[str, tuple[tuple[int, ...], str]] = {
     "LIST_COUNT": ((1,), "SIZE(FILTER(__0, __iam_e -> __iam_e IS NOT NULL))"),
     "LIST_UNIQUE": ((1,), _UNIQUE),
     "ARRAY_UNIQUE": ((1,), _UNIQUE),
-    "LIST_STRING_AGG": ((1,), "ARRAY_JOIN(__0, ',')"),
+    "LIST_STRING_AGG": ((1,), _JOINED.replace("__1", "','")),
+    "ARRAY_HAS": ((2,), _CONTAINS),
+    "LIST_MIN": ((1,), "ARRAY_MIN(__0)"),
+    "LIST_MAX": ((1,), "ARRAY_MAX(__0)"),
     "LIST_SLICE": ((3,), _SLICE),
     "ARRAY_SLICE": ((3,), _SLICE),
     "ARRAY_HAS_ANY": ((2,), _OVERLAP),
@@ -144,10 +159,71 @@ def duckdb_function(node: exp.Expr) -> exp.Expr | None:
         return _filled("TRY_" + parsing, args)
     if name == "PRODUCT" and len(args) == 1 and not isinstance(node.parent, (exp.Filter, exp.Window)):
         return _filled(_PRODUCT, args)
+    if name == "PRINTF" and len(args) > 1:  # NULL when an argument is (Spark's writes 'null')
+        nulls = [exp.Is(this=a.copy(), expression=exp.Null()) for a in args]
+        return exp.If(this=exp.or_(*nulls), true=exp.Null(), false=node.copy())
+    if name in _LIST_AGGREGATES and len(args) == 1:
+        return list_aggregate(args[0], _LIST_AGGREGATES[name])
+    if name in ("LIST_AGGREGATE", "ARRAY_AGGREGATE", "LIST_AGGR", "AGGREGATE") and len(args) == 2:
+        return list_aggregate(args[0], args[1].name.lower()) if args[1].is_string else None
     known = _TEMPLATES.get(name)
     if known is None or len(args) not in known[0]:
         return None
     return _filled(known[1], args)
+
+
+# DuckDB's list aggregates of one argument, by the aggregate they apply.
+_LIST_AGGREGATES = {
+    "LIST_SUM": "sum",
+    "ARRAY_SUM": "sum",
+    "LIST_AVG": "avg",
+    "ARRAY_AVG": "avg",
+    "LIST_PRODUCT": "product",
+    "ARRAY_PRODUCT": "product",
+}
+
+
+def list_aggregate(values: exp.Expr, aggregate: str) -> exp.Expr | None:
+    """DuckDB's ``LIST_AGGREGATE(l, 'sum')`` and its short forms (``LIST_SUM(l)``): the aggregate of the list's
+    values, NULL for a list without any. A sum keeps integers (as BIGINT) and a DECIMAL's scale where the list's
+    type shows them, else it is a DOUBLE; an average and a product are DOUBLEs, as in DuckDB. None: an
+    aggregate not translated here."""
+    if aggregate in ("min", "max"):
+        return _filled(f"ARRAY_{aggregate.upper()}(__0)", [values])
+    if aggregate == "count":
+        return _filled(f"SIZE({_VALUES})", [values])
+    if aggregate == "string_agg":
+        return _filled(_JOINED.replace("__1", "','"), [values])
+    if aggregate not in ("sum", "avg", "product"):
+        return None
+    zero, step = _AS_DOUBLE
+    kind = shown_type(values)
+    element = kind.expressions[0] if kind is not None and kind.this == exp.DataType.Type.ARRAY else None
+    if aggregate == "product":
+        zero, step = "1D", "__iam_a * CAST(__iam_e AS DOUBLE)"
+    elif aggregate == "sum" and element is not None and element.this in INTEGER_TYPES:
+        zero, step = "0L", "__iam_a + __iam_e"
+    elif aggregate == "sum" and element is not None and element.this == exp.DataType.Type.DECIMAL:
+        scale = element.expressions[1].name if len(element.expressions) == 2 else "3"
+        zero, step = f"CAST(0 AS DECIMAL(38, {scale}))", f"CAST(__iam_a + __iam_e AS DECIMAL(38, {scale}))"
+    folded = _filled(_FOLDED.replace("__zero", zero).replace("__step", step), [values])
+    counted = _VALUES.replace("__0", "__1")
+    return _filled(f"__0 / SIZE({counted})", [folded, values]) if aggregate == "avg" else folded
+
+
+def contains(node: exp.ArrayContains) -> exp.Expr:
+    """DuckDB's ``LIST_CONTAINS(l, x)`` (``ARRAY_HAS``): false where ``x`` is absent, NULLs in ``l`` or not."""
+    return _filled(_CONTAINS, [node.this, node.expression])
+
+
+def joined(node: exp.ArrayToString) -> exp.Expr:
+    """DuckDB's ``ARRAY_TO_STRING(l, sep)``: NULL for a list of NULLs only, where Spark's gives ''."""
+    return _filled(_JOINED, [node.this, node.expression]) if node.args.get("null") is None else node
+
+
+def not_a_number(node: exp.IsNan) -> exp.Expr:
+    """DuckDB's ``ISNAN(x)``: NULL of NULL, where Spark's is false."""
+    return _filled("IF(__0 IS NULL, NULL, ISNAN(__0))", [node.this])
 
 
 def reversed_list(node: exp.Expr) -> exp.Expr:
