@@ -279,6 +279,16 @@ LIST_AGGREGATES = (
     "ARRAY_TO_STRING([s, NULL], '-') AS s_dash, ARRAY_TO_STRING([x, y], '-') AS xy_dash, LIST_STRING_AGG([s, s]) "
     "AS ss, PRINTF('%s-%d', s, y) AS printed, ISNAN(x / 2) AS nan FROM t3"
 )
+# DuckDB's JSON: `->` keeps a text's quotes and a JSON null, a text cast to JSON stays that text, a struct's or a
+# list's JSON keeps NULLs, JSON_ARRAY_LENGTH with a path, JSON_VALID.
+JSON = (
+    'WITH j AS (SELECT x, s, \'{"a": \' || x || \', "b": "\' || s || \'", "c": [1, \' || y || \'], "d": '
+    '{"e": \' || y || \'}, "g": null}\' AS doc FROM t3) '
+    "SELECT doc->'b' AS b_json, doc->>'b' AS b_text, doc->'g' AS null_json, doc->'d'->'e' AS e, doc->'c'->>1 AS c1, "
+    "JSON_EXTRACT(doc, '$.c') AS c, CAST(doc AS JSON)->>'a' AS a, doc::JSON AS same, {'x': x, 'l': [x]}::JSON AS "
+    "packed, TO_JSON({'s': s}) AS s_json, JSON_OBJECT('x', x) AS object, JSON_ARRAY(x, s) AS array, "
+    "JSON_ARRAY_LENGTH(doc, '$.c') AS n, JSON_VALID(doc) AS valid, JSON_VALID(s) AS s_valid FROM j"
+)
 # Queries that need the table's declared columns.
 DECLARED_ONLY = {"typed_columns", "replacing_stars"}
 # The Spark types of t3's columns as a project declares them (a source's ``columns``).
@@ -288,6 +298,7 @@ FUNCTION_QUERIES = {
     "replacing_stars": REPLACING_STARS,
     "aggregates": AGGREGATES,
     "list_aggregates": LIST_AGGREGATES,
+    "json": JSON,
     "intervals_and_windows": INTERVALS_AND_WINDOWS,
     "text_and_slices": TEXT_AND_SLICES,
     "date_arithmetic": DATE_ARITHMETIC,

@@ -19,7 +19,8 @@ dialect's value.
   list the query shows (a literal, a cast, a function returning one) is counted with ``SIZE``.
 * DuckDB's date and time functions: :mod:`~incremental_assets.load.duckdb_time`; its list aggregates and
   ordered ``FIRST`` / ``LAST``: :mod:`~incremental_assets.load.duckdb_lists`; its functions Spark names
-  otherwise or lacks: :mod:`~incremental_assets.load.duckdb_functions`.
+  otherwise or lacks: :mod:`~incremental_assets.load.duckdb_functions`; its JSON:
+  :mod:`~incremental_assets.load.duckdb_json`.
 * DuckDB's cast of a DOUBLE (a DECIMAL) the query shows to an integer rounds half to even (half away from
   zero), where Spark's truncates.
 * DuckDB's ``REGEXP_REPLACE`` replaces the first match unless its options hold ``g`` (Spark's replaces every
@@ -33,12 +34,13 @@ What no Spark expression computes the same is refused with :class:`NoSparkEquiva
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import sqlglot
 from sqlglot import exp
 
-from incremental_assets.load import duckdb_functions, duckdb_time
+from incremental_assets.load import duckdb_functions, duckdb_json, duckdb_time
 from incremental_assets.load.duckdb_lists import ordered_aggregates
 from incremental_assets.load.duckdb_time import NoSparkEquivalent
 from incremental_assets.load.duckdb_types import INTEGER_TYPES, is_list, shown_type, type_columns
@@ -116,7 +118,12 @@ def tilde_as_full_match(sql: str) -> str:
 
 
 def _duckdb_call(node: exp.Expr) -> exp.Expr | None:
-    return _duckdb_weekday(node) or duckdb_time.yearweek(node) or duckdb_functions.duckdb_function(node)
+    return (
+        _duckdb_weekday(node)
+        or duckdb_time.yearweek(node)
+        or duckdb_functions.duckdb_function(node)
+        or duckdb_json.json_function(node)
+    )
 
 
 def _epoch_seconds(value: exp.Expr) -> exp.Expr:
@@ -129,7 +136,7 @@ def _full_match(node: exp.Expr) -> exp.Expr:
     return exp.RegexpLike(this=node.this.copy(), expression=pattern)
 
 
-_DUCKDB_FUNCTIONS = {
+_DUCKDB_FUNCTIONS: dict[type[exp.Expr], Callable[[Any], exp.Expr | None]] = {
     exp.Dayname: lambda node: exp.Anonymous(
         this="DATE_FORMAT", expressions=[node.this.copy(), exp.Literal.string("EEEE")]
     ),
@@ -150,8 +157,11 @@ _DUCKDB_FUNCTIONS = {
     exp.RegexpLike: lambda node: _regexp_matches(node),
     exp.SimilarTo: _full_match,
     exp.Format: lambda node: _format(node),
-    exp.Cast: lambda node: _rounded_cast(node),
+    exp.Cast: lambda node: duckdb_json.json_function(node) or _rounded_cast(node),
     exp.TryCast: lambda node: _rounded_cast(node),
+    exp.JSONExtract: duckdb_json.json_function,
+    exp.JSONObject: duckdb_json.json_function,
+    exp.JSONArray: duckdb_json.json_function,
     exp.TimeToStr: duckdb_time.strftime,
     exp.DateTrunc: duckdb_time.date_trunc,
     exp.TimestampTrunc: duckdb_time.date_trunc,
