@@ -289,6 +289,15 @@ JSON = (
     "packed, TO_JSON({'s': s}) AS s_json, JSON_OBJECT('x', x) AS object, JSON_ARRAY(x, s) AS array, "
     "JSON_ARRAY_LENGTH(doc, '$.c') AS n, JSON_VALID(doc) AS valid, JSON_VALID(s) AS s_valid FROM j"
 )
+# DuckDB's range / generate_series as tables (a date spine: TIMESTAMPs; range leaves out its end; empty when the
+# start lies past the end) and as lists.
+SERIES = (
+    "SELECT spine.day, COUNT(t3.x) AS n, r.range AS k, (SELECT COUNT(*) FROM range(3, 1)) AS none, "
+    "(SELECT COUNT(*) FROM range(TIMESTAMP '2024-01-01', TIMESTAMP '2024-01-02', INTERVAL 6 HOUR)) AS quarters, "
+    "LEN(generate_series(1, 3)) AS three "
+    "FROM generate_series(DATE '2020-02-27', DATE '2020-03-01', INTERVAL 1 DAY) AS spine(day) "
+    "LEFT JOIN t3 ON t3.d = spine.day CROSS JOIN range(2) AS r GROUP BY spine.day, r.range"
+)
 # Queries that need the table's declared columns.
 DECLARED_ONLY = {"typed_columns", "replacing_stars"}
 # The Spark types of t3's columns as a project declares them (a source's ``columns``).
@@ -299,6 +308,7 @@ FUNCTION_QUERIES = {
     "aggregates": AGGREGATES,
     "list_aggregates": LIST_AGGREGATES,
     "json": JSON,
+    "series": SERIES,
     "intervals_and_windows": INTERVALS_AND_WINDOWS,
     "text_and_slices": TEXT_AND_SLICES,
     "date_arithmetic": DATE_ARITHMETIC,

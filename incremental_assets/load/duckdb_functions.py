@@ -51,6 +51,7 @@ __all__ = [
     "duckdb_function",
     "element",
     "epoch_ms",
+    "filled",
     "glob",
     "infinite",
     "interval_of",
@@ -156,9 +157,9 @@ def duckdb_function(node: exp.Expr) -> exp.Expr | None:
         return _whole_parts(args)
     if name == "TRY_STRPTIME" and len(args) == 2 and args[1].is_string:
         parsing = exp.StrToTime(this=exp.column("__0"), format=args[1].copy()).sql("spark")
-        return _filled("TRY_" + parsing, args)
+        return filled("TRY_" + parsing, args)
     if name == "PRODUCT" and len(args) == 1 and not isinstance(node.parent, (exp.Filter, exp.Window)):
-        return _filled(_PRODUCT, args)
+        return filled(_PRODUCT, args)
     if name == "PRINTF" and len(args) > 1:  # NULL when an argument is (Spark's writes 'null')
         nulls = [exp.Is(this=a.copy(), expression=exp.Null()) for a in args]
         return exp.If(this=exp.or_(*nulls), true=exp.Null(), false=node.copy())
@@ -169,7 +170,7 @@ def duckdb_function(node: exp.Expr) -> exp.Expr | None:
     known = _TEMPLATES.get(name)
     if known is None or len(args) not in known[0]:
         return None
-    return _filled(known[1], args)
+    return filled(known[1], args)
 
 
 # DuckDB's list aggregates of one argument, by the aggregate they apply.
@@ -189,11 +190,11 @@ def list_aggregate(values: exp.Expr, aggregate: str) -> exp.Expr | None:
     type shows them, else it is a DOUBLE; an average and a product are DOUBLEs, as in DuckDB. None: an
     aggregate not translated here."""
     if aggregate in ("min", "max"):
-        return _filled(f"ARRAY_{aggregate.upper()}(__0)", [values])
+        return filled(f"ARRAY_{aggregate.upper()}(__0)", [values])
     if aggregate == "count":
-        return _filled(f"SIZE({_VALUES})", [values])
+        return filled(f"SIZE({_VALUES})", [values])
     if aggregate == "string_agg":
-        return _filled(_JOINED.replace("__1", "','"), [values])
+        return filled(_JOINED.replace("__1", "','"), [values])
     if aggregate not in ("sum", "avg", "product"):
         return None
     zero, step = _AS_DOUBLE
@@ -206,24 +207,24 @@ def list_aggregate(values: exp.Expr, aggregate: str) -> exp.Expr | None:
     elif aggregate == "sum" and element is not None and element.this == exp.DataType.Type.DECIMAL:
         scale = element.expressions[1].name if len(element.expressions) == 2 else "3"
         zero, step = f"CAST(0 AS DECIMAL(38, {scale}))", f"CAST(__iam_a + __iam_e AS DECIMAL(38, {scale}))"
-    folded = _filled(_FOLDED.replace("__zero", zero).replace("__step", step), [values])
+    folded = filled(_FOLDED.replace("__zero", zero).replace("__step", step), [values])
     counted = _VALUES.replace("__0", "__1")
-    return _filled(f"__0 / SIZE({counted})", [folded, values]) if aggregate == "avg" else folded
+    return filled(f"__0 / SIZE({counted})", [folded, values]) if aggregate == "avg" else folded
 
 
 def contains(node: exp.ArrayContains) -> exp.Expr:
     """DuckDB's ``LIST_CONTAINS(l, x)`` (``ARRAY_HAS``): false where ``x`` is absent, NULLs in ``l`` or not."""
-    return _filled(_CONTAINS, [node.this, node.expression])
+    return filled(_CONTAINS, [node.this, node.expression])
 
 
 def joined(node: exp.ArrayToString) -> exp.Expr:
     """DuckDB's ``ARRAY_TO_STRING(l, sep)``: NULL for a list of NULLs only, where Spark's gives ''."""
-    return _filled(_JOINED, [node.this, node.expression]) if node.args.get("null") is None else node
+    return filled(_JOINED, [node.this, node.expression]) if node.args.get("null") is None else node
 
 
 def not_a_number(node: exp.IsNan) -> exp.Expr:
     """DuckDB's ``ISNAN(x)``: NULL of NULL, where Spark's is false."""
-    return _filled("IF(__0 IS NULL, NULL, ISNAN(__0))", [node.this])
+    return filled("IF(__0 IS NULL, NULL, ISNAN(__0))", [node.this])
 
 
 def reversed_list(node: exp.Expr) -> exp.Expr:
@@ -233,7 +234,7 @@ def reversed_list(node: exp.Expr) -> exp.Expr:
 
 def list_position(node: exp.Expr) -> exp.Expr:
     """DuckDB's ``ARRAY_POSITION(l, x)``: NULL when ``x`` is absent (Spark's gives 0)."""
-    return _filled(_POSITION, [node.this, node.expression])
+    return filled(_POSITION, [node.this, node.expression])
 
 
 def element(node: exp.Bracket) -> exp.Expr:
@@ -250,10 +251,10 @@ def element(node: exp.Bracket) -> exp.Expr:
         if not text and not is_list(node.this):
             return node
         start, end = index.this or _ONE, index.expression or exp.Neg(this=_ONE)
-        return _filled(_TEXT_SLICE if text else _SLICE, [node.this, start, end])
+        return filled(_TEXT_SLICE if text else _SLICE, [node.this, start, end])
     if _counted_from_zero(node.this, index):
         index = exp.Literal.number(index.to_py() + 1) if index.is_int else exp.Add(this=index, expression=_ONE)
-    return _filled(_CHARACTER if text else _ELEMENT, [node.this, index])
+    return filled(_CHARACTER if text else _ELEMENT, [node.this, index])
 
 
 def _counted_from_zero(container: exp.Expr, index: exp.Expr) -> bool:
@@ -272,7 +273,7 @@ def epoch_ms(node: exp.UnixToTime) -> exp.Expr:
     kind = shown_type(node.this)
     if kind is None or kind.this not in exp.DataType.TEMPORAL_TYPES or node.args.get("scale") is None:
         return node
-    return _filled("UNIX_MILLIS(CAST(__0 AS TIMESTAMP))", [node.this])
+    return filled("UNIX_MILLIS(CAST(__0 AS TIMESTAMP))", [node.this])
 
 
 def remainder(node: exp.Mod) -> exp.Expr:
@@ -323,7 +324,7 @@ def glob(node: exp.Glob) -> exp.Expr:
 
 def overlap(node: exp.Expr) -> exp.Expr:
     """DuckDB's ``LIST_HAS_ANY(a, b)`` (sqlglot's ``a && b``, which Spark does not know)."""
-    return _filled(_OVERLAP, [node.this, node.expression])
+    return filled(_OVERLAP, [node.this, node.expression])
 
 
 _INTERVAL_OF = {
@@ -354,7 +355,7 @@ def interval_of(node: exp.Interval) -> exp.Expr:
         return exp.Interval(this=exp.Literal.string("-" + amount.this.name), unit=unit)
     part = PARTS.get(unit.name.lower()) if isinstance(unit, exp.Var) else None
     template = _INTERVAL_OF.get(part or "")
-    return node if template is None else _filled(template, [amount])
+    return node if template is None else filled(template, [amount])
 
 
 def left_right(node: exp.Left | exp.Right) -> exp.Expr:
@@ -367,7 +368,7 @@ def left_right(node: exp.Left | exp.Right) -> exp.Expr:
         sql = "CASE WHEN __1 < 0 THEN SUBSTRING(__0, 1, GREATEST(CHAR_LENGTH(__0) + __1, 0)) ELSE LEFT(__0, __1) END"
     else:
         sql = "CASE WHEN __1 < 0 THEN SUBSTRING(__0, 1 - __1) ELSE RIGHT(__0, __1) END"
-    return _filled(sql, [node.this, count])
+    return filled(sql, [node.this, count])
 
 
 # Window functions Spark computes only over an ordered window.
@@ -397,7 +398,7 @@ def window_function(node: exp.Window) -> exp.Expr:
 
 def to_days(node: exp.Expr) -> exp.Expr:
     """DuckDB's ``TO_DAYS(n)``, an interval of ``n`` days (sqlglot keeps the name, which Spark lacks)."""
-    return _filled("MAKE_DT_INTERVAL(__0)", [node.this])
+    return filled("MAKE_DT_INTERVAL(__0)", [node.this])
 
 
 def discrete_quantile(node: exp.Expr) -> exp.Expr:
@@ -416,12 +417,12 @@ def sample_moment(node: exp.Skewness | exp.Kurtosis) -> exp.Expr:
     values), Spark's the population ones; inside ``FILTER`` or ``OVER`` they stay as written."""
     if isinstance(node.parent, (exp.Filter, exp.Window)):
         return node
-    return _filled(_SKEWNESS if isinstance(node, exp.Skewness) else _KURTOSIS, [node.this])
+    return filled(_SKEWNESS if isinstance(node, exp.Skewness) else _KURTOSIS, [node.this])
 
 
 def infinite(node: exp.Expr) -> exp.Expr:
     """DuckDB's ``ISINF(x)``, which sqlglot writes as a function Spark lacks."""
-    return _filled("ABS(CAST(__0 AS DOUBLE)) = CAST('Infinity' AS DOUBLE)", [node.this])
+    return filled("ABS(CAST(__0 AS DOUBLE)) = CAST('Infinity' AS DOUBLE)", [node.this])
 
 
 def _whole_parts(args: list[exp.Expr]) -> exp.Expr | None:
@@ -439,11 +440,12 @@ def _parsed(sql: str) -> exp.Expr:
     return parsed if isinstance(parsed, exp.Func) else exp.paren(parsed)
 
 
-def _filled(sql: str, args: list[exp.Expr]) -> exp.Expr:
-    filled = _parsed(sql).copy()
-    for placeholder in list(filled.find_all(exp.Column)):
+def filled(sql: str, args: list[exp.Expr]) -> exp.Expr:
+    """The Spark SQL ``sql`` with each ``__N`` the N-th of ``args`` (a copy; an operation in parentheses)."""
+    out = _parsed(sql).copy()
+    for placeholder in list(out.find_all(exp.Column)):
         index = placeholder.name[2:]
         if placeholder.name.startswith("__") and index.isdigit():
             arg = args[int(index)].copy()  # an operation keeps its precedence inside the template's
             placeholder.replace(exp.paren(arg) if isinstance(arg, _OPERATIONS) else arg)
-    return filled
+    return out

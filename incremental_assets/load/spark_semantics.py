@@ -20,7 +20,8 @@ dialect's value.
 * DuckDB's date and time functions: :mod:`~incremental_assets.load.duckdb_time`; its list aggregates and
   ordered ``FIRST`` / ``LAST``: :mod:`~incremental_assets.load.duckdb_lists`; its functions Spark names
   otherwise or lacks: :mod:`~incremental_assets.load.duckdb_functions`; its JSON:
-  :mod:`~incremental_assets.load.duckdb_json`.
+  :mod:`~incremental_assets.load.duckdb_json`; its ``range`` / ``generate_series``:
+  :mod:`~incremental_assets.load.duckdb_series`.
 * DuckDB's cast of a DOUBLE (a DECIMAL) the query shows to an integer rounds half to even (half away from
   zero), where Spark's truncates.
 * DuckDB's ``REGEXP_REPLACE`` replaces the first match unless its options hold ``g`` (Spark's replaces every
@@ -42,6 +43,7 @@ from sqlglot import exp
 
 from incremental_assets.load import duckdb_functions, duckdb_json, duckdb_time
 from incremental_assets.load.duckdb_lists import ordered_aggregates
+from incremental_assets.load.duckdb_series import series, series_tables
 from incremental_assets.load.duckdb_time import NoSparkEquivalent
 from incremental_assets.load.duckdb_types import INTEGER_TYPES, is_list, shown_type, type_columns
 
@@ -71,6 +73,7 @@ def with_spark_semantics(
             diff.replace(_boundaries_crossed(diff))
     if dialect == "duckdb":
         type_columns(query, schemas or {})
+        series_tables(query)
         # innermost first: a rewrite copies its arguments, so they must be rewritten already
         for node in reversed(list(query.find_all(*_DUCKDB_FUNCTIONS, *_DUCKDB_CALLS))):
             rewrite = _DUCKDB_FUNCTIONS.get(type(node))
@@ -162,6 +165,7 @@ _DUCKDB_FUNCTIONS: dict[type[exp.Expr], Callable[[Any], exp.Expr | None]] = {
     exp.JSONExtract: duckdb_json.json_function,
     exp.JSONObject: duckdb_json.json_function,
     exp.JSONArray: duckdb_json.json_function,
+    exp.GenerateSeries: series,
     exp.TimeToStr: duckdb_time.strftime,
     exp.DateTrunc: duckdb_time.date_trunc,
     exp.TimestampTrunc: duckdb_time.date_trunc,
