@@ -298,8 +298,15 @@ SERIES = (
     "FROM generate_series(DATE '2020-02-27', DATE '2020-03-01', INTERVAL 1 DAY) AS spine(day) "
     "LEFT JOIN t3 ON t3.d = spine.day CROSS JOIN range(2) AS r GROUP BY spine.day, r.range"
 )
+# DuckDB's UNION BY NAME: columns matched by name (case aside), NULL where a side lacks one; a SELECT * side
+# needs its table's columns declared.
+UNIONS_BY_NAME = (
+    "SELECT s, COUNT(*) AS n, COUNT(x) AS xs, COUNT(k) AS ks FROM (SELECT x AS X, s FROM t3 UNION ALL BY NAME "
+    "SELECT 'k' AS k, y AS x FROM t3 UNION BY NAME SELECT s FROM t3) GROUP BY s"
+)
+STAR_UNIONS_BY_NAME = "SELECT * FROM t3 UNION ALL BY NAME SELECT x, 'n' AS k FROM t3"
 # Queries that need the table's declared columns.
-DECLARED_ONLY = {"typed_columns", "replacing_stars"}
+DECLARED_ONLY = {"typed_columns", "replacing_stars", "star_unions_by_name"}
 # The Spark types of t3's columns as a project declares them (a source's ``columns``).
 T3_COLUMNS = {"ts": "timestamp", "d": "date", "x": "int", "y": "int", "s": "string", "dec": "decimal(10,2)"}
 FUNCTION_QUERIES = {
@@ -309,6 +316,8 @@ FUNCTION_QUERIES = {
     "list_aggregates": LIST_AGGREGATES,
     "json": JSON,
     "series": SERIES,
+    "unions_by_name": UNIONS_BY_NAME,
+    "star_unions_by_name": STAR_UNIONS_BY_NAME,
     "intervals_and_windows": INTERVALS_AND_WINDOWS,
     "text_and_slices": TEXT_AND_SLICES,
     "date_arithmetic": DATE_ARITHMETIC,

@@ -7,7 +7,7 @@ integer is rounded by DuckDB and truncated by Spark; ``LEN`` of a list column is
 of these a column is, the query does not say: its table's declared columns do (a source's ``columns``, an
 external model's). :func:`type_columns` marks each column of the query whose table it can tell and whose type
 is declared, in every scope (a derived table's or a CTE's output column gets the type its expression has), and
-writes out DuckDB's ``SELECT * REPLACE (...)``, which Spark lacks, from the source's known columns;
+writes out DuckDB's ``SELECT * REPLACE (...)`` and ``UNION BY NAME``, which Spark lacks, from the known columns;
 :func:`shown_type` is the type of an expression with those marks taken into account (and a number written with
 a point a DECIMAL, as DuckDB reads it).
 
@@ -195,6 +195,58 @@ def _duckdb_type(spark_type: str) -> exp.DataType | None:
     except (SqlglotError, ValueError):
         return None
     return exp.DataType.build(_AS_DUCKDB[kind.this]) if kind.this in _AS_DUCKDB else kind
+
+
+def unions_by_name(query: exp.Expr, schemas: Mapping[str, Mapping[str, str]]) -> None:
+    """DuckDB's ``a UNION [ALL] BY NAME b``, which Spark lacks, as a plain UNION of both sides' columns matched by
+    name (case aside): ``a``'s in order, then those only ``b`` has, each side NULL for a column it lacks; in place.
+    A side's columns are its projections' names, or a ``SELECT *`` of one table whose columns ``schemas`` know;
+    a union whose sides' columns are not known so stays as written (Spark refuses it).
+
+    >>> import sqlglot
+    >>> q = sqlglot.parse_one("SELECT y, x FROM a UNION ALL BY NAME SELECT * FROM b", read="duckdb")
+    >>> unions_by_name(q, {"b": {"X": "int", "z": "int"}})
+    >>> q.sql("spark")
+    'SELECT __l.y AS y, __l.x AS x, NULL AS z FROM (SELECT y, x FROM a) AS __l UNION ALL SELECT NULL AS y, \
+__r.X AS x, __r.z AS z FROM (SELECT * FROM b) AS __r'
+    """
+    tables = {name.lower(): dict(columns) for name, columns in schemas.items()}
+    for union in reversed(list(query.find_all(exp.Union))):
+        if not union.args.get("by_name"):
+            continue
+        left, right = _output_names(union.this, tables), _output_names(union.expression, tables)
+        if left is None or right is None:
+            continue
+        held = {n.lower() for n in left}
+        names = left + [n for n in right if n.lower() not in held]
+        union.set("this", _in_order(union.this, left, names, "__l"))
+        union.set("expression", _in_order(union.expression, right, names, "__r"))
+        union.set("by_name", None)
+
+
+def _output_names(query: exp.Expr, tables: Mapping[str, Mapping[str, str]]) -> list[str] | None:
+    query = query.unnest() if isinstance(query, exp.Subquery) else query
+    if isinstance(query, exp.SetOperation):
+        return _output_names(query.this, tables)
+    if not isinstance(query, exp.Select):
+        return None
+    if any(isinstance(p, exp.Star) or p.is_star for p in query.selects):
+        source = getattr(query.args.get("from_"), "this", None)
+        if len(query.selects) != 1 or query.args.get("joins") or not isinstance(source, exp.Table):
+            return None
+        columns = tables.get(_table_name(source))
+        return None if columns is None else list(columns)
+    names = [p.alias_or_name for p in query.selects]
+    return names if all(names) else None
+
+
+def _in_order(query: exp.Query, have: list[str], names: list[str], alias: str) -> exp.Query:
+    """``query`` giving the columns ``names`` in order (NULL for one it lacks), from its columns ``have``."""
+    if [h.lower() for h in have] == [n.lower() for n in names] and not any(p.is_star for p in query.selects):
+        return query
+    own = {h.lower(): h for h in have}
+    columns = [exp.alias_(exp.column(own[n.lower()], alias) if n.lower() in own else exp.Null(), n) for n in names]
+    return exp.select(*columns).from_(query.subquery(alias))
 
 
 def has_untyped_choice(query: exp.Expr) -> bool:

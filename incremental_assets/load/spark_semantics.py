@@ -45,7 +45,7 @@ from incremental_assets.load import duckdb_functions, duckdb_json, duckdb_time
 from incremental_assets.load.duckdb_lists import ordered_aggregates
 from incremental_assets.load.duckdb_series import series, series_tables
 from incremental_assets.load.duckdb_time import NoSparkEquivalent
-from incremental_assets.load.duckdb_types import INTEGER_TYPES, is_list, shown_type, type_columns
+from incremental_assets.load.duckdb_types import INTEGER_TYPES, is_list, shown_type, type_columns, unions_by_name
 
 __all__ = ["NoSparkEquivalent", "tilde_as_full_match", "with_spark_semantics"]
 
@@ -73,6 +73,7 @@ def with_spark_semantics(
             diff.replace(_boundaries_crossed(diff))
     if dialect == "duckdb":
         type_columns(query, schemas or {})
+        unions_by_name(query, schemas or {})
         series_tables(query)
         # innermost first: a rewrite copies its arguments, so they must be rewritten already
         for node in reversed(list(query.find_all(*_DUCKDB_FUNCTIONS, *_DUCKDB_CALLS))):
