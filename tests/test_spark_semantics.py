@@ -305,6 +305,11 @@ UNIONS_BY_NAME = (
     "SELECT 'k' AS k, y AS x FROM t3 UNION BY NAME SELECT s FROM t3) GROUP BY s"
 )
 STAR_UNIONS_BY_NAME = "SELECT * FROM t3 UNION ALL BY NAME SELECT x, 'n' AS k FROM t3"
+# DuckDB's UNNEST inside an expression (Spark takes a generator only as a projection of its own).
+NESTED_UNNESTS = (
+    "SELECT x, UNNEST(STRING_SPLIT(s, ',')) || '!' AS part, LEN(s) AS n FROM t3 WHERE x > 0 "
+    "UNION ALL SELECT x, UNNEST([d, ts::DATE])::VARCHAR, y FROM t3"
+)
 # Queries that need the table's declared columns.
 DECLARED_ONLY = {"typed_columns", "replacing_stars", "star_unions_by_name"}
 # The Spark types of t3's columns as a project declares them (a source's ``columns``).
@@ -317,6 +322,7 @@ FUNCTION_QUERIES = {
     "json": JSON,
     "series": SERIES,
     "unions_by_name": UNIONS_BY_NAME,
+    "nested_unnests": NESTED_UNNESTS,
     "star_unions_by_name": STAR_UNIONS_BY_NAME,
     "intervals_and_windows": INTERVALS_AND_WINDOWS,
     "text_and_slices": TEXT_AND_SLICES,

@@ -6,7 +6,11 @@
 * ``FIRST(x ORDER BY y)`` / ``LAST(x ORDER BY y)`` are the value of the first (last) row in that order, NULL
   or not; Spark has no ordered ``FIRST``.
 
-Each becomes ``COLLECT_LIST`` (``COLLECT_SET`` for ``DISTINCT``) of a struct of the sort keys and the value,
+* ``UNNEST(l)`` inside an expression (``UNNEST(l)::DATE``, ``UNNEST(l) + 1``), which Spark refuses, is a
+  ``LATERAL VIEW EXPLODE(l)`` of the SELECT, the expression reading its value (one such ``UNNEST`` per SELECT:
+  DuckDB pairs several by position, where lateral views would pair every value with every other).
+
+Each aggregate becomes ``COLLECT_LIST`` (``COLLECT_SET`` for ``DISTINCT``) of a struct of the sort keys and the value,
 sorted with a comparator following each key's direction and NULL placement (DuckDB's default: ascending,
 NULLs last), then the values taken out; a list of no rows is NULL, as in DuckDB. A ``FILTER (WHERE ...)``
 or ``OVER (...)`` on the aggregate applies to the collecting function.
@@ -24,6 +28,20 @@ def ordered_aggregates(query: exp.Expr) -> None:
     nodes = [n for n in query.find_all(exp.ArrayAgg, exp.First, exp.Last) if _rewritten(n)]
     for node in reversed(nodes):  # innermost first: a rewrite copies its arguments
         _rewrite(node)
+
+
+def nested_unnests(query: exp.Expr) -> None:
+    """Each SELECT of ``query`` whose one ``UNNEST`` sits inside an expression given a lateral view exploding
+    the list, the expression reading the view's value instead; in place."""
+    for select in list(query.find_all(exp.Select)):
+        found = [e for p in select.expressions for e in p.find_all(exp.Explode) if e.parent_select is select]
+        if len(found) != 1 or found[0] in [p.unalias() for p in select.expressions]:
+            continue  # none, several (paired by position), or a projection of its own, which Spark takes
+        name = f"__iam_unnest{len(select.args.get('laterals') or [])}"
+        alias = exp.TableAlias(this=exp.to_identifier(f"{name}_t"), columns=[exp.to_identifier(name)])
+        view = exp.Lateral(this=found[0].copy(), view=True, alias=alias)
+        found[0].replace(exp.column(name))
+        select.append("laterals", view)
 
 
 def _rewritten(node: exp.Expr) -> bool:

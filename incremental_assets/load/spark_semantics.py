@@ -42,7 +42,7 @@ import sqlglot
 from sqlglot import exp
 
 from incremental_assets.load import duckdb_functions, duckdb_json, duckdb_time
-from incremental_assets.load.duckdb_lists import ordered_aggregates
+from incremental_assets.load.duckdb_lists import nested_unnests, ordered_aggregates
 from incremental_assets.load.duckdb_series import series, series_tables
 from incremental_assets.load.duckdb_time import NoSparkEquivalent
 from incremental_assets.load.duckdb_types import INTEGER_TYPES, is_list, shown_type, type_columns, unions_by_name
@@ -82,6 +82,7 @@ def with_spark_semantics(
             if replacement is not None and replacement is not node:
                 node.replace(replacement)
         ordered_aggregates(query)
+        nested_unnests(query)
     return query
 
 
