@@ -188,7 +188,7 @@ def with_model_types(
     columns: ModelColumns,
     macros: MacroContext,
     parse: Callable[..., list[SqlModel]],
-    source_columns: Callable[[str], Mapping[str, str] | None] = lambda name: None,
+    source_columns: Callable[[str], Mapping[str, str] | None],
 ) -> None:
     """Each model file whose DuckDB query a column type of the tables it reads would translate otherwise
     (``date_col - date_col``, ``CAST(double_col AS INT)``) parsed again, upstream first, knowing those types:
