@@ -133,7 +133,7 @@ def cell(v):  # decimals as numbers, aware timestamps as naive UTC (as our rows 
 c = duckdb.connect(sys.argv[1], read_only=True)
 out = {}
 for catalog, schema, name in c.execute("SELECT table_catalog, table_schema, table_name FROM information_schema.tables "
-                                       "WHERE table_schema NOT LIKE 'sqlmesh%'").fetchall():
+                                       "WHERE table_schema <> 'sqlmesh' AND NOT starts_with(table_schema, 'sqlmesh__')").fetchall():
     result = c.execute(f'SELECT * FROM "{catalog}"."{schema}"."{name}"')
     out[f"{schema}.{name}"] = {"columns": [d[0] for d in result.description], "rows": result.fetchall()}
 print(json.dumps(out, default=cell))
@@ -478,6 +478,32 @@ def test_our_cli_runs_the_example_unchanged(examples, theirs, spark_remote, name
         latest = our_tables(tmp_path / name, example, ["sushi.latest_order", "sushi.orders"], request)
         newest = max(r[latest["sushi.orders"]["columns"].index("event_date")] for r in latest["sushi.orders"]["rows"])
         assert [r[-1] for r in latest["sushi.latest_order"]["rows"]] == [newest]
+
+
+def test_our_cli_runs_the_project_sqlmesh_init_makes_unchanged(spark_remote, tmp_path, request):
+    """The project a SQLMesh user starts from (``sqlmesh init duckdb``: a SEED, an INCREMENTAL_BY_TIME_RANGE and a
+    FULL model, an audit, a unit test), made by the pinned SQLMesh, run unchanged through our CLI: the same tables
+    as SQLMesh's own plan."""
+    made = tmp_path / "made"
+    made.mkdir()
+    done = subprocess.run(
+        [str(sqlmesh_python().parent / "sqlmesh"), "init", "duckdb"], cwd=made, capture_output=True, text=True
+    )
+    assert done.returncode == 0 and (made / "models" / "incremental_model.sql").is_file(), done.stdout + done.stderr
+    example = Example((".",), "db.db")
+    root_theirs, root_ours = (shutil.copytree(made, tmp_path / side) for side in ("theirs", "ours"))
+    _sqlmesh(root_theirs, example, "test")
+    _sqlmesh(root_theirs, example, "plan", "--auto-apply", "--no-prompts", "--skip-tests")
+    dumped = subprocess.run(
+        [str(VENV / "bin" / "python"), "-c", DUMP, str(root_theirs / "db.db")], capture_output=True, text=True
+    )
+    theirs = json.loads(dumped.stdout)
+    assert set(theirs) == {f"sqlmesh_example.{m}" for m in ("seed_model", "incremental_model", "full_model")}
+    _ok(our_cli(root_ours, example, spark_remote, "validate"), "validate")
+    _ok(our_cli(root_ours, example, spark_remote, "run", "--auto"), "run --auto")
+    _ok(our_cli(root_ours, example, spark_remote, "test"), "test")
+    problems = compare(theirs, our_tables(root_ours, example, sorted(theirs), request))
+    assert not problems, "\n".join(problems)
 
 
 def test_custom_materializations_stay_refused(examples, tmp_path):
