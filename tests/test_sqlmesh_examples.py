@@ -132,8 +132,9 @@ def cell(v):  # decimals as numbers, aware timestamps as naive UTC (as our rows 
     return str(v)
 c = duckdb.connect(sys.argv[1], read_only=True)
 out = {}
+own = "table_schema = 'sqlmesh' OR starts_with(table_schema, 'sqlmesh__')"  # SQLMesh's own schemas
 for catalog, schema, name in c.execute("SELECT table_catalog, table_schema, table_name FROM information_schema.tables "
-                                       "WHERE table_schema <> 'sqlmesh' AND NOT starts_with(table_schema, 'sqlmesh__')").fetchall():
+                                       f"WHERE NOT ({own})").fetchall():
     result = c.execute(f'SELECT * FROM "{catalog}"."{schema}"."{name}"')
     out[f"{schema}.{name}"] = {"columns": [d[0] for d in result.description], "rows": result.fetchall()}
 print(json.dumps(out, default=cell))
