@@ -61,6 +61,7 @@ __all__ = [
     "list_position",
     "log10",
     "not_a_number",
+    "null_if_any",
     "overlap",
     "remainder",
     "reversed_list",
@@ -117,13 +118,9 @@ _TEMPLATES: dict[str, tuple[tuple[int, ...], str]] = {
     "LIST_POSITION": ((2,), _POSITION),
     "LIST_INDEXOF": ((2,), _POSITION),
     "ARRAY_INDEXOF": ((2,), _POSITION),
-    "LIST_COUNT": ((1,), "SIZE(FILTER(__0, __iam_e -> __iam_e IS NOT NULL))"),
     "LIST_UNIQUE": ((1,), _UNIQUE),
     "ARRAY_UNIQUE": ((1,), _UNIQUE),
-    "LIST_STRING_AGG": ((1,), _JOINED.replace("__1", "','")),
     "ARRAY_HAS": ((2,), _CONTAINS),
-    "LIST_MIN": ((1,), "ARRAY_MIN(__0)"),
-    "LIST_MAX": ((1,), "ARRAY_MAX(__0)"),
     "LIST_SLICE": ((3,), _SLICE),
     "ARRAY_SLICE": ((3,), _SLICE),
     "ARRAY_HAS_ANY": ((2,), _OVERLAP),
@@ -161,8 +158,7 @@ def duckdb_function(node: exp.Expr) -> exp.Expr | None:
     if name == "PRODUCT" and len(args) == 1 and not isinstance(node.parent, (exp.Filter, exp.Window)):
         return filled(_PRODUCT, args)
     if name == "PRINTF" and len(args) > 1:  # NULL when an argument is (Spark's writes 'null')
-        nulls = [exp.Is(this=a.copy(), expression=exp.Null()) for a in args]
-        return exp.If(this=exp.or_(*nulls), true=exp.Null(), false=node.copy())
+        return null_if_any(args, node.copy())
     if name in _LIST_AGGREGATES and len(args) == 1:
         return list_aggregate(args[0], _LIST_AGGREGATES[name])
     if name in ("LIST_AGGREGATE", "ARRAY_AGGREGATE", "LIST_AGGR", "AGGREGATE") and len(args) == 2:
@@ -175,6 +171,10 @@ def duckdb_function(node: exp.Expr) -> exp.Expr | None:
 
 # DuckDB's list aggregates of one argument, by the aggregate they apply.
 _LIST_AGGREGATES = {
+    "LIST_COUNT": "count",
+    "LIST_MIN": "min",
+    "LIST_MAX": "max",
+    "LIST_STRING_AGG": "string_agg",
     "LIST_SUM": "sum",
     "ARRAY_SUM": "sum",
     "LIST_AVG": "avg",
@@ -210,6 +210,14 @@ def list_aggregate(values: exp.Expr, aggregate: str) -> exp.Expr | None:
     folded = filled(_FOLDED.replace("__zero", zero).replace("__step", step), [values])
     counted = _VALUES.replace("__0", "__1")
     return filled(f"__0 / SIZE({counted})", [folded, values]) if aggregate == "avg" else folded
+
+
+def null_if_any(args: list[exp.Expr], value: exp.Expr) -> exp.Expr:
+    """``value``, or NULL where any of ``args`` is NULL (DuckDB's formatting functions)."""
+    if not args:
+        return value
+    nulls = [exp.Is(this=a.copy(), expression=exp.Null()) for a in args]
+    return exp.If(this=exp.or_(*nulls), true=exp.Null(), false=value)
 
 
 def contains(node: exp.ArrayContains) -> exp.Expr:

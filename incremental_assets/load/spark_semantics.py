@@ -264,10 +264,7 @@ def _format(node: exp.Format) -> exp.Expr:
         )
     args = [a.copy() for a in node.expressions]
     formatted = exp.Anonymous(this="FORMAT_STRING", expressions=[exp.Literal.string(java), *args])
-    if not args:
-        return formatted
-    nulls = [exp.Is(this=a.copy(), expression=exp.Null()) for a in args]
-    return exp.If(this=exp.or_(*nulls), true=exp.Null(), false=formatted)
+    return duckdb_functions.null_if_any(args, formatted)
 
 
 def _printf_of_fmt(text: str) -> str | None:
